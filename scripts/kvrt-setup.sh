@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# kvrt set-up: installs what is missing (Debian 12 packages only), configures
+# CMake (Release, Ninja, ccache) and builds. Then runs the requested job:
+#   scripts/kvrt-setup.sh main    build + run the main job on the embedded default
+#   scripts/kvrt-setup.sh test    build + run the whole test suite (what CI runs)
+#   scripts/kvrt-setup.sh build   build only
+# Fast when everything is already there: dpkg is queried, apt runs only for
+# missing packages, and ccache makes an unchanged rebuild take about a second.
+set -euo pipefail
+
+job="${1:-main}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${KVRT_BUILD_DIR:-$root/build}"
+
+packages=(
+  build-essential cmake ninja-build pkg-config ccache
+  libcaf-dev libboost-dev capnproto libcapnp-dev catch2 libspdlog-dev
+  libtomlplusplus-dev libcli11-dev libssl-dev libxxhash-dev nlohmann-json3-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "kvrt-setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq
+  "${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+jobs="$(nproc)"
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${KVRT_CMAKE_ARGS:-}
+fi
+cmake --build "$build" -j "$jobs"
+
+case "$job" in
+  build) ;;
+  main)
+    # The main job on the embedded default (CPU shared-memory pools, no GPU).
+    # Until the node runtime lands (issue 8: `kvrt run`), the main job prints the
+    # worked byte ledger and a checked address of the default layout.
+    "$build/apps/kvrt/kvrt" ledger
+    "$build/apps/kvrt/kvrt" address
+    ;;
+  test)
+    cd "$build"
+    ctest --output-on-failure -j "$jobs" --timeout 600
+    ;;
+  *)
+    echo "usage: scripts/kvrt-setup.sh [main|test|build]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,53 @@
+#include "services/common/error.hpp"
+
+namespace kvrt {
+
+std::string_view to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::ok: return "ok";
+    case ErrorCode::invalid_argument: return "invalid_argument";
+    case ErrorCode::config_parse: return "config_parse";
+    case ErrorCode::config_field: return "config_field";
+    case ErrorCode::io: return "io";
+    case ErrorCode::invalid_manifest: return "invalid_manifest";
+    case ErrorCode::incompatible: return "incompatible";
+    case ErrorCode::stale_generation: return "stale_generation";
+    case ErrorCode::request_not_visible: return "request_not_visible";
+    case ErrorCode::table_out_of_bounds: return "table_out_of_bounds";
+    case ErrorCode::unknown_physical: return "unknown_physical";
+    case ErrorCode::stale_physical: return "stale_physical";
+    case ErrorCode::row_not_valid: return "row_not_valid";
+    case ErrorCode::coordinate_out_of_range: return "coordinate_out_of_range";
+    case ErrorCode::layer_gap: return "layer_gap";
+    case ErrorCode::duplicate_axis: return "duplicate_axis";
+    case ErrorCode::table_length_drift: return "table_length_drift";
+    case ErrorCode::overlapping_tensors: return "overlapping_tensors";
+    case ErrorCode::stale_table_version: return "stale_table_version";
+    case ErrorCode::kernel_block_not_divisor: return "kernel_block_not_divisor";
+    case ErrorCode::unknown_request: return "unknown_request";
+    case ErrorCode::unknown_group: return "unknown_group";
+    case ErrorCode::address_out_of_tensor: return "address_out_of_tensor";
+    case ErrorCode::decode_failed: return "decode_failed";
+    case ErrorCode::message_too_large: return "message_too_large";
+    case ErrorCode::unknown_enum: return "unknown_enum";
+  }
+  return "unknown_error_code";
+}
+
+std::string Error::describe() const {
+  std::string out{to_string(code)};
+  out += ": ";
+  out += reason;
+  if (!field.empty()) {
+    out += " [";
+    out += field;
+    out += "]";
+  }
+  return out;
+}
+
+Error make_error(ErrorCode code, std::string reason, std::string field) {
+  return Error{code, std::move(reason), std::move(field)};
+}
+
+}  // namespace kvrt

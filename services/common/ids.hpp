@@ -1,0 +1,37 @@
+#pragma once
+// Strong identifier types (STYLE.md habit 3): a BlockId cannot be passed where
+// a PoolId is expected, and none converts silently to an integer.
+#include <compare>
+#include <cstdint>
+#include <functional>
+
+namespace kvrt {
+
+template <class Tag, class Rep = uint32_t>
+struct StrongId {
+  using rep_type = Rep;
+  Rep value{};
+  constexpr StrongId() = default;
+  constexpr explicit StrongId(Rep v) : value(v) {}
+  friend constexpr bool operator==(StrongId, StrongId) = default;
+  friend constexpr auto operator<=>(StrongId, StrongId) = default;
+};
+
+using CacheGroupId = StrongId<struct CacheGroupIdTag>;
+using PoolId = StrongId<struct PoolIdTag>;
+using PoolGeneration = StrongId<struct PoolGenerationTag>;
+using PhysicalBlockId = StrongId<struct PhysicalBlockIdTag>;  // identity, not a slot
+using PhysicalSlot = StrongId<struct PhysicalSlotTag>;        // position inside a pool
+using BlockGeneration = StrongId<struct BlockGenerationTag>;
+using RequestId = StrongId<struct RequestIdTag, uint64_t>;
+using RequestGeneration = StrongId<struct RequestGenerationTag>;
+using TableVersion = StrongId<struct TableVersionTag, uint64_t>;
+using NamespaceGeneration = StrongId<struct NamespaceGenerationTag, uint64_t>;
+using Epoch = StrongId<struct EpochTag, uint64_t>;
+
+}  // namespace kvrt
+
+template <class Tag, class Rep>
+struct std::hash<kvrt::StrongId<Tag, Rep>> {
+  size_t operator()(kvrt::StrongId<Tag, Rep> id) const noexcept { return std::hash<Rep>{}(id.value); }
+};
