@@ -27,9 +27,25 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::unknown_request: return "unknown_request";
     case ErrorCode::unknown_group: return "unknown_group";
     case ErrorCode::address_out_of_tensor: return "address_out_of_tensor";
+    case ErrorCode::slot_reuse: return "slot_reuse";
+    case ErrorCode::bundle_mismatch: return "bundle_mismatch";
     case ErrorCode::decode_failed: return "decode_failed";
     case ErrorCode::message_too_large: return "message_too_large";
     case ErrorCode::unknown_enum: return "unknown_enum";
+    case ErrorCode::invariant_violated: return "invariant_violated";
+    case ErrorCode::ledger_identity_broken: return "ledger_identity_broken";
+    case ErrorCode::storage_exhausted: return "storage_exhausted";
+    case ErrorCode::segment_in_use: return "segment_in_use";
+    case ErrorCode::unknown_node: return "unknown_node";
+    case ErrorCode::locked_node_eviction: return "locked_node_eviction";
+    case ErrorCode::internal_node_eviction: return "internal_node_eviction";
+    case ErrorCode::lock_underflow: return "lock_underflow";
+    case ErrorCode::owned_slot_reuse: return "owned_slot_reuse";
+    case ErrorCode::stale_tree_version: return "stale_tree_version";
+    case ErrorCode::path_slot_mismatch: return "path_slot_mismatch";
+    case ErrorCode::receipt_tampered: return "receipt_tampered";
+    case ErrorCode::unknown_lease: return "unknown_lease";
+    case ErrorCode::page_misaligned: return "page_misaligned";
   }
   return "unknown_error_code";
 }

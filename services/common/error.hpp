@@ -41,11 +41,35 @@ enum class ErrorCode : uint16_t {
   unknown_request = 312,
   unknown_group = 313,
   address_out_of_tensor = 314,
+  slot_reuse = 315,            // two live descriptors of one pool claim one physical slot
+  bundle_mismatch = 316,       // one logical block names different Loop 3 bundles in two groups
 
   // Codec (4xx).
   decode_failed = 400,       // bytes are not a valid message of the expected type
   message_too_large = 401,   // exceeds the reader's traversal or nesting limit
   unknown_enum = 402,
+
+  // Accounting ledgers, spec 0x02B-0x02G and 0x0D (5xx).
+  ledger_identity_broken = 500,  // a reconciliation identity of 0x0D fails (field names it)
+
+  // Physical storage: shared-memory pool segments (DESIGN.md layer 4) (6xx).
+  storage_exhausted = 600,   // the host cannot back the requested bytes (e.g. /dev/shm full)
+  segment_in_use = 601,      // a named segment belongs to a live owner and is kept
+
+  // Prefix and radix indexes, spec 0x07-0x08 (7xx).
+  unknown_node = 700,            // a radix node id/reference names no live node
+  locked_node_eviction = 701,    // eviction of a node protected by a lock reference (0x08D)
+  internal_node_eviction = 702,  // eviction of a node that still has children (0x08E)
+  lock_underflow = 703,          // releasing a lock reference that is not held
+  owned_slot_reuse = 704,        // a slot offered for publication already has another owner (0x08A)
+  stale_tree_version = 705,      // a receipt read a tree version that has moved (0x08G)
+  path_slot_mismatch = 706,      // path nodes, slots, tokens or suffix disagree with the tree
+  receipt_tampered = 707,        // a receipt's digest does not cover its fields
+  unknown_lease = 708,           // a lock lease that is not held (or of the wrong kind)
+  page_misaligned = 709,         // a boundary is not a multiple of the page size (0x08)
+
+  // Owner invariants (9xx): validate() found a broken conservation law, a kvrt bug.
+  invariant_violated = 900,
 };
 
 std::string_view to_string(ErrorCode code);

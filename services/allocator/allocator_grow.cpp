@@ -1,0 +1,505 @@
+// BlockAllocator operations that add references or rows: allocate, append
+// (the three paths of 0x04E, COW in the nine-step order of 0x05C), fork,
+// touch and commit_rows.
+#include <string>
+
+#include "services/allocator/block_allocator.hpp"
+#include "services/common/units.hpp"
+
+namespace kvrt {
+
+bool BlockAllocator::fault(const char* prefix, uint32_t g) {
+  if (!faults_.any_armed()) [[likely]]
+    return false;
+  return faults_.reached(std::string(prefix) + std::to_string(g));
+}
+
+bool BlockAllocator::take_request_slot(uint32_t& index) {
+  if (!free_request_slots_.empty()) {
+    index = free_request_slots_.back();
+    free_request_slots_.pop_back();
+    return true;
+  }
+  if (requests_.size() >= config_.max_requests) return false;
+  index = static_cast<uint32_t>(requests_.size());
+  requests_.emplace_back();
+  requests_.back().tables.resize(pools_.size());
+  return true;
+}
+
+void BlockAllocator::out_of_capacity(AllocationReceipt& out, AllocationOperation op, const char* why) {
+  begin_receipt(out, op, nullptr);
+  out.outcome = AllocationOutcome::out_of_capacity;
+  out.rollback_reason = why;
+  finish_receipt(out, nullptr, 0);
+}
+
+uint64_t BlockAllocator::bundle_row_bytes() const {
+  uint64_t total = 0;
+  for (const Pool& p : pools_) total += p.config.row_bytes;
+  return total;
+}
+
+template <class RowsNeeded>
+Status BlockAllocator::resolve_bundles(std::span<const PhysicalBlockHandle> handles, RowsNeeded rows_needed) {
+  const uint32_t G = group_count();
+  scratch_slots_.clear();
+  if (handles.size() % G != 0)
+    return make_error(ErrorCode::invalid_argument,
+                      std::to_string(handles.size()) + " handles do not form whole bundles of " +
+                          std::to_string(G) + " cache groups (a half-bundle is never published, 0x04E)",
+                      "prefix_hit");
+  Status status;
+  for (size_t i = 0; i < handles.size() && status.ok(); ++i) {
+    const uint32_t g = static_cast<uint32_t>(i % G);
+    auto slot = resolve(handles[i], g);
+    if (!slot.ok()) {
+      Error e = slot.error();
+      e.field = "bundles[" + std::to_string(i / G) + "]." + e.field;
+      status = e;
+      break;
+    }
+    BlockMeta& b = pools_[g].blocks[*slot];
+    if (b.state != BlockState::live && b.state != BlockState::evictable) {
+      status = make_error(ErrorCode::unknown_physical,
+                          "block " + std::to_string(handles[i].block.value) +
+                              " holds no committed K/V (it is free or in a transaction)",
+                          "bundles[" + std::to_string(i / G) + "]");
+      break;
+    }
+    const uint32_t need = rows_needed(static_cast<uint32_t>(i / G));
+    if (b.valid_rows < need) {
+      status = make_error(ErrorCode::row_not_valid,
+                          "block " + std::to_string(handles[i].block.value) + " has " +
+                              std::to_string(b.valid_rows) + " valid rows, " + std::to_string(need) +
+                              " are needed",
+                          "bundles[" + std::to_string(i / G) + "]");
+      break;
+    }
+    if (b.reserved_pad != 0) {  // seen already in this call
+      status = make_error(ErrorCode::invalid_argument,
+                          "block " + std::to_string(handles[i].block.value) + " appears twice",
+                          "bundles[" + std::to_string(i / G) + "]");
+      break;
+    }
+    b.reserved_pad = 1;
+    scratch_slots_.push_back(*slot);
+  }
+  for (size_t i = 0; i < scratch_slots_.size(); ++i) pools_[i % G].blocks[scratch_slots_[i]].reserved_pad = 0;
+  if (!status.ok()) scratch_slots_.clear();
+  return status;
+}
+
+void BlockAllocator::unlink_evictable_hits() {
+  const uint32_t G = group_count();
+  scratch_unlinked_.clear();
+  for (size_t i = 0; i < scratch_slots_.size(); ++i) {
+    const uint32_t g = static_cast<uint32_t>(i % G);
+    const uint32_t slot = scratch_slots_[i];
+    if (pools_[g].blocks[slot].refcount == 0)
+      scratch_unlinked_.emplace_back(g, queue_for(g, BlockState::evictable).remove_logged(slot, links_of(g)));
+  }
+}
+
+void BlockAllocator::relink_evictable_hits() {
+  for (auto it = scratch_unlinked_.rbegin(); it != scratch_unlinked_.rend(); ++it)
+    queue_for(it->first, BlockState::evictable).relink(it->second, links_of(it->first));
+  scratch_unlinked_.clear();
+}
+
+Status BlockAllocator::allocate(const AllocateArgs& a, AllocationReceipt& out) {
+  KVRT_TRY(check_epoch(a.expected_epoch));
+  const uint32_t G = group_count(), P = block_size();
+  if (a.prompt_rows == 0)
+    return make_error(ErrorCode::invalid_argument, "prompt_rows must be positive", "prompt_rows");
+  const uint32_t need = static_cast<uint32_t>(ceil_div(a.prompt_rows, P));
+  const uint32_t hit_bundles = static_cast<uint32_t>(a.prefix_hit.size() / G);
+  if (a.prefix_hit.size() % G == 0 && hit_bundles > need)
+    return make_error(ErrorCode::invalid_argument,
+                      std::to_string(hit_bundles) + " prefix-hit bundles exceed the " + std::to_string(need) +
+                          " blocks of a " + std::to_string(a.prompt_rows) + "-row prompt",
+                      "prefix_hit");
+  // A hit block must hold every row the new request will see in it.
+  KVRT_TRY(resolve_bundles(a.prefix_hit, [&](uint32_t j) { return std::min(P, a.prompt_rows - j * P); }));
+  const uint32_t fresh = need - hit_bundles;
+  for (uint32_t g = 0; g < G; ++g) {
+    uint32_t evictable_hits = 0;
+    for (uint32_t i = g; i < scratch_slots_.size(); i += G)
+      evictable_hits += pools_[g].blocks[scratch_slots_[i]].refcount == 0 ? 1 : 0;
+    const Pool& p = pools_[g];
+    if (p.free_queue.size() + p.evictable_queue.size() - evictable_hits < fresh) {
+      out_of_capacity(out, AllocationOperation::allocate, "no free or evictable block for the prompt");
+      return Status::success();
+    }
+  }
+  uint32_t index = 0;
+  if (!take_request_slot(index)) {
+    out_of_capacity(out, AllocationOperation::allocate, "every request slot is in use");
+    return Status::success();
+  }
+
+  begin_receipt(out, AllocationOperation::allocate, nullptr);
+  unlink_evictable_hits();
+  // 0x05C step 3: reserve every group's destinations as unpublished.
+  scratch_log_.clear();
+  for (uint32_t g = 0; g < G; ++g) {
+    for (uint32_t k = 0; k < fresh; ++k) KVRT_ASSERT(reserve_block(g, scratch_log_), "capacity was checked");
+    if (fault("after_reserve_group_", g)) {
+      rollback(scratch_log_);
+      relink_evictable_hits();
+      free_request_slots_.push_back(index);
+      out.outcome = AllocationOutcome::rolled_back;
+      out.rollback_reason = "fault point after_reserve_group_" + std::to_string(g);
+      finish_receipt(out, nullptr, 0);
+      return Status::success();
+    }
+  }
+  if (config_.zero_on_recycle && store_ != nullptr)
+    for (const Reservation& r : scratch_log_) store_->zero_block(r.group_index, r.slot);
+
+  // Step 8: publish the request, its tables and the reference deltas at once.
+  RequestRecord& r = requests_[index];
+  r.generation += 1;
+  r.table_version = 1;
+  r.context_tokens = a.prompt_rows;
+  r.open = true;
+  r.cells = MultisetDigest{};
+  ++open_requests_;
+  for (uint32_t g = 0; g < G; ++g) {
+    auto& table = r.tables[g];
+    table.clear();
+    for (uint32_t i = 0; i < hit_bundles; ++i) {
+      const uint32_t slot = scratch_slots_[i * G + g];
+      const uint32_t before = pools_[g].blocks[slot].refcount;
+      if (before == 0) {  // unlinked above: revive (touch) without touching the queue again
+        pools_[g].blocks[slot].state = BlockState::live;
+        ++pools_[g].live;
+        --pools_[g].evictable;
+      }
+      ++pools_[g].blocks[slot].refcount;
+      record_delta(out.refcount_deltas, g, slot, before, before + 1);
+      table.push_back(slot);
+    }
+  }
+  for (size_t k = 0; k < scratch_log_.size(); ++k) {
+    const Reservation& res = scratch_log_[k];
+    publish_reserved(res, 0);
+    if (res.from_state == BlockState::evictable) {
+      PhysicalBlockHandle old = handle_of(res.group_index, res.slot);
+      old.generation = BlockGeneration{res.generation_before};
+      out.evicted_handles.push_back(old);
+    }
+    record_delta(out.refcount_deltas, res.group_index, res.slot, 0, 1);
+    r.tables[res.group_index].push_back(res.slot);
+  }
+  for (uint32_t g = 0; g < G; ++g)
+    for (uint32_t j = 0; j < r.tables[g].size(); ++j) {
+      const uint32_t slot = r.tables[g][j];
+      add_cell(index, g, j, slot);
+      out.published_entries.push_back(
+          TableEntryUpdate{j, handle_of(g, slot), pools_[g].blocks[slot].valid_rows});
+    }
+  digest_.add(request_entry(index));
+  scratch_unlinked_.clear();
+  if (fresh > 0) bump_epoch();
+  out.useful_new_rows = a.prompt_rows - std::min(a.prompt_rows, hit_bundles * P);
+  out.new_physical_blocks = fresh * G;
+  finish_receipt(out, &r, index);
+  return Status::success();
+}
+
+Status BlockAllocator::append(const AppendArgs& a, AllocationReceipt& out) {
+  KVRT_TRY(check_fence(a.fence));
+  KVRT_TRY(check_epoch(a.expected_epoch));
+  const uint32_t G = group_count(), P = block_size();
+  const bool with_rows = !a.rows.empty();
+  if (with_rows) {
+    if (a.rows.size() != G)
+      return make_error(ErrorCode::invalid_argument,
+                        "rows for " + std::to_string(a.rows.size()) + " cache groups, the layout has " +
+                            std::to_string(G),
+                        "rows");
+    for (uint32_t g = 0; g < G; ++g)
+      if (a.rows[g].size() != pools_[g].config.row_bytes)
+        return make_error(ErrorCode::invalid_argument,
+                          "row of group " + std::to_string(g) + " has " + std::to_string(a.rows[g].size()) +
+                              " bytes, B_row is " + std::to_string(pools_[g].config.row_bytes),
+                          "rows[" + std::to_string(g) + "]");
+    if (store_ == nullptr)
+      return make_error(ErrorCode::invalid_argument, "rows given but the allocator has no payload store", "rows");
+  }
+  const uint32_t index = static_cast<uint32_t>(a.fence.request.value);
+  RequestRecord& r = requests_[index];
+  const uint32_t t = r.context_tokens;
+  const uint32_t j = t / P, o = t % P;
+  const MultisetDigest::Entry header_before = request_entry(index);
+
+  if (o == 0) {
+    // Path 1 (0x04E): a new bundle, row 0, one new table entry per group.
+    if (!available_for(1)) {
+      out_of_capacity(out, AllocationOperation::append, "no free or evictable block for a new bundle");
+      return Status::success();
+    }
+    begin_receipt(out, AllocationOperation::append, &r);
+    scratch_log_.clear();
+    for (uint32_t g = 0; g < G; ++g) {
+      KVRT_ASSERT(reserve_block(g, scratch_log_), "capacity was checked");
+      if (fault("after_reserve_group_", g)) {
+        rollback(scratch_log_);
+        out.outcome = AllocationOutcome::rolled_back;
+        out.rollback_reason = "fault point after_reserve_group_" + std::to_string(g);
+        finish_receipt(out, &r, index);
+        return Status::success();
+      }
+    }
+    for (const Reservation& res : scratch_log_) {
+      if (config_.zero_on_recycle && store_ != nullptr) store_->zero_block(res.group_index, res.slot);
+      if (with_rows) store_->write_rows(res.group_index, res.slot, 0, 1, a.rows[res.group_index]);
+    }
+    for (const Reservation& res : scratch_log_) {
+      publish_reserved(res, with_rows ? 1 : 0);
+      if (res.from_state == BlockState::evictable) {
+        PhysicalBlockHandle old = handle_of(res.group_index, res.slot);
+        old.generation = BlockGeneration{res.generation_before};
+        out.evicted_handles.push_back(old);
+      }
+      r.tables[res.group_index].push_back(res.slot);
+      add_cell(index, res.group_index, j, res.slot);
+      record_delta(out.refcount_deltas, res.group_index, res.slot, 0, 1);
+      out.published_entries.push_back(
+          TableEntryUpdate{j, handle_of(res.group_index, res.slot), with_rows ? 1u : 0u});
+    }
+    r.context_tokens += 1;
+    r.table_version += 1;
+    digest_.replace(header_before, request_entry(index));
+    bump_epoch();
+    out.append_path = AppendPath::new_bundle;
+    out.useful_new_rows = 1;
+    out.new_physical_blocks = G;
+    finish_receipt(out, &r, index);
+    return Status::success();
+  }
+
+  // Offset > 0: the tail is written in place only when every group's tail has
+  // one strong owner and no published cache identity (a keyed block is
+  // immutable); otherwise the bundle is copied first.
+  bool shared = false;
+  for (uint32_t g = 0; g < G; ++g) {
+    const BlockMeta& b = pools_[g].blocks[r.tables[g][j]];
+    shared |= b.refcount > 1 || b.cache_key != 0;
+  }
+
+  if (!shared) {
+    // Path 2: unique writer, write row o, publish valid_rows = o + 1.
+    begin_receipt(out, AllocationOperation::append, &r);
+    for (uint32_t g = 0; g < G; ++g) {
+      const uint32_t slot = r.tables[g][j];
+      BlockMeta& b = pools_[g].blocks[slot];
+      // Rows at or past o are not this request's history any more.
+      const uint16_t valid = with_rows ? (b.valid_rows >= o ? static_cast<uint16_t>(o + 1) : b.valid_rows)
+                                       : static_cast<uint16_t>(std::min<uint32_t>(b.valid_rows, o));
+      if (with_rows) store_->write_rows(g, slot, o, 1, a.rows[g]);
+      if (valid != b.valid_rows) {
+        const MultisetDigest::Entry before = block_entry(g, slot);
+        b.valid_rows = valid;
+        digest_.replace(before, block_entry(g, slot));
+      }
+      out.published_entries.push_back(TableEntryUpdate{j, handle_of(g, slot), b.valid_rows});
+    }
+    r.context_tokens += 1;
+    r.table_version += 1;
+    digest_.replace(header_before, request_entry(index));
+    out.append_path = AppendPath::private_tail;
+    out.useful_new_rows = 1;
+    finish_receipt(out, &r, index);
+    return Status::success();
+  }
+
+  // Path 3: copy-on-write in the order of 0x05C.
+  // Steps 1-2 (versions checked above; load the source handles and check that
+  // the rows this request sees are committed, since only valid rows are copied).
+  for (uint32_t g = 0; g < G; ++g) {
+    const BlockMeta& b = pools_[g].blocks[r.tables[g][j]];
+    if (b.valid_rows < o)
+      return make_error(ErrorCode::row_not_valid,
+                        "shared tail of group " + std::to_string(g) + " has " + std::to_string(b.valid_rows) +
+                            " valid rows; copy-on-write needs the " + std::to_string(o) +
+                            " rows the request sees to be committed",
+                        "tail.valid_rows");
+  }
+  if (!available_for(1)) {
+    out_of_capacity(out, AllocationOperation::append, "no free or evictable block for the copy-on-write bundle");
+    return Status::success();
+  }
+  begin_receipt(out, AllocationOperation::append, &r);
+  // Step 3: reserve every group's destination as unpublished.
+  scratch_log_.clear();
+  for (uint32_t g = 0; g < G; ++g) {
+    KVRT_ASSERT(reserve_block(g, scratch_log_), "capacity was checked");
+    if (fault("after_reserve_group_", g)) {
+      rollback(scratch_log_);
+      out.outcome = AllocationOutcome::rolled_back;
+      out.rollback_reason = "fault point after_reserve_group_" + std::to_string(g);
+      finish_receipt(out, &r, index);
+      return Status::success();
+    }
+  }
+  // Step 4: the sources stay retained by this request's own references for the
+  // whole synchronous transaction, so no extra lease is taken here.
+  // Steps 5-6: copy exactly the predecessor's visible valid rows, then write
+  // the appended row into every group destination.
+  for (const Reservation& res : scratch_log_) {
+    pools_[res.group_index].blocks[res.slot].state = BlockState::copying;
+    if (store_ != nullptr) {
+      store_->copy_rows(res.group_index, r.tables[res.group_index][j], res.slot, o);
+      if (with_rows) store_->write_rows(res.group_index, res.slot, o, 1, a.rows[res.group_index]);
+    }
+  }
+  // Step 7: destination frontiers are valid: o copied rows (+ the new row).
+  const uint16_t valid = static_cast<uint16_t>(with_rows ? o + 1 : o);
+  for (const Reservation& res : scratch_log_) pools_[res.group_index].blocks[res.slot].state = BlockState::ready;
+  // Step 8 (linearization point): publish the successor tables, length and
+  // reference deltas together; step 9: the source references drop.
+  for (const Reservation& res : scratch_log_) {
+    const uint32_t g = res.group_index;
+    const uint32_t src = r.tables[g][j];
+    const uint32_t src_before = pools_[g].blocks[src].refcount;
+    const PhysicalBlockHandle src_handle = handle_of(g, src);
+    publish_reserved(res, valid);
+    if (res.from_state == BlockState::evictable) {
+      PhysicalBlockHandle old = handle_of(g, res.slot);
+      old.generation = BlockGeneration{res.generation_before};
+      out.evicted_handles.push_back(old);
+    }
+    remove_cell(index, g, j, src);
+    r.tables[g][j] = res.slot;
+    add_cell(index, g, j, res.slot);
+    drop_ref(g, src);
+    out.refcount_deltas.push_back(RefcountDelta{src_handle, src_before, src_before - 1});
+    record_delta(out.refcount_deltas, g, res.slot, 0, 1);
+    out.published_entries.push_back(TableEntryUpdate{j, handle_of(g, res.slot), valid});
+  }
+  r.context_tokens += 1;
+  r.table_version += 1;
+  digest_.replace(header_before, request_entry(index));
+  bump_epoch();
+  out.append_path = AppendPath::copy_on_write;
+  out.useful_new_rows = 1;
+  out.new_physical_blocks = G;
+  out.copied_rows = o;
+  out.copy_payload_bytes = uint64_t{o} * bundle_row_bytes();
+  finish_receipt(out, &r, index);
+  return Status::success();
+}
+
+Status BlockAllocator::fork(const ForkArgs& a, AllocationReceipt& out) {
+  KVRT_TRY(check_fence(a.parent));
+  const uint32_t parent = static_cast<uint32_t>(a.parent.request.value);
+  uint32_t index = 0;
+  if (!take_request_slot(index)) {
+    out_of_capacity(out, AllocationOperation::fork, "every request slot is in use");
+    return Status::success();
+  }
+  begin_receipt(out, AllocationOperation::fork, nullptr);
+  // take_request_slot may grow requests_: take references afterwards.
+  const RequestRecord& p = requests_[parent];
+  RequestRecord& c = requests_[index];
+  c.generation += 1;
+  c.table_version = 1;
+  c.context_tokens = p.context_tokens;
+  c.open = true;
+  c.cells = MultisetDigest{};
+  ++open_requests_;
+  for (uint32_t g = 0; g < group_count(); ++g) {
+    c.tables[g] = p.tables[g];
+    for (uint32_t j = 0; j < c.tables[g].size(); ++j) {
+      const uint32_t slot = c.tables[g][j];
+      const uint32_t before = pools_[g].blocks[slot].refcount;
+      add_ref(g, slot);
+      record_delta(out.refcount_deltas, g, slot, before, before + 1);
+      add_cell(index, g, j, slot);
+      out.published_entries.push_back(TableEntryUpdate{j, handle_of(g, slot), pools_[g].blocks[slot].valid_rows});
+    }
+  }
+  digest_.add(request_entry(index));
+  finish_receipt(out, &c, index);
+  return Status::success();
+}
+
+Status BlockAllocator::touch(const TouchArgs& a, AllocationReceipt& out) {
+  KVRT_TRY(check_fence(a.fence));
+  const uint32_t G = group_count(), P = block_size();
+  const uint32_t index = static_cast<uint32_t>(a.fence.request.value);
+  if (requests_[index].context_tokens % P != 0)
+    return make_error(ErrorCode::invalid_argument,
+                      "touch extends a request only at a block boundary; context is " +
+                          std::to_string(requests_[index].context_tokens) + " tokens",
+                      "bundles");
+  if (a.bundles.empty()) return make_error(ErrorCode::invalid_argument, "no bundles to touch", "bundles");
+  KVRT_TRY(resolve_bundles(a.bundles, [&](uint32_t) { return P; }));
+  begin_receipt(out, AllocationOperation::touch, &requests_[index]);
+  RequestRecord& r = requests_[index];
+  const MultisetDigest::Entry header_before = request_entry(index);
+  for (size_t i = 0; i < scratch_slots_.size(); ++i) {
+    const uint32_t g = static_cast<uint32_t>(i % G);
+    const uint32_t slot = scratch_slots_[i];
+    const uint32_t before = pools_[g].blocks[slot].refcount;
+    add_ref(g, slot);  // a zero-ref cached block leaves the evictable queue (0x05E)
+    record_delta(out.refcount_deltas, g, slot, before, before + 1);
+    const uint32_t j = static_cast<uint32_t>(r.tables[g].size());
+    r.tables[g].push_back(slot);
+    add_cell(index, g, j, slot);
+    out.published_entries.push_back(TableEntryUpdate{j, handle_of(g, slot), pools_[g].blocks[slot].valid_rows});
+  }
+  r.context_tokens += static_cast<uint32_t>(scratch_slots_.size() / G) * P;
+  r.table_version += 1;
+  digest_.replace(header_before, request_entry(index));
+  finish_receipt(out, &r, index);
+  return Status::success();
+}
+
+Status BlockAllocator::commit_rows(const CommitRowsArgs& a, AllocationReceipt& out) {
+  KVRT_TRY(check_fence(a.fence));
+  const uint32_t G = group_count(), P = block_size();
+  const uint32_t index = static_cast<uint32_t>(a.fence.request.value);
+  RequestRecord& r = requests_[index];
+  if (a.valid_through > r.context_tokens)
+    return make_error(ErrorCode::request_not_visible,
+                      "cannot commit rows through " + std::to_string(a.valid_through) + ": the context has " +
+                          std::to_string(r.context_tokens) + " tokens",
+                      "valid_through");
+  // Every block whose frontier moves must have one strong owner and no cached
+  // identity: committing rows into a shared block would change what another
+  // request or a cache key names.
+  const uint32_t last_block = a.valid_through == 0 ? 0 : (a.valid_through - 1) / P + 1;
+  for (uint32_t j = 0; j < last_block; ++j)
+    for (uint32_t g = 0; g < G; ++g) {
+      const BlockMeta& b = pools_[g].blocks[r.tables[g][j]];
+      const uint32_t target = std::min(P, a.valid_through - j * P);
+      if (b.valid_rows < target && (b.refcount > 1 || b.cache_key != 0))
+        return make_error(ErrorCode::invalid_argument,
+                          "block " + std::to_string(handle_of(g, r.tables[g][j]).block.value) +
+                              " is shared or cached; its rows cannot be committed in place",
+                          "valid_through");
+    }
+  begin_receipt(out, AllocationOperation::commit_rows, &r);
+  const MultisetDigest::Entry header_before = request_entry(index);
+  for (uint32_t j = 0; j < last_block; ++j)
+    for (uint32_t g = 0; g < G; ++g) {
+      const uint32_t slot = r.tables[g][j];
+      BlockMeta& b = pools_[g].blocks[slot];
+      const uint16_t target = static_cast<uint16_t>(std::min(P, a.valid_through - j * P));
+      if (b.valid_rows < target) {
+        const MultisetDigest::Entry before = block_entry(g, slot);
+        b.valid_rows = target;
+        digest_.replace(before, block_entry(g, slot));
+        out.published_entries.push_back(TableEntryUpdate{j, handle_of(g, slot), target});
+      }
+    }
+  r.table_version += 1;
+  digest_.replace(header_before, request_entry(index));
+  finish_receipt(out, &r, index);
+  return Status::success();
+}
+
+}  // namespace kvrt

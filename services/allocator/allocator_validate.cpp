@@ -1,0 +1,135 @@
+// BlockAllocator::validate(): re-derives every invariant from scratch
+// (STYLE.md habit 2, the verifyQueueIntegrity habit). O(pool + tables);
+// tests call it after every transition.
+#include <string>
+
+#include "services/allocator/block_allocator.hpp"
+#include "services/common/units.hpp"
+
+namespace kvrt {
+
+namespace {
+Error broken(const std::string& what) { return make_error(ErrorCode::invariant_violated, "allocator invariant: " + what, "validate"); }
+}  // namespace
+
+StateDigest BlockAllocator::recompute_digest() const {
+  MultisetDigest d;
+  for (uint32_t g = 0; g < pools_.size(); ++g)
+    for (uint32_t s = 0; s < pools_[g].capacity(); ++s) d.add(block_entry(g, s));
+  for (uint32_t i = 0; i < requests_.size(); ++i) {
+    const RequestRecord& r = requests_[i];
+    if (!r.open) continue;
+    d.add(request_entry(i));
+    for (uint32_t g = 0; g < pools_.size(); ++g)
+      for (uint32_t j = 0; j < r.tables[g].size(); ++j) d.add(cell_entry(i, g, j, r.tables[g][j]));
+  }
+  for (uint32_t li = 0; li < leases_.size(); ++li)
+    if (leases_[li].active) d.add(lease_entry(li));
+  d.add({5ull << 56, epoch_, 0, 0});
+  return d.value();
+}
+
+Status BlockAllocator::validate() const {
+  const uint32_t G = group_count(), P = block_size();
+  // 0x04B: refcount = request-map references + active leases.
+  std::vector<std::vector<uint32_t>> derived(G);
+  for (uint32_t g = 0; g < G; ++g) derived[g].assign(pools_[g].capacity(), 0);
+  uint32_t open = 0;
+  for (uint32_t i = 0; i < requests_.size(); ++i) {
+    const RequestRecord& r = requests_[i];
+    if (!r.open) continue;
+    ++open;
+    const uint64_t blocks = ceil_div(r.context_tokens, P);
+    for (uint32_t g = 0; g < G; ++g) {
+      // Cross-group: every group's table has exactly ceil(context / P) entries.
+      if (r.tables[g].size() != blocks)
+        return broken("request " + std::to_string(i) + " group " + std::to_string(g) + " has " +
+                      std::to_string(r.tables[g].size()) + " blocks for " + std::to_string(r.context_tokens) +
+                      " tokens");
+      for (uint32_t j = 0; j < r.tables[g].size(); ++j) {
+        const uint32_t slot = r.tables[g][j];
+        if (slot >= pools_[g].capacity()) return broken("table entry out of pool");
+        const BlockMeta& b = pools_[g].blocks[slot];
+        if (b.state != BlockState::live)
+          return broken("request " + std::to_string(i) + " maps block " + std::to_string(slot) +
+                        " of group " + std::to_string(g) + " that is not LIVE (unpublished or free)");
+        ++derived[g][slot];
+        // Cross-group valid rows of one bundle agree.
+        if (g > 0 && b.valid_rows != pools_[0].blocks[r.tables[0][j]].valid_rows)
+          return broken("request " + std::to_string(i) + " block " + std::to_string(j) +
+                        " has different valid rows across cache groups");
+      }
+    }
+  }
+  if (open != open_requests_) return broken("open request count drifted");
+  uint32_t active = 0;
+  for (const Lease& l : leases_)
+    if (l.active) {
+      ++active;
+      ++derived[l.group_index][l.slot];
+      if (pools_[l.group_index].blocks[l.slot].generation != l.handle.generation.value)
+        return broken("a lease names a recycled block");
+    }
+  if (active != active_leases_) return broken("active lease count drifted");
+
+  for (uint32_t g = 0; g < G; ++g) {
+    const Pool& p = pools_[g];
+    uint32_t live = 0, in_txn = 0, free = 0, evictable = 0;
+    for (uint32_t s = 0; s < p.capacity(); ++s) {
+      const BlockMeta& b = p.blocks[s];
+      if (b.refcount != derived[g][s])
+        return broken("group " + std::to_string(g) + " block " + std::to_string(s) + " refcount " +
+                      std::to_string(b.refcount) + " but reachability gives " + std::to_string(derived[g][s]));
+      if (b.valid_rows > P) return broken("valid rows exceed the block size");
+      switch (b.state) {
+        case BlockState::live:
+          if (b.refcount == 0) return broken("LIVE block without references");
+          ++live;
+          break;
+        case BlockState::evictable:
+          if (b.refcount != 0 || b.cache_key == 0) return broken("EVICTABLE block with refs or without a key");
+          ++evictable;
+          break;
+        case BlockState::free:
+          if (b.refcount != 0 || b.cache_key != 0) return broken("FREE block with refs or a key");
+          ++free;
+          break;
+        default:
+          ++in_txn;  // only legal while a transaction runs
+          break;
+      }
+    }
+    if (in_txn != 0 || p.in_transaction != 0) return broken("a block is left in a transaction phase");
+    if (live != p.live) return broken("live count drifted");
+    // Queue membership: every FREE block exactly once in the free queue, every
+    // EVICTABLE block exactly once in the evictable queue, nothing else.
+    auto links = [&](uint32_t b) -> const QueueLinks& { return p.blocks[b].links; };
+    const auto free_members = p.free_queue.members(links);
+    const auto evict_members = p.evictable_queue.members(links);
+    if (evictable != p.evictable) return broken("evictable count drifted");
+    if (config_.queue_policy == FreeQueuePolicy::single_lru_queue) {
+      // One queue holds every unreferenced block, cached or not.
+      if (!evict_members.empty() || p.evictable_queue.size() != 0) return broken("evictable queue used");
+      if (free_members.size() != free + evictable || p.free_queue.size() != free + evictable)
+        return broken("single queue size mismatch");
+      for (uint32_t b : free_members)
+        if (p.blocks[b].state != BlockState::free && p.blocks[b].state != BlockState::evictable)
+          return broken("referenced block in the free queue");
+    } else {
+      if (free_members.size() != free || p.free_queue.size() != free) return broken("free queue size mismatch");
+      if (evict_members.size() != evictable || p.evictable_queue.size() != evictable)
+        return broken("evictable queue size mismatch");
+      for (uint32_t b : free_members)
+        if (p.blocks[b].state != BlockState::free) return broken("non-FREE block in the free queue");
+      for (uint32_t b : evict_members)
+        if (p.blocks[b].state != BlockState::evictable) return broken("non-EVICTABLE block in the evictable queue");
+    }
+    // Partition: free + evictable + live + in-transaction = pool.
+    if (free + evictable + live + in_txn != p.capacity()) return broken("pool partition does not add up");
+  }
+  if (recompute_digest() != digest())
+    return broken("incremental digest " + digest().hex() + " != recomputed " + recompute_digest().hex());
+  return Status::success();
+}
+
+}  // namespace kvrt

@@ -1,0 +1,283 @@
+#pragma once
+// BlockAllocator: the allocator owner's core (spec 0x04, 0x05, 0x09C; issue 3).
+//
+// It owns, for every cache group, a pool of generation-fenced blocks, their
+// refcounts, the free and evictable queues, and every request's per-group
+// block table. Each operation is a transaction against expected versions that
+// either publishes one complete successor (all cache groups together) and
+// fills an immutable receipt, or leaves the committed state exactly as it was:
+//   - a caller error (stale handle, stale version, malformed transition)
+//     returns a typed Error before anything changes;
+//   - running out of capacity is a normal outcome (receipt outcome
+//     out_of_capacity), nothing changes;
+//   - a failure inside a multi-step transaction before publication (an armed
+//     fault point) rolls back to the exact predecessor digest (0x04F).
+//
+// Conservation law, checked by validate():
+//   free + evictable + live + (reserved | copying | ready) == capacity, per pool
+//   refcount(b) == request-map references + active leases          (0x04B)
+//   refcount 0 with a cache key <=> EVICTABLE; without one <=> FREE
+//
+// Epoch: advances by one for every committed transaction that changes which
+// physical blocks are owned (a block taken from a pool, returned to it, or a
+// cached identity evicted). Writing into an already owned tail or adding a
+// reference does not advance it. This reproduces 0x05B, where A's private
+// append and the fork leave epoch 43 and D's COW moves it 43 -> 44.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "services/allocator/allocator_config.hpp"
+#include "services/allocator/block_queue.hpp"
+#include "services/allocator/fault_points.hpp"
+#include "services/allocator/payload_store.hpp"
+#include "services/common/result.hpp"
+#include "services/common/state_digest.hpp"
+#include "services/receipts/allocation_receipt.hpp"
+#include "services/receipts/release_result.hpp"
+
+namespace kvrt {
+
+// Committed block states (FREE, EVICTABLE, LIVE) and the transaction phases a
+// block passes through while unpublished (0x04A). Never renumber.
+enum class BlockState : uint8_t { free = 0, evictable = 1, live = 2, reserved = 3, copying = 4, ready = 5 };
+
+// Per-block metadata, 32 bytes.
+struct BlockMeta {
+  QueueLinks links;             // free or evictable queue membership
+  uint64_t cache_key = 0;       // weak cache identity from the prefix index; 0 = none
+  uint32_t refcount = 0;        // request-map references + active leases
+  uint32_t generation = 1;      // advanced when the block is recycled to a new owner
+  uint16_t valid_rows = 0;      // committed K/V rows [0, valid_rows) [rows]
+  BlockState state = BlockState::free;
+  uint8_t reserved_pad = 0;
+};
+static_assert(sizeof(BlockMeta) == 32);
+
+// The versions a transaction expects its request to be at (0x05C step 1).
+struct RequestFence {
+  RequestId request;
+  RequestGeneration generation;
+  TableVersion table_version;
+};
+
+// A lease: a temporary strong reference that keeps a block from being
+// recycled while a reader or copier uses it (0x04B, 0x05C step 4).
+struct BlockLease {
+  LeaseId id;
+  PhysicalBlockHandle handle;
+};
+
+// Something the index owners must hear about, drained by the caller
+// (STYLE.md habit 6).
+struct AllocatorEvent {
+  enum class Kind : uint8_t { cache_key_evicted = 0 };
+  Kind kind = Kind::cache_key_evicted;
+  PhysicalBlockHandle handle;  // the block as it was when its identity was dropped
+  uint64_t cache_key = 0;
+};
+
+struct AllocateArgs {
+  uint32_t prompt_rows = 0;  // logical rows of the new request [tokens]
+  // Prefix-hit bundles taken by reference, bundle-major: entry i*G + g is
+  // bundle i of cache group g. Each must be a full, valid, current block.
+  std::span<const PhysicalBlockHandle> prefix_hit;
+  std::optional<Epoch> expected_epoch;
+};
+
+struct AppendArgs {
+  RequestFence fence;
+  // K/V rows of the appended token for each cache group (B_row,g bytes each),
+  // written through the payload store and published as valid. Empty: the
+  // caller writes them at the receipt's slot and publishes with commit_rows.
+  std::span<const std::span<const uint8_t>> rows;
+  std::optional<Epoch> expected_epoch;
+};
+
+struct ForkArgs {
+  RequestFence parent;
+};
+
+struct TruncateArgs {
+  RequestFence fence;
+  uint32_t from_token = 0;  // first removed position [tokens]
+  uint32_t to_token = 0;    // one past the last removed position; must equal the context (suffix only)
+};
+
+struct ReleaseArgs {
+  RequestFence fence;
+  ReleaseReason reason = ReleaseReason::finished;  // finished or cancelled
+};
+
+struct TouchArgs {
+  RequestFence fence;
+  std::span<const PhysicalBlockHandle> bundles;  // bundle-major, as in AllocateArgs
+};
+
+struct CommitRowsArgs {
+  RequestFence fence;
+  uint32_t valid_through = 0;  // rows [0, valid_through) of the request are now written [tokens]
+};
+
+class BlockAllocator {
+ public:
+  static Result<BlockAllocator> create(BlockAllocatorConfig config, BlockPayloadStore* store = nullptr);
+
+  // --- transactions (each fills `out` only when it returns ok) -------------
+  Status allocate(const AllocateArgs& args, AllocationReceipt& out);
+  Status append(const AppendArgs& args, AllocationReceipt& out);
+  Status fork(const ForkArgs& args, AllocationReceipt& out);
+  Status touch(const TouchArgs& args, AllocationReceipt& out);
+  Status commit_rows(const CommitRowsArgs& args, AllocationReceipt& out);
+  Status truncate(const TruncateArgs& args, ReleaseResult& out);
+  Status release(const ReleaseArgs& args, ReleaseResult& out);
+  Status evict(const PhysicalBlockHandle& handle, AllocationReceipt& out);
+  Status publish_cache_key(const PhysicalBlockHandle& handle, uint64_t cache_key, AllocationReceipt& out);
+  Result<BlockLease> acquire_lease(const PhysicalBlockHandle& handle);
+  Status release_lease(LeaseId lease);
+
+  // --- queries ---------------------------------------------------------------
+  Epoch epoch() const { return Epoch{epoch_}; }
+  StateDigest digest() const;  // O(1): the incrementally maintained digest
+  uint32_t group_count() const { return static_cast<uint32_t>(pools_.size()); }
+  uint32_t block_size() const { return config_.block_size; }
+  uint32_t capacity_blocks() const { return pools_.empty() ? 0 : pools_[0].capacity(); }
+  struct PoolCounts {
+    uint32_t free = 0, evictable = 0, live = 0, in_transaction = 0;
+  };
+  PoolCounts counts(uint32_t group_index) const;
+  // The request's current table of one group as handles, or an error.
+  Result<std::vector<PhysicalBlockHandle>> table(RequestId request, uint32_t group_index) const;
+  Result<RequestFence> fence(RequestId request) const;
+  Result<uint32_t> context_tokens(RequestId request) const;
+  Result<BlockMeta> block(const PhysicalBlockHandle& handle) const;
+  PhysicalBlockHandle handle_of(uint32_t group_index, uint32_t slot) const;
+  uint32_t live_requests() const { return open_requests_; }
+  uint32_t active_leases() const { return active_leases_; }
+  std::vector<AllocatorEvent> drain_events();
+  FaultPoints& faults() { return faults_; }
+
+  // Full re-derivation (STYLE.md habit 2): refcounts from reachability, queue
+  // membership and order-free partition counts, cross-group table lengths and
+  // valid rows, and the digest recomputed from scratch.
+  Status validate() const;
+  StateDigest recompute_digest() const;
+
+ private:
+  struct Pool {
+    GroupPoolConfig config;
+    std::vector<BlockMeta> blocks;
+    BlockQueue free_queue;       // truly free blocks, taken first (single_lru_queue: also
+                                 // the zero-ref cached blocks, in release order)
+    BlockQueue evictable_queue;  // zero-ref cached blocks, oldest first (default policy)
+    uint32_t live = 0;
+    uint32_t evictable = 0;      // blocks in state EVICTABLE
+    uint32_t in_transaction = 0;
+    uint32_t capacity() const { return static_cast<uint32_t>(blocks.size()); }
+  };
+  struct RequestRecord {
+    RequestId id;
+    uint32_t generation = 0;
+    uint64_t table_version = 0;
+    uint32_t context_tokens = 0;
+    bool open = false;
+    std::vector<std::vector<uint32_t>> tables;  // [group][logical block] -> slot
+    // Sum of this request's table-cell images, so that releasing the request
+    // leaves the state digest in O(1) instead of O(blocks).
+    MultisetDigest cells;
+  };
+  struct Lease {
+    PhysicalBlockHandle handle;
+    uint32_t group_index = 0;
+    uint32_t slot = 0;
+    uint32_t generation = 0;  // of the lease slot, fences a recycled LeaseId
+    bool active = false;
+  };
+  // A reservation made inside a transaction, undone in reverse order on rollback.
+  struct Reservation {
+    uint32_t group_index;
+    uint32_t slot;
+    BlockState from_state;  // free or evictable
+    uint64_t evicted_key;   // restored on rollback when it came from the evictable queue
+    uint32_t generation_before;
+    uint16_t valid_rows_before;
+  };
+
+  BlockAllocator() = default;
+  // The queue an unreferenced block of `state` waits in under the policy.
+  BlockQueue& queue_for(uint32_t g, BlockState state) {
+    return state == BlockState::evictable && config_.queue_policy == FreeQueuePolicy::free_first_then_oldest_evictable
+               ? pools_[g].evictable_queue
+               : pools_[g].free_queue;
+  }
+  auto links_of(uint32_t g) {
+    return [this, g](uint32_t b) -> QueueLinks& { return pools_[g].blocks[b].links; };
+  }
+  Status check_fence(const RequestFence& f) const;
+  Status check_epoch(const std::optional<Epoch>& expected) const;
+  Result<uint32_t> resolve(const PhysicalBlockHandle& h, uint32_t expected_group_index) const;
+  uint32_t group_index_of(CacheGroupId g) const;
+
+  // Reservation of one bundle (one block per group) as unpublished, with the
+  // named fault points after each group. Returns false on capacity shortage
+  // (everything already reserved is rolled back by the caller).
+  bool reserve_block(uint32_t g, std::vector<Reservation>& log);
+  void rollback(std::vector<Reservation>& log);
+  void publish_reserved(const Reservation& r, uint16_t valid_rows);
+  bool available_for(uint32_t bundles) const;
+
+  // Reference changes of committed blocks, with queue and digest upkeep.
+  void add_ref(uint32_t g, uint32_t slot);
+  void drop_ref(uint32_t g, uint32_t slot);
+
+  // Digest entries (state_digest.hpp): request header, table cell, block.
+  MultisetDigest::Entry request_entry(uint32_t index) const;
+  MultisetDigest::Entry cell_entry(uint32_t index, uint32_t g, uint32_t j, uint32_t slot) const;
+  MultisetDigest::Entry block_entry(uint32_t g, uint32_t slot) const;
+  MultisetDigest::Entry lease_entry(uint32_t index) const;
+  void add_cell(uint32_t index, uint32_t g, uint32_t j, uint32_t slot);
+  void remove_cell(uint32_t index, uint32_t g, uint32_t j, uint32_t slot);
+
+  void begin_receipt(AllocationReceipt& out, AllocationOperation op, const RequestRecord* r);
+  void finish_receipt(AllocationReceipt& out, const RequestRecord* r, uint32_t index);
+  void record_delta(std::vector<RefcountDelta>& deltas, uint32_t g, uint32_t slot, uint32_t before,
+                    uint32_t after) const;
+  Status release_tables(uint32_t index, uint32_t keep_blocks, ReleaseResult& out);
+  void bump_epoch() { ++epoch_; }
+  // Fault point "<prefix><group>" (e.g. after_reserve_group_0); one branch when disarmed.
+  bool fault(const char* prefix, uint32_t g);
+  // Takes a request slot (a recycled one gets the next generation); false when
+  // every slot is in use, which is a capacity outcome.
+  bool take_request_slot(uint32_t& index);
+  void out_of_capacity(AllocationReceipt& out, AllocationOperation op, const char* why);
+  // Resolves bundle-major handles into slots (scratch_slots_), checking groups,
+  // generations, committed state, duplicates and that each block's valid rows
+  // cover `rows_needed(i)`.
+  template <class RowsNeeded>
+  Status resolve_bundles(std::span<const PhysicalBlockHandle> handles, RowsNeeded rows_needed);
+  void unlink_evictable_hits();   // scratch_slots_ with refcount 0 leave the evictable queue (logged)
+  void relink_evictable_hits();   // exact undo of unlink_evictable_hits
+  uint64_t bundle_row_bytes() const;
+
+  BlockAllocatorConfig config_;
+  BlockPayloadStore* store_ = nullptr;
+  std::vector<Pool> pools_;
+  std::vector<RequestRecord> requests_;
+  std::vector<uint32_t> free_request_slots_;
+  uint32_t open_requests_ = 0;
+  std::vector<Lease> leases_;
+  std::vector<uint32_t> free_lease_slots_;
+  uint32_t active_leases_ = 0;
+  uint64_t epoch_ = 1;
+  uint64_t next_transaction_ = 1;
+  MultisetDigest digest_;
+  FaultPoints faults_;
+  std::vector<AllocatorEvent> events_;
+  std::vector<Reservation> scratch_log_;
+  std::vector<uint32_t> scratch_slots_;  // resolved bundle slots, bundle-major
+  std::vector<std::pair<uint32_t, BlockQueue::Unlinked>> scratch_unlinked_;
+};
+
+}  // namespace kvrt

@@ -1,0 +1,39 @@
+#pragma once
+// Named fault points inside multi-step transactions (issue 3), e.g.
+// "after_reserve_group_0". Tests (and later fault-injection runs) arm a point;
+// the transaction that reaches it fails there and must roll back to the exact
+// predecessor digest (0x04F). Disarmed points cost one branch.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kvrt {
+
+class FaultPoints {
+ public:
+  // Fires the `nth` time (1-based) the named point is reached, once.
+  void arm(std::string name, uint32_t nth = 1) { armed_.push_back({std::move(name), nth}); }
+  void disarm_all() { armed_.clear(); }
+  bool any_armed() const { return !armed_.empty(); }
+
+  // True when an armed point fires now.
+  bool reached(std::string_view name) {
+    if (armed_.empty()) [[likely]]
+      return false;
+    for (size_t i = 0; i < armed_.size(); ++i)
+      if (armed_[i].name == name && --armed_[i].remaining == 0) {
+        armed_.erase(armed_.begin() + static_cast<std::ptrdiff_t>(i));
+        return true;
+      }
+    return false;
+  }
+
+ private:
+  struct Armed {
+    std::string name;
+    uint32_t remaining;
+  };
+  std::vector<Armed> armed_;
+};
+
+}  // namespace kvrt
