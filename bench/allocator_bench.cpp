@@ -7,7 +7,7 @@
 // in full (digests, deltas, published entries) for every operation. The COW
 // path is measured on metadata (no payload store): its byte copy depends on
 // B_row and is a memcpy of r rows.
-#include <random>
+#include <cstdint>
 
 #include "bench/allocator_bench.hpp"
 #include "bench/rectangular_baseline.hpp"
@@ -15,6 +15,18 @@
 
 namespace kvrt::bench {
 namespace {
+
+// splitmix64: a generator cheap enough not to dominate the ops it drives
+// (std::mt19937_64 cost as much as a kvrt append).
+struct SplitMix {
+  uint64_t state;
+  uint64_t operator()() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+};
 
 constexpr uint32_t kP = 16;
 constexpr uint32_t kPromptRows = 2048;  // 128 blocks
@@ -175,7 +187,7 @@ double kvrt_mixed(const Sizes& s, uint64_t seed) {
   const uint32_t max_live = 256;
   BlockAllocator al = make_allocator(max_live * 24, max_live);
   return median_of(s.trials, [&] {
-    std::mt19937_64 rng(seed);
+    SplitMix rng{seed};
     AllocationReceipt r;
     ReleaseResult rr;
     std::vector<RequestFence> live;
@@ -256,7 +268,7 @@ double rect_mixed(const Sizes& s, uint64_t seed) {
   const uint32_t max_live = 256;
   RectangularReservationAllocator rect(uint64_t{max_live} * 512);
   return median_of(s.trials, [&] {
-    std::mt19937_64 rng(seed);
+    SplitMix rng{seed};
     std::vector<uint32_t> live;
     uint64_t ops = 0;
     const uint64_t total = uint64_t{s.requests} * 256;

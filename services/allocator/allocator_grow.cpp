@@ -165,40 +165,43 @@ Status BlockAllocator::allocate(const AllocateArgs& a, AllocationReceipt& out) {
   r.open = true;
   r.cells = MultisetDigest{};
   ++open_requests_;
+  // One pass per block: table entry, digest cell, reference delta and the
+  // published entry share one computed handle.
   for (uint32_t g = 0; g < G; ++g) {
     auto& table = r.tables[g];
     table.clear();
     for (uint32_t i = 0; i < hit_bundles; ++i) {
       const uint32_t slot = scratch_slots_[i * G + g];
-      const uint32_t before = pools_[g].blocks[slot].refcount;
+      BlockMeta& b = pools_[g].blocks[slot];
+      const uint32_t before = b.refcount;
       if (before == 0) {  // unlinked above: revive (touch) without touching the queue again
-        pools_[g].blocks[slot].state = BlockState::live;
+        b.state = BlockState::live;
         ++pools_[g].live;
         --pools_[g].evictable;
       }
-      ++pools_[g].blocks[slot].refcount;
-      record_delta(out.refcount_deltas, g, slot, before, before + 1);
+      ++b.refcount;
+      const PhysicalBlockHandle h = handle_of(g, slot);
+      out.refcount_deltas.push_back(RefcountDelta{h, before, before + 1});
+      out.published_entries.push_back(TableEntryUpdate{i, h, b.valid_rows});
+      add_cell(index, g, i, slot);
       table.push_back(slot);
     }
   }
-  for (size_t k = 0; k < scratch_log_.size(); ++k) {
-    const Reservation& res = scratch_log_[k];
+  for (const Reservation& res : scratch_log_) {
     publish_reserved(res, 0);
     if (res.from_state == BlockState::evictable) {
       PhysicalBlockHandle old = handle_of(res.group_index, res.slot);
       old.generation = BlockGeneration{res.generation_before};
       out.evicted_handles.push_back(old);
     }
-    record_delta(out.refcount_deltas, res.group_index, res.slot, 0, 1);
-    r.tables[res.group_index].push_back(res.slot);
+    auto& table = r.tables[res.group_index];
+    const uint32_t j = static_cast<uint32_t>(table.size());
+    const PhysicalBlockHandle h = handle_of(res.group_index, res.slot);
+    out.refcount_deltas.push_back(RefcountDelta{h, 0, 1});
+    out.published_entries.push_back(TableEntryUpdate{j, h, 0});
+    add_cell(index, res.group_index, j, res.slot);
+    table.push_back(res.slot);
   }
-  for (uint32_t g = 0; g < G; ++g)
-    for (uint32_t j = 0; j < r.tables[g].size(); ++j) {
-      const uint32_t slot = r.tables[g][j];
-      add_cell(index, g, j, slot);
-      out.published_entries.push_back(
-          TableEntryUpdate{j, handle_of(g, slot), pools_[g].blocks[slot].valid_rows});
-    }
   digest_.add(request_entry(index));
   scratch_unlinked_.clear();
   if (fresh > 0) bump_epoch();

@@ -25,7 +25,7 @@ StateDigest BlockAllocator::recompute_digest() const {
   }
   for (uint32_t li = 0; li < leases_.size(); ++li)
     if (leases_[li].active) d.add(lease_entry(li));
-  d.add({5ull << 56, epoch_, 0, 0});
+  d.add_digest(epoch_image(epoch_));
   return d.value();
 }
 

@@ -22,6 +22,7 @@ Result<BlockAllocator> BlockAllocator::create(BlockAllocatorConfig config, Block
   a.config_ = std::move(config);
   a.store_ = store;
   a.epoch_ = a.config_.initial_epoch;
+  a.epoch_image_ = epoch_image(a.epoch_);
   for (uint32_t g = 0; g < a.config_.groups.size(); ++g) {
     Pool p;
     p.config = a.config_.groups[g];
@@ -39,9 +40,11 @@ Result<BlockAllocator> BlockAllocator::create(BlockAllocatorConfig config, Block
   return a;
 }
 
+StateDigest BlockAllocator::epoch_image(uint64_t epoch) { return MultisetDigest::image({kTagEpoch, epoch, 0, 0}); }
+
 StateDigest BlockAllocator::digest() const {
   MultisetDigest d = digest_;
-  d.add({kTagEpoch, epoch_, 0, 0});
+  d.add_digest(epoch_image_);
   return d.value();
 }
 

@@ -245,7 +245,11 @@ class BlockAllocator {
   void record_delta(std::vector<RefcountDelta>& deltas, uint32_t g, uint32_t slot, uint32_t before,
                     uint32_t after) const;
   Status release_tables(uint32_t index, uint32_t keep_blocks, ReleaseResult& out);
-  void bump_epoch() { ++epoch_; }
+  void bump_epoch() {
+    ++epoch_;
+    epoch_image_ = epoch_image(epoch_);
+  }
+  static StateDigest epoch_image(uint64_t epoch);
   // Fault point "<prefix><group>" (e.g. after_reserve_group_0); one branch when disarmed.
   bool fault(const char* prefix, uint32_t g);
   // Takes a request slot (a recycled one gets the next generation); false when
@@ -271,6 +275,7 @@ class BlockAllocator {
   std::vector<uint32_t> free_lease_slots_;
   uint32_t active_leases_ = 0;
   uint64_t epoch_ = 1;
+  StateDigest epoch_image_;  // image of the epoch entry, cached: receipts read the digest twice
   uint64_t next_transaction_ = 1;
   MultisetDigest digest_;
   FaultPoints faults_;
