@@ -107,6 +107,35 @@ void BlockAllocator::relink_evictable_hits() {
   scratch_unlinked_.clear();
 }
 
+bool BlockAllocator::reserve_bundles(uint32_t per_group, AllocationReceipt& out) {
+  // 0x05C step 3: reserve every group's destinations as unpublished, with the
+  // named fault point after each group (0x04F's injected failure).
+  scratch_log_.clear();
+  for (uint32_t g = 0; g < group_count(); ++g) {
+    for (uint32_t k = 0; k < per_group; ++k) KVRT_ASSERT(reserve_block(g, scratch_log_), "capacity was checked");
+    if (fault("after_reserve_group_", g)) {
+      rollback(scratch_log_);
+      out.outcome = AllocationOutcome::rolled_back;
+      out.rollback_reason = "fault point after_reserve_group_" + std::to_string(g);
+      return false;
+    }
+  }
+  return true;
+}
+
+PhysicalBlockHandle BlockAllocator::publish_fresh(const Reservation& res, uint16_t valid_rows,
+                                                  AllocationReceipt& out) {
+  publish_reserved(res, valid_rows);
+  if (res.from_state == BlockState::evictable) {
+    PhysicalBlockHandle old = handle_of(res.group_index, res.slot);
+    old.generation = BlockGeneration{res.generation_before};
+    out.evicted_handles.push_back(old);
+  }
+  const PhysicalBlockHandle h = handle_of(res.group_index, res.slot);
+  out.refcount_deltas.push_back(RefcountDelta{h, 0, 1});
+  return h;
+}
+
 Status BlockAllocator::allocate(const AllocateArgs& a, AllocationReceipt& out) {
   KVRT_TRY(check_epoch(a.expected_epoch));
   const uint32_t G = group_count(), P = block_size();
@@ -140,19 +169,11 @@ Status BlockAllocator::allocate(const AllocateArgs& a, AllocationReceipt& out) {
 
   begin_receipt(out, AllocationOperation::allocate, nullptr);
   unlink_evictable_hits();
-  // 0x05C step 3: reserve every group's destinations as unpublished.
-  scratch_log_.clear();
-  for (uint32_t g = 0; g < G; ++g) {
-    for (uint32_t k = 0; k < fresh; ++k) KVRT_ASSERT(reserve_block(g, scratch_log_), "capacity was checked");
-    if (fault("after_reserve_group_", g)) {
-      rollback(scratch_log_);
-      relink_evictable_hits();
-      free_request_slots_.push_back(index);
-      out.outcome = AllocationOutcome::rolled_back;
-      out.rollback_reason = "fault point after_reserve_group_" + std::to_string(g);
-      finish_receipt(out, nullptr, 0);
-      return Status::success();
-    }
+  if (!reserve_bundles(fresh, out)) {
+    relink_evictable_hits();
+    free_request_slots_.push_back(index);
+    finish_receipt(out, nullptr, 0);
+    return Status::success();
   }
   if (config_.zero_on_recycle && store_ != nullptr)
     for (const Reservation& r : scratch_log_) store_->zero_block(r.group_index, r.slot);
@@ -188,16 +209,9 @@ Status BlockAllocator::allocate(const AllocateArgs& a, AllocationReceipt& out) {
     }
   }
   for (const Reservation& res : scratch_log_) {
-    publish_reserved(res, 0);
-    if (res.from_state == BlockState::evictable) {
-      PhysicalBlockHandle old = handle_of(res.group_index, res.slot);
-      old.generation = BlockGeneration{res.generation_before};
-      out.evicted_handles.push_back(old);
-    }
     auto& table = r.tables[res.group_index];
     const uint32_t j = static_cast<uint32_t>(table.size());
-    const PhysicalBlockHandle h = handle_of(res.group_index, res.slot);
-    out.refcount_deltas.push_back(RefcountDelta{h, 0, 1});
+    const PhysicalBlockHandle h = publish_fresh(res, 0, out);
     out.published_entries.push_back(TableEntryUpdate{j, h, 0});
     add_cell(index, res.group_index, j, res.slot);
     table.push_back(res.slot);
@@ -244,33 +258,19 @@ Status BlockAllocator::append(const AppendArgs& a, AllocationReceipt& out) {
       return Status::success();
     }
     begin_receipt(out, AllocationOperation::append, &r);
-    scratch_log_.clear();
-    for (uint32_t g = 0; g < G; ++g) {
-      KVRT_ASSERT(reserve_block(g, scratch_log_), "capacity was checked");
-      if (fault("after_reserve_group_", g)) {
-        rollback(scratch_log_);
-        out.outcome = AllocationOutcome::rolled_back;
-        out.rollback_reason = "fault point after_reserve_group_" + std::to_string(g);
-        finish_receipt(out, &r, index);
-        return Status::success();
-      }
+    if (!reserve_bundles(1, out)) {
+      finish_receipt(out, &r, index);
+      return Status::success();
     }
     for (const Reservation& res : scratch_log_) {
       if (config_.zero_on_recycle && store_ != nullptr) store_->zero_block(res.group_index, res.slot);
       if (with_rows) store_->write_rows(res.group_index, res.slot, 0, 1, a.rows[res.group_index]);
     }
     for (const Reservation& res : scratch_log_) {
-      publish_reserved(res, with_rows ? 1 : 0);
-      if (res.from_state == BlockState::evictable) {
-        PhysicalBlockHandle old = handle_of(res.group_index, res.slot);
-        old.generation = BlockGeneration{res.generation_before};
-        out.evicted_handles.push_back(old);
-      }
+      const PhysicalBlockHandle h = publish_fresh(res, with_rows ? 1 : 0, out);
       r.tables[res.group_index].push_back(res.slot);
       add_cell(index, res.group_index, j, res.slot);
-      record_delta(out.refcount_deltas, res.group_index, res.slot, 0, 1);
-      out.published_entries.push_back(
-          TableEntryUpdate{j, handle_of(res.group_index, res.slot), with_rows ? 1u : 0u});
+      out.published_entries.push_back(TableEntryUpdate{j, h, with_rows ? 1u : 0u});
     }
     r.context_tokens += 1;
     r.table_version += 1;
@@ -336,16 +336,9 @@ Status BlockAllocator::append(const AppendArgs& a, AllocationReceipt& out) {
   }
   begin_receipt(out, AllocationOperation::append, &r);
   // Step 3: reserve every group's destination as unpublished.
-  scratch_log_.clear();
-  for (uint32_t g = 0; g < G; ++g) {
-    KVRT_ASSERT(reserve_block(g, scratch_log_), "capacity was checked");
-    if (fault("after_reserve_group_", g)) {
-      rollback(scratch_log_);
-      out.outcome = AllocationOutcome::rolled_back;
-      out.rollback_reason = "fault point after_reserve_group_" + std::to_string(g);
-      finish_receipt(out, &r, index);
-      return Status::success();
-    }
+  if (!reserve_bundles(1, out)) {
+    finish_receipt(out, &r, index);
+    return Status::success();
   }
   // Step 4: the sources stay retained by this request's own references for the
   // whole synchronous transaction, so no extra lease is taken here.
@@ -368,19 +361,13 @@ Status BlockAllocator::append(const AppendArgs& a, AllocationReceipt& out) {
     const uint32_t src = r.tables[g][j];
     const uint32_t src_before = pools_[g].blocks[src].refcount;
     const PhysicalBlockHandle src_handle = handle_of(g, src);
-    publish_reserved(res, valid);
-    if (res.from_state == BlockState::evictable) {
-      PhysicalBlockHandle old = handle_of(g, res.slot);
-      old.generation = BlockGeneration{res.generation_before};
-      out.evicted_handles.push_back(old);
-    }
+    const PhysicalBlockHandle h = publish_fresh(res, valid, out);
     remove_cell(index, g, j, src);
     r.tables[g][j] = res.slot;
     add_cell(index, g, j, res.slot);
     drop_ref(g, src);
     out.refcount_deltas.push_back(RefcountDelta{src_handle, src_before, src_before - 1});
-    record_delta(out.refcount_deltas, g, res.slot, 0, 1);
-    out.published_entries.push_back(TableEntryUpdate{j, handle_of(g, res.slot), valid});
+    out.published_entries.push_back(TableEntryUpdate{j, h, valid});
   }
   r.context_tokens += 1;
   r.table_version += 1;

@@ -225,6 +225,13 @@ class BlockAllocator {
   // (everything already reserved is rolled back by the caller).
   bool reserve_block(uint32_t g, std::vector<Reservation>& log);
   void rollback(std::vector<Reservation>& log);
+  // Reserves `per_group` blocks in every group (scratch_log_), firing the
+  // after_reserve_group_<g> fault points; on a fault it rolls back, marks the
+  // receipt rolled_back and returns false.
+  bool reserve_bundles(uint32_t per_group, AllocationReceipt& out);
+  // Publishes one reservation: records an evicted identity and the 0 -> 1
+  // reference delta in the receipt, and returns the new handle.
+  PhysicalBlockHandle publish_fresh(const Reservation& r, uint16_t valid_rows, AllocationReceipt& out);
   void publish_reserved(const Reservation& r, uint16_t valid_rows);
   bool available_for(uint32_t bundles) const;
 
