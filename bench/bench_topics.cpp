@@ -1,13 +1,30 @@
 #include "bench/bench_topics.hpp"
 
 #include "bench/allocator_bench.hpp"
+#include "bench/prefix_bench.hpp"
+#include "bench/radix_bench.hpp"
 
 namespace kvrt::bench {
+
+namespace {
+// Both index owners of issue 4 in one report: the radix rows, then the
+// prefix (hash-chain) rows.
+BenchReport run_index_bench(bool quick) {
+  BenchReport report = run_radix_index_bench(quick);
+  report.bench = "index";
+  append_prefix_index_rows(report, quick);
+  return report;
+}
+}  // namespace
 
 const std::vector<BenchTopic>& bench_topics() {
   static const std::vector<BenchTopic> topics{
       {"allocator", "allocator owner: ns/op of allocate, append, fork, COW, release, evict vs rectangular reservation",
        &run_allocator_bench},
+      {"index",
+       "prefix and radix indexes: radix match/insert/lock/evict, hash chain per token, full-hit lookup, "
+       "vs linear scans",
+       &run_index_bench},
   };
   return topics;
 }

@@ -319,6 +319,7 @@ Result<BlockMeta> BlockAllocator::block(const PhysicalBlockHandle& handle) const
 std::vector<AllocatorEvent> BlockAllocator::drain_events() {
   std::vector<AllocatorEvent> out;
   out.swap(events_);
+  drained_events_ += out.size();
   return out;
 }
 

@@ -153,10 +153,20 @@ class BlockAllocator {
   Result<RequestFence> fence(RequestId request) const;
   Result<uint32_t> context_tokens(RequestId request) const;
   Result<BlockMeta> block(const PhysicalBlockHandle& handle) const;
+  // True when `handle` is current (pool, group, block and generation resolve)
+  // and its block carries `cache_key` (non-zero): the prefix index's
+  // generation fence on every hit block (0x07C), with no error built on the
+  // lookup's hot path. Added for issue 4.
+  bool holds_cache_key(const PhysicalBlockHandle& handle, uint64_t cache_key) const noexcept;
   PhysicalBlockHandle handle_of(uint32_t group_index, uint32_t slot) const;
   uint32_t live_requests() const { return open_requests_; }
   uint32_t active_leases() const { return active_leases_; }
   std::vector<AllocatorEvent> drain_events();
+  // Cache identities dropped so far (evicted or recycled), drained or not:
+  // an index that has absorbed exactly this many events holds only current
+  // handles, so its hot walk may skip the per-block generation fence
+  // (holds_cache_key). Added for issue 4.
+  uint64_t cache_keys_dropped() const { return drained_events_ + events_.size(); }
   FaultPoints& faults() { return faults_; }
 
   // Full re-derivation (STYLE.md habit 2): refcounts from reachability, queue
@@ -287,9 +297,22 @@ class BlockAllocator {
   MultisetDigest digest_;
   FaultPoints faults_;
   std::vector<AllocatorEvent> events_;
+  uint64_t drained_events_ = 0;  // events handed out by drain_events() [events]
   std::vector<Reservation> scratch_log_;
   std::vector<uint32_t> scratch_slots_;  // resolved bundle slots, bundle-major
   std::vector<std::pair<uint32_t, BlockQueue::Unlinked>> scratch_unlinked_;
 };
+
+inline bool BlockAllocator::holds_cache_key(const PhysicalBlockHandle& h, uint64_t cache_key) const noexcept {
+  for (const Pool& p : pools_) {
+    if (p.config.group != h.group) continue;
+    // A block id below the base wraps to a huge slot and fails the bound.
+    const uint64_t slot = uint64_t{h.block.value} - p.config.block_id_base;
+    if (p.config.pool != h.pool || slot >= p.blocks.size()) return false;
+    const BlockMeta& b = p.blocks[slot];
+    return cache_key != 0 && b.generation == h.generation.value && b.cache_key == cache_key;
+  }
+  return false;
+}
 
 }  // namespace kvrt

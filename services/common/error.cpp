@@ -46,6 +46,7 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::receipt_tampered: return "receipt_tampered";
     case ErrorCode::unknown_lease: return "unknown_lease";
     case ErrorCode::page_misaligned: return "page_misaligned";
+    case ErrorCode::digest_collision: return "digest_collision";
   }
   return "unknown_error_code";
 }

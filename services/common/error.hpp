@@ -67,6 +67,7 @@ enum class ErrorCode : uint16_t {
   receipt_tampered = 707,        // a receipt's digest does not cover its fields
   unknown_lease = 708,           // a lock lease that is not held (or of the wrong kind)
   page_misaligned = 709,         // a boundary is not a multiple of the page size (0x08)
+  digest_collision = 710,        // equal block digest over different token ids (0x07F witness)
 
   // Owner invariants (9xx): validate() found a broken conservation law, a kvrt bug.
   invariant_violated = 900,

@@ -1,0 +1,107 @@
+// RadixTree eviction (spec 0x08E): the policy keys, the incrementally kept
+// candidate order (exactly the unlocked leaves), and whole-edge removal that
+// exposes parents within the same call.
+#include <string>
+
+#include "services/radix/radix_tree.hpp"
+
+namespace kvrt {
+
+EvictionKey RadixTree::eviction_key(const RadixNode& n) const {
+  switch (options_.eviction) {
+    case EvictionPolicy::lru: return {0, n.last_access};
+    case EvictionPolicy::lfu: return {n.hits, n.last_access};
+    case EvictionPolicy::fifo: return {0, n.created};
+    case EvictionPolicy::mru: return {0, ~n.last_access};
+    case EvictionPolicy::filo: return {0, ~n.created};
+    case EvictionPolicy::priority:
+      // Flip the sign bit so that signed priorities order as unsigned keys.
+      return {static_cast<uint64_t>(n.priority) ^ (uint64_t{1} << 63), n.last_access};
+    case EvictionPolicy::slru: return {n.hits >= options_.slru_protected_hits ? 1u : 0u, n.last_access};
+  }
+  KVRT_ASSERT(false, "unhandled eviction policy");
+  return {};
+}
+
+void RadixTree::add_candidate(NodeIndex i) {
+  order_.push(i, eviction_key(nodes_[i]));
+  ledger_.leaf_ready_tokens += nodes_[i].length();
+}
+
+void RadixTree::remove_candidate(NodeIndex i) {
+  order_.erase(i);
+  ledger_.leaf_ready_tokens -= nodes_[i].length();
+}
+
+void RadixTree::refresh_candidate(NodeIndex i) {
+  if (order_.contains(i)) order_.update(i, eviction_key(nodes_[i]));
+}
+
+void RadixTree::remove_leaf(NodeIndex i, RadixEvictionSink* sink, RadixEvictResult& result) {
+  RadixNode& n = nodes_[i];
+  KVRT_ASSERT(n.lock_count == 0 && n.child_count == 0 && i != kRootIndex, "only unlocked leaves are evicted");
+  const NodeIndex pi = n.parent;
+  if (sink != nullptr)
+    sink->evicted(RadixEvictedEdge{n.id, nodes_[pi].id, n.depth, n.extra_key, n.edge.tokens(), n.edge.slots()});
+  if (order_.contains(i)) remove_candidate(i);
+  children_.erase(n.selector, i);
+  digest_.remove_digest(n.image);
+  const uint32_t len = n.length();
+  ledger_.evictable_tokens -= len;
+  ledger_.total_tokens -= len;
+  --ledger_.nodes;
+  result.evicted_tokens += len;
+  ++result.evicted_nodes;
+  n.edge.release(edges_);  // recycled without touching the edge's memory
+  n.parent = kNoNode;
+  n.image = StateDigest{};
+  n.live = false;          // the next allocate_node() rewrites every other field
+  free_nodes_.push_back(i);
+
+  RadixNode& p = nodes_[pi];
+  --p.child_count;
+  // 0x08E: a parent that becomes an unlocked leaf joins the candidates now.
+  if (pi != kRootIndex && p.child_count == 0 && p.lock_count == 0) add_candidate(pi);
+}
+
+RadixEvictResult RadixTree::evict(uint64_t target_tokens, RadixEvictionSink* sink) {
+  RadixEvictResult result;
+  while (result.evicted_tokens < target_tokens && !order_.empty()) {
+    // The next victim is the current runner-up, one of the heap root's
+    // children: start loading those nodes (line 1 is all removal reads)
+    // while this one is removed.
+    order_.for_each_runner_up([&](NodeIndex next) { __builtin_prefetch(&nodes_[next]); });
+    const NodeIndex victim = order_.pop();
+    ledger_.leaf_ready_tokens -= nodes_[victim].length();
+    remove_leaf(victim, sink, result);
+    if (!order_.empty()) {
+      // The next victim's line was prefetched above, one iteration ago:
+      // start its parent and child-selector loads before the next pop.
+      const RadixNode& next = nodes_[order_.top()];
+      __builtin_prefetch(&nodes_[next.parent]);
+      children_.prefetch(next.selector);
+    }
+  }
+  return result;
+}
+
+Result<RadixEvictResult> RadixTree::evict_leaf(RadixNodeId id, RadixEvictionSink* sink) {
+  const std::string name = "node " + std::to_string(id.value);
+  if (id.value == 0) return make_error(ErrorCode::internal_node_eviction, "the root is never evicted", "node");
+  const std::optional<RadixNodeRef> ref = find(id);
+  if (!ref) return make_error(ErrorCode::unknown_node, name + " is not in the tree", "node");
+  const RadixNode& n = nodes_[ref->index];
+  if (n.lock_count > 0)
+    return make_error(ErrorCode::locked_node_eviction,
+                      name + " is protected by " + std::to_string(n.lock_count) + " lock reference(s) (0x08D)", "node");
+  if (n.child_count > 0)
+    return make_error(ErrorCode::internal_node_eviction,
+                      name + " has " + std::to_string(n.child_count) +
+                          " child(ren); evicting it would disconnect their keys (0x08D)",
+                      "node");
+  RadixEvictResult result;
+  remove_leaf(ref->index, sink, result);
+  return result;
+}
+
+}  // namespace kvrt
