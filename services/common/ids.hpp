@@ -29,6 +29,14 @@ using TableVersion = StrongId<struct TableVersionTag, uint64_t>;
 using NamespaceGeneration = StrongId<struct NamespaceGenerationTag, uint64_t>;
 using Epoch = StrongId<struct EpochTag, uint64_t>;
 
+// A token id as it appears in a request (0x08A X_v[i]): a vocabulary index.
+// 32 bits: every tokenizer vocabulary fits, and an index match streams stored
+// ids from memory, so the id width is the match cost (4 bytes per compared
+// token). A front end with wider keys interns them to dense ids first (the
+// replay drivers do); indexes only compare ids for equality, and hash messages
+// encode each id as 4 little-endian bytes.
+using TokenId = int32_t;
+
 }  // namespace kvrt
 
 template <class Tag, class Rep>

@@ -10,12 +10,9 @@
 #include <cstring>
 #include <string>
 
-namespace kvrt {
+#include "services/common/ids.hpp"
 
-// A token id as it appears in a prompt: a vocabulary index. The same 32-bit
-// type as services/radix/radix_options.hpp (a repeated alias of the same type
-// is legal C++); hash messages encode each id as 4 little-endian bytes.
-using TokenId = int32_t;
+namespace kvrt {
 
 struct BlockHash {
   std::array<uint8_t, 32> bytes{};

@@ -5,16 +5,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "services/common/ids.hpp"
 #include "services/common/result.hpp"
 
 namespace kvrt {
-
-// A token id as it appears in a request (0x08A X_v[i]): a vocabulary index.
-// 32 bits: every tokenizer vocabulary fits, and a match streams the stored
-// edge from memory, so the id width is the match cost (4 bytes per compared
-// token). A front end with wider keys interns them to dense ids first (the
-// replay driver does); the tree only ever compares ids for equality.
-using TokenId = int32_t;
 
 // Victim ranking among unlocked leaves (0x08E: "unlocked leaf first; victim
 // ranking is a policy choice"). The pinned SGLang v0.5.11 strategies, each a
