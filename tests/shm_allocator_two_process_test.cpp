@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/peer_process.hpp"
 #include "tests/shm_allocator_fixture.hpp"
 #include "tests/shm_store_peer_protocol.hpp"
 
@@ -32,51 +33,10 @@ namespace {
 
 constexpr uint32_t kP = 16;  // P_a of two-group-tp2 [tokens / block]
 
-struct PeerResult {
-  int exit_code = -1;
-  std::string output;  // stdout, trailing newline removed
-  std::string errors;  // stderr
-};
-
-std::string drain(int fd) {
-  std::string text;
-  char buf[256];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return text;
-}
+using kvrt::test::PeerResult;
 
 PeerResult run_peer(const std::vector<std::string>& args) {
-  int out[2], err[2];
-  REQUIRE(::pipe(out) == 0);
-  REQUIRE(::pipe(err) == 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err[1], STDERR_FILENO);
-  for (int fd : {out[0], out[1], err[0], err[1]}) posix_spawn_file_actions_addclose(&actions, fd);
-  std::vector<std::string> argv_storage{KVRT_SHM_STORE_PEER};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_storage) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, KVRT_SHM_STORE_PEER, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(out[1]);
-  ::close(err[1]);
-  REQUIRE(rc == 0);
-  PeerResult result;
-  // One short line on either stream, far below a pipe's buffer: draining
-  // them one after the other cannot block the peer.
-  result.output = drain(out[0]);
-  result.errors = drain(err[0]);
-  int status = 0;
-  REQUIRE(::waitpid(pid, &status, 0) == pid);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  while (!result.output.empty() && result.output.back() == '\n') result.output.pop_back();
-  return result;
+  return kvrt::test::run_peer_program(KVRT_SHM_STORE_PEER, args);
 }
 
 // The peer's command line: mode, layout digest, spans, [lineage], then one
