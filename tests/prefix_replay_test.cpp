@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "tests/replay_fixture.hpp"
 #include "services/replay/prefix_replay.hpp"
 #include "tests/prefix_vllm_model.hpp"
 
@@ -25,23 +26,8 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kDataDir = std::string(KVRT_SOURCE_DIR) + "/tests/data/replay/";
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<json> parse_lines(const std::string& text) {
-  std::vector<json> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
-}
+std::string read_file(const std::string& path) { return kvrt::test::read_text_file(path); }
+std::vector<json> parse_lines(const std::string& text) { return kvrt::test::parse_json_lines(text); }
 
 std::string replay_text(const std::string& trace, PrefixReplayOptions options) {
   std::istringstream in(trace);
@@ -76,8 +62,8 @@ json state_of(const json& line) {
 
 TEST_CASE("the prefix demo trace reproduces its expected output byte for byte under --profile vllm",
           "[prefix][replay]") {
-  const std::string trace = read_file(kDataDir + "prefix_demo.trace.jsonl");
-  const std::string expected = read_file(kDataDir + "prefix_demo.expected.jsonl");
+  const std::string trace = read_file(kvrt::test::kReplayDataDir + "prefix_demo.trace.jsonl");
+  const std::string expected = read_file(kvrt::test::kReplayDataDir + "prefix_demo.expected.jsonl");
   const std::string out = replay_text(trace, kVllm);
   CHECK(out == expected);
   const std::vector<json> got = parse_lines(out), want = parse_lines(expected);
@@ -102,9 +88,9 @@ TEST_CASE("the prefix demo trace reproduces its expected output byte for byte un
 
 TEST_CASE("the kvrt binary replays the demo; bad command lines exit 2", "[prefix][replay]") {
   int code = -1;
-  const std::string path = kDataDir + "prefix_demo.trace.jsonl";
+  const std::string path = kvrt::test::kReplayDataDir + "prefix_demo.trace.jsonl";
   CHECK(run_binary("replay prefix --profile vllm '" + path + "'", code) ==
-        read_file(kDataDir + "prefix_demo.expected.jsonl"));
+        read_file(kvrt::test::kReplayDataDir + "prefix_demo.expected.jsonl"));
   CHECK(code == 0);
   const std::vector<json> no_ids = parse_lines(run_binary("replay prefix --profile vllm --no-ids - < '" + path + "'", code));
   CHECK(code == 0);
@@ -119,9 +105,9 @@ TEST_CASE("the kvrt binary replays the demo; bad command lines exit 2", "[prefix
 
 TEST_CASE("kvrt profile on the demo: same hits where nothing was evicted, no duplicate blocks cached",
           "[prefix][replay]") {
-  const std::string trace = read_file(kDataDir + "prefix_demo.trace.jsonl");
+  const std::string trace = read_file(kvrt::test::kReplayDataDir + "prefix_demo.trace.jsonl");
   const std::vector<json> kv = parse_lines(replay_text(trace, kKvrt));
-  const std::vector<json> vl = parse_lines(read_file(kDataDir + "prefix_demo.expected.jsonl"));
+  const std::vector<json> vl = parse_lines(read_file(kvrt::test::kReplayDataDir + "prefix_demo.expected.jsonl"));
   REQUIRE(kv.size() == vl.size());
   for (size_t k = 0; k < kv.size(); ++k) {
     INFO(kv[k].dump());

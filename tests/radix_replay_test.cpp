@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "tests/replay_fixture.hpp"
 #include "services/replay/radix_replay.hpp"
 
 using namespace kvrt;
@@ -19,25 +20,8 @@ using nlohmann::json;
 
 namespace {
 
-// Copies of ../shared/replay/radix_demo.*, so the suite does not depend on
-// files outside the repository.
-const std::string kReplayDir = std::string(KVRT_SOURCE_DIR) + "/tests/data/replay/";
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<json> parse_lines(const std::string& text) {
-  std::vector<json> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
-}
+std::string read_file(const std::string& path) { return kvrt::test::read_text_file(path); }
+std::vector<json> parse_lines(const std::string& text) { return kvrt::test::parse_json_lines(text); }
 
 // Value-by-value comparison: key order does not matter, values do.
 void require_same_lines(const std::vector<json>& got, const std::vector<json>& expected) {
@@ -71,14 +55,14 @@ std::string run_binary(const std::string& args, int& exit_code) {
 }  // namespace
 
 TEST_CASE("the radix demo trace reproduces its expected output through the library", "[radix][replay]") {
-  const std::string trace = read_file(kReplayDir + "radix_demo.trace.jsonl");
-  const std::vector<json> expected = parse_lines(read_file(kReplayDir + "radix_demo.expected.jsonl"));
+  const std::string trace = read_file(kvrt::test::kReplayDataDir + "radix_demo.trace.jsonl");
+  const std::vector<json> expected = parse_lines(read_file(kvrt::test::kReplayDataDir + "radix_demo.expected.jsonl"));
   for (RadixReplayProfile profile : {RadixReplayProfile::sglang, RadixReplayProfile::kvrt}) {
     INFO("profile " << (profile == RadixReplayProfile::sglang ? "sglang" : "kvrt"));
     const std::string out = replay_text(trace, RadixReplayOptions{profile, true});
     require_same_lines(parse_lines(out), expected);
     // Byte for byte too: same keys in the same order, compact separators.
-    CHECK(out == read_file(kReplayDir + "radix_demo.expected.jsonl"));
+    CHECK(out == read_file(kvrt::test::kReplayDataDir + "radix_demo.expected.jsonl"));
   }
   // Without --indices the lines are the same minus "indices".
   std::vector<json> no_indices = expected;
@@ -89,9 +73,9 @@ TEST_CASE("the radix demo trace reproduces its expected output through the libra
 TEST_CASE("kvrt replay radix reproduces the demo through the binary", "[radix][replay][cli]") {
   int code = -1;
   const std::string out =
-      run_binary("replay radix --profile sglang --indices '" + kReplayDir + "radix_demo.trace.jsonl'", code);
+      run_binary("replay radix --profile sglang --indices '" + kvrt::test::kReplayDataDir + "radix_demo.trace.jsonl'", code);
   CHECK(code == 0);
-  require_same_lines(parse_lines(out), parse_lines(read_file(kReplayDir + "radix_demo.expected.jsonl")));
+  require_same_lines(parse_lines(out), parse_lines(read_file(kvrt::test::kReplayDataDir + "radix_demo.expected.jsonl")));
   run_binary("replay radix --profile vllm -", code);
   CHECK(code == 2);
   run_binary("replay radix /nonexistent/trace.jsonl", code);
