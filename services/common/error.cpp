@@ -47,6 +47,13 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::unknown_lease: return "unknown_lease";
     case ErrorCode::page_misaligned: return "page_misaligned";
     case ErrorCode::digest_collision: return "digest_collision";
+    case ErrorCode::page_not_mapped: return "page_not_mapped";
+    case ErrorCode::half_mapped_frontier: return "half_mapped_frontier";
+    case ErrorCode::stale_slot_generation: return "stale_slot_generation";
+    case ErrorCode::rows_not_valid: return "rows_not_valid";
+    case ErrorCode::slots_exhausted: return "slots_exhausted";
+    case ErrorCode::mapper_shut_down: return "mapper_shut_down";
+    case ErrorCode::os_mapping_failed: return "os_mapping_failed";
   }
   return "unknown_error_code";
 }

@@ -69,6 +69,16 @@ enum class ErrorCode : uint16_t {
   page_misaligned = 709,         // a boundary is not a multiple of the page size (0x08)
   digest_collision = 710,        // equal block digest over different token ids (0x07F witness)
 
+  // Virtual-memory mapper, spec 0x06-0x06I (8xx).
+  page_not_mapped = 800,         // a row/address lies beyond the slot's mapped frontier (map before use, 0x06D)
+  half_mapped_frontier = 801,    // a frontier receipt lacks some K/V layer tensor of a page (0x06D)
+  stale_slot_generation = 802,   // a slot generation that has since been re-bound (0x06B, 0x06E)
+  rows_not_valid = 803,          // rows the current slot generation has not written (0x06E: retained
+                                 // mapping is capacity, not a prefix hit)
+  slots_exhausted = 804,         // no inactive request slot can be bound (0x06B alloc_reqid)
+  mapper_shut_down = 805,        // an operation after shutdown (0x06B)
+  os_mapping_failed = 806,       // mmap/memfd refused a reservation or mapping (field names the call)
+
   // Owner invariants (9xx): validate() found a broken conservation law, a kvrt bug.
   invariant_violated = 900,
 };
