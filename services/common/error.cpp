@@ -54,6 +54,10 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::slots_exhausted: return "slots_exhausted";
     case ErrorCode::mapper_shut_down: return "mapper_shut_down";
     case ErrorCode::os_mapping_failed: return "os_mapping_failed";
+    case ErrorCode::pool_fd_missing: return "pool_fd_missing";
+    case ErrorCode::pool_message_truncated: return "pool_message_truncated";
+    case ErrorCode::pool_message_bad_magic: return "pool_message_bad_magic";
+    case ErrorCode::pool_size_mismatch: return "pool_size_mismatch";
   }
   return "unknown_error_code";
 }

@@ -78,6 +78,10 @@ enum class ErrorCode : uint16_t {
   slots_exhausted = 804,         // no inactive request slot can be bound (0x06B alloc_reqid)
   mapper_shut_down = 805,        // an operation after shutdown (0x06B)
   os_mapping_failed = 806,       // mmap/memfd refused a reservation or mapping (field names the call)
+  pool_fd_missing = 807,         // a page-pool message carried no pool fd, or more than one (SCM_RIGHTS)
+  pool_message_truncated = 808,  // a page-pool message is shorter than its header and entries say
+  pool_message_bad_magic = 809,  // a page-pool message is not one (magic or version differ)
+  pool_size_mismatch = 810,      // fstat size or seals of a received pool fd disagree with its header
 
   // Owner invariants (9xx): validate() found a broken conservation law, a kvrt bug.
   invariant_violated = 900,
