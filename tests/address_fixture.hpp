@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "tests/kvrt_cli.hpp"
 #include "services/address/address_translator.hpp"
 #include "services/address/snapshot_loader.hpp"
 #include "services/identity/layout_loader.hpp"
@@ -67,21 +68,5 @@ inline PoolDescriptor& descriptor_of(TranslationSnapshot& s, uint32_t group, uin
   return pool_of(s, group).descriptors.front();
 }
 
-// Runs the kvrt binary built with this suite; stdout only.
-struct KvrtRun {
-  int exit_code = -1;
-  std::string out;
-};
-inline KvrtRun run_kvrt(const std::string& args) {
-  KvrtRun r;
-  FILE* p = popen((std::string(KVRT_BINARY) + " " + args + " 2>/dev/null").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n = 0;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 }  // namespace kvrt::test

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/kvrt_cli.hpp"
 #include "tests/ledger_fixture.hpp"
 
 using namespace kvrt;
@@ -17,26 +18,11 @@ using namespace kvrt::ledger_test;
 
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  std::string out;  // stdout (stderr is discarded)
-};
-
-Run run_kvrt(const std::string& args) {
-  const std::string command = std::string("'") + KVRT_BINARY + "' " + args + " 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  Run run;
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) run.out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
-}
+using kvrt::test::KvrtRun;
+using kvrt::test::run_kvrt;
 
 nlohmann::json run_json(const std::string& args) {
-  const Run run = run_kvrt(args);
+  const KvrtRun run = run_kvrt(args);
   INFO(run.out);
   REQUIRE(run.exit_code == 0);
   return nlohmann::json::parse(run.out);
@@ -89,7 +75,7 @@ TEST_CASE("kvrt ledger flags override the scenario", "[ledger][cli]") {
   CHECK(wide["capacity_pressure"]["decode_bytes_ordinary"] == mib(127.875));
   CHECK(wide["capacity_pressure"]["decode_bytes_repair"] == mib(128));
 
-  const Run human = run_kvrt("ledger");
+  const KvrtRun human = run_kvrt("ledger");
   REQUIRE(human.exit_code == 0);
   CHECK(human.out.find("9 MiB = 4.625 MiB logical references + 4.375 MiB rectangular slack") != std::string::npos);
   CHECK(human.out.find("F_ext = 1 - 2 MiB / 3 MiB = 1/3") != std::string::npos);

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "tests/kvrt_cli.hpp"
 #include "tests/replay_fixture.hpp"
 #include "services/replay/prefix_replay.hpp"
 #include "tests/prefix_vllm_model.hpp"
@@ -37,16 +38,9 @@ std::string replay_text(const std::string& trace, PrefixReplayOptions options) {
 }
 
 std::string run_binary(const std::string& args, int& exit_code) {
-  const std::string command = std::string("'") + KVRT_BINARY + "' " + args + " 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
+  const kvrt::test::KvrtRun run = kvrt::test::run_kvrt(args);
+  exit_code = run.exit_code;
+  return run.out;
 }
 
 const PrefixReplayOptions kVllm{PrefixReplayProfile::vllm, true};
