@@ -49,9 +49,13 @@ struct ErrorMessage {
 // all. The traversal limit is twice that, 2^23 words (64 MiB, Cap'n Proto's
 // own default), so the largest legitimate message passes with its text and
 // envelope to spare (tests/codec_test.cpp decodes it). Input longer than the
-// limit plus a maximal segment table is refused before it is copied. Schema
-// nesting is at most 5 pointer levels (Envelope -> body -> list -> struct ->
-// list); 16 leaves room for growth and rejects anything pathological.
+// limit plus a maximal segment table is refused before it is copied. Cap'n
+// Proto counts the root, every struct or list pointer, and the elements of a
+// struct list as one nesting level each. The deepest kvrt messages need 9: an
+// AllocatorBatchReceipt holding a BlockTableView (Envelope, body, outcomes,
+// its elements, the view, groups, one group, its entries, entry.handle) and a
+// PrefixBatchReceipt holding a PrefixMatchReceipt (codec_node_test.cpp checks
+// it); 16 leaves room for growth and rejects anything pathological.
 struct DecodeLimits {
   uint64_t traversal_limit_words = uint64_t{1} << 23;  // [8-byte words]
   uint32_t nesting_limit = 16;                         // [pointer levels]

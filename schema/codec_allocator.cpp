@@ -1,7 +1,6 @@
 // Codec for the allocator's transaction records (spec 0x04D, 0x05B-0x05F):
 // AllocationTxn, AllocationReceipt and ReleaseResult.
-#include "schema/allocator.capnp.h"
-#include "schema/codec_support.hpp"
+#include "schema/codec_parts.hpp"
 #include "schema/field_count.hpp"
 
 namespace kvrt::codec {
@@ -105,6 +104,12 @@ Status read(ReadContext& ctx, wire::AllocationTxn::Reader r, AllocationTxn& out)
   return read_enum(ctx, "publication_state", r.getPublicationState(), kTransactionPhaseMax, out.publication_state);
 }
 
+}  // namespace
+
+// AllocationReceipt and ReleaseResult are also outcomes of the node protocol's
+// AllocatorBatchReceipt (codec_parts.hpp).
+namespace detail {
+
 void write(wire::AllocationReceipt::Builder b, const AllocationReceipt& v) {
   b.setTransactionId(v.transaction_id.value);
   b.setOperation(static_cast<wire::AllocationOperation>(v.operation));
@@ -205,16 +210,16 @@ Status read(ReadContext& ctx, wire::ReleaseResult::Reader r, ReleaseResult& out)
   return Status::success();
 }
 
-}  // namespace
+}  // namespace detail
 
 std::vector<uint8_t> encode(const AllocationTxn& value) {
   return detail::encode_envelope([&](wire::Envelope::Builder e) { write(e.initAllocationTxn(), value); });
 }
 std::vector<uint8_t> encode(const AllocationReceipt& value) {
-  return detail::encode_envelope([&](wire::Envelope::Builder e) { write(e.initAllocationReceipt(), value); });
+  return detail::encode_envelope([&](wire::Envelope::Builder e) { detail::write(e.initAllocationReceipt(), value); });
 }
 std::vector<uint8_t> encode(const ReleaseResult& value) {
-  return detail::encode_envelope([&](wire::Envelope::Builder e) { write(e.initReleaseResult(), value); });
+  return detail::encode_envelope([&](wire::Envelope::Builder e) { detail::write(e.initReleaseResult(), value); });
 }
 
 template <>
@@ -229,14 +234,14 @@ Result<AllocationReceipt> decode(std::span<const uint8_t> bytes, const DecodeLim
   return detail::decode_body<AllocationReceipt>(
       bytes, limits, wire::Envelope::ALLOCATION_RECEIPT, "AllocationReceipt",
       [](ReadContext& ctx, wire::Envelope::Reader e, AllocationReceipt& out) {
-        return read(ctx, e.getAllocationReceipt(), out);
+        return detail::read(ctx, e.getAllocationReceipt(), out);
       });
 }
 template <>
 Result<ReleaseResult> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   return detail::decode_body<ReleaseResult>(bytes, limits, wire::Envelope::RELEASE_RESULT, "ReleaseResult",
                                             [](ReadContext& ctx, wire::Envelope::Reader e, ReleaseResult& out) {
-                                              return read(ctx, e.getReleaseResult(), out);
+                                              return detail::read(ctx, e.getReleaseResult(), out);
                                             });
 }
 

@@ -3,9 +3,12 @@
 // the typed error message itself.
 #include <capnp/serialize.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include <string_view>
 
-#include "schema/codec_support.hpp"
+#include "schema/codec_parts.hpp"
 
 namespace kvrt::codec {
 namespace detail {
@@ -33,6 +36,15 @@ const char* body_name(wire::Envelope::Which w) {
     case wire::Envelope::PROMPT_MODULE_RECEIPT: return "PromptModuleReceipt";
     case wire::Envelope::SESSION_REUSE_RECEIPT: return "SessionReuseReceipt";
     case wire::Envelope::EXECUTABLE_REUSE_RECEIPT: return "ExecutableReuseReceipt";
+    case wire::Envelope::ALLOCATOR_BATCH: return "AllocatorBatch";
+    case wire::Envelope::ALLOCATOR_BATCH_RECEIPT: return "AllocatorBatchReceipt";
+    case wire::Envelope::PREFIX_BATCH: return "PrefixBatch";
+    case wire::Envelope::PREFIX_BATCH_RECEIPT: return "PrefixBatchReceipt";
+    case wire::Envelope::HELLO_REQUEST: return "HelloRequest";
+    case wire::Envelope::SESSION_RECEIPT: return "SessionReceipt";
+    case wire::Envelope::AUTHORIZE_REQUEST: return "AuthorizeRequest";
+    case wire::Envelope::NAMESPACE_GRANT_RECEIPT: return "NamespaceGrantReceipt";
+    case wire::Envelope::OWNER_STATS: return "OwnerStats";
   }
   return nullptr;  // a union discriminant this build does not know
 }
@@ -40,9 +52,65 @@ const char* body_name(wire::Envelope::Which w) {
 }  // namespace
 
 std::vector<uint8_t> to_bytes(capnp::MessageBuilder& message) {
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  return std::vector<uint8_t>(bytes.begin(), bytes.end());
+  // Flat-array framing (Cap'n Proto encoding spec, "Serialization over a
+  // stream"): uint32 segment count - 1, uint32 size of each segment [words],
+  // zero-padded to a whole word; then the segments. Little-endian, as the
+  // host (Cap'n Proto's own accessors assume the same here).
+  const auto segments = message.getSegmentsForOutput();
+  KVRT_ASSERT(segments.size() > 0, "a message builder with no segment");
+  const size_t table_words = segments.size() / 2 + 1;
+  size_t words = table_words;
+  for (const auto& segment : segments) words += segment.size();
+  std::vector<uint8_t> out(words * sizeof(capnp::word));
+  uint8_t* at = out.data();
+  const auto put_u32 = [&](size_t v) {
+    const uint32_t u = static_cast<uint32_t>(v);
+    std::memcpy(at, &u, sizeof(u));
+    at += sizeof(u);
+  };
+  put_u32(segments.size() - 1);
+  for (const auto& segment : segments) put_u32(segment.size());
+  at = out.data() + table_words * sizeof(capnp::word);  // past the padding (zero already)
+  for (const auto& segment : segments) {
+    std::memcpy(at, segment.begin(), segment.size() * sizeof(capnp::word));
+    at += segment.size() * sizeof(capnp::word);
+  }
+  return out;
+}
+
+namespace {
+
+struct ThreadScratch {
+  kj::Array<capnp::word> words;  // zeroed whenever not leased
+  bool leased = false;
+};
+thread_local ThreadScratch thread_scratch;
+
+kj::Array<capnp::word> zeroed_words(size_t n) {
+  auto words = kj::heapArray<capnp::word>(n);
+  std::memset(words.begin(), 0, n * sizeof(capnp::word));
+  return words;
+}
+
+}  // namespace
+
+ScratchSegmentLease::ScratchSegmentLease() {
+  if (thread_scratch.leased) return;
+  thread_scratch.leased = true;
+  if (thread_scratch.words.size() == 0) thread_scratch.words = zeroed_words(capnp::SUGGESTED_FIRST_SEGMENT_WORDS);
+  words_ = thread_scratch.words.asPtr();
+}
+
+ScratchSegmentLease::~ScratchSegmentLease() {
+  if (words_.size() > 0) thread_scratch.leased = false;
+}
+
+void ScratchSegmentLease::fit(size_t message_words) {
+  if (words_.size() == 0 || message_words <= words_.size() || words_.size() >= kMaxWords) return;
+  size_t grown = words_.size();
+  while (grown < message_words && grown < kMaxWords) grown *= 2;
+  thread_scratch.words = zeroed_words(std::min(grown, kMaxWords));
+  words_ = thread_scratch.words.asPtr();
 }
 
 unsigned list_size(size_t n) {
@@ -58,6 +126,28 @@ Status read_digest(ReadContext& ctx, const char* field, capnp::Data::Reader d, S
                       ctx.field_path(field) + ": a SHA-256 digest is 32 bytes, got " + std::to_string(d.size()),
                       ctx.field_path(field));
   std::memcpy(out.bytes.data(), d.begin(), out.bytes.size());
+  return Status::success();
+}
+
+void write(wire::TypedError::Builder b, const Error& v) {
+  b.setCode(static_cast<uint16_t>(v.code));
+  b.setReason(text(v.reason));
+  b.setField(text(v.field));
+}
+
+Status read(ReadContext& ctx, wire::TypedError::Reader r, Error& out) {
+  // Only codes this build knows are accepted: a client must be able to
+  // switch on the code (error.cpp's to_string names every known code).
+  const auto code = static_cast<ErrorCode>(r.getCode());
+  if (kvrt::to_string(code) == "unknown_error_code")
+    return make_error(ErrorCode::unknown_enum,
+                      ctx.field_path("code") + ": " + std::to_string(r.getCode()) + " is not a kvrt::ErrorCode",
+                      ctx.field_path("code"));
+  out.code = code;
+  ctx.at("reason");
+  out.reason = to_string(r.getReason());
+  ctx.at("field");
+  out.field = to_string(r.getField());
   return Status::success();
 }
 
@@ -114,12 +204,16 @@ Status check_input_size(std::span<const uint8_t> bytes, const DecodeLimits& limi
   return Status::success();
 }
 
-kj::Array<capnp::word> aligned_copy(std::span<const uint8_t> bytes) {
+kj::ArrayPtr<const capnp::word> aligned_words(std::span<const uint8_t> bytes, kj::Array<capnp::word>& copy) {
   // FlatArrayMessageReader needs 8-byte aligned words; input may come from a
-  // socket buffer or a byte vector at any address (STACK.md).
-  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
-  std::memcpy(words.begin(), bytes.data(), bytes.size());
-  return words;
+  // socket buffer or a byte vector at any address (STACK.md). The reader
+  // never writes, so aligned input is read where it lies.
+  const size_t n = bytes.size() / sizeof(capnp::word);
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(capnp::word) == 0)
+    return kj::ArrayPtr<const capnp::word>(reinterpret_cast<const capnp::word*>(bytes.data()), n);
+  copy = kj::heapArray<capnp::word>(n);
+  std::memcpy(copy.begin(), bytes.data(), bytes.size());
+  return copy.asPtr();
 }
 
 Status check_envelope(const capnp::FlatArrayMessageReader& reader, kj::ArrayPtr<const capnp::word> words,
@@ -167,36 +261,16 @@ uint16_t wire_schema_version() { return wire::WIRE_SCHEMA_VERSION; }
 std::vector<uint8_t> encode(const ErrorMessage& value) { return encode(value.error); }
 
 std::vector<uint8_t> encode(const Error& value) {
-  return detail::encode_envelope([&](wire::Envelope::Builder envelope) {
-    auto b = envelope.initTypedError();
-    b.setCode(static_cast<uint16_t>(value.code));
-    b.setReason(detail::text(value.reason));
-    b.setField(detail::text(value.field));
-  });
+  return detail::encode_envelope(
+      [&](wire::Envelope::Builder envelope) { detail::write(envelope.initTypedError(), value); });
 }
 
 template <>
 Result<ErrorMessage> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
-  return detail::decode_envelope<ErrorMessage>(
-      bytes, limits, wire::Envelope::TYPED_ERROR, "ErrorMessage",
-      [](ReadContext& ctx, wire::Envelope::Reader envelope) -> Result<ErrorMessage> {
-        ctx.at("body");
-        auto r = envelope.getTypedError();
-        // Only codes this build knows are accepted: a client must be able to
-        // switch on the code (error.cpp's to_string names every known code).
-        const auto code = static_cast<ErrorCode>(r.getCode());
-        if (to_string(code) == "unknown_error_code")
-          return make_error(ErrorCode::unknown_enum,
-                            "ErrorMessage.code: " + std::to_string(r.getCode()) + " is not a kvrt::ErrorCode",
-                            "ErrorMessage.code");
-        ErrorMessage out;
-        out.error.code = code;
-        ctx.at("reason");
-        out.error.reason = detail::to_string(r.getReason());
-        ctx.at("field");
-        out.error.field = detail::to_string(r.getField());
-        return out;
-      });
+  return detail::decode_body<ErrorMessage>(bytes, limits, wire::Envelope::TYPED_ERROR, "ErrorMessage",
+                                           [](ReadContext& ctx, wire::Envelope::Reader envelope, ErrorMessage& out) {
+                                             return detail::read(ctx, envelope.getTypedError(), out.error);
+                                           });
 }
 
 template <>

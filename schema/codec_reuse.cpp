@@ -1,9 +1,8 @@
 // Codec for the exact-reuse receipts: PrefixMatchReceipt (0x07G),
 // RadixSchedulerHandoffReceipt (0x08G), PromptModuleReceipt (0x0CB),
 // SessionReuseReceipt (0x0CC) and ExecutableReuseReceipt (0x0CD).
-#include "schema/codec_support.hpp"
+#include "schema/codec_parts.hpp"
 #include "schema/field_count.hpp"
-#include "schema/reuse.capnp.h"
 
 namespace kvrt::codec {
 namespace {
@@ -48,6 +47,12 @@ std::vector<Id> read_ids(ListReader list) {
   for (auto v : list) out.push_back(Id{v});
   return out;
 }
+
+}  // namespace
+
+// PrefixMatchReceipt is also an outcome of the node protocol's
+// PrefixBatchReceipt (codec_parts.hpp).
+namespace detail {
 
 void write(wire::PrefixMatchReceipt::Builder b, const PrefixMatchReceipt& v) {
   b.setRequestId(v.request_id.value);
@@ -112,6 +117,10 @@ Status read(ReadContext& ctx, wire::PrefixMatchReceipt::Reader r, PrefixMatchRec
   ctx.at("receipt_sha256");
   return read_digest(ctx, "receipt_sha256", r.getReceiptSha256(), out.receipt_sha256);
 }
+
+}  // namespace detail
+
+namespace {
 
 void write(wire::RadixSchedulerHandoffReceipt::Builder b, const RadixSchedulerHandoffReceipt& v) {
   b.setRequestId(v.request_id.value);
@@ -303,7 +312,7 @@ Status read(ReadContext& ctx, wire::ExecutableReuseReceipt::Reader r, Executable
 }  // namespace
 
 std::vector<uint8_t> encode(const PrefixMatchReceipt& value) {
-  return detail::encode_envelope([&](wire::Envelope::Builder e) { write(e.initPrefixMatchReceipt(), value); });
+  return detail::encode_envelope([&](wire::Envelope::Builder e) { detail::write(e.initPrefixMatchReceipt(), value); });
 }
 std::vector<uint8_t> encode(const RadixSchedulerHandoffReceipt& value) {
   return detail::encode_envelope([&](wire::Envelope::Builder e) { write(e.initRadixSchedulerHandoffReceipt(), value); });
@@ -323,7 +332,7 @@ Result<PrefixMatchReceipt> decode(std::span<const uint8_t> bytes, const DecodeLi
   return detail::decode_body<PrefixMatchReceipt>(
       bytes, limits, wire::Envelope::PREFIX_MATCH_RECEIPT, "PrefixMatchReceipt",
       [](ReadContext& ctx, wire::Envelope::Reader e, PrefixMatchReceipt& out) {
-        return read(ctx, e.getPrefixMatchReceipt(), out);
+        return detail::read(ctx, e.getPrefixMatchReceipt(), out);
       });
 }
 template <>

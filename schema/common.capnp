@@ -34,3 +34,13 @@ struct PhysicalRef {
   poolGeneration @2 :UInt32;  # PoolGeneration: a replaced pool never matches
   block @3 :UInt32;           # PhysicalBlockId p_g [block id]
 }
+
+# A caller error (services/common/error.hpp): what failed, why, and which field
+# or version failed. An Envelope body of its own and an outcome inside the
+# node protocol's batch receipts, hence here. Moved from kvrt.capnp with its
+# type id pinned, so its identity (and its wire form) is unchanged.
+struct TypedError @0xd116b16c7339e958 {
+  code @0 :UInt16;    # kvrt::ErrorCode numeric value
+  reason @1 :Text;    # human-readable, with operands
+  field @2 :Text;     # the field or version that failed; empty when not applicable
+}

@@ -12,24 +12,17 @@ using Identity = import "identity.capnp";
 using Allocator = import "allocator.capnp";
 using Mapper = import "mapper.capnp";
 using Reuse = import "reuse.capnp";
+using Node = import "node.capnp";
 
 # Wire schema version carried by every Envelope; a reader rejects any other
 # value (decode_failed, field Envelope.schema_version). Bump it whenever a
 # field changes meaning; adding a field at a new ordinal needs no bump.
 const wireSchemaVersion :UInt16 = 1;
 
-# A caller error (services/common/error.hpp): what failed, why, and which field
-# or version failed.
-struct TypedError {
-  code @0 :UInt16;    # kvrt::ErrorCode numeric value
-  reason @1 :Text;    # human-readable, with operands
-  field @2 :Text;     # the field or version that failed; empty when not applicable
-}
-
 struct Envelope {
   schemaVersion @0 :UInt16;   # = wireSchemaVersion
   union {
-    typedError @1 :TypedError;
+    typedError @1 :Common.TypedError;
     cacheLayoutManifest @2 :Identity.CacheLayoutManifest;
     cacheCompatibilityManifest @3 :Identity.CacheCompatibilityManifest;
     cacheIsolationNamespace @4 :Identity.CacheIsolationNamespace;
@@ -44,5 +37,15 @@ struct Envelope {
     promptModuleReceipt @13 :Reuse.PromptModuleReceipt;
     sessionReuseReceipt @14 :Reuse.SessionReuseReceipt;
     executableReuseReceipt @15 :Reuse.ExecutableReuseReceipt;
+    # The node protocol (node.capnp, issue 5).
+    allocatorBatch @16 :Node.AllocatorBatch;
+    allocatorBatchReceipt @17 :Node.AllocatorBatchReceipt;
+    prefixBatch @18 :Node.PrefixBatch;
+    prefixBatchReceipt @19 :Node.PrefixBatchReceipt;
+    helloRequest @20 :Node.HelloRequest;
+    sessionReceipt @21 :Node.SessionReceipt;
+    authorizeRequest @22 :Node.AuthorizeRequest;
+    namespaceGrantReceipt @23 :Node.NamespaceGrantReceipt;
+    ownerStats @24 :Node.OwnerStats;
   }
 }

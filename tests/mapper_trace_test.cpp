@@ -20,8 +20,9 @@
 //  21 step{D:9} async: no free handle, unmap B's q0 bundle, map it as D's q2
 //  22 D commits row 8     23 free D, retain      24 shutdown unmaps 3 bundles
 // Maps: op 3 (two bundles), 6, 10, 21 = 5; unmaps: op 8, 21, 24 (three) = 5.
-// Op 21 records MappingPath::asynchronous; the background thread itself is
-// not built yet, and 0x06D says it changes timing only, not this trace.
+// Op 21 records MappingPath::asynchronous. The background mapping thread
+// (prefetching_backing.hpp) changes timing only, not this trace: the
+// mapper_async_*_test.cpp suites check that against the synchronous path.
 // The per-operation ledgers (kTrace below) are derived by hand from 64 B per
 // token over 2L tensors and 256 B per bundle: mapped = valid + slack +
 // retained and 768 = mapped + free hold on every row.

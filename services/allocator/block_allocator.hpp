@@ -61,6 +61,7 @@ struct RequestFence {
   RequestId request;
   RequestGeneration generation;
   TableVersion table_version;
+  friend bool operator==(const RequestFence&, const RequestFence&) = default;
 };
 
 // A lease: a temporary strong reference that keeps a block from being

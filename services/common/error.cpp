@@ -33,6 +33,12 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::message_too_large: return "message_too_large";
     case ErrorCode::unknown_enum: return "unknown_enum";
     case ErrorCode::invariant_violated: return "invariant_violated";
+    case ErrorCode::not_owner: return "not_owner";
+    case ErrorCode::node_unreachable: return "node_unreachable";
+    case ErrorCode::rpc_timeout: return "rpc_timeout";
+    case ErrorCode::rpc_failed: return "rpc_failed";
+    case ErrorCode::session_ended: return "session_ended";
+    case ErrorCode::descriptor_invalid: return "descriptor_invalid";
     case ErrorCode::ledger_identity_broken: return "ledger_identity_broken";
     case ErrorCode::storage_exhausted: return "storage_exhausted";
     case ErrorCode::segment_in_use: return "segment_in_use";
@@ -58,6 +64,28 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::pool_message_truncated: return "pool_message_truncated";
     case ErrorCode::pool_message_bad_magic: return "pool_message_bad_magic";
     case ErrorCode::pool_size_mismatch: return "pool_size_mismatch";
+    case ErrorCode::executor_stale_snapshot: return "executor_stale_snapshot";
+    case ErrorCode::executor_coverage_overlap: return "executor_coverage_overlap";
+    case ErrorCode::executor_coverage_gap: return "executor_coverage_gap";
+    case ErrorCode::executor_head_mapping: return "executor_head_mapping";
+    case ErrorCode::executor_frontier_mismatch: return "executor_frontier_mismatch";
+    case ErrorCode::executor_shape_mismatch: return "executor_shape_mismatch";
+    case ErrorCode::executor_unsupported_dtype: return "executor_unsupported_dtype";
+    case ErrorCode::executor_view_out_of_bounds: return "executor_view_out_of_bounds";
+    case ErrorCode::authorization_unauthenticated: return "authorization_unauthenticated";
+    case ErrorCode::authorization_principal_revoked: return "authorization_principal_revoked";
+    case ErrorCode::authorization_namespace_denied: return "authorization_namespace_denied";
+    case ErrorCode::authorization_unknown_namespace: return "authorization_unknown_namespace";
+    case ErrorCode::authorization_stale_generation: return "authorization_stale_generation";
+    case ErrorCode::authorization_grant_ended: return "authorization_grant_ended";
+    case ErrorCode::authorization_namespace_closed: return "authorization_namespace_closed";
+    case ErrorCode::authorization_purge_pending: return "authorization_purge_pending";
+    case ErrorCode::authorization_unknown_hold: return "authorization_unknown_hold";
+    case ErrorCode::reuse_step_out_of_order: return "reuse_step_out_of_order";
+    case ErrorCode::reuse_attempt_closed: return "reuse_attempt_closed";
+    case ErrorCode::reuse_evidence_mismatch: return "reuse_evidence_mismatch";
+    case ErrorCode::telemetry_forbidden_label: return "telemetry_forbidden_label";
+    case ErrorCode::telemetry_counter_regression: return "telemetry_counter_regression";
   }
   return "unknown_error_code";
 }

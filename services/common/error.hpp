@@ -85,6 +85,46 @@ enum class ErrorCode : uint16_t {
 
   // Owner invariants (9xx): validate() found a broken conservation law, a kvrt bug.
   invariant_violated = 900,
+
+  // Kernel executor, spec 0x0A-0x0BN (11xx). Address-level refusals keep their
+  // 3xx codes (row_not_valid for a read past a physical valid frontier,
+  // kernel_block_not_divisor for P_k not dividing P_a, stale_physical, ...).
+  executor_stale_snapshot = 1100,     // snapshot tree version/digest differs from the caller's fence (0x0BB)
+  executor_coverage_overlap = 1101,   // a key position or a sequence is covered twice (0x0BA, 0x0BB)
+  executor_coverage_gap = 1102,       // a key position or a sequence is covered by no chunk (0x0BA, 0x0BB)
+  executor_head_mapping = 1103,       // H_q, H_kv or the GQA group disagree between queries, snapshot and pool
+  executor_frontier_mismatch = 1104,  // a sequence's context frontier disagrees with what its path or table covers
+  executor_shape_mismatch = 1105,     // a query/output/LSE buffer or head width disagrees with the arguments
+  executor_unsupported_dtype = 1106,  // a storage dtype the executor has no conversion for (fp8, int8)
+  executor_view_out_of_bounds = 1107, // a pool view whose strides/extents reach past its bytes
+
+  // Namespace / authorization owner, spec 0x0CE (12xx).
+  authorization_unauthenticated = 1200,    // a bearer token matches no live principal
+  authorization_principal_revoked = 1201,  // the principal was revoked (worker gone); its grants ended
+  authorization_namespace_denied = 1202,   // the principal may not use this namespace
+  authorization_unknown_namespace = 1203,  // no namespace of that name is configured
+  authorization_stale_generation = 1204,   // a grant names a namespace generation that is no longer current
+  authorization_grant_ended = 1205,        // a grant id that was never issued, or has ended
+  authorization_namespace_closed = 1206,   // the generation stopped admitting (purge step 1 of 0x0CE)
+  authorization_purge_pending = 1207,      // a purge step whose precondition does not hold yet
+  authorization_unknown_hold = 1208,       // a lease/receipt hold that is not live (released twice)
+
+  // Executable-reuse transaction, spec 0x0CD (13xx).
+  reuse_step_out_of_order = 1300,   // evidence for a step other than the attempt's next one
+  reuse_attempt_closed = 1301,      // a step after the attempt was rejected or completed
+  reuse_evidence_mismatch = 1302,   // evidence that cannot belong to this attempt (ids, leases, interval)
+
+  // Node runtime (14xx, issue 5): sessions and the actor transport.
+  not_owner = 1400,          // the object belongs to another worker session
+  node_unreachable = 1401,   // the node (or its gateway) cannot be reached or refused the connection
+  rpc_timeout = 1402,        // no receipt within the caller's deadline
+  rpc_failed = 1403,         // the transport answered an error instead of a receipt (field: CAF's text)
+  session_ended = 1404,      // the worker's session was closed by the node
+  descriptor_invalid = 1405, // a node descriptor file is missing, unreadable or malformed
+
+  // Telemetry, spec 0x0CE "Telemetry Hygiene" and 0x0CF (15xx).
+  telemetry_forbidden_label = 1500,     // a metric label carries a raw prompt, token list or unsalted key
+  telemetry_counter_regression = 1501,  // a later counter snapshot is behind an earlier one
 };
 
 std::string_view to_string(ErrorCode code);

@@ -1,6 +1,7 @@
 #include "services/mapper/memfd_backing.hpp"
 
 #include <fcntl.h>
+#include <linux/memfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -23,12 +24,15 @@ Status MemfdBacking::create(uint64_t reserved_bytes, uint64_t pool_bytes, uint64
   if (base_ != nullptr || fd_ >= 0)
     return make_error(ErrorCode::invalid_argument, "backing already created", "backing");
   // A real mapping cannot be finer than the OS page (0x06C: 64 B is a teaching size).
-  if (page_group_bytes == 0 || page_group_bytes % os_page_bytes() != 0)
+  const uint64_t unit = mapping_unit_bytes();
+  if (page_group_bytes == 0 || page_group_bytes % unit != 0)
     return make_error(ErrorCode::config_field,
-                      "G = " + std::to_string(page_group_bytes) + " B is not a multiple of the OS page (" +
-                          std::to_string(os_page_bytes()) + " B)",
+                      "G = " + std::to_string(page_group_bytes) + " B is not a multiple of the " +
+                          (pages_ == MemfdPages::huge_2m ? "huge" : "OS") + " page (" + std::to_string(unit) + " B)",
                       "page_group_bytes");
-  const int fd = memfd_create("kvrt-mapper-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  unsigned flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+  if (pages_ == MemfdPages::huge_2m) flags |= MFD_HUGETLB | MFD_HUGE_2MB;
+  const int fd = memfd_create("kvrt-mapper-pool", flags);
   if (fd < 0) return os_error("memfd_create", errno);
   if (ftruncate(fd, static_cast<off_t>(pool_bytes)) != 0) {
     const int err = errno;
@@ -40,13 +44,22 @@ Status MemfdBacking::create(uint64_t reserved_bytes, uint64_t pool_bytes, uint64
     close(fd);
     return os_error("fcntl(F_ADD_SEALS)", err);
   }
-  void* base = mmap(nullptr, reserved_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) {
+  // Over-reserve by one unit and trim, so the base is unit-aligned (huge
+  // pages can only be mapped at 2 MiB-aligned addresses).
+  const uint64_t slack = unit > os_page_bytes() ? unit : 0;
+  void* raw = mmap(nullptr, reserved_bytes + slack, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (raw == MAP_FAILED) {
     const int err = errno;
     close(fd);
     return os_error("mmap(reserve)", err);
   }
-  base_ = static_cast<std::byte*>(base);
+  auto* first = static_cast<std::byte*>(raw);
+  const uint64_t head = (unit - reinterpret_cast<uintptr_t>(first) % unit) % unit;
+  if (slack != 0) {
+    if (head != 0) munmap(first, head);
+    if (slack - head != 0) munmap(first + head + reserved_bytes, slack - head);
+  }
+  base_ = first + head;
   reserved_bytes_ = reserved_bytes;
   pool_bytes_ = pool_bytes;
   fd_ = fd;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <unordered_set>
 
 namespace kvrt {
 
@@ -25,6 +24,9 @@ Result<std::unique_ptr<VmmMapper>> VmmMapper::init(const MapperConfig& config, s
   mapper->reused_retained_.assign(config.request_slots, false);
   mapper->handles_.resize(config.handle_count);
   for (uint64_t h = 0; h < config.handle_count; ++h) mapper->free_handles_.insert(h);
+  // The one from-scratch digest; every later transition updates it in place.
+  mapper->digest_ = MultisetDigest{};
+  mapper->digest_.add_digest(mapper->recompute_digest());
   return mapper;
 }
 
@@ -82,6 +84,7 @@ Result<SlotBinding> VmmMapper::alloc_reqid(RequestId request, RequestGeneration 
   const int chosen = fitting >= 0 ? fitting : (empty >= 0 ? empty : largest);
   if (chosen < 0) return make_error(ErrorCode::slots_exhausted, "every request slot is active", "request_slots");
   SlotRecord& slot = slots_[chosen];
+  forget_slot(static_cast<uint32_t>(chosen));
   slot.active = true;
   slot.request = request;
   slot.request_generation = generation;
@@ -89,6 +92,7 @@ Result<SlotBinding> VmmMapper::alloc_reqid(RequestId request, RequestGeneration 
   // 0x06E: the mapping survives the handoff, the old K/V validity does not.
   slot.valid_tokens = 0;
   slot.target_tokens = 0;
+  record_slot(static_cast<uint32_t>(chosen));
   reused_retained_[chosen] = !slot.pages.empty();
   epoch_ = Epoch{epoch_.value + 1};
   return SlotBinding{RequestSlot{static_cast<uint32_t>(chosen)}, slot.generation,
@@ -117,18 +121,22 @@ Status VmmMapper::map_bundle(uint32_t s, std::vector<PageHandleId> bundle, std::
       return mapped.error();
     }
   }
+  forget_header();
   for (uint32_t t = 0; t < bundle.size(); ++t) {
+    forget_handle(bundle[t].value);
     HandleRecord& h = handles_[bundle[t].value];
     h.state = HandleState::mapped;
     h.slot = RequestSlot{s};
     h.tensor = t;
     h.page = page;
     h.generation = BlockGeneration{h.generation.value + 1};
+    record_handle(bundle[t].value);
     if (out != nullptr)
       out->push_back(PageMapping{t / 2, static_cast<KvTensorKind>(t % 2), page, bundle[t], h.generation});
   }
   slot.pages.push_back(std::move(bundle));
   ++bundle_maps_;
+  record_header();
   return Status::success();
 }
 
@@ -138,34 +146,43 @@ Status VmmMapper::unmap_highest_bundle(uint32_t s) {
   const uint64_t g = geometry_.config().page_group_bytes;
   for (uint32_t t = 0; t < geometry_.tensor_count(); ++t)
     KVRT_TRY(backing_->unmap(geometry_.page_offset(t, s, page), g));
+  forget_header();
   for (PageHandleId id : slot.pages.back()) {
+    forget_handle(id.value);
     HandleRecord& h = handles_[id.value];
     h.state = HandleState::created_free;
     h.slot = RequestSlot{};
     h.tensor = h.page = 0;
+    record_handle(id.value);
     free_handles_.insert(id.value);
   }
   slot.pages.pop_back();
   ++bundle_unmaps_;
+  record_header();
   return Status::success();
 }
 
 Result<StepResult> VmmMapper::step(const std::vector<StepRequest>& requests, MappingPath path) {
   KVRT_TRY(require_reserved());
   // Check every request before touching anything: a rejected step changes nothing.
+  // Runs every decode step: one flag per slot instead of a hash set (a bound
+  // request has exactly one slot, so a repeated slot is a repeated request;
+  // the loop stops at the first error, so an unbound request is reported as
+  // unknown before any repeat of it could be seen).
   std::vector<uint32_t> slot_of;
-  std::unordered_set<uint64_t> seen;
+  slot_of.reserve(requests.size());
+  std::vector<uint8_t> in_step(slots_.size(), 0);
   uint64_t needed = 0;
   for (const StepRequest& r : requests) {
-    if (!seen.insert(r.request.value).second)
-      return make_error(ErrorCode::duplicate_axis, "request " + std::to_string(r.request.value) + " twice in one step",
-                        "sequence_lengths");
     int found = -1;
     for (uint32_t s = 0; s < slots_.size(); ++s)
       if (slots_[s].active && slots_[s].request == r.request) found = static_cast<int>(s);
     if (found < 0)
       return make_error(ErrorCode::unknown_request, "request " + std::to_string(r.request.value) + " is not bound",
                         "request_id");
+    if (in_step[found]++ != 0)
+      return make_error(ErrorCode::duplicate_axis, "request " + std::to_string(r.request.value) + " twice in one step",
+                        "sequence_lengths");
     const SlotRecord& slot = slots_[found];
     if (r.target_tokens > geometry_.config().max_tokens)
       return make_error(ErrorCode::coordinate_out_of_range,
@@ -183,11 +200,14 @@ Result<StepResult> VmmMapper::step(const std::vector<StepRequest>& requests, Map
     result.feasibility = MappingFeasibility::insufficient_handles;  // M5.2 decides whom to delay (0x06D)
     return result;
   }
+  result.receipts.reserve(requests.size());
   std::vector<std::vector<PageMapping>> new_maps(requests.size());
   std::vector<std::vector<ReclaimedPageBundle>> reclaimed(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     const uint32_t s = slot_of[i];
+    forget_slot(s);
     slots_[s].target_tokens = requests[i].target_tokens;
+    record_slot(s);
     while (slots_[s].pages.size() < geometry_.pages_for_tokens(requests[i].target_tokens)) {
       if (free_bundle_count() == 0) {
         // 0x06E: unmap an inactive slot's highest page bundle, return it to the
@@ -203,8 +223,11 @@ Result<StepResult> VmmMapper::step(const std::vector<StepRequest>& requests, Map
     }
   }
   epoch_ = Epoch{epoch_.value + 1};
+  // Every receipt of one step is published after all of its mappings, so they
+  // share one ledger (computed once: O(slots), not O(slots) per request).
+  const MappingLedger after = ledger();
   for (size_t i = 0; i < requests.size(); ++i) {
-    MappedFrontierReceipt receipt = make_receipt(slot_of[i], path);
+    MappedFrontierReceipt receipt = make_receipt(slot_of[i], path, after);
     receipt.new_mappings = std::move(new_maps[i]);
     receipt.reclaimed_bundles = std::move(reclaimed[i]);
     result.receipts.push_back(std::move(receipt));
@@ -225,7 +248,9 @@ Status VmmMapper::append_rows(RequestId request, SlotGeneration generation, uint
                       "row " + std::to_string(valid_tokens - 1) + " lies beyond the published frontier (" +
                           std::to_string(std::min<uint64_t>(mapped_tokens, slot.target_tokens)) + " rows)",
                       "valid_tokens");
+  forget_slot(s);
   slot.valid_tokens = valid_tokens;
+  record_slot(s);
   epoch_ = Epoch{epoch_.value + 1};
   return Status::success();
 }
@@ -250,9 +275,11 @@ Status VmmMapper::free_reqid(RequestId request, SlotGeneration generation, Relea
   uint32_t s = 0;
   KVRT_TRY_ASSIGN(s, find_active(request, generation));
   SlotRecord& slot = slots_[s];
+  forget_slot(s);
   slot.active = false;
   slot.valid_tokens = 0;  // the prototype's free_batch_idx sets the length to zero
   slot.target_tokens = 0;
+  record_slot(s);
   reused_retained_[s] = false;
   if (mode == ReleaseMode::unmap_now)
     while (!slot.pages.empty()) KVRT_TRY(unmap_highest_bundle(s));
@@ -268,10 +295,16 @@ Status VmmMapper::shutdown() {
                         "request " + std::to_string(slot.request.value) + " is still active", "active_requests");
   for (uint32_t s = 0; s < slots_.size(); ++s)
     while (!slots_[s].pages.empty()) KVRT_TRY(unmap_highest_bundle(s));
-  for (HandleRecord& h : handles_) h.state = HandleState::released;
+  for (uint64_t h = 0; h < handles_.size(); ++h) {
+    forget_handle(h);
+    handles_[h].state = HandleState::released;
+    record_handle(h);
+  }
   free_handles_.clear();
   backing_->release();
+  forget_header();
   phase_ = MapperPhase::va_released;
+  record_header();
   epoch_ = Epoch{epoch_.value + 1};
   return Status::success();
 }

@@ -16,8 +16,17 @@
 // is a normal StepResult (0x06D: "a physical-feasibility result"). An OS
 // refusal inside step() (os_mapping_failed) leaves the bundles completed
 // before it mapped as slack and undoes the failing bundle, so validate() holds.
-// MappingPath::asynchronous is recorded in the receipt; the background mapping
-// thread of 0x06D is not part of this core and changes timing only.
+// MappingPath::asynchronous is recorded in the receipt. The background mapping
+// thread of 0x06D is not part of this core: plan_frontier_mappings() tells a
+// PrefetchingBacking (prefetching_backing.hpp) which (address, handle) pairs
+// the next step() would map, and the backing performs them ahead of time. The
+// core's decisions never read what was prefetched, so the receipts, ledgers
+// and digest are those of the synchronous path; only timing changes.
+// VmmMapper itself is single-threaded: every call comes from the owner thread.
+//
+// State digest (0x04F style, as the allocator keeps it): a MultisetDigest over
+// one header entry, two entries per slot and one per handle, updated in O(what
+// changed) by every transition; validate() recomputes it from scratch.
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -98,9 +107,19 @@ class VmmMapper {
   Result<PhysicalLocation> translate(RequestId request, SlotGeneration generation, uint32_t layer, KvTensorKind kind,
                                      uint32_t token, uint32_t head, uint32_t lane) const;
 
+  // The OS-level mappings step(next) would perform, in order, if nothing else
+  // changes first: for each request in order, each missing page q of its
+  // frontier takes the 2L lowest free handles (exactly as step() does). Stops
+  // at the first bundle that would need a reclaim: unmapping an inactive
+  // slot's page ahead of time would change state the core still reports as
+  // mapped. Requests step() would reject are skipped; never fails, changes
+  // nothing. Offsets are bytes from the reservation / pool base.
+  std::vector<PlannedMapping> plan_frontier_mappings(const std::vector<StepRequest>& next) const;
+
   MappingLedger ledger() const;
   Status validate() const;  // ledgers, both state machines, page tables, digest
-  StateDigest digest() const;
+  StateDigest digest() const { return digest_.value(); }  // O(1), maintained incrementally
+  StateDigest recompute_digest() const;                   // O(slots + handles), from scratch
   const MapperGeometry& geometry() const { return geometry_; }
   MapperPhase phase() const { return phase_; }
   const SlotRecord& slot(uint32_t index) const { return slots_.at(index); }
@@ -119,7 +138,27 @@ class VmmMapper {
   std::vector<PageHandleId> take_free_bundle();
   uint64_t free_bundle_count() const { return free_handles_.size() / geometry_.tensor_count(); }
   uint64_t retained_bundle_count() const;
-  MappedFrontierReceipt make_receipt(uint32_t slot, MappingPath path) const;
+  MappedFrontierReceipt make_receipt(uint32_t slot, MappingPath path, const MappingLedger& ledger) const;
+  // Digest entries (state_digest.hpp): header (phase, map/unmap counts), the
+  // slot's generation/frontier and its binding, one handle's state machine.
+  MultisetDigest::Entry header_entry() const;
+  MultisetDigest::Entry slot_frontier_entry(uint32_t slot) const;
+  MultisetDigest::Entry slot_binding_entry(uint32_t slot) const;
+  MultisetDigest::Entry handle_entry(uint64_t handle) const;
+  // Call forget_* before mutating a record and record_* after: the digest then
+  // moves by exactly the changed entries.
+  void forget_header() { digest_.remove(header_entry()); }
+  void record_header() { digest_.add(header_entry()); }
+  void forget_slot(uint32_t s) {
+    digest_.remove(slot_frontier_entry(s));
+    digest_.remove(slot_binding_entry(s));
+  }
+  void record_slot(uint32_t s) {
+    digest_.add(slot_frontier_entry(s));
+    digest_.add(slot_binding_entry(s));
+  }
+  void forget_handle(uint64_t h) { digest_.remove(handle_entry(h)); }
+  void record_handle(uint64_t h) { digest_.add(handle_entry(h)); }
 
   MapperGeometry geometry_;
   std::unique_ptr<PageBacking> backing_;
@@ -131,6 +170,11 @@ class VmmMapper {
   uint64_t bundle_maps_ = 0;
   uint64_t bundle_unmaps_ = 0;
   Epoch epoch_{0};
+  MultisetDigest digest_;  // == recompute_digest() after every transition
 };
+
+// The decode prediction of 0x06D: each request of the step just published
+// adds at most one token in the next iteration (capped at T_max [tokens]).
+std::vector<StepRequest> next_decode_step(const std::vector<StepRequest>& published, uint32_t max_tokens);
 
 }  // namespace kvrt

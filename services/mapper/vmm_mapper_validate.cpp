@@ -35,23 +35,40 @@ MappingLedger VmmMapper::ledger() const {
   return l;
 }
 
-StateDigest VmmMapper::digest() const {
+MultisetDigest::Entry VmmMapper::header_entry() const {
+  return {1, static_cast<uint64_t>(phase_), bundle_maps_, bundle_unmaps_};
+}
+
+MultisetDigest::Entry VmmMapper::slot_frontier_entry(uint32_t s) const {
+  const SlotRecord& r = slots_[s];
+  return {2, s, r.generation.value, (uint64_t{r.valid_tokens} << 32) | r.target_tokens};
+}
+
+MultisetDigest::Entry VmmMapper::slot_binding_entry(uint32_t s) const {
+  const SlotRecord& r = slots_[s];
+  return {3, s, r.active ? r.request.value : ~0ull, (uint64_t{r.request_generation.value} << 1) | r.active};
+}
+
+MultisetDigest::Entry VmmMapper::handle_entry(uint64_t h) const {
+  const HandleRecord& r = handles_[h];
+  return {4, h, (uint64_t{r.slot.value} << 40) | (uint64_t{r.tensor} << 8) | static_cast<uint64_t>(r.state),
+          (uint64_t{r.page} << 32) | r.generation.value};
+}
+
+StateDigest VmmMapper::recompute_digest() const {
   MultisetDigest d;
-  d.add({1, static_cast<uint64_t>(phase_), bundle_maps_, bundle_unmaps_});
-  for (uint64_t s = 0; s < slots_.size(); ++s) {
-    const SlotRecord& r = slots_[s];
-    d.add({2, s, r.generation.value, (uint64_t{r.valid_tokens} << 32) | r.target_tokens});
-    d.add({3, s, r.active ? r.request.value : ~0ull, (uint64_t{r.request_generation.value} << 1) | r.active});
+  d.add(header_entry());
+  for (uint32_t s = 0; s < slots_.size(); ++s) {
+    d.add(slot_frontier_entry(s));
+    d.add(slot_binding_entry(s));
   }
-  for (uint64_t h = 0; h < handles_.size(); ++h) {
-    const HandleRecord& r = handles_[h];
-    d.add({4, h, (uint64_t{r.slot.value} << 40) | (uint64_t{r.tensor} << 8) | static_cast<uint64_t>(r.state),
-           (uint64_t{r.page} << 32) | r.generation.value});
-  }
+  for (uint64_t h = 0; h < handles_.size(); ++h) d.add(handle_entry(h));
   return d.value();
 }
 
 Status VmmMapper::validate() const {
+  if (recompute_digest() != digest())
+    return broken("incremental digest " + digest().hex() + " != recomputed " + recompute_digest().hex(), "digest");
   const uint32_t tensors = geometry_.tensor_count();
   const uint64_t g = geometry_.config().page_group_bytes;
   if (phase_ == MapperPhase::va_released) {
@@ -107,7 +124,7 @@ Status VmmMapper::validate() const {
   return Status::success();
 }
 
-MappedFrontierReceipt VmmMapper::make_receipt(uint32_t s, MappingPath path) const {
+MappedFrontierReceipt VmmMapper::make_receipt(uint32_t s, MappingPath path, const MappingLedger& ledger_after) const {
   const SlotRecord& slot = slots_[s];
   MappedFrontierReceipt r;
   r.request_id = slot.request;
@@ -125,7 +142,7 @@ MappedFrontierReceipt VmmMapper::make_receipt(uint32_t s, MappingPath path) cons
   r.old_kv_semantically_valid = false;  // never across owners (0x06E)
   r.mapping_path = path;
   r.ready_before_use = true;  // every bundle above was mapped before publication (0x06D)
-  r.ledger = ledger();
+  r.ledger = ledger_after;
   return r;
 }
 

@@ -39,6 +39,7 @@
 #include "services/prefix/kv_events.hpp"
 #include "services/prefix/prefix_lengths.hpp"
 #include "services/prefix/prefix_scope.hpp"
+#include "services/prefix/publication_target.hpp"
 #include "services/receipts/prefix_match_receipt.hpp"
 
 namespace kvrt {
@@ -170,9 +171,15 @@ class PrefixIndex {
   Status check_receipt(const PrefixMatchReceipt& receipt, const BlockAllocator* currency) const;
 
   // --- publication (after the K/V rows are committed) -----------------------
+  // Into an in-process allocator, or into any PublicationTarget (a table
+  // snapshot of the allocator owner behind an actor, publication_target.hpp).
   Result<PublishOutcome> publish_blocks(const PrefixScope& scope, BlockAllocator& allocator,
                                         const PrefixPublishArgs& args);
+  Result<PublishOutcome> publish_blocks(const PrefixScope& scope, PublicationTarget& target,
+                                        const PrefixPublishArgs& args);
   Result<PublishOutcome> publish_tail(const PrefixScope& scope, BlockAllocator& allocator,
+                                      const PrefixTailArgs& args);
+  Result<PublishOutcome> publish_tail(const PrefixScope& scope, PublicationTarget& target,
                                       const PrefixTailArgs& args);
 
   // --- weak identity --------------------------------------------------------
@@ -246,7 +253,7 @@ class PrefixIndex {
   };
   Extension best_child(const BlockHash& parent, std::span<const TokenId> block_tokens,
                        const std::optional<ExtrasKey>& extras, const BlockAllocator* currency) const;
-  Result<PublishOutcome> publish(const PrefixScope& scope, BlockAllocator& allocator, RequestId request,
+  Result<PublishOutcome> publish(const PrefixScope& scope, PublicationTarget& target, RequestId request,
                                  std::span<const TokenId> tokens, std::span<const BlockHash> digests,
                                  std::span<const BlockHash> parents, std::span<const std::optional<ExtrasKey>> extras,
                                  uint32_t first_block, uint32_t valid_rows, bool tail, const std::string& lora);

@@ -11,6 +11,18 @@
 namespace kvrt {
 
 Result<PublishOutcome> PrefixIndex::publish_blocks(const PrefixScope& scope, BlockAllocator& allocator,
+                                                   const PrefixPublishArgs& args) {
+  AllocatorPublicationTarget target(allocator);
+  return publish_blocks(scope, target, args);
+}
+
+Result<PublishOutcome> PrefixIndex::publish_tail(const PrefixScope& scope, BlockAllocator& allocator,
+                                                 const PrefixTailArgs& args) {
+  AllocatorPublicationTarget target(allocator);
+  return publish_tail(scope, target, args);
+}
+
+Result<PublishOutcome> PrefixIndex::publish_blocks(const PrefixScope& scope, PublicationTarget& allocator,
                                                    const PrefixPublishArgs& a) {
   const uint32_t P = config_.block_tokens;
   if (a.first_block > a.end_block)
@@ -38,7 +50,7 @@ Result<PublishOutcome> PrefixIndex::publish_blocks(const PrefixScope& scope, Blo
                  a.first_block, P, /*tail=*/false, lora);
 }
 
-Result<PublishOutcome> PrefixIndex::publish_tail(const PrefixScope& scope, BlockAllocator& allocator,
+Result<PublishOutcome> PrefixIndex::publish_tail(const PrefixScope& scope, PublicationTarget& allocator,
                                                  const PrefixTailArgs& a) {
   const uint32_t P = config_.block_tokens;
   if (config_.policy != ReusePolicy::immutable_partial_tail)
@@ -67,7 +79,7 @@ Result<PublishOutcome> PrefixIndex::publish_tail(const PrefixScope& scope, Block
                  /*tail=*/true, lora);
 }
 
-Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, BlockAllocator& allocator, RequestId request,
+Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, PublicationTarget& allocator, RequestId request,
                                             std::span<const TokenId> tokens, std::span<const BlockHash> digests,
                                             std::span<const BlockHash> parents,
                                             std::span<const std::optional<ExtrasKey>> extras, uint32_t first_block,
@@ -141,7 +153,7 @@ Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, BlockAlloc
       }
       bool present = false;
       if (!config_.publish_duplicates) {
-        present = existing != DigestTable::kMissing && group_entry(records_[existing], g, &allocator) != nullptr;
+        present = existing != DigestTable::kMissing && group_entry(records_[existing], g, allocator.currency()) != nullptr;
         for (const PendingEntry& p : pending)
           present |= p.group == g && digests[p.block - first_block] == digests[k];
       }
@@ -171,8 +183,7 @@ Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, BlockAlloc
                      valid_rows, tail, p.block == 0);
     const bool newly_present = !group_present(records_[r], p.group);
     const uint32_t slot = new_entry(r, p.group, p.handle);
-    AllocationReceipt receipt;
-    const Status tagged = allocator.publish_cache_key(p.handle, entries_[slot].cache_key, receipt);
+    const Status tagged = allocator.publish_cache_key(p.handle, entries_[slot].cache_key);
     KVRT_ASSERT(tagged.ok(), "a pre-checked cache-key publication failed: " + tagged.error().describe());
     ++out.published;
     if (!newly_present || batch_next[p.group] != p.block) flush(p.group);

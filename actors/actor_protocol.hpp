@@ -1,0 +1,93 @@
+#pragma once
+// The messaging interface of every owner actor (issue 5): atoms, the typed
+// actor handles, and the one function that registers every message type.
+// Include only from actors/*.cpp: it pulls in CAF (STACK.md build cost).
+//
+// Everything a worker sends or receives is Cap'n Proto bytes (wire_bytes,
+// schema/codec_node.hpp) carried as std::vector<char>, a CAF builtin, so no
+// per-type serializer can silently drop a field across processes (STACK.md).
+// Handles (caf::actor) travel as CAF's own builtin type.
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "services/allocator/block_allocator.hpp"
+#include "services/node/prefix_service.hpp"
+#include "services/prefix/publication_target.hpp"
+
+namespace kvrt::actors {
+
+using wire_bytes = std::vector<char>;
+
+// Atoms (at most 10 characters, CAF 0.17).
+using batch_atom = caf::atom_constant<caf::atom("batch")>;          // an owner batch
+using stats_atom = caf::atom_constant<caf::atom("stats")>;          // owner gauges
+using end_atom = caf::atom_constant<caf::atom("sessend")>;          // a session ended
+using tags_atom = caf::atom_constant<caf::atom("tags")>;            // weak-identity tags (prefix -> allocator)
+using events_atom = caf::atom_constant<caf::atom("events")>;        // allocator events (allocator -> prefix)
+using grant_atom = caf::atom_constant<caf::atom("grant")>;          // a namespace grant (authorization -> indexes)
+using hello_atom = caf::atom_constant<caf::atom("hello")>;          // a worker opens a session
+using authorize_atom = caf::atom_constant<caf::atom("authorize")>;  // a namespace grant request
+using alloc_atom = caf::atom_constant<caf::atom("alloc")>;          // route to the allocator
+using prefix_atom = caf::atom_constant<caf::atom("prefix")>;        // route to the prefix index
+using ping_atom = caf::atom_constant<caf::atom("ping")>;            // transport round trip (bench rpc)
+using table_atom = caf::atom_constant<caf::atom("table")>;          // read a request table (node-internal)
+
+// Prefix-index owner.
+using prefix_actor = caf::typed_actor<
+    caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
+    caf::reacts_to<events_atom, std::vector<AllocatorEvent>>,
+    caf::reacts_to<grant_atom, uint64_t, SessionNamespaceGrant>,
+    caf::replies_to<stats_atom>::with<wire_bytes>,
+    caf::reacts_to<end_atom, uint64_t>>;
+
+// Allocator owner. batch: (session, AllocatorBatch bytes) -> AllocatorBatchReceipt bytes.
+using allocator_actor = caf::typed_actor<
+    caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
+    caf::replies_to<table_atom, uint64_t, uint64_t>::with<BlockTableView>,
+    caf::replies_to<tags_atom, std::vector<CacheKeyTag>>::with<std::vector<uint8_t>>,
+    caf::replies_to<stats_atom>::with<wire_bytes>,
+    caf::reacts_to<end_atom, uint64_t>,
+    caf::reacts_to<events_atom, prefix_actor>>;  // where allocator events go
+
+// Namespace / authorization owner. hello: HelloRequest bytes -> SessionReceipt
+// bytes without pools (the gateway adds them) or an ErrorMessage.
+using authorization_actor = caf::typed_actor<
+    caf::replies_to<hello_atom, wire_bytes>::with<wire_bytes>,
+    caf::replies_to<authorize_atom, uint64_t, wire_bytes>::with<wire_bytes>,
+    caf::replies_to<stats_atom>::with<wire_bytes>,
+    caf::reacts_to<end_atom, uint64_t>>;
+
+// A worker's session on the node: the only node actor a worker holds. It
+// stamps the session id on every call (a worker cannot name another session)
+// and forwards the bytes untouched to the owner, whose receipt goes straight
+// back to the worker (CAF delegation: one hop, no copy).
+using session_actor = caf::typed_actor<
+    caf::replies_to<alloc_atom, wire_bytes>::with<wire_bytes>,
+    caf::replies_to<prefix_atom, wire_bytes>::with<wire_bytes>,
+    caf::replies_to<authorize_atom, wire_bytes>::with<wire_bytes>,
+    caf::replies_to<ping_atom, wire_bytes>::with<wire_bytes>>;
+
+// The node's front door, published on the middleman. hello: (HelloRequest
+// bytes, the worker's anchor actor, monitored for the session's life) ->
+// (SessionReceipt or ErrorMessage bytes, the session actor or an invalid
+// handle). stats: the owners' OwnerStats bytes (allocator, prefix index,
+// authorization, node).
+using gateway_actor = caf::typed_actor<
+    caf::replies_to<hello_atom, wire_bytes, caf::actor>::with<wire_bytes, caf::actor>,
+    caf::replies_to<stats_atom>::with<wire_bytes, wire_bytes, wire_bytes, wire_bytes>>;
+
+// Registers every type that crosses a process boundary; call in every
+// process, node and worker alike, before the actor system starts.
+void add_message_types(caf::actor_system_config& cfg);
+
+}  // namespace kvrt::actors
+
+// Node-internal messages between owners of one node process: never serialized
+// (they never leave the process), so CAF may carry them as plain values.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrt::BlockTableView)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::CacheKeyTag>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::AllocatorEvent>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrt::SessionNamespaceGrant)

@@ -1,0 +1,82 @@
+// The namespace / authorization owner's actor. A grant reaches the index
+// owners before the worker hears of it: the grant message is enqueued in the
+// prefix index's mailbox before this actor replies, so any lookup the worker
+// sends afterwards finds it there (CAF delivers in order per sender, and a
+// local send enqueues at once).
+#include <spdlog/spdlog.h>
+
+#include "actors/owner_actors.hpp"
+#include "actors/wire_bytes.hpp"
+#include "schema/codec_node.hpp"
+
+namespace kvrt::actors {
+
+namespace {
+
+struct AuthorizationActorState {
+  static inline const char* name = "authorization";
+  std::shared_ptr<AuthorizationService> service;
+  prefix_actor prefix;
+  Observability obs;
+};
+
+}  // namespace
+
+authorization_actor spawn_authorization_actor(caf::actor_system& system,
+                                              std::shared_ptr<AuthorizationService> service, prefix_actor prefix,
+                                              Observability obs) {
+  auto behavior = [](authorization_actor::stateful_pointer<AuthorizationActorState> self,
+                     std::shared_ptr<AuthorizationService> svc, prefix_actor pre,
+                     Observability o) -> authorization_actor::behavior_type {
+    self->state.service = std::move(svc);
+    self->state.prefix = std::move(pre);
+    self->state.obs = std::move(o);
+    return {
+        [self](hello_atom, const wire_bytes& bytes) -> wire_bytes {
+          auto& st = self->state;
+          Result<HelloRequest> hello = codec::decode<HelloRequest>(as_span(bytes));
+          if (!hello.ok()) {
+            log_rejected(st.obs.log, "authorization", 0, hello.error());
+            return to_wire(codec::encode(codec::ErrorMessage{hello.error()}));
+          }
+          Result<OpenedSession> opened = st.service->open_session(*hello);
+          if (!opened.ok()) {
+            logger_or_default(st.obs.log)
+                .warn("actor=authorization worker={} refused: {}", hello->worker_name, opened.error().describe());
+            return to_wire(codec::encode(codec::ErrorMessage{opened.error()}));
+          }
+          logger_or_default(st.obs.log)
+              .info("actor=authorization session={} opened for principal {} (worker {}, pid {})",
+                    opened->session.value, opened->principal, hello->worker_name, hello->process_id);
+          SessionReceipt r;
+          r.session = opened->session;
+          r.principal = opened->principal;
+          r.allowed_namespaces = opened->allowed_namespaces;
+          return to_wire(codec::encode(r));
+        },
+        [self](authorize_atom, uint64_t session, const wire_bytes& bytes) -> wire_bytes {
+          auto& st = self->state;
+          Result<AuthorizeRequest> req = codec::decode<AuthorizeRequest>(as_span(bytes));
+          if (!req.ok()) {
+            log_rejected(st.obs.log, "authorization", session, req.error());
+            return to_wire(codec::encode(codec::ErrorMessage{req.error()}));
+          }
+          TraceSlice slice(st.obs.trace, "authorization", "authorize", req->trace);
+          Result<IssuedGrant> grant = st.service->authorize(SessionId{session}, *req);
+          if (!grant.ok()) return to_wire(codec::encode(codec::ErrorMessage{grant.error()}));
+          self->send(st.prefix, grant_atom::value, session, grant->for_indexes);
+          return to_wire(codec::encode(grant->receipt));
+        },
+        [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
+        [self](end_atom, uint64_t session) {
+          const Status st = self->state.service->end_session(SessionId{session});
+          if (!st.ok())
+            logger_or_default(self->state.obs.log)
+                .warn("actor=authorization session={} end: {}", session, st.error().describe());
+        },
+    };
+  };
+  return system.spawn(behavior, std::move(service), std::move(prefix), std::move(obs));
+}
+
+}  // namespace kvrt::actors

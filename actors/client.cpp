@@ -1,0 +1,186 @@
+#include "actors/client.hpp"
+
+#include <unistd.h>
+
+#include "actors/actor_protocol.hpp"
+#include "actors/actor_settings.hpp"
+#include "actors/wire_bytes.hpp"
+#include "schema/codec_node.hpp"
+#include "services/tracing/chrome_trace.hpp"
+
+namespace kvrt {
+
+namespace {
+
+// An owner answers either the receipt it was asked for or an ErrorMessage
+// (malformed request, refused session): both are decoded here.
+template <class T>
+Result<T> decode_reply(const actors::wire_bytes& bytes) {
+  Result<T> value = codec::decode<T>(actors::as_span(bytes));
+  if (value.ok()) return value;
+  Result<codec::ErrorMessage> refused = codec::decode<codec::ErrorMessage>(actors::as_span(bytes));
+  if (refused.ok()) return refused->error;
+  return value.error();
+}
+
+Error transport_error(const std::string& what, const caf::error& e) {
+  if (e == caf::sec::request_timeout) return make_error(ErrorCode::rpc_timeout, what + ": no reply in time", what);
+  return make_error(ErrorCode::rpc_failed, what + ": " + caf::to_string(e), what);
+}
+
+caf::behavior anchor_behavior(caf::event_based_actor*) {
+  // The node monitors this actor; it has nothing to say.
+  return {[](actors::ping_atom) {}};
+}
+
+}  // namespace
+
+struct Client::Impl {
+  explicit Impl(const ClientOptions& o) : options(o), system(configure(cfg, o)), self(system) {}
+  static caf::actor_system_config& configure(caf::actor_system_config& cfg, const ClientOptions& o) {
+    actors::apply_runtime_settings(
+        cfg, actors::RuntimeSettings{o.scheduler_threads, o.heartbeat_interval_ms, o.connection_timeout_ms});
+    actors::add_message_types(cfg);
+    return cfg;
+  }
+
+  // One blocking round trip to the session actor.
+  template <class Atom>
+  Result<actors::wire_bytes> call(Atom atom, actors::wire_bytes bytes, const char* what) {
+    Result<actors::wire_bytes> out = make_error(ErrorCode::rpc_failed, "no reply", what);
+    self->request(session_handle, caf::timespan{options.timeout}, atom, std::move(bytes))
+        .receive([&](actors::wire_bytes& reply) { out = std::move(reply); },
+                 [&](caf::error& e) { out = transport_error(what, e); });
+    return out;
+  }
+
+  ClientOptions options;
+  caf::actor_system_config cfg;
+  caf::actor_system system;
+  caf::scoped_actor self;
+  caf::actor anchor;
+  actors::session_actor session_handle;
+  SessionReceipt session;
+};
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Client::~Client() {
+  if (impl_ && impl_->anchor) caf::anon_send_exit(impl_->anchor, caf::exit_reason::user_shutdown);
+}
+
+Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, const std::string& token_hex,
+                                                const ClientOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  auto gateway = impl->system.middleman().remote_actor<actors::gateway_actor>(node.host, node.port);
+  if (!gateway)
+    return make_error(ErrorCode::node_unreachable,
+                      "cannot reach the node at " + node.host + ":" + std::to_string(node.port) + ": " +
+                          caf::to_string(gateway.error()),
+                      "node");
+  impl->anchor = impl->system.spawn(anchor_behavior);
+  HelloRequest hello{token_hex, options.worker_name, static_cast<uint32_t>(::getpid())};
+  Result<SessionReceipt> receipt = make_error(ErrorCode::rpc_failed, "no reply", "hello");
+  caf::actor session;
+  impl->self
+      ->request(*gateway, caf::timespan{options.timeout}, actors::hello_atom::value,
+                actors::to_wire(codec::encode(hello)), impl->anchor)
+      .receive(
+          [&](actors::wire_bytes& reply, caf::actor& s) {
+            receipt = decode_reply<SessionReceipt>(reply);
+            session = std::move(s);
+          },
+          [&](caf::error& e) { receipt = transport_error("hello", e); });
+  if (!receipt.ok()) return receipt.error();
+  if (!session) return make_error(ErrorCode::rpc_failed, "the node opened no session actor", "hello");
+  impl->session = std::move(*receipt);
+  impl->session_handle = caf::actor_cast<actors::session_actor>(session);
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+const SessionReceipt& Client::session() const { return impl_->session; }
+
+Result<NamespaceGrantReceipt> Client::authorize(const std::string& namespace_name, TraceContext trace) {
+  Result<actors::wire_bytes> reply = impl_->call(actors::authorize_atom::value,
+                                                 actors::to_wire(codec::encode(AuthorizeRequest{trace, namespace_name})),
+                                                 "authorize");
+  if (!reply.ok()) return reply.error();
+  return decode_reply<NamespaceGrantReceipt>(*reply);
+}
+
+Result<AllocatorBatchReceipt> Client::allocator(const AllocatorBatch& batch) {
+  TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "allocator.call", batch.trace);
+  if (impl_->options.trace) impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
+  Result<actors::wire_bytes> reply =
+      impl_->call(actors::alloc_atom::value, actors::to_wire(codec::encode(batch)), "allocator");
+  if (!reply.ok()) return reply.error();
+  return decode_reply<AllocatorBatchReceipt>(*reply);
+}
+
+Result<PrefixBatchReceipt> Client::prefix(const PrefixBatch& batch) {
+  TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "prefix.call", batch.trace);
+  if (impl_->options.trace) impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
+  Result<actors::wire_bytes> reply =
+      impl_->call(actors::prefix_atom::value, actors::to_wire(codec::encode(batch)), "prefix");
+  if (!reply.ok()) return reply.error();
+  return decode_reply<PrefixBatchReceipt>(*reply);
+}
+
+Result<std::vector<uint8_t>> Client::raw(RawRoute route, const std::vector<uint8_t>& bytes) {
+  Result<actors::wire_bytes> reply = make_error(ErrorCode::invalid_argument, "unknown route", "route");
+  switch (route) {
+    case RawRoute::allocator: reply = impl_->call(actors::alloc_atom::value, actors::to_wire(bytes), "raw"); break;
+    case RawRoute::prefix: reply = impl_->call(actors::prefix_atom::value, actors::to_wire(bytes), "raw"); break;
+    case RawRoute::authorize: reply = impl_->call(actors::authorize_atom::value, actors::to_wire(bytes), "raw"); break;
+    case RawRoute::ping: reply = impl_->call(actors::ping_atom::value, actors::to_wire(bytes), "raw"); break;
+  }
+  if (!reply.ok()) return reply.error();
+  return std::vector<uint8_t>(reply->begin(), reply->end());
+}
+
+const OwnerStats* NodeStats::owner(const std::string& name) const {
+  for (const OwnerStats& o : owners)
+    if (o.owner == name) return &o;
+  return nullptr;
+}
+
+std::optional<int64_t> NodeStats::value(const std::string& owner_name, const std::string& name) const {
+  const OwnerStats* o = owner(owner_name);
+  if (o == nullptr) return std::nullopt;
+  for (const StatValue& v : o->values)
+    if (v.name == name) return v.value;
+  return std::nullopt;
+}
+
+Result<NodeStats> read_node_stats(const NodeDescriptor& node, std::chrono::milliseconds timeout) {
+  caf::actor_system_config cfg;
+  actors::apply_runtime_settings(cfg, actors::RuntimeSettings{1, 250, 2000});
+  actors::add_message_types(cfg);
+  caf::actor_system system{cfg};
+  auto gateway = system.middleman().remote_actor<actors::gateway_actor>(node.host, node.port);
+  if (!gateway)
+    return make_error(ErrorCode::node_unreachable,
+                      "cannot reach the node at " + node.host + ":" + std::to_string(node.port) + ": " +
+                          caf::to_string(gateway.error()),
+                      "node");
+  Result<NodeStats> out = make_error(ErrorCode::rpc_failed, "no reply", "stats");
+  caf::scoped_actor self{system};
+  self->request(*gateway, caf::timespan{timeout}, actors::stats_atom::value)
+      .receive(
+          [&](actors::wire_bytes& a, actors::wire_bytes& p, actors::wire_bytes& z, actors::wire_bytes& n) {
+            NodeStats stats;
+            for (const actors::wire_bytes* b : {&a, &p, &z, &n}) {
+              Result<OwnerStats> s = codec::decode<OwnerStats>(actors::as_span(*b));
+              if (!s.ok()) {
+                out = s.error();
+                return;
+              }
+              stats.owners.push_back(std::move(*s));
+            }
+            out = std::move(stats);
+          },
+          [&](caf::error& e) { out = transport_error("stats", e); });
+  return out;
+}
+
+}  // namespace kvrt

@@ -1,0 +1,74 @@
+#pragma once
+// kvrt::Client: the C++ client library a worker (or an inference engine)
+// links to talk to a node (issue 5). No CAF in this header: an engine
+// includes it without the actor runtime's compile cost.
+//
+// connect() presents the principal's token to the node's gateway and opens a
+// session; every call after that is one message to the session actor and one
+// receipt back. A batch answers one outcome per operation; a transport
+// failure or a refused message answers a typed Error instead. The session
+// ends when the Client is destroyed (or the process dies: the node notices
+// through its heartbeats and reclaims everything the session held).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "services/common/result.hpp"
+#include "services/node/node_descriptor.hpp"
+#include "services/protocol/allocator_ops.hpp"
+#include "services/protocol/owner_stats.hpp"
+#include "services/protocol/prefix_ops.hpp"
+#include "services/protocol/session_ops.hpp"
+
+namespace kvrt {
+
+class ChromeTraceRecorder;
+
+struct ClientOptions {
+  std::string worker_name = "worker";
+  std::chrono::milliseconds timeout{30000};  // per call
+  uint32_t scheduler_threads = 1;
+  uint32_t heartbeat_interval_ms = 250;
+  uint32_t connection_timeout_ms = 2000;
+  ChromeTraceRecorder* trace = nullptr;      // null: tracing off
+};
+
+// The owner a raw call goes to (tests and benchmarks of the transport).
+enum class RawRoute : uint8_t { allocator, prefix, authorize, ping };
+
+class Client {
+ public:
+  static Result<std::unique_ptr<Client>> connect(const NodeDescriptor& node, const std::string& token_hex,
+                                                 const ClientOptions& options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const SessionReceipt& session() const;
+
+  Result<NamespaceGrantReceipt> authorize(const std::string& namespace_name, TraceContext trace = {});
+  Result<AllocatorBatchReceipt> allocator(const AllocatorBatch& batch);
+  Result<PrefixBatchReceipt> prefix(const PrefixBatch& batch);
+
+  // Sends bytes as they are and returns the reply's bytes: the transport
+  // floor (ping) and the node's handling of malformed input (tests).
+  Result<std::vector<uint8_t>> raw(RawRoute route, const std::vector<uint8_t>& bytes);
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Every owner's statistics read live from a running node (`kvrt stats`).
+struct NodeStats {
+  std::vector<OwnerStats> owners;  // allocator, prefix_index, authorization, node
+  const OwnerStats* owner(const std::string& name) const;
+  // The named value of the named owner, or nullopt.
+  std::optional<int64_t> value(const std::string& owner, const std::string& name) const;
+};
+Result<NodeStats> read_node_stats(const NodeDescriptor& node, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+}  // namespace kvrt

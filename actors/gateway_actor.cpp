@@ -1,0 +1,151 @@
+// The node's front door (issue 5). A worker says hello with its token and an
+// anchor actor; the gateway has the authorization owner open a session,
+// spawns the session actor, and monitors the anchor. When the anchor goes
+// down (the worker exited, was killed, or stopped answering heartbeats) every
+// owner ends that session's holdings through its normal operations, each
+// with its receipt, and the session actor stops.
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "actors/owner_actors.hpp"
+#include "actors/wire_bytes.hpp"
+#include "schema/codec_node.hpp"
+
+namespace kvrt::actors {
+
+namespace {
+
+struct GatewayState {
+  static inline const char* name = "gateway";
+  OwnerHandles owners;
+  NodeFacts facts;
+  Observability obs;
+  struct Connected {
+    SessionId session;
+    session_actor actor;
+  };
+  std::map<caf::actor_addr, Connected> workers;  // by anchor
+  uint64_t sessions_opened = 0, sessions_reclaimed = 0, hellos_refused = 0;
+};
+
+using GatewaySelf = gateway_actor::stateful_pointer<GatewayState>;
+
+OwnerStats gateway_stats(const GatewayState& st) {
+  OwnerStats out;
+  out.owner = "node";
+  out.validate_ok = true;
+  out.values = {{"workers_connected", static_cast<int64_t>(st.workers.size())},
+                {"sessions_opened", static_cast<int64_t>(st.sessions_opened)},
+                {"sessions_reclaimed", static_cast<int64_t>(st.sessions_reclaimed)},
+                {"hellos_refused", static_cast<int64_t>(st.hellos_refused)}};
+  return out;
+}
+
+void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::error& reason) {
+  auto& st = self->state;
+  const auto it = st.workers.find(anchor);
+  if (it == st.workers.end()) return;
+  const uint64_t session = it->second.session.value;
+  // A worker that closed its client exits its anchor with user_shutdown; any
+  // other reason (remote_link_unreachable: killed, crashed, or silent past
+  // the heartbeat timeout) is a worker lost mid-work.
+  const bool closed = reason == caf::exit_reason::user_shutdown || reason == caf::exit_reason::normal;
+  if (closed)
+    logger_or_default(st.obs.log).info("actor=gateway session={} closed: releasing what it still holds", session);
+  else
+    logger_or_default(st.obs.log)
+        .warn("actor=gateway session={} worker lost ({}): reclaiming its holdings", session, caf::to_string(reason));
+  // Order: the indexes first (no new lookups for the session), then the
+  // allocator (requests and leases), then the grants.
+  self->send(st.owners.prefix, end_atom::value, session);
+  self->send(st.owners.allocator, end_atom::value, session);
+  self->send(st.owners.authorization, end_atom::value, session);
+  self->unlink_from(it->second.actor);
+  self->send_exit(it->second.actor, caf::exit_reason::user_shutdown);
+  st.workers.erase(it);
+  ++st.sessions_reclaimed;
+}
+
+}  // namespace
+
+gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners, NodeFacts facts,
+                                  Observability obs) {
+  auto behavior = [](GatewaySelf self, OwnerHandles handles, NodeFacts node_facts,
+                     Observability o) -> gateway_actor::behavior_type {
+    self->state.owners = std::move(handles);
+    self->state.facts = std::move(node_facts);
+    self->state.obs = std::move(o);
+    self->set_down_handler([self](caf::down_msg& dm) { end_worker(self, dm.source, dm.reason); });
+    return {
+        [self](hello_atom, wire_bytes& bytes, caf::actor anchor) -> caf::result<wire_bytes, caf::actor> {
+          auto rp = self->make_response_promise<wire_bytes, caf::actor>();
+          self->request(self->state.owners.authorization, caf::infinite, hello_atom::value, std::move(bytes))
+              .then(
+                  [self, rp, anchor](wire_bytes& reply) mutable {
+                    auto& st = self->state;
+                    Result<SessionReceipt> receipt = codec::decode<SessionReceipt>(as_span(reply));
+                    if (!receipt.ok() || !anchor) {
+                      ++st.hellos_refused;
+                      rp.deliver(std::move(reply), caf::actor{});
+                      return;
+                    }
+                    receipt->layout_sha256 = st.facts.layout_sha256;
+                    receipt->block_tokens = st.facts.block_tokens;
+                    receipt->pools = st.facts.pools;
+                    session_actor session = spawn_session_actor(self->system(), receipt->session, st.owners, st.obs);
+                    // Linked: when the gateway stops, every session stops with it.
+                    self->link_to(session);
+                    st.workers[anchor.address()] = GatewayState::Connected{receipt->session, session};
+                    ++st.sessions_opened;
+                    self->monitor(anchor);
+                    rp.deliver(to_wire(codec::encode(*receipt)), caf::actor_cast<caf::actor>(session));
+                  },
+                  [self, rp](caf::error& e) mutable {
+                    ++self->state.hellos_refused;
+                    rp.deliver(to_wire(codec::encode(codec::ErrorMessage{make_error(
+                                   ErrorCode::rpc_failed, "authorization: " + caf::to_string(e), "hello")})),
+                               caf::actor{});
+                  });
+          return rp;
+        },
+        [self](stats_atom) -> caf::result<wire_bytes, wire_bytes, wire_bytes, wire_bytes> {
+          auto rp = self->make_response_promise<wire_bytes, wire_bytes, wire_bytes, wire_bytes>();
+          auto& owners = self->state.owners;
+          auto collected = std::make_shared<std::array<wire_bytes, 3>>();
+          auto remaining = std::make_shared<int>(3);
+          auto finish = [self, rp, collected, remaining]() mutable {
+            if (--*remaining > 0) return;
+            rp.deliver((*collected)[0], (*collected)[1], (*collected)[2],
+                       to_wire(codec::encode(gateway_stats(self->state))));
+          };
+          auto failed = [](const char* owner, const caf::error& e) {
+            OwnerStats s;
+            s.owner = owner;
+            s.validate_ok = false;
+            s.validate_error = "unreachable: " + caf::to_string(e);
+            return to_wire(codec::encode(s));
+          };
+          self->request(owners.allocator, caf::infinite, stats_atom::value)
+              .then([collected, finish](wire_bytes& b) mutable { (*collected)[0] = std::move(b), finish(); },
+                    [collected, finish, failed](caf::error& e) mutable {
+                      (*collected)[0] = failed("allocator", e), finish();
+                    });
+          self->request(owners.prefix, caf::infinite, stats_atom::value)
+              .then([collected, finish](wire_bytes& b) mutable { (*collected)[1] = std::move(b), finish(); },
+                    [collected, finish, failed](caf::error& e) mutable {
+                      (*collected)[1] = failed("prefix_index", e), finish();
+                    });
+          self->request(owners.authorization, caf::infinite, stats_atom::value)
+              .then([collected, finish](wire_bytes& b) mutable { (*collected)[2] = std::move(b), finish(); },
+                    [collected, finish, failed](caf::error& e) mutable {
+                      (*collected)[2] = failed("authorization", e), finish();
+                    });
+          return rp;
+        },
+    };
+  };
+  return system.spawn(behavior, std::move(owners), std::move(facts), std::move(obs));
+}
+
+}  // namespace kvrt::actors

@@ -1,0 +1,182 @@
+// `kvrt node`: the node process composition (issue 5). See node_runtime.hpp.
+#include "actors/node_runtime.hpp"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <optional>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "actors/actor_settings.hpp"
+#include "actors/owner_actors.hpp"
+#include "services/identity/layout_loader.hpp"
+#include "services/node/node_config.hpp"
+#include "services/node/node_descriptor.hpp"
+#include "shm/segment_name.hpp"
+#include "shm/shared_block_pools.hpp"
+
+namespace kvrt {
+
+namespace {
+
+GenerationFacts node_generation_facts(const CacheLayoutManifest& layout) {
+  GenerationFacts f;
+  f.layout = layout;
+  // The reference model's position contract: absolute RoPE positions from 0.
+  f.artifact.position_contract_sha256 = sha256("kvrt.position_contract.absolute_rope.v1").hex();
+  return f;
+}
+
+std::shared_ptr<spdlog::logger> node_logger() {
+  static std::atomic<uint32_t> instances{0};
+  const std::string name = "node" + std::to_string(instances++);
+  auto log = spdlog::stderr_color_mt(name);
+  log->set_pattern(fmt::format("[%H:%M:%S.%e] [node pid {}] [%^%l%$] %v", ::getpid()));
+  log->set_level(spdlog::get_level());
+  return log;
+}
+
+}  // namespace
+
+// Member order is destruction order reversed: the actor system (and with it
+// every actor) goes before the services and the pools' payload store.
+struct NodeInstance::Impl {
+  std::string descriptor_path;
+  std::string token_dir;
+  std::optional<shm::SharedBlockPools> pools;
+  std::shared_ptr<AllocatorService> allocator;
+  std::shared_ptr<PrefixService> prefix;
+  std::shared_ptr<AuthorizationService> authorization;
+  std::unique_ptr<ChromeTraceRecorder> trace;
+  std::shared_ptr<spdlog::logger> log;
+  NodeDescriptor descriptor;
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> system;
+  std::vector<caf::actor> actors;
+
+  ~Impl() {
+    for (const caf::actor& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    system.reset();  // joins the scheduler's threads
+    if (trace) (void)trace->flush();
+    std::error_code ec;
+    std::filesystem::remove(descriptor_path, ec);
+    std::filesystem::remove_all(token_dir, ec);
+    if (log) spdlog::drop(log->name());
+  }
+};
+
+NodeInstance::NodeInstance(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+NodeInstance::~NodeInstance() = default;
+uint16_t NodeInstance::port() const { return impl_->descriptor.port; }
+const std::string& NodeInstance::descriptor_path() const { return impl_->descriptor_path; }
+
+Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->descriptor_path = options.descriptor_path;
+  impl->log = node_logger();
+  NodeConfig config;
+  KVRT_TRY_ASSIGN(config, load_node_config(options.config_path));
+  if (options.port_override >= 0) config.port = static_cast<uint16_t>(options.port_override);
+  CacheLayoutManifest layout;
+  KVRT_TRY_ASSIGN(layout, load_layout_manifest(config.layout_path));
+
+  // Authorization owner first: it issues the workers' tokens, written once
+  // to files only this user can read.
+  Result<NamespaceAuthority> authority = NamespaceAuthority::create(config.authorization, node_generation_facts(layout));
+  if (!authority.ok()) return authority.error();
+  impl->token_dir = options.descriptor_path + ".tokens";
+  std::error_code ec;
+  std::filesystem::create_directories(impl->token_dir, ec);
+  if (ec) return make_error(ErrorCode::io, "cannot create " + impl->token_dir + ": " + ec.message(), "descriptor");
+  ::chmod(impl->token_dir.c_str(), 0700);
+  NodeDescriptor& d = impl->descriptor;
+  d.token_dir = impl->token_dir;
+  for (const IssuedToken& t : authority->take_issued_tokens())
+    KVRT_TRY(write_token_file(d.token_path(t.principal_name), t.token.reveal_hex()));
+  impl->authorization = std::make_shared<AuthorizationService>(std::move(*authority), config.authorization);
+
+  // Pools in POSIX shared memory, named by this node's instance.
+  shm::SharedBlockPoolsOptions pool_options;
+  pool_options.namespace_name = "node";
+  pool_options.namespace_generation = NamespaceGeneration{1};
+  pool_options.instance = shm::make_instance_id();
+  pool_options.capacity = shm::PoolCapacity::blocks(config.blocks_per_group);
+  pool_options.max_requests = config.max_requests;
+  Result<shm::SharedBlockPools> pools = shm::SharedBlockPools::create(layout, pool_options);
+  if (!pools.ok()) return pools.error();
+  impl->pools.emplace(std::move(*pools));
+  d.host = config.host;
+  d.node_pid = static_cast<uint32_t>(::getpid());
+  d.instance = pool_options.instance;
+  d.layout_path = std::filesystem::absolute(config.layout_path).string();
+  d.layout_sha256 = layout.digest();
+  d.block_tokens = layout.allocator_block_size;
+  for (uint32_t g = 0; g < impl->pools->store().group_count(); ++g) {
+    const shm::BlockPoolSegment& s = impl->pools->store().segment(g);
+    d.pools.push_back(PoolAttachment{s.group(), s.pool_id(), s.pool_generation(), s.name(), s.geometry().segment_bytes()});
+  }
+  // The payload store stays with the pools (it outlives the actors); the
+  // allocator core moves into its owner.
+  impl->allocator = std::make_shared<AllocatorService>(std::move(impl->pools->allocator()));
+  PrefixIndexConfig prefix_config;
+  KVRT_TRY_ASSIGN(prefix_config, PrefixIndexConfig::from_layout(layout));
+  Result<PrefixService> prefix = PrefixService::create(prefix_config);
+  if (!prefix.ok()) return prefix.error();
+  impl->prefix = std::make_shared<PrefixService>(std::move(*prefix));
+
+  if (!options.trace_path.empty())
+    impl->trace = std::make_unique<ChromeTraceRecorder>(options.trace_path, "kvrt node");
+  actors::Observability obs{impl->trace.get(), impl->log};
+
+  actors::apply_runtime_settings(impl->cfg, actors::RuntimeSettings{config.scheduler_threads,
+                                                                    config.heartbeat_interval_ms,
+                                                                    config.connection_timeout_ms});
+  actors::add_message_types(impl->cfg);
+  impl->system = std::make_unique<caf::actor_system>(impl->cfg);
+  caf::actor_system& system = *impl->system;
+  auto allocator_handle = actors::spawn_allocator_actor(system, impl->allocator, obs);
+  auto prefix_handle = actors::spawn_prefix_actor(system, impl->prefix, allocator_handle, obs);
+  caf::anon_send(allocator_handle, actors::events_atom::value, prefix_handle);
+  auto authorization_handle = actors::spawn_authorization_actor(system, impl->authorization, prefix_handle, obs);
+  auto gateway = actors::spawn_gateway_actor(
+      system, actors::OwnerHandles{allocator_handle, prefix_handle, authorization_handle},
+      actors::NodeFacts{d.layout_sha256, d.block_tokens, d.pools}, obs);
+  impl->actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle),
+                  caf::actor_cast<caf::actor>(prefix_handle), caf::actor_cast<caf::actor>(allocator_handle)};
+  auto port = system.middleman().publish(gateway, config.port, config.host.c_str(), true);
+  if (!port)
+    return make_error(ErrorCode::node_unreachable,
+                      "cannot listen on " + config.host + ":" + std::to_string(config.port) + ": " +
+                          caf::to_string(port.error()),
+                      "port");
+  d.port = *port;
+  KVRT_TRY(write_node_descriptor(d, options.descriptor_path));
+  impl->log->info("serving on {}:{} ({} cache groups x {} blocks, descriptor {})", config.host, *port, d.pools.size(),
+                  config.blocks_per_group, options.descriptor_path);
+  return std::unique_ptr<NodeInstance>(new NodeInstance(std::move(impl)));
+}
+
+Status run_node(const NodeRunOptions& options) {
+  // SIGINT and SIGTERM are blocked before any thread exists (the actor
+  // system starts threads and they inherit the mask), so only this thread
+  // receives them, through sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  Result<std::unique_ptr<NodeInstance>> node = NodeInstance::start(options);
+  if (!node.ok()) return node.error();
+  if (options.on_ready) options.on_ready();
+  int received = 0;
+  sigwait(&signals, &received);
+  spdlog::info("kvrt node: signal {}, shutting down", received);
+  node->reset();
+  return Status::success();
+}
+
+}  // namespace kvrt

@@ -1,0 +1,54 @@
+#pragma once
+// Spawn functions of the owner actors (issue 5). Each actor holds its owner's
+// service (a plain C++ class, services/node/) and only translates messages:
+// decode, one call, encode. Include only from actors/*.cpp.
+#include <memory>
+
+#include "actors/actor_protocol.hpp"
+#include "services/node/allocator_service.hpp"
+#include "services/node/authorization_service.hpp"
+#include "services/node/prefix_service.hpp"
+#include "services/tracing/chrome_trace.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace kvrt::actors {
+
+// What every actor of one process records into; both may be null (off).
+struct Observability {
+  ChromeTraceRecorder* trace = nullptr;
+  std::shared_ptr<spdlog::logger> log;  // null: spdlog's default logger
+};
+
+allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr<AllocatorService> service,
+                                      Observability obs);
+prefix_actor spawn_prefix_actor(caf::actor_system& system, std::shared_ptr<PrefixService> service,
+                                allocator_actor allocator, Observability obs);
+
+authorization_actor spawn_authorization_actor(caf::actor_system& system,
+                                              std::shared_ptr<AuthorizationService> service, prefix_actor prefix,
+                                              Observability obs);
+
+// The handles a session actor forwards to.
+struct OwnerHandles {
+  allocator_actor allocator;
+  prefix_actor prefix;
+  authorization_actor authorization;
+};
+
+session_actor spawn_session_actor(caf::actor_system& system, SessionId session, OwnerHandles owners,
+                                  Observability obs);
+
+// Facts the gateway adds to every SessionReceipt (pools, layout).
+struct NodeFacts {
+  Sha256Digest layout_sha256;
+  uint32_t block_tokens = 0;
+  std::vector<PoolAttachment> pools;
+};
+
+gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners, NodeFacts facts,
+                                  Observability obs);
+
+}  // namespace kvrt::actors

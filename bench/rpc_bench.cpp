@@ -1,0 +1,298 @@
+// `kvrt bench rpc`: see rpc_bench.hpp. The raw floors run first, in a forked
+// child that only echoes bytes (fork before this process starts any actor
+// system thread, STACK.md); the cross-process rows drive a `kvrt node`
+// child (this same binary) through kvrt::Client.
+#include "bench/rpc_bench.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "actors/client.hpp"
+#include "actors/rpc_probe.hpp"
+#include "schema/codec_node.hpp"
+
+extern char** environ;
+
+namespace kvrt::bench {
+
+namespace {
+
+struct Percentiles {
+  double p50 = 0, p99 = 0;  // [us]
+};
+
+Percentiles percentiles(std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  if (us.empty()) return {};
+  return {us[us.size() / 2], us[std::min(us.size() - 1, us.size() * 99 / 100)]};
+}
+
+double elapsed_us(uint64_t start_ns) { return double(now_ns() - start_ns) / 1000.0; }
+
+bool full_io(int fd, void* buf, size_t n, bool write_side) {
+  auto* p = static_cast<uint8_t*>(buf);
+  while (n > 0) {
+    const ssize_t r = write_side ? ::write(fd, p, n) : ::read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+// Ping-pong of a 64-byte message between this process and a forked echo
+// child over a connected socket pair of the given family.
+Percentiles socket_ping_pong(bool tcp, int iterations) {
+  int parent_fd = -1, child_fd = -1;
+  if (tcp) {
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::listen(listener, 1);
+    ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+    parent_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ::connect(parent_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    child_fd = ::accept(listener, nullptr, nullptr);
+    ::close(listener);
+    const int one = 1;
+    ::setsockopt(parent_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::setsockopt(child_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  } else {
+    int fds[2];
+    ::socketpair(AF_UNIX, SOCK_STREAM, 0, fds);
+    parent_fd = fds[0];
+    child_fd = fds[1];
+  }
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(parent_fd);
+    uint8_t buf[64];
+    while (full_io(child_fd, buf, sizeof buf, false) && full_io(child_fd, buf, sizeof buf, true)) {
+    }
+    ::_exit(0);
+  }
+  ::close(child_fd);
+  uint8_t buf[64] = {1};
+  std::vector<double> us;
+  us.reserve(static_cast<size_t>(iterations));
+  for (int i = 0; i < iterations + iterations / 10; ++i) {
+    const uint64_t t = now_ns();
+    if (!full_io(parent_fd, buf, sizeof buf, true) || !full_io(parent_fd, buf, sizeof buf, false)) break;
+    if (i >= iterations / 10) us.push_back(elapsed_us(t));  // the first tenth warms up
+  }
+  ::close(parent_fd);
+  ::waitpid(child, nullptr, 0);
+  return percentiles(std::move(us));
+}
+
+BlockAllocatorConfig probe_allocator_config() {
+  BlockAllocatorConfig c;
+  c.block_size = 16;
+  for (uint32_t g = 0; g < 2; ++g)
+    c.groups.push_back(GroupPoolConfig{CacheGroupId{g}, PoolId{1 + g}, PoolGeneration{1}, 8192, 0, 1024, {}});
+  return c;
+}
+
+std::vector<AllocatorOp> allocations(uint32_t n) {
+  return std::vector<AllocatorOp>(n, AllocatorOp{AllocateOp{16, {}, std::nullopt}});
+}
+
+std::vector<AllocatorOp> releases_of(const AllocatorBatchReceipt& r) {
+  std::vector<AllocatorOp> ops;
+  for (const AllocatorOutcome& o : r.outcomes)
+    if (const auto* a = std::get_if<AllocationReceipt>(&o))
+      ops.push_back(ReleaseOp{RequestFence{a->request_id, a->request_generation, a->table_version_after},
+                              ReleaseReason::finished});
+  return ops;
+}
+
+Percentiles inprocess_rtt(int iterations, std::string& error) {
+  auto probe = InProcessAllocatorProbe::create(BlockAllocator::create(probe_allocator_config()).value());
+  if (!probe.ok()) {
+    error = probe.error().describe();
+    return {};
+  }
+  std::vector<double> us;
+  for (int i = 0; i < iterations + iterations / 10; ++i) {
+    const uint64_t t = now_ns();
+    Result<std::vector<uint8_t>> reply = (*probe)->call(codec::encode(AllocatorBatch{{}, allocations(1)}));
+    Result<AllocatorBatchReceipt> r =
+        reply.ok() ? codec::decode<AllocatorBatchReceipt>(*reply) : Result<AllocatorBatchReceipt>(reply.error());
+    if (i >= iterations / 10) us.push_back(elapsed_us(t));
+    if (!r.ok()) {
+      error = r.error().describe();
+      return {};
+    }
+    (void)(*probe)->call(codec::encode(AllocatorBatch{{}, releases_of(*r)}));  // untimed
+  }
+  return percentiles(std::move(us));
+}
+
+// A `kvrt node` child of this binary on a generated configuration.
+class NodeChild {
+ public:
+  explicit NodeChild(const std::filesystem::path& dir) : dir_(dir) {
+    std::filesystem::create_directories(dir_);
+    const std::string config = (dir_ / "node.toml").string();
+    std::ofstream(config) << "[node]\nlayout = \"" << KVRT_SOURCE_DIR
+                          << "/config/layouts/small-two-group.toml\"\nblocks_per_group = 4096\nport = 0\n"
+                             "max_requests = 4096\n\n[[namespace]]\ndeployment = \"bench\"\ntenant = \"rpc\"\n\n"
+                             "[[principal]]\nname = \"bench\"\nnamespaces = [\"bench/rpc\"]\n";
+    descriptor_ = (dir_ / "node.json").string();
+    std::vector<std::string> args{"/proc/self/exe", "node", "--config", config, "--descriptor", descriptor_};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    const std::string log = (dir_ / "node.log").string();
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    if (::posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~NodeChild() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  Result<NodeDescriptor> wait_ready() const {
+    if (pid_ <= 0) return make_error(ErrorCode::io, "cannot start a node child", "node");
+    for (int i = 0; i < 1500 && !std::filesystem::exists(descriptor_); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return read_node_descriptor(descriptor_);
+  }
+
+ private:
+  std::filesystem::path dir_;
+  std::string descriptor_;
+  pid_t pid_ = -1;
+};
+
+BenchRow us_row(std::string name, double value, std::optional<std::pair<std::string, double>> baseline,
+                std::optional<double> target, std::string note = {}) {
+  BenchRow row;
+  row.name = std::move(name);
+  row.value = value;
+  row.unit = "us";
+  if (baseline) {
+    row.baseline_name = baseline->first;
+    row.baseline = baseline->second;
+  }
+  if (target) row.target = Target{*target, Better::lower};
+  row.note = std::move(note);
+  return row;
+}
+
+}  // namespace
+
+BenchReport run_rpc_bench(bool quick) {
+  const int n = quick ? 200 : 3000;
+  BenchReport rep;
+  rep.bench = "rpc";
+  rep.quick = quick;
+
+  // 1. The physical floor, before any actor system thread exists here.
+  const Percentiles tcp = socket_ping_pong(true, n);
+  const Percentiles unix_socket = socket_ping_pong(false, n);
+  rep.rows.push_back(us_row("raw_tcp_loopback_p50", tcp.p50, std::nullopt, std::nullopt,
+                            "64-byte ping-pong between two processes, TCP_NODELAY"));
+  rep.rows.push_back(us_row("raw_unix_socket_p50", unix_socket.p50, std::nullopt, std::nullopt,
+                            "64-byte ping-pong between two processes, AF_UNIX stream"));
+
+  // 2. In-process: a blocking caller and the allocator actor in one system.
+  std::string error;
+  const Percentiles inproc = inprocess_rtt(n, error);
+  if (!error.empty()) rep.notes.push_back("in-process probe failed: " + error);
+  rep.rows.push_back(us_row("rtt_inprocess_p50", inproc.p50, std::nullopt, 5.0,
+                            "one AllocateOp batch: encode, actor, allocate, encode receipt, decode"));
+  rep.rows.push_back(us_row("rtt_inprocess_p99", inproc.p99, std::nullopt, std::nullopt));
+
+  // 3. Across processes: a node child and this process as its worker.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kvrt-bench-rpc-" + std::to_string(::getpid()));
+  NodeChild node(dir);
+  Result<NodeDescriptor> d = node.wait_ready();
+  if (!d.ok()) {
+    rep.notes.push_back("cross-process rows skipped: " + d.error().describe());
+    return rep;
+  }
+  Result<std::string> token = read_token_file(d->token_path("bench"));
+  Result<std::unique_ptr<Client>> client =
+      token.ok() ? Client::connect(*d, *token) : Result<std::unique_ptr<Client>>(token.error());
+  if (!client.ok()) {
+    rep.notes.push_back("cross-process rows skipped: " + client.error().describe());
+    return rep;
+  }
+  Client& c = **client;
+  std::vector<double> ping_us, alloc_us;
+  const std::vector<uint8_t> ping_bytes(64, 7);
+  for (int i = 0; i < n + n / 10; ++i) {
+    uint64_t t = now_ns();
+    (void)c.raw(RawRoute::ping, ping_bytes);
+    if (i >= n / 10) ping_us.push_back(elapsed_us(t));
+    t = now_ns();
+    Result<AllocatorBatchReceipt> r = c.allocator(AllocatorBatch{{}, allocations(1)});
+    if (i >= n / 10) alloc_us.push_back(elapsed_us(t));
+    if (!r.ok()) {
+      rep.notes.push_back("cross-process allocation failed: " + r.error().describe());
+      return rep;
+    }
+    (void)c.allocator(AllocatorBatch{{}, releases_of(*r)});  // untimed
+  }
+  const Percentiles ping = percentiles(ping_us), cross = percentiles(alloc_us);
+  rep.rows.push_back(us_row("caf_transport_ping_p50", ping.p50, std::make_pair(std::string("raw_tcp"), tcp.p50),
+                            std::nullopt, "64 bytes to the session actor and back (middleman, no owner)"));
+  rep.rows.push_back(us_row("rtt_crossprocess_p50", cross.p50, std::make_pair(std::string("raw_tcp"), tcp.p50),
+                            2.0 * tcp.p50, "target: 2x the raw loopback floor measured above"));
+  rep.rows.push_back(us_row("rtt_crossprocess_p99", cross.p99, std::nullopt, std::nullopt));
+
+  // 4. Batches: one scheduler iteration's operations in one message.
+  double single_batch_us = 0;
+  for (const uint32_t size : {1u, 16u, 256u}) {
+    const int trials = quick ? 20 : std::max(40, 4000 / static_cast<int>(size));
+    std::vector<double> per_batch;
+    for (int i = 0; i < trials; ++i) {
+      const uint64_t t = now_ns();
+      Result<AllocatorBatchReceipt> r = c.allocator(AllocatorBatch{{}, allocations(size)});
+      per_batch.push_back(elapsed_us(t));
+      if (r.ok()) (void)c.allocator(AllocatorBatch{{}, releases_of(*r)});
+    }
+    const double p50 = percentiles(per_batch).p50;
+    if (size == 1) single_batch_us = p50;
+    rep.rows.push_back(us_row("batch" + std::to_string(size) + "_per_op", p50 / size, std::nullopt, std::nullopt,
+                              "cross-process, batch of " + std::to_string(size) + " AllocateOps, p50 / size"));
+    if (size == 256) {
+      BenchRow ratio;
+      ratio.name = "batch256_over_single";
+      ratio.value = single_batch_us > 0 ? p50 / single_batch_us : 0;
+      ratio.unit = "x";
+      ratio.target = Target{2.0, Better::lower};
+      ratio.note = "latency of a 256-operation batch over a 1-operation batch";
+      rep.rows.push_back(ratio);
+    }
+  }
+  rep.notes.push_back("latencies are p50/p99 over " + std::to_string(n) + " round trips after a 10% warm-up");
+  rep.notes.push_back("CAF 0.17 with scheduler.policy=sharing, 2 scheduler threads, middleman.workers=0 (STACK.md)");
+  return rep;
+}
+
+}  // namespace kvrt::bench

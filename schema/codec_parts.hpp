@@ -1,0 +1,42 @@
+#pragma once
+// Internal to schema/*.cpp (never included by cores or tests): the per-type
+// writers and readers one codec translation unit shares with another. The
+// node protocol's batch receipts carry AllocationReceipt, ReleaseResult,
+// PrefixMatchReceipt and TypedError as outcomes, so their codecs are reused
+// here, never duplicated. Same contract as codec_support.hpp: read() fills
+// `out` and names a failing field through ctx; a Cap'n Proto exception is
+// left to the caller's boundary (decode_envelope or read_element).
+#include "schema/allocator.capnp.h"
+#include "schema/codec_support.hpp"
+#include "schema/node.capnp.h"
+#include "schema/reuse.capnp.h"
+#include "services/allocator/block_allocator.hpp"
+#include "services/protocol/trace_context.hpp"
+
+namespace kvrt::codec::detail {
+
+// codec_common.cpp
+void write(wire::TypedError::Builder b, const Error& v);
+Status read(ReadContext& ctx, wire::TypedError::Reader r, Error& out);
+
+// codec_allocator.cpp
+void write(wire::AllocationReceipt::Builder b, const AllocationReceipt& v);
+Status read(ReadContext& ctx, wire::AllocationReceipt::Reader r, AllocationReceipt& out);
+void write(wire::ReleaseResult::Builder b, const ReleaseResult& v);
+Status read(ReadContext& ctx, wire::ReleaseResult::Reader r, ReleaseResult& out);
+
+// codec_reuse.cpp
+void write(wire::PrefixMatchReceipt::Builder b, const PrefixMatchReceipt& v);
+Status read(ReadContext& ctx, wire::PrefixMatchReceipt::Reader r, PrefixMatchReceipt& out);
+
+// codec_node.cpp: values every node-protocol message shares.
+void write(wire::TraceContext::Builder b, const TraceContext& v);
+TraceContext read(wire::TraceContext::Reader r);
+void write(wire::RequestFence::Builder b, const RequestFence& v);
+RequestFence read(wire::RequestFence::Reader r);
+
+// Token ids (TokenId = int32_t) travel as List(Int32).
+void write_tokens(capnp::List<int32_t>::Builder list, const std::vector<TokenId>& tokens);
+std::vector<TokenId> read_tokens(capnp::List<int32_t>::Reader list);
+
+}  // namespace kvrt::codec::detail

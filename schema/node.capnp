@@ -1,0 +1,260 @@
+@0xb85a6c4974eed72a;
+# The node protocol (issue 5): the batched owner operations a worker sends,
+# the batch receipts the owners answer, session set-up and owner statistics.
+# Mirrors services/protocol/*.hpp. Enum ordinals are those of allocator.capnp
+# and reuse.capnp (the codec static_asserts them against C++).
+#
+# A batch is answered by a receipt whose outcomes[i] answers ops[i]; an
+# operation that failed answers a TypedError in its slot and the batch goes on
+# (services/protocol/allocator_ops.hpp).
+#
+# An optional value travels as an unnamed-member union group whose first
+# member (discriminant 0, the zeroed default) is `none`: "absent" and "epoch 0"
+# are different messages.
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("kvrt::wire");
+using Common = import "common.capnp";
+using Allocator = import "allocator.capnp";
+using Reuse = import "reuse.capnp";
+
+# services/protocol/trace_context.hpp: one trace per scheduler iteration of a
+# worker; every hop opens a child span parented at the span it received.
+struct TraceContext {
+  traceId @0 :UInt64;        # trace id; 0 = untraced
+  spanId @1 :UInt64;         # the sender's span id
+  parentSpanId @2 :UInt64;   # the span that caused this one; 0 at the root
+}
+
+# The versions a transaction expects its request to be at (0x05C step 1).
+struct RequestFence {
+  request @0 :UInt64;        # RequestId
+  generation @1 :UInt32;     # RequestGeneration
+  tableVersion @2 :UInt64;   # TableVersion
+}
+
+# ---- allocator owner --------------------------------------------------------
+
+struct AllocateOp {
+  promptRows @0 :UInt32;                              # logical rows of the new request [tokens]
+  prefixHit @1 :List(Common.PhysicalBlockHandle);     # bundle-major: entry i*G + g [handles]
+  expectedEpoch :union {
+    none @2 :Void;                                    # no epoch expectation
+    epoch @3 :UInt64;                                 # Epoch the allocator must be at
+  }
+}
+
+struct AppendOp {
+  fence @0 :RequestFence;
+  rows @1 :List(Data);       # one row per cache group, B_row,g bytes each; empty (a null
+                             # pointer) on the shared-memory path: the worker writes the
+                             # slot itself, then sends CommitRowsOp
+  expectedEpoch :union {
+    none @2 :Void;
+    epoch @3 :UInt64;        # Epoch
+  }
+}
+
+struct CommitRowsOp {
+  fence @0 :RequestFence;
+  validThrough @1 :UInt32;   # rows [0, validThrough) are written [tokens]
+}
+
+struct ForkOp {
+  parent @0 :RequestFence;
+}
+
+struct TruncateOp {
+  fence @0 :RequestFence;
+  fromToken @1 :UInt32;      # first removed position [tokens]
+  toToken @2 :UInt32;        # one past the last removed position (the context) [tokens]
+}
+
+struct ReleaseOp {
+  fence @0 :RequestFence;
+  reason @1 :Allocator.ReleaseReason;
+}
+
+struct TouchOp {
+  fence @0 :RequestFence;
+  bundles @1 :List(Common.PhysicalBlockHandle);   # bundle-major [handles]
+}
+
+struct AcquireLeaseOp {
+  handle @0 :Common.PhysicalBlockHandle;
+}
+
+struct ReleaseLeaseOp {
+  lease @0 :UInt64;          # LeaseId
+}
+
+struct ReadTableOp {
+  request @0 :UInt64;        # RequestId
+}
+
+struct AllocatorOp {
+  union {
+    allocate @0 :AllocateOp;
+    append @1 :AppendOp;
+    commitRows @2 :CommitRowsOp;
+    fork @3 :ForkOp;
+    truncate @4 :TruncateOp;
+    release @5 :ReleaseOp;
+    touch @6 :TouchOp;
+    acquireLease @7 :AcquireLeaseOp;
+    releaseLease @8 :ReleaseLeaseOp;
+    readTable @9 :ReadTableOp;
+  }
+}
+
+# A granted lease (0x04B): a temporary strong reference on one block.
+struct LeaseReceipt {
+  lease @0 :UInt64;                        # LeaseId
+  handle @1 :Common.PhysicalBlockHandle;
+  refsAfter @2 :UInt32;                    # the block's strong references with the lease [references]
+}
+
+struct LeaseReleaseReceipt {
+  lease @0 :UInt64;                        # LeaseId
+  handle @1 :Common.PhysicalBlockHandle;
+  refsAfter @2 :UInt32;                    # [references]
+}
+
+# One block of a request table with its committed facts.
+struct BlockTableEntry {
+  handle @0 :Common.PhysicalBlockHandle;
+  validRows @1 :UInt32;      # committed rows [rows]
+  cacheKey @2 :UInt64;       # weak cache identity; 0 = none
+}
+
+struct BlockTableView {
+  fence @0 :RequestFence;                  # the versions the view was read at
+  contextTokens @1 :UInt32;                # logical length [tokens]
+  allocatorEpoch @2 :UInt64;               # Epoch
+  groups @3 :List(List(BlockTableEntry));  # [cache group][logical block]
+}
+
+struct AllocatorOutcome {
+  union {
+    error @0 :Common.TypedError;
+    allocationReceipt @1 :Allocator.AllocationReceipt;
+    releaseResult @2 :Allocator.ReleaseResult;
+    leaseReceipt @3 :LeaseReceipt;
+    leaseReleaseReceipt @4 :LeaseReleaseReceipt;
+    blockTableView @5 :BlockTableView;
+  }
+}
+
+struct AllocatorBatch {
+  trace @0 :TraceContext;
+  ops @1 :List(AllocatorOp);                 # applied in order [operations]
+}
+
+struct AllocatorBatchReceipt {
+  trace @0 :TraceContext;
+  outcomes @1 :List(AllocatorOutcome);       # outcomes[i] answers ops[i] [operations]
+}
+
+# ---- prefix-index owner -----------------------------------------------------
+
+struct PrefixMatchOp {
+  namespaceName @0 :Text;                  # the granted cache namespace
+  request @1 :UInt64;                      # RequestId
+  requestGeneration @2 :UInt32;            # RequestGeneration
+  tokens @3 :List(Int32);                  # the prompt, S_prompt token ids [tokens]
+  logitsPath @4 :Reuse.LogitsPath;
+}
+
+# Publishes full blocks [firstBlock, endBlock) of a request the session owns.
+struct PrefixPublishOp {
+  namespaceName @0 :Text;
+  request @1 :UInt64;                      # RequestId
+  tokens @2 :List(Int32);                  # the request's token ids from position 0 [tokens]
+  firstBlock @3 :UInt32;                   # [blocks]
+  endBlock @4 :UInt32;                     # one past the last published block [blocks]
+}
+
+struct PrefixOp {
+  union {
+    match @0 :PrefixMatchOp;
+    publish @1 :PrefixPublishOp;
+  }
+}
+
+struct PrefixPublishReceipt {
+  request @0 :UInt64;                      # RequestId
+  published @1 :UInt32;                    # (block, group) entries added [entries]
+  duplicates @2 :UInt32;                   # left untagged, digest already present [entries]
+  already @3 :UInt32;                      # already tagged with this digest [entries]
+  publicationGeneration @4 :UInt64;        # the index's publication generation after [generation]
+}
+
+struct PrefixOutcome {
+  union {
+    error @0 :Common.TypedError;
+    matchReceipt @1 :Reuse.PrefixMatchReceipt;
+    publishReceipt @2 :PrefixPublishReceipt;
+  }
+}
+
+struct PrefixBatch {
+  trace @0 :TraceContext;
+  ops @1 :List(PrefixOp);                  # [operations]
+}
+
+struct PrefixBatchReceipt {
+  trace @0 :TraceContext;
+  outcomes @1 :List(PrefixOutcome);        # outcomes[i] answers ops[i] [operations]
+}
+
+# ---- session set-up (0x0CE) -------------------------------------------------
+
+struct HelloRequest {
+  token @0 :Text;                          # the principal's bearer token (hex); never logged
+  workerName @1 :Text;                     # for logs and traces
+  processId @2 :UInt32;                    # the worker's OS process id
+}
+
+# One shared-memory pool the worker may attach.
+struct PoolAttachment {
+  group @0 :UInt32;                        # CacheGroupId
+  pool @1 :UInt32;                         # PoolId
+  generation @2 :UInt32;                   # PoolGeneration
+  segmentName @3 :Text;                    # POSIX shared-memory name
+  segmentBytes @4 :UInt64;                 # [bytes]
+}
+
+struct SessionReceipt {
+  session @0 :UInt64;                      # SessionId
+  principal @1 :Text;
+  allowedNamespaces @2 :List(Text);
+  layoutSha256 @3 :Data;                   # the layout the node serves [32 bytes]
+  blockTokens @4 :UInt32;                  # allocator block size P [tokens]
+  pools @5 :List(PoolAttachment);          # one per cache group, manifest order
+}
+
+struct AuthorizeRequest {
+  trace @0 :TraceContext;
+  namespaceName @1 :Text;
+}
+
+# A namespace grant, void once the namespace's generation moves on.
+struct NamespaceGrantReceipt {
+  grantId @0 :UInt64;                      # grant id, unique per node
+  namespaceName @1 :Text;
+  generation @2 :UInt64;                   # NamespaceGeneration
+  compatibilitySha256 @3 :Data;            # consumer manifest digest the grant binds [32 bytes]
+}
+
+# ---- statistics -------------------------------------------------------------
+
+struct StatValue {
+  name @0 :Text;                           # stable snake_case name, unit in the name
+  value @1 :Int64;                         # the gauge or counter [unit as named]
+}
+
+struct OwnerStats {
+  owner @0 :Text;                          # "allocator", "prefix_index", ...
+  validateOk @1 :Bool;                     # the owner's validate() on its current state
+  validateError @2 :Text;                  # empty when validateOk
+  values @3 :List(StatValue);
+}

@@ -1,0 +1,65 @@
+#pragma once
+// Configuration of the namespace / authorization owner (spec 0x01A
+// "CacheIsolationNamespace", 0x0CE): which cache namespaces exist and which
+// principal (worker) may use which of them.
+//
+// TOML form (read from the node configuration; other tables are ignored):
+//
+//   [[namespace]]
+//   deployment = "prod-eu1"             # deployment or cluster cache namespace
+//   tenant = "tenant-a"                 # tenant / isolation domain
+//   salt = "..."                        # optional: 128 random bits are drawn at start-up
+//   publication_policy = "tenant_shared"  # optional: private_to_request | tenant_shared | deployment_shared
+//   generation = 1                      # optional: initial namespace generation
+//
+//   [[principal]]
+//   name = "worker-0"
+//   namespaces = ["prod-eu1/tenant-a"]  # namespace names "deployment/tenant"
+//   token_sha256 = "..."                # optional: SHA-256 (64 hex) of a token the operator
+//                                       # distributes; otherwise the node issues one at start-up
+//
+// Errors name the file, line, column and field (TomlReader).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/common/digest.hpp"
+#include "services/common/result.hpp"
+#include "services/identity/cache_compatibility_manifest.hpp"
+
+namespace kvrt {
+
+class TomlReader;
+
+struct NamespaceConfig {
+  std::string deployment;
+  std::string tenant;
+  std::optional<std::string> salt;  // nullopt: drawn at start-up
+  PublicationPolicy publication_policy = PublicationPolicy::tenant_shared;
+  uint64_t generation = 1;          // initial namespace generation (>= 1)
+};
+
+struct PrincipalConfig {
+  std::string name;                         // [A-Za-z0-9._-], 1..64 characters
+  std::vector<std::string> namespaces;      // "deployment/tenant", each configured, no duplicates
+  std::optional<Sha256Digest> token_sha256; // nullopt: the node issues a token
+};
+
+struct AuthorizationConfig {
+  std::vector<NamespaceConfig> namespaces;
+  std::vector<PrincipalConfig> principals;
+
+  // The rules the loader enforces, for configs built in code: valid and
+  // unique namespaces, unique principal names and token digests, namespace
+  // lists naming configured namespaces. Error::field is "principal[1].namespaces[0]".
+  Status validate() const;
+};
+
+// Reads [[namespace]] and [[principal]] from an already parsed file (the
+// node shares one reader for all its sections).
+Result<AuthorizationConfig> read_authorization_config(const TomlReader& reader);
+Result<AuthorizationConfig> load_authorization_config(const std::string& path);
+Result<AuthorizationConfig> parse_authorization_config(std::string_view text, const std::string& origin);
+
+}  // namespace kvrt

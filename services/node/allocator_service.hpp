@@ -1,0 +1,69 @@
+#pragma once
+// AllocatorService: the allocator owner as the node serves it (issue 5). It
+// holds the BlockAllocator core and which worker session owns each request
+// and lease, applies one batch of wire operations in order (one outcome per
+// operation), and ends a session's holdings through the core's normal
+// operations. No CAF here: actors/allocator_actor.cpp only decodes, calls
+// apply(), and encodes.
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "services/allocator/block_allocator.hpp"
+#include "services/prefix/publication_target.hpp"
+#include "services/protocol/allocator_ops.hpp"
+#include "services/protocol/owner_stats.hpp"
+#include "services/protocol/session_holdings.hpp"
+
+namespace kvrt {
+
+// What ending one session released (each item also produced its receipt).
+struct SessionReclaim {
+  uint32_t requests_released = 0;
+  uint32_t leases_released = 0;
+  std::vector<AllocatorOutcome> receipts;
+};
+
+class AllocatorService {
+ public:
+  explicit AllocatorService(BlockAllocator allocator);
+
+  AllocatorBatchReceipt apply(SessionId session, const AllocatorBatch& batch);
+  AllocatorOutcome apply_one(SessionId session, const AllocatorOp& op);
+  // Node-internal (the prefix-index owner's publication): attaches each weak
+  // identity; answers, per tag, ok or the typed error that refused it.
+  std::vector<Status> tag_cache_keys(const std::vector<CacheKeyTag>& tags);
+  SessionReclaim end_session(SessionId session);
+  std::vector<AllocatorEvent> drain_events() { return allocator_.drain_events(); }
+
+  OwnerStats stats() const;
+  Status validate() const;
+  const BlockAllocator& core() const { return allocator_; }
+
+ private:
+  AllocatorOutcome apply(SessionId s, const AllocateOp& op);
+  AllocatorOutcome apply(SessionId s, const AppendOp& op);
+  AllocatorOutcome apply(SessionId s, const CommitRowsOp& op);
+  AllocatorOutcome apply(SessionId s, const ForkOp& op);
+  AllocatorOutcome apply(SessionId s, const TruncateOp& op);
+  AllocatorOutcome apply(SessionId s, const ReleaseOp& op);
+  AllocatorOutcome apply(SessionId s, const TouchOp& op);
+  AllocatorOutcome apply(SessionId s, const AcquireLeaseOp& op);
+  AllocatorOutcome apply(SessionId s, const ReleaseLeaseOp& op);
+  AllocatorOutcome apply(SessionId s, const ReadTableOp& op);
+  Status check_request(SessionId s, RequestId request, const char* field) const;
+  LeaseReleaseReceipt finish_lease(LeaseId lease);  // forgets a released lease, names its block
+
+  BlockAllocator allocator_;
+  SessionHoldings<uint64_t> requests_{"request"};  // RequestId value -> session
+  SessionHoldings<uint64_t> leases_{"lease"};      // LeaseId value -> session
+  std::map<uint64_t, PhysicalBlockHandle> lease_handles_;  // LeaseId value -> leased block
+  uint64_t operations_ = 0;
+  uint64_t errors_ = 0;
+  uint64_t out_of_capacity_ = 0;
+  uint64_t sessions_ended_ = 0;
+  uint64_t requests_reclaimed_ = 0;
+  uint64_t leases_reclaimed_ = 0;
+};
+
+}  // namespace kvrt

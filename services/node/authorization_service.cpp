@@ -1,0 +1,99 @@
+#include "services/node/authorization_service.hpp"
+
+#include <string>
+
+namespace kvrt {
+
+AuthorizationService::AuthorizationService(NamespaceAuthority authority, const AuthorizationConfig& config)
+    : authority_(std::move(authority)) {
+  for (const PrincipalConfig& p : config.principals) allowed_[p.name] = p.namespaces;
+}
+
+Result<OpenedSession> AuthorizationService::open_session(const HelloRequest& hello) {
+  ++hellos_;
+  Result<PrincipalId> principal = authority_.authenticate_hex(hello.token);
+  if (!principal.ok()) {
+    ++unauthenticated_;
+    return principal.error();
+  }
+  std::string name;
+  for (const auto& [n, namespaces] : allowed_)
+    if (authority_.principal_id(n) == *principal) name = n;
+  const SessionId id{next_session_++};
+  sessions_[id.value] = SessionRecord{*principal, name, hello.worker_name};
+  ++sessions_per_principal_[principal->value];
+  OpenedSession out{id, name, {}};
+  if (const auto it = allowed_.find(name); it != allowed_.end()) out.allowed_namespaces = it->second;
+  return out;
+}
+
+Result<IssuedGrant> AuthorizationService::authorize(SessionId session, const AuthorizeRequest& request) {
+  const auto s = sessions_.find(session.value);
+  if (s == sessions_.end())
+    return make_error(ErrorCode::session_ended, "session " + std::to_string(session.value) + " is not open",
+                      "session");
+  Result<AuthorizedLookup> lookup = authority_.authorize(s->second.principal, request.namespace_name);
+  if (!lookup.ok()) {
+    ++denied_;
+    return lookup.error();
+  }
+  ++grants_;
+  const NamespaceGrant& g = lookup->grant();
+  IssuedGrant out;
+  out.receipt = NamespaceGrantReceipt{g.grant_id.value, g.namespace_name, g.generation, g.salt_digest};
+  // The index owners salt chains with the salt's digest: as secret as the
+  // salt for separating tenants, and the salt itself never leaves this owner.
+  out.for_indexes = SessionNamespaceGrant{g.namespace_name, g.generation, g.salt_digest.hex()};
+  return out;
+}
+
+Status AuthorizationService::end_session(SessionId session, bool revoke) {
+  const auto s = sessions_.find(session.value);
+  if (s == sessions_.end())
+    return make_error(ErrorCode::session_ended, "session " + std::to_string(session.value) + " is not open",
+                      "session");
+  const PrincipalId principal = s->second.principal;
+  sessions_.erase(s);
+  ++sessions_ended_;
+  uint32_t& live = sessions_per_principal_[principal.value];
+  if (live > 0) --live;
+  if (live == 0) sessions_per_principal_.erase(principal.value);
+  // A principal's grants end with its last session (another session of the
+  // same principal keeps them; a grant is the principal's, 0x0CE).
+  if (revoke) {
+    Result<PrincipalEndReceipt> r = authority_.revoke_principal(principal);
+    if (!r.ok()) return r.error();
+  } else if (!sessions_per_principal_.contains(principal.value)) {
+    Result<PrincipalEndReceipt> r = authority_.end_principal_grants(principal);
+    if (!r.ok()) return r.error();
+  }
+  return Status::success();
+}
+
+Status AuthorizationService::validate() const {
+  KVRT_TRY(authority_.validate());
+  std::map<uint64_t, uint32_t> per_principal;
+  for (const auto& [id, record] : sessions_) ++per_principal[record.principal.value];
+  if (per_principal != sessions_per_principal_)
+    return make_error(ErrorCode::invariant_violated, "session counts per principal disagree with the sessions");
+  return Status::success();
+}
+
+OwnerStats AuthorizationService::stats() const {
+  OwnerStats out;
+  out.owner = "authorization";
+  const Status v = validate();
+  out.validate_ok = v.ok();
+  if (!v.ok()) out.validate_error = v.error().describe();
+  auto put = [&](std::string name, int64_t value) { out.values.push_back(StatValue{std::move(name), value}); };
+  put("live_sessions", static_cast<int64_t>(sessions_.size()));
+  put("live_grants", static_cast<int64_t>(authority_.live_grants()));
+  put("hellos", static_cast<int64_t>(hellos_));
+  put("rejected_unauthenticated", static_cast<int64_t>(unauthenticated_));
+  put("grants_issued", static_cast<int64_t>(grants_));
+  put("rejected_namespace", static_cast<int64_t>(denied_));
+  put("sessions_ended", static_cast<int64_t>(sessions_ended_));
+  return out;
+}
+
+}  // namespace kvrt

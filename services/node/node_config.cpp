@@ -1,0 +1,57 @@
+#include "services/node/node_config.hpp"
+
+#include <filesystem>
+
+#include "services/common/toml_reader.hpp"
+
+namespace kvrt {
+
+namespace {
+
+Result<NodeConfig> read_node_config(const TomlReader& reader) {
+  NodeConfig c;
+  c.config_path = reader.path();
+  const toml::table* node = reader.root()["node"].as_table();
+  if (node == nullptr)
+    return make_error(ErrorCode::config_field, reader.path() + ": missing table [node]", "node");
+  std::string layout;
+  KVRT_TRY_ASSIGN(layout, reader.string(*node, "node", "layout"));
+  const std::filesystem::path base = std::filesystem::path(reader.path()).parent_path();
+  c.layout_path = std::filesystem::path(layout).is_absolute() ? layout : (base / layout).lexically_normal().string();
+  int64_t v = 0;
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "blocks_per_group", std::nullopt, 1, int64_t{1} << 24));
+  c.blocks_per_group = static_cast<uint64_t>(v);
+  KVRT_TRY_ASSIGN(c.host, reader.string(*node, "node", "host", std::string("127.0.0.1")));
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "port", 0, 0, 65535));
+  c.port = static_cast<uint16_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "heartbeat_interval_ms", 250, 10, 60000));
+  c.heartbeat_interval_ms = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "connection_timeout_ms", 2000, 50, 600000));
+  c.connection_timeout_ms = static_cast<uint32_t>(v);
+  if (c.connection_timeout_ms <= c.heartbeat_interval_ms)
+    return reader.field_error(node->get("connection_timeout_ms"), "node", "connection_timeout_ms",
+                              "must exceed heartbeat_interval_ms (" + std::to_string(c.heartbeat_interval_ms) +
+                                  " ms), or every worker times out");
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "scheduler_threads", 2, 1, 256));
+  c.scheduler_threads = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "max_requests", 1 << 14, 1, 1 << 20));
+  c.max_requests = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(c.authorization, read_authorization_config(reader));
+  return c;
+}
+
+}  // namespace
+
+Result<NodeConfig> load_node_config(const std::string& path) {
+  Result<TomlReader> reader = TomlReader::open(path);
+  if (!reader.ok()) return reader.error();
+  return read_node_config(*reader);
+}
+
+Result<NodeConfig> parse_node_config(std::string_view text, const std::string& origin) {
+  Result<TomlReader> reader = TomlReader::parse(text, origin);
+  if (!reader.ok()) return reader.error();
+  return read_node_config(*reader);
+}
+
+}  // namespace kvrt

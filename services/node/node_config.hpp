@@ -1,0 +1,30 @@
+#pragma once
+// NodeConfig: what `kvrt node --config FILE` reads (issue 5). The [node]
+// table sets the runtime; the [[namespace]] and [[principal]] tables are the
+// authorization owner's (services/authorization/authorization_config.hpp).
+// Every field error names the file, line and field (TomlReader).
+#include <cstdint>
+#include <string>
+
+#include "services/authorization/authorization_config.hpp"
+#include "services/common/result.hpp"
+
+namespace kvrt {
+
+struct NodeConfig {
+  std::string config_path;        // the file read (for messages and relative paths)
+  std::string layout_path;        // layout manifest TOML; relative to the config file's directory
+  uint64_t blocks_per_group = 0;  // pool capacity per cache group [blocks]
+  std::string host = "127.0.0.1"; // loopback only by default: the node serves one host's workers
+  uint16_t port = 0;              // 0: any free port (the descriptor names the chosen one)
+  uint32_t heartbeat_interval_ms = 250;   // middleman heartbeats: a hung worker is detected too
+  uint32_t connection_timeout_ms = 2000;  // silence after which a worker counts as gone [ms]
+  uint32_t scheduler_threads = 2;         // CAF worker threads [threads]
+  uint32_t max_requests = 1 << 14;        // allocator request slots [requests]
+  AuthorizationConfig authorization;
+};
+
+Result<NodeConfig> load_node_config(const std::string& path);
+Result<NodeConfig> parse_node_config(std::string_view text, const std::string& origin);
+
+}  // namespace kvrt

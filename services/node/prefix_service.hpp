@@ -1,0 +1,89 @@
+#pragma once
+// PrefixService: the prefix-index owner as the node serves it (issue 5).
+//
+// Isolation (0x0CE) uses three different controls, each for what it is for:
+//   - authorization: a session's lookup or publication reaches the index only
+//     for a namespace the authorization owner granted that session, at the
+//     namespace's current generation (checked here, before any hash is
+//     computed or probed: "Authorization Before Lookup");
+//   - salt: the chain's first block hashes the namespace's salt and
+//     generation (vLLM's cache_salt), so tenants never share a digest and a
+//     revoked generation's entries can never match again;
+//   - witness: the collision witness of the index (0x07F) stays on.
+//
+// Publication is two-phase across owners: the index reads the request's
+// table from the allocator owner (BlockTableView), decides the entries, and
+// the allocator owner applies the weak-identity tags; a tag the allocator
+// refuses is withdrawn from the index (confirm_tags), so the index never
+// names an identity the allocator does not hold.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/prefix/prefix_index.hpp"
+#include "services/prefix/publication_target.hpp"
+#include "services/protocol/allocator_ops.hpp"
+#include "services/protocol/owner_stats.hpp"
+#include "services/protocol/prefix_ops.hpp"
+#include "services/protocol/session_ops.hpp"
+
+namespace kvrt {
+
+// What the authorization owner told this owner about one session's grant.
+struct SessionNamespaceGrant {
+  std::string namespace_name;
+  NamespaceGeneration generation;
+  std::string salt;  // the namespace's cache salt (never leaves the node)
+};
+
+// A publication waiting for the allocator owner's table.
+struct PendingPublication {
+  SessionId session;
+  PrefixPublishOp op;
+};
+
+// The decided publication: the receipt and the tags the allocator must apply.
+struct DecidedPublication {
+  PrefixPublishReceipt receipt;
+  std::vector<CacheKeyTag> tags;
+};
+
+class PrefixService {
+ public:
+  static Result<PrefixService> create(PrefixIndexConfig config);
+
+  void grant(SessionId session, SessionNamespaceGrant grant);
+  // A namespace moved to a new generation: every grant of an older one ends.
+  void advance_generation(const std::string& namespace_name, NamespaceGeneration generation);
+  void end_session(SessionId session);
+
+  Result<PrefixMatchReceipt> match(SessionId session, const PrefixMatchOp& op);
+  // Phase 1: authorization and argument checks; ok means "read the table".
+  Status check_publication(SessionId session, const PrefixPublishOp& op) const;
+  // Phase 2: decide the entries against the allocator's table view.
+  Result<DecidedPublication> decide_publication(SessionId session, const PrefixPublishOp& op,
+                                                const BlockTableView& table);
+  // Phase 3: withdraws the entries whose tags the allocator refused.
+  uint32_t confirm_tags(const std::vector<CacheKeyTag>& tags, const std::vector<Status>& results);
+  AbsorbOutcome absorb(std::span<const AllocatorEvent> events);
+
+  OwnerStats stats() const;
+  Status validate() const { return index_.validate(nullptr); }
+  const PrefixIndex& index() const { return index_; }
+
+ private:
+  explicit PrefixService(PrefixIndex index, PrefixScope scope) : index_(std::move(index)), scope_(std::move(scope)) {}
+  Result<BlockExtrasPlan> authorized_plan(SessionId session, const std::string& namespace_name) const;
+
+  PrefixIndex index_;
+  PrefixScope scope_;  // the node's local scope; namespaces separate by salt
+  std::map<uint64_t, std::map<std::string, SessionNamespaceGrant>> grants_;  // session -> namespace -> grant
+  std::map<std::string, NamespaceGeneration> current_generation_;
+  uint64_t lookups_ = 0, lookup_hit_tokens_ = 0, lookup_prompt_tokens_ = 0;
+  uint64_t unauthorized_ = 0, stale_generation_ = 0;
+  uint64_t publications_ = 0, tags_refused_ = 0;
+};
+
+}  // namespace kvrt

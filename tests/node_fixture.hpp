@@ -1,0 +1,182 @@
+#pragma once
+// Process fixtures of the node tests (issue 5): a `kvrt node` or `kvrt
+// worker` child process with its output in a file, signalled and reaped by
+// the test; and a scratch directory per test so that parallel CTest runs
+// never share a descriptor.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "actors/client.hpp"
+#include "services/node/node_descriptor.hpp"
+
+extern char** environ;
+
+namespace kvrt::test {
+
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& tag) {
+    path_ = std::filesystem::temp_directory_path() /
+            ("kvrt-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  std::filesystem::path path_;
+};
+
+// A child process running the kvrt binary; stdout and stderr go to `log`.
+class KvrtProcess {
+ public:
+  KvrtProcess(const std::vector<std::string>& args, const std::string& log) : log_(log) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    std::vector<std::string> storage{KVRT_BINARY};
+    storage.insert(storage.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : storage) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = ::posix_spawn(&pid_, KVRT_BINARY, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    REQUIRE(rc == 0);
+  }
+  ~KvrtProcess() {
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  KvrtProcess(const KvrtProcess&) = delete;
+  KvrtProcess& operator=(const KvrtProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const { ::kill(pid_, sig); }
+  // Exit code (128 + signal when killed); waits at most `limit`.
+  int wait(std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (true) {
+      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        FAIL("process " << pid_ << " did not exit in time; log:\n" << output());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    reaped_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  std::string output() const {
+    std::ifstream in(log_);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+};
+
+// A `kvrt node` child on the test configuration, ready when its descriptor
+// exists; stopped with SIGTERM (a clean shutdown) by stop() or the destructor.
+class NodeProcess {
+ public:
+  explicit NodeProcess(const ScratchDir& dir, std::vector<std::string> extra_args = {},
+                       const std::string& config = "tests/data/node/node-test.toml")
+      : descriptor_path_(dir.file("node.json")),
+        process_(node_args(config, descriptor_path_, std::move(extra_args)), dir.file("node.log")) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!std::filesystem::exists(descriptor_path_)) {
+      if (std::chrono::steady_clock::now() > deadline) FAIL("the node did not start; log:\n" << process_.output());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    descriptor_ = read_node_descriptor(descriptor_path_).value();
+  }
+  ~NodeProcess() {
+    if (!stopped_) stop();
+  }
+  static std::vector<std::string> node_args(const std::string& config, const std::string& descriptor,
+                                            std::vector<std::string> extra) {
+    std::vector<std::string> args{"node", "--config", std::string(KVRT_SOURCE_DIR) + "/" + config, "--descriptor",
+                                  descriptor};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  int stop() {
+    stopped_ = true;
+    process_.signal(SIGTERM);
+    return process_.wait();
+  }
+  const NodeDescriptor& descriptor() const { return descriptor_; }
+  const std::string& descriptor_path() const { return descriptor_path_; }
+  std::string log() const { return process_.output(); }
+  NodeStats stats() const {
+    Result<NodeStats> s = read_node_stats(descriptor_);
+    INFO((s.ok() ? std::string("ok") : s.error().describe()));
+    REQUIRE(s.ok());
+    return *s;
+  }
+
+ private:
+  std::string descriptor_path_;
+  KvrtProcess process_;
+  NodeDescriptor descriptor_;
+  bool stopped_ = false;
+};
+
+// Polls the node until `done(stats)` holds or the time is up.
+template <class Done>
+NodeStats await_stats(const NodeProcess& node, Done done, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  NodeStats s = node.stats();
+  while (!done(s) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    s = node.stats();
+  }
+  return s;
+}
+
+// The invariants every node must show once no worker holds anything.
+inline void require_quiescent(const NodeStats& s) {
+  for (const OwnerStats& o : s.owners) {
+    INFO(o.owner << ": " << o.validate_error);
+    CHECK(o.validate_ok);
+  }
+  CHECK(s.value("allocator", "leaked_blocks") == 0);
+  CHECK(s.value("allocator", "refcount_delta") == 0);
+  CHECK(s.value("allocator", "live_requests") == 0);
+  CHECK(s.value("allocator", "live_leases") == 0);
+  CHECK(s.value("allocator", "pool0_live_blocks") == 0);
+  CHECK(s.value("node", "workers_connected") == 0);
+}
+
+}  // namespace kvrt::test
