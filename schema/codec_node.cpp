@@ -134,7 +134,7 @@ void write(wire::NamespaceGrantReceipt::Builder b, const NamespaceGrantReceipt& 
   b.setGrantId(v.grant_id);
   b.setNamespaceName(text(v.namespace_name));
   b.setGeneration(v.generation.value);
-  b.setCompatibilitySha256(detail::data(v.compatibility_sha256));
+  b.setGrantSha256(detail::data(v.grant_sha256));
 }
 
 Status read(ReadContext& ctx, wire::NamespaceGrantReceipt::Reader r, NamespaceGrantReceipt& out) {
@@ -142,8 +142,8 @@ Status read(ReadContext& ctx, wire::NamespaceGrantReceipt::Reader r, NamespaceGr
   ctx.at("namespace_name");
   out.namespace_name = to_string(r.getNamespaceName());
   out.generation = NamespaceGeneration{r.getGeneration()};
-  ctx.at("compatibility_sha256");
-  return detail::read_digest(ctx, "compatibility_sha256", r.getCompatibilitySha256(), out.compatibility_sha256);
+  ctx.at("grant_sha256");
+  return detail::read_digest(ctx, "grant_sha256", r.getGrantSha256(), out.grant_sha256);
 }
 
 void write(wire::OwnerStats::Builder b, const OwnerStats& v) {

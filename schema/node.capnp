@@ -242,7 +242,7 @@ struct NamespaceGrantReceipt {
   grantId @0 :UInt64;                      # grant id, unique per node
   namespaceName @1 :Text;
   generation @2 :UInt64;                   # NamespaceGeneration
-  compatibilitySha256 @3 :Data;            # consumer manifest digest the grant binds [32 bytes]
+  grantSha256 @3 :Data;                    # canonical digest of the grant (id, principal, namespace, generation) [32 bytes]
 }
 
 # ---- statistics -------------------------------------------------------------

@@ -293,9 +293,9 @@ TEST_CASE("node protocol: a digest of the wrong length is a typed error naming t
     });
     CHECK(decode_error<SessionReceipt>(session).field == "SessionReceipt.layout_sha256");
     const auto grant = edited(codec::encode(filled<NamespaceGrantReceipt>()), [&](wire::Envelope::Builder e) {
-      e.getNamespaceGrantReceipt().setCompatibilitySha256(capnp::Data::Reader(zeros, len));
+      e.getNamespaceGrantReceipt().setGrantSha256(capnp::Data::Reader(zeros, len));
     });
-    CHECK(decode_error<NamespaceGrantReceipt>(grant).field == "NamespaceGrantReceipt.compatibility_sha256");
+    CHECK(decode_error<NamespaceGrantReceipt>(grant).field == "NamespaceGrantReceipt.grant_sha256");
     const auto match = edited(codec::encode(filled<PrefixBatchReceipt>()), [&](wire::Envelope::Builder e) {
       e.getPrefixBatchReceipt().getOutcomes()[1].getMatchReceipt().setReceiptSha256(capnp::Data::Reader(zeros, len));
     });

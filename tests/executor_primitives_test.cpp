@@ -8,10 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "services/executor/blocked_matmul.hpp"
-#include "services/executor/online_softmax.hpp"
-#include "services/executor/scalar_convert.hpp"
-#include "services/executor/thread_pool.hpp"
+#include "services/executor/executor.hpp"  // the umbrella header compiles on its own
 #include "tests/executor_fixture.hpp"
 
 namespace kvrt::test {

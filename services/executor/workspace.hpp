@@ -10,6 +10,7 @@
 //
 // Storage handed out is uninitialised: every schedule writes each element it
 // later reads. Not thread-safe; one call at a time per workspace.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>

@@ -40,7 +40,12 @@ Result<IssuedGrant> AuthorizationService::authorize(SessionId session, const Aut
   ++grants_;
   const NamespaceGrant& g = lookup->grant();
   IssuedGrant out;
-  out.receipt = NamespaceGrantReceipt{g.grant_id.value, g.namespace_name, g.generation, g.salt_digest};
+  CanonicalWriter w("kvrt.namespace_grant.v1");
+  w.u64("grant_id", g.grant_id.value)
+      .u64("principal", g.principal.value)
+      .str("namespace", g.namespace_name)
+      .u64("generation", g.generation.value);
+  out.receipt = NamespaceGrantReceipt{g.grant_id.value, g.namespace_name, g.generation, w.finish()};
   // The index owners salt chains with the salt's digest: as secret as the
   // salt for separating tenants, and the salt itself never leaves this owner.
   out.for_indexes = SessionNamespaceGrant{g.namespace_name, g.generation, g.salt_digest.hex()};

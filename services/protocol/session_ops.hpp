@@ -55,7 +55,9 @@ struct NamespaceGrantReceipt {
   uint64_t grant_id = 0;
   std::string namespace_name;
   NamespaceGeneration generation;
-  Sha256Digest compatibility_sha256;  // the consumer manifest's digest the grant binds
+  // Canonical SHA-256 of (grant id, principal, namespace, generation): what
+  // an audit log records to name this grant without the salt or the token.
+  Sha256Digest grant_sha256;
   friend bool operator==(const NamespaceGrantReceipt&, const NamespaceGrantReceipt&) = default;
 };
 
