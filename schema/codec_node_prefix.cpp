@@ -130,36 +130,32 @@ Status read_outcome(const ReadContext& receipt, uint32_t i, wire::PrefixOutcome:
 
 void write(wire::PrefixBatch::Builder b, const PrefixBatch& v) {
   detail::write(b.initTrace(), v.trace);
-  auto ops = b.initOps(detail::list_size(v.ops.size()));
-  for (unsigned i = 0; i < ops.size(); ++i) std::visit([&](const auto& op) { put(ops[i], op); }, v.ops[i]);
+  detail::write_variant_list(b.initOps(detail::list_size(v.ops.size())), v.ops,
+                             [](auto element, const auto& op) { put(element, op); });
 }
 Status read(ReadContext& ctx, wire::PrefixBatch::Reader r, PrefixBatch& out) {
   ctx.at("trace");
   out.trace = detail::read(r.getTrace());
   ctx.at("ops");
-  auto ops = r.getOps();
-  KVRT_TRY(detail::check_element_size(ctx, "ops", ops));
-  out.ops.reserve(ops.size());
-  for (unsigned i = 0; i < ops.size(); ++i) KVRT_TRY(read_op(ctx, i, ops[i], out.ops.emplace_back()));
-  return Status::success();
+  return detail::read_variant_list(ctx, "ops", r.getOps(), out.ops,
+                                   [](ReadContext& c, unsigned i, auto element, auto& op) {
+                                     return read_op(c, i, element, op);
+                                   });
 }
 
 void write(wire::PrefixBatchReceipt::Builder b, const PrefixBatchReceipt& v) {
   detail::write(b.initTrace(), v.trace);
-  auto outcomes = b.initOutcomes(detail::list_size(v.outcomes.size()));
-  for (unsigned i = 0; i < outcomes.size(); ++i)
-    std::visit([&](const auto& outcome) { put(outcomes[i], outcome); }, v.outcomes[i]);
+  detail::write_variant_list(b.initOutcomes(detail::list_size(v.outcomes.size())), v.outcomes,
+                             [](auto element, const auto& outcome) { put(element, outcome); });
 }
 Status read(ReadContext& ctx, wire::PrefixBatchReceipt::Reader r, PrefixBatchReceipt& out) {
   ctx.at("trace");
   out.trace = detail::read(r.getTrace());
   ctx.at("outcomes");
-  auto outcomes = r.getOutcomes();
-  KVRT_TRY(detail::check_element_size(ctx, "outcomes", outcomes));
-  out.outcomes.reserve(outcomes.size());
-  for (unsigned i = 0; i < outcomes.size(); ++i)
-    KVRT_TRY(read_outcome(ctx, i, outcomes[i], out.outcomes.emplace_back()));
-  return Status::success();
+  return detail::read_variant_list(ctx, "outcomes", r.getOutcomes(), out.outcomes,
+                                   [](ReadContext& c, unsigned i, auto element, auto& outcome) {
+                                     return read_outcome(c, i, element, outcome);
+                                   });
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "schema/codec.hpp"
 #include "schema/common.capnp.h"
@@ -161,6 +162,23 @@ Status check_element_size(const ReadContext& ctx, const char* field, StructListR
                         std::to_string(pointers) + " pointers are smaller than the schema's " +
                         std::to_string(want_bytes) + " and " + std::to_string(want_pointers),
                     ctx.field_path(field));
+}
+
+// A batch's list of variant items (operations or outcomes): each element is
+// written by put(builder, alternative) (std::visit), and read back by
+// read_one(ctx, index, reader, out) after the element-size check.
+template <class StructListBuilder, class Variants, class Put>
+void write_variant_list(StructListBuilder list, const Variants& items, Put&& put) {
+  for (unsigned i = 0; i < list.size(); ++i)
+    std::visit([&](const auto& alternative) { put(list[i], alternative); }, items[i]);
+}
+template <class StructListReader, class Variants, class ReadOne>
+Status read_variant_list(ReadContext& ctx, const char* field, StructListReader list, Variants& out,
+                         ReadOne&& read_one) {
+  KVRT_TRY(check_element_size(ctx, field, list));
+  out.reserve(list.size());
+  for (unsigned i = 0; i < list.size(); ++i) KVRT_TRY(read_one(ctx, i, list[i], out.emplace_back()));
+  return Status::success();
 }
 
 // Common value types (codec_common.cpp).
