@@ -78,22 +78,29 @@ TEST_CASE("a worker killed with SIGKILL mid-transaction is reclaimed while the o
                 std::chrono::seconds(30));
     KvrtProcess survivor(worker_args(node, 0, 1.5, 100 + round), dir.file("survivor.log"));
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-    victim.signal(SIGKILL);
-    CHECK(victim.wait() == 128 + SIGKILL);
+    // Freeze the victim mid-work, let the survivor finish (it releases all
+    // it holds), and what is still live is exactly the victim's: the node
+    // must reclaim precisely that after the kill.
+    victim.signal(SIGSTOP);
     INFO(survivor.output());
     REQUIRE(survivor.wait() == 0);
     const nlohmann::json s = summary_of(survivor);
     CHECK(s["reuse_mismatches"].get<uint64_t>() == 0);
     CHECK(s["operation_errors"].get<uint64_t>() == 0);
+    const NodeStats frozen =
+        await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 1; });
+    const int64_t victim_held = frozen.value("allocator", "live_requests").value_or(-1);
+    const int64_t reclaimed_before = frozen.value("allocator", "requests_reclaimed").value_or(-1);
+    victim.signal(SIGKILL);
+    CHECK(victim.wait() == 128 + SIGKILL);
     const NodeStats after =
         await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; });
     require_quiescent(after);
+    CHECK(after.value("allocator", "requests_reclaimed").value_or(-1) - reclaimed_before == victim_held);
     ++round;
   }
   const NodeStats s = node.stats();
   CHECK(s.value("node", "sessions_reclaimed") == 2 * round);
-  // The victims held requests when they died; the node released them.
-  CHECK(s.value("allocator", "requests_reclaimed") > 0);
   INFO(node.log());
   CHECK(node.log().find("remote_link_unreachable") != std::string::npos);
 }
@@ -102,14 +109,22 @@ TEST_CASE("a hung worker (SIGSTOP) is detected by heartbeats and reclaimed", "[n
   ScratchDir dir("node-hung");
   NodeProcess node(dir);
   KvrtProcess hung(worker_args(node, 2, 30.0, 7), dir.file("hung.log"));
-  await_stats(node, [](const NodeStats& x) { return x.value("allocator", "live_requests") > 0; });
-  hung.signal(SIGSTOP);
+  // Stop the worker while it holds requests: a stopped process releases
+  // nothing, so the count read after SIGSTOP is what the node must reclaim.
+  int64_t held = 0;
+  for (int attempt = 0; attempt < 50 && held == 0; ++attempt) {
+    await_stats(node, [](const NodeStats& x) { return x.value("allocator", "live_requests") > 0; });
+    hung.signal(SIGSTOP);
+    held = node.stats().value("allocator", "live_requests").value_or(0);
+    if (held == 0) hung.signal(SIGCONT);  // caught between two iterations; try again
+  }
+  REQUIRE(held > 0);
   // connection_timeout_ms = 2500 in the test configuration.
   const NodeStats s =
       await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; },
                   std::chrono::seconds(15));
   require_quiescent(s);
-  CHECK(s.value("allocator", "requests_reclaimed") > 0);
+  CHECK(s.value("allocator", "requests_reclaimed") == held);
   hung.signal(SIGKILL);
   hung.wait();
 }
