@@ -93,7 +93,7 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                     receipt->layout_sha256 = st.facts.layout_sha256;
                     receipt->block_tokens = st.facts.block_tokens;
                     receipt->pools = st.facts.pools;
-                    session_actor session = spawn_session_actor(self->system(), receipt->session, st.owners, st.obs);
+                    session_actor session = spawn_session_actor(self->system(), receipt->session, st.owners);
                     // Linked: when the gateway stops, every session stops with it.
                     self->link_to(session);
                     st.workers[anchor.address()] = GatewayState::Connected{receipt->session, session};

@@ -38,8 +38,7 @@ struct OwnerHandles {
   authorization_actor authorization;
 };
 
-session_actor spawn_session_actor(caf::actor_system& system, SessionId session, OwnerHandles owners,
-                                  Observability obs);
+session_actor spawn_session_actor(caf::actor_system& system, SessionId session, OwnerHandles owners);
 
 // Facts the gateway adds to every SessionReceipt (pools, layout).
 struct NodeFacts {

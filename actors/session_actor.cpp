@@ -16,8 +16,7 @@ struct SessionActorState {
 
 }  // namespace
 
-session_actor spawn_session_actor(caf::actor_system& system, SessionId session, OwnerHandles owners,
-                                  Observability obs) {
+session_actor spawn_session_actor(caf::actor_system& system, SessionId session, OwnerHandles owners) {
   auto behavior = [](session_actor::stateful_pointer<SessionActorState> self, SessionId id,
                      OwnerHandles handles) -> session_actor::behavior_type {
     self->state.session = id;
@@ -38,7 +37,6 @@ session_actor spawn_session_actor(caf::actor_system& system, SessionId session, 
         [](ping_atom, wire_bytes& bytes) -> wire_bytes { return std::move(bytes); },
     };
   };
-  (void)obs;
   return system.spawn(behavior, session, std::move(owners));
 }
 

@@ -5,15 +5,6 @@
 
 namespace kvrt {
 
-namespace {
-
-template <class... Ts>
-struct Overloaded : Ts... {
-  using Ts::operator()...;
-};
-
-}  // namespace
-
 AllocatorService::AllocatorService(BlockAllocator allocator) : allocator_(std::move(allocator)) {}
 
 AllocatorBatchReceipt AllocatorService::apply(SessionId session, const AllocatorBatch& batch) {

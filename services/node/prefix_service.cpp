@@ -74,7 +74,7 @@ Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixM
   return std::move(m->receipt);
 }
 
-Status PrefixService::check_publication(SessionId session, const PrefixPublishOp& op) const {
+Result<BlockExtrasPlan> PrefixService::publication_plan(SessionId session, const PrefixPublishOp& op) const {
   Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name);
   if (!plan.ok()) return plan.error();
   const uint32_t P = index_.block_tokens();
@@ -82,14 +82,18 @@ Status PrefixService::check_publication(SessionId session, const PrefixPublishOp
     return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");
   if (uint64_t{op.end_block} * P > op.tokens.size())
     return make_error(ErrorCode::invalid_argument, "only full blocks are published", "end_block");
-  return Status::success();
+  return plan;
+}
+
+Status PrefixService::check_publication(SessionId session, const PrefixPublishOp& op) const {
+  Result<BlockExtrasPlan> plan = publication_plan(session, op);
+  return plan.ok() ? Status::success() : Status(plan.error());
 }
 
 Result<DecidedPublication> PrefixService::decide_publication(SessionId session, const PrefixPublishOp& op,
                                                              const BlockTableView& table) {
-  KVRT_TRY(check_publication(session, op));
   BlockExtrasPlan plan;
-  KVRT_TRY_ASSIGN(plan, authorized_plan(session, op.namespace_name));
+  KVRT_TRY_ASSIGN(plan, publication_plan(session, op));
   std::vector<std::vector<SnapshotBlock>> groups(table.groups.size());
   for (size_t g = 0; g < table.groups.size(); ++g)
     for (const BlockTableEntry& e : table.groups[g])
