@@ -152,20 +152,34 @@ std::optional<int64_t> NodeStats::value(const std::string& owner_name, const std
   return std::nullopt;
 }
 
-Result<NodeStats> read_node_stats(const NodeDescriptor& node, std::chrono::milliseconds timeout) {
+struct NodeStatsReader::Impl {
   caf::actor_system_config cfg;
-  actors::apply_runtime_settings(cfg, actors::RuntimeSettings{1, 250, 2000});
-  actors::add_message_types(cfg);
-  caf::actor_system system{cfg};
-  auto gateway = system.middleman().remote_actor<actors::gateway_actor>(node.host, node.port);
+  std::unique_ptr<caf::actor_system> system;
+  actors::gateway_actor gateway;
+};
+
+NodeStatsReader::NodeStatsReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+NodeStatsReader::~NodeStatsReader() = default;
+
+Result<std::unique_ptr<NodeStatsReader>> NodeStatsReader::connect(const NodeDescriptor& node) {
+  auto impl = std::make_unique<Impl>();
+  actors::apply_runtime_settings(impl->cfg, actors::RuntimeSettings{1, 250, 2000});
+  actors::add_message_types(impl->cfg);
+  impl->system = std::make_unique<caf::actor_system>(impl->cfg);
+  auto gateway = impl->system->middleman().remote_actor<actors::gateway_actor>(node.host, node.port);
   if (!gateway)
     return make_error(ErrorCode::node_unreachable,
                       "cannot reach the node at " + node.host + ":" + std::to_string(node.port) + ": " +
                           caf::to_string(gateway.error()),
                       "node");
+  impl->gateway = *gateway;
+  return std::unique_ptr<NodeStatsReader>(new NodeStatsReader(std::move(impl)));
+}
+
+Result<NodeStats> NodeStatsReader::read(std::chrono::milliseconds timeout) {
   Result<NodeStats> out = make_error(ErrorCode::rpc_failed, "no reply", "stats");
-  caf::scoped_actor self{system};
-  self->request(*gateway, caf::timespan{timeout}, actors::stats_atom::value)
+  caf::scoped_actor self{*impl_->system};
+  self->request(impl_->gateway, caf::timespan{timeout}, actors::stats_atom::value)
       .receive(
           [&](actors::wire_bytes& a, actors::wire_bytes& p, actors::wire_bytes& z, actors::wire_bytes& n) {
             NodeStats stats;
@@ -181,6 +195,13 @@ Result<NodeStats> read_node_stats(const NodeDescriptor& node, std::chrono::milli
           },
           [&](caf::error& e) { out = transport_error("stats", e); });
   return out;
+}
+
+Result<NodeStats> read_node_stats(const NodeDescriptor& node, std::chrono::milliseconds timeout) {
+  auto reader_result = NodeStatsReader::connect(node);
+  if (!reader_result.ok()) return reader_result.error();
+  std::unique_ptr<NodeStatsReader> reader = std::move(reader_result).value();
+  return reader->read(timeout);
 }
 
 }  // namespace kvrt

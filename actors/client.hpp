@@ -71,4 +71,21 @@ struct NodeStats {
 };
 Result<NodeStats> read_node_stats(const NodeDescriptor& node, std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
+// Reads a node's statistics repeatedly over one connection (`kvrt run`
+// samples the node many times a second; a connection per read would cost an
+// actor system each time).
+class NodeStatsReader {
+ public:
+  static Result<std::unique_ptr<NodeStatsReader>> connect(const NodeDescriptor& node);
+  ~NodeStatsReader();
+  NodeStatsReader(const NodeStatsReader&) = delete;
+  NodeStatsReader& operator=(const NodeStatsReader&) = delete;
+  Result<NodeStats> read(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+ private:
+  struct Impl;
+  explicit NodeStatsReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace kvrt

@@ -86,6 +86,8 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::reuse_evidence_mismatch: return "reuse_evidence_mismatch";
     case ErrorCode::telemetry_forbidden_label: return "telemetry_forbidden_label";
     case ErrorCode::telemetry_counter_regression: return "telemetry_counter_regression";
+    case ErrorCode::run_stalled: return "run_stalled";
+    case ErrorCode::run_worker_failed: return "run_worker_failed";
   }
   return "unknown_error_code";
 }

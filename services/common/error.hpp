@@ -125,6 +125,10 @@ enum class ErrorCode : uint16_t {
   // Telemetry, spec 0x0CE "Telemetry Hygiene" and 0x0CF (15xx).
   telemetry_forbidden_label = 1500,     // a metric label carries a raw prompt, token list or unsalted key
   telemetry_counter_regression = 1501,  // a later counter snapshot is behind an earlier one
+
+  // `kvrt run`, issue 8 (16xx): the node-and-workers composition.
+  run_stalled = 1600,        // a worker made no progress: the pools cannot hold its requests
+  run_worker_failed = 1601,  // a worker process exited with an error or was killed
 };
 
 std::string_view to_string(ErrorCode code);

@@ -5,6 +5,7 @@
 // reachable from no held request and no held lease).
 #include <set>
 #include <string>
+#include <vector>
 
 #include "services/node/allocator_service.hpp"
 
@@ -42,14 +43,20 @@ OwnerStats AllocatorService::stats() const {
     ++derived_refs;
     reachable.emplace(handle.group.value, handle.block.value);
   }
+  // The paged request view of 0x02: every held request's table entries, a
+  // block shared by k requests counted k times [blocks per group].
+  std::vector<int64_t> view_blocks(allocator_.group_count(), 0);
   for (uint64_t request : requests_.keys()) {
     for (uint32_t g = 0; g < allocator_.group_count(); ++g) {
       const Result<std::vector<PhysicalBlockHandle>> table = allocator_.table(RequestId{request}, g);
       if (!table.ok()) continue;
       derived_refs += static_cast<int64_t>(table->size());
+      view_blocks[g] += static_cast<int64_t>(table->size());
       for (const PhysicalBlockHandle& h : *table) reachable.emplace(h.group.value, h.block.value);
     }
   }
+  for (uint32_t g = 0; g < allocator_.group_count(); ++g)
+    put("pool" + std::to_string(g) + "_request_view_blocks", view_blocks[g]);
   put("refcount_recorded", recorded_refs);
   put("refcount_derived", derived_refs);
   put("refcount_delta", recorded_refs - derived_refs);

@@ -1,0 +1,82 @@
+// `kvrt run-worker`: one worker process of `kvrt run` (issue 8), started by
+// the run driver, not by hand. It loads the run config (for the model), the
+// workload and its share of the jobs, serves them as an engine loop through
+// the node (actors/engine_worker.hpp), prints progress lines on stdout
+// ("progress <requests done> <requests total> <rows computed>") and writes
+// its result as JSON to --result.
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "actors/engine_worker.hpp"
+#include "apps/kvrt/subcommand_registry.hpp"
+#include "services/run/run_config.hpp"
+#include "services/tracing/chrome_trace.hpp"
+
+namespace kvrt::app {
+namespace {
+
+struct RunWorkerCli {
+  std::string node, principal, config, workload, result, trace;
+  uint32_t index = 0, workers = 1, in_flight = 8;
+  bool no_reuse = false, no_verify = false;
+};
+
+int run_worker_process(const RunWorkerCli& cli) {
+  Result<NodeDescriptor> node = read_node_descriptor(cli.node);
+  if (!node.ok()) return report_error("run-worker", node.error());
+  Result<std::string> token = read_token_file(node->token_path(cli.principal));
+  if (!token.ok()) return report_error("run-worker", token.error());
+  Result<RunConfig> config = load_run_config(cli.config);
+  if (!config.ok()) return report_error("run-worker", config.error());
+  Result<workload::Workload> workload = workload::load_workload(cli.workload);
+  if (!workload.ok()) return report_error("run-worker", workload.error());
+
+  EngineOptions options;
+  options.worker_name = cli.principal;
+  options.token_hex = *token;
+  options.workload = &*workload;
+  options.worker_index = cli.index;
+  options.workers = cli.workers;
+  options.model = config->model;
+  options.in_flight = cli.in_flight;
+  options.reuse = !cli.no_reuse;
+  options.verify = !cli.no_verify;
+  options.on_progress = [](const EngineProgress& p) {
+    std::cout << "progress " << p.requests_done << " " << p.requests_total << " " << p.rows_computed << std::endl;
+  };
+  std::unique_ptr<ChromeTraceRecorder> trace;
+  if (!cli.trace.empty()) {
+    trace = std::make_unique<ChromeTraceRecorder>(cli.trace, "kvrt " + cli.principal);
+    options.trace = trace.get();
+  }
+  Result<EngineResult> result = run_engine_worker(*node, options);
+  if (!result.ok()) return report_error("run-worker", result.error());
+  if (trace) {
+    if (Status s = trace->flush(); !s.ok()) return report_error("run-worker", s.error());
+  }
+  std::ofstream out(cli.result);
+  out << engine_result_to_json(*result) << "\n";
+  if (!out) return report_error("run-worker", make_error(ErrorCode::io, "cannot write " + cli.result, "result"));
+  return 0;
+}
+
+SubcommandRegistration run_worker_command{"run-worker", [](CLI::App& parent) -> std::function<int()> {
+  auto opts = std::make_shared<RunWorkerCli>();
+  CLI::App* sub = parent.add_subcommand("run-worker", "One worker process of `kvrt run` (started by kvrt run)");
+  sub->add_option("--node", opts->node, "node descriptor")->required();
+  sub->add_option("--principal", opts->principal, "this worker's principal")->required();
+  sub->add_option("--config", opts->config, "run config ([run], [model])")->required();
+  sub->add_option("--workload", opts->workload, "workload file")->required();
+  sub->add_option("--index", opts->index, "this worker's index")->required();
+  sub->add_option("--workers", opts->workers, "worker count")->required();
+  sub->add_option("--in-flight", opts->in_flight, "requests batched per iteration")->capture_default_str();
+  sub->add_option("--result", opts->result, "write the result JSON here")->required();
+  sub->add_option("--trace", opts->trace, "write a Chrome trace-event JSON here");
+  sub->add_flag("--no-reuse", opts->no_reuse, "no prefix lookups or publication (baseline)");
+  sub->add_flag("--no-verify", opts->no_verify, "skip the no-reuse replay of every request");
+  return [opts] { return run_worker_process(*opts); };
+}};
+
+}  // namespace
+}  // namespace kvrt::app

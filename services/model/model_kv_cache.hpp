@@ -1,0 +1,86 @@
+#pragma once
+// Where the reference model's K/V lives (issue 8). The model reads and writes
+// one model layer at a time through the layer's PagedKvView (kv_view.hpp:
+// base + strides, any declared axis order), and a checker reads whole token
+// rows in the canonical order of services/allocator/payload_store.hpp (per
+// token K then V, each layer_local-major, then kv_head, then lane), which is
+// what two caches compare bitwise.
+//
+// Two implementations share the interface:
+//   - LocalModelKvCache (here): process-private pools with the layout's
+//     geometry, for the no-reuse, no-sharing reference run of the exactness
+//     verdict;
+//   - shm/shm_model_kv_cache.hpp: the node's shared-memory pools attached by
+//     a worker (ShmPayloadStore), where reused rows written by other
+//     processes are read.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "services/common/result.hpp"
+#include "services/executor/kv_view.hpp"
+#include "services/identity/cache_layout_manifest.hpp"
+
+namespace kvrt::model {
+
+// A sequence's physical slots: slots[g][j] is the slot of logical block j in
+// the pool of group index g (the manifest's cache_groups order).
+struct SequenceBlocks {
+  std::vector<std::vector<uint32_t>> slots;
+};
+
+class ModelKvCache {
+ public:
+  virtual ~ModelKvCache() = default;
+  virtual const CacheLayoutManifest& layout() const = 0;
+  virtual uint32_t slot_count() const = 0;  // slots per group pool [blocks]
+  // The view of one model layer; its bytes are writable by this process for
+  // as long as the cache lives (the model stores K/V rows through it).
+  virtual const executor::PagedKvView& layer_view(uint32_t model_layer) const = 0;
+  // Mutable base pointers of the same view (K, V) for the model's stores.
+  virtual std::byte* writable_k(uint32_t model_layer) = 0;
+  virtual std::byte* writable_v(uint32_t model_layer) = 0;
+  // One token row of group index g in canonical order (B_row,g bytes).
+  // Errors: unknown_group, coordinate_out_of_range ("slot", "row").
+  virtual Status read_canonical_row(uint32_t group_index, uint32_t slot, uint32_t row,
+                                    std::span<uint8_t> out) const = 0;
+};
+
+// Process-private pools, one per cache group, with the group's declared axis
+// order and dtypes (so a row's bytes equal the shared pool's bytes).
+class LocalModelKvCache final : public ModelKvCache {
+ public:
+  // Errors: invalid_argument for zero slots; the layout's own validation errors.
+  static Result<std::unique_ptr<LocalModelKvCache>> create(const CacheLayoutManifest& layout, uint32_t slots);
+
+  const CacheLayoutManifest& layout() const override { return layout_; }
+  uint32_t slot_count() const override { return slots_; }
+  const executor::PagedKvView& layer_view(uint32_t model_layer) const override;
+  std::byte* writable_k(uint32_t model_layer) override;
+  std::byte* writable_v(uint32_t model_layer) override;
+  Status read_canonical_row(uint32_t group_index, uint32_t slot, uint32_t row,
+                            std::span<uint8_t> out) const override;
+
+  // Views point into the pools this object owns: neither copied nor moved.
+  LocalModelKvCache(const LocalModelKvCache&) = delete;
+  LocalModelKvCache& operator=(const LocalModelKvCache&) = delete;
+
+ private:
+  // One group's K and V tensors, laid out by tensor_geometry() over
+  // (layout, P_a, slots): the geometry a shm pool of the same group uses
+  // (shm/pool_geometry.hpp), so element offsets, and hence canonical rows,
+  // agree byte for byte.
+  struct GroupPool {
+    std::vector<std::byte> k, v;  // [bytes] elements * scalar bytes, zeroed
+  };
+  LocalModelKvCache(CacheLayoutManifest layout, uint32_t slots) : layout_(std::move(layout)), slots_(slots) {}
+
+  CacheLayoutManifest layout_;
+  uint32_t slots_ = 0;                       // per group pool [blocks]
+  std::vector<GroupPool> pools_;             // [group index]
+  std::vector<executor::PagedKvView> views_;  // [model layer]
+};
+
+}  // namespace kvrt::model

@@ -1,0 +1,128 @@
+#pragma once
+// The report of `kvrt run` (issue 8): what a person reads after a run. The
+// run driver fills a RunReport from its workers' results and the node's
+// statistics; this module turns it into the terminal summary, the `--json`
+// object, and a report directory (report.json, report.md and SVG plots that
+// report.md embeds). Pure data in, files out: no actors, no processes.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "services/common/result.hpp"
+
+namespace kvrt::report {
+
+// Byte ledgers of spec 0x02 at one moment [bytes].
+struct MemoryLedger {
+  uint64_t rectangular_bytes = 0;      // every live request reserved at T_max (the baseline)
+  uint64_t request_view_bytes = 0;     // sum over live requests of their blocks x P_a x B_row
+  uint64_t unique_physical_bytes = 0;  // distinct referenced blocks x P_a x B_row
+  uint64_t pool_bytes = 0;             // provisioned pools
+  uint64_t metadata_bytes = 0;         // block tables, descriptors, index entries
+};
+
+// One sample of the node while the run goes on.
+struct UtilisationSample {
+  double t_s = 0;                 // since the workers started [s]
+  uint64_t used_blocks = 0;       // live + in-transaction, summed over groups [blocks]
+  uint64_t evictable_blocks = 0;  // cached, unreferenced [blocks]
+  uint64_t capacity_blocks = 0;   // summed over groups [blocks]
+  uint64_t live_requests = 0;
+  MemoryLedger ledger;
+};
+
+struct OwnerLatency {
+  std::string owner;               // "allocator", "prefix_index", "authorization", ...
+  std::vector<double> samples_us;  // receipt latency seen by workers, one per call [us]
+};
+
+// One row of `--compare`: the same workload under one reuse mode.
+struct ComparisonRow {
+  std::string mode;                      // "no_reuse", "hash_chain", "radix", "radix_shared_prefix", "rectangular"
+  uint64_t prefill_rows_computed = 0;    // [rows]
+  uint64_t decode_kv_bytes_read = 0;     // [bytes]
+  uint64_t peak_pool_bytes = 0;          // [bytes]
+  double wall_s = 0;                     // [s]
+  bool exact = false;
+};
+
+struct WorkerRow {
+  std::string name;
+  uint64_t requests = 0;
+  uint64_t prefill_rows_computed = 0;
+  uint64_t prefill_rows_reused = 0;
+  uint64_t decode_tokens = 0;
+  double wall_s = 0;
+};
+
+struct RunReport {
+  // What ran.
+  std::string workload_name;
+  std::string workload_origin;
+  std::string layout_id;
+  std::string started_at;          // ISO 8601, UTC
+  uint32_t workers = 0;
+  double wall_s = 0;               // workers started .. last worker done [s]
+
+  // Work.
+  uint64_t requests = 0;
+  uint64_t tokens_requested = 0;         // prompt + generated, every request [tokens]
+  uint64_t prompt_tokens = 0;            // [tokens]
+  uint64_t decode_tokens = 0;            // generated [tokens]
+  uint64_t prefill_rows_computed = 0;    // prompt rows the model computed [rows]
+  uint64_t prefill_rows_reused = 0;      // prompt rows read from the cache instead [rows]
+  uint64_t prefill_rows_forked = 0;      // prompt rows of fork branches, shared by reference (0x05C) [rows]
+  uint64_t reused_by_hash_chain = 0;     // of which found by the hash-chain index [rows]
+  uint64_t reused_by_radix = 0;          // of which found by the radix tree [rows]
+  uint64_t shared_prefix_rows_read_once = 0;     // shared-prefix execution: rows read once per batch [rows]
+  uint64_t shared_prefix_rows_per_request = 0;   // the same rows had each request read them [rows]
+
+  // Reuse funnel (0x0CF): stage counts in funnel order, then rejection buckets.
+  std::vector<std::pair<std::string, uint64_t>> funnel_stages;
+  std::vector<std::pair<std::string, uint64_t>> rejection_buckets;
+
+  // Memory (0x02).
+  MemoryLedger peak_ledger;              // at the sample of peak used blocks
+  double pool_utilisation = 0;           // peak used / capacity, in [0, 1]
+  std::vector<UtilisationSample> timeline;
+
+  std::vector<OwnerLatency> latencies;
+  std::vector<WorkerRow> worker_rows;
+
+  // Exactness verdict.
+  bool exact = false;
+  uint64_t requests_verified = 0;        // compared with a no-reuse, no-sharing run
+  uint64_t token_mismatches = 0;         // requests whose generated tokens differ
+  uint64_t reused_rows_checked = 0;      // reused K/V rows compared bitwise
+  uint64_t reused_row_mismatches = 0;
+  std::string first_mismatch;            // empty when exact
+
+  // Node after shutdown.
+  int64_t leaked_blocks = 0;
+  int64_t refcount_delta = 0;
+  bool validate_ok = false;
+  uint64_t operation_errors = 0;
+
+  std::vector<ComparisonRow> comparison;  // empty unless --compare
+  std::string trace_path;                  // empty unless --trace
+};
+
+// Percentile of samples by nearest rank (p in [0, 100]); 0 for no samples.
+double percentile(std::vector<double> samples, double p);
+
+// The `--json` object: every field above except the raw timeline and
+// samples, with at least exact, leaked_blocks, prefill_rows_computed,
+// prefill_rows_reused, pool_utilisation, requests, workers (issue 8).
+nlohmann::json summary_json(const RunReport& report);
+// The terminal summary (plain text, about 30 lines).
+std::string summary_text(const RunReport& report);
+// Writes report.json (summary_json plus timeline and latency percentiles),
+// report.md (readable Markdown embedding the plots), utilisation.svg,
+// funnel.svg and latency.svg into `dir` (created if missing). Errors:
+// io naming the file.
+Status write_report(const RunReport& report, const std::string& dir);
+
+}  // namespace kvrt::report

@@ -1,0 +1,88 @@
+#pragma once
+// Workloads of `kvrt run` (issue 8; config/workloads/*.toml): the request
+// shapes a serving node sees, each with sizes and seeds, expanded into a
+// deterministic list of jobs that the run's workers replay as engine loops.
+//
+//   chat           multi-turn conversations over shared system prompts: turn
+//                  k's prompt is the system prompt, every earlier user turn
+//                  and generated answer, and user turn k (radix / hash-chain
+//                  reuse of the whole history);
+//   few_shot       many questions behind one shared few-shot prefix;
+//   fork           parallel sampling / beam-style forks: one prompt, B
+//                  branches forked copy-on-write after the prefill (0x05C);
+//   long_document  many questions over one long document: the shared-prefix
+//                  execution workload (0x0B);
+// and tenants: every job names the namespace ("deployment/tenant") it runs
+// in, so identical prompts of different tenants never share K/V (0x0CE).
+//
+// Token ids are drawn in [0, vocab) from the workload seed only: the same
+// file always expands to the same jobs, whatever the worker count.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "services/common/ids.hpp"
+#include "services/common/result.hpp"
+
+namespace kvrt::workload {
+
+enum class JobKind : uint8_t { chat = 0, few_shot = 1, fork = 2, long_document = 3 };
+std::string_view to_string(JobKind k);
+
+struct TenantSpec {
+  std::string namespace_name;              // "deployment/tenant"
+  std::optional<std::string> salt;         // absent: the node draws one
+  std::string publication_policy = "tenant_shared";
+};
+
+struct Turn {
+  std::vector<TokenId> user_tokens;  // appended after the history [tokens]
+  uint32_t decode_tokens = 0;        // generated after this turn's prompt [tokens]
+};
+
+struct Job {
+  uint64_t id = 0;                   // dense, 0..jobs-1, in generation order
+  JobKind kind = JobKind::chat;
+  std::string namespace_name;
+  uint32_t shared_prefix_id = 0;     // which system prompt / few-shot prefix / document (per kind)
+  std::vector<TokenId> prefix;       // the shared part [tokens]
+  // chat: turns of one conversation, in order (history carries over);
+  // few_shot / long_document: independent questions, each one request over
+  //   `prefix` (a long_document job's questions are meant to run together);
+  // fork: exactly one turn, run as `branches` forked requests.
+  std::vector<Turn> turns;
+  uint32_t branches = 1;             // fork only [requests]
+};
+
+struct Workload {
+  std::string name;
+  std::string origin;                // the file it came from
+  uint64_t seed = 0;
+  uint32_t vocab = 0;                // [tokens]; must equal the model's vocab
+  std::vector<TenantSpec> tenants;
+  std::vector<Job> jobs;
+
+  // Requests the jobs make: chat turns, questions, fork branches [requests].
+  uint64_t request_count() const;
+  // Prompt plus generated tokens over every request [tokens].
+  uint64_t requested_tokens() const;
+  // The longest context any request reaches (prompt + decode) [tokens]: the
+  // T_max of the rectangular reservation baseline (0x02).
+  uint32_t max_context_tokens() const;
+};
+
+// Parses a workload file. Every error names the file, line and field
+// (config_parse / config_field): unknown keys, sizes out of
+// range (the ranges are documented in config/workloads/default-mix.toml), a
+// job naming an undeclared tenant, a [min, max] pair with min > max, an empty
+// workload. Nothing is generated on error.
+Result<Workload> load_workload(const std::string& path);
+Result<Workload> parse_workload(std::string_view text, const std::string& origin);
+
+// Jobs of worker w of n (w < n): job i goes to worker i mod n, except that a
+// fork or long_document job stays whole on one worker. Deterministic.
+std::vector<const Job*> jobs_for_worker(const Workload& workload, uint32_t worker, uint32_t workers);
+
+}  // namespace kvrt::workload
