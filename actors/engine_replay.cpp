@@ -1,6 +1,9 @@
 // The no-reuse replay of one served request (issue 8): see engine_replay.hpp.
 #include "actors/engine_replay.hpp"
 
+#include <algorithm>
+#include "services/model/kv_row_compare.hpp"
+
 #include <cstring>
 #include <vector>
 
@@ -13,7 +16,8 @@ Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, m
   const uint32_t groups = static_cast<uint32_t>(layout.cache_groups.size());
   if (request.blocks == nullptr || request.generated == 0 || request.prompt_tokens == 0 ||
       request.tokens.size() != uint64_t{request.prompt_tokens} + request.generated ||
-      request.cached_rows > request.tokens.size() || request.reused_rows > request.cached_rows)
+      request.cached_rows > request.tokens.size() || request.reused_rows > request.cached_rows ||
+      request.exact_rows > request.cached_rows)
     return make_error(ErrorCode::invalid_argument, "replayed request has inconsistent token counts", "request");
   const uint32_t needed_blocks = static_cast<uint32_t>((request.tokens.size() + P - 1) / P);
   if (needed_blocks > replay_cache.slot_count())
@@ -67,12 +71,25 @@ Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, m
                           "blocks");
       KVRT_TRY(shared.read_canonical_row(g, request.blocks->slots[g][j], t % P, served[g]));
       KVRT_TRY(replay_cache.read_canonical_row(g, blocks.slots[g][j], t % P, again[g]));
-      if (equal && std::memcmp(served[g].data(), again[g].data(), served[g].size()) != 0) {
-        equal = false;
-        differing_group = g;
+      if (t < request.exact_rows) {
+        if (equal && std::memcmp(served[g].data(), again[g].data(), served[g].size()) != 0) {
+          equal = false;
+          differing_group = g;
+        }
+      } else {
+        // A shared-prefix decode row: within the bound, not bitwise.
+        auto d_result = model::canonical_row_difference(layout, g, served[g], again[g]);
+        if (!d_result.ok()) return d_result.error();
+        const double d = std::move(d_result).value();
+        verdict.bounded_row_max_difference = std::max(verdict.bounded_row_max_difference, d);
+        if (equal && !(d <= kSharedPrefixRowBound)) {
+          equal = false;
+          differing_group = g;
+        }
       }
     }
     const bool reused = t < request.reused_rows;
+    verdict.bounded_rows_checked += t >= request.exact_rows;
     ++verdict.rows_checked;
     verdict.reused_rows_checked += reused;
     if (!equal) {
@@ -80,8 +97,9 @@ Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, m
       verdict.reused_row_mismatches += reused;
       if (verdict.first_mismatch.empty())
         verdict.first_mismatch = std::string(reused ? "reused" : "computed") + " row " + std::to_string(t) +
-                                 " differs from the no-reuse replay (first in group " +
-                                 std::to_string(differing_group) + ")";
+                                 (t < request.exact_rows ? " differs from the no-reuse replay"
+                                                         : " (shared-prefix decode) exceeds the bound against the replay") +
+                                 " (first in group " + std::to_string(differing_group) + ")";
     }
   }
   return verdict;

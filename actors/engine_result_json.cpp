@@ -11,7 +11,8 @@ namespace {
 
 #define KVRT_ENGINE_COUNTERS(X)                                                                                  \
   X(requests) X(requests_total) X(prompt_tokens) X(decode_tokens) X(prefill_rows_computed) X(prefill_rows_reused) X(prefill_rows_forked) \
-  X(decode_rows_computed) X(decode_kv_bytes_read) X(forked_requests) X(copy_on_write_rows) X(requests_verified)  \
+  X(decode_rows_computed) X(decode_kv_bytes_read) X(forked_requests) X(copy_on_write_rows) X(shared_prefix_batches) \
+  X(shared_prefix_rows_read_once) X(shared_prefix_rows_per_request) X(bounded_rows_checked) X(requests_verified)  \
   X(token_mismatches) X(rows_checked) X(reused_rows_checked) X(row_mismatches) X(reused_row_mismatches)          \
   X(out_of_capacity_retries) X(operation_errors)
 
@@ -30,6 +31,7 @@ std::string engine_result_to_json(const EngineResult& r) {
   j["allocator_us"] = r.allocator_us;
   j["prefix_us"] = r.prefix_us;
   j["authorize_us"] = r.authorize_us;
+  j["bounded_row_max_difference"] = r.bounded_row_max_difference;
   j["wall_s"] = r.wall_s;
   return j.dump();
 }
@@ -63,6 +65,7 @@ Result<EngineResult> engine_result_from_json(const std::string& text, const std:
   read("allocator_us", r.allocator_us);
   read("prefix_us", r.prefix_us);
   read("authorize_us", r.authorize_us);
+  read("bounded_row_max_difference", r.bounded_row_max_difference);
   read("wall_s", r.wall_s);
   if (!missing.empty())
     return make_error(ErrorCode::config_field, origin + ": missing or mistyped field " + missing, missing);

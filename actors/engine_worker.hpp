@@ -50,6 +50,7 @@ struct EngineOptions {
   uint32_t in_flight = 8;      // requests batched per iteration [requests]
   bool reuse = true;           // false: no lookups and no publication (the no-reuse baseline)
   bool verify = true;          // replay every request without reuse and compare
+  bool shared_prefix = true;   // decode requests that share physical prefix blocks together (0x0BC)
   std::function<void(const EngineProgress&)> on_progress;
   ChromeTraceRecorder* trace = nullptr;
 };
@@ -67,6 +68,9 @@ struct EngineResult {
   uint64_t decode_kv_bytes_read = 0;      // K+V bytes the decode attention read [bytes]
   uint64_t forked_requests = 0;           // branches created by ForkOp [requests]
   uint64_t copy_on_write_rows = 0;        // rows the allocator copied for divergent writes [rows]
+  uint64_t shared_prefix_batches = 0;     // decode steps run with shared-prefix execution [batches]
+  uint64_t shared_prefix_rows_read_once = 0;    // shared K/V token rows read once per batch [rows]
+  uint64_t shared_prefix_rows_per_request = 0;  // the same rows, had each request read them [rows]
   // Exactness.
   uint64_t requests_verified = 0;
   uint64_t token_mismatches = 0;
@@ -74,6 +78,10 @@ struct EngineResult {
   uint64_t reused_rows_checked = 0;       // of which reused [rows]
   uint64_t row_mismatches = 0;
   uint64_t reused_row_mismatches = 0;
+  // Decode rows computed with shared-prefix execution are compared within
+  // the bound of services/model/shared_prefix_decode.cpp, not bitwise.
+  uint64_t bounded_rows_checked = 0;      // [rows]
+  double bounded_row_max_difference = 0;  // largest canonical_row_difference seen
   std::string first_mismatch;
   // Health.
   uint64_t out_of_capacity_retries = 0;   // allocations or appends refused for capacity, retried

@@ -139,6 +139,7 @@ struct PassMode {
   std::string name;
   bool reuse = true;
   bool verify = true;
+  bool shared_prefix = true;
 };
 
 Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, const workload::Workload& workload,
@@ -175,6 +176,7 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
                                   "--result",    dir + "/" + name + ".json"};
     if (!mode.reuse) args.push_back("--no-reuse");
     if (!mode.verify) args.push_back("--no-verify");
+    if (!mode.shared_prefix) args.push_back("--no-shared-prefix");
     if (!options.trace_path.empty()) {
       args.push_back("--trace");
       args.push_back(dir + "/" + name + "-trace.json");
@@ -305,7 +307,7 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
   if (ec) return make_error(ErrorCode::io, "cannot create " + options.out_dir + ": " + ec.message(), "out");
 
   const std::string started_at = utc_timestamp("%Y-%m-%dT%H:%M:%SZ");
-  auto main_pass_result = run_pass(options, config, workload, layout, PassMode{"run", true, config.verify},
+  auto main_pass_result = run_pass(options, config, workload, layout, PassMode{"run", true, config.verify, true},
                                               options.out_dir + "/node");
   if (!main_pass_result.ok()) return main_pass_result.error();
   RunPass main_pass = std::move(main_pass_result).value();
@@ -319,7 +321,8 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
     // The same workload under each reuse mode, without the verification
     // replay so wall times compare serving alone.
     std::vector<RunPass> passes;
-    for (const PassMode& mode : {PassMode{"no_reuse", false, false}, PassMode{"hash_chain", true, false}}) {
+    for (const PassMode& mode : {PassMode{"no_reuse", false, false, false}, PassMode{"hash_chain", true, false, false},
+                                 PassMode{"hash_chain_shared_prefix", true, false, true}}) {
       auto pass_result = run_pass(options, config, workload, layout, mode,
                                              options.out_dir + "/compare-" + mode.name);
       if (!pass_result.ok()) return pass_result.error();

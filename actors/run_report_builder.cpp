@@ -85,10 +85,16 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     r.prefill_rows_computed += w.prefill_rows_computed;
     r.prefill_rows_reused += w.prefill_rows_reused;
     r.prefill_rows_forked += w.prefill_rows_forked;
+    r.shared_prefix_rows_read_once += w.shared_prefix_rows_read_once;
+    r.shared_prefix_rows_per_request += w.shared_prefix_rows_per_request;
+    r.bounded_rows_checked += w.bounded_rows_checked;
+    r.bounded_row_max_difference = std::max(r.bounded_row_max_difference, w.bounded_row_max_difference);
     r.requests_verified += w.requests_verified;
     r.token_mismatches += w.token_mismatches;
     r.reused_rows_checked += w.reused_rows_checked;
-    r.reused_row_mismatches += w.row_mismatches;  // any cached row that differs breaks exactness
+    r.reused_row_mismatches += w.reused_row_mismatches;
+    r.rows_checked += w.rows_checked;
+    r.row_mismatches += w.row_mismatches;
     r.operation_errors += w.operation_errors;
     if (r.first_mismatch.empty()) r.first_mismatch = w.first_mismatch;
     if (first_error.empty() && !w.first_error.empty()) first_error = w.worker + ": " + w.first_error;
@@ -166,9 +172,7 @@ std::vector<report::ComparisonRow> comparison_rows(const std::vector<RunPass>& p
       row.peak_pool_bytes = std::max(row.peak_pool_bytes, s.ledger.unique_physical_bytes);
       rectangular_peak = std::max(rectangular_peak, s.ledger.rectangular_bytes);
     }
-    // Compare passes skip the replay; "exact" here means every request was
-    // served without a typed error (the main pass carries the replay verdict).
-    row.exact = requests == workload.request_count() && errors == 0;
+    row.complete = requests == workload.request_count() && errors == 0;
     rows.push_back(row);
   }
   if (!rows.empty()) {

@@ -156,6 +156,15 @@ TEST_CASE("kvrt run: every request shape served exactly by a node and two worker
             s["prefill_rows_forked"].get<uint64_t>() ==
         s["prompt_tokens"].get<uint64_t>());
   CHECK(s["requests_verified"].get<uint64_t>() == w->request_count());
+  // Every cached row was compared; the questions over the document and the
+  // fork branches decoded with shared-prefix execution, which read the shared
+  // rows once per batch instead of once per request (0x0BC).
+  CHECK(s["row_mismatches"] == 0);
+  CHECK(s["rows_checked"].get<uint64_t>() >= s["prefill_rows_reused"].get<uint64_t>());
+  CHECK(s["bounded_rows_checked"].get<uint64_t>() > 0);
+  CHECK(s["bounded_row_max_difference"].get<double>() <= 1.0 / 512.0);
+  CHECK(s["shared_prefix_rows_read_once"].get<uint64_t>() > 0);
+  CHECK(s["shared_prefix_rows_per_request"].get<uint64_t>() >= 2 * s["shared_prefix_rows_read_once"].get<uint64_t>());
   CHECK(s["pool_utilisation"].get<double>() > 0.0);
   CHECK(s["pool_utilisation"].get<double>() <= 1.0);
 
@@ -180,4 +189,33 @@ TEST_CASE("kvrt run: a bad workload file names file, line and field, and starts 
   CHECK(log.find(":14") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(out + "/node"));
   CHECK_FALSE(std::filesystem::exists(out + "/report.md"));
+}
+
+TEST_CASE("kvrt run: under pool pressure refused allocations are retried and the run stays exact", "[run][process]") {
+  // 16 blocks per group for two workers with four requests in flight each:
+  // admissions and appends are refused for capacity and retried once other
+  // requests release (cached blocks are evicted on demand). Nothing is lost.
+  test::ScratchDir dir("run-pressure");
+  const std::string out = dir.file("report");
+  test::KvrtProcess run({"run", "--config", data("run-pressure.toml"), "--out", out, "--json", "--quiet"},
+                        dir.file("run.log"));
+  const int code = run.wait(std::chrono::seconds(240));
+  const std::string log = run.output();
+  INFO(log);
+  REQUIRE(code == 0);
+  const nlohmann::json s = json_line(log);
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  CHECK(s["exact"] == true);
+  CHECK(s["leaked_blocks"] == 0);
+  CHECK(s["requests"].get<uint64_t>() == w->request_count());
+  uint64_t retries = 0;
+  for (int i = 0; i < 2; ++i) {
+    Result<EngineResult> r =
+        engine_result_from_json(read_file(out + "/node/worker-" + std::to_string(i) + ".json"), "worker");
+    REQUIRE(r.ok());
+    retries += r->out_of_capacity_retries;
+    CHECK(r->operation_errors == 0);
+  }
+  CHECK(retries > 0);
 }

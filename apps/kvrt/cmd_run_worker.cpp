@@ -19,7 +19,7 @@ namespace {
 struct RunWorkerCli {
   std::string node, principal, config, workload, result, trace;
   uint32_t index = 0, workers = 1, in_flight = 8;
-  bool no_reuse = false, no_verify = false;
+  bool no_reuse = false, no_verify = false, no_shared_prefix = false;
 };
 
 int run_worker_process(const RunWorkerCli& cli) {
@@ -42,6 +42,7 @@ int run_worker_process(const RunWorkerCli& cli) {
   options.in_flight = cli.in_flight;
   options.reuse = !cli.no_reuse;
   options.verify = !cli.no_verify;
+  options.shared_prefix = !cli.no_shared_prefix;
   options.on_progress = [](const EngineProgress& p) {
     std::cout << "progress " << p.requests_done << " " << p.requests_total << " " << p.rows_computed << std::endl;
   };
@@ -75,6 +76,7 @@ SubcommandRegistration run_worker_command{"run-worker", [](CLI::App& parent) -> 
   sub->add_option("--trace", opts->trace, "write a Chrome trace-event JSON here");
   sub->add_flag("--no-reuse", opts->no_reuse, "no prefix lookups or publication (baseline)");
   sub->add_flag("--no-verify", opts->no_verify, "skip the no-reuse replay of every request");
+  sub->add_flag("--no-shared-prefix", opts->no_shared_prefix, "decode every request on its own (no 0x0BC batching)");
   return [opts] { return run_worker_process(*opts); };
 }};
 

@@ -72,10 +72,12 @@ constexpr uint64_t rows_scratch_elements(uint32_t window_rows, uint32_t v_dim) {
   return 4ull * window_rows + 4ull * v_dim;  // token-major scores of 4 rows, a padded group's outputs
 }
 
-// Rows rounded up to the tile kernel's column width (two vectors of T).
+// Rows rounded up to whole vectors of T (8 floats, 4 doubles): the tile
+// kernel takes columns two vectors at a time and an odd last vector alone, so
+// a few rows (decode's G per K/V head) pad to one vector, not two.
 template <class T>
 constexpr uint32_t tile_row_pad(uint32_t rows) {
-  constexpr uint32_t width = 2 * 32 / sizeof(T);
+  constexpr uint32_t width = 32 / sizeof(T);
   return (rows + width - 1) / width * width;
 }
 template <class T>

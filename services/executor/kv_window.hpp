@@ -3,8 +3,13 @@
 // runs named by (slot, first row, rows) become row pointers of element type T.
 // A run points straight into the pool when it can be read as T in place
 // (T = float, fp32 storage, contiguous lanes: the bandwidth-bound decode path
-// copies nothing); otherwise each row is widened into scratch owned by the
-// window (fp16/bf16 storage, strided lanes, or the binary64 reference mode).
+// copies nothing); otherwise the run is widened into scratch owned by the
+// window (fp16/bf16 storage, strided lanes, or the binary64 reference mode),
+// one widen_rows() call per run and tensor: a run is one kernel block's rows
+// of one head, P_k rows token_stride apart, so the conversion's vector loop
+// and dispatch are paid per block, not per row. Widening is exact, so a
+// window of fp16 rows holds the same binary32 values a window over fp32
+// storage of those values would point at.
 // One window per worker thread; append() never allocates after bind().
 #include <cstdint>
 #include <type_traits>
@@ -44,10 +49,9 @@ class KvWindow {
   // Appends rows [first_row, first_row + rows) of slot `slot`; rows <= room().
   void append(uint64_t slot, uint64_t first_row, uint32_t rows) {
     KVRT_ASSERT(rows <= room(), "KvWindow::append past capacity");
-    for (uint32_t i = 0; i < rows; ++i, ++n_) {
-      k_ptr_[n_] = row_of(view_->k, k_direct_, k_buf_, slot, first_row + i);
-      v_ptr_[n_] = row_of(view_->v, v_direct_, v_buf_, slot, first_row + i);
-    }
+    run_of(view_->k, k_direct_, k_buf_, k_ptr_, slot, first_row, rows);
+    run_of(view_->v, v_direct_, v_buf_, v_ptr_, slot, first_row, rows);
+    n_ += rows;
   }
   // Appends a run of any length, calling flush(rows()) whenever the window
   // fills and starting the next window at the following position.
@@ -74,12 +78,19 @@ class KvWindow {
   static bool direct(const KvTensorView& t) {
     return std::is_same_v<T, float> && t.dtype == ScalarType::fp32 && t.lane_stride == 1;
   }
-  const T* row_of(const KvTensorView& t, bool is_direct, std::vector<T>& buf, uint64_t slot, uint64_t row) {
-    const std::byte* src = t.row(slot, row, head_);
-    if (is_direct) return reinterpret_cast<const T*>(src);
+  // Row pointers [n_, n_ + rows) of one tensor for rows first_row.. of `slot`.
+  void run_of(const KvTensorView& t, bool is_direct, std::vector<T>& buf, std::vector<const T*>& ptr, uint64_t slot,
+              uint64_t first_row, uint32_t rows) {
+    const std::byte* src = t.row(slot, first_row, head_);
+    const uint64_t row_bytes = t.token_stride * t.scalar_bytes();
+    if (is_direct) {
+      for (uint32_t i = 0; i < rows; ++i) ptr[n_ + i] = reinterpret_cast<const T*>(src + i * row_bytes);
+      return;
+    }
     T* dst = buf.data() + uint64_t{n_} * t.head_dim;
-    widen_scalars(t.dtype, src, static_cast<std::ptrdiff_t>(t.lane_stride), t.head_dim, dst);
-    return dst;
+    widen_rows(t.dtype, src, static_cast<std::ptrdiff_t>(t.token_stride), static_cast<std::ptrdiff_t>(t.lane_stride),
+               rows, t.head_dim, dst);
+    for (uint32_t i = 0; i < rows; ++i) ptr[n_ + i] = dst + uint64_t{i} * t.head_dim;
   }
 
   const PagedKvView* view_ = nullptr;

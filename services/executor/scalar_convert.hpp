@@ -13,7 +13,13 @@
 // against the compiler's _Float16 conversions over every binary16 value and
 // bf16 against a brute-force nearest-neighbour search.
 //
-// The widening functions are branch-free so that loops over rows vectorise.
+// Widening runs eight lanes at a time with the same bit operations as the
+// scalar functions below (scalar_convert.cpp), so every lane gets the bits
+// fp16_to_float / bf16_to_float give it; F16C's vcvtph2ps is deliberately not
+// used: it quiets a signalling NaN (fp16 0x7c01 becomes 0x7fc02000, not
+// 0x7f802000), so its bits would depend on the host. The executor widens a
+// window's rows a whole run at a time (widen_rows): one call per block and
+// head instead of one per row.
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -92,6 +98,14 @@ Status check_storage_dtype(ScalarType dtype, const char* field);
 // Widens n scalars of a storage dtype, `stride` scalars apart, into dst.
 void widen_scalars(ScalarType dtype, const void* src, std::ptrdiff_t stride, std::size_t n, float* dst);
 void widen_scalars(ScalarType dtype, const void* src, std::ptrdiff_t stride, std::size_t n, double* dst);
+// Widens `rows` rows of `lanes` scalars into dst[rows][lanes] (contiguous):
+// row i starts `row_stride` scalars after row i - 1, its lanes are
+// `lane_stride` scalars apart. Rows that follow each other in memory
+// (row_stride = lanes, lane_stride = 1) are widened as one run.
+void widen_rows(ScalarType dtype, const void* src, std::ptrdiff_t row_stride, std::ptrdiff_t lane_stride,
+                std::size_t rows, std::size_t lanes, float* dst);
+void widen_rows(ScalarType dtype, const void* src, std::ptrdiff_t row_stride, std::ptrdiff_t lane_stride,
+                std::size_t rows, std::size_t lanes, double* dst);
 // Narrows n binary32 values into contiguous storage of `dtype` (RNE).
 void narrow_scalars(ScalarType dtype, const float* src, std::size_t n, void* dst);
 // One scalar of storage, widened exactly (reference paths).

@@ -94,7 +94,8 @@ class ReferenceModel {
   // chunk's table holds the SAME slots for logical blocks
   // [0, shared_rows / P_a) in every group. Per layer, one ExecutionSnapshot
   // (one shared chunk of rows [0, shared_rows) covering every sequence, one
-  // private chunk per sequence of rows [shared_rows, context)) runs through
+  // private chunk per sequence of rows [shared_rows, context); the layers of
+  // a cache group share one, built from its tables) runs through
   // executor::hydragen_attention, so the shared K/V is read once for the
   // batch. Writes the new K/V rows like forward() and returns each chunk's
   // logits. Not bitwise equal to forward(): the LSE merge rounds differently

@@ -63,7 +63,7 @@ json comparison_json(const RunReport& r) {
                     {"decode_kv_bytes_read", row.decode_kv_bytes_read},
                     {"peak_pool_bytes", row.peak_pool_bytes},
                     {"wall_s", row.wall_s},
-                    {"exact", row.exact},
+                    {"complete", row.complete},
                     {"ratios",
                      {{"prefill_rows_computed", optional_number(ratios.prefill_rows_computed)},
                       {"decode_kv_bytes_read", optional_number(ratios.decode_kv_bytes_read)},
@@ -134,6 +134,10 @@ nlohmann::json summary_json(const RunReport& r) {
   j["token_mismatches"] = r.token_mismatches;
   j["reused_rows_checked"] = r.reused_rows_checked;
   j["reused_row_mismatches"] = r.reused_row_mismatches;
+  j["rows_checked"] = r.rows_checked;
+  j["row_mismatches"] = r.row_mismatches;
+  j["bounded_rows_checked"] = r.bounded_rows_checked;
+  j["bounded_row_max_difference"] = r.bounded_row_max_difference;
   j["first_mismatch"] = sanitize_utf8(r.first_mismatch);
   j["leaked_blocks"] = r.leaked_blocks;
   j["refcount_delta"] = r.refcount_delta;

@@ -46,7 +46,10 @@ struct ComparisonRow {
   uint64_t decode_kv_bytes_read = 0;     // [bytes]
   uint64_t peak_pool_bytes = 0;          // [bytes]
   double wall_s = 0;                     // [s]
-  bool exact = false;
+  // Every request served without a typed error. Compare passes skip the
+  // no-reuse replay (wall times compare serving alone); the main pass
+  // carries the exactness verdict.
+  bool complete = false;
 };
 
 struct WorkerRow {
@@ -98,6 +101,10 @@ struct RunReport {
   uint64_t token_mismatches = 0;         // requests whose generated tokens differ
   uint64_t reused_rows_checked = 0;      // reused K/V rows compared bitwise
   uint64_t reused_row_mismatches = 0;
+  uint64_t rows_checked = 0;             // every cached row of every request, reused or computed [rows]
+  uint64_t row_mismatches = 0;           // of those, rows that differ (bitwise, or past the bound below)
+  uint64_t bounded_rows_checked = 0;     // shared-prefix decode rows, compared within a bound [rows]
+  double bounded_row_max_difference = 0; // largest relative difference among them
   std::string first_mismatch;            // empty when exact
 
   // Node after shutdown.
