@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <chrono>
 #include <cstring>
 #include <ctime>
@@ -30,6 +31,28 @@ namespace kvrt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// SIGINT/SIGTERM during a run: the driver stops its workers and shuts the
+// node down through its destructors (segments removed) instead of dying with
+// the pools still in /dev/shm.
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void note_interrupt(int) { g_interrupted = 1; }
+
+struct InterruptGuard {
+  struct sigaction old_int {}, old_term {};
+  InterruptGuard() {
+    g_interrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = note_interrupt;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, &old_int);
+    ::sigaction(SIGTERM, &sa, &old_term);
+  }
+  ~InterruptGuard() {
+    ::sigaction(SIGINT, &old_int, nullptr);
+    ::sigaction(SIGTERM, &old_term, nullptr);
+  }
+};
 
 Status write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path);
@@ -83,6 +106,8 @@ Result<WorkerProcess> spawn_worker(const std::string& binary, const std::vector<
     return make_error(ErrorCode::run_worker_failed, "cannot start " + binary + " for " + name + ": " +
                       std::strerror(rc), "worker_binary");
   }
+  // Only our end reads without blocking; the worker's stdout stays blocking.
+  ::fcntl(out[0], F_SETFL, ::fcntl(out[0], F_GETFL) | O_NONBLOCK);
   WorkerProcess w;
   w.name = name;
   w.pid = pid;
@@ -193,6 +218,8 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
   Clock::time_point next_sample = Clock::now();
   const auto period = std::chrono::milliseconds(config.sample_interval_ms);
   while (std::any_of(workers.begin(), workers.end(), [](const WorkerProcess& w) { return !w.exited; })) {
+    if (g_interrupted)
+      return make_error(ErrorCode::run_interrupted, "interrupted: workers stopped, node shut down", mode.name);
     std::vector<pollfd> fds;
     for (const WorkerProcess& w : workers)
       if (w.stdout_fd >= 0) fds.push_back(pollfd{w.stdout_fd, POLLIN, 0});
@@ -201,11 +228,7 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
     if (!fds.empty()) ::poll(fds.data(), fds.size(), wait_ms);
     else ::usleep(static_cast<useconds_t>(wait_ms) * 1000);
     for (WorkerProcess& w : workers) {
-      if (w.stdout_fd >= 0) {
-        const int flags = ::fcntl(w.stdout_fd, F_GETFL);
-        ::fcntl(w.stdout_fd, F_SETFL, flags | O_NONBLOCK);
-        consume_output(w);
-      }
+      if (w.stdout_fd >= 0) consume_output(w);
       if (!w.exited && ::waitpid(w.pid, &w.status, WNOHANG) == w.pid) w.exited = true;
     }
     if (Clock::now() >= next_sample) {
@@ -281,6 +304,7 @@ std::string utc_timestamp(const char* format) {
 }  // namespace
 
 Result<report::RunReport> run_workload(const RunOptions& options) {
+  const InterruptGuard interrupts;
   // Everything is loaded and checked before anything starts.
   auto config_result = load_run_config(options.config_path);
   if (!config_result.ok()) return config_result.error();

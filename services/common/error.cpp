@@ -88,6 +88,7 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::telemetry_counter_regression: return "telemetry_counter_regression";
     case ErrorCode::run_stalled: return "run_stalled";
     case ErrorCode::run_worker_failed: return "run_worker_failed";
+    case ErrorCode::run_interrupted: return "run_interrupted";
   }
   return "unknown_error_code";
 }

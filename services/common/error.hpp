@@ -129,6 +129,7 @@ enum class ErrorCode : uint16_t {
   // `kvrt run`, issue 8 (16xx): the node-and-workers composition.
   run_stalled = 1600,        // a worker made no progress: the pools cannot hold its requests
   run_worker_failed = 1601,  // a worker process exited with an error or was killed
+  run_interrupted = 1602,    // SIGINT/SIGTERM stopped the run (the node was shut down cleanly)
 };
 
 std::string_view to_string(ErrorCode code);
