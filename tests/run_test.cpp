@@ -219,3 +219,30 @@ TEST_CASE("kvrt run: under pool pressure refused allocations are retried and the
   }
   CHECK(retries > 0);
 }
+
+TEST_CASE("kvrt run: identical prompts in two namespaces never share K/V", "[run][process]") {
+  // Two tenants declare the same chat table, so their prompts are identical
+  // token for token. Served one request at a time by one worker (pools large
+  // enough that nothing is evicted), a tenant's reuse depends only on what it
+  // published itself: with isolation (0x0CE) the two-tenant run reuses
+  // exactly twice what the one-tenant run reuses. A cross-namespace hit would
+  // add the second tenant's first system prompt on top.
+  auto run = [&](const std::string& workload) {
+    test::ScratchDir dir("run-isolation");
+    test::KvrtProcess p({"run", "--config", data("run-serial.toml"), "--workload", data(workload), "--out",
+                         dir.file("report"), "--json", "--quiet"},
+                        dir.file("run.log"));
+    const int code = p.wait(std::chrono::seconds(120));
+    INFO(p.output());
+    REQUIRE(code == 0);
+    return json_line(p.output());
+  };
+  const nlohmann::json one = run("isolation-one-tenant.toml");
+  const nlohmann::json two = run("isolation-two-tenants.toml");
+  CHECK(one["exact"] == true);
+  CHECK(two["exact"] == true);
+  REQUIRE(one["prefill_rows_reused"].get<uint64_t>() > 0);
+  CHECK(two["requests"].get<uint64_t>() == 2 * one["requests"].get<uint64_t>());
+  CHECK(two["prefill_rows_reused"].get<uint64_t>() == 2 * one["prefill_rows_reused"].get<uint64_t>());
+  CHECK(two["prefill_rows_computed"].get<uint64_t>() == 2 * one["prefill_rows_computed"].get<uint64_t>());
+}
