@@ -74,10 +74,17 @@ Status EngineLoop::admit() {
   for (size_t i = 0; i < fresh.size(); ++i) {
     const auto* receipt = std::get_if<AllocationReceipt>(&allocated.outcomes[i]);
     if (receipt == nullptr) {
+      if (hits[i] == 0) {
+        // Refused without a hit: nothing stale to retry around. The request
+        // is not served; the run counts the error and the missing request.
+        note_error(std::get<Error>(allocated.outcomes[i]));
+        ++failed_requests_;
+        continue;
+      }
       // A hit block recycled between match and allocate: the allocator's
-      // generation fence refused the stale receipt (0x0CD step 5).
+      // generation fence refused the stale receipt (0x0CD step 5). Retried;
+      // after two such refusals without the hit.
       if (o_.reuse) funnel_.record(FunnelOutcome::rejected(RejectionReason::stale_candidate_generation));
-      if (hits[i] == 0) note_error(std::get<Error>(allocated.outcomes[i]));
       ++fresh[i].stale_retries;
       requeue.push_back(std::move(fresh[i]));
       continue;
