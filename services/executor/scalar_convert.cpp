@@ -38,8 +38,9 @@ typedef uint16_t Storage16 __attribute__((vector_size(16)));              // 8 x
 constexpr std::size_t kGroup = 8;                                         // lanes per vector step [scalars]
 
 // fp16_to_float on eight lanes: the same three candidates and the same
-// selection, so each lane's bits equal the scalar function's (the [convert]
-// tests compare all 65,536 patterns, NaN payloads included).
+// selection, so each lane's bits equal the scalar function's
+// (tests/executor_bitwise_test.cpp compares all 65,536 patterns, NaN
+// payloads included).
 KVRT_INLINE Vec<float> fp16_lanes_to_float(Storage16 h) {
   const ULanes32 x = __builtin_convertvector(h, ULanes32);
   const ULanes32 sign = (x & 0x8000u) << 16;
@@ -85,18 +86,6 @@ KVRT_INLINE void widen_row(const void* src, std::ptrdiff_t stride, std::size_t n
   }
 }
 
-// The order rows of a strided run are widened in: the two halves
-// interleaved (0, h, 1, h + 1, ... with h = ceil(rows / 2)), not 0, 1, 2, ...
-// Rows token_stride apart read in address order are a constant stride that
-// the host's hardware prefetchers extend past the run into memory nobody
-// reads (the next slot's rows of other blocks); on the development machine
-// that made bf16 decode at H_kv 8, d 128 (rows 2 KiB apart) 30% slower than
-// widening row by row, and this order removed it (docs/benchmarks.md,
-// attention). Every row is still widened exactly once, into its own place.
-KVRT_INLINE std::size_t row_in_visit_order(std::size_t i, std::size_t rows) {
-  return i % 2 == 0 ? i / 2 : (rows + 1) / 2 + i / 2;
-}
-
 template <ScalarType D>
 KVRT_INLINE void widen_rows_as(const void* src, std::ptrdiff_t row_stride, std::ptrdiff_t lane_stride, std::size_t rows,
                                std::size_t lanes, float* dst) {
@@ -106,10 +95,7 @@ KVRT_INLINE void widen_rows_as(const void* src, std::ptrdiff_t row_stride, std::
   }
   const std::byte* s = static_cast<const std::byte*>(src);
   const std::ptrdiff_t row_bytes = row_stride * (D == ScalarType::fp32 ? 4 : 2);
-  for (std::size_t visit = 0; visit < rows; ++visit) {
-    const std::size_t r = row_in_visit_order(visit, rows);
-    widen_row<D>(s + std::ptrdiff_t(r) * row_bytes, lane_stride, lanes, dst + r * lanes);
-  }
+  for (std::size_t r = 0; r < rows; ++r) widen_row<D>(s + std::ptrdiff_t(r) * row_bytes, lane_stride, lanes, dst + r * lanes);
 }
 
 // fp16 runs. Under x86-64-v3 (function multi-versioning, chosen at load
@@ -136,8 +122,7 @@ void widen_fp16_rows(const void* src, std::ptrdiff_t row_stride, std::ptrdiff_t 
     rows = 1;
   }
   const __m256i quiet_bit = _mm256_set1_epi32(0x00400000);  // binary32 fraction bit 22
-  for (std::size_t visit = 0; visit < rows; ++visit) {
-    const std::size_t r = row_in_visit_order(visit, rows);
+  for (std::size_t r = 0; r < rows; ++r) {
     const uint16_t* s = static_cast<const uint16_t*>(src) + std::ptrdiff_t(r) * row_stride;
     float* d = dst + r * lanes;
     std::size_t i = 0;
@@ -191,7 +176,18 @@ void widen_row_double(ScalarType dtype, const void* src, std::ptrdiff_t stride, 
 
 KVRT_SIMD_CLONES
 void widen_scalars(ScalarType dtype, const void* src, std::ptrdiff_t stride, std::size_t n, float* dst) {
-  widen_rows_float(dtype, src, std::ptrdiff_t(n) * stride, stride, 1, n, dst);
+  switch (dtype) {
+    case ScalarType::fp32:
+      return widen_row<ScalarType::fp32>(src, stride, n, dst);
+    case ScalarType::bf16:
+      return widen_row<ScalarType::bf16>(src, stride, n, dst);
+    case ScalarType::fp16:
+      return widen_fp16_rows(src, std::ptrdiff_t(n) * stride, stride, 1, n, dst);
+    case ScalarType::fp8_e4m3:
+    case ScalarType::int8:
+      break;
+  }
+  KVRT_ASSERT(false, "widen_scalars on an unchecked dtype " + std::string(to_string(dtype)));
 }
 
 void widen_scalars(ScalarType dtype, const void* src, std::ptrdiff_t stride, std::size_t n, double* dst) {
