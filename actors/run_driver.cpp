@@ -213,6 +213,18 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
     workers.push_back(std::move(p));
   }
 
+  // The workers' progress lines summed, for the caller's progress display.
+  auto report_progress = [&](double elapsed_s, bool finished) {
+    if (!options.on_progress) return;
+    RunProgress p{0, 0, 0, elapsed_s, mode.name, finished};
+    for (const WorkerProcess& w : workers) {
+      p.requests_done += w.done;
+      p.requests_total += w.total;
+      p.rows_computed += w.rows;
+    }
+    options.on_progress(p);
+  };
+
   // Follow the workers: progress lines as they come, node samples on a fixed
   // period, exits as they happen.
   Clock::time_point next_sample = Clock::now();
@@ -239,26 +251,10 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
             sample_from_stats(*s, layout, workload.max_context_tokens(),
                               std::chrono::duration<double>(Clock::now() - start).count()));
     }
-    if (options.on_progress) {
-      RunProgress p{0, 0, 0, std::chrono::duration<double>(Clock::now() - start).count(), mode.name};
-      for (const WorkerProcess& w : workers) {
-        p.requests_done += w.done;
-        p.requests_total += w.total;
-        p.rows_computed += w.rows;
-      }
-      options.on_progress(p);
-    }
+    report_progress(std::chrono::duration<double>(Clock::now() - start).count(), false);
   }
   pass.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-  if (options.on_progress) {
-    RunProgress p{0, 0, 0, pass.wall_s, mode.name, true};
-    for (const WorkerProcess& w : workers) {
-      p.requests_done += w.done;
-      p.requests_total += w.total;
-      p.rows_computed += w.rows;
-    }
-    options.on_progress(p);
-  }
+  report_progress(pass.wall_s, true);
   for (WorkerProcess& w : workers) {
     if (!WIFEXITED(w.status) || WEXITSTATUS(w.status) != 0) {
       const std::string how = WIFSIGNALED(w.status) ? "was killed by signal " + std::to_string(WTERMSIG(w.status))

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -38,6 +40,20 @@ nlohmann::json json_line(const std::string& log) {
     if (!line.empty() && line.front() == '{') return nlohmann::json::parse(line);
   FAIL("no JSON line in:\n" << log);
   return {};
+}
+
+// Runs `kvrt run --json --quiet` with `args`, requires exit 0 and returns the
+// summary object.
+nlohmann::json run_to_json(const std::vector<std::string>& args, const test::ScratchDir& dir) {
+  std::vector<std::string> all{"run"};
+  all.insert(all.end(), args.begin(), args.end());
+  all.insert(all.end(), {"--json", "--quiet"});
+  test::KvrtProcess run(all, dir.file("run.log"));
+  const int code = run.wait(std::chrono::seconds(240));
+  const std::string log = run.output();
+  INFO(log);
+  REQUIRE(code == 0);
+  return json_line(log);
 }
 
 }  // namespace
@@ -130,13 +146,7 @@ TEST_CASE("run: a worker's result survives the JSON exchange field for field", "
 TEST_CASE("kvrt run: every request shape served exactly by a node and two worker processes", "[run][process]") {
   test::ScratchDir dir("run");
   const std::string out = dir.file("report");
-  test::KvrtProcess run({"run", "--config", data("run-test.toml"), "--out", out, "--json", "--quiet"},
-                        dir.file("run.log"));
-  const int code = run.wait(std::chrono::seconds(240));
-  const std::string log = run.output();
-  INFO(log);
-  REQUIRE(code == 0);
-  const nlohmann::json s = json_line(log);
+  const nlohmann::json s = run_to_json({"--config", data("run-test.toml"), "--out", out}, dir);
 
   Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
   REQUIRE(w.ok());
@@ -197,13 +207,7 @@ TEST_CASE("kvrt run: under pool pressure refused allocations are retried and the
   // requests release (cached blocks are evicted on demand). Nothing is lost.
   test::ScratchDir dir("run-pressure");
   const std::string out = dir.file("report");
-  test::KvrtProcess run({"run", "--config", data("run-pressure.toml"), "--out", out, "--json", "--quiet"},
-                        dir.file("run.log"));
-  const int code = run.wait(std::chrono::seconds(240));
-  const std::string log = run.output();
-  INFO(log);
-  REQUIRE(code == 0);
-  const nlohmann::json s = json_line(log);
+  const nlohmann::json s = run_to_json({"--config", data("run-pressure.toml"), "--out", out}, dir);
   Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
   REQUIRE(w.ok());
   CHECK(s["exact"] == true);
@@ -229,13 +233,8 @@ TEST_CASE("kvrt run: identical prompts in two namespaces never share K/V", "[run
   // add the second tenant's first system prompt on top.
   auto run = [&](const std::string& workload) {
     test::ScratchDir dir("run-isolation");
-    test::KvrtProcess p({"run", "--config", data("run-serial.toml"), "--workload", data(workload), "--out",
-                         dir.file("report"), "--json", "--quiet"},
-                        dir.file("run.log"));
-    const int code = p.wait(std::chrono::seconds(120));
-    INFO(p.output());
-    REQUIRE(code == 0);
-    return json_line(p.output());
+    return run_to_json({"--config", data("run-serial.toml"), "--workload", data(workload), "--out", dir.file("report")},
+                       dir);
   };
   const nlohmann::json one = run("isolation-one-tenant.toml");
   const nlohmann::json two = run("isolation-two-tenants.toml");
