@@ -1,5 +1,7 @@
 // Linked instead of the CUDA backend when kvrt is configured without nvcc or
 // with -DKVRT_WITH_CUDA=OFF: every caller takes the CPU path.
+#include "gpu/cuda_attention.hpp"
+#include "gpu/cuda_ipc.hpp"
 #include "gpu/cuda_vmm_backing.hpp"
 #include "services/compute/compute_backend.hpp"
 
@@ -27,3 +29,49 @@ Result<std::unique_ptr<CudaPeerView>> map_cuda_peer_view(int, std::span<const in
 }
 
 }  // namespace kvrt
+
+// The attention kernels and CUDA IPC are absent too (gpu/cuda_attention.hpp,
+// gpu/cuda_ipc.hpp): every entry point reports why.
+namespace kvrt::gpu {
+
+namespace {
+Error absent() { return make_error(ErrorCode::io, probe_cuda_device().reason, "cuda"); }
+}  // namespace
+
+DeviceAttentionWorkspace::DeviceAttentionWorkspace() = default;
+DeviceAttentionWorkspace::~DeviceAttentionWorkspace() = default;
+Status DeviceAttentionWorkspace::reserve(uint64_t) { return absent(); }
+
+struct UploadedAttentionPlan::Impl {
+  DeviceAttentionReceipt receipt;
+};
+UploadedAttentionPlan::UploadedAttentionPlan() : impl_(std::make_unique<Impl>()) {}
+UploadedAttentionPlan::~UploadedAttentionPlan() = default;
+UploadedAttentionPlan::UploadedAttentionPlan(UploadedAttentionPlan&&) noexcept = default;
+UploadedAttentionPlan& UploadedAttentionPlan::operator=(UploadedAttentionPlan&&) noexcept = default;
+const DeviceAttentionReceipt& UploadedAttentionPlan::receipt() const { return impl_->receipt; }
+
+Result<UploadedAttentionPlan> upload_attention_plan(const DeviceKvLayer&, const executor::HeadMapping&,
+                                                    const executor::AttentionWorkPlan&, DeviceFloats, DeviceFloats,
+                                                    DeviceFloats, DeviceAttentionWorkspace&) {
+  return absent();
+}
+Status launch_attention_plan(const UploadedAttentionPlan&) { return absent(); }
+Result<DeviceAttentionReceipt> cuda_paged_decode(const DeviceKvLayer&, const executor::HeadMapping&,
+                                                 std::span<const executor::DecodeRequest>, DeviceFloats, DeviceFloats,
+                                                 DeviceFloats, const executor::WorkPlanOptions&,
+                                                 DeviceAttentionWorkspace&) {
+  return absent();
+}
+Result<DeviceAttentionReceipt> cuda_shared_prefix(const DeviceKvLayer&, const executor::ExecutionSnapshot&,
+                                                  const executor::SnapshotFence&, const executor::HeadMapping&,
+                                                  DeviceFloats, DeviceFloats, DeviceFloats,
+                                                  const executor::WorkPlanOptions&, DeviceAttentionWorkspace&) {
+  return absent();
+}
+
+Result<CudaIpcHandle> cuda_ipc_export(void*) { return absent(); }
+CudaIpcMapping::~CudaIpcMapping() = default;
+Result<std::unique_ptr<CudaIpcMapping>> cuda_ipc_import(const CudaIpcHandle&) { return absent(); }
+
+}  // namespace kvrt::gpu

@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 
 #include "cuda_runtime_shim.hpp"
 
 namespace {
 
-// One thread block per range; 16-byte vector copies when both ends are aligned.
+// One thread block per range; 16-byte vector copies when both ends are
+// aligned, four loads in flight per thread before their stores.
 __global__ void copy_ranges_kernel(uint8_t* base, const uint64_t* copies) {
   const uint64_t src = copies[3 * blockIdx.x + 0];
   const uint64_t dst = copies[3 * blockIdx.x + 1];
@@ -17,11 +19,26 @@ __global__ void copy_ranges_kernel(uint8_t* base, const uint64_t* copies) {
   if (((src | dst | bytes) & 15u) == 0) {
     const uint4* s = reinterpret_cast<const uint4*>(base + src);
     uint4* d = reinterpret_cast<uint4*>(base + dst);
-    for (uint64_t i = threadIdx.x; i < bytes / 16; i += blockDim.x) d[i] = s[i];
+    const uint64_t n = bytes / 16, step = blockDim.x;
+    for (uint64_t i = threadIdx.x; i < n; i += 4 * step) {
+      uint4 v[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (i + k * step < n) v[k] = s[i + k * step];
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (i + k * step < n) d[i + k * step] = v[k];
+    }
   } else {
     for (uint64_t i = threadIdx.x; i < bytes; i += blockDim.x) base[dst + i] = base[src + i];
   }
 }
+
+// The copy list's device staging, grown once and kept: a cudaMalloc/cudaFree
+// pair per call cost more than the copies of a typical COW batch.
+std::mutex staging_mutex;
+uint64_t* staging = nullptr;
+size_t staging_entries = 0;
 
 }  // namespace
 
@@ -55,16 +72,22 @@ int kvrt_cuda_memcpy_d2h(void* dst, const void* src, size_t bytes) {
 
 int kvrt_cuda_copy_ranges(void* base, const uint64_t* copies, size_t count) {
   if (count == 0) return 0;
-  uint64_t* dev_copies = nullptr;
-  cudaError_t rc = cudaMalloc(&dev_copies, count * 3 * sizeof(uint64_t));
-  if (rc != cudaSuccess) return static_cast<int>(rc);
-  rc = cudaMemcpy(dev_copies, copies, count * 3 * sizeof(uint64_t), cudaMemcpyHostToDevice);
+  std::lock_guard<std::mutex> lock(staging_mutex);
+  cudaError_t rc = cudaSuccess;
+  if (staging_entries < count * 3) {
+    if (staging != nullptr) cudaFree(staging);
+    staging = nullptr;
+    staging_entries = 0;
+    rc = cudaMalloc(&staging, count * 3 * sizeof(uint64_t));
+    if (rc != cudaSuccess) return static_cast<int>(rc);
+    staging_entries = count * 3;
+  }
+  rc = cudaMemcpy(staging, copies, count * 3 * sizeof(uint64_t), cudaMemcpyHostToDevice);
   if (rc == cudaSuccess) {
-    copy_ranges_kernel<<<static_cast<unsigned>(count), 256>>>(static_cast<uint8_t*>(base), dev_copies);
+    copy_ranges_kernel<<<static_cast<unsigned>(count), 256>>>(static_cast<uint8_t*>(base), staging);
     rc = cudaGetLastError();
     if (rc == cudaSuccess) rc = cudaDeviceSynchronize();
   }
-  cudaFree(dev_copies);
   return static_cast<int>(rc);
 }
 

@@ -10,59 +10,12 @@
 #include "services/executor/reference_attention.hpp"
 #include "services/executor/shared_prefix_workload.hpp"
 #include "tests/executor_fixture.hpp"
+#include "tests/shared_prefix_tree_fixture.hpp"
 
 namespace kvrt::test {
 namespace {
 
 using namespace kvrt::executor;
-
-// The 0x0BE four-sequence tree. Its numeric Q/K/V tables were lost from the
-// spec text; the structure (chunk sizes, coverage, paths, widths d_qk = 2,
-// d_v = 3, one head, sqrt(2) scale denominator) is rebuilt from the tree
-// diagram and the ledger, and the values are seeded uniform draws.
-//   C0_global       2 rows  covers [0,4)
-//   C1_left_shared  1 row   covers [0,2)   C3_private_S0 2 rows [0,1)   C4_private_S1 1 row [1,2)
-//   C2_right_shared 2 rows  covers [2,4)   C5_private_S2 1 row  [2,3)   C6_private_S3 1 row [3,4)
-// Storage: blocks of P_a = 2 rows, one chunk per block; a one-row chunk
-// leaves its block's second row uncommitted and NaN, so reading it would
-// poison the result.
-struct FourSequenceTree {
-  PlainPool pool{PlainPoolShape{7, 2, 1, 2, 3, ScalarType::fp32, ScalarType::fp32}};
-  ExecutionSnapshot snapshot;
-
-  FourSequenceTree() {
-    std::mt19937_64 rng(0x0BE);
-    struct Spec {
-      const char* name;
-      uint32_t position, rows;
-    };
-    const Spec specs[] = {{"C0_global", 0, 2},     {"C1_left_shared", 2, 1}, {"C2_right_shared", 2, 2},
-                          {"C3_private_S0", 3, 2}, {"C4_private_S1", 3, 1},  {"C5_private_S2", 4, 1},
-                          {"C6_private_S3", 4, 1}};
-    for (uint32_t c = 0; c < 7; ++c) {
-      pool.fill_block(c, specs[c].rows, rng);
-      SnapshotChunk chunk;
-      chunk.name = specs[c].name;
-      chunk.identity = sha256(std::string(specs[c].name));
-      chunk.first_position = specs[c].position;
-      chunk.runs.push_back(KvRowRun{c, 0, specs[c].rows, specs[c].rows});
-      snapshot.chunks.push_back(chunk);
-    }
-    const std::vector<std::vector<uint32_t>> paths{{0, 1, 3}, {0, 1, 4}, {0, 2, 5}, {0, 2, 6}};
-    for (uint32_t q = 0; q < 4; ++q) {
-      SnapshotSequence seq;
-      seq.request = RequestId{100 + q};
-      seq.table_version = TableVersion{1};
-      seq.path = paths[q];
-      for (uint32_t c : seq.path) seq.context_tokens += snapshot.chunks[c].tokens();
-      snapshot.sequences.push_back(seq);
-    }
-    snapshot.tree_version = 9;
-    snapshot.tree_state_digest = sha256(std::string("loop9-fixture-tree"));
-    snapshot.contract = ExecutionContract{HeadMapping{1, 1}, 2, 3, ScalarType::fp32, ScalarType::fp32, 1};
-    REQUIRE(snapshot.assign_coverage().ok());
-  }
-};
 
 template <class T>
 std::vector<T> run_schedule(bool hydragen, const PagedKvView& view, const ExecutionSnapshot& s,
