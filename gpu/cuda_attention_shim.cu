@@ -100,33 +100,27 @@ __device__ __forceinline__ uint64_t search_row(const PlanRowRun* runs, uint32_t 
   return uint64_t{r.slot} * L.slot_stride + uint64_t{r.first_row + (key - r.key_begin)} * L.token_stride;
 }
 
-// Transpose-reduce, one step: N values per lane become N/2, each the sum of a
-// pair of lanes (offset N/2). After the steps 32..2, lane L holds the full
-// warp sum of value L: 31 shuffles for 32 sums instead of 32 x 5.
-template <int N>
-__device__ __forceinline__ void transpose_step(float (&v)[32], int lane) {
-  const bool upper = (lane & (N / 2)) != 0;
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) {
-    const float send = upper ? v[i] : v[i + N / 2];
-    const float keep = upper ? v[i + N / 2] : v[i];
-    v[i] = keep + __shfl_xor_sync(kFullMask, send, N / 2);
-  }
-}
-
 // ---------------------------------------------------------------------------
-// Sequence-first split-K decode. G query heads share K/V head blockIdx.y; a
-// warp takes groups of KPG = 32 / G consecutive keys (warp w: groups w, w+4,
-// ...), so one transpose-reduce yields all KPG x G scores of a group.
+// Sequence-first split-K decode. G query heads share K/V head blockIdx.y.
+// Each warp takes tiles of 32 keys (warp w: tiles w, w+4, ...):
+//   scores   lane j reads the whole K row of key j in 16-byte loads (all of
+//            them independent, so a warp has 32 rows in flight) and dots it
+//            with the G query rows, which sit in shared memory (broadcast);
+//   softmax  per head, warp-wide max and sum (the state is warp-uniform);
+//   P.V      lanes split d; the tile's V rows are read coalesced, 8 at a time.
 template <class S, int D, int G>
 __global__ void __launch_bounds__(kSequenceThreads) sequence_kernel(KvrtCudaKvLayer L, KvrtCudaPlan P,
                                                                      const float* __restrict__ queries,
                                                                      float* __restrict__ partial_o,
                                                                      float* __restrict__ partial_lse) {
-  constexpr int EPL = D / 32;  // lanes' elements per row
-  constexpr int KPG = 32 / G;  // keys per group
-  constexpr int VPF = KPG < 8 ? KPG : 8;  // V rows loaded early per group
+  constexpr int EPL = D / 32;                      // P.V: elements per lane
+  constexpr int VEC = 16 / static_cast<int>(sizeof(S));  // scores: elements per 16-byte load
+  constexpr int CHUNKS = D / VEC;                  // loads per K row
+  constexpr int BATCH = CHUNKS < 16 ? CHUNKS : 16;  // K loads issued together
   constexpr int kWarps = kSequenceThreads / 32;
+  __shared__ __align__(16) float q_s[G][D];
+  __shared__ uint64_t row_s[kWarps][32];
+  __shared__ float p_s[kWarps][32][G];
   __shared__ float warp_m[kWarps][G], warp_l[kWarps][G];
   __shared__ float warp_acc[kWarps][G][D];
 
@@ -134,112 +128,110 @@ __global__ void __launch_bounds__(kSequenceThreads) sequence_kernel(KvrtCudaKvLa
   const PlanChunk chunk = P.chunks[item.chunk];
   const uint32_t kvh = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const S* kbase = static_cast<const S*>(L.k) + uint64_t{kvh} * L.head_stride + lane * EPL;
-  const S* vbase = static_cast<const S*>(L.v) + uint64_t{kvh} * L.head_stride + lane * EPL;
-
-  float q[G][EPL];
-#pragma unroll
-  for (int g = 0; g < G; ++g)
-#pragma unroll
-    for (int i = 0; i < EPL; ++i)
-      q[g][i] = queries[(uint64_t{item.sequence} * L.q_heads + kvh * G + g) * D + lane * EPL + i] * L.scale;
+  for (int idx = threadIdx.x; idx < G * D; idx += kSequenceThreads)
+    q_s[idx / D][idx % D] = queries[(uint64_t{item.sequence} * L.q_heads + kvh * G) * D + idx] * L.scale;
+  __syncthreads();
+  const S* kbase = static_cast<const S*>(L.k) + uint64_t{kvh} * L.head_stride;
+  const S* vbase = static_cast<const S*>(L.v) + uint64_t{kvh} * L.head_stride;
 
   float acc[G][EPL];
 #pragma unroll
   for (int g = 0; g < G; ++g)
 #pragma unroll
     for (int i = 0; i < EPL; ++i) acc[g][i] = 0.f;
-  float m = -INFINITY, l = 0.f;  // this lane's head g = lane % G
+  float m[G], l[G];  // warp-uniform online-softmax state per head
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.f;
+  }
 
   const uint32_t run_end = chunk.run_begin + chunk.run_count;
+  const uint32_t tiles = (item.key_count + 31) / 32;
   // A partition starts deep inside a long chunk: search once, then walk.
-  uint32_t cursor = find_run(P.runs, chunk.run_begin, chunk.run_count, item.key_begin + warp * KPG);
-  const uint32_t groups = (item.key_count + KPG - 1) / KPG;
-  for (uint32_t gi = warp; gi < groups; gi += kWarps) {
-    // Lane j < KPG resolves key j of the group; the warp cursor only grows.
-    const uint32_t first = gi * KPG;
-    const uint32_t lane_key = first + (lane < KPG ? lane : KPG - 1);
+  uint32_t cursor = find_run(P.runs, chunk.run_begin, chunk.run_count, item.key_begin + warp * 32);
+  for (uint32_t ti = warp; ti < tiles; ti += kWarps) {
+    const uint32_t first = ti * 32;
+    const int valid = static_cast<int>(min(32u, item.key_count - first));
     uint32_t run = cursor;
-    const uint64_t my_row = lane_key < item.key_count
-                                ? walk_to_row(P.runs, run_end, run, item.key_begin + lane_key, L)
-                                : 0;
-    const uint32_t valid = min(static_cast<uint32_t>(KPG), item.key_count - first);  // keys of this group
+    const bool mine = lane < valid;
+    const uint64_t row = mine ? walk_to_row(P.runs, run_end, run, item.key_begin + first + lane, L) : 0;
     cursor = __shfl_sync(kFullMask, run, valid - 1);
+    row_s[warp][lane] = row;
 
-    // The first VPF V rows are loaded with the K rows, so both are in
-    // flight together instead of V waiting for the softmax.
-    RawRow<S, EPL> v_early[VPF];
+    float s[G];
 #pragma unroll
-    for (int j = 0; j < VPF; ++j) {
-      const uint64_t row = __shfl_sync(kFullMask, my_row, j);
-      if (j < valid) v_early[j] = __ldg(reinterpret_cast<const RawRow<S, EPL>*>(vbase + row));
-    }
-    float vals[32];
+    for (int g = 0; g < G; ++g) s[g] = 0.f;
+    if (mine) {
+      const RawRow<S, VEC>* krow = reinterpret_cast<const RawRow<S, VEC>*>(kbase + row);
 #pragma unroll
-    for (int j = 0; j < KPG; ++j) {
-      const uint64_t row = __shfl_sync(kFullMask, my_row, j);
-      if (j < valid) {
-        float k[EPL];
-        load_widened<S, EPL>(kbase + row, k);
+      for (int c0 = 0; c0 < CHUNKS; c0 += BATCH) {
+        RawRow<S, VEC> raw[BATCH];
 #pragma unroll
-        for (int g = 0; g < G; ++g) {
-          float s = 0.f;
+        for (int c = 0; c < BATCH; ++c) raw[c] = __ldg(krow + c0 + c);
 #pragma unroll
-          for (int i = 0; i < EPL; ++i) s = fmaf(q[g][i], k[i], s);
-          vals[j * G + g] = s;
+        for (int c = 0; c < BATCH; ++c) {
+          float k[VEC];
+          widen_raw<S, VEC>(raw[c], k);
+#pragma unroll
+          for (int g = 0; g < G; ++g)
+#pragma unroll
+            for (int e = 0; e < VEC; e += 4) {
+              const float4 q = *reinterpret_cast<const float4*>(&q_s[g][(c0 + c) * VEC + e]);
+              s[g] = fmaf(q.x, k[e], fmaf(q.y, k[e + 1], fmaf(q.z, k[e + 2], fmaf(q.w, k[e + 3], s[g]))));
+            }
         }
-      } else {
-#pragma unroll
-        for (int g = 0; g < G; ++g) vals[j * G + g] = 0.f;
       }
     }
-    transpose_step<32>(vals, lane);
-    transpose_step<16>(vals, lane);
-    transpose_step<8>(vals, lane);
-    transpose_step<4>(vals, lane);
-    transpose_step<2>(vals, lane);
-    // Lane L now holds the score of key j = L / G for head g = L % G.
-    const float s = (lane / G) < static_cast<int>(valid) ? vals[0] : -INFINITY;
-    float group_max = s;
-#pragma unroll
-    for (int o = G; o < 32; o <<= 1) group_max = fmaxf(group_max, __shfl_xor_sync(kFullMask, group_max, o));
-    const float m_new = fmaxf(m, group_max);  // finite: key 0 of the group is valid
-    const float p = s == -INFINITY ? 0.f : expf(s - m_new);
-    const float alpha = m == -INFINITY ? 0.f : expf(m - m_new);
-    float p_sum = p;
-#pragma unroll
-    for (int o = G; o < 32; o <<= 1) p_sum += __shfl_xor_sync(kFullMask, p_sum, o);
-    l = l * alpha + p_sum;
-    m = m_new;
 #pragma unroll
     for (int g = 0; g < G; ++g) {
-      const float a = __shfl_sync(kFullMask, alpha, g);
+      const float score = mine ? s[g] : -INFINITY;
+      float big = score;
 #pragma unroll
-      for (int i = 0; i < EPL; ++i) acc[g][i] *= a;
+      for (int o = 16; o > 0; o >>= 1) big = fmaxf(big, __shfl_xor_sync(kFullMask, big, o));
+      const float m_new = fmaxf(m[g], big);  // finite: key 0 of the tile is valid
+      const float p = mine ? expf(score - m_new) : 0.f;
+      float p_sum = p;
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) p_sum += __shfl_xor_sync(kFullMask, p_sum, o);
+      const float alpha = m[g] == -INFINITY ? 0.f : expf(m[g] - m_new);
+      l[g] = l[g] * alpha + p_sum;
+      m[g] = m_new;
+      p_s[warp][lane][g] = p;
+#pragma unroll
+      for (int i = 0; i < EPL; ++i) acc[g][i] *= alpha;
     }
+    __syncwarp();
+    for (int j0 = 0; j0 < valid; j0 += 8) {
+      RawRow<S, EPL> raw[8];
 #pragma unroll
-    for (int j = 0; j < KPG; ++j) {
-      const uint64_t row = __shfl_sync(kFullMask, my_row, j);
-      if (j < valid) {
+      for (int j = 0; j < 8; ++j)
+        if (j0 + j < valid)
+          raw[j] = __ldg(reinterpret_cast<const RawRow<S, EPL>*>(vbase + row_s[warp][j0 + j] + lane * EPL));
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        if (j0 + j >= valid) break;
         float v[EPL];
-        if (j < VPF) widen_raw<S, EPL>(v_early[j], v);
-        else load_widened<S, EPL>(vbase + row, v);
+        widen_raw<S, EPL>(raw[j], v);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
-          const float pj = __shfl_sync(kFullMask, p, j * G + g);
+          const float p = p_s[warp][j0 + j][g];
 #pragma unroll
-          for (int i = 0; i < EPL; ++i) acc[g][i] = fmaf(pj, v[i], acc[g][i]);
+          for (int i = 0; i < EPL; ++i) acc[g][i] = fmaf(p, v[i], acc[g][i]);
         }
       }
     }
+    __syncwarp();  // row_s and p_s are rewritten by the next tile
   }
 
   // Combine the four warps' states (a warp that saw no key keeps m = -inf
   // and is skipped by the branch below), normalise, write the partial.
-  if (lane < G) {
-    warp_m[warp][lane] = m;
-    warp_l[warp][lane] = l;
-  }
+  if (lane == 0)
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      warp_m[warp][g] = m[g];
+      warp_l[warp][g] = l[g];
+    }
 #pragma unroll
   for (int g = 0; g < G; ++g)
 #pragma unroll
@@ -256,9 +248,9 @@ __global__ void __launch_bounds__(kSequenceThreads) sequence_kernel(KvrtCudaKvLa
       denom = fmaf(warp_l[w][g], weight, denom);
       num = fmaf(warp_acc[w][g][x], weight, num);
     }
-    const uint64_t row = uint64_t{item.partial} * L.q_heads + kvh * G + g;
-    partial_o[row * D + x] = num / denom;
-    if (x == 0) partial_lse[row] = big + logf(denom);
+    const uint64_t out_row = uint64_t{item.partial} * L.q_heads + kvh * G + g;
+    partial_o[out_row * D + x] = num / denom;
+    if (x == 0) partial_lse[out_row] = big + logf(denom);
   }
 }
 
@@ -270,7 +262,7 @@ struct TileShared {
   static __host__ __device__ constexpr size_t bytes(int d) {
     return sizeof(float) * (size_t{kTileRows} * d + size_t{kTileKeys} * (d + kKeyPad) + size_t{kTileKeys} * d +
                             size_t{kTileRows} * (kTileKeys + 1) + 3 * kTileRows) +
-           sizeof(uint64_t) * kTileKeys;
+           sizeof(uint64_t) * 2 * kTileKeys;  // key rows, double-buffered
   }
 };
 
@@ -323,27 +315,53 @@ __global__ void __launch_bounds__(kTileThreads) tile_kernel(KvrtCudaKvLayer L, K
   constexpr int kVec = 16 / sizeof(S);  // elements per 16-byte load
   const S* kbase = static_cast<const S*>(L.k) + uint64_t{kvh} * L.head_stride;
   const S* vbase = static_cast<const S*>(L.v) + uint64_t{kvh} * L.head_stride;
-  for (uint32_t k0 = 0; k0 < item.key_count; k0 += kTileKeys) {
-    const int valid = static_cast<int>(min(static_cast<uint32_t>(kTileKeys), item.key_count - k0));
-    if (t < valid) key_row[t] = search_row(P.runs, chunk.run_begin, chunk.run_count, item.key_begin + k0 + t, L);
-    __syncthreads();
-    for (int idx = t; idx < kTileKeys * (D / kVec); idx += kTileThreads) {
-      const int j = idx / (D / kVec), x = (idx % (D / kVec)) * kVec;
-      float kx[kVec], vx[kVec];
-      if (j < valid) {
-        load_widened<S, kVec>(kbase + key_row[j] + x, kx);
-        load_widened<S, kVec>(vbase + key_row[j] + x, vx);
-      } else {
+  // The next tile's K/V rows are loaded into registers while this tile is
+  // computed (a one-deep software pipeline), so the block does not wait on
+  // device memory between tiles.
+  constexpr int kLoads = kTileKeys * (D / kVec) / kTileThreads;  // 16-byte loads of K (and of V) per thread
+  static_assert(kTileKeys * (D / kVec) % kTileThreads == 0, "a tile splits evenly over the threads");
+  RawRow<S, kVec> k_next[kLoads], v_next[kLoads];
+  auto resolve = [&](uint32_t k0, uint64_t* rows) {
+    if (t < static_cast<int>(min(static_cast<uint32_t>(kTileKeys), item.key_count - k0)))
+      rows[t] = search_row(P.runs, chunk.run_begin, chunk.run_count, item.key_begin + k0 + t, L);
+  };
+  auto fetch = [&](uint32_t k0, const uint64_t* rows) {
+    const int n = static_cast<int>(min(static_cast<uint32_t>(kTileKeys), item.key_count - k0));
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) kx[e] = vx[e] = 0.f;  // p = 0 there; never NaN x 0
+    for (int l = 0; l < kLoads; ++l) {
+      const int idx = t + l * kTileThreads, j = idx / (D / kVec), x = (idx % (D / kVec)) * kVec;
+      if (j < n) {
+        k_next[l] = __ldg(reinterpret_cast<const RawRow<S, kVec>*>(kbase + rows[j] + x));
+        v_next[l] = __ldg(reinterpret_cast<const RawRow<S, kVec>*>(vbase + rows[j] + x));
+      } else {
+        k_next[l] = RawRow<S, kVec>{};  // zero rows: p = 0 there, never NaN x 0
+        v_next[l] = RawRow<S, kVec>{};
       }
+    }
+  };
+  resolve(0, key_row);
+  __syncthreads();
+  fetch(0, key_row);
+  int buffer = 0;
+  for (uint32_t k0 = 0; k0 < item.key_count; k0 += kTileKeys, buffer ^= 1) {
+    const int valid = static_cast<int>(min(static_cast<uint32_t>(kTileKeys), item.key_count - k0));
+#pragma unroll
+    for (int l = 0; l < kLoads; ++l) {
+      const int idx = t + l * kTileThreads, j = idx / (D / kVec), x = (idx % (D / kVec)) * kVec;
+      float kx[kVec], vx[kVec];
+      widen_raw<S, kVec>(k_next[l], kx);
+      widen_raw<S, kVec>(v_next[l], vx);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
         ks[j * KS + x + e] = kx[e];
         vs[j * D + x + e] = vx[e];
       }
     }
+    const bool more = k0 + kTileKeys < item.key_count;
+    uint64_t* next_rows = key_row + (buffer ^ 1) * kTileKeys;
+    if (more) resolve(k0 + kTileKeys, next_rows);
     __syncthreads();
+    if (more) fetch(k0 + kTileKeys, next_rows);
 
     float sc[4][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll 4
