@@ -448,6 +448,9 @@ __global__ void __launch_bounds__(kTileThreads) tile_kernel(KvrtCudaKvLayer L, K
 }
 
 // ---------------------------------------------------------------------------
+#include "cuda_mma_tile.cuh"
+
+// ---------------------------------------------------------------------------
 // Exact merge (0x0BA): O = sum_p e^(LSE_p - M) O_p / sum_p e^(LSE_p - M),
 // LSE = M + log(sum_p e^(LSE_p - M)). One block of d threads per (sequence, head).
 __global__ void merge_kernel(KvrtCudaPlan P, uint32_t q_heads, uint32_t d, const float* __restrict__ partial_o,
@@ -478,18 +481,30 @@ cudaError_t launch_sequences(const KvrtCudaKvLayer& L, const KvrtCudaPlan& P, co
   return cudaGetLastError();
 }
 
+// One cudaFuncSetAttribute per kernel instantiation: the tiles need more than
+// the default 48 KiB of dynamic shared memory.
+template <auto Kernel>
+cudaError_t allow_shared_bytes(size_t bytes) {
+  static cudaError_t configured = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(bytes));
+  return configured;
+}
+
+// fp16 and bf16 pools run the tensor-core tile (cuda_mma_tile.cuh); fp32
+// pools the CUDA-core tile above.
 template <class S, int D>
 cudaError_t launch_tiles(const KvrtCudaKvLayer& L, const KvrtCudaPlan& P, const float* q, float* po, float* pl) {
   if (P.tile_item_count == 0) return cudaSuccess;
-  const size_t smem = TileShared::bytes(D);
-  static bool configured = false;  // one attribute call per instantiation
-  if (!configured) {
-    const cudaError_t rc =
-        cudaFuncSetAttribute(tile_kernel<S, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (rc != cudaSuccess) return rc;
-    configured = true;
+  const dim3 grid(P.tile_item_count, L.kv_heads);
+  if constexpr (sizeof(S) == 2) {
+    const size_t smem = MmaTileShared::bytes<S>(D);
+    if (const cudaError_t rc = allow_shared_bytes<mma_tile_kernel<S, D>>(smem); rc != cudaSuccess) return rc;
+    mma_tile_kernel<S, D><<<grid, kMmaThreads, smem>>>(L, P, q, po, pl);
+  } else {
+    const size_t smem = TileShared::bytes(D);
+    if (const cudaError_t rc = allow_shared_bytes<tile_kernel<S, D>>(smem); rc != cudaSuccess) return rc;
+    tile_kernel<S, D><<<grid, kTileThreads, smem>>>(L, P, q, po, pl);
   }
-  tile_kernel<S, D><<<dim3(P.tile_item_count, L.kv_heads), kTileThreads, smem>>>(L, P, q, po, pl);
   return cudaGetLastError();
 }
 

@@ -112,7 +112,7 @@ TEST_CASE("cuda cascade: the 0x0BE tree at kernel widths reproduces its monolith
 TEST_CASE("cuda cascade: shared-prefix batches agree with the reference and with paged decode", "[gpu][attention]") {
   const uint64_t seed = 0xCA5C;
   std::mt19937_64 rng(seed);
-  for (uint32_t trial = 0; trial < 6; ++trial) {
+  for (uint32_t trial = 0; trial < 9; ++trial) {
     SharedPrefixShape shape;
     shape.prefix_tokens = 16 * (13 + static_cast<uint32_t>(rng() % 56));  // P_a | S: tables exist (0x0BI)
     const uint32_t b = 2 + static_cast<uint32_t>(rng() % 20);
@@ -121,7 +121,7 @@ TEST_CASE("cuda cascade: shared-prefix batches agree with the reference and with
     shape.block_tokens = 16;
     const uint32_t g = 1u << (trial % 4);
     const uint32_t d = trial % 2 == 0 ? 128 : 64;
-    const ScalarType dtype = trial % 3 == 0 ? ScalarType::fp32 : ScalarType::fp16;
+    const ScalarType dtype = trial % 3 == 0 ? ScalarType::fp32 : trial % 3 == 1 ? ScalarType::fp16 : ScalarType::bf16;
     shape.contract = ExecutionContract{HeadMapping{2 * g, 2}, d, d, dtype, dtype, trial % 2 == 0 ? 1u : 3u};
     INFO("seed " << seed << " trial " << trial << " B " << b << " S " << shape.prefix_tokens << " G " << g);
     auto w = build_shared_prefix_workload(shape);
