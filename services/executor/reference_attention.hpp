@@ -9,7 +9,7 @@
 //
 // in binary64 with two passes over the keys (no online rescaling, no
 // partitions, no merges). The paged, contiguous and shared-prefix kernels are
-// checked against it, and so will the CUDA kernels be (gpu/). Slow by design:
+// checked against it, and so are the CUDA kernels (tests/gpu_attention_checks.cpp). Slow by design:
 // O(rows x keys x d) with per-element address arithmetic.
 //
 // Arguments are trusted (tests and device checks call it after the kernel
