@@ -48,11 +48,13 @@ struct SlotBinding {
   SlotGeneration generation;
   uint32_t retained_pages = 0;        // pages kept from an inactive owner [pages per tensor]
   bool retained_mapping_reused = false;
+  friend bool operator==(const SlotBinding&, const SlotBinding&) = default;
 };
 
 struct StepRequest {
   RequestId request;
   uint32_t target_tokens = 0;  // T_r: rows the next forward may touch [tokens]
+  friend bool operator==(const StepRequest&, const StepRequest&) = default;
 };
 
 struct StepResult {
@@ -60,6 +62,7 @@ struct StepResult {
   uint32_t bundles_needed = 0;     // new page bundles this step needs [bundles]
   uint32_t bundles_available = 0;  // free + reclaimable inactive bundles [bundles]
   std::vector<MappedFrontierReceipt> receipts;  // one per request when ready
+  friend bool operator==(const StepResult&, const StepResult&) = default;
 };
 
 // Where a kernel's scalar lands physically (0x06C: (slot, tensor, q) -> handle + delta).
