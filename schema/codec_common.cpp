@@ -45,6 +45,8 @@ const char* body_name(wire::Envelope::Which w) {
     case wire::Envelope::AUTHORIZE_REQUEST: return "AuthorizeRequest";
     case wire::Envelope::NAMESPACE_GRANT_RECEIPT: return "NamespaceGrantReceipt";
     case wire::Envelope::OWNER_STATS: return "OwnerStats";
+    case wire::Envelope::MAPPER_BATCH: return "MapperBatch";
+    case wire::Envelope::MAPPER_BATCH_RECEIPT: return "MapperBatchReceipt";
   }
   return nullptr;  // a union discriminant this build does not know
 }

@@ -1,4 +1,5 @@
 // Codec for the mapper's MappedFrontierReceipt (spec 0x06A-0x06F).
+#include "schema/codec_parts.hpp"
 #include "schema/codec_support.hpp"
 #include "schema/field_count.hpp"
 #include "schema/mapper.capnp.h"
@@ -23,6 +24,12 @@ static_assert(detail::field_count<PageMapping>() == 5, "update mapper.capnp Page
 static_assert(detail::field_count<ReclaimedPageBundle>() == 4, "update mapper.capnp ReclaimedPageBundle");
 static_assert(detail::field_count<MappingLedger>() == 7, "update mapper.capnp MappingLedger and this codec");
 static_assert(detail::field_count<MappedFrontierReceipt>() == 18, "update mapper.capnp MappedFrontierReceipt");
+
+}  // namespace
+
+// MappedFrontierReceipt is also an outcome of the node protocol's
+// MapperBatchReceipt (codec_parts.hpp).
+namespace detail {
 
 void write(wire::MappedFrontierReceipt::Builder b, const MappedFrontierReceipt& v) {
   b.setRequestId(v.request_id.value);
@@ -109,10 +116,10 @@ Status read(ReadContext& ctx, wire::MappedFrontierReceipt::Reader r, MappedFront
   return Status::success();
 }
 
-}  // namespace
+}  // namespace detail
 
 std::vector<uint8_t> encode(const MappedFrontierReceipt& value) {
-  return detail::encode_envelope([&](wire::Envelope::Builder e) { write(e.initMappedFrontierReceipt(), value); });
+  return detail::encode_envelope([&](wire::Envelope::Builder e) { detail::write(e.initMappedFrontierReceipt(), value); });
 }
 
 template <>
@@ -120,7 +127,7 @@ Result<MappedFrontierReceipt> decode(std::span<const uint8_t> bytes, const Decod
   return detail::decode_body<MappedFrontierReceipt>(
       bytes, limits, wire::Envelope::MAPPED_FRONTIER_RECEIPT, "MappedFrontierReceipt",
       [](ReadContext& ctx, wire::Envelope::Reader e, MappedFrontierReceipt& out) {
-        return read(ctx, e.getMappedFrontierReceipt(), out);
+        return detail::read(ctx, e.getMappedFrontierReceipt(), out);
       });
 }
 

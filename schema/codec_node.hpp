@@ -11,6 +11,7 @@
 
 #include "schema/codec.hpp"
 #include "services/protocol/allocator_ops.hpp"
+#include "services/protocol/mapper_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
 #include "services/protocol/prefix_ops.hpp"
 #include "services/protocol/session_ops.hpp"
@@ -26,8 +27,12 @@ std::vector<uint8_t> encode(const SessionReceipt& value);
 std::vector<uint8_t> encode(const AuthorizeRequest& value);
 std::vector<uint8_t> encode(const NamespaceGrantReceipt& value);
 std::vector<uint8_t> encode(const OwnerStats& value);
+std::vector<uint8_t> encode(const MapperBatch& value);
+std::vector<uint8_t> encode(const MapperBatchReceipt& value);
 
 template <> Result<AllocatorBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <> Result<MapperBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <> Result<MapperBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<AllocatorBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<PrefixBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<PrefixBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);

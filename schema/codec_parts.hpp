@@ -7,10 +7,12 @@
 // `out` and names a failing field through ctx; a Cap'n Proto exception is
 // left to the caller's boundary (decode_envelope or read_element).
 #include "schema/allocator.capnp.h"
+#include "schema/mapper.capnp.h"
 #include "schema/codec_support.hpp"
 #include "schema/node.capnp.h"
 #include "schema/reuse.capnp.h"
 #include "services/allocator/block_allocator.hpp"
+#include "services/receipts/mapped_frontier_receipt.hpp"
 #include "services/protocol/trace_context.hpp"
 
 namespace kvrt::codec::detail {
@@ -28,6 +30,10 @@ Status read(ReadContext& ctx, wire::ReleaseResult::Reader r, ReleaseResult& out)
 // codec_reuse.cpp
 void write(wire::PrefixMatchReceipt::Builder b, const PrefixMatchReceipt& v);
 Status read(ReadContext& ctx, wire::PrefixMatchReceipt::Reader r, PrefixMatchReceipt& out);
+
+// codec_mapper.cpp
+void write(wire::MappedFrontierReceipt::Builder b, const MappedFrontierReceipt& v);
+Status read(ReadContext& ctx, wire::MappedFrontierReceipt::Reader r, MappedFrontierReceipt& out);
 
 // codec_node.cpp: values every node-protocol message shares.
 void write(wire::TraceContext::Builder b, const TraceContext& v);

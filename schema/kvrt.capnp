@@ -47,5 +47,7 @@ struct Envelope {
     authorizeRequest @22 :Node.AuthorizeRequest;
     namespaceGrantReceipt @23 :Node.NamespaceGrantReceipt;
     ownerStats @24 :Node.OwnerStats;
+    mapperBatch @25 :Node.MapperBatch;
+    mapperBatchReceipt @26 :Node.MapperBatchReceipt;
   }
 }

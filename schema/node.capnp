@@ -16,6 +16,7 @@ $Cxx.namespace("kvrt::wire");
 using Common = import "common.capnp";
 using Allocator = import "allocator.capnp";
 using Reuse = import "reuse.capnp";
+using Mapper = import "mapper.capnp";
 
 # services/protocol/trace_context.hpp: one trace per scheduler iteration of a
 # worker; every hop opens a child span parented at the span it received.
@@ -257,4 +258,86 @@ struct OwnerStats {
   validateOk @1 :Bool;                     # the owner's validate() on its current state
   validateError @2 :Text;                  # empty when validateOk
   values @3 :List(StatValue);
+}
+
+# ---- mapper owner (services/protocol/mapper_ops.hpp) ---------------------------
+
+struct StepRequest {
+  request @0 :UInt64;                      # RequestId
+  targetTokens @1 :UInt32;                 # T_r [tokens]
+}
+
+enum ReleaseMode {
+  retain @0;
+  unmapNow @1;
+}
+
+enum MappingFeasibility {
+  ready @0;
+  insufficientHandles @1;
+}
+
+struct MapperAllocOp {
+  request @0 :UInt64;                      # RequestId
+  generation @1 :UInt32;                   # RequestGeneration
+  expectedTokens @2 :UInt32;               # [tokens]
+}
+
+struct MapperStepOp {
+  requests @0 :List(StepRequest);
+  path @1 :Mapper.MappingPath;
+}
+
+struct MapperAppendOp {
+  request @0 :UInt64;
+  generation @1 :UInt64;                   # SlotGeneration
+  validTokens @2 :UInt32;                  # [tokens]
+}
+
+struct MapperFreeOp {
+  request @0 :UInt64;
+  generation @1 :UInt64;                   # SlotGeneration
+  mode @2 :ReleaseMode;
+}
+
+struct MapperOp {
+  union {
+    alloc @0 :MapperAllocOp;
+    step @1 :MapperStepOp;
+    append @2 :MapperAppendOp;
+    free @3 :MapperFreeOp;
+  }
+}
+
+struct SlotBinding {
+  slot @0 :UInt32;                         # RequestSlot
+  generation @1 :UInt64;                   # SlotGeneration
+  retainedPages @2 :UInt32;                # [pages per tensor]
+  retainedMappingReused @3 :Bool;
+}
+
+struct StepResult {
+  feasibility @0 :MappingFeasibility;
+  bundlesNeeded @1 :UInt32;                # [bundles]
+  bundlesAvailable @2 :UInt32;             # [bundles]
+  receipts @3 :List(Mapper.MappedFrontierReceipt);
+}
+
+struct MapperOutcome {
+  union {
+    error @0 :Common.TypedError;
+    slotBinding @1 :SlotBinding;
+    stepResult @2 :StepResult;
+    done @3 :Void;
+  }
+}
+
+struct MapperBatch {
+  trace @0 :TraceContext;
+  ops @1 :List(MapperOp);                  # applied in order [operations]
+}
+
+struct MapperBatchReceipt {
+  trace @0 :TraceContext;
+  outcomes @1 :List(MapperOutcome);        # outcomes[i] answers ops[i] [operations]
 }

@@ -150,6 +150,32 @@ inline OwnerStats filled(uint64_t seed) {
 }
 
 // Every node-protocol type, with its name for failure messages.
+template <>
+inline MapperBatch filled(uint64_t seed) {
+  Numbers n(seed);
+  MapperBatch b;
+  b.trace = trace(n);
+  b.ops.push_back(MapperAllocOp{RequestId{n.u64()}, RequestGeneration{n.u32()}, n.u32()});
+  b.ops.push_back(MapperStepOp{{StepRequest{RequestId{n.u64()}, n.u32()}, StepRequest{RequestId{n.u64()}, n.u32()}},
+                               MappingPath::asynchronous});
+  b.ops.push_back(MapperAppendOp{RequestId{n.u64()}, SlotGeneration{n.u64()}, n.u32()});
+  b.ops.push_back(MapperFreeOp{RequestId{n.u64()}, SlotGeneration{n.u64()}, ReleaseMode::unmap_now});
+  return b;
+}
+
+template <>
+inline MapperBatchReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  MapperBatchReceipt r;
+  r.trace = trace(n);
+  r.outcomes.push_back(filled<codec::ErrorMessage>(seed).error);
+  r.outcomes.push_back(SlotBinding{RequestSlot{n.u32()}, SlotGeneration{n.u64()}, n.u32(), true});
+  r.outcomes.push_back(StepResult{MappingFeasibility::insufficient_handles, n.u32(), n.u32(),
+                                  {filled<MappedFrontierReceipt>(seed + 300), filled<MappedFrontierReceipt>(seed + 400)}});
+  r.outcomes.push_back(MapperDone{});
+  return r;
+}
+
 template <class Fn>
 void for_each_node_type(Fn&& fn) {
   fn(Named<AllocatorBatch>{"AllocatorBatch"});
@@ -161,7 +187,9 @@ void for_each_node_type(Fn&& fn) {
   fn(Named<AuthorizeRequest>{"AuthorizeRequest"});
   fn(Named<NamespaceGrantReceipt>{"NamespaceGrantReceipt"});
   fn(Named<OwnerStats>{"OwnerStats"});
+  fn(Named<MapperBatch>{"MapperBatch"});
+  fn(Named<MapperBatchReceipt>{"MapperBatchReceipt"});
 }
-inline constexpr int kNodeTypeCount = 9;
+inline constexpr int kNodeTypeCount = 11;
 
 }  // namespace kvrt::test

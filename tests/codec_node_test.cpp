@@ -108,6 +108,8 @@ TEST_CASE("node protocol: every op and outcome alternative travels on its own", 
   CHECK(alternatives(filled<AllocatorBatchReceipt>().outcomes).size() == std::variant_size_v<AllocatorOutcome>);
   CHECK(alternatives(filled<PrefixBatch>().ops).size() == std::variant_size_v<PrefixOp>);
   CHECK(alternatives(filled<PrefixBatchReceipt>().outcomes).size() == std::variant_size_v<PrefixOutcome>);
+  CHECK(alternatives(filled<MapperBatch>().ops).size() == std::variant_size_v<MapperOp>);
+  CHECK(alternatives(filled<MapperBatchReceipt>().outcomes).size() == std::variant_size_v<MapperOutcome>);
   // ... and each one, alone in a batch, comes back as the same alternative.
   auto each_alone = [](auto batch, auto items) {
     const auto all = batch.*items;
@@ -124,6 +126,8 @@ TEST_CASE("node protocol: every op and outcome alternative travels on its own", 
   each_alone(filled<AllocatorBatchReceipt>(5), &AllocatorBatchReceipt::outcomes);
   each_alone(filled<PrefixBatch>(5), &PrefixBatch::ops);
   each_alone(filled<PrefixBatchReceipt>(5), &PrefixBatchReceipt::outcomes);
+  each_alone(filled<MapperBatch>(5), &MapperBatch::ops);
+  each_alone(filled<MapperBatchReceipt>(5), &MapperBatchReceipt::outcomes);
 }
 
 TEST_CASE("node protocol: an absent epoch, epoch 0 and epoch 7 are three messages", "[codec]") {

@@ -55,11 +55,13 @@ using MapperOutcome = std::variant<SlotBinding, StepResult, MapperDone, Error>;
 struct MapperBatch {
   TraceContext trace;
   std::vector<MapperOp> ops;
+  friend bool operator==(const MapperBatch&, const MapperBatch&) = default;
 };
 
 struct MapperBatchReceipt {
   TraceContext trace;
   std::vector<MapperOutcome> outcomes;
+  friend bool operator==(const MapperBatchReceipt&, const MapperBatchReceipt&) = default;
 };
 
 }  // namespace kvrt
