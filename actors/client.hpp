@@ -18,6 +18,7 @@
 #include "services/common/result.hpp"
 #include "services/node/node_descriptor.hpp"
 #include "services/protocol/allocator_ops.hpp"
+#include "services/protocol/mapper_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
 #include "services/protocol/prefix_ops.hpp"
 #include "services/protocol/session_ops.hpp"
@@ -36,7 +37,7 @@ struct ClientOptions {
 };
 
 // The owner a raw call goes to (tests and benchmarks of the transport).
-enum class RawRoute : uint8_t { allocator, prefix, authorize, ping };
+enum class RawRoute : uint8_t { allocator, prefix, authorize, mapper, ping };
 
 class Client {
  public:
@@ -51,6 +52,10 @@ class Client {
   Result<NamespaceGrantReceipt> authorize(const std::string& namespace_name, TraceContext trace = {});
   Result<AllocatorBatchReceipt> allocator(const AllocatorBatch& batch);
   Result<PrefixBatchReceipt> prefix(const PrefixBatch& batch);
+  // The mapper owner (issue 6); a node without a [mapper] section answers a
+  // typed error. Pages become visible in this process through a
+  // MapperPoolView (services/mapper/page_pool_channel.hpp) fed the receipts.
+  Result<MapperBatchReceipt> mapper(const MapperBatch& batch);
 
   // Sends bytes as they are and returns the reply's bytes: the transport
   // floor (ping) and the node's handling of malformed input (tests).
@@ -64,7 +69,7 @@ class Client {
 
 // Every owner's statistics read live from a running node (`kvrt stats`).
 struct NodeStats {
-  std::vector<OwnerStats> owners;  // allocator, prefix_index, authorization, node
+  std::vector<OwnerStats> owners;  // allocator, prefix_index, authorization, [mapper,] node
   const OwnerStats* owner(const std::string& name) const;
   // The named value of the named owner, or nullopt.
   std::optional<int64_t> value(const std::string& owner, const std::string& name) const;

@@ -57,10 +57,11 @@ void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::erro
     logger_or_default(st.obs.log)
         .warn("actor=gateway session={} worker lost ({}): reclaiming its holdings", session, caf::to_string(reason));
   // Order: the indexes first (no new lookups for the session), then the
-  // allocator (requests and leases), then the grants.
+  // allocator (requests and leases), then the grants, then the mapper's slots.
   self->send(st.owners.prefix, end_atom::value, session);
   self->send(st.owners.allocator, end_atom::value, session);
   self->send(st.owners.authorization, end_atom::value, session);
+  if (st.owners.mapper) self->send(st.owners.mapper, end_atom::value, session);
   self->unlink_from(it->second.actor);
   self->send_exit(it->second.actor, caf::exit_reason::user_shutdown);
   st.workers.erase(it);
@@ -109,14 +110,15 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                   });
           return rp;
         },
-        [self](stats_atom) -> caf::result<wire_bytes, wire_bytes, wire_bytes, wire_bytes> {
-          auto rp = self->make_response_promise<wire_bytes, wire_bytes, wire_bytes, wire_bytes>();
+        [self](stats_atom) -> caf::result<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes> {
+          auto rp = self->make_response_promise<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes>();
           auto& owners = self->state.owners;
-          auto collected = std::make_shared<std::array<wire_bytes, 3>>();
-          auto remaining = std::make_shared<int>(3);
+          // allocator, prefix index, authorization, mapper (empty when absent)
+          auto collected = std::make_shared<std::array<wire_bytes, 4>>();
+          auto remaining = std::make_shared<int>(owners.mapper ? 4 : 3);
           auto finish = [self, rp, collected, remaining]() mutable {
             if (--*remaining > 0) return;
-            rp.deliver((*collected)[0], (*collected)[1], (*collected)[2],
+            rp.deliver((*collected)[0], (*collected)[1], (*collected)[2], (*collected)[3],
                        to_wire(codec::encode(gateway_stats(self->state))));
           };
           auto failed = [](const char* owner, const caf::error& e) {
@@ -126,21 +128,17 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
             s.validate_error = "unreachable: " + caf::to_string(e);
             return to_wire(codec::encode(s));
           };
-          self->request(owners.allocator, caf::infinite, stats_atom::value)
-              .then([collected, finish](wire_bytes& b) mutable { (*collected)[0] = std::move(b), finish(); },
-                    [collected, finish, failed](caf::error& e) mutable {
-                      (*collected)[0] = failed("allocator", e), finish();
-                    });
-          self->request(owners.prefix, caf::infinite, stats_atom::value)
-              .then([collected, finish](wire_bytes& b) mutable { (*collected)[1] = std::move(b), finish(); },
-                    [collected, finish, failed](caf::error& e) mutable {
-                      (*collected)[1] = failed("prefix_index", e), finish();
-                    });
-          self->request(owners.authorization, caf::infinite, stats_atom::value)
-              .then([collected, finish](wire_bytes& b) mutable { (*collected)[2] = std::move(b), finish(); },
-                    [collected, finish, failed](caf::error& e) mutable {
-                      (*collected)[2] = failed("authorization", e), finish();
-                    });
+          auto ask = [&](auto owner, size_t index, const char* name) {
+            self->request(owner, caf::infinite, stats_atom::value)
+                .then([collected, finish, index](wire_bytes& b) mutable { (*collected)[index] = std::move(b), finish(); },
+                      [collected, finish, failed, index, name](caf::error& e) mutable {
+                        (*collected)[index] = failed(name, e), finish();
+                      });
+          };
+          ask(owners.allocator, 0, "allocator");
+          ask(owners.prefix, 1, "prefix_index");
+          ask(owners.authorization, 2, "authorization");
+          if (owners.mapper) ask(owners.mapper, 3, "mapper");
           return rp;
         },
     };

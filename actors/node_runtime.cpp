@@ -15,6 +15,8 @@
 #include "actors/owner_actors.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "services/node/node_config.hpp"
+#include "services/mapper/memfd_backing.hpp"
+#include "services/mapper/page_pool_server.hpp"
 #include "services/node/node_descriptor.hpp"
 #include "shm/segment_name.hpp"
 #include "shm/shared_block_pools.hpp"
@@ -51,6 +53,8 @@ struct NodeInstance::Impl {
   std::shared_ptr<AllocatorService> allocator;
   std::shared_ptr<PrefixService> prefix;
   std::shared_ptr<AuthorizationService> authorization;
+  std::shared_ptr<MapperService> mapper;          // null: no [mapper] section
+  std::unique_ptr<PagePoolServer> pool_server;    // before the mapper it serves, in destruction
   std::unique_ptr<ChromeTraceRecorder> trace;
   std::shared_ptr<spdlog::logger> log;
   NodeDescriptor descriptor;
@@ -68,6 +72,51 @@ struct NodeInstance::Impl {
     if (log) spdlog::drop(log->name());
   }
 };
+
+namespace {
+
+// The mapper owner over cache group 0's shape (its layers, K/V heads, head
+// width and K dtype), its page pool handed to workers through a socket in
+// the token directory (mode 0700).
+struct NodeMapper {
+  std::shared_ptr<MapperService> service;
+  std::unique_ptr<PagePoolServer> server;
+  MapperAttachment attachment;
+};
+
+Result<NodeMapper> start_mapper(const std::string& token_dir, const NodeMapperConfig& m,
+                                const CacheLayoutManifest& layout) {
+  const CacheGroupLayout& g = layout.cache_groups.at(0);
+  MapperConfig c;
+  c.local_layers = g.layers();
+  c.request_slots = m.request_slots;
+  c.max_tokens = m.max_tokens;
+  c.kv_heads = g.kv_heads_local;
+  c.head_dim = g.head_dim;
+  c.element_bytes = scalar_bytes(g.k_dtype);
+  c.page_group_bytes = m.page_group_bytes != 0 ? m.page_group_bytes : MemfdBacking::os_page_bytes();
+  c.handle_count = m.handle_count;
+  const PoolGeneration generation{1};
+  Result<std::unique_ptr<MapperService>> mapper = MapperService::create(c, generation);
+  if (!mapper.ok()) return mapper.error();
+  NodeMapper out;
+  out.service = std::move(mapper).value();
+  const MapperGeometry& geo = out.service->geometry();
+  PagePoolOffer offer;
+  offer.identity = PagePoolIdentity{c.page_group_bytes, c.handle_count, generation};
+  offer.view_pages = static_cast<uint32_t>(geo.virtual_reserved_bytes() / c.page_group_bytes);
+  MapperAttachment a{c.local_layers, c.request_slots,   c.max_tokens,   c.kv_heads,
+                     c.head_dim,     c.element_bytes,   c.page_group_bytes, c.handle_count,
+                     generation.value, token_dir + "/mapper.sock"};
+  Result<std::unique_ptr<PagePoolServer>> server =
+      PagePoolServer::start(a.socket_path, out.service->pool_fd(), std::move(offer));
+  if (!server.ok()) return server.error();
+  out.server = std::move(server).value();
+  out.attachment = a;
+  return out;
+}
+
+}  // namespace
 
 NodeInstance::NodeInstance(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 NodeInstance::~NodeInstance() = default;
@@ -127,6 +176,13 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   Result<PrefixService> prefix = PrefixService::create(prefix_config);
   if (!prefix.ok()) return prefix.error();
   impl->prefix = std::make_shared<PrefixService>(std::move(*prefix));
+  if (config.mapper.enabled) {
+    Result<NodeMapper> mapper = start_mapper(impl->token_dir, config.mapper, layout);
+    if (!mapper.ok()) return mapper.error();
+    impl->mapper = std::move(mapper->service);
+    impl->pool_server = std::move(mapper->server);
+    d.mapper = mapper->attachment;
+  }
 
   if (!options.trace_path.empty())
     impl->trace = std::make_unique<ChromeTraceRecorder>(options.trace_path, "kvrt node");
@@ -142,11 +198,13 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   auto prefix_handle = actors::spawn_prefix_actor(system, impl->prefix, allocator_handle, obs);
   caf::anon_send(allocator_handle, actors::events_atom::value, prefix_handle);
   auto authorization_handle = actors::spawn_authorization_actor(system, impl->authorization, prefix_handle, obs);
+  auto mapper_handle = actors::spawn_mapper_actor(system, impl->mapper, obs);
   auto gateway = actors::spawn_gateway_actor(
-      system, actors::OwnerHandles{allocator_handle, prefix_handle, authorization_handle},
+      system, actors::OwnerHandles{allocator_handle, prefix_handle, authorization_handle, mapper_handle},
       actors::NodeFacts{d.layout_sha256, d.block_tokens, d.pools}, obs);
   impl->actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle),
                   caf::actor_cast<caf::actor>(prefix_handle), caf::actor_cast<caf::actor>(allocator_handle)};
+  if (mapper_handle) impl->actors.push_back(caf::actor_cast<caf::actor>(mapper_handle));
   auto port = system.middleman().publish(gateway, config.port, config.host.c_str(), true);
   if (!port)
     return make_error(ErrorCode::node_unreachable,

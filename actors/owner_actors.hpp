@@ -27,6 +27,10 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
 prefix_actor spawn_prefix_actor(caf::actor_system& system, std::shared_ptr<PrefixService> service,
                                 allocator_actor allocator, Observability obs);
 
+// Null service: no mapper actor (the handle stays invalid).
+mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<MapperService> service,
+                                Observability obs);
+
 authorization_actor spawn_authorization_actor(caf::actor_system& system,
                                               std::shared_ptr<AuthorizationService> service, prefix_actor prefix,
                                               Observability obs);
@@ -36,6 +40,7 @@ struct OwnerHandles {
   allocator_actor allocator;
   prefix_actor prefix;
   authorization_actor authorization;
+  mapper_actor mapper;  // invalid when the node serves no mapper
 };
 
 session_actor spawn_session_actor(caf::actor_system& system, SessionId session, OwnerHandles owners);

@@ -3,6 +3,8 @@
 // delegation keeps one network round trip and no copy here). The ping echo
 // measures the transport alone (`kvrt bench rpc`).
 #include "actors/owner_actors.hpp"
+#include "actors/wire_bytes.hpp"
+#include "schema/codec_node.hpp"
 
 namespace kvrt::actors {
 
@@ -33,6 +35,14 @@ session_actor spawn_session_actor(caf::actor_system& system, SessionId session, 
         [self](authorize_atom, wire_bytes& bytes) {
           return self->delegate(self->state.owners.authorization, authorize_atom::value,
                                 self->state.session.value, std::move(bytes));
+        },
+        [self](mapper_atom, wire_bytes& bytes) -> caf::result<wire_bytes> {
+          if (!self->state.owners.mapper)
+            return to_wire(codec::encode(codec::ErrorMessage{make_error(
+                ErrorCode::invalid_argument, "this node serves no mapper ([mapper] is absent from its config)",
+                "mapper")}));
+          return self->delegate(self->state.owners.mapper, batch_atom::value, self->state.session.value,
+                                std::move(bytes));
         },
         [](ping_atom, wire_bytes& bytes) -> wire_bytes { return std::move(bytes); },
     };

@@ -262,6 +262,21 @@ Result<PoolView> PoolView::map(int pool_fd, const PagePoolIdentity& identity, ui
   return view;
 }
 
+Status PoolView::map_pages(int pool_fd, const PagePoolIdentity& identity, const std::vector<ViewPage>& pages) {
+  const uint64_t g = identity.page_group_bytes;
+  if (base_ == nullptr) return make_error(ErrorCode::invalid_argument, "the view is not mapped", "view");
+  if (g == 0 || bytes_ % g != 0)
+    return make_error(ErrorCode::incompatible, "G = " + std::to_string(g) + " B does not tile this view", "page_group_bytes");
+  KVRT_TRY(validate_pages(identity, static_cast<uint32_t>(bytes_ / g), pages));
+  for (const ViewPage& p : pages) {
+    void* at = mmap(base_ + uint64_t{p.virtual_page} * g, g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, pool_fd,
+                    static_cast<off_t>(p.handle * g));
+    if (at == MAP_FAILED)
+      return make_error(ErrorCode::os_mapping_failed, std::string("mmap(map): ") + std::strerror(errno), "mmap");
+  }
+  return Status::success();
+}
+
 PoolView::PoolView(PoolView&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
 

@@ -109,6 +109,12 @@ class PoolView {
   std::byte* base() const { return base_; }
   uint64_t bytes() const { return bytes_; }  // view_pages * G [bytes of address space]
 
+  // Maps further pages into this view as a step's receipts announce them
+  // (view_pages_from_receipts). The whole list is validated before the first
+  // mmap, so a bad entry changes nothing. A page mapped again is remapped:
+  // the node moved that virtual page to another handle.
+  Status map_pages(int pool_fd, const PagePoolIdentity& identity, const std::vector<ViewPage>& pages);
+
  private:
   PoolView(std::byte* base, uint64_t bytes) : base_(base), bytes_(bytes) {}
   void reset();

@@ -37,6 +37,17 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "max_requests", 1 << 14, 1, 1 << 20));
   c.max_requests = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(c.authorization, read_authorization_config(reader));
+  if (const toml::table* mapper = reader.root()["mapper"].as_table(); mapper != nullptr) {
+    c.mapper.enabled = true;
+    KVRT_TRY_ASSIGN(v, reader.integer(*mapper, "mapper", "request_slots", std::nullopt, 1, 4096));
+    c.mapper.request_slots = static_cast<uint32_t>(v);
+    KVRT_TRY_ASSIGN(v, reader.integer(*mapper, "mapper", "max_tokens", std::nullopt, 1, int64_t{1} << 24));
+    c.mapper.max_tokens = static_cast<uint32_t>(v);
+    KVRT_TRY_ASSIGN(v, reader.integer(*mapper, "mapper", "page_group_bytes", 0, 0, int64_t{1} << 30));
+    c.mapper.page_group_bytes = static_cast<uint64_t>(v);
+    KVRT_TRY_ASSIGN(v, reader.integer(*mapper, "mapper", "handle_count", std::nullopt, 1, int64_t{1} << 22));
+    c.mapper.handle_count = static_cast<uint32_t>(v);
+  }
   return c;
 }
 

@@ -11,6 +11,17 @@
 
 namespace kvrt {
 
+// [mapper] (optional): the vAttention-style mapper owner (issue 6). Its
+// tensors take cache group 0's layers, K/V heads, head width and K dtype;
+// the section sizes the reservation and the page pool.
+struct NodeMapperConfig {
+  bool enabled = false;            // the [mapper] table is present
+  uint32_t request_slots = 0;      // B [slots]
+  uint32_t max_tokens = 0;         // T_max [tokens per request]
+  uint64_t page_group_bytes = 0;   // G [bytes]; 0 = one OS page
+  uint32_t handle_count = 0;       // N_handle [page groups]
+};
+
 struct NodeConfig {
   std::string config_path;        // the file read (for messages and relative paths)
   std::string layout_path;        // layout manifest TOML; relative to the config file's directory
@@ -22,6 +33,7 @@ struct NodeConfig {
   uint32_t scheduler_threads = 2;         // CAF worker threads [threads]
   uint32_t max_requests = 1 << 14;        // allocator request slots [requests]
   AuthorizationConfig authorization;
+  NodeMapperConfig mapper;
 };
 
 Result<NodeConfig> load_node_config(const std::string& path);

@@ -49,6 +49,12 @@ Status write_node_descriptor(const NodeDescriptor& d, const std::string& path) {
                           {"generation", p.generation.value},
                           {"segment", p.segment_name},
                           {"segment_bytes", p.segment_bytes}});
+  if (d.mapper)
+    j["mapper"] = {{"local_layers", d.mapper->local_layers},   {"request_slots", d.mapper->request_slots},
+                   {"max_tokens", d.mapper->max_tokens},       {"kv_heads", d.mapper->kv_heads},
+                   {"head_dim", d.mapper->head_dim},           {"element_bytes", d.mapper->element_bytes},
+                   {"page_group_bytes", d.mapper->page_group_bytes}, {"handle_count", d.mapper->handle_count},
+                   {"pool_generation", d.mapper->pool_generation},   {"socket_path", d.mapper->socket_path}};
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -86,6 +92,21 @@ Result<NodeDescriptor> read_node_descriptor(const std::string& path) {
       a.segment_name = p.at("segment").get<std::string>();
       a.segment_bytes = p.at("segment_bytes").get<uint64_t>();
       d.pools.push_back(std::move(a));
+    }
+    if (j.contains("mapper")) {
+      const auto& m = j.at("mapper");
+      MapperAttachment a;
+      a.local_layers = m.at("local_layers").get<uint32_t>();
+      a.request_slots = m.at("request_slots").get<uint32_t>();
+      a.max_tokens = m.at("max_tokens").get<uint32_t>();
+      a.kv_heads = m.at("kv_heads").get<uint32_t>();
+      a.head_dim = m.at("head_dim").get<uint32_t>();
+      a.element_bytes = m.at("element_bytes").get<uint32_t>();
+      a.page_group_bytes = m.at("page_group_bytes").get<uint64_t>();
+      a.handle_count = m.at("handle_count").get<uint32_t>();
+      a.pool_generation = m.at("pool_generation").get<uint32_t>();
+      a.socket_path = m.at("socket_path").get<std::string>();
+      d.mapper = a;
     }
   } catch (const nlohmann::json::exception& e) {
     return invalid(path, std::string("missing or mistyped field: ") + e.what(), "descriptor");

@@ -7,12 +7,25 @@
 // a descriptor.
 #include <cstdint>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "services/common/result.hpp"
 #include "services/protocol/session_ops.hpp"
 
 namespace kvrt {
+
+// The mapper's page pool, when the node serves a mapper (issue 6): the
+// geometry a worker rebuilds its contiguous view with, and the Unix socket
+// (SOCK_SEQPACKET, in a directory only the node's user can enter) that hands
+// out the pool's memfd (services/mapper/page_pool_channel.hpp).
+struct MapperAttachment {
+  uint32_t local_layers = 0, request_slots = 0, max_tokens = 0, kv_heads = 0, head_dim = 0, element_bytes = 0;
+  uint64_t page_group_bytes = 0;
+  uint32_t handle_count = 0;
+  uint32_t pool_generation = 0;
+  std::string socket_path;
+};
 
 struct NodeDescriptor {
   std::string host;
@@ -24,6 +37,7 @@ struct NodeDescriptor {
   uint32_t block_tokens = 0;  // allocator block size [tokens]
   std::vector<PoolAttachment> pools;
   std::string token_dir;      // <principal>.token files
+  std::optional<MapperAttachment> mapper;
 
   std::string token_path(const std::string& principal) const { return token_dir + "/" + principal + ".token"; }
 };
