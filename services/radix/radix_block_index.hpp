@@ -1,0 +1,116 @@
+#pragma once
+// RadixBlockIndex: the radix index owner of spec 0x08 over the allocator's
+// paged blocks, as the node serves it (issue 8's "radix reuse").
+//
+// SGLang's radix cache maps token paths to slots of a token K/V pool. Here
+// the K/V rows live in the allocator's blocks of P_a rows per cache group, so
+// the tree runs with page size P_a (0x08A "page size >= 1": every edge is
+// whole pages) and a page's slots name one CachedPage: the bundle of blocks
+// (one per cache group) holding that page's rows. Slot s of row o of cached
+// page e is e * P_a + o + 1.
+//
+// Ownership (0x08A, 0x08E): the tree holds one allocator lease per block of
+// every cached page, a strong reference, so the allocator never recycles a
+// cached block behind the tree's back, and the tree alone chooses victims,
+// leaf first, by its eviction policy. A request that reuses a page takes its
+// own allocator reference at allocate time, so evicting the page (releasing
+// the tree's leases) never frees rows a running request reads. The cache
+// keeps at most `budget_pages` pages; a publication beyond that evicts
+// least-recently-used leaves until it fits, so the tree never holds more of
+// the pools than the node gave it.
+//
+// The owner's two-phase publication (like the hash-chain index's tags): adopt()
+// inserts the request's pages into the tree and lists the newly adopted ones;
+// the node asks the allocator for their leases; confirm() records them, or
+// withdraws the adoption when a lease was refused.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "services/common/ids.hpp"
+#include "services/common/result.hpp"
+#include "services/radix/radix_tree.hpp"
+#include "services/receipts/prefix_match_receipt.hpp"
+
+namespace kvrt {
+
+struct RadixBlockIndexConfig {
+  uint32_t block_tokens = 0;  // P_a: the tree's page size [tokens]
+  uint32_t groups = 0;        // cache groups: blocks per page [blocks]
+  uint32_t budget_pages = 0;  // cached pages kept at most [pages]
+  EvictionPolicy eviction = EvictionPolicy::lru;
+};
+
+// A page the tree holds: its blocks and the tree's lease on each.
+struct CachedPage {
+  std::vector<PhysicalBlockHandle> handles;  // one per cache group
+  std::vector<LeaseId> leases;               // one per cache group once confirmed
+  bool live = false;
+};
+
+struct RadixBlockMatch {
+  uint32_t hit_tokens = 0;                  // page aligned [tokens]
+  std::vector<MatchedBlockBundle> bundles;  // pages [0, hit_tokens / P)
+};
+
+// What one publication added to the tree.
+struct RadixAdoption {
+  std::optional<RadixNodeId> leaf;  // the new leaf holding the adopted pages
+  std::vector<uint32_t> pages;      // cached-page ids adopted, each needing one lease per group
+  uint32_t duplicates = 0;          // pages the tree held already [pages]
+};
+
+class RadixBlockIndex {
+ public:
+  static Result<RadixBlockIndex> create(const RadixBlockIndexConfig& config);
+
+  // The longest cached page-aligned prefix of `tokens` under `extra_key` (the
+  // namespace, 0x0CE), at most `cap_tokens` long. A hit stamps the path for
+  // the eviction policy (0x08C) and may split an edge (0x08B).
+  RadixBlockMatch match(uint64_t extra_key, std::span<const TokenId> tokens, uint32_t cap_tokens);
+
+  // Publishes pages [0, pages.size()) of a request: tokens holds exactly
+  // pages.size() * P tokens, pages[j] the request's blocks of page j. Pages
+  // the tree holds already are duplicates; the rest become one new leaf.
+  // Errors: invalid_argument for a token count or bundle width that does not
+  // fit (the tree is unchanged).
+  Result<RadixAdoption> adopt(uint64_t extra_key, std::span<const TokenId> tokens,
+                              const std::vector<std::vector<PhysicalBlockHandle>>& pages);
+  // The allocator's answer for adoption.pages (leases[i][g], nullopt =
+  // refused). All granted: recorded. Any refused: the adoption's leaf leaves
+  // the tree again, and the leases that were granted are returned to release.
+  std::vector<LeaseId> confirm(const RadixAdoption& adoption,
+                               const std::vector<std::vector<std::optional<LeaseId>>>& leases);
+  // Evicts leaves by the policy until at most budget_pages pages remain;
+  // returns the leases to release.
+  std::vector<LeaseId> enforce_budget();
+  // Evicts every leaf (node shutdown, tests); returns the leases to release.
+  std::vector<LeaseId> evict_all();
+
+  uint32_t cached_pages() const { return live_pages_; }
+  uint64_t evicted_pages() const { return evicted_pages_; }
+  const RadixTree& tree() const { return tree_; }
+  const CachedPage& page(uint32_t id) const { return pages_.at(id); }
+  uint32_t block_tokens() const { return config_.block_tokens; }
+
+  // The tree's own laws, then: every tree slot names a live page at its row,
+  // each live page is named by exactly P slots, live pages = tree tokens / P,
+  // and every live page outside a pending adoption holds one lease per group.
+  Status validate() const;
+
+ private:
+  RadixBlockIndex(RadixBlockIndexConfig config, RadixTree tree) : config_(config), tree_(std::move(tree)) {}
+  uint32_t new_page(std::span<const PhysicalBlockHandle> handles);
+  void free_page(uint32_t id, std::vector<LeaseId>& leases_out);
+  std::vector<LeaseId> evict_tokens(uint64_t target_tokens);
+
+  RadixBlockIndexConfig config_;
+  RadixTree tree_;
+  std::vector<CachedPage> pages_;
+  std::vector<uint32_t> free_ids_;
+  uint32_t live_pages_ = 0;
+  uint64_t evicted_pages_ = 0;
+};
+
+}  // namespace kvrt
