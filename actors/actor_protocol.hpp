@@ -36,6 +36,8 @@ using prefix_atom = caf::atom_constant<caf::atom("prefix")>;        // route to 
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
 using mapper_atom = caf::atom_constant<caf::atom("mapper")>;        // route to the mapper            // transport round trip (bench rpc)
 using table_atom = caf::atom_constant<caf::atom("table")>;          // read a request table (node-internal)
+using lease_atom = caf::atom_constant<caf::atom("lease")>;          // node leases for cached pages (radix -> allocator)
+using unlease_atom = caf::atom_constant<caf::atom("unlease")>;      // release node leases (radix -> allocator)
 
 // Prefix-index owner.
 using prefix_actor = caf::typed_actor<
@@ -52,7 +54,9 @@ using allocator_actor = caf::typed_actor<
     caf::replies_to<tags_atom, std::vector<CacheKeyTag>>::with<std::vector<uint8_t>>,
     caf::replies_to<stats_atom>::with<wire_bytes>,
     caf::reacts_to<end_atom, uint64_t>,
-    caf::reacts_to<events_atom, prefix_actor>>;  // where allocator events go
+    caf::reacts_to<events_atom, prefix_actor>,   // where allocator events go
+    caf::replies_to<lease_atom, std::vector<PhysicalBlockHandle>>::with<std::vector<uint64_t>>,
+    caf::reacts_to<unlease_atom, std::vector<uint64_t>>>;
 
 // Namespace / authorization owner. hello: HelloRequest bytes -> SessionReceipt
 // bytes without pools (the gateway adds them) or an ErrorMessage.
@@ -102,3 +106,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrt::BlockTableView)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::CacheKeyTag>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::AllocatorEvent>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrt::SessionNamespaceGrant)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::PhysicalBlockHandle>)

@@ -70,6 +70,23 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
           log_reclaim(st.obs.log, "allocator", session, r.requests_released, r.leases_released);
         },
         [self](events_atom, prefix_actor sink) { self->state.events_sink = std::move(sink); },
+        // The radix index's cached pages: one lease per block, held by the
+        // node itself (session 0); 0 answers a refused lease.
+        [self](lease_atom, const std::vector<PhysicalBlockHandle>& handles) -> std::vector<uint64_t> {
+          std::vector<uint64_t> leases;
+          leases.reserve(handles.size());
+          for (const PhysicalBlockHandle& h : handles) {
+            AllocatorOutcome out = self->state.service->apply_one(kNodeSession, AcquireLeaseOp{h});
+            const auto* r = std::get_if<LeaseReceipt>(&out);
+            leases.push_back(r != nullptr ? r->lease.value : 0);
+          }
+          return leases;
+        },
+        [self](unlease_atom, const std::vector<uint64_t>& leases) {
+          auto& st = self->state;
+          for (uint64_t l : leases) (void)st.service->apply_one(kNodeSession, ReleaseLeaseOp{LeaseId{l}});
+          forward_events(st, self);
+        },
     };
   };
   return system.spawn(behavior, std::move(service), std::move(obs));

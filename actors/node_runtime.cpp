@@ -51,7 +51,8 @@ struct NodeInstance::Impl {
   std::string token_dir;
   std::optional<shm::SharedBlockPools> pools;
   std::shared_ptr<AllocatorService> allocator;
-  std::shared_ptr<PrefixService> prefix;
+  std::shared_ptr<PrefixService> prefix;        // [node] prefix_index = "hash_chain"
+  std::shared_ptr<RadixBlockService> radix;     // [node] prefix_index = "radix"
   std::shared_ptr<AuthorizationService> authorization;
   std::shared_ptr<MapperService> mapper;          // null: no [mapper] section
   std::unique_ptr<PagePoolServer> pool_server;    // before the mapper it serves, in destruction
@@ -173,9 +174,16 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   impl->allocator = std::make_shared<AllocatorService>(std::move(impl->pools->allocator()));
   PrefixIndexConfig prefix_config;
   KVRT_TRY_ASSIGN(prefix_config, PrefixIndexConfig::from_layout(layout));
-  Result<PrefixService> prefix = PrefixService::create(prefix_config);
-  if (!prefix.ok()) return prefix.error();
-  impl->prefix = std::make_shared<PrefixService>(std::move(*prefix));
+  if (config.prefix_index == "radix") {
+    Result<RadixBlockService> radix = RadixBlockService::create(
+        layout, config.radix_budget_blocks, parse_eviction_policy(config.radix_eviction).value());
+    if (!radix.ok()) return radix.error();
+    impl->radix = std::make_shared<RadixBlockService>(std::move(*radix));
+  } else {
+    Result<PrefixService> prefix = PrefixService::create(prefix_config);
+    if (!prefix.ok()) return prefix.error();
+    impl->prefix = std::make_shared<PrefixService>(std::move(*prefix));
+  }
   if (config.mapper.enabled) {
     Result<NodeMapper> mapper = start_mapper(impl->token_dir, config.mapper, layout);
     if (!mapper.ok()) return mapper.error();
@@ -195,7 +203,8 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   impl->system = std::make_unique<caf::actor_system>(impl->cfg);
   caf::actor_system& system = *impl->system;
   auto allocator_handle = actors::spawn_allocator_actor(system, impl->allocator, obs);
-  auto prefix_handle = actors::spawn_prefix_actor(system, impl->prefix, allocator_handle, obs);
+  auto prefix_handle = impl->radix ? actors::spawn_radix_prefix_actor(system, impl->radix, allocator_handle, obs)
+                                   : actors::spawn_prefix_actor(system, impl->prefix, allocator_handle, obs);
   caf::anon_send(allocator_handle, actors::events_atom::value, prefix_handle);
   auto authorization_handle = actors::spawn_authorization_actor(system, impl->authorization, prefix_handle, obs);
   auto mapper_handle = actors::spawn_mapper_actor(system, impl->mapper, obs);

@@ -8,6 +8,7 @@
 #include "services/node/allocator_service.hpp"
 #include "services/node/authorization_service.hpp"
 #include "services/node/prefix_service.hpp"
+#include "services/node/radix_block_service.hpp"
 #include "services/tracing/chrome_trace.hpp"
 
 namespace spdlog {
@@ -26,6 +27,11 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
                                       Observability obs);
 prefix_actor spawn_prefix_actor(caf::actor_system& system, std::shared_ptr<PrefixService> service,
                                 allocator_actor allocator, Observability obs);
+
+// The radix index owner behind the prefix-index interface ([node]
+// prefix_index = "radix"): same messages, same receipts.
+prefix_actor spawn_radix_prefix_actor(caf::actor_system& system, std::shared_ptr<RadixBlockService> service,
+                                      allocator_actor allocator, Observability obs);
 
 // Null service: no mapper actor (the handle stays invalid).
 mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<MapperService> service,

@@ -63,6 +63,9 @@ OwnerStats AllocatorService::stats() const {
   put("leaked_blocks", referenced_blocks - static_cast<int64_t>(reachable.size()));
   put("live_requests", allocator_.live_requests());
   put("live_leases", allocator_.active_leases());
+  // Of those, the node's own (the radix index's cached pages): held by
+  // session 0, never a worker's, so a run's leak check leaves them out.
+  put("node_leases", static_cast<int64_t>(leases_.held_by(kNodeSession).size()));
   put("sessions_holding", static_cast<int64_t>(requests_.sessions()));
   put("epoch", static_cast<int64_t>(allocator_.epoch().value));
   put("operations", static_cast<int64_t>(operations_));

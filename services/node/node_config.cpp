@@ -1,8 +1,10 @@
 #include "services/node/node_config.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "services/common/toml_reader.hpp"
+#include "services/radix/radix_options.hpp"
 
 namespace kvrt {
 
@@ -36,6 +38,19 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
   c.scheduler_threads = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "max_requests", 1 << 14, 1, 1 << 20));
   c.max_requests = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(c.prefix_index, reader.string(*node, "node", "prefix_index", std::string("hash_chain")));
+  if (c.prefix_index != "hash_chain" && c.prefix_index != "radix")
+    return reader.field_error(node->get("prefix_index"), "node", "prefix_index",
+                              "must be \"hash_chain\" or \"radix\", not \"" + c.prefix_index + "\"");
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "radix_budget_blocks", 0, 0, int64_t{1} << 24));
+  c.radix_budget_blocks = v == 0 ? static_cast<uint32_t>(std::max<uint64_t>(1, c.blocks_per_group / 2))
+                                 : static_cast<uint32_t>(v);
+  if (c.radix_budget_blocks > c.blocks_per_group)
+    return reader.field_error(node->get("radix_budget_blocks"), "node", "radix_budget_blocks",
+                              "exceeds blocks_per_group (" + std::to_string(c.blocks_per_group) + ")");
+  KVRT_TRY_ASSIGN(c.radix_eviction, reader.string(*node, "node", "radix_eviction", std::string("lru")));
+  if (Result<EvictionPolicy> p = parse_eviction_policy(c.radix_eviction); !p.ok())
+    return reader.field_error(node->get("radix_eviction"), "node", "radix_eviction", p.error().reason);
   KVRT_TRY_ASSIGN(c.authorization, read_authorization_config(reader));
   if (const toml::table* mapper = reader.root()["mapper"].as_table(); mapper != nullptr) {
     c.mapper.enabled = true;

@@ -32,6 +32,12 @@ struct NodeConfig {
   uint32_t connection_timeout_ms = 2000;  // silence after which a worker counts as gone [ms]
   uint32_t scheduler_threads = 2;         // CAF worker threads [threads]
   uint32_t max_requests = 1 << 14;        // allocator request slots [requests]
+  // The prefix-reuse owner: the hash-chain index (vLLM's design, weak
+  // identity tags) or the radix index (SGLang's design over pages of P_a
+  // tokens, holding leases on what it caches). Same messages either way.
+  std::string prefix_index = "hash_chain";  // "hash_chain" | "radix"
+  uint32_t radix_budget_blocks = 0;         // blocks per group the radix may hold; 0 = half the pool
+  std::string radix_eviction = "lru";       // the radix tree's eviction policy
   AuthorizationConfig authorization;
   NodeMapperConfig mapper;
 };

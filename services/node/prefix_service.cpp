@@ -15,38 +15,18 @@ Result<PrefixService> PrefixService::create(PrefixIndexConfig config) {
   return PrefixService(std::move(*index), std::move(*scope));
 }
 
-void PrefixService::grant(SessionId session, SessionNamespaceGrant g) {
-  auto& current = current_generation_[g.namespace_name];
-  if (current.value < g.generation.value) current = g.generation;
-  grants_[session.value][g.namespace_name] = std::move(g);
-}
+void PrefixService::grant(SessionId session, SessionNamespaceGrant g) { grants_.grant(session, std::move(g)); }
 
 void PrefixService::advance_generation(const std::string& name, NamespaceGeneration generation) {
-  auto& current = current_generation_[name];
-  if (current.value < generation.value) current = generation;
-  for (auto& [session, grants] : grants_) {
-    const auto it = grants.find(name);
-    if (it != grants.end() && it->second.generation.value < generation.value) grants.erase(it);
-  }
+  grants_.advance_generation(name, generation);
 }
 
-void PrefixService::end_session(SessionId session) { grants_.erase(session.value); }
+void PrefixService::end_session(SessionId session) { grants_.end_session(session); }
 
 Result<BlockExtrasPlan> PrefixService::authorized_plan(SessionId session, const std::string& name) const {
-  const auto s = grants_.find(session.value);
-  const SessionNamespaceGrant* g = nullptr;
-  if (s != grants_.end())
-    if (const auto it = s->second.find(name); it != s->second.end()) g = &it->second;
-  if (g == nullptr)
-    return make_error(ErrorCode::authorization_namespace_denied,
-                      "this session holds no grant for namespace '" + name + "' (authorize first, 0x0CE)",
-                      "namespace_name");
-  const auto cur = current_generation_.find(name);
-  if (cur != current_generation_.end() && cur->second != g->generation)
-    return make_error(ErrorCode::authorization_stale_generation,
-                      "the grant for '" + name + "' is generation " + std::to_string(g->generation.value) +
-                          "; the namespace is at " + std::to_string(cur->second.value),
-                      "namespace_name");
+  Result<SessionNamespaceGrant> granted = grants_.current(session, name);
+  if (!granted.ok()) return granted.error();
+  const SessionNamespaceGrant* g = &*granted;
   // The salt binds namespace, salt and generation: a later generation hashes
   // differently, so candidates of a revoked generation never match (0x0CE
   // revocation step 3).
@@ -69,7 +49,7 @@ Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixM
   lookup_prompt_tokens_ += m->receipt.prompt_tokens;
   lookup_hit_tokens_ += m->receipt.runtime_hit_tokens;
   m->receipt.namespace_id = op.namespace_name;
-  m->receipt.namespace_generation = grants_[session.value][op.namespace_name].generation;
+  m->receipt.namespace_generation = grants_.current(session, op.namespace_name)->generation;
   m->receipt.receipt_sha256 = m->receipt.canonical_digest();
   return std::move(m->receipt);
 }
@@ -142,7 +122,7 @@ OwnerStats PrefixService::stats() const {
   put("rejected_stale_generation", static_cast<int64_t>(stale_generation_));
   put("publications", static_cast<int64_t>(publications_));
   put("tags_refused", static_cast<int64_t>(tags_refused_));
-  put("sessions_with_grants", static_cast<int64_t>(grants_.size()));
+  put("sessions_with_grants", static_cast<int64_t>(grants_.sessions()));
   return out;
 }
 

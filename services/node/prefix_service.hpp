@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "services/node/namespace_grants.hpp"
 #include "services/prefix/prefix_index.hpp"
 #include "services/prefix/publication_target.hpp"
 #include "services/protocol/allocator_ops.hpp"
@@ -31,12 +32,6 @@
 
 namespace kvrt {
 
-// What the authorization owner told this owner about one session's grant.
-struct SessionNamespaceGrant {
-  std::string namespace_name;
-  NamespaceGeneration generation;
-  std::string salt;  // the namespace's cache salt (never leaves the node)
-};
 
 // A publication waiting for the allocator owner's table.
 struct PendingPublication {
@@ -81,8 +76,7 @@ class PrefixService {
 
   PrefixIndex index_;
   PrefixScope scope_;  // the node's local scope; namespaces separate by salt
-  std::map<uint64_t, std::map<std::string, SessionNamespaceGrant>> grants_;  // session -> namespace -> grant
-  std::map<std::string, NamespaceGeneration> current_generation_;
+  NamespaceGrants grants_;
   uint64_t lookups_ = 0, lookup_hit_tokens_ = 0, lookup_prompt_tokens_ = 0;
   uint64_t unauthorized_ = 0, stale_generation_ = 0;
   uint64_t publications_ = 0, tags_refused_ = 0;

@@ -1,0 +1,158 @@
+// [node][radix] The radix index owner served by a node ([node] prefix_index =
+// "radix", issue 8): the same prefix messages as the hash chain; a publication
+// leases every adopted block to the node, a second session of the namespace
+// hits the first one's blocks and allocates with them, another namespace
+// does not; the budget evicts least-recently-used pages and releases their
+// leases; the node's leases always equal the tree's cached blocks, and
+// nothing leaks once the workers are gone.
+#include "actors/node_runtime.hpp"
+#include "services/node/node_config.hpp"
+#include "tests/node_fixture.hpp"
+
+namespace kvrt::test {
+namespace {
+
+struct RadixNode {
+  explicit RadixNode(const ScratchDir& dir) {
+    NodeRunOptions o;
+    o.config_path = std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-radix-test.toml";
+    o.descriptor_path = dir.file("node.json");
+    Result<std::unique_ptr<NodeInstance>> started = NodeInstance::start(o);
+    INFO((started.ok() ? std::string("ok") : started.error().describe()));
+    REQUIRE(started.ok());
+    node = std::move(*started);
+    descriptor = read_node_descriptor(o.descriptor_path).value();
+  }
+  std::unique_ptr<Client> connect(const std::string& principal) const {
+    auto c = Client::connect(descriptor, read_token_file(descriptor.token_path(principal)).value());
+    REQUIRE(c.ok());
+    return std::move(*c);
+  }
+  int64_t stat(const std::string& owner, const std::string& name) const {
+    Result<NodeStats> s = read_node_stats(descriptor);
+    REQUIRE(s.ok());
+    for (const OwnerStats& o : s->owners) {
+      INFO(o.owner << ": " << o.validate_error);
+      CHECK(o.validate_ok);
+    }
+    const auto v = s->value(owner, name);
+    REQUIRE(v.has_value());
+    return *v;
+  }
+  std::unique_ptr<NodeInstance> node;
+  NodeDescriptor descriptor;
+};
+
+AllocationReceipt allocation(Client& c, AllocatorOp op) {
+  Result<AllocatorBatchReceipt> r = c.allocator(AllocatorBatch{{}, {std::move(op)}});
+  REQUIRE(r.ok());
+  const auto* a = std::get_if<AllocationReceipt>(&r->outcomes.at(0));
+  INFO((a == nullptr ? std::get<Error>(r->outcomes[0]).describe() : "ok"));
+  REQUIRE(a != nullptr);
+  return *a;
+}
+
+PrefixMatchReceipt match(Client& c, const std::string& ns, const std::vector<TokenId>& prompt) {
+  Result<PrefixBatchReceipt> r =
+      c.prefix(PrefixBatch{{}, {PrefixMatchOp{ns, RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+  REQUIRE(r.ok());
+  const auto* m = std::get_if<PrefixMatchReceipt>(&r->outcomes.at(0));
+  REQUIRE(m != nullptr);
+  return *m;
+}
+
+// Allocates `prompt`, commits every row and publishes its full pages.
+PrefixPublishReceipt serve_and_publish(Client& c, const std::vector<TokenId>& prompt, RequestFence* fence_out) {
+  const AllocationReceipt r = allocation(c, AllocateOp{static_cast<uint32_t>(prompt.size()), {}, std::nullopt});
+  const RequestFence fence{r.request_id, r.request_generation, r.table_version_after};
+  const AllocationReceipt committed =
+      allocation(c, CommitRowsOp{fence, static_cast<uint32_t>(prompt.size())});
+  if (fence_out) *fence_out = RequestFence{fence.request, fence.generation, committed.table_version_after};
+  Result<PrefixBatchReceipt> p = c.prefix(PrefixBatch{
+      {}, {PrefixPublishOp{"test/shared", fence.request, prompt, 0, static_cast<uint32_t>(prompt.size() / 16)}}});
+  REQUIRE(p.ok());
+  const auto* receipt = std::get_if<PrefixPublishReceipt>(&p->outcomes.at(0));
+  INFO((receipt == nullptr ? std::get<Error>(p->outcomes[0]).describe() : "ok"));
+  REQUIRE(receipt != nullptr);
+  return *receipt;
+}
+
+std::vector<TokenId> prompt_of(TokenId seed, size_t n) {
+  std::vector<TokenId> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = seed * 1000 + static_cast<TokenId>(i);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("node radix: publications lease pages, matches reuse them, the budget evicts", "[node][radix]") {
+  ScratchDir dir("node-radix");
+  RadixNode n(dir);
+  auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
+  REQUIRE(a->authorize("test/shared").ok());
+  REQUIRE(b->authorize("test/shared").ok());
+  CHECK(n.stat("prefix_index", "radix") == 1);
+
+  // A serves 40 tokens (P = 16: two full pages) and publishes them: 2 pages
+  // x 2 groups adopted, each block leased to the node.
+  const std::vector<TokenId> prompt = prompt_of(1, 40);
+  RequestFence a_fence;
+  const PrefixPublishReceipt published = serve_and_publish(*a, prompt, &a_fence);
+  CHECK(published.published == 2 * 2);
+  CHECK(n.stat("allocator", "node_leases") == 4);
+  CHECK(n.stat("prefix_index", "cached_blocks") == 4);
+
+  // B hits both pages (the cap keeps the last prompt token computed) and
+  // allocates with A's blocks.
+  const PrefixMatchReceipt m = match(*b, "test/shared", prompt);
+  REQUIRE(m.runtime_hit_tokens == 32);
+  REQUIRE(m.matched_group_handles.size() == 2);
+  std::vector<PhysicalBlockHandle> hit;
+  for (const auto& bundle : m.matched_group_handles) hit.insert(hit.end(), bundle.handles.begin(), bundle.handles.end());
+  const AllocationReceipt b_alloc = allocation(*b, AllocateOp{40, hit, std::nullopt});
+  CHECK(b_alloc.outcome == AllocationOutcome::committed);
+  // Publishing again (B's table begins with the same pages) adopts nothing.
+  // Another namespace sees nothing.
+  auto c = n.connect("worker-3");
+  REQUIRE(c->authorize("test/other").ok());
+  CHECK(match(*c, "test/other", prompt).runtime_hit_tokens == 0);
+
+  // A releases: its blocks stay cached (the node's leases hold them).
+  Result<AllocatorBatchReceipt> released = a->allocator(AllocatorBatch{{}, {ReleaseOp{a_fence, ReleaseReason::finished}}});
+  REQUIRE(released.ok());
+  REQUIRE(std::holds_alternative<ReleaseResult>(released->outcomes.at(0)));
+  CHECK(match(*b, "test/shared", prompt).runtime_hit_tokens == 32);
+
+  // Three more distinct two-page prompts: 8 pages against a budget of 4.
+  // The least recently used go, their leases with them.
+  for (TokenId s = 2; s <= 4; ++s) (void)serve_and_publish(*a, prompt_of(s, 32), nullptr);
+  CHECK(n.stat("prefix_index", "cached_pages") == 4);
+  CHECK(n.stat("prefix_index", "evicted_pages") == 4);
+  CHECK(n.stat("allocator", "node_leases") == n.stat("prefix_index", "cached_blocks"));
+  CHECK(match(*b, "test/shared", prompt_of(4, 33)).runtime_hit_tokens == 32);  // the newest survives
+
+  a.reset();
+  b.reset();
+  c.reset();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (n.stat("allocator", "live_requests") != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(n.stat("allocator", "live_requests") == 0);
+  CHECK(n.stat("allocator", "leaked_blocks") == 0);
+  CHECK(n.stat("allocator", "refcount_delta") == 0);
+  CHECK(n.stat("allocator", "live_leases") == n.stat("allocator", "node_leases"));
+}
+
+TEST_CASE("node radix: a bad prefix_index is refused naming the field", "[node][radix]") {
+  Result<NodeConfig> c = parse_node_config("[node]\nlayout = \"x.toml\"\nblocks_per_group = 8\nprefix_index = \"trie\"\n",
+                                           "bad.toml");
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().reason.find("prefix_index") != std::string::npos);
+  Result<NodeConfig> over = parse_node_config(
+      "[node]\nlayout = \"x.toml\"\nblocks_per_group = 8\nprefix_index = \"radix\"\nradix_budget_blocks = 9\n", "bad.toml");
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().reason.find("radix_budget_blocks") != std::string::npos);
+}
+
+}  // namespace kvrt::test
