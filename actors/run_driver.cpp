@@ -165,13 +165,14 @@ struct PassMode {
   bool reuse = true;
   bool verify = true;
   bool shared_prefix = true;
+  std::string index = "hash_chain";  // the node's prefix-reuse owner
 };
 
 Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, const workload::Workload& workload,
                          const CacheLayoutManifest& layout, const PassMode& mode, const std::string& dir) {
   std::filesystem::create_directories(dir);
   const std::string node_config = dir + "/node.toml";
-  KVRT_TRY(write_text(node_config, node_config_for_run(config, workload)));
+  KVRT_TRY(write_text(node_config, node_config_for_run(config, workload, mode.index)));
   NodeRunOptions node_options;
   node_options.config_path = node_config;
   node_options.descriptor_path = dir + "/node.json";
@@ -188,6 +189,7 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
 
   RunPass pass;
   pass.mode = mode.name;
+  pass.index = mode.index;
   std::vector<WorkerProcess> workers;
   WorkerReaper reaper{workers};
   const Clock::time_point start = Clock::now();
@@ -327,8 +329,9 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
   if (ec) return make_error(ErrorCode::io, "cannot create " + options.out_dir + ": " + ec.message(), "out");
 
   const std::string started_at = utc_timestamp("%Y-%m-%dT%H:%M:%SZ");
-  auto main_pass_result = run_pass(options, config, workload, layout, PassMode{"run", true, config.verify, true},
-                                              options.out_dir + "/node");
+  auto main_pass_result = run_pass(options, config, workload, layout,
+                                   PassMode{"run", true, config.verify, true, config.prefix_index},
+                                   options.out_dir + "/node");
   if (!main_pass_result.ok()) return main_pass_result.error();
   RunPass main_pass = std::move(main_pass_result).value();
   report::RunReport report = build_run_report(main_pass, config, workload, layout);
@@ -341,8 +344,11 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
     // The same workload under each reuse mode, without the verification
     // replay so wall times compare serving alone.
     std::vector<RunPass> passes;
-    for (const PassMode& mode : {PassMode{"no_reuse", false, false, false}, PassMode{"hash_chain", true, false, false},
-                                 PassMode{"hash_chain_shared_prefix", true, false, true}}) {
+    for (const PassMode& mode : {PassMode{"no_reuse", false, false, false, "hash_chain"},
+                                 PassMode{"hash_chain", true, false, false, "hash_chain"},
+                                 PassMode{"hash_chain_shared_prefix", true, false, true, "hash_chain"},
+                                 PassMode{"radix", true, false, false, "radix"},
+                                 PassMode{"radix_shared_prefix", true, false, true, "radix"}}) {
       auto pass_result = run_pass(options, config, workload, layout, mode,
                                              options.out_dir + "/compare-" + mode.name);
       if (!pass_result.ok()) return pass_result.error();

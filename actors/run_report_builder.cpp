@@ -107,7 +107,8 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
                                               w.decode_tokens, w.wall_s});
   }
   r.tokens_requested = r.prompt_tokens + r.decode_tokens;
-  r.reused_by_hash_chain = r.prefill_rows_reused;
+  // One index serves a pass: every reused row was found by it.
+  (pass.index == "radix" ? r.reused_by_radix : r.reused_by_hash_chain) = r.prefill_rows_reused;
   for (size_t k = 0; k < kFunnelStageCount; ++k)
     r.funnel_stages.emplace_back(std::string(to_string(static_cast<FunnelStage>(k))), funnel.stage[k]);
   for (size_t b = 0; b < kReuseBucketCount; ++b)
@@ -129,7 +130,10 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   r.validate_ok = !pass.final_stats.owners.empty();
   for (const OwnerStats& o : pass.final_stats.owners) r.validate_ok = r.validate_ok && o.validate_ok;
   const int64_t live_requests = stat(pass.final_stats, "allocator", "live_requests");
-  const int64_t live_leases = stat(pass.final_stats, "allocator", "live_leases");
+  // The radix index's cached pages are the node's own leases, not a
+  // worker's: what is left after every worker released is the rest.
+  const int64_t live_leases =
+      stat(pass.final_stats, "allocator", "live_leases") - stat(pass.final_stats, "allocator", "node_leases");
 
   // The verdict names the first thing that is not exact.
   const uint64_t expected = workload.request_count();

@@ -71,8 +71,14 @@ TEST_CASE("run config: defaults, paths relative to the file, and the derived nod
 
   // The node config kvrt run writes must load as a node config: one
   // namespace per tenant, one principal per worker allowed every tenant.
-  Result<NodeConfig> node = parse_node_config(node_config_for_run(*c, *w), "derived");
+  Result<NodeConfig> node = parse_node_config(node_config_for_run(*c, *w, c->prefix_index), "derived");
   REQUIRE(node.ok());
+  CHECK(c->prefix_index == "hash_chain");
+  CHECK(node->prefix_index == "hash_chain");
+  Result<NodeConfig> radix = parse_node_config(node_config_for_run(*c, *w, "radix"), "derived");
+  REQUIRE(radix.ok());
+  CHECK(radix->prefix_index == "radix");
+  CHECK(radix->radix_budget_blocks == 256);  // half the pool by default
   CHECK(node->layout_path == c->layout_path);
   CHECK(node->blocks_per_group == 512);
   REQUIRE(node->authorization.namespaces.size() == w->tenants.size());
@@ -244,4 +250,45 @@ TEST_CASE("kvrt run: identical prompts in two namespaces never share K/V", "[run
   CHECK(two["requests"].get<uint64_t>() == 2 * one["requests"].get<uint64_t>());
   CHECK(two["prefill_rows_reused"].get<uint64_t>() == 2 * one["prefill_rows_reused"].get<uint64_t>());
   CHECK(two["prefill_rows_computed"].get<uint64_t>() == 2 * one["prefill_rows_computed"].get<uint64_t>());
+}
+
+TEST_CASE("kvrt run: the radix index owner serves the same workload exactly", "[run][process]") {
+  test::ScratchDir dir("run-radix");
+  const std::string out = dir.file("report");
+  const nlohmann::json s = run_to_json({"--config", data("run-radix.toml"), "--out", out}, dir);
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  CHECK(s["exact"] == true);
+  CHECK(s["leaked_blocks"] == 0);
+  CHECK(s["requests"].get<uint64_t>() == w->request_count());
+  CHECK(s["requests_verified"].get<uint64_t>() == w->request_count());
+  CHECK(s["row_mismatches"] == 0);
+  // Every reused row was found by the radix tree.
+  CHECK(s["prefill_rows_reused"].get<uint64_t>() > 0);
+  CHECK(s["reused_by_radix"] == s["prefill_rows_reused"]);
+  CHECK(s["reused_by_hash_chain"] == 0);
+  CHECK(s["prefill_rows_computed"].get<uint64_t>() + s["prefill_rows_reused"].get<uint64_t>() +
+            s["prefill_rows_forked"].get<uint64_t>() ==
+        s["prompt_tokens"].get<uint64_t>());
+}
+
+TEST_CASE("kvrt run: one request at a time, the radix and the hash chain reuse the same rows", "[run][process]") {
+  // Pages of P_a tokens are the radix tree's unit and the hash chain's full
+  // blocks: with nothing evicted, both find every earlier page, so a serial
+  // run reuses exactly the same rows under either owner; and the radix keeps
+  // identical tenants apart as the chain does (twice one tenant's reuse).
+  auto run = [&](const std::string& config, const std::string& workload) {
+    test::ScratchDir dir("run-radix-serial");
+    return run_to_json({"--config", data(config), "--workload", data(workload), "--out", dir.file("report")}, dir);
+  };
+  const nlohmann::json chain = run("run-serial.toml", "isolation-one-tenant.toml");
+  const nlohmann::json radix = run("run-serial-radix.toml", "isolation-one-tenant.toml");
+  const nlohmann::json radix_two = run("run-serial-radix.toml", "isolation-two-tenants.toml");
+  CHECK(chain["exact"] == true);
+  CHECK(radix["exact"] == true);
+  CHECK(radix_two["exact"] == true);
+  REQUIRE(chain["prefill_rows_reused"].get<uint64_t>() > 0);
+  CHECK(radix["prefill_rows_reused"] == chain["prefill_rows_reused"]);
+  CHECK(radix["prefill_rows_computed"] == chain["prefill_rows_computed"]);
+  CHECK(radix_two["prefill_rows_reused"].get<uint64_t>() == 2 * radix["prefill_rows_reused"].get<uint64_t>());
 }

@@ -25,6 +25,9 @@ struct RunConfig {
   uint32_t heartbeat_interval_ms = 250;
   uint32_t connection_timeout_ms = 5000;
   uint32_t node_threads = 2;        // CAF scheduler threads of the node [threads]
+  // The node's prefix-reuse owner for the main pass: "hash_chain" or "radix"
+  // (`kvrt run --compare` runs both either way).
+  std::string prefix_index = "hash_chain";
   model::ModelConfig model;
 };
 
@@ -35,6 +38,8 @@ Result<RunConfig> load_run_config(const std::string& path);
 // The node configuration for a run: [node] from the run config, one
 // [[namespace]] per workload tenant, principals worker-0 .. worker-(n-1),
 // each allowed every tenant's namespace. Paths in it are absolute.
-std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload);
+// `prefix_index` overrides the run config's choice (the --compare passes).
+std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload,
+                                const std::string& prefix_index);
 
 }  // namespace kvrt
