@@ -7,9 +7,7 @@
 // message mutates the index between deciding and confirming).
 #include <spdlog/spdlog.h>
 
-#include "actors/owner_actors.hpp"
-#include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "actors/index_batch.hpp"
 
 namespace kvrt::actors {
 
@@ -24,22 +22,12 @@ struct PrefixActorState {
 
 using PrefixSelf = prefix_actor::stateful_pointer<PrefixActorState>;
 
-// One batch being answered, possibly across owner round trips.
-struct PrefixBatchRun {
-  SessionId session;
-  PrefixBatch batch;
-  PrefixBatchReceipt receipt;
-  caf::typed_response_promise<wire_bytes> promise;
-  size_t next = 0;
-};
+void run_batch(PrefixSelf self, std::shared_ptr<IndexBatchRun> run);
 
-void run_batch(PrefixSelf self, std::shared_ptr<PrefixBatchRun> run);
-
-void publish_step(PrefixSelf self, std::shared_ptr<PrefixBatchRun> run, const PrefixPublishOp& op) {
+void publish_step(PrefixSelf self, std::shared_ptr<IndexBatchRun> run, const PrefixPublishOp& op) {
   auto& st = self->state;
   auto done = [self, run](PrefixOutcome outcome) {
-    run->receipt.outcomes.push_back(std::move(outcome));
-    ++run->next;
+    run->answer(std::move(outcome));
     run_batch(self, run);
   };
   self->request(st.allocator, caf::infinite, table_atom::value, run->session.value, op.request.value)
@@ -84,26 +72,9 @@ void publish_step(PrefixSelf self, std::shared_ptr<PrefixBatchRun> run, const Pr
           });
 }
 
-void run_batch(PrefixSelf self, std::shared_ptr<PrefixBatchRun> run) {
-  auto& svc = *self->state.service;
-  while (run->next < run->batch.ops.size()) {
-    const PrefixOp& op = run->batch.ops[run->next];
-    if (const auto* m = std::get_if<PrefixMatchOp>(&op)) {
-      Result<PrefixMatchReceipt> r = svc.match(run->session, *m);
-      run->receipt.outcomes.push_back(r.ok() ? PrefixOutcome(std::move(*r)) : PrefixOutcome(r.error()));
-      ++run->next;
-      continue;
-    }
-    const auto& pub = std::get<PrefixPublishOp>(op);
-    if (Status st = svc.check_publication(run->session, pub); !st.ok()) {
-      run->receipt.outcomes.push_back(st.error());
-      ++run->next;
-      continue;
-    }
-    publish_step(self, run, pub);
-    return;  // continues in the allocator's reply
-  }
-  run->promise.deliver(to_wire(codec::encode(run->receipt)));
+void run_batch(PrefixSelf self, std::shared_ptr<IndexBatchRun> run) {
+  run_index_batch(*self->state.service, run,
+                  [self](const std::shared_ptr<IndexBatchRun>& r, const PrefixPublishOp& op) { publish_step(self, r, op); });
 }
 
 }  // namespace
@@ -117,23 +88,8 @@ prefix_actor spawn_prefix_actor(caf::actor_system& system, std::shared_ptr<Prefi
     self->state.obs = std::move(o);
     return {
         [self](batch_atom, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
-          auto& st = self->state;
-          TraceSlice slice(st.obs.trace, "prefix_index", "prefix.batch", {});
-          Result<PrefixBatch> batch = codec::decode<PrefixBatch>(as_span(bytes));
-          if (!batch.ok()) {
-            log_rejected(st.obs.log, "prefix_index", session, batch.error());
-            return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
-          }
-          slice.set_trace(batch->trace);
-          if (st.obs.trace) st.obs.trace->flow_finish("prefix_index", ChromeTraceRecorder::now_us(), flow_id(batch->trace));
-          auto run = std::make_shared<PrefixBatchRun>();
-          run->session = SessionId{session};
-          run->receipt.trace = batch->trace;
-          run->receipt.outcomes.reserve(batch->ops.size());
-          run->batch = std::move(*batch);
-          run->promise = self->make_response_promise<wire_bytes>();
-          run_batch(self, run);
-          return run->promise;
+          return start_index_batch(self, session, bytes, self->state.obs, "prefix_index", "prefix.batch",
+                                   [self](const std::shared_ptr<IndexBatchRun>& run) { run_batch(self, run); });
         },
         [self](events_atom, const std::vector<AllocatorEvent>& events) { self->state.service->absorb(events); },
         [self](grant_atom, uint64_t session, const SessionNamespaceGrant& grant) {

@@ -8,9 +8,7 @@
 // mailbox), so no other message changes the tree between adopt and confirm.
 #include <spdlog/spdlog.h>
 
-#include "actors/owner_actors.hpp"
-#include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "actors/index_batch.hpp"
 
 namespace kvrt::actors {
 
@@ -25,15 +23,7 @@ struct RadixActorState {
 
 using RadixSelf = prefix_actor::stateful_pointer<RadixActorState>;
 
-struct RadixBatchRun {
-  SessionId session;
-  PrefixBatch batch;
-  PrefixBatchReceipt receipt;
-  caf::typed_response_promise<wire_bytes> promise;
-  size_t next = 0;
-};
-
-void run_batch(RadixSelf self, std::shared_ptr<RadixBatchRun> run);
+void run_batch(RadixSelf self, std::shared_ptr<IndexBatchRun> run);
 
 void release_leases(RadixSelf self, const std::vector<LeaseId>& leases) {
   if (leases.empty()) return;
@@ -42,10 +32,9 @@ void release_leases(RadixSelf self, const std::vector<LeaseId>& leases) {
   self->send(self->state.allocator, unlease_atom::value, std::move(ids));
 }
 
-void publish_step(RadixSelf self, std::shared_ptr<RadixBatchRun> run, const PrefixPublishOp& op) {
+void publish_step(RadixSelf self, std::shared_ptr<IndexBatchRun> run, const PrefixPublishOp& op) {
   auto done = [self, run](PrefixOutcome outcome) {
-    run->receipt.outcomes.push_back(std::move(outcome));
-    ++run->next;
+    run->answer(std::move(outcome));
     run_batch(self, run);
   };
   self->request(self->state.allocator, caf::infinite, table_atom::value, run->session.value, op.request.value)
@@ -88,26 +77,9 @@ void publish_step(RadixSelf self, std::shared_ptr<RadixBatchRun> run, const Pref
           });
 }
 
-void run_batch(RadixSelf self, std::shared_ptr<RadixBatchRun> run) {
-  auto& svc = *self->state.service;
-  while (run->next < run->batch.ops.size()) {
-    const PrefixOp& op = run->batch.ops[run->next];
-    if (const auto* m = std::get_if<PrefixMatchOp>(&op)) {
-      Result<PrefixMatchReceipt> r = svc.match(run->session, *m);
-      run->receipt.outcomes.push_back(r.ok() ? PrefixOutcome(std::move(*r)) : PrefixOutcome(r.error()));
-      ++run->next;
-      continue;
-    }
-    const auto& pub = std::get<PrefixPublishOp>(op);
-    if (Status st = svc.check_publication(run->session, pub); !st.ok()) {
-      run->receipt.outcomes.push_back(st.error());
-      ++run->next;
-      continue;
-    }
-    publish_step(self, run, pub);
-    return;  // continues in the allocator's reply
-  }
-  run->promise.deliver(to_wire(codec::encode(run->receipt)));
+void run_batch(RadixSelf self, std::shared_ptr<IndexBatchRun> run) {
+  run_index_batch(*self->state.service, run,
+                  [self](const std::shared_ptr<IndexBatchRun>& r, const PrefixPublishOp& op) { publish_step(self, r, op); });
 }
 
 }  // namespace
@@ -121,22 +93,8 @@ prefix_actor spawn_radix_prefix_actor(caf::actor_system& system, std::shared_ptr
     self->state.obs = std::move(o);
     return {
         [self](batch_atom, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
-          auto& st = self->state;
-          TraceSlice slice(st.obs.trace, "radix_index", "radix.batch", {});
-          Result<PrefixBatch> batch = codec::decode<PrefixBatch>(as_span(bytes));
-          if (!batch.ok()) {
-            log_rejected(st.obs.log, "radix_index", session, batch.error());
-            return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
-          }
-          slice.set_trace(batch->trace);
-          auto run = std::make_shared<RadixBatchRun>();
-          run->session = SessionId{session};
-          run->receipt.trace = batch->trace;
-          run->receipt.outcomes.reserve(batch->ops.size());
-          run->batch = std::move(*batch);
-          run->promise = self->make_response_promise<wire_bytes>();
-          run_batch(self, run);
-          return run->promise;
+          return start_index_batch(self, session, bytes, self->state.obs, "radix_index", "radix.batch",
+                                   [self](const std::shared_ptr<IndexBatchRun>& run) { run_batch(self, run); });
         },
         // The allocator never evicts a block the tree leases, so its events
         // name nothing the tree holds.

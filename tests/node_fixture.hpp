@@ -20,6 +20,7 @@
 #include <catch2/catch.hpp>
 
 #include "actors/client.hpp"
+#include "actors/node_runtime.hpp"
 #include "services/node/node_descriptor.hpp"
 
 extern char** environ;
@@ -151,6 +152,44 @@ class NodeProcess {
   KvrtProcess process_;
   NodeDescriptor descriptor_;
   bool stopped_ = false;
+};
+
+// A NodeInstance in this process on a test configuration (tests/data/node),
+// with sessions opened by principal name: the protocol tests talk to it over
+// loopback like any worker.
+struct InProcessNode {
+  explicit InProcessNode(const ScratchDir& dir, const std::string& config = "tests/data/node/node-test.toml") {
+    NodeRunOptions o;
+    o.config_path = std::string(KVRT_SOURCE_DIR) + "/" + config;
+    o.descriptor_path = dir.file("node.json");
+    Result<std::unique_ptr<NodeInstance>> started = NodeInstance::start(o);
+    INFO((started.ok() ? std::string("ok") : started.error().describe()));
+    REQUIRE(started.ok());
+    node = std::move(*started);
+    descriptor = read_node_descriptor(o.descriptor_path).value();
+  }
+  std::unique_ptr<Client> connect(const std::string& principal) const {
+    Result<std::unique_ptr<Client>> c =
+        Client::connect(descriptor, read_token_file(descriptor.token_path(principal)).value());
+    INFO((c.ok() ? std::string("ok") : c.error().describe()));
+    REQUIRE(c.ok());
+    return std::move(*c);
+  }
+  // One owner's statistic, read live; every owner must validate.
+  int64_t stat(const std::string& owner, const std::string& name) const {
+    Result<NodeStats> s = read_node_stats(descriptor);
+    REQUIRE(s.ok());
+    for (const OwnerStats& o : s->owners) {
+      INFO(o.owner << ": " << o.validate_error);
+      CHECK(o.validate_ok);
+    }
+    const std::optional<int64_t> v = s->value(owner, name);
+    INFO(owner << "." << name);
+    REQUIRE(v.has_value());
+    return *v;
+  }
+  std::unique_ptr<NodeInstance> node;
+  NodeDescriptor descriptor;
 };
 
 // Polls the node until `done(stats)` holds or the time is up.

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <random>
 
-#include "actors/node_runtime.hpp"
 #include "schema/codec_node.hpp"
 #include "services/node/mapper_view.hpp"
 #include "tests/node_fixture.hpp"
@@ -16,27 +15,6 @@
 namespace kvrt::test {
 namespace {
 
-struct MapperNode {
-  explicit MapperNode(const ScratchDir& dir, const std::string& config = "tests/data/node/node-mapper-test.toml") {
-    NodeRunOptions o;
-    o.config_path = std::string(KVRT_SOURCE_DIR) + "/" + config;
-    o.descriptor_path = dir.file("node.json");
-    Result<std::unique_ptr<NodeInstance>> started = NodeInstance::start(o);
-    INFO((started.ok() ? std::string("ok") : started.error().describe()));
-    REQUIRE(started.ok());
-    node = std::move(*started);
-    descriptor = read_node_descriptor(o.descriptor_path).value();
-  }
-  std::unique_ptr<Client> connect(const std::string& principal) const {
-    Result<std::unique_ptr<Client>> c =
-        Client::connect(descriptor, read_token_file(descriptor.token_path(principal)).value());
-    INFO((c.ok() ? std::string("ok") : c.error().describe()));
-    REQUIRE(c.ok());
-    return std::move(*c);
-  }
-  std::unique_ptr<NodeInstance> node;
-  NodeDescriptor descriptor;
-};
 
 MapperBatchReceipt call(Client& c, std::vector<MapperOp> ops) {
   Result<MapperBatchReceipt> r = c.mapper(MapperBatch{TraceContext{3, 4, 0}, std::move(ops)});
@@ -57,22 +35,12 @@ ErrorCode error_of(const MapperBatchReceipt& r, size_t i) {
   return e == nullptr ? ErrorCode::ok : e->code;
 }
 
-int64_t mapper_stat(const NodeDescriptor& d, const std::string& name) {
-  Result<NodeStats> s = read_node_stats(d);
-  REQUIRE(s.ok());
-  const OwnerStats* m = s->owner("mapper");
-  REQUIRE(m != nullptr);
-  CHECK(m->validate_ok);
-  const std::optional<int64_t> v = s->value("mapper", name);
-  REQUIRE(v.has_value());
-  return *v;
-}
 
 }  // namespace
 
 TEST_CASE("node mapper: receipts over the wire and a worker view that shows the node's pages", "[node][mapper]") {
   ScratchDir dir("node-mapper");
-  MapperNode n(dir);
+  InProcessNode n(dir, "tests/data/node/node-mapper-test.toml");
   REQUIRE(n.descriptor.mapper.has_value());
   auto writer = n.connect("worker-0");
   auto reader = n.connect("worker-1");
@@ -117,7 +85,7 @@ TEST_CASE("node mapper: receipts over the wire and a worker view that shows the 
   CHECK(error_of(refused, 0) == ErrorCode::not_owner);
   CHECK(error_of(refused, 1) == ErrorCode::not_owner);
   CHECK(error_of(refused, 2) == ErrorCode::not_owner);
-  CHECK(mapper_stat(n.descriptor, "active_slots") == 1);
+  CHECK(n.stat("mapper", "active_slots") == 1);
 
   // Malformed bytes: a typed error, and the mapper keeps serving.
   for (const auto& garbage : {std::vector<uint8_t>{}, std::vector<uint8_t>(64, 0xa5),
@@ -129,21 +97,21 @@ TEST_CASE("node mapper: receipts over the wire and a worker view that shows the 
     CHECK(e->error.code == ErrorCode::decode_failed);
   }
   outcome_as<SlotBinding>(call(*reader, {MapperAllocOp{RequestId{2}, RequestGeneration{1}, 10}}), 0);
-  CHECK(mapper_stat(n.descriptor, "active_slots") == 2);
+  CHECK(n.stat("mapper", "active_slots") == 2);
 
   // The writer's session ends: its slot is freed (pages kept as capacity).
   writer.reset();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (mapper_stat(n.descriptor, "active_slots") != 1 && std::chrono::steady_clock::now() < deadline)
+  while (n.stat("mapper", "active_slots") != 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  CHECK(mapper_stat(n.descriptor, "active_slots") == 1);
-  CHECK(mapper_stat(n.descriptor, "sessions_reclaimed") == 1);
-  CHECK(mapper_stat(n.descriptor, "inactive_retained_bytes") > 0);
+  CHECK(n.stat("mapper", "active_slots") == 1);
+  CHECK(n.stat("mapper", "sessions_reclaimed") == 1);
+  CHECK(n.stat("mapper", "inactive_retained_bytes") > 0);
 }
 
 TEST_CASE("node mapper: a node without [mapper] answers a typed error", "[node][mapper]") {
   ScratchDir dir("node-no-mapper");
-  MapperNode n(dir, "tests/data/node/node-test.toml");
+  InProcessNode n(dir, "tests/data/node/node-test.toml");
   CHECK_FALSE(n.descriptor.mapper.has_value());
   auto c = n.connect("worker-0");
   Result<MapperBatchReceipt> r = c->mapper(MapperBatch{{}, {MapperAllocOp{RequestId{1}, RequestGeneration{1}, 8}}});

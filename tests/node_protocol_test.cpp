@@ -2,34 +2,12 @@
 // kvrt::Client sessions talking over loopback. Malformed bytes get a typed
 // error and the node keeps serving; stale receipts are refused with their
 // reason; a session may touch only what it holds; a lookup needs a grant.
-#include "actors/node_runtime.hpp"
 #include "schema/codec_node.hpp"
 #include "tests/node_fixture.hpp"
 
 namespace kvrt::test {
 namespace {
 
-struct InProcessNode {
-  explicit InProcessNode(const ScratchDir& dir) {
-    NodeRunOptions o;
-    o.config_path = std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-test.toml";
-    o.descriptor_path = dir.file("node.json");
-    Result<std::unique_ptr<NodeInstance>> started = NodeInstance::start(o);
-    INFO((started.ok() ? std::string("ok") : started.error().describe()));
-    REQUIRE(started.ok());
-    node = std::move(*started);
-    descriptor = read_node_descriptor(o.descriptor_path).value();
-  }
-  std::unique_ptr<Client> connect(const std::string& principal) const {
-    Result<std::unique_ptr<Client>> c =
-        Client::connect(descriptor, read_token_file(descriptor.token_path(principal)).value());
-    INFO((c.ok() ? std::string("ok") : c.error().describe()));
-    REQUIRE(c.ok());
-    return std::move(*c);
-  }
-  std::unique_ptr<NodeInstance> node;
-  NodeDescriptor descriptor;
-};
 
 template <class T>
 const T& outcome_as(const AllocatorBatchReceipt& r, size_t i) {

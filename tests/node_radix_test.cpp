@@ -5,43 +5,12 @@
 // does not; the budget evicts least-recently-used pages and releases their
 // leases; the node's leases always equal the tree's cached blocks, and
 // nothing leaks once the workers are gone.
-#include "actors/node_runtime.hpp"
 #include "services/node/node_config.hpp"
 #include "tests/node_fixture.hpp"
 
 namespace kvrt::test {
 namespace {
 
-struct RadixNode {
-  explicit RadixNode(const ScratchDir& dir) {
-    NodeRunOptions o;
-    o.config_path = std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-radix-test.toml";
-    o.descriptor_path = dir.file("node.json");
-    Result<std::unique_ptr<NodeInstance>> started = NodeInstance::start(o);
-    INFO((started.ok() ? std::string("ok") : started.error().describe()));
-    REQUIRE(started.ok());
-    node = std::move(*started);
-    descriptor = read_node_descriptor(o.descriptor_path).value();
-  }
-  std::unique_ptr<Client> connect(const std::string& principal) const {
-    auto c = Client::connect(descriptor, read_token_file(descriptor.token_path(principal)).value());
-    REQUIRE(c.ok());
-    return std::move(*c);
-  }
-  int64_t stat(const std::string& owner, const std::string& name) const {
-    Result<NodeStats> s = read_node_stats(descriptor);
-    REQUIRE(s.ok());
-    for (const OwnerStats& o : s->owners) {
-      INFO(o.owner << ": " << o.validate_error);
-      CHECK(o.validate_ok);
-    }
-    const auto v = s->value(owner, name);
-    REQUIRE(v.has_value());
-    return *v;
-  }
-  std::unique_ptr<NodeInstance> node;
-  NodeDescriptor descriptor;
-};
 
 AllocationReceipt allocation(Client& c, AllocatorOp op) {
   Result<AllocatorBatchReceipt> r = c.allocator(AllocatorBatch{{}, {std::move(op)}});
@@ -87,7 +56,7 @@ std::vector<TokenId> prompt_of(TokenId seed, size_t n) {
 
 TEST_CASE("node radix: publications lease pages, matches reuse them, the budget evicts", "[node][radix]") {
   ScratchDir dir("node-radix");
-  RadixNode n(dir);
+  InProcessNode n(dir, "tests/data/node/node-radix-test.toml");
   auto a = n.connect("worker-0");
   auto b = n.connect("worker-1");
   REQUIRE(a->authorize("test/shared").ok());

@@ -77,6 +77,19 @@ uint32_t tile_sequences_for(uint32_t requested, const HeadMapping& heads) {
   return std::max(1u, kDefaultTileRows / heads.group_size());
 }
 
+// An empty plan with P_k, P_part and the tile width resolved and checked.
+Result<AttentionWorkPlan> start_plan(const PagedKvView& view, const HeadMapping& heads, const WorkPlanOptions& options) {
+  auto pk = kernel_block_tokens_for(view, options.kernel_block_tokens);
+  if (!pk.ok()) return pk.error();
+  auto part = partition_tokens_for(options.partition_tokens, *pk);
+  if (!part.ok()) return part.error();
+  AttentionWorkPlan plan;
+  plan.kernel_block_tokens = *pk;
+  plan.partition_tokens = *part;
+  plan.tile_sequences = tile_sequences_for(options.tile_sequences, heads);
+  return plan;
+}
+
 }  // namespace
 
 uint64_t AttentionWorkPlan::key_rows_read() const {
@@ -90,17 +103,14 @@ Result<AttentionWorkPlan> plan_paged_decode(const PagedKvView& view, const HeadM
                                             std::span<const DecodeRequest> requests, const WorkPlanOptions& options) {
   KVRT_TRY(check_head_mapping(heads, view.kv_heads, "heads"));
   if (requests.empty()) return make_error(ErrorCode::invalid_argument, "no decode request", "requests");
-  auto pk = kernel_block_tokens_for(view, options.kernel_block_tokens);
-  if (!pk.ok()) return pk.error();
-  auto part = partition_tokens_for(options.partition_tokens, *pk);
-  if (!part.ok()) return part.error();
-  AttentionWorkPlan plan;
-  plan.partition_tokens = *part;
-  plan.tile_sequences = tile_sequences_for(options.tile_sequences, heads);
+  auto started = start_plan(view, heads, options);
+  if (!started.ok()) return started.error();
+  AttentionWorkPlan plan = std::move(started).value();
+  const uint32_t pk = plan.kernel_block_tokens;
   std::vector<std::vector<uint32_t>> paths;
   for (uint32_t r = 0; r < requests.size(); ++r) {
     const KvBlockTable& table = requests[r].table;
-    KVRT_TRY(check_block_table(table, view, *pk, "requests[" + std::to_string(r) + "]"));
+    KVRT_TRY(check_block_table(table, view, pk, "requests[" + std::to_string(r) + "]"));
     if (table.context_tokens > std::numeric_limits<uint32_t>::max()) return too_large("context_tokens");
     const uint32_t tokens = static_cast<uint32_t>(table.context_tokens);
     PlanChunk chunk{static_cast<uint32_t>(plan.runs.size()), 0, tokens, r, r + 1};
@@ -118,13 +128,9 @@ Result<AttentionWorkPlan> plan_shared_prefix(const PagedKvView& view, const Exec
                                              const SnapshotFence& fence, const HeadMapping& heads,
                                              const WorkPlanOptions& options) {
   KVRT_TRY(snapshot.validate_for(view, fence, heads));
-  auto pk = kernel_block_tokens_for(view, options.kernel_block_tokens);
-  if (!pk.ok()) return pk.error();
-  auto part = partition_tokens_for(options.partition_tokens, *pk);
-  if (!part.ok()) return part.error();
-  AttentionWorkPlan plan;
-  plan.partition_tokens = *part;
-  plan.tile_sequences = tile_sequences_for(options.tile_sequences, heads);
+  auto started = start_plan(view, heads, options);
+  if (!started.ok()) return started.error();
+  AttentionWorkPlan plan = std::move(started).value();
   for (const SnapshotChunk& c : snapshot.chunks) {
     if (c.tokens() > std::numeric_limits<uint32_t>::max()) return too_large("chunk tokens");
     PlanChunk chunk{static_cast<uint32_t>(plan.runs.size()), 0, static_cast<uint32_t>(c.tokens()),

@@ -1,0 +1,76 @@
+#pragma once
+// The PrefixBatch loop both prefix-reuse owners' actors share (the hash-chain
+// index, actors/prefix_actor.cpp, and the radix index, actors/radix_actor.cpp):
+// decode the batch, answer match ops at once, and hand each publication to
+// the owner's own cross-owner sequence, which resumes the loop when its owner
+// round trips end. One outcome per op, in order; one receipt per batch.
+// Include only from actors/*.cpp (CAF).
+#include <memory>
+
+#include "actors/owner_actors.hpp"
+#include "actors/wire_bytes.hpp"
+#include "schema/codec_node.hpp"
+
+namespace kvrt::actors {
+
+struct IndexBatchRun {
+  SessionId session;
+  PrefixBatch batch;
+  PrefixBatchReceipt receipt;
+  caf::typed_response_promise<wire_bytes> promise;
+  size_t next = 0;
+
+  // Records the current op's outcome and moves to the next op.
+  void answer(PrefixOutcome outcome) {
+    receipt.outcomes.push_back(std::move(outcome));
+    ++next;
+  }
+};
+
+// Runs ops from run->next on. `publish(run, op)` owns a publication and must
+// call answer() and then this function again when it is done.
+template <class Service, class Publish>
+void run_index_batch(Service& service, const std::shared_ptr<IndexBatchRun>& run, Publish&& publish) {
+  while (run->next < run->batch.ops.size()) {
+    const PrefixOp& op = run->batch.ops[run->next];
+    if (const auto* m = std::get_if<PrefixMatchOp>(&op)) {
+      Result<PrefixMatchReceipt> r = service.match(run->session, *m);
+      run->answer(r.ok() ? PrefixOutcome(std::move(*r)) : PrefixOutcome(r.error()));
+      continue;
+    }
+    const auto& pub = std::get<PrefixPublishOp>(op);
+    if (Status st = service.check_publication(run->session, pub); !st.ok()) {
+      run->answer(st.error());
+      continue;
+    }
+    publish(run, pub);
+    return;  // continues in the owners' replies
+  }
+  run->promise.deliver(to_wire(codec::encode(run->receipt)));
+}
+
+// Decodes one PrefixBatch message and starts its run; malformed bytes answer
+// an encoded typed Error and the actor keeps serving.
+template <class Self, class Start>
+caf::result<wire_bytes> start_index_batch(Self self, uint64_t session, const wire_bytes& bytes,
+                                          const Observability& obs, const char* actor, const char* slice_name,
+                                          Start&& start) {
+  TraceSlice slice(obs.trace, actor, slice_name, {});
+  Result<PrefixBatch> batch = codec::decode<PrefixBatch>(as_span(bytes));
+  if (!batch.ok()) {
+    log_rejected(obs.log, actor, session, batch.error());
+    return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
+  }
+  slice.set_trace(batch->trace);
+  if (obs.trace) obs.trace->flow_finish(actor, ChromeTraceRecorder::now_us(), flow_id(batch->trace));
+  auto run = std::make_shared<IndexBatchRun>();
+  run->session = SessionId{session};
+  run->receipt.trace = batch->trace;
+  run->receipt.outcomes.reserve(batch->ops.size());
+  run->batch = std::move(*batch);
+  run->promise = self->template make_response_promise<wire_bytes>();
+  start(run);
+  return run->promise;
+}
+
+}  // namespace kvrt::actors
