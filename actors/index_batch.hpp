@@ -49,6 +49,29 @@ void run_index_batch(Service& service, const std::shared_ptr<IndexBatchRun>& run
   run->promise.deliver(to_wire(codec::encode(run->receipt)));
 }
 
+// Phase 1 of a publication: the request's table from the allocator owner.
+// on_table(view) continues; a request without a table this session may
+// publish, or an unreachable allocator, answers the op through done().
+template <class Self, class Done, class OnTable>
+void with_request_table(Self self, const allocator_actor& allocator, const std::shared_ptr<IndexBatchRun>& run,
+                        const PrefixPublishOp& op, Done done, OnTable on_table) {
+  self->request(allocator, caf::infinite, table_atom::value, run->session.value, op.request.value)
+      .await(
+          [op, done, on_table](BlockTableView& view) mutable {
+            if (view.groups.empty()) {
+              done(make_error(ErrorCode::unknown_request,
+                              "request " + std::to_string(op.request.value) +
+                                  " has no block table this session may publish",
+                              "request"));
+              return;
+            }
+            on_table(view);
+          },
+          [done](caf::error& e) mutable {
+            done(make_error(ErrorCode::rpc_failed, "allocator table: " + caf::to_string(e), "allocator"));
+          });
+}
+
 // Decodes one PrefixBatch message and starts its run; malformed bytes answer
 // an encoded typed Error and the actor keeps serving.
 template <class Self, class Start>

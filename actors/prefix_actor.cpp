@@ -30,46 +30,34 @@ void publish_step(PrefixSelf self, std::shared_ptr<IndexBatchRun> run, const Pre
     run->answer(std::move(outcome));
     run_batch(self, run);
   };
-  self->request(st.allocator, caf::infinite, table_atom::value, run->session.value, op.request.value)
-      .await(
-          [self, run, op, done](BlockTableView& view) {
-            auto& svc = *self->state.service;
-            if (view.groups.empty()) {
-              done(make_error(ErrorCode::unknown_request,
-                              "request " + std::to_string(op.request.value) +
-                                  " has no block table this session may publish",
-                              "request"));
-              return;
-            }
-            Result<DecidedPublication> decided = svc.decide_publication(run->session, op, view);
-            if (!decided.ok()) {
-              done(decided.error());
-              return;
-            }
-            if (decided->tags.empty()) {
-              done(decided->receipt);
-              return;
-            }
-            auto tags = decided->tags;
-            auto receipt = decided->receipt;
-            self->request(self->state.allocator, caf::infinite, tags_atom::value, tags)
-                .await(
-                    [self, tags, receipt, done](std::vector<uint8_t>& accepted) mutable {
-                      std::vector<Status> results(tags.size());
-                      for (size_t i = 0; i < tags.size(); ++i)
-                        if (i >= accepted.size() || accepted[i] == 0)
-                          results[i] = make_error(ErrorCode::unknown_physical, "the allocator refused the tag");
-                      const uint32_t refused = self->state.service->confirm_tags(tags, results);
-                      receipt.published -= refused;
-                      done(receipt);
-                    },
-                    [done](caf::error& e) {
-                      done(make_error(ErrorCode::rpc_failed, "allocator tags: " + caf::to_string(e), "allocator"));
-                    });
-          },
-          [done](caf::error& e) {
-            done(make_error(ErrorCode::rpc_failed, "allocator table: " + caf::to_string(e), "allocator"));
-          });
+  with_request_table(self, st.allocator, run, op, done, [self, run, op, done](BlockTableView& view) {
+    auto& svc = *self->state.service;
+    Result<DecidedPublication> decided = svc.decide_publication(run->session, op, view);
+    if (!decided.ok()) {
+      done(decided.error());
+      return;
+    }
+    if (decided->tags.empty()) {
+      done(decided->receipt);
+      return;
+    }
+    auto tags = decided->tags;
+    auto receipt = decided->receipt;
+    self->request(self->state.allocator, caf::infinite, tags_atom::value, tags)
+        .await(
+            [self, tags, receipt, done](std::vector<uint8_t>& accepted) mutable {
+              std::vector<Status> results(tags.size());
+              for (size_t i = 0; i < tags.size(); ++i)
+                if (i >= accepted.size() || accepted[i] == 0)
+                  results[i] = make_error(ErrorCode::unknown_physical, "the allocator refused the tag");
+              const uint32_t refused = self->state.service->confirm_tags(tags, results);
+              receipt.published -= refused;
+              done(receipt);
+            },
+            [done](caf::error& e) {
+              done(make_error(ErrorCode::rpc_failed, "allocator tags: " + caf::to_string(e), "allocator"));
+            });
+  });
 }
 
 void run_batch(PrefixSelf self, std::shared_ptr<IndexBatchRun> run) {

@@ -37,44 +37,32 @@ void publish_step(RadixSelf self, std::shared_ptr<IndexBatchRun> run, const Pref
     run->answer(std::move(outcome));
     run_batch(self, run);
   };
-  self->request(self->state.allocator, caf::infinite, table_atom::value, run->session.value, op.request.value)
-      .await(
-          [self, run, op, done](BlockTableView& view) {
-            if (view.groups.empty()) {
-              done(make_error(ErrorCode::unknown_request,
-                              "request " + std::to_string(op.request.value) +
-                                  " has no block table this session may publish",
-                              "request"));
-              return;
-            }
-            auto decided = self->state.service->decide_publication(run->session, op, view);
-            if (!decided.ok()) {
-              done(decided.error());
-              return;
-            }
-            auto publication = std::make_shared<RadixPublication>(std::move(decided).value());
-            if (publication->lease_handles.empty()) {
-              release_leases(self, self->state.service->confirm(*publication, {}));
+  with_request_table(self, self->state.allocator, run, op, done, [self, run, op, done](BlockTableView& view) {
+    auto decided = self->state.service->decide_publication(run->session, op, view);
+    if (!decided.ok()) {
+      done(decided.error());
+      return;
+    }
+    auto publication = std::make_shared<RadixPublication>(std::move(decided).value());
+    if (publication->lease_handles.empty()) {
+      release_leases(self, self->state.service->confirm(*publication, {}));
+      done(publication->receipt);
+      return;
+    }
+    self->request(self->state.allocator, caf::infinite, lease_atom::value, publication->lease_handles)
+        .await(
+            [self, publication, done](std::vector<uint64_t>& ids) {
+              std::vector<std::optional<LeaseId>> leases;
+              for (uint64_t id : ids) leases.push_back(id == 0 ? std::nullopt : std::optional(LeaseId{id}));
+              release_leases(self, self->state.service->confirm(*publication, leases));
               done(publication->receipt);
-              return;
-            }
-            self->request(self->state.allocator, caf::infinite, lease_atom::value, publication->lease_handles)
-                .await(
-                    [self, publication, done](std::vector<uint64_t>& ids) {
-                      std::vector<std::optional<LeaseId>> leases;
-                      for (uint64_t id : ids) leases.push_back(id == 0 ? std::nullopt : std::optional(LeaseId{id}));
-                      release_leases(self, self->state.service->confirm(*publication, leases));
-                      done(publication->receipt);
-                    },
-                    [self, publication, done](caf::error& e) {
-                      // No answer: nothing was recorded as leased; withdraw.
-                      release_leases(self, self->state.service->confirm(*publication, {}));
-                      done(make_error(ErrorCode::rpc_failed, "allocator leases: " + caf::to_string(e), "allocator"));
-                    });
-          },
-          [done](caf::error& e) {
-            done(make_error(ErrorCode::rpc_failed, "allocator table: " + caf::to_string(e), "allocator"));
-          });
+            },
+            [self, publication, done](caf::error& e) {
+              // No answer: nothing was recorded as leased; withdraw.
+              release_leases(self, self->state.service->confirm(*publication, {}));
+              done(make_error(ErrorCode::rpc_failed, "allocator leases: " + caf::to_string(e), "allocator"));
+            });
+  });
 }
 
 void run_batch(RadixSelf self, std::shared_ptr<IndexBatchRun> run) {
