@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "services/allocator/block_allocator.hpp"
+#include "services/node/executor_service.hpp"
 #include "services/node/mapper_service.hpp"
 #include "services/node/prefix_service.hpp"
 #include "services/prefix/publication_target.hpp"
@@ -34,7 +35,8 @@ using authorize_atom = caf::atom_constant<caf::atom("authorize")>;  // a namespa
 using alloc_atom = caf::atom_constant<caf::atom("alloc")>;          // route to the allocator
 using prefix_atom = caf::atom_constant<caf::atom("prefix")>;        // route to the prefix index
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
-using mapper_atom = caf::atom_constant<caf::atom("mapper")>;        // route to the mapper            // transport round trip (bench rpc)
+using mapper_atom = caf::atom_constant<caf::atom("mapper")>;        // route to the mapper
+using exec_atom = caf::atom_constant<caf::atom("exec")>;            // route to the kernel executor            // transport round trip (bench rpc)
 using table_atom = caf::atom_constant<caf::atom("table")>;          // read a request table (node-internal)
 using lease_atom = caf::atom_constant<caf::atom("lease")>;          // node leases for cached pages (radix -> allocator)
 using unlease_atom = caf::atom_constant<caf::atom("unlease")>;      // release node leases (radix -> allocator)
@@ -73,6 +75,11 @@ using mapper_actor = caf::typed_actor<
     caf::replies_to<stats_atom>::with<wire_bytes>,
     caf::reacts_to<end_atom, uint64_t>>;
 
+// The kernel executor owner: batches of decode attention over the node's
+// pools, each op's table read from the allocator under the session.
+using executor_actor = caf::typed_actor<caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
+                                        caf::replies_to<stats_atom>::with<wire_bytes>>;
+
 // A worker's session on the node: the only node actor a worker holds. It
 // stamps the session id on every call (a worker cannot name another session)
 // and forwards the bytes untouched to the owner, whose receipt goes straight
@@ -82,17 +89,18 @@ using session_actor = caf::typed_actor<
     caf::replies_to<prefix_atom, wire_bytes>::with<wire_bytes>,
     caf::replies_to<authorize_atom, wire_bytes>::with<wire_bytes>,
     caf::replies_to<mapper_atom, wire_bytes>::with<wire_bytes>,
+    caf::replies_to<exec_atom, wire_bytes>::with<wire_bytes>,
     caf::replies_to<ping_atom, wire_bytes>::with<wire_bytes>>;
 
 // The node's front door, published on the middleman. hello: (HelloRequest
 // bytes, the worker's anchor actor, monitored for the session's life) ->
 // (SessionReceipt or ErrorMessage bytes, the session actor or an invalid
 // handle). stats: the owners' OwnerStats bytes (allocator, prefix index,
-// authorization, mapper, node); a node that serves no mapper sends empty
-// bytes in its place.
+// authorization, mapper, executor, node); a node that serves no mapper sends
+// empty bytes in its place.
 using gateway_actor = caf::typed_actor<
     caf::replies_to<hello_atom, wire_bytes, caf::actor>::with<wire_bytes, caf::actor>,
-    caf::replies_to<stats_atom>::with<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes>>;
+    caf::replies_to<stats_atom>::with<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes>>;
 
 // Registers every type that crosses a process boundary; call in every
 // process, node and worker alike, before the actor system starts.

@@ -134,12 +134,21 @@ Result<MapperBatchReceipt> Client::mapper(const MapperBatch& batch) {
   return decode_reply<MapperBatchReceipt>(*reply);
 }
 
+Result<ExecuteBatchReceipt> Client::execute(const ExecuteBatch& batch) {
+  TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "executor.call", batch.trace);
+  Result<actors::wire_bytes> reply =
+      impl_->call(actors::exec_atom::value, actors::to_wire(codec::encode(batch)), "executor");
+  if (!reply.ok()) return reply.error();
+  return decode_reply<ExecuteBatchReceipt>(*reply);
+}
+
 Result<std::vector<uint8_t>> Client::raw(RawRoute route, const std::vector<uint8_t>& bytes) {
   Result<actors::wire_bytes> reply = make_error(ErrorCode::invalid_argument, "unknown route", "route");
   switch (route) {
     case RawRoute::allocator: reply = impl_->call(actors::alloc_atom::value, actors::to_wire(bytes), "raw"); break;
     case RawRoute::prefix: reply = impl_->call(actors::prefix_atom::value, actors::to_wire(bytes), "raw"); break;
     case RawRoute::authorize: reply = impl_->call(actors::authorize_atom::value, actors::to_wire(bytes), "raw"); break;
+    case RawRoute::executor: reply = impl_->call(actors::exec_atom::value, actors::to_wire(bytes), "raw"); break;
     case RawRoute::mapper: reply = impl_->call(actors::mapper_atom::value, actors::to_wire(bytes), "raw"); break;
     case RawRoute::ping: reply = impl_->call(actors::ping_atom::value, actors::to_wire(bytes), "raw"); break;
   }
@@ -191,9 +200,9 @@ Result<NodeStats> NodeStatsReader::read(std::chrono::milliseconds timeout) {
   self->request(impl_->gateway, caf::timespan{timeout}, actors::stats_atom::value)
       .receive(
           [&](actors::wire_bytes& a, actors::wire_bytes& p, actors::wire_bytes& z, actors::wire_bytes& m,
-              actors::wire_bytes& n) {
+              actors::wire_bytes& x, actors::wire_bytes& n) {
             NodeStats stats;
-            for (const actors::wire_bytes* b : {&a, &p, &z, &m, &n}) {
+            for (const actors::wire_bytes* b : {&a, &p, &z, &m, &x, &n}) {
               if (b->empty()) continue;  // an owner this node does not serve (the mapper)
               Result<OwnerStats> s = codec::decode<OwnerStats>(actors::as_span(*b));
               if (!s.ok()) {

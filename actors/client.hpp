@@ -18,6 +18,7 @@
 #include "services/common/result.hpp"
 #include "services/node/node_descriptor.hpp"
 #include "services/protocol/allocator_ops.hpp"
+#include "services/protocol/executor_ops.hpp"
 #include "services/protocol/mapper_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
 #include "services/protocol/prefix_ops.hpp"
@@ -37,7 +38,7 @@ struct ClientOptions {
 };
 
 // The owner a raw call goes to (tests and benchmarks of the transport).
-enum class RawRoute : uint8_t { allocator, prefix, authorize, mapper, ping };
+enum class RawRoute : uint8_t { allocator, prefix, authorize, mapper, executor, ping };
 
 class Client {
  public:
@@ -56,6 +57,9 @@ class Client {
   // typed error. Pages become visible in this process through a
   // MapperPoolView (services/mapper/page_pool_channel.hpp) fed the receipts.
   Result<MapperBatchReceipt> mapper(const MapperBatch& batch);
+  // The kernel executor owner: decode attention over the node's pools for
+  // requests this session holds.
+  Result<ExecuteBatchReceipt> execute(const ExecuteBatch& batch);
 
   // Sends bytes as they are and returns the reply's bytes: the transport
   // floor (ping) and the node's handling of malformed input (tests).
@@ -69,7 +73,7 @@ class Client {
 
 // Every owner's statistics read live from a running node (`kvrt stats`).
 struct NodeStats {
-  std::vector<OwnerStats> owners;  // allocator, prefix_index, authorization, [mapper,] node
+  std::vector<OwnerStats> owners;  // allocator, prefix_index, authorization, [mapper,] executor, node
   const OwnerStats* owner(const std::string& name) const;
   // The named value of the named owner, or nullopt.
   std::optional<int64_t> value(const std::string& owner, const std::string& name) const;

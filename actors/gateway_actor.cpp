@@ -110,15 +110,15 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                   });
           return rp;
         },
-        [self](stats_atom) -> caf::result<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes> {
-          auto rp = self->make_response_promise<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes>();
+        [self](stats_atom) -> caf::result<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes> {
+          auto rp = self->make_response_promise<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes>();
           auto& owners = self->state.owners;
-          // allocator, prefix index, authorization, mapper (empty when absent)
-          auto collected = std::make_shared<std::array<wire_bytes, 4>>();
-          auto remaining = std::make_shared<int>(owners.mapper ? 4 : 3);
+          // allocator, prefix index, authorization, mapper (empty when absent), executor
+          auto collected = std::make_shared<std::array<wire_bytes, 5>>();
+          auto remaining = std::make_shared<int>(owners.mapper ? 5 : 4);
           auto finish = [self, rp, collected, remaining]() mutable {
             if (--*remaining > 0) return;
-            rp.deliver((*collected)[0], (*collected)[1], (*collected)[2], (*collected)[3],
+            rp.deliver((*collected)[0], (*collected)[1], (*collected)[2], (*collected)[3], (*collected)[4],
                        to_wire(codec::encode(gateway_stats(self->state))));
           };
           auto failed = [](const char* owner, const caf::error& e) {
@@ -139,6 +139,7 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
           ask(owners.prefix, 1, "prefix_index");
           ask(owners.authorization, 2, "authorization");
           if (owners.mapper) ask(owners.mapper, 3, "mapper");
+          ask(owners.executor, 4, "executor");
           return rp;
         },
     };

@@ -20,6 +20,7 @@
 #include "services/node/node_descriptor.hpp"
 #include "shm/segment_name.hpp"
 #include "shm/shared_block_pools.hpp"
+#include "shm/shm_model_kv_cache.hpp"
 
 namespace kvrt {
 
@@ -54,6 +55,8 @@ struct NodeInstance::Impl {
   std::shared_ptr<PrefixService> prefix;        // [node] prefix_index = "hash_chain"
   std::shared_ptr<RadixBlockService> radix;     // [node] prefix_index = "radix"
   std::shared_ptr<AuthorizationService> authorization;
+  std::unique_ptr<shm::ShmModelKvCache> kv_views;  // the executor's per-layer views of the pools
+  std::shared_ptr<ExecutorService> executor;
   std::shared_ptr<MapperService> mapper;          // null: no [mapper] section
   std::unique_ptr<PagePoolServer> pool_server;    // before the mapper it serves, in destruction
   std::unique_ptr<ChromeTraceRecorder> trace;
@@ -172,6 +175,22 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   // The payload store stays with the pools (it outlives the actors); the
   // allocator core moves into its owner.
   impl->allocator = std::make_shared<AllocatorService>(std::move(impl->pools->allocator()));
+  // The kernel executor reads the same pools in place, layer by layer.
+  Result<std::unique_ptr<shm::ShmModelKvCache>> kv_views = shm::ShmModelKvCache::create(impl->pools->store(), layout);
+  if (!kv_views.ok()) return kv_views.error();
+  impl->kv_views = std::move(kv_views).value();
+  {
+    uint32_t layers = 0;
+    for (const CacheGroupLayout& g : layout.cache_groups) layers = std::max(layers, g.layer_end);
+    std::vector<executor::PagedKvView> views;
+    for (uint32_t l = 0; l < layers; ++l) views.push_back(impl->kv_views->layer_view(l));
+    std::vector<uint64_t> base;
+    for (uint32_t g = 0; g < layout.cache_groups.size(); ++g)
+      base.push_back(impl->allocator->core().handle_of(g, 0).block.value);
+    Result<std::unique_ptr<ExecutorService>> executor = ExecutorService::create(layout, std::move(views), std::move(base), 1);
+    if (!executor.ok()) return executor.error();
+    impl->executor = std::move(executor).value();
+  }
   PrefixIndexConfig prefix_config;
   KVRT_TRY_ASSIGN(prefix_config, PrefixIndexConfig::from_layout(layout));
   if (config.prefix_index == "radix") {
@@ -208,12 +227,15 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   caf::anon_send(allocator_handle, actors::events_atom::value, prefix_handle);
   auto authorization_handle = actors::spawn_authorization_actor(system, impl->authorization, prefix_handle, obs);
   auto mapper_handle = actors::spawn_mapper_actor(system, impl->mapper, obs);
+  auto executor_handle = actors::spawn_executor_actor(system, impl->executor, allocator_handle, obs);
   auto gateway = actors::spawn_gateway_actor(
-      system, actors::OwnerHandles{allocator_handle, prefix_handle, authorization_handle, mapper_handle},
+      system, actors::OwnerHandles{allocator_handle, prefix_handle, authorization_handle, mapper_handle,
+                                             executor_handle},
       actors::NodeFacts{d.layout_sha256, d.block_tokens, d.pools}, obs);
   impl->actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle),
                   caf::actor_cast<caf::actor>(prefix_handle), caf::actor_cast<caf::actor>(allocator_handle)};
   if (mapper_handle) impl->actors.push_back(caf::actor_cast<caf::actor>(mapper_handle));
+  impl->actors.push_back(caf::actor_cast<caf::actor>(executor_handle));
   auto port = system.middleman().publish(gateway, config.port, config.host.c_str(), true);
   if (!port)
     return make_error(ErrorCode::node_unreachable,

@@ -33,6 +33,9 @@ prefix_actor spawn_prefix_actor(caf::actor_system& system, std::shared_ptr<Prefi
 prefix_actor spawn_radix_prefix_actor(caf::actor_system& system, std::shared_ptr<RadixBlockService> service,
                                       allocator_actor allocator, Observability obs);
 
+executor_actor spawn_executor_actor(caf::actor_system& system, std::shared_ptr<ExecutorService> service,
+                                    allocator_actor allocator, Observability obs);
+
 // Null service: no mapper actor (the handle stays invalid).
 mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<MapperService> service,
                                 Observability obs);
@@ -47,6 +50,7 @@ struct OwnerHandles {
   prefix_actor prefix;
   authorization_actor authorization;
   mapper_actor mapper;  // invalid when the node serves no mapper
+  executor_actor executor;
 };
 
 session_actor spawn_session_actor(caf::actor_system& system, SessionId session, OwnerHandles owners);

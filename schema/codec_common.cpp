@@ -47,6 +47,8 @@ const char* body_name(wire::Envelope::Which w) {
     case wire::Envelope::OWNER_STATS: return "OwnerStats";
     case wire::Envelope::MAPPER_BATCH: return "MapperBatch";
     case wire::Envelope::MAPPER_BATCH_RECEIPT: return "MapperBatchReceipt";
+    case wire::Envelope::EXECUTE_BATCH: return "ExecuteBatch";
+    case wire::Envelope::EXECUTE_BATCH_RECEIPT: return "ExecuteBatchReceipt";
   }
   return nullptr;  // a union discriminant this build does not know
 }

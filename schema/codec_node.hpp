@@ -11,6 +11,7 @@
 
 #include "schema/codec.hpp"
 #include "services/protocol/allocator_ops.hpp"
+#include "services/protocol/executor_ops.hpp"
 #include "services/protocol/mapper_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
 #include "services/protocol/prefix_ops.hpp"
@@ -29,10 +30,14 @@ std::vector<uint8_t> encode(const NamespaceGrantReceipt& value);
 std::vector<uint8_t> encode(const OwnerStats& value);
 std::vector<uint8_t> encode(const MapperBatch& value);
 std::vector<uint8_t> encode(const MapperBatchReceipt& value);
+std::vector<uint8_t> encode(const ExecuteBatch& value);
+std::vector<uint8_t> encode(const ExecuteBatchReceipt& value);
 
 template <> Result<AllocatorBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<MapperBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<MapperBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <> Result<ExecuteBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <> Result<ExecuteBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<AllocatorBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<PrefixBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<PrefixBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);

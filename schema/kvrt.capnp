@@ -49,5 +49,7 @@ struct Envelope {
     ownerStats @24 :Node.OwnerStats;
     mapperBatch @25 :Node.MapperBatch;
     mapperBatchReceipt @26 :Node.MapperBatchReceipt;
+    executeBatch @27 :Node.ExecuteBatch;
+    executeBatchReceipt @28 :Node.ExecuteBatchReceipt;
   }
 }

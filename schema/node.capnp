@@ -341,3 +341,40 @@ struct MapperBatchReceipt {
   trace @0 :TraceContext;
   outcomes @1 :List(MapperOutcome);        # outcomes[i] answers ops[i] [operations]
 }
+
+# ---- kernel executor owner (services/protocol/executor_ops.hpp) ---------------
+
+struct DecodeAttentionOp {
+  request @0 :UInt64;                      # RequestId
+  tableVersion @1 :UInt64;                 # TableVersion; 0 = current
+  layer @2 :UInt32;                        # model layer
+  qHeads @3 :UInt32;                       # H_q
+  queries @4 :List(Float32);               # [H_q][d_qk]
+}
+
+struct AttentionOutput {
+  request @0 :UInt64;
+  tableVersion @1 :UInt64;
+  layer @2 :UInt32;
+  contextTokens @3 :UInt32;                # [tokens]
+  outputs @4 :List(Float32);               # [H_q][d_v]
+  lse @5 :List(Float32);                   # [H_q]
+  kvRows @6 :UInt64;                       # [rows]
+}
+
+struct ExecuteOutcome {
+  union {
+    error @0 :Common.TypedError;
+    attentionOutput @1 :AttentionOutput;
+  }
+}
+
+struct ExecuteBatch {
+  trace @0 :TraceContext;
+  ops @1 :List(DecodeAttentionOp);         # applied in order [operations]
+}
+
+struct ExecuteBatchReceipt {
+  trace @0 :TraceContext;
+  outcomes @1 :List(ExecuteOutcome);       # outcomes[i] answers ops[i] [operations]
+}

@@ -176,6 +176,32 @@ inline MapperBatchReceipt filled(uint64_t seed) {
   return r;
 }
 
+template <>
+inline ExecuteBatch filled(uint64_t seed) {
+  Numbers n(seed);
+  ExecuteBatch b;
+  b.trace = trace(n);
+  for (int k = 0; k < 2; ++k) {
+    DecodeAttentionOp op{RequestId{n.u64()}, TableVersion{n.u64()}, n.u32(), n.u32(), {}};
+    for (int i = 0; i < 5 + k; ++i) op.queries.push_back(static_cast<float>(n.u32() % 1000) / 7.0f - 60.0f);
+    b.ops.push_back(std::move(op));
+  }
+  return b;
+}
+
+template <>
+inline ExecuteBatchReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  ExecuteBatchReceipt r;
+  r.trace = trace(n);
+  r.outcomes.push_back(filled<codec::ErrorMessage>(seed).error);
+  AttentionOutput o{RequestId{n.u64()}, TableVersion{n.u64()}, n.u32(), n.u32(), {}, {}, n.u64()};
+  for (int i = 0; i < 6; ++i) o.outputs.push_back(static_cast<float>(n.u32() % 1000) / 3.0f);
+  for (int i = 0; i < 2; ++i) o.lse.push_back(static_cast<float>(n.u32() % 100) / 9.0f);
+  r.outcomes.push_back(std::move(o));
+  return r;
+}
+
 template <class Fn>
 void for_each_node_type(Fn&& fn) {
   fn(Named<AllocatorBatch>{"AllocatorBatch"});
@@ -189,7 +215,9 @@ void for_each_node_type(Fn&& fn) {
   fn(Named<OwnerStats>{"OwnerStats"});
   fn(Named<MapperBatch>{"MapperBatch"});
   fn(Named<MapperBatchReceipt>{"MapperBatchReceipt"});
+  fn(Named<ExecuteBatch>{"ExecuteBatch"});
+  fn(Named<ExecuteBatchReceipt>{"ExecuteBatchReceipt"});
 }
-inline constexpr int kNodeTypeCount = 11;
+inline constexpr int kNodeTypeCount = 13;
 
 }  // namespace kvrt::test
