@@ -7,8 +7,10 @@
 // actors/mapper_actor.cpp only decodes, calls apply(), and encodes.
 //
 // Workers see the pages through their own contiguous views of the same memfd
-// (services/mapper/page_pool_channel.hpp); page_offer() is what the node
-// sends them with the fd: the page table of every slot currently mapped.
+// (services/mapper/page_pool_channel.hpp). The node's socket sends the fd
+// with an empty page table and a worker maps the pages its receipts announce
+// (MapperPoolView); page_offer() is the full table of every slot mapped now,
+// for a view that must show all slots at once (an observer, a test).
 #include <cstdint>
 #include <memory>
 
@@ -34,7 +36,7 @@ class MapperService {
   // reusable capacity, never as K/V, 0x06E). Returns how many were freed.
   uint32_t end_session(SessionId session);
 
-  // The memfd and the page table a worker's view needs (0x06C layout).
+  // The memfd, and the page table of every mapped slot (0x06C layout).
   int pool_fd() const { return backing_->pool_fd(); }
   PagePoolOffer page_offer() const;
   const MapperGeometry& geometry() const { return mapper_->geometry(); }
