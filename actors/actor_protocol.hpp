@@ -40,11 +40,16 @@ using exec_atom = caf::atom_constant<caf::atom("exec")>;            // route to 
 using table_atom = caf::atom_constant<caf::atom("table")>;          // read a request table (node-internal)
 using lease_atom = caf::atom_constant<caf::atom("lease")>;          // node leases for cached pages (radix -> allocator)
 using unlease_atom = caf::atom_constant<caf::atom("unlease")>;      // release node leases (radix -> allocator)
+using pressure_atom = caf::atom_constant<caf::atom("pressure")>;    // requests are stuck for capacity (allocator -> index)
 
 // Prefix-index owner.
 using prefix_actor = caf::typed_actor<
     caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
     caf::reacts_to<events_atom, std::vector<AllocatorEvent>>,
+    // Work keeps being refused for capacity with nothing released in between:
+    // about this many blocks per group are missing. An index that holds
+    // blocks (the radix) gives some back.
+    caf::reacts_to<pressure_atom, uint32_t>,
     caf::reacts_to<grant_atom, uint64_t, SessionNamespaceGrant>,
     caf::replies_to<stats_atom>::with<wire_bytes>,
     caf::reacts_to<end_atom, uint64_t>>;

@@ -5,6 +5,8 @@
 // the cache identities the allocator dropped go to the prefix index.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
 #include "schema/codec_node.hpp"
@@ -18,11 +20,43 @@ struct AllocatorActorState {
   std::shared_ptr<AllocatorService> service;
   Observability obs;
   prefix_actor events_sink;
+  // Refusals for capacity since the last release (see report_pressure).
+  uint32_t refusals_since_release = 0;
+  uint32_t missing_blocks = 0;
 };
+
+// Requests that wait for one another's releases make progress on their own;
+// only refusals piling up with no release in between mean the pools are held
+// by something that will not let go by itself: the radix index's cache.
+constexpr uint32_t kStuckRefusals = 32;
 
 void forward_events(AllocatorActorState& st, allocator_actor::stateful_pointer<AllocatorActorState> self) {
   std::vector<AllocatorEvent> events = st.service->drain_events();
   if (!events.empty() && st.events_sink) self->send(st.events_sink, events_atom::value, std::move(events));
+}
+
+// Counts refusals for capacity (and the blocks per group they lacked: a
+// prompt's blocks, or one for an append) until a release shows progress;
+// after kStuckRefusals of them the index hears about the shortage once.
+void report_pressure(AllocatorActorState& st, allocator_actor::stateful_pointer<AllocatorActorState> self,
+                     const AllocatorBatch& batch, const AllocatorBatchReceipt& receipt) {
+  const uint32_t P = st.service->core().block_size();
+  for (size_t i = 0; i < receipt.outcomes.size() && i < batch.ops.size(); ++i) {
+    if (std::holds_alternative<ReleaseResult>(receipt.outcomes[i])) {
+      st.refusals_since_release = 0;
+      st.missing_blocks = 0;
+      continue;
+    }
+    const auto* r = std::get_if<AllocationReceipt>(&receipt.outcomes[i]);
+    if (r == nullptr || r->outcome != AllocationOutcome::out_of_capacity) continue;
+    ++st.refusals_since_release;
+    const auto* a = std::get_if<AllocateOp>(&batch.ops[i]);
+    st.missing_blocks = std::max(st.missing_blocks, a != nullptr ? (a->prompt_rows + P - 1) / P : 1u);
+  }
+  if (st.refusals_since_release >= kStuckRefusals && st.events_sink) {
+    self->send(st.events_sink, pressure_atom::value, st.missing_blocks);
+    st.refusals_since_release = 0;
+  }
 }
 
 }  // namespace
@@ -46,6 +80,7 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
           if (st.obs.trace) st.obs.trace->flow_finish("allocator", ChromeTraceRecorder::now_us(), flow_id(batch->trace));
           AllocatorBatchReceipt receipt = st.service->apply(SessionId{session}, *batch);
           forward_events(st, self);
+          report_pressure(st, self, *batch, receipt);
           return to_wire(codec::encode(receipt));
         },
         [self](table_atom, uint64_t session, uint64_t request) -> BlockTableView {

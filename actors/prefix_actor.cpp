@@ -80,6 +80,9 @@ prefix_actor spawn_prefix_actor(caf::actor_system& system, std::shared_ptr<Prefi
                                    [self](const std::shared_ptr<IndexBatchRun>& run) { run_batch(self, run); });
         },
         [self](events_atom, const std::vector<AllocatorEvent>& events) { self->state.service->absorb(events); },
+        // The hash chain holds no block: the allocator's own LRU evicts its
+        // cached blocks on demand.
+        [](pressure_atom, uint32_t) {},
         [self](grant_atom, uint64_t session, const SessionNamespaceGrant& grant) {
           self->state.service->grant(SessionId{session}, grant);
         },

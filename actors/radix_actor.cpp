@@ -87,6 +87,10 @@ prefix_actor spawn_radix_prefix_actor(caf::actor_system& system, std::shared_ptr
         // The allocator never evicts a block the tree leases, so its events
         // name nothing the tree holds.
         [](events_atom, const std::vector<AllocatorEvent>&) {},
+        // Requests are stuck behind the cache: give pages back, leaf first.
+        [self](pressure_atom, uint32_t missing_blocks) {
+          release_leases(self, self->state.service->relieve_pressure(missing_blocks));
+        },
         [self](grant_atom, uint64_t session, const SessionNamespaceGrant& grant) {
           self->state.service->grant(SessionId{session}, grant);
         },

@@ -292,3 +292,20 @@ TEST_CASE("kvrt run: one request at a time, the radix and the hash chain reuse t
   CHECK(radix["prefill_rows_computed"] == chain["prefill_rows_computed"]);
   CHECK(radix_two["prefill_rows_reused"].get<uint64_t>() == 2 * radix["prefill_rows_reused"].get<uint64_t>());
 }
+
+TEST_CASE("kvrt run: a radix cache holding most of the pool gives pages back when requests are stuck",
+          "[run][process]") {
+  // 16 blocks per group, 14 of them leasable by the radix cache, one worker:
+  // once the cache is full, prompts no longer fit, and nothing a request
+  // holds will be released while it waits. The allocator sees refusals pile
+  // up with no release and tells the index; the tree evicts leaf first
+  // (0x08E) and the run finishes exactly (without it: run_stalled).
+  test::ScratchDir dir("run-radix-starved");
+  const nlohmann::json s = run_to_json({"--config", data("run-radix-starved.toml"), "--out", dir.file("report")}, dir);
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  CHECK(s["exact"] == true);
+  CHECK(s["requests"].get<uint64_t>() == w->request_count());
+  CHECK(s["leaked_blocks"] == 0);
+  CHECK(s["reused_by_radix"].get<uint64_t>() > 0);
+}

@@ -1,5 +1,6 @@
 #include "services/node/radix_block_service.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -137,6 +138,14 @@ std::vector<LeaseId> RadixBlockService::confirm(RadixPublication& publication,
   return release;
 }
 
+std::vector<LeaseId> RadixBlockService::relieve_pressure(uint32_t missing_blocks) {
+  ++pressure_calls_;
+  const uint32_t before = index_.cached_pages();
+  std::vector<LeaseId> release = index_.evict_pages(std::max(1u, missing_blocks));
+  pressure_pages_ += before - index_.cached_pages();
+  return release;
+}
+
 OwnerStats RadixBlockService::stats() const {
   OwnerStats out;
   out.owner = "prefix_index";
@@ -159,6 +168,8 @@ OwnerStats RadixBlockService::stats() const {
   put("pages_adopted", pages_adopted_);
   put("pages_duplicate", pages_duplicate_);
   put("adoptions_withdrawn", adoptions_withdrawn_);
+  put("pressure_calls", pressure_calls_);
+  put("pressure_pages", pressure_pages_);
   put("sessions_with_grants", grants_.sessions());
   return out;
 }

@@ -60,6 +60,12 @@ class RadixBlockService {
   // the receipt's published count; returns the leases to release.
   std::vector<LeaseId> confirm(RadixPublication& publication, const std::vector<std::optional<LeaseId>>& leases);
 
+  // Requests are stuck for about `missing_blocks` blocks per group that the
+  // cache holds (the allocator saw refusals pile up with no release): evict
+  // that many pages, policy order, leaf first (0x08E), and return their
+  // leases to release.
+  std::vector<LeaseId> relieve_pressure(uint32_t missing_blocks);
+
   OwnerStats stats() const;
   Status validate() const { return index_.validate(); }
   const RadixBlockIndex& index() const { return index_; }
@@ -75,6 +81,7 @@ class RadixBlockService {
   NamespaceGrants grants_;
   uint64_t lookups_ = 0, lookup_prompt_tokens_ = 0, lookup_hit_tokens_ = 0, unauthorized_ = 0;
   uint64_t publications_ = 0, pages_adopted_ = 0, pages_duplicate_ = 0, adoptions_withdrawn_ = 0;
+  uint64_t pressure_calls_ = 0, pressure_pages_ = 0;
 };
 
 }  // namespace kvrt

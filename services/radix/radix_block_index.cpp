@@ -158,6 +158,10 @@ std::vector<LeaseId> RadixBlockIndex::enforce_budget() {
   return evict_tokens(uint64_t{live_pages_ - config_.budget_pages} * config_.block_tokens);
 }
 
+std::vector<LeaseId> RadixBlockIndex::evict_pages(uint32_t pages) {
+  return evict_tokens(uint64_t{pages} * config_.block_tokens);
+}
+
 std::vector<LeaseId> RadixBlockIndex::evict_all() { return evict_tokens(UINT64_MAX); }
 
 Status RadixBlockIndex::validate() const {

@@ -85,6 +85,9 @@ class RadixBlockIndex {
   // Evicts leaves by the policy until at most budget_pages pages remain;
   // returns the leases to release.
   std::vector<LeaseId> enforce_budget();
+  // Evicts at least `pages` pages (whole leaves), policy order; returns the
+  // leases to release.
+  std::vector<LeaseId> evict_pages(uint32_t pages);
   // Evicts every leaf (node shutdown, tests); returns the leases to release.
   std::vector<LeaseId> evict_all();
 

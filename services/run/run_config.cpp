@@ -40,7 +40,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
   static const std::set<std::string> known{"workers",         "workload",    "layout",
                                            "blocks_per_group", "in_flight",   "verify",
                                            "sample_interval_ms", "heartbeat_interval_ms", "connection_timeout_ms",
-                                           "node_threads", "prefix_index"};
+                                           "node_threads", "prefix_index", "radix_budget_blocks"};
   for (const auto& [key, node] : *run)
     if (!known.contains(std::string(key.str())))
       return reader.field_error(&node, "run", std::string(key.str()), "unknown key");
@@ -72,6 +72,8 @@ Result<RunConfig> load_run_config(const std::string& path) {
   if (c.prefix_index != "hash_chain" && c.prefix_index != "radix")
     return reader.field_error(run->get("prefix_index"), "run", "prefix_index",
                               "must be \"hash_chain\" or \"radix\", not \"" + c.prefix_index + "\"");
+  KVRT_TRY_ASSIGN(v, reader.integer(*run, "run", "radix_budget_blocks", 0, 0, static_cast<int64_t>(c.blocks_per_group)));
+  c.radix_budget_blocks = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(c.model, model::load_model_config(path));
   return c;
 }
@@ -88,7 +90,8 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
     << "connection_timeout_ms = " << run.connection_timeout_ms << "\n"
     << "scheduler_threads = " << run.node_threads << "\n"
     << "max_requests = " << std::max<uint64_t>(1024, uint64_t{run.workers} * run.in_flight * 64) << "\n"
-    << "prefix_index = " << quoted(prefix_index) << "\n";
+    << "prefix_index = " << quoted(prefix_index) << "\n"
+    << "radix_budget_blocks = " << run.radix_budget_blocks << "\n";
   std::string names;
   for (const workload::TenantSpec& t : workload.tenants) {
     const size_t slash = t.namespace_name.find('/');

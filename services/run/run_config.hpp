@@ -28,6 +28,7 @@ struct RunConfig {
   // The node's prefix-reuse owner for the main pass: "hash_chain" or "radix"
   // (`kvrt run --compare` runs both either way).
   std::string prefix_index = "hash_chain";
+  uint32_t radix_budget_blocks = 0;  // blocks per group the radix may lease; 0 = the node's default (half)
   model::ModelConfig model;
 };
 
