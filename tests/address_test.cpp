@@ -320,7 +320,7 @@ TEST_CASE("a bad snapshot file names the file, line and field", "[address]") {
   CHECK(load_translation_snapshot("/nonexistent/snapshot.toml", layout).error().code == ErrorCode::io);
 }
 
-TEST_CASE("kvrt address --json prints the 0x03F receipt; a rejected read exits 2", "[address]") {
+TEST_CASE("kvrt address --json prints the 0x03F receipt, a rejected read exits 2", "[address]") {
   auto ok = run_kvrt("address --json");
   REQUIRE(ok.exit_code == 0);
   auto j = nlohmann::json::parse(ok.out);

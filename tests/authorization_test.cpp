@@ -118,7 +118,7 @@ TEST_CASE("authorization rejects cross-namespace, unknown and revoked requests, 
         ErrorCode::authorization_principal_revoked);
 }
 
-TEST_CASE("a worker that disconnects ends every grant; its outstanding holds are listed", "[authorization]") {
+TEST_CASE("a worker that disconnects ends every grant, its outstanding holds are listed", "[authorization]") {
   auto f = AuthorityFixture::make();
   const AuthorizedLookup a = f.grant("worker-ab", kTenantA);
   const AuthorizedLookup b = f.grant("worker-ab", kTenantB);

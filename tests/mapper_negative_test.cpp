@@ -160,7 +160,7 @@ TEST_CASE("0x06D: mapping failure is a physical-feasibility result, state unchan
   CHECK(s.m->validate().ok());
 }
 
-TEST_CASE("0x06I: configurations the mapper cannot honour; use after shutdown", "[mapper]") {
+TEST_CASE("0x06I: configurations the mapper cannot honour, use after shutdown", "[mapper]") {
   // 20. G not a multiple of the 16 B row; N_handle not whole bundles; a real
   //     backing below the OS page; zero slots.
   MapperConfig c = fixture_0x06f_config();

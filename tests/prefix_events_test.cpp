@@ -71,7 +71,7 @@ TEST_CASE("BlockStored carries the chain, its parent, the tokens and the adapter
   CHECK(nlohmann::json::parse(to_json(KvBlockRemoved{{chain[0]}, 1, "GPU"}))["group_idx"] == 1);
 }
 
-TEST_CASE("duplicates emit nothing; the last block of a key emits BlockRemoved; clear emits AllBlocksCleared",
+TEST_CASE("duplicates emit nothing, the last block of a key emits BlockRemoved, clear emits AllBlocksCleared",
           "[prefix][events]") {
   PrefixRigOptions o;
   o.publish_duplicates = true;

@@ -58,7 +58,7 @@ TEST_CASE("0x07E: 48 cached tokens, 48-token prompt: 32 reused, 16 recomputed, o
   CHECK(m.receipt.policy_id == "kvrt.full_block.v1");
 }
 
-TEST_CASE("0x07E: 50-token prompt over three cached blocks: 48 reused, 2 recomputed; 128 KiB useful, 1 MiB new",
+TEST_CASE("0x07E: 50-token prompt over three cached blocks: 48 reused, 2 recomputed, 128 KiB useful, 1 MiB new",
           "[prefix][lengths]") {
   PrefixRig rig(loop6_options());
   rig.produce(iota_tokens(48));
@@ -114,7 +114,7 @@ TEST_CASE("0x07B: a change at position 37 ends S_sem at 37 and the full-block hi
   }
 }
 
-TEST_CASE("0x09B staircase: capped full-block hits 36, 32, 16, 0, 0; partial tails 39", "[prefix][lengths]") {
+TEST_CASE("0x09B staircase: capped full-block hits 36, 32, 16, 0, 0, partial tails 39", "[prefix][lengths]") {
   // A's 33-token path is cached; B (25) and C (16) are exact prefixes of A.
   const std::vector<uint32_t> sizes = {4, 8, 16, 32, 64};
   const std::vector<uint32_t> spec_full_hits = {36, 32, 16, 0, 0};

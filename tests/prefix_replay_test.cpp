@@ -80,7 +80,7 @@ TEST_CASE("the prefix demo trace reproduces its expected output byte for byte un
   }
 }
 
-TEST_CASE("the kvrt binary replays the demo; bad command lines exit 2", "[prefix][replay]") {
+TEST_CASE("the kvrt binary replays the demo, bad command lines exit 2", "[prefix][replay]") {
   int code = -1;
   const std::string path = kvrt::test::kReplayDataDir + "prefix_demo.trace.jsonl";
   CHECK(run_binary("replay prefix --profile vllm '" + path + "'", code) ==
@@ -203,7 +203,7 @@ TEST_CASE("a decode step without a block preempts the request and frees its bloc
   }
 }
 
-TEST_CASE("random prefix traces: --profile vllm equals the literal vLLM model; both profiles reconcile",
+TEST_CASE("random prefix traces: --profile vllm equals the literal vLLM model, both profiles reconcile",
           "[prefix][replay][random]") {
   uint64_t compared = 0, admitted = 0, preempted = 0, evicted = 0, hits = 0, resets = 0;
   for (uint64_t seed = 1; seed <= 60; ++seed) {

@@ -113,7 +113,7 @@ TEST_CASE("radix blocks: the budget evicts least-recently-used leaves and return
   REQUIRE(idx.validate().ok());
 }
 
-TEST_CASE("radix blocks: a refused lease withdraws the adoption; bad input changes nothing", "[radix][blocks]") {
+TEST_CASE("radix blocks: a refused lease withdraws the adoption, bad input changes nothing", "[radix][blocks]") {
   RadixBlockIndex idx = make(100);
   FakeBlocks blocks;
   auto a = idx.adopt(1, tokens({1, 2}), blocks.pages(2));

@@ -63,7 +63,7 @@ struct Lab {
 
 }  // namespace
 
-TEST_CASE("0x08I locked-leaf eviction is rejected; evict() never takes a locked leaf", "[radix][lab]") {
+TEST_CASE("0x08I locked-leaf eviction is rejected, evict() never takes a locked leaf", "[radix][lab]") {
   Lab lab;
   const Snapshot before = snapshot(lab.ix);
   require_rejected(lab.ix, before, lab.ix.evict_leaf(RadixNodeId{1}), ErrorCode::locked_node_eviction, "node");

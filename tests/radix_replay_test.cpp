@@ -123,7 +123,7 @@ TEST_CASE("bad radix trace lines print a typed error and change nothing", "[radi
   CHECK(last["nodes"] == 2);
 }
 
-TEST_CASE("profiles: kvrt counts hits, pages and rejects negative sizes; sglang does not", "[radix][replay]") {
+TEST_CASE("profiles: kvrt counts hits, pages and rejects negative sizes, sglang does not", "[radix][replay]") {
   const std::string lfu =
       "{\"op\":\"config\",\"eviction_policy\":\"lfu\"}\n"
       "{\"op\":\"insert\",\"tokens\":[1]}\n"

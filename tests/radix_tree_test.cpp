@@ -121,7 +121,7 @@ TEST_CASE("EvictionOrder pops in the order of a sorted set under arbitrary updat
   CHECK(order.consistent());
 }
 
-TEST_CASE("0x08B/0x08D a split under a lock copies the count; the handle unlocks through the new parent",
+TEST_CASE("0x08B/0x08D a split under a lock copies the count, the handle unlocks through the new parent",
           "[radix]") {
   RadixTree tree = RadixTree::create(RadixOptions{}).value();
   const std::vector<TokenId> chat{10, 11, 12, 13, 20, 21};

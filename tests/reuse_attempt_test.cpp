@@ -195,7 +195,7 @@ TEST_CASE("step 3: miss, compatibility, witness and candidate generation", "[reu
   CHECK(expect_error(s, ReuseStep::lookup_candidate).code == ErrorCode::reuse_evidence_mismatch);
 }
 
-TEST_CASE("steps 4-5: leases must cover the candidate; versions are read under them", "[reuse]") {
+TEST_CASE("steps 4-5: leases must cover the candidate, versions are read under them", "[reuse]") {
   Fixture x;
   ReuseScenario s = x.happy;
   s.leases = LeaseRefused{"block 100 is being evicted"};
@@ -319,7 +319,7 @@ TEST_CASE("step 6: declared modules need equal tokens, positions, schema and ABI
   CHECK(expect_error(s, ReuseStep::validate_positions).code == ErrorCode::reuse_evidence_mismatch);
 }
 
-TEST_CASE("step 6: a session resumes only its exact history [0, H)", "[reuse]") {
+TEST_CASE("step 6: a session resumes only its exact history 0..H", "[reuse]") {
   Fixture x;
   ReuseScenario s = x.happy;
   s.hit().source = ReuseSource::session;
