@@ -162,3 +162,39 @@ TEST_CASE("mapper service: the page offer rebuilds the node's view byte for byte
 }
 
 }  // namespace kvrt::test
+
+namespace kvrt::test {
+
+TEST_CASE("mapper view: a step's pages map in one call beyond the socket message's entry bound",
+          "[mapper][node]") {
+  // 64 slots of 4096 tokens: 8192 view pages. A view maps 5000 of them at
+  // once (more than kPagePoolMaxEntries, which bounds only the SCM_RIGHTS
+  // message), all onto the pool's 48 handles, and each shows its handle.
+  MapperConfig c = service_config();
+  c.request_slots = 64;
+  c.max_tokens = 4096;
+  auto svc = MapperService::create(c, PoolGeneration{1});
+  REQUIRE(svc.ok());
+  const uint64_t g = c.page_group_bytes;
+  const PagePoolOffer empty = [&] {
+    PagePoolOffer o = (*svc)->page_offer();
+    o.pages.clear();
+    return o;
+  }();
+  REQUIRE(empty.view_pages == 8192);
+  auto view = PoolView::map((*svc)->pool_fd(), empty.identity, empty.view_pages, {});
+  REQUIRE(view.ok());
+  std::vector<ViewPage> pages;
+  for (uint32_t v = 0; v < 5000; ++v) pages.push_back(ViewPage{v, v % c.handle_count});
+  REQUIRE(pages.size() > kPagePoolMaxEntries);
+  REQUIRE(view->map_pages((*svc)->pool_fd(), empty.identity, pages).ok());
+  // Write through virtual page h (handle h) and read through virtual page
+  // h + 48 (the same handle).
+  for (uint32_t h = 0; h < c.handle_count; ++h) std::memset(view->base() + uint64_t{h} * g, int(h + 1), 16);
+  for (uint32_t h = 0; h < c.handle_count; ++h) CHECK(std::to_integer<int>(view->base()[uint64_t{h + 48} * g]) == int(h + 1));
+  // A bad entry anywhere refuses the whole table, mapping nothing.
+  pages.back().handle = c.handle_count;
+  CHECK(view->map_pages((*svc)->pool_fd(), empty.identity, pages).error().field == "handle");
+}
+
+}  // namespace kvrt::test

@@ -61,9 +61,12 @@ Status require_seqpacket(int socket_fd) {
 }
 
 // The page table must fit the view and the pool, one handle per view page.
-Status validate_pages(const PagePoolIdentity& identity, uint32_t view_pages, const std::vector<ViewPage>& pages) {
+// `in_message`: the table travels in one SCM_RIGHTS message and is bounded by
+// its fixed receive buffer; a table a process maps locally is not.
+Status validate_pages(const PagePoolIdentity& identity, uint32_t view_pages, const std::vector<ViewPage>& pages,
+                      bool in_message = true) {
   if (view_pages == 0) return make_error(ErrorCode::invalid_argument, "a view has at least one page", "view_pages");
-  if (pages.size() > kPagePoolMaxEntries)
+  if (in_message && pages.size() > kPagePoolMaxEntries)
     return make_error(ErrorCode::invalid_argument,
                       std::to_string(pages.size()) + " entries > " + std::to_string(kPagePoolMaxEntries), "pages");
   std::set<uint32_t> seen;
@@ -267,7 +270,7 @@ Status PoolView::map_pages(int pool_fd, const PagePoolIdentity& identity, const 
   if (base_ == nullptr) return make_error(ErrorCode::invalid_argument, "the view is not mapped", "view");
   if (g == 0 || bytes_ % g != 0)
     return make_error(ErrorCode::incompatible, "G = " + std::to_string(g) + " B does not tile this view", "page_group_bytes");
-  KVRT_TRY(validate_pages(identity, static_cast<uint32_t>(bytes_ / g), pages));
+  KVRT_TRY(validate_pages(identity, static_cast<uint32_t>(bytes_ / g), pages, /*in_message=*/false));
   for (const ViewPage& p : pages) {
     void* at = mmap(base_ + uint64_t{p.virtual_page} * g, g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, pool_fd,
                     static_cast<off_t>(p.handle * g));
