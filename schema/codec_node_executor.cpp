@@ -106,18 +106,12 @@ Status read(ReadContext& ctx, wire::ExecuteBatch::Reader r, ExecuteBatch& out) {
 }
 
 void write(wire::ExecuteBatchReceipt::Builder b, const ExecuteBatchReceipt& v) {
-  detail::write(b.initTrace(), v.trace);
-  detail::write_variant_list(b.initOutcomes(detail::list_size(v.outcomes.size())), v.outcomes,
-                             [](auto element, const auto& outcome) { put(element, outcome); });
+  detail::write_outcome_receipt(b, v, [](auto element, const auto& outcome) { put(element, outcome); });
 }
 Status read(ReadContext& ctx, wire::ExecuteBatchReceipt::Reader r, ExecuteBatchReceipt& out) {
-  ctx.at("trace");
-  out.trace = detail::read(r.getTrace());
-  ctx.at("outcomes");
-  return detail::read_variant_list(ctx, "outcomes", r.getOutcomes(), out.outcomes,
-                                   [](ReadContext& c, unsigned i, auto element, auto& outcome) {
-                                     return read_outcome(c, i, element, outcome);
-                                   });
+  return detail::read_outcome_receipt(ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& outcome) {
+    return read_outcome(c, i, element, outcome);
+  });
 }
 
 }  // namespace

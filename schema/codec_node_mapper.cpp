@@ -165,33 +165,21 @@ Status read_outcome(const ReadContext& receipt, uint32_t i, wire::MapperOutcome:
 // ---- batches ----------------------------------------------------------------
 
 void write(wire::MapperBatch::Builder b, const MapperBatch& v) {
-  detail::write(b.initTrace(), v.trace);
-  detail::write_variant_list(b.initOps(detail::list_size(v.ops.size())), v.ops,
-                             [](auto element, const auto& op) { put(element, op); });
+  detail::write_op_batch(b, v, [](auto element, const auto& op) { put(element, op); });
 }
 Status read(ReadContext& ctx, wire::MapperBatch::Reader r, MapperBatch& out) {
-  ctx.at("trace");
-  out.trace = detail::read(r.getTrace());
-  ctx.at("ops");
-  return detail::read_variant_list(ctx, "ops", r.getOps(), out.ops,
-                                   [](ReadContext& c, unsigned i, auto element, auto& op) {
-                                     return read_op(c, i, element, op);
-                                   });
+  return detail::read_op_batch(ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& op) {
+    return read_op(c, i, element, op);
+  });
 }
 
 void write(wire::MapperBatchReceipt::Builder b, const MapperBatchReceipt& v) {
-  detail::write(b.initTrace(), v.trace);
-  detail::write_variant_list(b.initOutcomes(detail::list_size(v.outcomes.size())), v.outcomes,
-                             [](auto element, const auto& outcome) { put(element, outcome); });
+  detail::write_outcome_receipt(b, v, [](auto element, const auto& outcome) { put(element, outcome); });
 }
 Status read(ReadContext& ctx, wire::MapperBatchReceipt::Reader r, MapperBatchReceipt& out) {
-  ctx.at("trace");
-  out.trace = detail::read(r.getTrace());
-  ctx.at("outcomes");
-  return detail::read_variant_list(ctx, "outcomes", r.getOutcomes(), out.outcomes,
-                                   [](ReadContext& c, unsigned i, auto element, auto& outcome) {
-                                     return read_outcome(c, i, element, outcome);
-                                   });
+  return detail::read_outcome_receipt(ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& outcome) {
+    return read_outcome(c, i, element, outcome);
+  });
 }
 
 }  // namespace

@@ -45,4 +45,32 @@ RequestFence read(wire::RequestFence::Reader r);
 void write_tokens(capnp::List<int32_t>::Builder list, const std::vector<TokenId>& tokens);
 std::vector<TokenId> read_tokens(capnp::List<int32_t>::Reader list);
 
+// Every node batch is its trace and then its ops, and every batch receipt is
+// its trace and then one outcome per op, each element a union: `put` writes
+// one alternative, `read_one(ctx, index, element, out)` reads one element.
+template <class Builder, class Batch, class Put>
+void write_op_batch(Builder b, const Batch& v, Put&& put) {
+  write(b.initTrace(), v.trace);
+  write_variant_list(b.initOps(list_size(v.ops.size())), v.ops, put);
+}
+template <class Reader, class Batch, class ReadOne>
+Status read_op_batch(ReadContext& ctx, Reader r, Batch& out, ReadOne&& read_one) {
+  ctx.at("trace");
+  out.trace = read(r.getTrace());
+  ctx.at("ops");
+  return read_variant_list(ctx, "ops", r.getOps(), out.ops, read_one);
+}
+template <class Builder, class Receipt, class Put>
+void write_outcome_receipt(Builder b, const Receipt& v, Put&& put) {
+  write(b.initTrace(), v.trace);
+  write_variant_list(b.initOutcomes(list_size(v.outcomes.size())), v.outcomes, put);
+}
+template <class Reader, class Receipt, class ReadOne>
+Status read_outcome_receipt(ReadContext& ctx, Reader r, Receipt& out, ReadOne&& read_one) {
+  ctx.at("trace");
+  out.trace = read(r.getTrace());
+  ctx.at("outcomes");
+  return read_variant_list(ctx, "outcomes", r.getOutcomes(), out.outcomes, read_one);
+}
+
 }  // namespace kvrt::codec::detail

@@ -88,7 +88,7 @@ class RadixBlockIndex {
   // Evicts at least `pages` pages (whole leaves), policy order; returns the
   // leases to release.
   std::vector<LeaseId> evict_pages(uint32_t pages);
-  // Evicts every leaf (node shutdown, tests); returns the leases to release.
+  // Evicts every page (empties the cache); returns the leases to release.
   std::vector<LeaseId> evict_all();
 
   uint32_t cached_pages() const { return live_pages_; }
