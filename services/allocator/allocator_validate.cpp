@@ -2,8 +2,9 @@
 // (STYLE.md habit 2, the verifyQueueIntegrity habit). O(pool + tables);
 // tests call it after every transition.
 #include <string>
+#include <vector>
 
-#include "services/allocator/block_allocator.hpp"
+#include "services/allocator/block_allocator_hot.hpp"
 #include "services/common/units.hpp"
 
 namespace kvrt {
@@ -15,13 +16,13 @@ Error broken(const std::string& what) { return make_error(ErrorCode::invariant_v
 StateDigest BlockAllocator::recompute_digest() const {
   MultisetDigest d;
   for (uint32_t g = 0; g < pools_.size(); ++g)
-    for (uint32_t s = 0; s < pools_[g].capacity(); ++s) d.add(block_entry(g, s));
+    for (uint32_t s = 0; s < pools_[g].capacity(); ++s) d.add_digest(block_image(g, s));
   for (uint32_t i = 0; i < requests_.size(); ++i) {
     const RequestRecord& r = requests_[i];
     if (!r.open) continue;
-    d.add(request_entry(i));
+    d.add_digest(request_image(i));
     for (uint32_t g = 0; g < pools_.size(); ++g)
-      for (uint32_t j = 0; j < r.tables[g].size(); ++j) d.add(cell_entry(i, g, j, r.tables[g][j]));
+      for (uint32_t j = 0; j < r.tables[g].size(); ++j) d.add_digest(cell_image(i, g, j, r.tables[g][j]));
   }
   for (uint32_t li = 0; li < leases_.size(); ++li)
     if (leases_[li].active) d.add(lease_entry(li));
@@ -101,28 +102,34 @@ Status BlockAllocator::validate() const {
     }
     if (in_txn != 0 || p.in_transaction != 0) return broken("a block is left in a transaction phase");
     if (live != p.live) return broken("live count drifted");
-    // Queue membership: every FREE block exactly once in the free queue, every
-    // EVICTABLE block exactly once in the evictable queue, nothing else.
+    // Queue membership: every FREE block exactly once in the free ring, every
+    // EVICTABLE block exactly once in the LRU queue, nothing else (under
+    // single_lru_queue: every unreferenced block once in the LRU queue).
     auto links = [&](uint32_t b) -> const QueueLinks& { return p.blocks[b].links; };
-    const auto free_members = p.free_queue.members(links);
-    const auto evict_members = p.evictable_queue.members(links);
+    const auto ring_members = p.free_ring.members();
+    const auto lru_members = p.lru_queue.members(links);
     if (evictable != p.evictable) return broken("evictable count drifted");
+    std::vector<uint8_t> queued(p.capacity(), 0);
+    for (const auto* members : {&ring_members, &lru_members})
+      for (uint32_t b : *members) {
+        if (b >= p.capacity()) return broken("queued slot out of pool");
+        if (queued[b]++ != 0) return broken("block " + std::to_string(b) + " queued twice");
+      }
     if (config_.queue_policy == FreeQueuePolicy::single_lru_queue) {
-      // One queue holds every unreferenced block, cached or not.
-      if (!evict_members.empty() || p.evictable_queue.size() != 0) return broken("evictable queue used");
-      if (free_members.size() != free + evictable || p.free_queue.size() != free + evictable)
+      if (!ring_members.empty()) return broken("free ring used under single_lru_queue");
+      if (lru_members.size() != free + evictable || p.lru_queue.size() != free + evictable)
         return broken("single queue size mismatch");
-      for (uint32_t b : free_members)
+      for (uint32_t b : lru_members)
         if (p.blocks[b].state != BlockState::free && p.blocks[b].state != BlockState::evictable)
-          return broken("referenced block in the free queue");
+          return broken("referenced block in the LRU queue");
     } else {
-      if (free_members.size() != free || p.free_queue.size() != free) return broken("free queue size mismatch");
-      if (evict_members.size() != evictable || p.evictable_queue.size() != evictable)
-        return broken("evictable queue size mismatch");
-      for (uint32_t b : free_members)
-        if (p.blocks[b].state != BlockState::free) return broken("non-FREE block in the free queue");
-      for (uint32_t b : evict_members)
-        if (p.blocks[b].state != BlockState::evictable) return broken("non-EVICTABLE block in the evictable queue");
+      if (ring_members.size() != free || p.free_ring.size() != free) return broken("free ring size mismatch");
+      if (lru_members.size() != evictable || p.lru_queue.size() != evictable)
+        return broken("LRU queue size mismatch");
+      for (uint32_t b : ring_members)
+        if (p.blocks[b].state != BlockState::free) return broken("non-FREE block in the free ring");
+      for (uint32_t b : lru_members)
+        if (p.blocks[b].state != BlockState::evictable) return broken("non-EVICTABLE block in the LRU queue");
     }
     // Partition: free + evictable + live + in-transaction = pool.
     if (free + evictable + live + in_txn != p.capacity()) return broken("pool partition does not add up");

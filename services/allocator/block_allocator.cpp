@@ -2,19 +2,13 @@
 // and the incrementally maintained state digest. The operations live in
 // allocator_grow.cpp (allocate, append, fork, touch, commit_rows) and
 // allocator_shrink.cpp (truncate, release, evict, cache keys, leases).
-#include "services/allocator/block_allocator.hpp"
+#include "services/allocator/block_allocator_hot.hpp"
 
 #include <string>
 
 namespace kvrt {
 
-namespace {
-constexpr uint64_t kTagRequest = 1ull << 56;
-constexpr uint64_t kTagCell = 2ull << 56;
-constexpr uint64_t kTagBlock = 3ull << 56;
-constexpr uint64_t kTagLease = 4ull << 56;
-constexpr uint64_t kTagEpoch = 5ull << 56;
-}  // namespace
+using namespace allocator_digest;
 
 Result<BlockAllocator> BlockAllocator::create(BlockAllocatorConfig config, BlockPayloadStore* store) {
   KVRT_TRY(config.validate());
@@ -27,14 +21,15 @@ Result<BlockAllocator> BlockAllocator::create(BlockAllocatorConfig config, Block
     Pool p;
     p.config = a.config_.groups[g];
     p.blocks.resize(p.config.capacity_blocks);
+    p.free_ring = FreeBlockRing(p.config.capacity_blocks);
     a.pools_.push_back(std::move(p));
   }
   for (uint32_t g = 0; g < a.pools_.size(); ++g) {
     Pool& p = a.pools_[g];
     for (uint32_t s = 0; s < p.capacity(); ++s) {
       if (!p.config.initial_generations.empty()) p.blocks[s].generation = p.config.initial_generations[s];
-      p.free_queue.push_back(s, a.links_of(g));
-      a.digest_.add(a.block_entry(g, s));
+      a.enqueue_unreferenced(g, s, BlockState::free);
+      a.digest_.add_digest(a.block_image(g, s));
     }
   }
   return a;
@@ -42,22 +37,9 @@ Result<BlockAllocator> BlockAllocator::create(BlockAllocatorConfig config, Block
 
 StateDigest BlockAllocator::epoch_image(uint64_t epoch) { return MultisetDigest::image({kTagEpoch, epoch, 0, 0}); }
 
-StateDigest BlockAllocator::digest() const {
-  MultisetDigest d = digest_;
-  d.add_digest(epoch_image_);
-  return d.value();
-}
-
 BlockAllocator::PoolCounts BlockAllocator::counts(uint32_t g) const {
   const Pool& p = pools_.at(g);
-  const uint32_t unreferenced = p.free_queue.size() + p.evictable_queue.size();
-  return PoolCounts{unreferenced - p.evictable, p.evictable, p.live, p.in_transaction};
-}
-
-PhysicalBlockHandle BlockAllocator::handle_of(uint32_t g, uint32_t slot) const {
-  const Pool& p = pools_[g];
-  return PhysicalBlockHandle{p.config.pool, p.config.group, PhysicalBlockId{p.config.block_id_base + slot},
-                             BlockGeneration{p.blocks[slot].generation}};
+  return PoolCounts{p.unreferenced() - p.evictable, p.evictable, p.live, p.in_transaction};
 }
 
 uint32_t BlockAllocator::group_index_of(CacheGroupId group) const {
@@ -127,32 +109,7 @@ Result<uint32_t> BlockAllocator::resolve(const PhysicalBlockHandle& h, uint32_t 
 
 bool BlockAllocator::available_for(uint32_t bundles) const {
   for (const Pool& p : pools_)
-    if (p.free_queue.size() + p.evictable_queue.size() < bundles) return false;
-  return true;
-}
-
-bool BlockAllocator::reserve_block(uint32_t g, std::vector<Reservation>& log) {
-  Pool& p = pools_[g];
-  uint32_t slot;
-  BlockState from;
-  // Truly free blocks first, then the oldest evictable one (issue 3); under
-  // single_lru_queue the front of the one queue, cached or not.
-  if (!p.free_queue.empty()) {
-    slot = p.free_queue.pop_front(links_of(g));
-    from = p.blocks[slot].state;
-  } else if (!p.evictable_queue.empty()) {
-    slot = p.evictable_queue.pop_front(links_of(g));
-    from = BlockState::evictable;
-  } else {
-    return false;
-  }
-  BlockMeta& b = p.blocks[slot];
-  log.push_back(Reservation{g, slot, from, b.cache_key, b.generation, b.valid_rows});
-  // Unpublished: not reachable from any request map, not in any queue. The
-  // digest is untouched until publication, so rollback restores it exactly.
-  if (from == BlockState::evictable) --p.evictable;
-  b.state = BlockState::reserved;
-  ++p.in_transaction;
+    if (p.unreferenced() < bundles) return false;
   return true;
 }
 
@@ -162,127 +119,18 @@ void BlockAllocator::rollback(std::vector<Reservation>& log) {
   for (auto it = log.rbegin(); it != log.rend(); ++it) {
     Pool& p = pools_[it->group_index];
     BlockMeta& b = p.blocks[it->slot];
-    b.state = it->from_state;
-    b.cache_key = it->evicted_key;
-    b.generation = it->generation_before;
-    b.valid_rows = it->valid_rows_before;
+    b.state = it->from_state;  // nothing else of the block changed before publication
     --p.in_transaction;
     if (it->from_state == BlockState::evictable) ++p.evictable;
-    queue_for(it->group_index, it->from_state).push_front(it->slot, links_of(it->group_index));
+    requeue_front(it->group_index, it->slot, it->from_state);
   }
   log.clear();
-}
-
-void BlockAllocator::publish_reserved(const Reservation& r, uint16_t valid_rows) {
-  Pool& p = pools_[r.group_index];
-  BlockMeta& b = p.blocks[r.slot];
-  const MultisetDigest::Entry before{kTagBlock | (uint64_t{r.group_index} << 32) | r.slot, r.generation_before,
-                                     r.valid_rows_before, r.evicted_key};
-  if (r.from_state == BlockState::evictable) {
-    PhysicalBlockHandle old = handle_of(r.group_index, r.slot);
-    old.generation = BlockGeneration{r.generation_before};
-    events_.push_back(AllocatorEvent{AllocatorEvent::Kind::cache_key_evicted, old, r.evicted_key});
-  }
-  // Recycled to a new owner: a new generation, no cached identity, and a
-  // valid-row frontier that hides whatever the old owner wrote (0x05E, 0x05F).
-  b.generation = r.generation_before + 1;
-  b.cache_key = 0;
-  b.valid_rows = valid_rows;
-  b.refcount = 1;
-  b.state = BlockState::live;
-  --p.in_transaction;
-  ++p.live;
-  digest_.replace(before, block_entry(r.group_index, r.slot));
-}
-
-void BlockAllocator::add_ref(uint32_t g, uint32_t slot) {
-  Pool& p = pools_[g];
-  BlockMeta& b = p.blocks[slot];
-  if (b.refcount == 0) {
-    KVRT_ASSERT(b.state == BlockState::evictable, "add_ref on a block that is neither live nor evictable");
-    queue_for(g, b.state).remove(slot, links_of(g));
-    --p.evictable;
-    b.state = BlockState::live;
-    ++p.live;
-  }
-  ++b.refcount;
-}
-
-void BlockAllocator::drop_ref(uint32_t g, uint32_t slot) {
-  Pool& p = pools_[g];
-  BlockMeta& b = p.blocks[slot];
-  KVRT_ASSERT(b.refcount > 0 && b.state == BlockState::live, "drop_ref on an unreferenced block");
-  if (--b.refcount == 0) {
-    --p.live;
-    // 0x04B: a cache index entry is a weak identity; zero refs + key = EVICTABLE.
-    b.state = b.cache_key != 0 ? BlockState::evictable : BlockState::free;
-    if (b.state == BlockState::evictable) ++p.evictable;
-    queue_for(g, b.state).push_back(slot, links_of(g));
-  }
-}
-
-MultisetDigest::Entry BlockAllocator::request_entry(uint32_t index) const {
-  const RequestRecord& r = requests_[index];
-  return {kTagRequest | index, r.generation, r.table_version, r.context_tokens};
-}
-
-MultisetDigest::Entry BlockAllocator::cell_entry(uint32_t index, uint32_t g, uint32_t j, uint32_t slot) const {
-  return {kTagCell | (uint64_t{g} << 32) | index, j, slot, pools_[g].blocks[slot].generation};
-}
-
-void BlockAllocator::add_cell(uint32_t index, uint32_t g, uint32_t j, uint32_t slot) {
-  const StateDigest image = MultisetDigest::image(cell_entry(index, g, j, slot));
-  digest_.add_digest(image);
-  requests_[index].cells.add_digest(image);
-}
-
-void BlockAllocator::remove_cell(uint32_t index, uint32_t g, uint32_t j, uint32_t slot) {
-  const StateDigest image = MultisetDigest::image(cell_entry(index, g, j, slot));
-  digest_.remove_digest(image);
-  requests_[index].cells.remove_digest(image);
-}
-
-MultisetDigest::Entry BlockAllocator::block_entry(uint32_t g, uint32_t slot) const {
-  const BlockMeta& b = pools_[g].blocks[slot];
-  return {kTagBlock | (uint64_t{g} << 32) | slot, b.generation, b.valid_rows, b.cache_key};
 }
 
 MultisetDigest::Entry BlockAllocator::lease_entry(uint32_t index) const {
   const Lease& l = leases_[index];
   return {kTagLease | index, l.generation, (uint64_t{l.group_index} << 32) | l.slot,
           pools_[l.group_index].blocks[l.slot].generation};
-}
-
-void BlockAllocator::begin_receipt(AllocationReceipt& out, AllocationOperation op, const RequestRecord*) {
-  out.transaction_id = TransactionId{next_transaction_++};
-  out.operation = op;
-  out.predecessor_digest = digest();
-  out.useful_new_rows = 0;
-  out.new_physical_blocks = 0;
-  out.copied_rows = 0;
-  out.copy_payload_bytes = 0;
-  out.refcount_deltas.clear();
-  out.published_entries.clear();
-  out.evicted_handles.clear();
-  out.append_path = AppendPath::not_append;
-  out.outcome = AllocationOutcome::committed;
-  out.rollback_reason.clear();
-}
-
-void BlockAllocator::finish_receipt(AllocationReceipt& out, const RequestRecord* r, uint32_t index) {
-  if (r != nullptr) {
-    out.request_id = RequestId{index};
-    out.request_generation = RequestGeneration{r->generation};
-    out.table_version_after = TableVersion{r->table_version};
-    out.context_tokens_after = r->context_tokens;
-  }
-  out.successor_digest = digest();
-  out.allocator_epoch_after = Epoch{epoch_};
-}
-
-void BlockAllocator::record_delta(std::vector<RefcountDelta>& deltas, uint32_t g, uint32_t slot, uint32_t before,
-                                  uint32_t after) const {
-  deltas.push_back(RefcountDelta{handle_of(g, slot), before, after});
 }
 
 Result<std::vector<PhysicalBlockHandle>> BlockAllocator::table(RequestId request, uint32_t g) const {

@@ -32,6 +32,7 @@
 #include "services/allocator/allocator_config.hpp"
 #include "services/allocator/block_queue.hpp"
 #include "services/allocator/fault_points.hpp"
+#include "services/allocator/free_block_ring.hpp"
 #include "services/allocator/payload_store.hpp"
 #include "services/common/result.hpp"
 #include "services/common/state_digest.hpp"
@@ -141,7 +142,12 @@ class BlockAllocator {
 
   // --- queries ---------------------------------------------------------------
   Epoch epoch() const { return Epoch{epoch_}; }
-  StateDigest digest() const;  // O(1): the incrementally maintained digest
+  // O(1): the incrementally maintained digest.
+  StateDigest digest() const {
+    MultisetDigest d = digest_;
+    d.add_digest(epoch_image_);
+    return d.value();
+  }
   uint32_t group_count() const { return static_cast<uint32_t>(pools_.size()); }
   uint32_t block_size() const { return config_.block_size; }
   uint32_t capacity_blocks() const { return pools_.empty() ? 0 : pools_[0].capacity(); }
@@ -180,13 +186,17 @@ class BlockAllocator {
   struct Pool {
     GroupPoolConfig config;
     std::vector<BlockMeta> blocks;
-    BlockQueue free_queue;       // truly free blocks, taken first (single_lru_queue: also
-                                 // the zero-ref cached blocks, in release order)
-    BlockQueue evictable_queue;  // zero-ref cached blocks, oldest first (default policy)
+    // Unreferenced blocks wait in one of two queues. Under the default policy
+    // FREE blocks wait in free_ring (taken first) and EVICTABLE ones in
+    // lru_queue, oldest first; under single_lru_queue every unreferenced block,
+    // cached or not, waits in lru_queue in release order and free_ring is unused.
+    FreeBlockRing free_ring;
+    BlockQueue lru_queue;
     uint32_t live = 0;
     uint32_t evictable = 0;      // blocks in state EVICTABLE
     uint32_t in_transaction = 0;
     uint32_t capacity() const { return static_cast<uint32_t>(blocks.size()); }
+    uint32_t unreferenced() const { return free_ring.size() + lru_queue.size(); }
   };
   struct RequestRecord {
     RequestId id;
@@ -208,23 +218,28 @@ class BlockAllocator {
   };
   // A reservation made inside a transaction, undone in reverse order on rollback.
   struct Reservation {
-    uint32_t group_index;
     uint32_t slot;
-    BlockState from_state;  // free or evictable
-    uint64_t evicted_key;   // restored on rollback when it came from the evictable queue
-    uint32_t generation_before;
-    uint16_t valid_rows_before;
+    uint16_t group_index;
+    BlockState from_state;  // free or evictable; the block's generation, frontier and
+                            // identity stay untouched until publication
+    uint8_t pad = 0;
   };
 
   BlockAllocator() = default;
-  // The queue an unreferenced block of `state` waits in under the policy.
-  BlockQueue& queue_for(uint32_t g, BlockState state) {
-    return state == BlockState::evictable && config_.queue_policy == FreeQueuePolicy::free_first_then_oldest_evictable
-               ? pools_[g].evictable_queue
-               : pools_[g].free_queue;
-  }
+  bool single_queue() const { return config_.queue_policy == FreeQueuePolicy::single_lru_queue; }
   auto links_of(uint32_t g) {
     return [this, g](uint32_t b) -> QueueLinks& { return pools_[g].blocks[b].links; };
+  }
+  // Queue upkeep of an unreferenced block of `state` (free or evictable).
+  void enqueue_unreferenced(uint32_t g, uint32_t slot, BlockState state);
+  void requeue_front(uint32_t g, uint32_t slot, BlockState state);  // exact undo of a pop
+  // Takes the block a reservation gets: FREE first, then the oldest EVICTABLE
+  // (issue 3); the front of the one queue under single_lru_queue.
+  bool pop_unreferenced(uint32_t g, uint32_t& slot);
+  bool fence_current(const RequestFence& f) const {
+    const uint64_t index = f.request.value;
+    return index < requests_.size() && requests_[index].open && requests_[index].generation == f.generation.value &&
+           requests_[index].table_version == f.table_version.value;
   }
   Status check_fence(const RequestFence& f) const;
   Status check_epoch(const std::optional<Epoch>& expected) const;
@@ -244,19 +259,35 @@ class BlockAllocator {
   // reference delta in the receipt, and returns the new handle.
   PhysicalBlockHandle publish_fresh(const Reservation& r, uint16_t valid_rows, AllocationReceipt& out);
   void publish_reserved(const Reservation& r, uint16_t valid_rows);
+  // Publishes every reservation of scratch_log_ as the next table entries of
+  // request `index`, each with `valid_rows` rows (allocate, new-bundle append).
+  void publish_fresh_blocks(uint32_t index, uint16_t valid_rows, AllocationReceipt& out);
+  // An evictable reservation's dropped identity: event, receipt, digest.
+  void record_eviction(const Reservation& r, AllocationReceipt& out);
   bool available_for(uint32_t bundles) const;
 
   // Reference changes of committed blocks, with queue and digest upkeep.
   void add_ref(uint32_t g, uint32_t slot);
   void drop_ref(uint32_t g, uint32_t slot);
 
-  // Digest entries (state_digest.hpp): request header, table cell, block.
-  MultisetDigest::Entry request_entry(uint32_t index) const;
-  MultisetDigest::Entry cell_entry(uint32_t index, uint32_t g, uint32_t j, uint32_t slot) const;
-  MultisetDigest::Entry block_entry(uint32_t g, uint32_t slot) const;
+  // Digest images (state_digest.hpp): request header, table cell, block,
+  // lease. A block's generation and valid rows and a request's table version
+  // and length are counters with coefficients (MultisetDigest::coefficients),
+  // so the hot paths change the digest by a step instead of two images.
+  StateDigest request_image(uint32_t index) const;
+  MultisetDigest::Coefficients request_coefficients(uint32_t index) const;
+  StateDigest cell_image(uint32_t index, uint32_t g, uint32_t j, uint32_t slot) const;
+  StateDigest block_image(uint32_t g, uint32_t slot) const;
+  MultisetDigest::Coefficients block_coefficients(uint32_t g, uint32_t slot) const;
+  StateDigest cache_key_image(uint32_t g, uint32_t slot, uint64_t cache_key) const;  // 0 for no key
   MultisetDigest::Entry lease_entry(uint32_t index) const;
   void add_cell(uint32_t index, uint32_t g, uint32_t j, uint32_t slot);
   void remove_cell(uint32_t index, uint32_t g, uint32_t j, uint32_t slot);
+  // Committed-state setters that keep the digest: every change of these
+  // fields goes through them.
+  void set_valid_rows(uint32_t g, uint32_t slot, uint16_t valid_rows);
+  void set_cache_key(uint32_t g, uint32_t slot, uint64_t cache_key);
+  void set_request_counters(uint32_t index, uint64_t table_version, uint32_t context_tokens);
 
   void begin_receipt(AllocationReceipt& out, AllocationOperation op, const RequestRecord* r);
   void finish_receipt(AllocationReceipt& out, const RequestRecord* r, uint32_t index);
@@ -301,8 +332,15 @@ class BlockAllocator {
   uint64_t drained_events_ = 0;  // events handed out by drain_events() [events]
   std::vector<Reservation> scratch_log_;
   std::vector<uint32_t> scratch_slots_;  // resolved bundle slots, bundle-major
+  std::vector<uint32_t> scratch_unreferenced_;  // blocks a release left unreferenced, in order
   std::vector<std::pair<uint32_t, BlockQueue::Unlinked>> scratch_unlinked_;
 };
+
+inline PhysicalBlockHandle BlockAllocator::handle_of(uint32_t g, uint32_t slot) const {
+  const Pool& p = pools_[g];
+  return PhysicalBlockHandle{p.config.pool, p.config.group, PhysicalBlockId{p.config.block_id_base + slot},
+                             BlockGeneration{p.blocks[slot].generation}};
+}
 
 inline bool BlockAllocator::holds_cache_key(const PhysicalBlockHandle& h, uint64_t cache_key) const noexcept {
   for (const Pool& p : pools_) {

@@ -48,6 +48,39 @@ class MultisetDigest {
     return StateDigest{lo, hi};
   }
 
+  // Images for owners whose entries change by counting (issue 3's
+  // allocator: a block's generation and valid rows, a request's table
+  // version and length move by small steps on the hot path). Such an entry's
+  // image is pair_image(identity, fixed fields) plus sum_k counter_k * C_k,
+  // where the C_k are pseudo-random odd coefficients of the identity. A
+  // counter step then changes the digest by step * C_k, one multiply-add per
+  // lane instead of removing and adding two full images. Two states with the
+  // same identities collide only where sum_i dcounter_i * C_i == 0 (mod 2^64)
+  // in both lanes; with odd, identity-keyed coefficients and counters far below
+  // 2^32, that needs a 2^-128 coincidence like the images above.
+  static StateDigest pair_image(uint64_t a, uint64_t b) {
+    using detail::mum;
+    return StateDigest{mum(a ^ 0x2d358dccaa6c78a5ull, b ^ 0x8bb84b93962eacc9ull),
+                       mum(a ^ 0x4b33a62ed433d4a3ull, b ^ 0x4d5a2da51de1aa47ull)};
+  }
+  struct Coefficients {
+    StateDigest first, second;  // two counters' coefficients, each odd in both lanes
+  };
+  // `kind` separates entry kinds that share identity words.
+  static Coefficients coefficients(uint64_t kind, uint64_t identity) {
+    // One 64x64->128 product per lane; the rotated factor brings the
+    // identity's high bits into the product's low half.
+    const uint64_t x = identity ^ kind;
+    const unsigned __int128 p = static_cast<unsigned __int128>(x ^ 0xa0761d6478bd642full) *
+                                (((x << 29) | (x >> 35)) ^ 0xe7037ed1a0b428dbull);
+    const unsigned __int128 q = static_cast<unsigned __int128>(x ^ 0x8ebc6af09c88c6e3ull) *
+                                (((x << 41) | (x >> 23)) ^ 0x589965cc75374cc3ull);
+    return Coefficients{{static_cast<uint64_t>(p) | 1, static_cast<uint64_t>(q) | 1},
+                        {static_cast<uint64_t>(p >> 64) | 1, static_cast<uint64_t>(q >> 64) | 1}};
+  }
+  // c * k in each lane (mod 2^64): a counter's term, or a step of it.
+  static StateDigest scaled(const StateDigest& c, uint64_t k) { return StateDigest{c.lo * k, c.hi * k}; }
+
   void add(const Entry& e) {
     const StateDigest d = image(e);
     sum_.lo += d.lo;
