@@ -1,6 +1,7 @@
 // BlockAllocator operations that add references or rows: allocate, append
 // (the three paths of 0x04E, COW in the nine-step order of 0x05C), fork,
 // touch and commit_rows.
+#include <algorithm>
 #include <string>
 
 #include "services/allocator/block_allocator_hot.hpp"
@@ -112,7 +113,23 @@ bool BlockAllocator::reserve_bundles(uint32_t per_group, AllocationReceipt& out)
   // named fault point after each group (0x04F's injected failure).
   scratch_log_.clear();
   for (uint32_t g = 0; g < group_count(); ++g) {
-    for (uint32_t k = 0; k < per_group; ++k) KVRT_ASSERT(reserve_block(g, scratch_log_), "capacity was checked");
+    // FREE blocks come off the ring in one run, with the ring's indices and the
+    // pool's counter in registers; the rest (EVICTABLE, or every block under
+    // single_lru_queue) one at a time from the linked queue.
+    Pool& p = pools_[g];
+    const uint32_t from_ring = std::min(per_group, p.free_ring.size());
+    const size_t base = scratch_log_.size();
+    scratch_log_.resize(base + from_ring);
+    Reservation* res = scratch_log_.data() + base;
+    BlockMeta* blocks = p.blocks.data();
+    const auto group_index = static_cast<uint16_t>(g);
+    p.free_ring.pop_front_n(from_ring, [&](uint32_t slot) {
+      blocks[slot].state = BlockState::reserved;
+      *res++ = Reservation{slot, group_index, BlockState::free};
+    });
+    p.in_transaction += from_ring;
+    for (uint32_t k = from_ring; k < per_group; ++k)
+      KVRT_ASSERT(reserve_block(g, scratch_log_), "capacity was checked");
     if (fault("after_reserve_group_", g)) {
       rollback(scratch_log_);
       out.outcome = AllocationOutcome::rolled_back;
@@ -147,12 +164,9 @@ void BlockAllocator::publish_fresh_blocks(uint32_t index, uint16_t valid_rows, A
   // in place: this loop is most of a 128-block allocate (issue 3's 1 us).
   RequestRecord& r = requests_[index];
   const size_t n = scratch_log_.size();
-  const size_t d0 = out.refcount_deltas.size(), e0 = out.published_entries.size();
-  out.refcount_deltas.resize(d0 + n);
-  out.published_entries.resize(e0 + n);
+  out.refcount_deltas.reserve(out.refcount_deltas.size() + n);
+  out.published_entries.reserve(out.published_entries.size() + n);
   for (uint32_t g = 0; g < group_count(); ++g) r.tables[g].reserve(r.tables[g].size() + n);
-  RefcountDelta* delta = out.refcount_deltas.data() + d0;
-  TableEntryUpdate* entry = out.published_entries.data() + e0;
   StateDigest blocks{}, cells{};
   for (const Reservation& res : scratch_log_) {
     const uint32_t g = res.group_index, slot = res.slot;
@@ -176,10 +190,10 @@ void BlockAllocator::publish_fresh_blocks(uint32_t index, uint16_t valid_rows, A
     ++p.live;
     const PhysicalBlockHandle h{p.config.pool, p.config.group, PhysicalBlockId{p.config.block_id_base + slot},
                                 BlockGeneration{b.generation}};
-    *delta++ = RefcountDelta{h, 0, 1};
+    out.refcount_deltas.push_back(RefcountDelta{h, 0, 1});
     auto& table = r.tables[g];
     const uint32_t j = static_cast<uint32_t>(table.size());
-    *entry++ = TableEntryUpdate{j, h, valid_rows};
+    out.published_entries.push_back(TableEntryUpdate{j, h, valid_rows});
     const StateDigest cell = cell_image(index, g, j, slot);
     cells.lo += cell.lo;
     cells.hi += cell.hi;
