@@ -176,11 +176,11 @@ void BlockAllocator::publish_fresh_blocks(uint32_t index, uint16_t valid_rows, A
     BlockMeta& b = p.blocks[slot];
     // Recycled to a new owner: a new generation, no cached identity, and a
     // valid-row frontier that hides whatever the old owner wrote (0x05E,
-    // 0x05F); the digest moves by one generation step and the frontier's step.
-    const auto c = block_coefficients(g, slot);
-    const uint64_t valid_step = uint64_t{valid_rows} - b.valid_rows;
-    blocks.lo += c.first.lo + c.second.lo * valid_step;
-    blocks.hi += c.first.hi + c.second.hi * valid_step;
+    // 0x05F); the digest moves by the step of the block's counter word.
+    const StateDigest c = block_coefficient(g, slot);
+    const uint64_t step = block_counter(b.generation + 1, valid_rows) - block_counter(b.generation, b.valid_rows);
+    blocks.lo += c.lo * step;
+    blocks.hi += c.hi * step;
     b.generation += 1;
     b.cache_key = 0;
     b.valid_rows = valid_rows;

@@ -271,14 +271,20 @@ class BlockAllocator {
   void drop_ref(uint32_t g, uint32_t slot);
 
   // Digest images (state_digest.hpp): request header, table cell, block,
-  // lease. A block's generation and valid rows and a request's table version
-  // and length are counters with coefficients (MultisetDigest::coefficients),
-  // so the hot paths change the digest by a step instead of two images.
+  // lease. A block's generation and valid rows (one packed counter word) and a
+  // request's table version and length are counters with coefficients
+  // (MultisetDigest::coefficient(s)), so the hot paths change the digest by a
+  // step instead of removing and adding two images.
   StateDigest request_image(uint32_t index) const;
   MultisetDigest::Coefficients request_coefficients(uint32_t index) const;
   StateDigest cell_image(uint32_t index, uint32_t g, uint32_t j, uint32_t slot) const;
   StateDigest block_image(uint32_t g, uint32_t slot) const;
-  MultisetDigest::Coefficients block_coefficients(uint32_t g, uint32_t slot) const;
+  StateDigest block_coefficient(uint32_t g, uint32_t slot) const;
+  // A block's counters packed injectively into one word: generation in the low
+  // 32 bits, valid rows above them.
+  static uint64_t block_counter(uint32_t generation, uint16_t valid_rows) {
+    return (uint64_t{valid_rows} << 32) | generation;
+  }
   StateDigest cache_key_image(uint32_t g, uint32_t slot, uint64_t cache_key) const;  // 0 for no key
   MultisetDigest::Entry lease_entry(uint32_t index) const;
   void add_cell(uint32_t index, uint32_t g, uint32_t j, uint32_t slot);

@@ -50,11 +50,12 @@ inline StateDigest BlockAllocator::cell_image(uint32_t index, uint32_t g, uint32
                                     (uint64_t{j} << 32) | slot);
 }
 
-// A block: counters generation and valid rows, plus a term for its cached
-// identity when it has one. The pool's set of blocks is fixed by its
-// configuration, so a block's entry carries no identity term of its own.
-inline MultisetDigest::Coefficients BlockAllocator::block_coefficients(uint32_t g, uint32_t slot) const {
-  return MultisetDigest::coefficients(allocator_digest::kTagBlock, (uint64_t{g} << 32) | slot);
+// A block: one counter word (block_counter: generation and valid rows) with
+// its coefficient, plus a term for its cached identity when it has one. The
+// pool's set of blocks is fixed by its configuration, so a block's entry
+// carries no identity term of its own.
+inline StateDigest BlockAllocator::block_coefficient(uint32_t g, uint32_t slot) const {
+  return MultisetDigest::coefficient(allocator_digest::kTagBlock, (uint64_t{g} << 32) | slot);
 }
 
 inline StateDigest BlockAllocator::cache_key_image(uint32_t g, uint32_t slot, uint64_t cache_key) const {
@@ -64,17 +65,15 @@ inline StateDigest BlockAllocator::cache_key_image(uint32_t g, uint32_t slot, ui
 
 inline StateDigest BlockAllocator::block_image(uint32_t g, uint32_t slot) const {
   const BlockMeta& b = pools_[g].blocks[slot];
-  const auto c = block_coefficients(g, slot);
-  const StateDigest gen = MultisetDigest::scaled(c.first, b.generation);
-  const StateDigest valid = MultisetDigest::scaled(c.second, b.valid_rows);
+  const StateDigest counters = MultisetDigest::scaled(block_coefficient(g, slot), block_counter(b.generation, b.valid_rows));
   const StateDigest key = cache_key_image(g, slot, b.cache_key);
-  return StateDigest{gen.lo + valid.lo + key.lo, gen.hi + valid.hi + key.hi};
+  return StateDigest{counters.lo + key.lo, counters.hi + key.hi};
 }
 
 inline void BlockAllocator::set_valid_rows(uint32_t g, uint32_t slot, uint16_t valid_rows) {
   BlockMeta& b = pools_[g].blocks[slot];
-  const uint64_t step = uint64_t{valid_rows} - b.valid_rows;
-  digest_.add_digest(MultisetDigest::scaled(block_coefficients(g, slot).second, step));
+  const uint64_t step = block_counter(0, valid_rows) - block_counter(0, b.valid_rows);
+  digest_.add_digest(MultisetDigest::scaled(block_coefficient(g, slot), step));
   b.valid_rows = valid_rows;
 }
 
@@ -146,10 +145,9 @@ inline void BlockAllocator::publish_reserved(const Reservation& r, uint16_t vali
   BlockMeta& b = p.blocks[r.slot];
   // Recycled to a new owner: a new generation, no cached identity, and a
   // valid-row frontier that hides whatever the old owner wrote (0x05E, 0x05F).
-  // The digest moves by one generation step and the frontier's step.
-  const auto c = block_coefficients(r.group_index, r.slot);
-  const StateDigest valid_step = MultisetDigest::scaled(c.second, uint64_t{valid_rows} - b.valid_rows);
-  digest_.add_digest(StateDigest{c.first.lo + valid_step.lo, c.first.hi + valid_step.hi});
+  // The digest moves by the step of the block's counter word.
+  const uint64_t step = block_counter(b.generation + 1, valid_rows) - block_counter(b.generation, b.valid_rows);
+  digest_.add_digest(MultisetDigest::scaled(block_coefficient(r.group_index, r.slot), step));
   b.generation += 1;
   b.cache_key = 0;
   b.valid_rows = valid_rows;

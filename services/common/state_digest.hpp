@@ -78,6 +78,14 @@ class MultisetDigest {
     return Coefficients{{static_cast<uint64_t>(p) | 1, static_cast<uint64_t>(q) | 1},
                         {static_cast<uint64_t>(p >> 64) | 1, static_cast<uint64_t>(q >> 64) | 1}};
   }
+  // One odd coefficient per lane for an entry with a single counter word
+  // (the two halves of one product): half the multiplies of coefficients().
+  static StateDigest coefficient(uint64_t kind, uint64_t identity) {
+    const uint64_t x = identity ^ kind;
+    const unsigned __int128 p = static_cast<unsigned __int128>(x ^ 0x8ebc6af09c88c6e3ull) *
+                                (((x << 29) | (x >> 35)) ^ 0x1d8e4e27c47d124full);
+    return StateDigest{static_cast<uint64_t>(p) | 1, static_cast<uint64_t>(p >> 64) | 1};
+  }
   // c * k in each lane (mod 2^64): a counter's term, or a step of it.
   static StateDigest scaled(const StateDigest& c, uint64_t k) { return StateDigest{c.lo * k, c.hi * k}; }
 
