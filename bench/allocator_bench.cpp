@@ -85,6 +85,43 @@ double kvrt_release(const Sizes& s) {
   });
 }
 
+// The floor under release_128_blocks, measured in the same run: the same
+// blocks' reference drops and free-ring pushes alone (no fence, receipt,
+// digest, epoch or pool counters), over the tables the allocator laid out,
+// with the allocator's own BlockMeta and FreeBlockRing.
+double release_floor(const Sizes& s) {
+  const uint32_t capacity = s.requests * 128;
+  BlockAllocator al = make_allocator(capacity, s.requests);
+  AllocationReceipt r;
+  std::vector<std::vector<uint32_t>> tables(s.requests);
+  for (uint32_t i = 0; i < s.requests; ++i) {
+    (void)al.allocate(AllocateArgs{kPromptRows, {}, {}}, r);
+    const std::vector<PhysicalBlockHandle> table = al.table(r.request_id, 0).value();
+    for (const PhysicalBlockHandle& h : table) tables[i].push_back(h.block.value);
+  }
+  std::vector<BlockMeta> blocks(capacity);
+  FreeBlockRing ring;
+  return median_of(s.trials, [&] {
+    for (BlockMeta& b : blocks) {
+      b.refcount = 1;
+      b.state = BlockState::live;
+    }
+    ring = FreeBlockRing(capacity);
+    const uint64_t t0 = now_ns();
+    for (const auto& table : tables)
+      for (size_t j = table.size(); j-- > 0;) {
+        BlockMeta& b = blocks[table[j]];
+        if (--b.refcount == 0) {
+          b.state = BlockState::free;
+          ring.push_back(table[j]);
+        }
+      }
+    const double ns = double(now_ns() - t0) / s.requests;
+    do_not_optimize(ring.size());
+    return ns;
+  });
+}
+
 // Decode appends: private-tail appends (offsets 1..15) and new-block appends
 // (offset 0) timed separately over the same decode loop.
 void kvrt_append(const Sizes& s, double& private_ns, double& new_block_ns) {
@@ -358,6 +395,11 @@ BenchReport run_allocator_bench(bool quick) {
   rep.rows.push_back(cow_row);
 
   rep.rows.push_back(ns_row("release_128_blocks", kvrt_release(s), rect_release_ns, 150));
+  BenchRow floor = ns_row("release_refcount_floor", release_floor(s), std::nullopt, 0);
+  floor.target.reset();
+  floor.note = "the same 128 blocks' reference drops and free-ring pushes alone, no receipt/digest/fence: "
+               "what any per-block release costs on this machine";
+  rep.rows.push_back(floor);
   BenchRow evict = ns_row("evict_on_allocate", kvrt_evict_on_allocate(s), std::nullopt, 0);
   evict.target.reset();
   evict.note = "one-block allocation that evicts the oldest cached block; the baseline has no cache";
