@@ -17,6 +17,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "actors/client.hpp"
@@ -121,11 +122,30 @@ std::vector<AllocatorOp> releases_of(const AllocatorBatchReceipt& r) {
   return ops;
 }
 
-Percentiles inprocess_rtt(int iterations, std::string& error) {
+// In-process round trips of one AllocateOp batch (encode, actor, allocate,
+// encode receipt, decode), each followed by an untimed release. `blocking`:
+// from a blocking caller thread (two thread wake-ups per round trip);
+// otherwise from an event-based actor of the same actor system, the way an
+// engine integrated as an actor calls the owner.
+Percentiles inprocess_rtt(int iterations, bool blocking, std::string& error) {
   auto probe = InProcessAllocatorProbe::create(BlockAllocator::create(probe_allocator_config()).value());
   if (!probe.ok()) {
     error = probe.error().describe();
     return {};
+  }
+  if (!blocking) {
+    Result<std::vector<double>> us = (*probe)->actor_driven_rtts(
+        iterations / 10, iterations, [] { return codec::encode(AllocatorBatch{{}, allocations(1)}); },
+        [](const std::vector<uint8_t>& reply) -> Result<std::optional<std::vector<uint8_t>>> {
+          Result<AllocatorBatchReceipt> r = codec::decode<AllocatorBatchReceipt>(reply);
+          if (!r.ok()) return r.error();
+          return std::optional<std::vector<uint8_t>>(codec::encode(AllocatorBatch{{}, releases_of(*r)}));
+        });
+    if (!us.ok()) {
+      error = us.error().describe();
+      return {};
+    }
+    return percentiles(std::move(*us));
   }
   std::vector<double> us;
   for (int i = 0; i < iterations + iterations / 10; ++i) {
@@ -218,13 +238,19 @@ BenchReport run_rpc_bench(bool quick) {
   rep.rows.push_back(us_row("raw_unix_socket_p50", unix_socket.p50, std::nullopt, std::nullopt,
                             "64-byte ping-pong between two processes, AF_UNIX stream"));
 
-  // 2. In-process: a blocking caller and the allocator actor in one system.
+  // 2. In-process: the allocator actor and its caller in one actor system.
   std::string error;
-  const Percentiles inproc = inprocess_rtt(n, error);
+  const Percentiles inproc = inprocess_rtt(n, false, error);
   if (!error.empty()) rep.notes.push_back("in-process probe failed: " + error);
   rep.rows.push_back(us_row("rtt_inprocess_p50", inproc.p50, std::nullopt, 5.0,
-                            "one AllocateOp batch: encode, actor, allocate, encode receipt, decode"));
+                            "one AllocateOp batch: encode, actor, allocate, encode receipt, decode; the caller is "
+                            "an event-based actor of the same actor system"));
   rep.rows.push_back(us_row("rtt_inprocess_p99", inproc.p99, std::nullopt, std::nullopt));
+  error.clear();
+  const Percentiles blocking = inprocess_rtt(n, true, error);
+  if (!error.empty()) rep.notes.push_back("in-process blocking probe failed: " + error);
+  rep.rows.push_back(us_row("rtt_inprocess_blocking_p50", blocking.p50, std::nullopt, std::nullopt,
+                            "the same round trip from a blocking caller thread: two thread wake-ups"));
 
   // 3. Across processes: a node child and this process as its worker.
   const std::filesystem::path dir =
