@@ -8,6 +8,7 @@
 
 #include "apps/kvrt/subcommand_registry.hpp"
 #include "services/common/error.hpp"
+#include "services/common/process_heap.hpp"
 
 namespace kvrt::app {
 
@@ -32,6 +33,9 @@ std::string default_config_path(const std::string& relative) {
 
 int main(int argc, char** argv) {
   using namespace kvrt::app;
+  // Every kvrt process serves or measures messages: keep freed heap for reuse
+  // (process_heap.hpp).
+  (void)kvrt::keep_heap_for_serving();
   CLI::App app{"kvrt — exact, shared K/V-cache memory for LLM serving nodes"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kvrt 0.1.0");
