@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "services/ledger/metadata_ledger.hpp"
+#include "services/node/reuse_funnel_counters.hpp"
 #include "services/protocol/allocator_ops.hpp"
 
 namespace kvrt {
@@ -124,6 +125,12 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
       r.peak_ledger = s.ledger;
     }
   }
+
+  const NodeReuseFunnel node_funnel = node_reuse_funnel(pass.final_stats.owners);
+  r.node_reuse_requests = node_funnel.requests;
+  r.node_reuse_candidates = node_funnel.candidates;
+  r.node_reuse_leased = node_funnel.leased;
+  r.node_reuse_not_current = node_funnel.candidates - node_funnel.current;
 
   r.leaked_blocks = stat(pass.final_stats, "allocator", "leaked_blocks");
   r.refcount_delta = stat(pass.final_stats, "allocator", "refcount_delta");

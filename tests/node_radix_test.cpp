@@ -7,52 +7,9 @@
 // nothing leaks once the workers are gone.
 #include "services/node/node_config.hpp"
 #include "tests/node_fixture.hpp"
+#include "tests/node_prefix_helpers.hpp"
 
 namespace kvrt::test {
-namespace {
-
-
-AllocationReceipt allocation(Client& c, AllocatorOp op) {
-  Result<AllocatorBatchReceipt> r = c.allocator(AllocatorBatch{{}, {std::move(op)}});
-  REQUIRE(r.ok());
-  const auto* a = std::get_if<AllocationReceipt>(&r->outcomes.at(0));
-  INFO((a == nullptr ? std::get<Error>(r->outcomes[0]).describe() : "ok"));
-  REQUIRE(a != nullptr);
-  return *a;
-}
-
-PrefixMatchReceipt match(Client& c, const std::string& ns, const std::vector<TokenId>& prompt) {
-  Result<PrefixBatchReceipt> r =
-      c.prefix(PrefixBatch{{}, {PrefixMatchOp{ns, RequestId{0}, RequestGeneration{0}, prompt, {}}}});
-  REQUIRE(r.ok());
-  const auto* m = std::get_if<PrefixMatchReceipt>(&r->outcomes.at(0));
-  REQUIRE(m != nullptr);
-  return *m;
-}
-
-// Allocates `prompt`, commits every row and publishes its full pages.
-PrefixPublishReceipt serve_and_publish(Client& c, const std::vector<TokenId>& prompt, RequestFence* fence_out) {
-  const AllocationReceipt r = allocation(c, AllocateOp{static_cast<uint32_t>(prompt.size()), {}, std::nullopt});
-  const RequestFence fence{r.request_id, r.request_generation, r.table_version_after};
-  const AllocationReceipt committed =
-      allocation(c, CommitRowsOp{fence, static_cast<uint32_t>(prompt.size())});
-  if (fence_out) *fence_out = RequestFence{fence.request, fence.generation, committed.table_version_after};
-  Result<PrefixBatchReceipt> p = c.prefix(PrefixBatch{
-      {}, {PrefixPublishOp{"test/shared", fence.request, prompt, 0, static_cast<uint32_t>(prompt.size() / 16)}}});
-  REQUIRE(p.ok());
-  const auto* receipt = std::get_if<PrefixPublishReceipt>(&p->outcomes.at(0));
-  INFO((receipt == nullptr ? std::get<Error>(p->outcomes[0]).describe() : "ok"));
-  REQUIRE(receipt != nullptr);
-  return *receipt;
-}
-
-std::vector<TokenId> prompt_of(TokenId seed, size_t n) {
-  std::vector<TokenId> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = seed * 1000 + static_cast<TokenId>(i);
-  return t;
-}
-
-}  // namespace
 
 TEST_CASE("node radix: publications lease pages, matches reuse them, the budget evicts", "[node][radix]") {
   ScratchDir dir("node-radix");
@@ -77,9 +34,7 @@ TEST_CASE("node radix: publications lease pages, matches reuse them, the budget 
   const PrefixMatchReceipt m = match(*b, "test/shared", prompt);
   REQUIRE(m.runtime_hit_tokens == 32);
   REQUIRE(m.matched_group_handles.size() == 2);
-  std::vector<PhysicalBlockHandle> hit;
-  for (const auto& bundle : m.matched_group_handles) hit.insert(hit.end(), bundle.handles.begin(), bundle.handles.end());
-  const AllocationReceipt b_alloc = allocation(*b, AllocateOp{40, hit, std::nullopt});
+  const AllocationReceipt b_alloc = allocation(*b, AllocateOp{40, hit_handles(m), std::nullopt});
   CHECK(b_alloc.outcome == AllocationOutcome::committed);
   // Publishing again (B's table begins with the same pages) adopts nothing.
   // Another namespace sees nothing.

@@ -56,6 +56,24 @@ nlohmann::json run_to_json(const std::vector<std::string>& args, const test::Scr
   return json_line(log);
 }
 
+// The node's own funnel (the node view) agrees with the engines' funnel: an
+// engine admits a request with a hit exactly when the node leased the
+// candidate to it, and every attempt an engine settles began with a lookup
+// the node answered (retried lookups make the node count more).
+void check_node_funnel_agrees(const nlohmann::json& s) {
+  const nlohmann::json& funnel = s.at("funnel");
+  uint64_t executed = 0, requests = 0;
+  for (const auto& stage : funnel.at("stages")) {
+    if (stage.at("name") == "executed") executed = stage.at("count").get<uint64_t>();
+    if (stage.at("name") == "requests") requests = stage.at("count").get<uint64_t>();
+  }
+  const nlohmann::json& node = funnel.at("node_view");
+  CHECK(executed > 0);
+  CHECK(node.at("leased").get<uint64_t>() == executed);
+  CHECK(node.at("requests").get<uint64_t>() >= requests);
+  CHECK(node.at("candidates").get<uint64_t>() >= node.at("leased").get<uint64_t>());
+}
+
 }  // namespace
 
 TEST_CASE("run config: defaults, paths relative to the file, and the derived node config", "[run]") {
@@ -183,6 +201,7 @@ TEST_CASE("kvrt run: every request shape served exactly by a node and two worker
   CHECK(s["shared_prefix_rows_per_request"].get<uint64_t>() >= 2 * s["shared_prefix_rows_read_once"].get<uint64_t>());
   CHECK(s["pool_utilisation"].get<double>() > 0.0);
   CHECK(s["pool_utilisation"].get<double>() <= 1.0);
+  check_node_funnel_agrees(s);
 
   for (const char* f : {"report.md", "report.json", "utilisation.svg", "funnel.svg", "latency.svg"})
     CHECK(std::filesystem::exists(out + "/" + f));
@@ -267,6 +286,7 @@ TEST_CASE("kvrt run: the radix index owner serves the same workload exactly", "[
   CHECK(s["prefill_rows_reused"].get<uint64_t>() > 0);
   CHECK(s["reused_by_radix"] == s["prefill_rows_reused"]);
   CHECK(s["reused_by_hash_chain"] == 0);
+  check_node_funnel_agrees(s);
   CHECK(s["prefill_rows_computed"].get<uint64_t>() + s["prefill_rows_reused"].get<uint64_t>() +
             s["prefill_rows_forked"].get<uint64_t>() ==
         s["prompt_tokens"].get<uint64_t>());

@@ -1,7 +1,8 @@
 // `kvrt stats --node PATH [--json]`: every owner's gauges and counters read
 // live from a running node (issue 5). The JSON has at its top level
 // validate_ok, leaked_blocks, refcount_delta, live_leases and
-// workers_connected, then each owner's values.
+// workers_connected, then the node's reuse funnel (reuse_funnel_counters.hpp),
+// then each owner's values.
 #include <iostream>
 #include <memory>
 
@@ -9,9 +10,26 @@
 
 #include "actors/client.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
+#include "services/node/reuse_funnel_counters.hpp"
 
 namespace kvrt::app {
 namespace {
+
+nlohmann::ordered_json funnel_json(const NodeReuseFunnel& f) {
+  nlohmann::ordered_json j;
+  j["requests"] = f.requests;
+  j["authorized"] = f.authorized;
+  j["candidates"] = f.candidates;
+  j["current_generation"] = f.current;
+  j["leased"] = f.leased;
+  j["out_of_capacity"] = f.out_of_capacity;
+  j["unsettled"] = f.unsettled;
+  nlohmann::ordered_json rejections = nlohmann::ordered_json::object();
+  for (size_t r = 0; r < kRejectionReasonCount; ++r)
+    if (f.rejections[r] > 0) rejections[std::string(to_string(static_cast<RejectionReason>(r)))] = f.rejections[r];
+  j["rejections"] = rejections;
+  return j;
+}
 
 struct StatsCli {
   std::string node = "kvrt-node.json";
@@ -33,6 +51,7 @@ int run_stats(const StatsCli& cli) {
     j["refcount_delta"] = top("allocator", "refcount_delta");
     j["live_leases"] = top("allocator", "live_leases");
     j["workers_connected"] = top("node", "workers_connected");
+    j["reuse_funnel"] = funnel_json(node_reuse_funnel(stats->owners));
     for (const OwnerStats& o : stats->owners) {
       nlohmann::ordered_json owner;
       owner["validate_ok"] = o.validate_ok;
@@ -45,6 +64,10 @@ int run_stats(const StatsCli& cli) {
   }
   std::cout << "node " << node->host << ":" << node->port << " (pid " << node->node_pid << ")  validate "
             << (validate_ok ? "ok" : "FAILED") << "\n";
+  const NodeReuseFunnel f = node_reuse_funnel(stats->owners);
+  std::cout << "reuse funnel (0x0CF, node view): requests " << f.requests << " -> authorized " << f.authorized
+            << " -> candidates " << f.candidates << " -> current " << f.current << " -> leased " << f.leased
+            << "  (out of capacity " << f.out_of_capacity << ", unsettled " << f.unsettled << ")\n";
   for (const OwnerStats& o : stats->owners) {
     std::cout << "\n[" << o.owner << "] validate " << (o.validate_ok ? "ok" : "FAILED: " + o.validate_error) << "\n";
     for (const StatValue& v : o.values) std::cout << "  " << v.name << " = " << v.value << "\n";

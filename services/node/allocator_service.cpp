@@ -31,8 +31,15 @@ Status AllocatorService::check_request(SessionId s, RequestId request, const cha
 AllocatorOutcome AllocatorService::apply(SessionId s, const AllocateOp& op) {
   AllocationReceipt r;
   const Status st = allocator_.allocate(AllocateArgs{op.prompt_rows, op.prefix_hit, op.expected_epoch}, r);
-  if (!st.ok()) return st.error();
+  const bool reuses = !op.prefix_hit.empty();
+  if (!st.ok()) {
+    if (reuses)
+      if (const auto reason = hit_rejection(st.error().code)) hits_.record_refused(*reason);
+    return st.error();
+  }
   if (r.outcome == AllocationOutcome::committed) requests_.record(s, r.request_id.value);
+  if (reuses && r.outcome == AllocationOutcome::committed) hits_.record_leased();
+  if (reuses && r.outcome == AllocationOutcome::out_of_capacity) hits_.record_out_of_capacity();
   return r;
 }
 

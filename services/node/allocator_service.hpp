@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "services/allocator/block_allocator.hpp"
+#include "services/node/reuse_funnel_counters.hpp"
 #include "services/prefix/publication_target.hpp"
 #include "services/protocol/allocator_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
@@ -63,6 +64,7 @@ class AllocatorService {
   uint64_t out_of_capacity_ = 0;
   uint64_t sessions_ended_ = 0;
   uint64_t requests_reclaimed_ = 0;
+  HitFunnelCounters hits_;  // the node's reuse funnel, how presented candidates end (0x0CF)
   uint64_t leases_reclaimed_ = 0;
 };
 

@@ -73,6 +73,7 @@ OwnerStats AllocatorService::stats() const {
   put("out_of_capacity", static_cast<int64_t>(out_of_capacity_));
   put("sessions_ended", static_cast<int64_t>(sessions_ended_));
   put("requests_reclaimed", static_cast<int64_t>(requests_reclaimed_));
+  hits_.put(out);
   put("leases_reclaimed", static_cast<int64_t>(leases_reclaimed_));
   return out;
 }

@@ -40,12 +40,14 @@ Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixM
   if (!plan.ok()) {
     if (plan.error().code == ErrorCode::authorization_namespace_denied) ++unauthorized_;
     if (plan.error().code == ErrorCode::authorization_stale_generation) ++stale_generation_;
+    if (const auto reason = authorization_rejection(plan.error().code)) funnel_.record_refused(*reason);
     return plan.error();
   }
   Result<PrefixMatch> m = index_.lookup(
       scope_, PrefixLookupArgs{op.request, op.request_generation, op.tokens, &*plan, op.logits_path, {}}, nullptr);
   if (!m.ok()) return m.error();
   ++lookups_;
+  funnel_.record_lookup(m->receipt.runtime_hit_tokens);
   lookup_prompt_tokens_ += m->receipt.prompt_tokens;
   lookup_hit_tokens_ += m->receipt.runtime_hit_tokens;
   m->receipt.namespace_id = op.namespace_name;
@@ -123,6 +125,7 @@ OwnerStats PrefixService::stats() const {
   put("publications", static_cast<int64_t>(publications_));
   put("tags_refused", static_cast<int64_t>(tags_refused_));
   put("sessions_with_grants", static_cast<int64_t>(grants_.sessions()));
+  funnel_.put(out);
   return out;
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "services/node/namespace_grants.hpp"
+#include "services/node/reuse_funnel_counters.hpp"
 #include "services/prefix/prefix_index.hpp"
 #include "services/prefix/publication_target.hpp"
 #include "services/protocol/allocator_ops.hpp"
@@ -79,6 +80,7 @@ class PrefixService {
   NamespaceGrants grants_;
   uint64_t lookups_ = 0, lookup_hit_tokens_ = 0, lookup_prompt_tokens_ = 0;
   uint64_t unauthorized_ = 0, stale_generation_ = 0;
+  LookupFunnelCounters funnel_;  // the node's reuse funnel, lookup stages (0x0CF)
   uint64_t publications_ = 0, tags_refused_ = 0;
 };
 

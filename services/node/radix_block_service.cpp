@@ -34,6 +34,7 @@ Result<PrefixMatchReceipt> RadixBlockService::match(SessionId session, const Pre
   Result<uint64_t> key = namespace_key(session, op.namespace_name);
   if (!key.ok()) {
     ++unauthorized_;
+    if (const auto reason = authorization_rejection(key.error().code)) funnel_.record_refused(*reason);
     return key.error();
   }
   const uint32_t P = index_.block_tokens();
@@ -42,6 +43,7 @@ Result<PrefixMatchReceipt> RadixBlockService::match(SessionId session, const Pre
   const uint32_t cap = op.logits_path == LogitsPath::logits_required && prompt > 0 ? prompt - 1 : prompt;
   const RadixBlockMatch m = index_.match(*key, op.tokens, cap);
   ++lookups_;
+  funnel_.record_lookup(m.hit_tokens);
   lookup_prompt_tokens_ += prompt;
   lookup_hit_tokens_ += m.hit_tokens;
 
@@ -171,6 +173,7 @@ OwnerStats RadixBlockService::stats() const {
   put("pressure_calls", pressure_calls_);
   put("pressure_pages", pressure_pages_);
   put("sessions_with_grants", grants_.sessions());
+  funnel_.put(out);
   return out;
 }
 

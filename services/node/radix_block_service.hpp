@@ -24,6 +24,7 @@
 
 #include "services/identity/cache_layout_manifest.hpp"
 #include "services/node/namespace_grants.hpp"
+#include "services/node/reuse_funnel_counters.hpp"
 #include "services/protocol/allocator_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
 #include "services/protocol/prefix_ops.hpp"
@@ -80,6 +81,7 @@ class RadixBlockService {
   uint32_t groups_ = 0;
   NamespaceGrants grants_;
   uint64_t lookups_ = 0, lookup_prompt_tokens_ = 0, lookup_hit_tokens_ = 0, unauthorized_ = 0;
+  LookupFunnelCounters funnel_;  // the node's reuse funnel, lookup stages (0x0CF)
   uint64_t publications_ = 0, pages_adopted_ = 0, pages_duplicate_ = 0, adoptions_withdrawn_ = 0;
   uint64_t pressure_calls_ = 0, pressure_pages_ = 0;
 };

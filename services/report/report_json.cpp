@@ -36,7 +36,11 @@ json funnel_json(const RunReport& r) {
                           sanitize_utf8(r.funnel_stages[*after].first)};
     buckets.push_back(std::move(entry));
   }
-  return json{{"stages", stages}, {"buckets", buckets}};
+  const json node{{"requests", r.node_reuse_requests},
+                  {"candidates", r.node_reuse_candidates},
+                  {"leased", r.node_reuse_leased},
+                  {"not_current", r.node_reuse_not_current}};
+  return json{{"stages", stages}, {"buckets", buckets}, {"node_view", node}};
 }
 
 json sample_json(const UtilisationSample& s, bool with_ledger) {

@@ -146,6 +146,10 @@ void funnel(std::string& out, const RunReport& r) {
   if (stages.rows.empty()) out += "No reuse attempt was recorded.\n\n";
   else out += stages.render();
   if (!loose.rows.empty()) out += loose.render();
+  out += "The node's own view of the same attempts: " + u(r.node_reuse_requests) + " lookups answered, " +
+         u(r.node_reuse_candidates) + " with a candidate, " + u(r.node_reuse_leased) +
+         " candidates leased to an allocation, " + u(r.node_reuse_not_current) +
+         " refused as not current. Leased candidates equal the engines' executed attempts.\n\n";
   out += "![Reuse funnel: attempts reaching each stage](" + std::string(kFunnelSvg) + ")\n\n";
 }
 

@@ -62,6 +62,8 @@ void append_funnel(std::string& out, const RunReport& r) {
   if (rejections.empty()) rejections.push_back("none");
   out += "  rejections by bucket:\n";
   append_wrapped(out, rejections, ", ");
+  out += "  node view: lookups " + u(r.node_reuse_requests) + ", candidates " + u(r.node_reuse_candidates) +
+         ", leased " + u(r.node_reuse_leased) + ", not current " + u(r.node_reuse_not_current) + "\n";
 }
 
 void append_memory(std::string& out, const RunReport& r) {

@@ -86,6 +86,16 @@ struct RunReport {
   // Reuse funnel (0x0CF): stage counts in funnel order, then rejection buckets.
   std::vector<std::pair<std::string, uint64_t>> funnel_stages;
   std::vector<std::pair<std::string, uint64_t>> rejection_buckets;
+  // The node's own view of the same attempts (services/node/
+  // reuse_funnel_counters.hpp), read from its owners after the pass: every
+  // lookup it answered, the candidates among them, the candidates an
+  // allocation took by reference, and those the generation fence refused.
+  // An engine records a hit exactly when the node leases its candidate, so
+  // node_reuse_leased equals the engines' executed stage.
+  uint64_t node_reuse_requests = 0;
+  uint64_t node_reuse_candidates = 0;
+  uint64_t node_reuse_leased = 0;
+  uint64_t node_reuse_not_current = 0;
 
   // Memory (0x02).
   MemoryLedger peak_ledger;              // at the sample of peak used blocks
