@@ -1,6 +1,6 @@
 #pragma once
-// The allocator's per-block mechanics, inline for the three translation units
-// that implement BlockAllocator (block_allocator.cpp, allocator_grow.cpp,
+// The allocator's per-block mechanics, inline for the translation units that
+// implement BlockAllocator (block_allocator.cpp, allocator_grow.cpp,
 // allocator_shrink.cpp, allocator_validate.cpp). They run once per block of a
 // transaction, so a call per step was a measurable share of a 128-block
 // allocate (`kvrt bench allocator`, issue 3). Not for use outside the owner.
