@@ -14,7 +14,7 @@ bool keep_heap_for_serving(unsigned long retain_bytes, unsigned long mmap_thresh
   bool ok = mallopt(M_MMAP_THRESHOLD, static_cast<int>(mmap_threshold_bytes)) == 1;
   ok = mallopt(M_TRIM_THRESHOLD, static_cast<int>(retain_bytes)) == 1 && ok;
   // Grow the heap in large steps, so growth is rare as well as trimming.
-  ok = mallopt(M_TOP_PAD, static_cast<int>(mmap_threshold_bytes)) == 1 && ok;
+  ok = mallopt(M_TOP_PAD, static_cast<int>(retain_bytes / 4)) == 1 && ok;
   return ok;
 #else
   (void)retain_bytes;

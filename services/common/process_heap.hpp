@@ -6,14 +6,15 @@
 // (Cap'n Proto output, the actor's wire copy, the middleman's buffer). With
 // glibc's defaults a freed buffer at the top of the heap is given back to the
 // OS and the next message faults its pages in again; on this VM a page fault
-// costs microseconds, so that churn was a quarter of a 256-operation batch's
-// round trip (`kvrt bench rpc`, docs/benchmarks.md). A serving process keeps
+// costs microseconds: keeping the heap makes a 256-operation batch 10-30%
+// faster per operation (`kvrt bench rpc`, docs/benchmarks.md). A serving process keeps
 // its heap instead: freed memory is reused, never trimmed per message.
 namespace kvrt {
 
-// Keeps up to `retain_bytes` of freed heap in the process and serves every
+// Keeps up to `retain_bytes` of freed heap in the process (a cap, not a
+// reservation), grows the heap in steps of a quarter of it, and serves every
 // allocation below `mmap_threshold_bytes` from the heap. Call once, early,
 // before threads start. Returns false where the C library has no such knobs.
-bool keep_heap_for_serving(unsigned long retain_bytes = 256ul << 20, unsigned long mmap_threshold_bytes = 32ul << 20);
+bool keep_heap_for_serving(unsigned long retain_bytes = 64ul << 20, unsigned long mmap_threshold_bytes = 32ul << 20);
 
 }  // namespace kvrt
