@@ -6,9 +6,9 @@
 // (Cap'n Proto output, the actor's wire copy, the middleman's buffer). With
 // glibc's defaults a freed buffer at the top of the heap is given back to the
 // OS and the next message faults its pages in again; on this VM a page fault
-// costs microseconds: keeping the heap makes a 256-operation batch 10-30%
-// faster per operation (`kvrt bench rpc`, docs/benchmarks.md). A serving process keeps
-// its heap instead: freed memory is reused, never trimmed per message.
+// costs microseconds. A serving process keeps its heap instead: freed memory
+// is reused, not trimmed per message, which makes a 256-operation batch
+// 10-30% faster per operation (`kvrt bench rpc`, docs/benchmarks.md).
 namespace kvrt {
 
 // Keeps up to `retain_bytes` of freed heap in the process (a cap, not a
