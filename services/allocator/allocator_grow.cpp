@@ -188,20 +188,11 @@ void BlockAllocator::publish_fresh_blocks(uint32_t index, uint16_t valid_rows, A
       const uint32_t slot = res.slot;
       if (res.from_state == BlockState::evictable) [[unlikely]]
         record_eviction(res, out);
-      BlockMeta& b = p.blocks[slot];
-      // Recycled to a new owner: a new generation, no cached identity, and a
-      // valid-row frontier that hides whatever the old owner wrote (0x05E,
-      // 0x05F); the digest moves by the step of the block's counter word.
-      const StateDigest c = block_coefficient(g, slot);
-      const uint64_t step = block_counter(b.generation + 1, valid_rows) - block_counter(b.generation, b.valid_rows);
-      blocks.lo += c.lo * step;
-      blocks.hi += c.hi * step;
-      b.generation += 1;
-      b.cache_key = 0;
-      b.valid_rows = valid_rows;
-      b.refcount = 1;
-      b.state = BlockState::live;
-      const PhysicalBlockHandle h{pool, group, PhysicalBlockId{id_base + slot}, BlockGeneration{b.generation}};
+      const StateDigest step = recycle_block(g, slot, valid_rows);
+      blocks.lo += step.lo;
+      blocks.hi += step.hi;
+      const PhysicalBlockHandle h{pool, group, PhysicalBlockId{id_base + slot},
+                                  BlockGeneration{p.blocks[slot].generation}};
       out.refcount_deltas.push_back(RefcountDelta{h, 0, 1});
       const uint32_t j = j0 + k;
       out.published_entries.push_back(TableEntryUpdate{j, h, valid_rows});

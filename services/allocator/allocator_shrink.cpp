@@ -34,23 +34,18 @@ Status BlockAllocator::release_tables(uint32_t index, uint32_t keep_blocks, Rele
     for (uint32_t j = static_cast<uint32_t>(table.size()); j-- > keep_blocks;) {
       const uint32_t slot = table[j];
       BlockMeta& b = p.blocks[slot];
-      KVRT_ASSERT(b.refcount > 0 && b.state == BlockState::live, "release of an unreferenced block");
       const uint32_t before = b.refcount;
       const PhysicalBlockHandle h{pool, group, PhysicalBlockId{id_base + slot}, BlockGeneration{b.generation}};
       *delta++ = RefcountDelta{h, before, before - 1};
       if (keep_blocks > 0) remove_cell(index, g, j, slot);
-      b.refcount = before - 1;
-      if (before == 1) {
-        // 0x04B: a cache index entry is a weak identity; zero refs + key = EVICTABLE.
-        unreferenced[newly_unreferenced++] = slot;
-        if (b.cache_key != 0) {
-          b.state = BlockState::evictable;
-          out.evictable_handles.push_back(h);
-          ++newly_evictable;
-        } else {
-          b.state = BlockState::free;
-          out.freed_handles.push_back(h);
-        }
+      const BlockState after = unreference(b);
+      if (after == BlockState::live) continue;
+      unreferenced[newly_unreferenced++] = slot;
+      if (after == BlockState::evictable) {
+        out.evictable_handles.push_back(h);
+        ++newly_evictable;
+      } else {
+        out.freed_handles.push_back(h);
       }
     }
     table.resize(keep_blocks);

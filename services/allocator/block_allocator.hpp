@@ -259,6 +259,9 @@ class BlockAllocator {
   // reference delta in the receipt, and returns the new handle.
   PhysicalBlockHandle publish_fresh(const Reservation& r, uint16_t valid_rows, AllocationReceipt& out);
   void publish_reserved(const Reservation& r, uint16_t valid_rows);
+  // The block part of publishing a reservation (generation, identity,
+  // frontier, reference); returns the digest step, which the caller adds.
+  StateDigest recycle_block(uint32_t g, uint32_t slot, uint16_t valid_rows);
   // Publishes every reservation of scratch_log_ as the next table entries of
   // request `index`, each with `valid_rows` rows (allocate, new-bundle append).
   void publish_fresh_blocks(uint32_t index, uint16_t valid_rows, AllocationReceipt& out);
@@ -269,6 +272,7 @@ class BlockAllocator {
   // Reference changes of committed blocks, with queue and digest upkeep.
   void add_ref(uint32_t g, uint32_t slot);
   void drop_ref(uint32_t g, uint32_t slot);
+  static BlockState unreference(BlockMeta& b);
 
   // Digest images (state_digest.hpp): request header, table cell, block,
   // lease. A block's generation and valid rows (one packed counter word) and a

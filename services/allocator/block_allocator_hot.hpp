@@ -140,19 +140,23 @@ inline bool BlockAllocator::reserve_block(uint32_t g, std::vector<Reservation>& 
 
 // Publication of one reservation whose evicted identity, if any, has been
 // recorded (record_eviction).
-inline void BlockAllocator::publish_reserved(const Reservation& r, uint16_t valid_rows) {
-  Pool& p = pools_[r.group_index];
-  BlockMeta& b = p.blocks[r.slot];
+inline StateDigest BlockAllocator::recycle_block(uint32_t g, uint32_t slot, uint16_t valid_rows) {
+  BlockMeta& b = pools_[g].blocks[slot];
   // Recycled to a new owner: a new generation, no cached identity, and a
   // valid-row frontier that hides whatever the old owner wrote (0x05E, 0x05F).
   // The digest moves by the step of the block's counter word.
   const uint64_t step = block_counter(b.generation + 1, valid_rows) - block_counter(b.generation, b.valid_rows);
-  digest_.add_digest(MultisetDigest::scaled(block_coefficient(r.group_index, r.slot), step));
   b.generation += 1;
   b.cache_key = 0;
   b.valid_rows = valid_rows;
   b.refcount = 1;
   b.state = BlockState::live;
+  return MultisetDigest::scaled(block_coefficient(g, slot), step);
+}
+
+inline void BlockAllocator::publish_reserved(const Reservation& r, uint16_t valid_rows) {
+  Pool& p = pools_[r.group_index];
+  digest_.add_digest(recycle_block(r.group_index, r.slot, valid_rows));
   --p.in_transaction;
   ++p.live;
 }
@@ -170,17 +174,23 @@ inline void BlockAllocator::add_ref(uint32_t g, uint32_t slot) {
   ++b.refcount;
 }
 
+// Drops one strong reference of a LIVE block; returns the block's state
+// after it: LIVE while references remain, else FREE or EVICTABLE (0x04B: a
+// cache index entry is a weak identity; zero refs + key = EVICTABLE). Pool
+// counters and queues are the caller's (drop_ref, or release_tables in bulk).
+inline BlockState BlockAllocator::unreference(BlockMeta& b) {
+  KVRT_ASSERT(b.refcount > 0 && b.state == BlockState::live, "reference dropped from an unreferenced block");
+  if (--b.refcount == 0) b.state = b.cache_key != 0 ? BlockState::evictable : BlockState::free;
+  return b.state;
+}
+
 inline void BlockAllocator::drop_ref(uint32_t g, uint32_t slot) {
   Pool& p = pools_[g];
-  BlockMeta& b = p.blocks[slot];
-  KVRT_ASSERT(b.refcount > 0 && b.state == BlockState::live, "drop_ref on an unreferenced block");
-  if (--b.refcount == 0) {
-    --p.live;
-    // 0x04B: a cache index entry is a weak identity; zero refs + key = EVICTABLE.
-    b.state = b.cache_key != 0 ? BlockState::evictable : BlockState::free;
-    if (b.state == BlockState::evictable) ++p.evictable;
-    enqueue_unreferenced(g, slot, b.state);
-  }
+  const BlockState after = unreference(p.blocks[slot]);
+  if (after == BlockState::live) return;
+  --p.live;
+  if (after == BlockState::evictable) ++p.evictable;
+  enqueue_unreferenced(g, slot, after);
 }
 
 inline void BlockAllocator::begin_receipt(AllocationReceipt& out, AllocationOperation op, const RequestRecord*) {
