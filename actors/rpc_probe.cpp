@@ -9,6 +9,10 @@
 
 namespace kvrt {
 
+namespace {
+Error rpc_error(const caf::error& e) { return make_error(ErrorCode::rpc_failed, caf::to_string(e), "allocator"); }
+}  // namespace
+
 struct InProcessAllocatorProbe::Impl {
   Impl() : system(configure(cfg)), self(system) {}
   static caf::actor_system_config& configure(caf::actor_system_config& c) {
@@ -39,7 +43,7 @@ Result<std::vector<uint8_t>> InProcessAllocatorProbe::call(const std::vector<uin
   Result<std::vector<uint8_t>> out = make_error(ErrorCode::rpc_failed, "no reply", "allocator");
   impl_->self->request(impl_->allocator, caf::infinite, actors::batch_atom::value, uint64_t{1}, actors::to_wire(batch))
       .receive([&](actors::wire_bytes& reply) { out = std::vector<uint8_t>(reply.begin(), reply.end()); },
-               [&](caf::error& e) { out = make_error(ErrorCode::rpc_failed, caf::to_string(e), "allocator"); });
+               [&](caf::error& e) { out = rpc_error(e); });
   return out;
 }
 
@@ -75,7 +79,8 @@ struct DriverLoop : std::enable_shared_from_this<DriverLoop> {
     self->request(allocator, caf::infinite, actors::batch_atom::value, uint64_t{1}, actors::to_wire(encode()))
         .then(
             [loop, t0](actors::wire_bytes& reply) {
-              Result<std::optional<std::vector<uint8_t>>> follow = loop->decode(std::vector<uint8_t>(reply.begin(), reply.end()));
+              Result<std::optional<std::vector<uint8_t>>> follow =
+                  loop->decode(std::vector<uint8_t>(reply.begin(), reply.end()));
               const double rtt = since_us(t0);
               if (!follow.ok()) return loop->fail(follow.error());
               if (loop->done++ >= loop->warmup) loop->us.push_back(rtt);
@@ -83,9 +88,9 @@ struct DriverLoop : std::enable_shared_from_this<DriverLoop> {
               loop->self->request(loop->allocator, caf::infinite, actors::batch_atom::value, uint64_t{1},
                                   actors::to_wire(**follow))
                   .then([loop](actors::wire_bytes&) { loop->next(); },
-                        [loop](caf::error& e) { loop->fail(make_error(ErrorCode::rpc_failed, caf::to_string(e), "allocator")); });
+                        [loop](caf::error& e) { loop->fail(rpc_error(e)); });
             },
-            [loop](caf::error& e) { loop->fail(make_error(ErrorCode::rpc_failed, caf::to_string(e), "allocator")); });
+            [loop](caf::error& e) { loop->fail(rpc_error(e)); });
   }
 };
 
