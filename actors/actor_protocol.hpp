@@ -17,6 +17,7 @@
 #include "services/node/executor_service.hpp"
 #include "services/node/mapper_service.hpp"
 #include "services/node/prefix_service.hpp"
+#include "services/node/reuse_step_answers.hpp"
 #include "services/prefix/publication_target.hpp"
 
 namespace kvrt::actors {
@@ -41,6 +42,8 @@ using table_atom = caf::atom_constant<caf::atom("table")>;          // read a re
 using lease_atom = caf::atom_constant<caf::atom("lease")>;          // node leases for cached pages (radix -> allocator)
 using unlease_atom = caf::atom_constant<caf::atom("unlease")>;      // release node leases (radix -> allocator)
 using pressure_atom = caf::atom_constant<caf::atom("pressure")>;    // requests are stuck for capacity (allocator -> index)
+using reuse_atom = caf::atom_constant<caf::atom("reuse")>;          // executable-reuse transaction (0x0CD) steps
+using version_atom = caf::atom_constant<caf::atom("version")>;      // an index's current versions (0x0CD step 5)
 
 // Prefix-index owner.
 using prefix_actor = caf::typed_actor<
@@ -52,7 +55,10 @@ using prefix_actor = caf::typed_actor<
     caf::reacts_to<pressure_atom, uint32_t>,
     caf::reacts_to<grant_atom, uint64_t, SessionNamespaceGrant>,
     caf::replies_to<stats_atom>::with<wire_bytes>,
-    caf::reacts_to<end_atom, uint64_t>>;
+    caf::reacts_to<end_atom, uint64_t>,
+    // 0x0CD step 3 (session, lookups) and step 5 (versions), node-internal.
+    caf::replies_to<reuse_atom, uint64_t, std::vector<PrefixMatchOp>>::with<std::vector<CandidateReply>>,
+    caf::replies_to<version_atom>::with<ReuseIndexVersion>>;
 
 // Allocator owner. batch: (session, AllocatorBatch bytes) -> AllocatorBatchReceipt bytes.
 using allocator_actor = caf::typed_actor<
@@ -63,7 +69,11 @@ using allocator_actor = caf::typed_actor<
     caf::reacts_to<end_atom, uint64_t>,
     caf::reacts_to<events_atom, prefix_actor>,   // where allocator events go
     caf::replies_to<lease_atom, std::vector<PhysicalBlockHandle>>::with<std::vector<uint64_t>>,
-    caf::reacts_to<unlease_atom, std::vector<uint64_t>>>;
+    caf::reacts_to<unlease_atom, std::vector<uint64_t>>,
+    // 0x0CD steps 4-5 for a session (node-internal), and the release of the
+    // leases of attempts that ended without a receipt.
+    caf::replies_to<reuse_atom, uint64_t, std::vector<ReuseLeaseRequest>>::with<std::vector<ReuseLeaseAnswer>>,
+    caf::reacts_to<unlease_atom, uint64_t, std::vector<uint64_t>>>;
 
 // Namespace / authorization owner. hello: HelloRequest bytes -> SessionReceipt
 // bytes without pools (the gateway adds them) or an ErrorMessage.
@@ -71,7 +81,9 @@ using authorization_actor = caf::typed_actor<
     caf::replies_to<hello_atom, wire_bytes>::with<wire_bytes>,
     caf::replies_to<authorize_atom, uint64_t, wire_bytes>::with<wire_bytes>,
     caf::replies_to<stats_atom>::with<wire_bytes>,
-    caf::reacts_to<end_atom, uint64_t>>;
+    caf::reacts_to<end_atom, uint64_t>,
+    // 0x0CD steps 1-2 for a session (node-internal).
+    caf::replies_to<reuse_atom, uint64_t, std::vector<ReuseKeyRequest>>::with<std::vector<ReuseKeyAnswer>>>;
 
 // The mapper owner (issue 6): batches of MapperOps per session; a session's
 // end frees its slots as retained capacity.
@@ -82,8 +94,17 @@ using mapper_actor = caf::typed_actor<
 
 // The kernel executor owner: batches of decode attention over the node's
 // pools, each op's table read from the allocator under the session.
-using executor_actor = caf::typed_actor<caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
-                                        caf::replies_to<stats_atom>::with<wire_bytes>>;
+using executor_actor = caf::typed_actor<
+    caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
+    caf::replies_to<stats_atom>::with<wire_bytes>,
+    // 0x0CD step 8 (node-internal).
+    caf::replies_to<reuse_atom, std::vector<ReuseSnapshotRequest>>::with<std::vector<SnapshotAnswer>>>;
+
+// The executable-reuse coordinator (0x0CD): one per node. batch: (session,
+// ReuseBatch bytes) -> ReuseBatchReceipt bytes, after one message per owner
+// per step (services/node/reuse_coordinator.hpp).
+using reuse_actor = caf::typed_actor<caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
+                                     caf::replies_to<stats_atom>::with<wire_bytes>>;
 
 // A worker's session on the node: the only node actor a worker holds. It
 // stamps the session id on every call (a worker cannot name another session)
@@ -95,6 +116,7 @@ using session_actor = caf::typed_actor<
     caf::replies_to<authorize_atom, wire_bytes>::with<wire_bytes>,
     caf::replies_to<mapper_atom, wire_bytes>::with<wire_bytes>,
     caf::replies_to<exec_atom, wire_bytes>::with<wire_bytes>,
+    caf::replies_to<reuse_atom, wire_bytes>::with<wire_bytes>,
     caf::replies_to<ping_atom, wire_bytes>::with<wire_bytes>>;
 
 // The node's front door, published on the middleman. hello: (HelloRequest
@@ -120,3 +142,12 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::CacheKeyTag>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::AllocatorEvent>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrt::SessionNamespaceGrant)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::PhysicalBlockHandle>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::PrefixMatchOp>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::CandidateReply>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrt::ReuseIndexVersion)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReuseLeaseRequest>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReuseLeaseAnswer>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReuseKeyRequest>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReuseKeyAnswer>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReuseSnapshotRequest>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::SnapshotAnswer>)

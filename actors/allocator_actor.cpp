@@ -122,6 +122,18 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
           for (uint64_t l : leases) (void)st.service->apply_one(kNodeSession, ReleaseLeaseOp{LeaseId{l}});
           forward_events(st, self);
         },
+        [self](reuse_atom, uint64_t session, const std::vector<ReuseLeaseRequest>& requests) {
+          std::vector<ReuseLeaseAnswer> answers;
+          answers.reserve(requests.size());
+          for (const ReuseLeaseRequest& r : requests)
+            answers.push_back(self->state.service->reuse_leases(SessionId{session}, r));
+          return answers;
+        },
+        [self](unlease_atom, uint64_t session, const std::vector<uint64_t>& leases) {
+          auto& st = self->state;
+          for (uint64_t l : leases) (void)st.service->apply_one(SessionId{session}, ReleaseLeaseOp{LeaseId{l}});
+          forward_events(st, self);
+        },
     };
   };
   return system.spawn(behavior, std::move(service), std::move(obs));

@@ -67,6 +67,12 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system,
           self->send(st.prefix, grant_atom::value, session, grant->for_indexes);
           return to_wire(codec::encode(grant->receipt));
         },
+        [self](reuse_atom, uint64_t session, const std::vector<ReuseKeyRequest>& requests) {
+          std::vector<ReuseKeyAnswer> answers;
+          answers.reserve(requests.size());
+          for (const ReuseKeyRequest& r : requests) answers.push_back(self->state.service->reuse_key(SessionId{session}, r));
+          return answers;
+        },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
         [self](end_atom, uint64_t session) {
           const Status st = self->state.service->end_session(SessionId{session});

@@ -142,6 +142,15 @@ Result<ExecuteBatchReceipt> Client::execute(const ExecuteBatch& batch) {
   return decode_reply<ExecuteBatchReceipt>(*reply);
 }
 
+Result<ReuseBatchReceipt> Client::reuse(const ReuseBatch& batch) {
+  TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "reuse.call", batch.trace);
+  if (impl_->options.trace) impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
+  Result<actors::wire_bytes> reply =
+      impl_->call(actors::reuse_atom::value, actors::to_wire(codec::encode(batch)), "reuse");
+  if (!reply.ok()) return reply.error();
+  return decode_reply<ReuseBatchReceipt>(*reply);
+}
+
 Result<std::vector<uint8_t>> Client::raw(RawRoute route, const std::vector<uint8_t>& bytes) {
   Result<actors::wire_bytes> reply = make_error(ErrorCode::invalid_argument, "unknown route", "route");
   switch (route) {
@@ -150,6 +159,7 @@ Result<std::vector<uint8_t>> Client::raw(RawRoute route, const std::vector<uint8
     case RawRoute::authorize: reply = impl_->call(actors::authorize_atom::value, actors::to_wire(bytes), "raw"); break;
     case RawRoute::executor: reply = impl_->call(actors::exec_atom::value, actors::to_wire(bytes), "raw"); break;
     case RawRoute::mapper: reply = impl_->call(actors::mapper_atom::value, actors::to_wire(bytes), "raw"); break;
+    case RawRoute::reuse: reply = impl_->call(actors::reuse_atom::value, actors::to_wire(bytes), "raw"); break;
     case RawRoute::ping: reply = impl_->call(actors::ping_atom::value, actors::to_wire(bytes), "raw"); break;
   }
   if (!reply.ok()) return reply.error();

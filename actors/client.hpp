@@ -22,6 +22,7 @@
 #include "services/protocol/mapper_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
 #include "services/protocol/prefix_ops.hpp"
+#include "services/protocol/reuse_ops.hpp"
 #include "services/protocol/session_ops.hpp"
 
 namespace kvrt {
@@ -38,7 +39,7 @@ struct ClientOptions {
 };
 
 // The owner a raw call goes to (tests and benchmarks of the transport).
-enum class RawRoute : uint8_t { allocator, prefix, authorize, mapper, executor, ping };
+enum class RawRoute : uint8_t { allocator, prefix, authorize, mapper, executor, reuse, ping };
 
 class Client {
  public:
@@ -60,6 +61,12 @@ class Client {
   // The kernel executor owner: decode attention over the node's pools for
   // requests this session holds.
   Result<ExecuteBatchReceipt> execute(const ExecuteBatch& batch);
+
+  // The executable-reuse transaction (0x0CD): the node runs steps 1-8 for
+  // each op across its owners and answers a receipt (with leases this
+  // session then holds) or the rejection's step, reason and bucket
+  // (services/protocol/reuse_ops.hpp).
+  Result<ReuseBatchReceipt> reuse(const ReuseBatch& batch);
 
   // Sends bytes as they are and returns the reply's bytes: the transport
   // floor (ping) and the node's handling of malformed input (tests).

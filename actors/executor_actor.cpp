@@ -87,6 +87,12 @@ executor_actor spawn_executor_actor(caf::actor_system& system, std::shared_ptr<E
           run_ops(self, run);
           return run->promise;
         },
+        [self](reuse_atom, const std::vector<ReuseSnapshotRequest>& requests) {
+          std::vector<SnapshotAnswer> answers;
+          answers.reserve(requests.size());
+          for (const ReuseSnapshotRequest& r : requests) answers.push_back(self->state.service->freeze_reuse(r));
+          return answers;
+        },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
     };
   };

@@ -114,12 +114,16 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
           auto rp = self->make_response_promise<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes>();
           auto& owners = self->state.owners;
           // allocator, prefix index, authorization, mapper (empty when absent), executor
-          auto collected = std::make_shared<std::array<wire_bytes, 5>>();
-          auto remaining = std::make_shared<int>(owners.mapper ? 5 : 4);
+          // [5]: the reuse coordinator's counts, reported inside the node's own stats.
+          auto collected = std::make_shared<std::array<wire_bytes, 6>>();
+          auto remaining = std::make_shared<int>((owners.mapper ? 5 : 4) + (owners.reuse ? 1 : 0));
           auto finish = [self, rp, collected, remaining]() mutable {
             if (--*remaining > 0) return;
+            OwnerStats node = gateway_stats(self->state);
+            if (Result<OwnerStats> reuse = codec::decode<OwnerStats>(as_span((*collected)[5])); reuse.ok())
+              for (const StatValue& v : reuse->values) node.values.push_back(StatValue{"reuse_" + v.name, v.value});
             rp.deliver((*collected)[0], (*collected)[1], (*collected)[2], (*collected)[3], (*collected)[4],
-                       to_wire(codec::encode(gateway_stats(self->state))));
+                       to_wire(codec::encode(node)));
           };
           auto failed = [](const char* owner, const caf::error& e) {
             OwnerStats s;
@@ -140,6 +144,7 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
           ask(owners.authorization, 2, "authorization");
           if (owners.mapper) ask(owners.mapper, 3, "mapper");
           ask(owners.executor, 4, "executor");
+          if (owners.reuse) ask(owners.reuse, 5, "reuse");
           return rp;
         },
     };

@@ -228,14 +228,18 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   auto authorization_handle = actors::spawn_authorization_actor(system, impl->authorization, prefix_handle, obs);
   auto mapper_handle = actors::spawn_mapper_actor(system, impl->mapper, obs);
   auto executor_handle = actors::spawn_executor_actor(system, impl->executor, allocator_handle, obs);
-  auto gateway = actors::spawn_gateway_actor(
-      system, actors::OwnerHandles{allocator_handle, prefix_handle, authorization_handle, mapper_handle,
-                                             executor_handle},
-      actors::NodeFacts{d.layout_sha256, d.block_tokens, d.pools}, obs);
+  actors::OwnerHandles owners{allocator_handle, prefix_handle, authorization_handle, mapper_handle, executor_handle, {}};
+  actors::ReuseNodeFacts reuse_facts;
+  for (const PoolAttachment& p : d.pools) reuse_facts.pools.push_back(PoolGenerationRef{p.pool, p.generation});
+  reuse_facts.block_tokens = d.block_tokens;
+  reuse_facts.cache_groups = static_cast<uint32_t>(d.pools.size());
+  owners.reuse = actors::spawn_reuse_actor(system, owners, std::move(reuse_facts), obs);
+  auto gateway = actors::spawn_gateway_actor(system, owners, actors::NodeFacts{d.layout_sha256, d.block_tokens, d.pools}, obs);
   impl->actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle),
                   caf::actor_cast<caf::actor>(prefix_handle), caf::actor_cast<caf::actor>(allocator_handle)};
   if (mapper_handle) impl->actors.push_back(caf::actor_cast<caf::actor>(mapper_handle));
   impl->actors.push_back(caf::actor_cast<caf::actor>(executor_handle));
+  impl->actors.push_back(caf::actor_cast<caf::actor>(owners.reuse));
   auto port = system.middleman().publish(gateway, config.port, config.host.c_str(), true);
   if (!port)
     return make_error(ErrorCode::node_unreachable,

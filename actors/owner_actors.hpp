@@ -51,7 +51,19 @@ struct OwnerHandles {
   authorization_actor authorization;
   mapper_actor mapper;  // invalid when the node serves no mapper
   executor_actor executor;
+  reuse_actor reuse;  // the executable-reuse coordinator
 };
+
+// What the reuse coordinator knows of the node's paged pools.
+struct ReuseNodeFacts {
+  std::vector<PoolGenerationRef> pools;  // every pool and its generation
+  uint32_t block_tokens = 0;             // P [tokens / block]
+  uint32_t cache_groups = 0;             // handles per bundle
+};
+
+// `owners.reuse` is ignored (the coordinator calls the other owners).
+reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, ReuseNodeFacts facts,
+                              Observability obs);
 
 session_actor spawn_session_actor(caf::actor_system& system, SessionId session, OwnerHandles owners);
 

@@ -88,6 +88,16 @@ prefix_actor spawn_prefix_actor(caf::actor_system& system, std::shared_ptr<Prefi
         },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
         [self](end_atom, uint64_t session) { self->state.service->end_session(SessionId{session}); },
+        [self](reuse_atom, uint64_t session, const std::vector<PrefixMatchOp>& lookups) {
+          std::vector<CandidateReply> replies;
+          replies.reserve(lookups.size());
+          for (const PrefixMatchOp& op : lookups) {
+            Result<CandidateAnswer> c = self->state.service->reuse_candidate(SessionId{session}, op);
+            replies.push_back(c.ok() ? CandidateReply(std::move(c).value()) : CandidateReply(c.error()));
+          }
+          return replies;
+        },
+        [self](version_atom) { return self->state.service->reuse_version(); },
     };
   };
   return system.spawn(behavior, std::move(service), std::move(allocator), std::move(obs));

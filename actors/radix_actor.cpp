@@ -96,6 +96,21 @@ prefix_actor spawn_radix_prefix_actor(caf::actor_system& system, std::shared_ptr
         },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
         [self](end_atom, uint64_t session) { self->state.service->end_session(SessionId{session}); },
+        // The transaction's lease step for a radix candidate must also lock
+        // its path nodes in the tree (0x0CD step 4, "path and physical-object
+        // leases"), which this owner does not offer yet: every op is refused
+        // with a typed error and nothing is looked up.
+        [](reuse_atom, uint64_t, const std::vector<PrefixMatchOp>& lookups) {
+          return std::vector<CandidateReply>(
+              lookups.size(),
+              CandidateReply(make_error(ErrorCode::invalid_argument,
+                                        "the executable-reuse transaction reads the hash-chain index; this node "
+                                        "serves the radix index ([node] prefix_index), whose path locks it does "
+                                        "not take yet",
+                                        "prefix_index")));
+        },
+        // Never asked: no radix op passes step 3 above.
+        [](version_atom) { return ReuseIndexVersion{}; },
     };
   };
   return system.spawn(behavior, std::move(service), std::move(allocator), std::move(obs));

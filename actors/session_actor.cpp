@@ -48,6 +48,10 @@ session_actor spawn_session_actor(caf::actor_system& system, SessionId session, 
           return self->delegate(self->state.owners.executor, batch_atom::value, self->state.session.value,
                                 std::move(bytes));
         },
+        [self](reuse_atom, wire_bytes& bytes) {
+          return self->delegate(self->state.owners.reuse, batch_atom::value, self->state.session.value,
+                                std::move(bytes));
+        },
         [](ping_atom, wire_bytes& bytes) -> wire_bytes { return std::move(bytes); },
     };
   };

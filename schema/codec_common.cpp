@@ -49,6 +49,8 @@ const char* body_name(wire::Envelope::Which w) {
     case wire::Envelope::MAPPER_BATCH_RECEIPT: return "MapperBatchReceipt";
     case wire::Envelope::EXECUTE_BATCH: return "ExecuteBatch";
     case wire::Envelope::EXECUTE_BATCH_RECEIPT: return "ExecuteBatchReceipt";
+    case wire::Envelope::REUSE_BATCH: return "ReuseBatch";
+    case wire::Envelope::REUSE_BATCH_RECEIPT: return "ReuseBatchReceipt";
   }
   return nullptr;  // a union discriminant this build does not know
 }

@@ -15,6 +15,7 @@
 #include "services/protocol/mapper_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
 #include "services/protocol/prefix_ops.hpp"
+#include "services/protocol/reuse_ops.hpp"
 #include "services/protocol/session_ops.hpp"
 
 namespace kvrt::codec {
@@ -23,6 +24,8 @@ std::vector<uint8_t> encode(const AllocatorBatch& value);
 std::vector<uint8_t> encode(const AllocatorBatchReceipt& value);
 std::vector<uint8_t> encode(const PrefixBatch& value);
 std::vector<uint8_t> encode(const PrefixBatchReceipt& value);
+std::vector<uint8_t> encode(const ReuseBatch& value);
+std::vector<uint8_t> encode(const ReuseBatchReceipt& value);
 std::vector<uint8_t> encode(const HelloRequest& value);
 std::vector<uint8_t> encode(const SessionReceipt& value);
 std::vector<uint8_t> encode(const AuthorizeRequest& value);
@@ -41,6 +44,8 @@ template <> Result<ExecuteBatchReceipt> decode(std::span<const uint8_t>, const D
 template <> Result<AllocatorBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<PrefixBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<PrefixBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <> Result<ReuseBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <> Result<ReuseBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<HelloRequest> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<SessionReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
 template <> Result<AuthorizeRequest> decode(std::span<const uint8_t>, const DecodeLimits&);

@@ -2,7 +2,7 @@
 // Internal to schema/*.cpp (never included by cores or tests): the per-type
 // writers and readers one codec translation unit shares with another. The
 // node protocol's batch receipts carry AllocationReceipt, ReleaseResult,
-// PrefixMatchReceipt and TypedError as outcomes, so their codecs are reused
+// PrefixMatchReceipt, ExecutableReuseReceipt and TypedError as outcomes, so their codecs are reused
 // here, never duplicated. Same contract as codec_support.hpp: read() fills
 // `out` and names a failing field through ctx; a Cap'n Proto exception is
 // left to the caller's boundary (decode_envelope or read_element).
@@ -30,6 +30,8 @@ Status read(ReadContext& ctx, wire::ReleaseResult::Reader r, ReleaseResult& out)
 // codec_reuse.cpp
 void write(wire::PrefixMatchReceipt::Builder b, const PrefixMatchReceipt& v);
 Status read(ReadContext& ctx, wire::PrefixMatchReceipt::Reader r, PrefixMatchReceipt& out);
+void write(wire::ExecutableReuseReceipt::Builder b, const ExecutableReuseReceipt& v);
+Status read(ReadContext& ctx, wire::ExecutableReuseReceipt::Reader r, ExecutableReuseReceipt& out);
 
 // codec_mapper.cpp
 void write(wire::MappedFrontierReceipt::Builder b, const MappedFrontierReceipt& v);

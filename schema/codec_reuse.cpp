@@ -249,6 +249,12 @@ Status read(ReadContext& ctx, wire::SessionReuseReceipt::Reader r, SessionReuseR
   return Status::success();
 }
 
+}  // namespace
+
+// ExecutableReuseReceipt is also an outcome of the node protocol's
+// ReuseBatchReceipt (codec_parts.hpp).
+namespace detail {
+
 void write(wire::ExecutableReuseReceipt::Builder b, const ExecutableReuseReceipt& v) {
   b.setRequestId(v.request_id.value);
   b.setRequestGeneration(v.request_generation.value);
@@ -309,7 +315,7 @@ Status read(ReadContext& ctx, wire::ExecutableReuseReceipt::Reader r, Executable
   return Status::success();
 }
 
-}  // namespace
+}  // namespace detail
 
 std::vector<uint8_t> encode(const PrefixMatchReceipt& value) {
   return detail::encode_envelope([&](wire::Envelope::Builder e) { detail::write(e.initPrefixMatchReceipt(), value); });
@@ -324,7 +330,7 @@ std::vector<uint8_t> encode(const SessionReuseReceipt& value) {
   return detail::encode_envelope([&](wire::Envelope::Builder e) { write(e.initSessionReuseReceipt(), value); });
 }
 std::vector<uint8_t> encode(const ExecutableReuseReceipt& value) {
-  return detail::encode_envelope([&](wire::Envelope::Builder e) { write(e.initExecutableReuseReceipt(), value); });
+  return detail::encode_envelope([&](wire::Envelope::Builder e) { detail::write(e.initExecutableReuseReceipt(), value); });
 }
 
 template <>
@@ -364,7 +370,7 @@ Result<ExecutableReuseReceipt> decode(std::span<const uint8_t> bytes, const Deco
   return detail::decode_body<ExecutableReuseReceipt>(
       bytes, limits, wire::Envelope::EXECUTABLE_REUSE_RECEIPT, "ExecutableReuseReceipt",
       [](ReadContext& ctx, wire::Envelope::Reader e, ExecutableReuseReceipt& out) {
-        return read(ctx, e.getExecutableReuseReceipt(), out);
+        return detail::read(ctx, e.getExecutableReuseReceipt(), out);
       });
 }
 

@@ -51,5 +51,7 @@ struct Envelope {
     mapperBatchReceipt @26 :Node.MapperBatchReceipt;
     executeBatch @27 :Node.ExecuteBatch;
     executeBatchReceipt @28 :Node.ExecuteBatchReceipt;
+    reuseBatch @29 :Node.ReuseBatch;
+    reuseBatchReceipt @30 :Node.ReuseBatchReceipt;
   }
 }

@@ -378,3 +378,85 @@ struct ExecuteBatchReceipt {
   trace @0 :TraceContext;
   outcomes @1 :List(ExecuteOutcome);       # outcomes[i] answers ops[i] [operations]
 }
+
+# ---- executable reuse (0x0CD; services/protocol/reuse_ops.hpp) ----------------
+
+# The checked transaction order of 0x0CD (services/reuse/reuse_evidence.hpp).
+# The C++ steps count from 1; ordinal 0 is no step and is refused on read.
+enum ReuseStep {
+  unspecified @0;
+  authorize @1;
+  buildKey @2;
+  lookupCandidate @3;
+  acquireLeases @4;
+  validateVersions @5;
+  validatePositions @6;
+  awaitMapping @7;
+  freezeSnapshot @8;
+  execute @9;
+  finish @10;
+}
+
+# Rejection reasons of the reuse funnel (0x0CF; services/telemetry/reuse_rejection.hpp).
+# The bucket is a function of the reason, so it is not a field.
+enum RejectionReason {
+  unauthenticated @0;
+  principalRevoked @1;
+  namespaceDenied @2;
+  namespaceClosed @3;
+  staleNamespaceGeneration @4;
+  crossNamespaceKey @5;
+  noCandidate @6;
+  semanticMismatch @7;
+  layoutMismatch @8;
+  isolationMismatch @9;
+  collisionWitnessMissing @10;
+  collisionWitnessMismatch @11;
+  modulePositionMismatch @12;
+  sessionIntervalMismatch @13;
+  staleCandidateGeneration @14;
+  staleIndexVersion @15;
+  staleTreeVersion @16;
+  stalePoolGeneration @17;
+  frontierNotValid @18;
+  leaseUnavailable @19;
+  leaseIncomplete @20;
+  mappingFrontierLag @21;
+  staleSnapshotVersion @22;
+  snapshotEvidenceDrift @23;
+  executionFailed @24;
+}
+
+struct ReuseAcquireOp {
+  namespaceName @0 :Text;                  # the cache namespace to reuse from
+  request @1 :UInt64;                      # RequestId (0 before allocation)
+  requestGeneration @2 :UInt32;            # RequestGeneration
+  tokens @3 :List(Int32);                  # the prompt, S_prompt token ids [tokens]
+  logitsPath @4 :Reuse.LogitsPath;
+  requireCollisionWitness @5 :Bool;        # step 3 policy (0x07F)
+}
+
+struct ReuseRejectionReceipt {
+  step @0 :ReuseStep;                      # the step the attempt ended at
+  reason @1 :RejectionReason;
+  detail @2 :Text;                         # operands; never tokens or salts
+  leasesReleased @3 :List(UInt64);         # LeaseId: leases the attempt took and the node released
+}
+
+struct ReuseOutcome {
+  union {
+    error @0 :Common.TypedError;
+    executableReuseReceipt @1 :Reuse.ExecutableReuseReceipt;
+    rejectionReceipt @2 :ReuseRejectionReceipt;
+  }
+}
+
+struct ReuseBatch {
+  trace @0 :TraceContext;
+  ops @1 :List(ReuseAcquireOp);            # [operations]
+}
+
+struct ReuseBatchReceipt {
+  trace @0 :TraceContext;
+  outcomes @1 :List(ReuseOutcome);         # outcomes[i] answers ops[i] [operations]
+}

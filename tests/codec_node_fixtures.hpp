@@ -202,6 +202,36 @@ inline ExecuteBatchReceipt filled(uint64_t seed) {
   return r;
 }
 
+template <>
+inline ReuseBatch filled(uint64_t seed) {
+  Numbers n(seed);
+  ReuseBatch b;
+  b.trace = trace(n);
+  // Token ids are signed 32-bit: the extremes and a negative id travel.
+  b.ops.push_back(ReuseAcquireOp{n.text("namespace"), RequestId{n.u64()}, RequestGeneration{n.u32()},
+                                 {static_cast<TokenId>(n.u32()), std::numeric_limits<TokenId>::max(), -3,
+                                  std::numeric_limits<TokenId>::min()},
+                                 LogitsPath::no_logits, true});
+  b.ops.push_back(ReuseAcquireOp{n.text("other-namespace"), RequestId{n.u64()}, RequestGeneration{n.u32()},
+                                 {static_cast<TokenId>(n.u32()), static_cast<TokenId>(n.u32())},
+                                 LogitsPath::logits_required, false});
+  return b;
+}
+
+template <>
+inline ReuseBatchReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  ReuseBatchReceipt r;
+  r.trace = trace(n);
+  r.outcomes.push_back(filled<codec::ErrorMessage>(seed).error);
+  r.outcomes.push_back(filled<ExecutableReuseReceipt>(seed + 100));  // every list non-empty
+  // Neither step nor reason at its default (authorize, no_candidate).
+  r.outcomes.push_back(ReuseRejectionReceipt{ReuseStep::acquire_leases, RejectionReason::lease_incomplete,
+                                             n.text("leases cover 3 of 4 handles"),
+                                             {LeaseId{n.u64()}, LeaseId{n.u64()}}});
+  return r;
+}
+
 template <class Fn>
 void for_each_node_type(Fn&& fn) {
   fn(Named<AllocatorBatch>{"AllocatorBatch"});
@@ -217,7 +247,9 @@ void for_each_node_type(Fn&& fn) {
   fn(Named<MapperBatchReceipt>{"MapperBatchReceipt"});
   fn(Named<ExecuteBatch>{"ExecuteBatch"});
   fn(Named<ExecuteBatchReceipt>{"ExecuteBatchReceipt"});
+  fn(Named<ReuseBatch>{"ReuseBatch"});
+  fn(Named<ReuseBatchReceipt>{"ReuseBatchReceipt"});
 }
-inline constexpr int kNodeTypeCount = 13;
+inline constexpr int kNodeTypeCount = 15;
 
 }  // namespace kvrt::test

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <limits>
 #include <cstring>
 #include <random>
 #include <set>
@@ -110,6 +111,7 @@ TEST_CASE("node protocol: every op and outcome alternative travels on its own", 
   CHECK(alternatives(filled<PrefixBatchReceipt>().outcomes).size() == std::variant_size_v<PrefixOutcome>);
   CHECK(alternatives(filled<MapperBatch>().ops).size() == std::variant_size_v<MapperOp>);
   CHECK(alternatives(filled<MapperBatchReceipt>().outcomes).size() == std::variant_size_v<MapperOutcome>);
+  CHECK(alternatives(filled<ReuseBatchReceipt>().outcomes).size() == std::variant_size_v<ReuseOutcome>);
   // ... and each one, alone in a batch, comes back as the same alternative.
   auto each_alone = [](auto batch, auto items) {
     const auto all = batch.*items;
@@ -128,6 +130,7 @@ TEST_CASE("node protocol: every op and outcome alternative travels on its own", 
   each_alone(filled<PrefixBatchReceipt>(5), &PrefixBatchReceipt::outcomes);
   each_alone(filled<MapperBatch>(5), &MapperBatch::ops);
   each_alone(filled<MapperBatchReceipt>(5), &MapperBatchReceipt::outcomes);
+  each_alone(filled<ReuseBatchReceipt>(5), &ReuseBatchReceipt::outcomes);
 }
 
 TEST_CASE("node protocol: an absent epoch, epoch 0 and epoch 7 are three messages", "[codec]") {
@@ -218,6 +221,14 @@ TEST_CASE("node protocol: an unknown op or outcome kind is unknown_enum naming t
   });
   CHECK(decode_error<PrefixBatchReceipt>(prefix_receipt).field == "PrefixBatchReceipt.outcomes[0]");
 
+  const auto reuse_receipt = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    overwrite_union_tag(e.getReuseBatchReceipt().getOutcomes()[2], wire::ReuseOutcome::REJECTION_RECEIPT, 3);
+  });
+  auto reuse = decode_error<ReuseBatchReceipt>(reuse_receipt);
+  CHECK(reuse.code == ErrorCode::unknown_enum);
+  CHECK(reuse.field == "ReuseBatchReceipt.outcomes[2]");
+  CHECK(reuse.reason.find("unknown outcome kind 3") != std::string::npos);
+
   // The optional epoch's {none, epoch} tag.
   const auto epoch = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
     overwrite_union_tag(e.getAllocatorBatch().getOps()[1].getAppend(), wire::AppendOp::ExpectedEpoch::EPOCH, 2);
@@ -256,6 +267,173 @@ TEST_CASE("node protocol: an unknown enum value is unknown_enum naming element a
   auto c = decode_error<PrefixBatchReceipt>(code);
   CHECK(c.code == ErrorCode::unknown_enum);
   CHECK(c.field == "PrefixBatchReceipt.outcomes[0].error.code");
+}
+
+TEST_CASE("node protocol: a reuse batch round-trips every field of every outcome", "[codec][reuse-codec]") {
+  const ReuseBatch batch = filled<ReuseBatch>(11);
+  auto b = codec::decode<ReuseBatch>(codec::encode(batch));
+  REQUIRE(b.ok());
+  CHECK(*b == batch);
+  REQUIRE(b->ops.size() == 2);
+  CHECK(b->ops[0].require_collision_witness);
+  CHECK(b->ops[0].logits_path == LogitsPath::no_logits);
+  CHECK(b->ops[0].tokens.back() == std::numeric_limits<TokenId>::min());
+
+  const ReuseBatchReceipt receipt = filled<ReuseBatchReceipt>(11);
+  const auto& executable = std::get<ExecutableReuseReceipt>(receipt.outcomes[1]);
+  REQUIRE_FALSE(executable.pool_generations.empty());
+  REQUIRE_FALSE(executable.physical_handles.empty());
+  REQUIRE_FALSE(executable.path_node_ids.empty());
+  REQUIRE_FALSE(executable.leases.empty());
+  const auto& rejection = std::get<ReuseRejectionReceipt>(receipt.outcomes[2]);
+  REQUIRE(rejection.leases_released.size() == 2);
+  auto r = codec::decode<ReuseBatchReceipt>(codec::encode(receipt));
+  REQUIRE(r.ok());
+  CHECK(*r == receipt);
+  CHECK(std::get<Error>(r->outcomes[0]) == std::get<Error>(receipt.outcomes[0]));
+  CHECK(std::get<ExecutableReuseReceipt>(r->outcomes[1]) == executable);
+  CHECK(std::get<ReuseRejectionReceipt>(r->outcomes[2]) == rejection);
+  CHECK(std::get<ReuseRejectionReceipt>(r->outcomes[2]).bucket() == ReuseBucket::lease);
+
+  // A default rejection (step authorize, reason no_candidate, nothing released).
+  const ReuseBatchReceipt plain{TraceContext{1, 2, 3}, {ReuseRejectionReceipt{}}};
+  CHECK(codec::decode<ReuseBatchReceipt>(codec::encode(plain)).value() == plain);
+}
+
+TEST_CASE("node protocol: every ReuseStep and RejectionReason travels", "[codec][reuse-codec]") {
+  for (uint8_t step = 1; step <= kReuseStepCount; ++step)
+    for (uint8_t reason = 0; reason < kRejectionReasonCount; ++reason) {
+      INFO("step " << int(step) << ", reason " << int(reason));
+      ReuseBatchReceipt r = filled<ReuseBatchReceipt>();
+      auto& rejection = std::get<ReuseRejectionReceipt>(r.outcomes[2]);
+      rejection.step = static_cast<ReuseStep>(step);
+      rejection.reason = static_cast<RejectionReason>(reason);
+      auto back = codec::decode<ReuseBatchReceipt>(codec::encode(r));
+      REQUIRE(back.ok());
+      CHECK(*back == r);
+    }
+  for (uint8_t v = 0; v <= kLogitsPathMax; ++v) {
+    ReuseBatch b = filled<ReuseBatch>();
+    b.ops[0].logits_path = static_cast<LogitsPath>(v);
+    CHECK(*codec::decode<ReuseBatch>(codec::encode(b)) == b);
+  }
+}
+
+TEST_CASE("node protocol: a reuse batch and its receipt are never decoded as another kind", "[codec][reuse-codec]") {
+  auto kind_error = [](auto r, const std::string& written) {
+    REQUIRE_FALSE(r.ok());
+    INFO(r.error().describe());
+    CHECK(r.error().code == ErrorCode::decode_failed);
+    CHECK(r.error().field == "Envelope.body");
+    CHECK(r.error().reason.ends_with("got a " + written));
+  };
+  const auto batch = codec::encode(filled<ReuseBatch>());
+  const auto receipt = codec::encode(filled<ReuseBatchReceipt>());
+  // The nearest neighbours: the prefix batch (same op fields but one), the
+  // receipt the reuse receipt carries, and each other.
+  kind_error(codec::decode<PrefixBatch>(batch), "ReuseBatch");
+  kind_error(codec::decode<ReuseBatchReceipt>(batch), "ReuseBatch");
+  kind_error(codec::decode<ExecuteBatch>(batch), "ReuseBatch");
+  kind_error(codec::decode<PrefixBatchReceipt>(receipt), "ReuseBatchReceipt");
+  kind_error(codec::decode<ExecutableReuseReceipt>(receipt), "ReuseBatchReceipt");
+  kind_error(codec::decode<ReuseBatch>(receipt), "ReuseBatchReceipt");
+  kind_error(codec::decode<ReuseBatch>(codec::encode(filled<PrefixBatch>())), "PrefixBatch");
+  kind_error(codec::decode<ReuseBatchReceipt>(codec::encode(filled<PrefixBatchReceipt>())), "PrefixBatchReceipt");
+  kind_error(codec::decode<ReuseBatchReceipt>(codec::encode(filled<ExecutableReuseReceipt>())),
+             "ExecutableReuseReceipt");
+  kind_error(codec::decode<ReuseBatchReceipt>(codec::encode(filled<AllocatorBatchReceipt>())),
+             "AllocatorBatchReceipt");
+  // Even an empty batch keeps its kind.
+  kind_error(codec::decode<PrefixBatch>(codec::encode(ReuseBatch{})), "ReuseBatch");
+  kind_error(codec::decode<ReuseBatch>(codec::encode(PrefixBatch{})), "PrefixBatch");
+}
+
+TEST_CASE("node protocol: a bad reuse step, reason or source is unknown_enum naming the field", "[codec][reuse-codec]") {
+  // ReuseStep counts from 1: wire value 0 is as unknown as one past finish.
+  for (uint16_t step : {uint16_t{0}, uint16_t{kReuseStepCount + 1}, uint16_t{999}}) {
+    INFO("step " << step);
+    const auto bytes = edited(codec::encode(filled<ReuseBatchReceipt>()), [&](wire::Envelope::Builder e) {
+      e.getReuseBatchReceipt().getOutcomes()[2].getRejectionReceipt().setStep(static_cast<wire::ReuseStep>(step));
+    });
+    auto s = decode_error<ReuseBatchReceipt>(bytes);
+    CHECK(s.code == ErrorCode::unknown_enum);
+    CHECK(s.field == "ReuseBatchReceipt.outcomes[2].rejection_receipt.step");
+    CHECK(s.reason.find("value " + std::to_string(step)) != std::string::npos);
+  }
+
+  const auto reason = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    e.getReuseBatchReceipt().getOutcomes()[2].getRejectionReceipt().setReason(
+        static_cast<wire::RejectionReason>(kRejectionReasonCount));
+  });
+  auto r = decode_error<ReuseBatchReceipt>(reason);
+  CHECK(r.code == ErrorCode::unknown_enum);
+  CHECK(r.field == "ReuseBatchReceipt.outcomes[2].rejection_receipt.reason");
+
+  // The reused ExecutableReuseReceipt codec keeps its own field names below the element.
+  const auto source = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    e.getReuseBatchReceipt().getOutcomes()[1].getExecutableReuseReceipt().setSource(
+        static_cast<wire::ReuseSource>(kReuseSourceMax + 1));
+  });
+  auto src = decode_error<ReuseBatchReceipt>(source);
+  CHECK(src.code == ErrorCode::unknown_enum);
+  CHECK(src.field == "ReuseBatchReceipt.outcomes[1].executable_reuse_receipt.source");
+
+  const auto logits = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
+    e.getReuseBatch().getOps()[1].setLogitsPath(static_cast<wire::LogitsPath>(kLogitsPathMax + 1));
+  });
+  auto l = decode_error<ReuseBatch>(logits);
+  CHECK(l.code == ErrorCode::unknown_enum);
+  CHECK(l.field == "ReuseBatch.ops[1].logits_path");
+
+  const auto code = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    e.getReuseBatchReceipt().getOutcomes()[0].getError().setCode(9999);
+  });
+  auto c = decode_error<ReuseBatchReceipt>(code);
+  CHECK(c.code == ErrorCode::unknown_enum);
+  CHECK(c.field == "ReuseBatchReceipt.outcomes[0].error.code");
+}
+
+TEST_CASE("node protocol: a malformed reuse message is a typed error naming element and field", "[codec][reuse-codec]") {
+  // ReuseRejectionReceipt's pointer section is {detail, leasesReleased}:
+  // leasesReleased becomes a struct pointer.
+  const auto leases = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getReuseBatchReceipt().getOutcomes()[2].getRejectionReceipt())
+        .getPointerSection()[1]
+        .initAs<wire::TraceContext>();
+  });
+  auto l = decode_error<ReuseBatchReceipt>(leases);
+  CHECK(l.code == ErrorCode::decode_failed);
+  CHECK(l.field == "ReuseBatchReceipt.outcomes[2].rejection_receipt.leases_released");
+
+  // ReuseAcquireOp's pointer section is {namespaceName, tokens}.
+  const auto tokens = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getReuseBatch().getOps()[1]).getPointerSection()[1].initAs<wire::TraceContext>();
+  });
+  CHECK(decode_error<ReuseBatch>(tokens).field == "ReuseBatch.ops[1].tokens");
+
+  const uint8_t zeros[33] = {};
+  for (size_t len : {size_t{0}, size_t{31}, size_t{33}}) {
+    INFO("length " << len);
+    const auto digest = edited(codec::encode(filled<ReuseBatchReceipt>()), [&](wire::Envelope::Builder e) {
+      e.getReuseBatchReceipt().getOutcomes()[1].getExecutableReuseReceipt().setLayoutDigest(
+          capnp::Data::Reader(zeros, len));
+    });
+    CHECK(decode_error<ReuseBatchReceipt>(digest).field ==
+          "ReuseBatchReceipt.outcomes[1].executable_reuse_receipt.layout_digest");
+  }
+
+  // Lists of elements smaller than the schema's are refused, ops and outcomes alike.
+  const auto ops = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getReuseBatch()).getPointerSection()[1].initAsListOfAnyStruct(0, 0, 100000);
+  });
+  REQUIRE(ops.size() < 1024);
+  auto o = decode_error<ReuseBatch>(ops);
+  CHECK(o.code == ErrorCode::decode_failed);
+  CHECK(o.field == "ReuseBatch.ops");
+  const auto outcomes = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getReuseBatchReceipt()).getPointerSection()[1].initAsListOfAnyStruct(0, 0, 100000);
+  });
+  CHECK(decode_error<ReuseBatchReceipt>(outcomes).field == "ReuseBatchReceipt.outcomes");
 }
 
 TEST_CASE("node protocol: a malformed pointer is a typed error naming element and field", "[codec]") {

@@ -157,8 +157,8 @@ TEST_CASE("the prefix owner answers a lookup only under a current grant, before 
   CHECK(stat(svc.stats(), "lookups") == lookups_before);
   CHECK(svc.index().state_digest() == index_before);
 
-  svc.grant(SessionId{1}, SessionNamespaceGrant{"t/a", NamespaceGeneration{1}, "salt-a"});
-  svc.grant(SessionId{2}, SessionNamespaceGrant{"t/b", NamespaceGeneration{1}, "salt-b"});
+  svc.grant(SessionId{1}, SessionNamespaceGrant{"t/a", NamespaceGeneration{1}, "salt-a", {}, {}});
+  svc.grant(SessionId{2}, SessionNamespaceGrant{"t/b", NamespaceGeneration{1}, "salt-b", {}, {}});
   REQUIRE(svc.match(SessionId{1}, match).ok());
 
   // Session 1 owns a committed 40-row request and publishes its two full blocks.
@@ -184,14 +184,14 @@ TEST_CASE("the prefix owner answers a lookup only under a current grant, before 
   Result<PrefixMatchReceipt> hit = svc.match(SessionId{1}, match);
   CHECK(hit->runtime_hit_tokens == 16);
   // Another namespace, same tokens: its salt separates the chains.
-  svc.grant(SessionId{1}, SessionNamespaceGrant{"t/b", NamespaceGeneration{1}, "salt-b"});
+  svc.grant(SessionId{1}, SessionNamespaceGrant{"t/b", NamespaceGeneration{1}, "salt-b", {}, {}});
   PrefixMatchOp other = match;
   other.namespace_name = "t/b";
   CHECK(svc.match(SessionId{1}, other)->runtime_hit_tokens == 0);
   // A newer generation voids the old grant; the old generation's entries never match again.
   svc.advance_generation("t/a", NamespaceGeneration{2});
   CHECK(svc.match(SessionId{1}, match).error().code == ErrorCode::authorization_namespace_denied);
-  svc.grant(SessionId{1}, SessionNamespaceGrant{"t/a", NamespaceGeneration{2}, "salt-a"});
+  svc.grant(SessionId{1}, SessionNamespaceGrant{"t/a", NamespaceGeneration{2}, "salt-a", {}, {}});
   CHECK(svc.match(SessionId{1}, match)->runtime_hit_tokens == 0);
   svc.end_session(SessionId{1});
   CHECK(svc.match(SessionId{1}, match).error().code == ErrorCode::authorization_namespace_denied);

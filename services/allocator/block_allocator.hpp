@@ -150,6 +150,7 @@ class BlockAllocator {
   }
   uint32_t group_count() const { return static_cast<uint32_t>(pools_.size()); }
   uint32_t block_size() const { return config_.block_size; }
+  const BlockAllocatorConfig& config() const { return config_; }
   uint32_t capacity_blocks() const { return pools_.empty() ? 0 : pools_[0].capacity(); }
   struct PoolCounts {
     uint32_t free = 0, evictable = 0, live = 0, in_transaction = 0;

@@ -1,5 +1,6 @@
 #include "services/node/allocator_service.hpp"
 
+#include <algorithm>
 #include <span>
 #include <string>
 
@@ -106,6 +107,49 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const AcquireLeaseOp& op) 
   lease_handles_[lease->id.value] = op.handle;
   const Result<BlockMeta> meta = allocator_.block(op.handle);
   return LeaseReceipt{lease->id, op.handle, meta.ok() ? meta->refcount : 0};
+}
+
+ReuseLeaseAnswer AllocatorService::reuse_leases(SessionId s, const ReuseLeaseRequest& request) {
+  ReuseLeaseAnswer out;
+  const uint32_t groups = allocator_.group_count();
+  if (request.handles.empty() || request.bundles == 0 || request.handles.size() != size_t{request.bundles} * groups) {
+    out.lease = LeaseRefused{"the candidate names " + std::to_string(request.handles.size()) + " handles for " +
+                             std::to_string(request.bundles) + " bundles of " + std::to_string(groups) + " groups"};
+    return out;
+  }
+  LeaseGrant grant;
+  for (const PhysicalBlockHandle& h : request.handles) {
+    AllocatorOutcome taken = apply(s, AcquireLeaseOp{h});
+    if (const auto* receipt = std::get_if<LeaseReceipt>(&taken)) {
+      grant.leases.push_back(receipt->lease);
+      grant.covered_handles.push_back(h);
+      continue;
+    }
+    // All or none: the leases this call took go back before it answers.
+    for (LeaseId l : grant.leases) (void)apply(s, ReleaseLeaseOp{l});
+    out.lease = LeaseRefused{std::get<Error>(taken).describe()};
+    return out;
+  }
+  for (const GroupPoolConfig& g : allocator_.config().groups) {
+    const bool named = std::any_of(request.handles.begin(), request.handles.end(),
+                                   [&](const PhysicalBlockHandle& h) { return h.pool == g.pool; });
+    if (named) out.pool_generations.push_back(PoolGenerationRef{g.pool, g.pool_generation});
+  }
+  // Read under the leases: no other owner can recycle these blocks now.
+  const uint32_t P = allocator_.block_size();
+  uint32_t frontier = 0;
+  for (uint32_t b = 0; b < request.bundles; ++b) {
+    uint32_t rows = P;
+    for (uint32_t g = 0; g < groups; ++g) {
+      const Result<BlockMeta> meta = allocator_.block(request.handles[size_t{b} * groups + g]);
+      rows = std::min<uint32_t>(rows, meta.ok() ? meta->valid_rows : 0);
+    }
+    frontier += rows;
+    if (rows < P) break;
+  }
+  out.valid_frontier_tokens = frontier;
+  out.lease = std::move(grant);
+  return out;
 }
 
 AllocatorOutcome AllocatorService::apply(SessionId s, const ReleaseLeaseOp& op) {

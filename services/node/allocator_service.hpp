@@ -11,6 +11,7 @@
 
 #include "services/allocator/block_allocator.hpp"
 #include "services/node/reuse_funnel_counters.hpp"
+#include "services/node/reuse_step_answers.hpp"
 #include "services/prefix/publication_target.hpp"
 #include "services/protocol/allocator_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
@@ -35,6 +36,14 @@ class AllocatorService {
   // identity; answers, per tag, ok or the typed error that refused it.
   std::vector<Status> tag_cache_keys(const std::vector<CacheKeyTag>& tags);
   SessionReclaim end_session(SessionId session);
+  // Steps 4-5 of the executable-reuse transaction (0x0CD), node-internal:
+  // a lease on every handle for the session, all or none (a refusal releases
+  // what this call took and names the first refusal), then, under the
+  // leases, the current generation of every pool the handles name and the
+  // valid frontier: bundle by bundle, the rows every group's block holds,
+  // up to the first bundle that is not full. A malformed request (handles
+  // not bundles x groups) is refused like a lease.
+  ReuseLeaseAnswer reuse_leases(SessionId session, const ReuseLeaseRequest& request);
   std::vector<AllocatorEvent> drain_events() { return allocator_.drain_events(); }
 
   OwnerStats stats() const;

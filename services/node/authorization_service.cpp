@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "services/identity/compatibility_manifest_builder.hpp"
+
 namespace kvrt {
 
 AuthorizationService::AuthorizationService(NamespaceAuthority authority, const AuthorizationConfig& config)
@@ -20,7 +22,7 @@ Result<OpenedSession> AuthorizationService::open_session(const HelloRequest& hel
   for (const auto& [n, namespaces] : allowed_)
     if (authority_.principal_id(n) == *principal) name = n;
   const SessionId id{next_session_++};
-  sessions_[id.value] = SessionRecord{*principal, name, hello.worker_name};
+  sessions_[id.value] = SessionRecord{*principal, name, hello.worker_name, {}};
   ++sessions_per_principal_[principal->value];
   OpenedSession out{id, name, {}};
   if (const auto it = allowed_.find(name); it != allowed_.end()) out.allowed_namespaces = it->second;
@@ -48,8 +50,36 @@ Result<IssuedGrant> AuthorizationService::authorize(SessionId session, const Aut
   out.receipt = NamespaceGrantReceipt{g.grant_id.value, g.namespace_name, g.generation, w.finish()};
   // The index owners salt chains with the salt's digest: as secret as the
   // salt for separating tenants, and the salt itself never leaves this owner.
-  out.for_indexes = SessionNamespaceGrant{g.namespace_name, g.generation, g.salt_digest.hex()};
+  out.for_indexes = SessionNamespaceGrant{g.namespace_name, g.generation, g.salt_digest.hex(), {}, {}};
+  if (const GenerationRecord* rec = authority_.registry().find(g.namespace_name, g.generation)) {
+    out.for_indexes.semantic_digest = reuse_semantic_digest(rec->facts.layout, rec->facts.artifact, rec->isolation);
+    out.for_indexes.layout_digest = rec->layout_sha256;
+  }
+  s->second.grants.insert_or_assign(g.namespace_name, *lookup);
   return out;
+}
+
+ReuseKeyAnswer AuthorizationService::reuse_key(SessionId session, const ReuseKeyRequest& request) const {
+  auto denied = [](Error e) { return ReuseKeyAnswer{AuthorizationDenied{std::move(e)}, std::nullopt}; };
+  const auto s = sessions_.find(session.value);
+  if (s == sessions_.end())
+    return denied(make_error(ErrorCode::authorization_unauthenticated,
+                             "session " + std::to_string(session.value) + " is not open", "session"));
+  const auto g = s->second.grants.find(request.namespace_name);
+  if (g == s->second.grants.end())
+    return denied(make_error(ErrorCode::authorization_namespace_denied,
+                             "this session holds no grant for the namespace", "namespace_name"));
+  if (Status held = authority_.check(g->second); !held.ok()) return denied(held.error());
+  const GenerationRecord* rec = authority_.registry().find(g->second.namespace_name(), g->second.generation());
+  if (rec == nullptr)
+    return denied(make_error(ErrorCode::authorization_stale_generation, "the granted generation has no record",
+                             "namespace_generation"));
+  CoveredInput input;
+  input.token_ids.assign(request.tokens.begin(), request.tokens.end());
+  Result<CacheCompatibilityManifest> m = build_compatibility_manifest(rec->facts.layout, rec->facts.artifact,
+                                                                      rec->isolation, input);
+  if (!m.ok()) return ReuseKeyAnswer{g->second, std::nullopt};  // the attempt's build_key step names the error
+  return ReuseKeyAnswer{g->second, KeyEvidence{std::move(m).value()}};
 }
 
 Status AuthorizationService::end_session(SessionId session, bool revoke) {

@@ -12,6 +12,7 @@
 
 #include "services/authorization/namespace_authority.hpp"
 #include "services/node/prefix_service.hpp"
+#include "services/node/reuse_step_answers.hpp"
 #include "services/protocol/owner_stats.hpp"
 #include "services/protocol/session_ops.hpp"
 
@@ -35,6 +36,13 @@ class AuthorizationService {
 
   Result<OpenedSession> open_session(const HelloRequest& hello);
   Result<IssuedGrant> authorize(SessionId session, const AuthorizeRequest& request);
+  // Steps 1-2 of the executable-reuse transaction (0x0CD): the session's
+  // latest grant for the namespace, checked now (a revoked principal, a
+  // closed or advanced generation, an ended grant is a denial), and the
+  // request's key built from that generation's facts. A session that holds
+  // no grant for the namespace is denied (namespace_denied) before any index
+  // sees the tokens (0x0CE "Authorization Before Lookup").
+  ReuseKeyAnswer reuse_key(SessionId session, const ReuseKeyRequest& request) const;
   // Ends the session's grants; the principal keeps its token (a worker may
   // reconnect) unless `revoke` bars it.
   Status end_session(SessionId session, bool revoke = false);
@@ -49,6 +57,7 @@ class AuthorizationService {
     PrincipalId principal;
     std::string principal_name;
     std::string worker_name;
+    std::map<std::string, AuthorizedLookup> grants;  // namespace -> the latest grant this session was issued
   };
   NamespaceAuthority authority_;
   std::map<std::string, std::vector<std::string>> allowed_;  // principal -> namespaces (config)

@@ -80,6 +80,16 @@ Status ExecutorService::validate() const {
   return Status::success();
 }
 
+SnapshotAnswer ExecutorService::freeze_reuse(const ReuseSnapshotRequest& request) {
+  const ExecutionSnapshotVersion version{++snapshots_frozen_};
+  return SnapshotAnswer{version,
+                        version,
+                        layout_.logical_cache_abi_sha256,
+                        request.planned_kernel_abi_id,
+                        request.handles,
+                        request.interval};
+}
+
 OwnerStats ExecutorService::stats() const {
   OwnerStats out;
   out.owner = "executor";
@@ -89,6 +99,7 @@ OwnerStats ExecutorService::stats() const {
   auto put = [&](std::string name, uint64_t value) {
     out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(value)});
   };
+  put("reuse_snapshots_frozen", snapshots_frozen_);
   put("executions", executions_);
   put("errors", errors_);
   put("kv_rows_read", kv_rows_);

@@ -14,6 +14,7 @@
 #include "services/executor/kv_view.hpp"
 #include "services/executor/thread_pool.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
+#include "services/node/reuse_step_answers.hpp"
 #include "services/protocol/allocator_ops.hpp"
 #include "services/protocol/executor_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
@@ -35,6 +36,14 @@ class ExecutorService {
   // refusal of the kernel's own checks (check_block_table).
   Result<AttentionOutput> decode(const DecodeAttentionOp& op, const BlockTableView& table);
 
+  // Step 8 of the executable-reuse transaction (0x0CD): freezes the
+  // snapshot a reuse reads (the handles and interval as given, the kernel ABI
+  // of this executor: the layout's logical cache ABI) under a new version.
+  // The coordinator plans the batch against the version it is handed here,
+  // so planned and frozen agree; the ABI the consumer's key names is carried
+  // beside this executor's for the attempt to compare.
+  SnapshotAnswer freeze_reuse(const ReuseSnapshotRequest& request);
+
   OwnerStats stats() const;
   Status validate() const;
 
@@ -45,6 +54,7 @@ class ExecutorService {
   std::vector<executor::PagedKvView> views_;
   std::vector<uint64_t> block_id_base_;
   std::unique_ptr<executor::ThreadPool> pool_;
+  uint64_t snapshots_frozen_ = 0;
   uint64_t executions_ = 0, errors_ = 0, kv_rows_ = 0, kv_bytes_ = 0;
 };
 

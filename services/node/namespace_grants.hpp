@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "services/common/digest.hpp"
 #include "services/common/ids.hpp"
 #include "services/common/result.hpp"
 #include "services/protocol/session_ops.hpp"
@@ -20,6 +21,11 @@ struct SessionNamespaceGrant {
   std::string namespace_name;
   NamespaceGeneration generation;
   std::string salt;  // the namespace's cache salt (never leaves the node)
+  // The generation's reuse digests (reuse_evidence.hpp): an index records
+  // them with what it publishes under this grant, so a reuse candidate names
+  // the d_sem / d_layout of its producer (0x0CD step 3).
+  Sha256Digest semantic_digest;
+  Sha256Digest layout_digest;
 };
 
 class NamespaceGrants {

@@ -19,6 +19,7 @@ void PrefixService::grant(SessionId session, SessionNamespaceGrant g) { grants_.
 
 void PrefixService::advance_generation(const std::string& name, NamespaceGeneration generation) {
   grants_.advance_generation(name, generation);
+  ++retraction_version_;
 }
 
 void PrefixService::end_session(SessionId session) { grants_.end_session(session); }
@@ -88,6 +89,9 @@ Result<DecidedPublication> PrefixService::decide_publication(SessionId session, 
                                                  PrefixPublishArgs{op.request, op.tokens, hashes, &plan,
                                                                    op.first_block, op.end_block}));
   ++publications_;
+  if (Result<SessionNamespaceGrant> g = grants_.current(session, op.namespace_name); g.ok())
+    published_digests_.insert_or_assign(std::pair{op.namespace_name, g->generation.value},
+                                        std::pair{g->semantic_digest, g->layout_digest});
   DecidedPublication out;
   out.receipt = PrefixPublishReceipt{op.request, outcome.published, outcome.duplicates, outcome.already,
                                      index_.publication_generation()};
@@ -101,11 +105,45 @@ uint32_t PrefixService::confirm_tags(const std::vector<CacheKeyTag>& tags, const
     if (!results[i].ok())
       withdrawn.push_back(AllocatorEvent{AllocatorEvent::Kind::cache_key_evicted, tags[i].handle, tags[i].cache_key});
   tags_refused_ += withdrawn.size();
-  if (!withdrawn.empty()) index_.absorb(withdrawn);
+  if (!withdrawn.empty()) {
+    index_.absorb(withdrawn);
+    ++retraction_version_;
+  }
   return static_cast<uint32_t>(withdrawn.size());
 }
 
-AbsorbOutcome PrefixService::absorb(std::span<const AllocatorEvent> events) { return index_.absorb(events); }
+AbsorbOutcome PrefixService::absorb(std::span<const AllocatorEvent> events) {
+  const AbsorbOutcome out = index_.absorb(events);
+  if (out.removed > 0) ++retraction_version_;
+  return out;
+}
+
+Result<CandidateAnswer> PrefixService::reuse_candidate(SessionId session, const PrefixMatchOp& op) {
+  const uint64_t version = retraction_version_;
+  Result<PrefixMatchReceipt> m = match(session, op);
+  if (!m.ok()) return m.error();
+  if (m->runtime_hit_tokens == 0) return CandidateAnswer(IndexMiss{});
+  const auto digests = published_digests_.find(std::pair{op.namespace_name, m->namespace_generation.value});
+  if (digests == published_digests_.end())
+    return make_error(ErrorCode::invariant_violated, "a hit in a namespace generation nothing was published under",
+                      "namespace_generation");
+  ReuseCandidate c;
+  c.source = ReuseSource::prefix_index;
+  c.namespace_name = op.namespace_name;
+  c.namespace_generation = m->namespace_generation;
+  c.semantic_digest = digests->second.first;
+  c.layout_digest = digests->second.second;
+  c.index_version = version;
+  c.tree_version = TreeVersion{0};
+  c.covered_interval = TokenInterval{0, m->runtime_hit_tokens};
+  for (const MatchedBlockBundle& b : m->matched_group_handles)
+    c.physical_handles.insert(c.physical_handles.end(), b.handles.begin(), b.handles.end());
+  if (index_.config().collision_witness) {
+    std::vector<uint32_t> covered(op.tokens.begin(), op.tokens.begin() + m->runtime_hit_tokens);
+    c.token_witness = covered_tokens_digest(covered);
+  }
+  return CandidateAnswer(std::move(c));
+}
 
 OwnerStats PrefixService::stats() const {
   OwnerStats out;

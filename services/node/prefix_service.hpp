@@ -24,6 +24,7 @@
 
 #include "services/node/namespace_grants.hpp"
 #include "services/node/reuse_funnel_counters.hpp"
+#include "services/node/reuse_step_answers.hpp"
 #include "services/prefix/prefix_index.hpp"
 #include "services/prefix/publication_target.hpp"
 #include "services/protocol/allocator_ops.hpp"
@@ -65,6 +66,21 @@ class PrefixService {
   uint32_t confirm_tags(const std::vector<CacheKeyTag>& tags, const std::vector<Status>& results);
   AbsorbOutcome absorb(std::span<const AllocatorEvent> events);
 
+  // Step 3 of the executable-reuse transaction (0x0CD): match() as a
+  // candidate. A hit names the d_sem / d_layout recorded when its namespace
+  // generation was published, the index version it read, the covered
+  // interval [0, S_runtime) and every handle bundle-major. pool_generations
+  // are left to the caller, which knows the node's pools. The witness is the
+  // covered tokens' digest, which the index compared token by token during
+  // the lookup when its collision witness is on (0x07F); without it, none.
+  // Errors: match()'s.
+  Result<CandidateAnswer> reuse_candidate(SessionId session, const PrefixMatchOp& op);
+  // Step 5: the index version as it stands now. It counts retractions
+  // (entries dropped by eviction, withdrawn tags, a namespace generation
+  // advanced), not insertions: a publication cannot invalidate a candidate
+  // found earlier, a retraction can.
+  ReuseIndexVersion reuse_version() const { return ReuseIndexVersion{retraction_version_, TreeVersion{0}}; }
+
   OwnerStats stats() const;
   Status validate() const { return index_.validate(nullptr); }
   const PrefixIndex& index() const { return index_; }
@@ -82,6 +98,9 @@ class PrefixService {
   uint64_t unauthorized_ = 0, stale_generation_ = 0;
   LookupFunnelCounters funnel_;  // the node's reuse funnel, lookup stages (0x0CF)
   uint64_t publications_ = 0, tags_refused_ = 0;
+  uint64_t retraction_version_ = 0;
+  // (namespace, generation) -> (d_sem, d_layout) of the grants it was published under.
+  std::map<std::pair<std::string, uint64_t>, std::pair<Sha256Digest, Sha256Digest>> published_digests_;
 };
 
 }  // namespace kvrt

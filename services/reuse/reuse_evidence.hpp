@@ -34,6 +34,7 @@
 #include "services/common/digest.hpp"
 #include "services/common/error.hpp"
 #include "services/identity/cache_compatibility_manifest.hpp"
+#include "services/identity/compatibility_manifest_builder.hpp"
 #include "services/receipts/executable_reuse_receipt.hpp"
 #include "services/receipts/prompt_module_receipt.hpp"
 #include "services/receipts/session_reuse_receipt.hpp"
@@ -57,6 +58,12 @@ inline constexpr uint8_t kReuseStepCount = 10;
 std::string_view to_string(ReuseStep s);
 
 Sha256Digest reuse_semantic_digest(const CacheCompatibilityManifest& m);
+// The same digest from the facts a manifest copies them from (the layout, the
+// artifact, the namespace generation): what every manifest built under that
+// generation carries, whatever its tokens. An index owner records it per
+// publication so a candidate names its producer's d_sem.
+Sha256Digest reuse_semantic_digest(const CacheLayoutManifest& layout, const ArtifactIdentity& artifact,
+                                   const CacheIsolationNamespace& ns);
 Sha256Digest covered_tokens_digest(std::span<const uint32_t> token_ids);
 
 // --- step 1: the namespace owner's answer ---------------------------------

@@ -1,0 +1,189 @@
+// The executable-reuse coordinator (spec 0x0CD; issue 5): one actor per node.
+// A worker's ReuseBatch arrives through its session actor; this actor runs
+// the batch's ops through steps 1-8 as one message per owner per step
+// (services/node/reuse_coordinator.hpp has the sequence), releases the leases
+// of every attempt that ended without a receipt, counts each attempt in the
+// node's transaction funnel (0x0CF) and answers one receipt. It uses `then`,
+// not `await`: other batches proceed while one waits for an owner, which is
+// why every step re-checks what an earlier one read (leases, versions).
+#include <spdlog/spdlog.h>
+
+#include "actors/owner_actors.hpp"
+#include "actors/wire_bytes.hpp"
+#include "schema/codec_node.hpp"
+#include "services/node/reuse_coordinator.hpp"
+
+namespace kvrt::actors {
+
+namespace {
+
+struct ReuseActorState {
+  static inline const char* name = "reuse";
+  OwnerHandles owners;
+  ReuseNodeFacts facts;
+  Observability obs;
+  ReuseFunnel funnel;  // every attempt that ended in a receipt or a rejection
+  uint64_t batches = 0, ops = 0, receipts = 0, rejections = 0, errors = 0, leases_released = 0;
+};
+
+using ReuseSelf = reuse_actor::stateful_pointer<ReuseActorState>;
+
+struct ReuseRun {
+  SessionId session;
+  ReuseBatchRun core;
+  caf::typed_response_promise<wire_bytes> promise;
+};
+using RunPtr = std::shared_ptr<ReuseRun>;
+
+Error transport_error(const char* owner, const caf::error& e) {
+  return make_error(ErrorCode::rpc_failed, std::string(owner) + ": " + caf::to_string(e), owner);
+}
+
+void finish(ReuseSelf self, const RunPtr& run) {
+  auto& st = self->state;
+  const std::vector<LeaseId> release = run->core.leases_to_release();
+  if (!release.empty()) {
+    std::vector<uint64_t> ids;
+    for (LeaseId l : release) ids.push_back(l.value);
+    // Sent before the receipt: the allocator handles it before anything the
+    // worker sends after reading the receipt (one sender, ordered mailbox).
+    self->send(st.owners.allocator, unlease_atom::value, run->session.value, ids);
+    st.leases_released += ids.size();
+  }
+  ReuseBatchReceipt receipt = run->core.receipt();
+  for (const ReuseOutcome& o : receipt.outcomes) {
+    if (std::holds_alternative<ExecutableReuseReceipt>(o)) ++st.receipts;
+    else if (std::holds_alternative<ReuseRejectionReceipt>(o)) ++st.rejections;
+    else ++st.errors;
+  }
+  for (const FunnelOutcome& f : run->core.funnel_outcomes()) st.funnel.record(f);
+  run->promise.deliver(to_wire(codec::encode(receipt)));
+}
+
+void snapshots(ReuseSelf self, const RunPtr& run) {
+  std::vector<ReuseSnapshotRequest> reqs = run->core.snapshot_requests();
+  if (reqs.empty()) return finish(self, run);
+  self->request(self->state.owners.executor, caf::infinite, reuse_atom::value, std::move(reqs))
+      .then(
+          [self, run](std::vector<SnapshotAnswer>& answers) {
+            run->core.on_snapshots(answers);
+            finish(self, run);
+          },
+          [self, run](caf::error& e) {
+            run->core.on_stage_failed(transport_error("executor", e));
+            finish(self, run);
+          });
+}
+
+void versions(ReuseSelf self, const RunPtr& run) {
+  if (run->core.version_requests() == 0) return snapshots(self, run);
+  // Read after the allocator answered, so after the leases were taken.
+  self->request(self->state.owners.prefix, caf::infinite, version_atom::value)
+      .then(
+          [self, run](ReuseIndexVersion& v) {
+            run->core.on_index_version(v);
+            snapshots(self, run);
+          },
+          [self, run](caf::error& e) {
+            run->core.on_stage_failed(transport_error("prefix_index", e));
+            snapshots(self, run);
+          });
+}
+
+void leases(ReuseSelf self, const RunPtr& run) {
+  std::vector<ReuseLeaseRequest> reqs = run->core.lease_requests();
+  if (reqs.empty()) return versions(self, run);
+  self->request(self->state.owners.allocator, caf::infinite, reuse_atom::value, run->session.value, std::move(reqs))
+      .then(
+          [self, run](std::vector<ReuseLeaseAnswer>& answers) {
+            run->core.on_leases(answers);
+            versions(self, run);
+          },
+          [self, run](caf::error& e) {
+            run->core.on_stage_failed(transport_error("allocator", e));
+            versions(self, run);
+          });
+}
+
+void lookups(ReuseSelf self, const RunPtr& run) {
+  std::vector<PrefixMatchOp> reqs = run->core.candidate_requests();
+  if (reqs.empty()) return leases(self, run);
+  self->request(self->state.owners.prefix, caf::infinite, reuse_atom::value, run->session.value, std::move(reqs))
+      .then(
+          [self, run](std::vector<CandidateReply>& answers) {
+            run->core.on_candidates(answers);
+            leases(self, run);
+          },
+          [self, run](caf::error& e) {
+            run->core.on_stage_failed(transport_error("prefix_index", e));
+            leases(self, run);
+          });
+}
+
+void keys(ReuseSelf self, const RunPtr& run) {
+  std::vector<ReuseKeyRequest> reqs = run->core.key_requests();
+  if (reqs.empty()) return lookups(self, run);
+  self->request(self->state.owners.authorization, caf::infinite, reuse_atom::value, run->session.value,
+                std::move(reqs))
+      .then(
+          [self, run](std::vector<ReuseKeyAnswer>& answers) {
+            run->core.on_keys(answers);
+            lookups(self, run);
+          },
+          [self, run](caf::error& e) {
+            run->core.on_stage_failed(transport_error("authorization", e));
+            lookups(self, run);
+          });
+}
+
+OwnerStats reuse_stats(const ReuseActorState& st) {
+  OwnerStats out;
+  out.owner = "reuse";
+  out.validate_ok = true;
+  auto put = [&](std::string name, uint64_t v) { out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(v)}); };
+  put("batches", st.batches);
+  put("attempts", st.ops);
+  put("receipts", st.receipts);
+  put("rejections", st.rejections);
+  put("errors", st.errors);
+  put("leases_released", st.leases_released);
+  for (size_t b = 0; b < kReuseBucketCount; ++b)
+    put(std::string("rejected_") + std::string(to_string(static_cast<ReuseBucket>(b))),
+        st.funnel.rejections(static_cast<ReuseBucket>(b)));
+  return out;
+}
+
+}  // namespace
+
+reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, ReuseNodeFacts facts,
+                              Observability obs) {
+  auto behavior = [](ReuseSelf self, OwnerHandles o, ReuseNodeFacts f, Observability ob) -> reuse_actor::behavior_type {
+    self->state.owners = std::move(o);
+    self->state.facts = std::move(f);
+    self->state.obs = std::move(ob);
+    return {
+        [self](batch_atom, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
+          auto& st = self->state;
+          TraceSlice slice(st.obs.trace, "reuse", "reuse.batch", {});
+          Result<ReuseBatch> batch = codec::decode<ReuseBatch>(as_span(bytes));
+          if (!batch.ok()) {
+            log_rejected(st.obs.log, "reuse", session, batch.error());
+            return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
+          }
+          slice.set_trace(batch->trace);
+          ++st.batches;
+          st.ops += batch->ops.size();
+          auto run = std::make_shared<ReuseRun>(ReuseRun{
+              SessionId{session},
+              ReuseBatchRun(std::move(*batch), st.facts.pools, st.facts.block_tokens, st.facts.cache_groups),
+              self->make_response_promise<wire_bytes>()});
+          keys(self, run);
+          return run->promise;
+        },
+        [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(reuse_stats(self->state))); },
+    };
+  };
+  return system.spawn(behavior, std::move(owners), std::move(facts), std::move(obs));
+}
+
+}  // namespace kvrt::actors

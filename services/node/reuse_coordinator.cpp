@@ -1,0 +1,248 @@
+#include "services/node/reuse_coordinator.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "services/node/reuse_funnel_counters.hpp"
+
+namespace kvrt {
+
+ReuseBatchRun::ReuseBatchRun(ReuseBatch batch, std::vector<PoolGenerationRef> node_pools, uint32_t block_tokens,
+                             uint32_t cache_groups)
+    : batch_(std::move(batch)),
+      node_pools_(std::move(node_pools)),
+      block_tokens_(block_tokens),
+      cache_groups_(cache_groups),
+      ops_(batch_.ops.size()) {
+  for (size_t i = 0; i < batch_.ops.size(); ++i) {
+    const ReuseAcquireOp& op = batch_.ops[i];
+    if (op.tokens.empty()) {
+      end_with_error(i, make_error(ErrorCode::invalid_argument, "a reuse op names its prompt tokens", "tokens"));
+      continue;
+    }
+    Result<ReuseAttempt> a = ReuseAttempt::begin(
+        ReuseRequest{op.request, op.request_generation, op.namespace_name, op.require_collision_witness});
+    if (!a.ok()) {
+      end_with_error(i, a.error());
+      continue;
+    }
+    ops_[i].attempt = std::move(a).value();
+  }
+}
+
+std::vector<size_t> ReuseBatchRun::open_at(ReuseStep step) {
+  stage_.clear();
+  for (size_t i = 0; i < ops_.size(); ++i)
+    if (!ops_[i].outcome && ops_[i].attempt && ops_[i].attempt->phase() == ReusePhase::open &&
+        ops_[i].attempt->next_step() == step)
+      stage_.push_back(i);
+  return stage_;
+}
+
+void ReuseBatchRun::end_with_error(size_t i, Error e) {
+  OpRun& op = ops_[i];
+  // An error leaves the attempt as it was: the leases it holds go back.
+  if (op.attempt) op.release = op.attempt->acquired_leases();
+  op.outcome = ReuseOutcome(std::move(e));
+}
+
+void ReuseBatchRun::settle(size_t i, const Result<StepOutcome>& step) {
+  if (!step.ok()) return end_with_error(i, step.error());
+  OpRun& op = ops_[i];
+  if (step->rejection) {
+    const ReuseRejection& r = *step->rejection;
+    op.release = r.leases_to_release;
+    op.outcome = ReuseOutcome(ReuseRejectionReceipt{r.step, r.reason, r.detail, r.leases_to_release});
+  } else if (step->receipt) {
+    op.outcome = ReuseOutcome(*step->receipt);
+  }
+}
+
+// --- stage 1: authorization owner, steps 1-2 -----------------------------------
+
+std::vector<ReuseKeyRequest> ReuseBatchRun::key_requests() {
+  std::vector<ReuseKeyRequest> out;
+  for (size_t i : open_at(ReuseStep::authorize))
+    out.push_back(ReuseKeyRequest{batch_.ops[i].namespace_name, batch_.ops[i].tokens});
+  return out;
+}
+
+void ReuseBatchRun::on_keys(const std::vector<ReuseKeyAnswer>& answers) {
+  for (size_t k = 0; k < stage_.size(); ++k) {
+    const size_t i = stage_[k];
+    if (k >= answers.size()) {
+      end_with_error(i, make_error(ErrorCode::invariant_violated, "the authorization owner answered too few ops", "keys"));
+      continue;
+    }
+    OpRun& op = ops_[i];
+    settle(i, op.attempt->authorize(answers[k].authorization));
+    if (op.outcome) continue;
+    if (!answers[k].key) {
+      end_with_error(i, make_error(ErrorCode::invariant_violated, "no key was built for an authorized request", "key"));
+      continue;
+    }
+    op.planned_abi = answers[k].key->manifest.cache_abi_sha256;
+    settle(i, op.attempt->build_key(*answers[k].key));
+  }
+}
+
+// --- stage 2: index owner, step 3 ---------------------------------------------
+
+std::vector<PrefixMatchOp> ReuseBatchRun::candidate_requests() {
+  std::vector<PrefixMatchOp> out;
+  for (size_t i : open_at(ReuseStep::lookup_candidate)) {
+    const ReuseAcquireOp& op = batch_.ops[i];
+    out.push_back(PrefixMatchOp{op.namespace_name, op.request, op.request_generation, op.tokens, op.logits_path});
+  }
+  return out;
+}
+
+void ReuseBatchRun::on_candidates(const std::vector<CandidateReply>& answers) {
+  for (size_t k = 0; k < stage_.size(); ++k) {
+    const size_t i = stage_[k];
+    if (k >= answers.size()) {
+      end_with_error(i, make_error(ErrorCode::invariant_violated, "the index owner answered too few ops", "lookup"));
+      continue;
+    }
+    OpRun& op = ops_[i];
+    if (const auto* refused = std::get_if<Error>(&answers[k])) {
+      // The index refused the lookup itself. Its grant view lags the
+      // authorization owner's (a generation advanced between the two
+      // messages): that is an authorization outcome at this step, the same
+      // bucket the index's own funnel counts it in. Anything else is an error.
+      const Error& e = *refused;
+      if (const auto reason = authorization_rejection(e.code)) {
+        op.outcome = ReuseOutcome(ReuseRejectionReceipt{ReuseStep::lookup_candidate, *reason, e.reason, {}});
+      } else {
+        end_with_error(i, e);
+      }
+      continue;
+    }
+    CandidateAnswer answer = std::get<CandidateAnswer>(answers[k]);
+    if (auto* c = std::get_if<ReuseCandidate>(&answer)) {
+      // g_pool as the lookup read it: the node's pools that the handles name.
+      c->pool_generations.clear();
+      for (const PoolGenerationRef& p : node_pools_)
+        if (std::any_of(c->physical_handles.begin(), c->physical_handles.end(),
+                        [&](const PhysicalBlockHandle& h) { return h.pool == p.pool; }))
+          c->pool_generations.push_back(p);
+      op.candidate = *c;
+    }
+    settle(i, op.attempt->lookup(answer));
+  }
+}
+
+// --- stage 3: allocator owner, step 4 (and step 5's pool part) ---------------
+
+std::vector<ReuseLeaseRequest> ReuseBatchRun::lease_requests() {
+  std::vector<ReuseLeaseRequest> out;
+  for (size_t i : open_at(ReuseStep::acquire_leases)) {
+    const ReuseCandidate& c = *ops_[i].candidate;
+    const uint32_t bundles =
+        cache_groups_ == 0 ? 0 : static_cast<uint32_t>(c.physical_handles.size() / cache_groups_);
+    out.push_back(ReuseLeaseRequest{c.physical_handles, bundles});
+  }
+  return out;
+}
+
+void ReuseBatchRun::on_leases(const std::vector<ReuseLeaseAnswer>& answers) {
+  for (size_t k = 0; k < stage_.size(); ++k) {
+    const size_t i = stage_[k];
+    if (k >= answers.size()) {
+      end_with_error(i, make_error(ErrorCode::invariant_violated, "the allocator owner answered too few ops", "leases"));
+      continue;
+    }
+    ops_[i].leased = answers[k];
+    settle(i, ops_[i].attempt->acquire_leases(answers[k].lease));
+  }
+}
+
+// --- stage 4: index owner's versions, steps 5-7 ------------------------------
+
+size_t ReuseBatchRun::version_requests() { return open_at(ReuseStep::validate_versions).size(); }
+
+void ReuseBatchRun::on_index_version(const ReuseIndexVersion& version) {
+  for (size_t i : stage_) {
+    OpRun& op = ops_[i];
+    settle(i, op.attempt->validate_versions(VersionAnswer{version.index_version, version.tree_version,
+                                                          op.leased.pool_generations,
+                                                          op.leased.valid_frontier_tokens}));
+    if (op.outcome) continue;
+    settle(i, op.attempt->validate_positions(PositionAnswer(PositionsNotApplicable{})));
+    if (op.outcome) continue;
+    // Every row of a leased block of a resident pool is mapped (header).
+    const uint32_t bundles =
+        cache_groups_ == 0 ? 0 : static_cast<uint32_t>(op.candidate->physical_handles.size() / cache_groups_);
+    settle(i, op.attempt->await_mapping(MappingAnswer{op.candidate->covered_interval.end, bundles * block_tokens_}));
+  }
+}
+
+// --- stage 5: executor owner, step 8 ------------------------------------------
+
+std::vector<ReuseSnapshotRequest> ReuseBatchRun::snapshot_requests() {
+  std::vector<ReuseSnapshotRequest> out;
+  for (size_t i : open_at(ReuseStep::freeze_snapshot))
+    out.push_back(ReuseSnapshotRequest{ops_[i].candidate->physical_handles, ops_[i].candidate->covered_interval,
+                                       ops_[i].planned_abi});
+  return out;
+}
+
+void ReuseBatchRun::on_snapshots(const std::vector<SnapshotAnswer>& answers) {
+  for (size_t k = 0; k < stage_.size(); ++k) {
+    const size_t i = stage_[k];
+    if (k >= answers.size()) {
+      end_with_error(i, make_error(ErrorCode::invariant_violated, "the executor owner answered too few ops", "snapshot"));
+      continue;
+    }
+    settle(i, ops_[i].attempt->freeze_snapshot(answers[k]));
+  }
+}
+
+// --- the end --------------------------------------------------------------------
+
+void ReuseBatchRun::on_stage_failed(const Error& e) {
+  for (size_t i : stage_)
+    if (!ops_[i].outcome) end_with_error(i, e);
+  stage_.clear();
+}
+
+std::vector<LeaseId> ReuseBatchRun::leases_to_release() const {
+  std::vector<LeaseId> out;
+  for (const OpRun& op : ops_) {
+    if (op.outcome && std::holds_alternative<ExecutableReuseReceipt>(*op.outcome)) continue;
+    // An op no stage finished holds what its attempt acquired.
+    const std::vector<LeaseId>& held = op.outcome ? op.release
+                                       : op.attempt ? op.attempt->acquired_leases()
+                                                    : op.release;
+    out.insert(out.end(), held.begin(), held.end());
+  }
+  return out;
+}
+
+ReuseBatchReceipt ReuseBatchRun::receipt() const {
+  ReuseBatchReceipt out;
+  out.trace = batch_.trace;
+  for (const OpRun& op : ops_) {
+    if (op.outcome) {
+      out.outcomes.push_back(*op.outcome);
+      continue;
+    }
+    std::string where = op.attempt ? std::string(to_string(op.attempt->next_step())) : "begin";
+    out.outcomes.push_back(ReuseOutcome(
+        make_error(ErrorCode::invariant_violated, "the reuse sequence stopped before this op finished", std::move(where))));
+  }
+  return out;
+}
+
+std::vector<FunnelOutcome> ReuseBatchRun::funnel_outcomes() const {
+  std::vector<FunnelOutcome> out;
+  for (const OpRun& op : ops_) {
+    if (!op.outcome) continue;
+    // A receipt is an executable hit: the use gate held (0x0CD).
+    if (std::holds_alternative<ExecutableReuseReceipt>(*op.outcome)) out.push_back(FunnelOutcome::hit());
+    if (const auto* r = std::get_if<ReuseRejectionReceipt>(&*op.outcome)) out.push_back(FunnelOutcome::rejected(r->reason));
+  }
+  return out;
+}
+
+}  // namespace kvrt

@@ -1,0 +1,103 @@
+#pragma once
+// ReuseBatchRun: one ReuseBatch through steps 1-8 of the executable-reuse
+// transaction (spec 0x0CD) on the node, as an explicit message sequence
+// between the owners. Each op is a ReuseAttempt (services/reuse/); this class
+// turns the owners' answers into that attempt's evidence, in the checked
+// order, for all of the batch's ops at once:
+//
+//   stage      owner          steps  message                         answer
+//   keys       authorization  1, 2   ReuseKeyRequest per open op     ReuseKeyAnswer
+//   lookup     prefix index   3      PrefixMatchOp per open op       CandidateAnswer or Error
+//   leases     allocator      4      ReuseLeaseRequest per open op   ReuseLeaseAnswer (+ step 5's pool part)
+//   versions   prefix index   5-7    one per batch                   ReuseIndexVersion
+//   snapshot   executor       8      ReuseSnapshotRequest per op     SnapshotAnswer
+//
+// The caller (actors/reuse_actor.cpp, or a test driving the owners' cores
+// directly) asks each stage's requests, sends them, and hands the answers
+// back in the same order. An op leaves the sequence at its first rejection
+// or error; the later stages never see it. When every stage has run, the
+// leases of every op that ended without a receipt are listed for release
+// (leases_to_release), and receipt() answers the worker.
+//
+// Step 6 is "not applicable" for the prefix index's candidates (0x0CD names
+// it for declared modules and sessions). Step 7 reads no mapper: the paged
+// pools are shared-memory segments mapped whole when the node starts (shm/),
+// so every row of a leased block is mapped while the lease holds it, and the
+// ready frontier is the leased bundles' rows. The mapper owner's on-demand
+// layout (0x06) is another layout, which prefix reuse does not read.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "services/node/reuse_step_answers.hpp"
+#include "services/protocol/prefix_ops.hpp"
+#include "services/protocol/reuse_ops.hpp"
+#include "services/reuse/reuse_attempt.hpp"
+#include "services/telemetry/reuse_funnel.hpp"
+
+namespace kvrt {
+
+class ReuseBatchRun {
+ public:
+  // node_pools: the node's pools and their generations (what a lookup reads
+  // as g_pool); block_tokens: P of the paged layout; cache_groups: handles
+  // per bundle.
+  ReuseBatchRun(ReuseBatch batch, std::vector<PoolGenerationRef> node_pools, uint32_t block_tokens,
+                uint32_t cache_groups);
+
+  std::vector<ReuseKeyRequest> key_requests();
+  void on_keys(const std::vector<ReuseKeyAnswer>& answers);
+
+  std::vector<PrefixMatchOp> candidate_requests();
+  void on_candidates(const std::vector<CandidateReply>& answers);
+
+  std::vector<ReuseLeaseRequest> lease_requests();
+  void on_leases(const std::vector<ReuseLeaseAnswer>& answers);
+
+  // How many ops wait for the index version (0: the versions stage is skipped).
+  size_t version_requests();
+  void on_index_version(const ReuseIndexVersion& version);
+
+  std::vector<ReuseSnapshotRequest> snapshot_requests();
+  void on_snapshots(const std::vector<SnapshotAnswer>& answers);
+
+  // The owner of the last stage did not answer (a transport error): every op
+  // that stage was for ends with `e`.
+  void on_stage_failed(const Error& e);
+
+  // Leases held by ops that ended without a receipt: the caller releases
+  // them (ReleaseLeaseOp under the session) before it answers.
+  std::vector<LeaseId> leases_to_release() const;
+  // One outcome per op; an op that no stage answered (a caller that stopped
+  // early) is an Error.
+  ReuseBatchReceipt receipt() const;
+  // How each op's attempt ended, for the node's funnel (0x0CF): hit, or the
+  // rejection's reason. Errors are not funnel outcomes.
+  std::vector<FunnelOutcome> funnel_outcomes() const;
+
+  size_t size() const { return ops_.size(); }
+
+ private:
+  struct OpRun {
+    std::optional<ReuseAttempt> attempt;
+    std::optional<ReuseOutcome> outcome;  // set when the op's sequence ended
+    std::vector<LeaseId> release;         // leases to release when it ended without a receipt
+    std::optional<ReuseCandidate> candidate;
+    std::string planned_abi;              // the consumer key's cache ABI
+    ReuseLeaseAnswer leased;              // step 4's answer, whose pool part step 5 reads
+  };
+  // Indices of the ops whose next step is `step`, recorded for the answers.
+  std::vector<size_t> open_at(ReuseStep step);
+  // Applies one step's result to op i: a rejection or an error ends it.
+  void settle(size_t i, const Result<StepOutcome>& step);
+  void end_with_error(size_t i, Error e);
+
+  ReuseBatch batch_;
+  std::vector<PoolGenerationRef> node_pools_;
+  uint32_t block_tokens_ = 0;
+  uint32_t cache_groups_ = 0;
+  std::vector<OpRun> ops_;
+  std::vector<size_t> stage_;  // the ops the last request list was for
+};
+
+}  // namespace kvrt

@@ -1,0 +1,67 @@
+#pragma once
+// The executable-reuse transaction's wire operations (issue 5; spec 0x0CD).
+//
+// A worker sends one ReuseBatch per scheduler iteration: one ReuseAcquireOp
+// per new request. The node runs steps 1-8 of 0x0CD for every op as an
+// explicit message sequence between its owners (authorization -> prefix
+// index -> allocator -> prefix index -> executor, one message per owner per
+// step for the whole batch; actors/reuse_actor.cpp) and answers one outcome
+// per op:
+//   - ExecutableReuseReceipt: the use gate held. Its leases belong to the
+//     session; the worker exchanges them for its request's own references
+//     (AllocateOp with the receipt's handles) and then releases them
+//     (ReleaseLeaseOp), which is step 10 for a reuse that publishes nothing
+//     new. A session's end releases any it still holds.
+//   - ReuseRejectionReceipt: the attempt ended at one step, for one reason,
+//     in one funnel bucket (0x0CF). Any lease it took is already released.
+//     The request falls back to recomputation (0x0CG): reuse lost, exactness
+//     kept.
+//   - Error: the op itself is malformed (empty namespace or tokens).
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "services/common/error.hpp"
+#include "services/common/ids.hpp"
+#include "services/protocol/trace_context.hpp"
+#include "services/receipts/executable_reuse_receipt.hpp"
+#include "services/reuse/reuse_evidence.hpp"
+#include "services/telemetry/reuse_rejection.hpp"
+
+namespace kvrt {
+
+struct ReuseAcquireOp {
+  std::string namespace_name;             // the cache namespace to reuse from
+  RequestId request;                      // receipt provenance (0 before allocation)
+  RequestGeneration request_generation;
+  std::vector<TokenId> tokens;            // the prompt, S_prompt tokens
+  LogitsPath logits_path = LogitsPath::logits_required;
+  bool require_collision_witness = false;  // step 3 policy (0x07F)
+  friend bool operator==(const ReuseAcquireOp&, const ReuseAcquireOp&) = default;
+};
+
+struct ReuseRejectionReceipt {
+  ReuseStep step = ReuseStep::authorize;
+  RejectionReason reason = RejectionReason::no_candidate;
+  std::string detail;                  // operands; never tokens or salts
+  std::vector<LeaseId> leases_released;  // leases the attempt took and the node released
+  ReuseBucket bucket() const { return bucket_of(reason); }
+  friend bool operator==(const ReuseRejectionReceipt&, const ReuseRejectionReceipt&) = default;
+};
+
+using ReuseOutcome = std::variant<Error, ExecutableReuseReceipt, ReuseRejectionReceipt>;
+
+struct ReuseBatch {
+  TraceContext trace;
+  std::vector<ReuseAcquireOp> ops;
+  friend bool operator==(const ReuseBatch&, const ReuseBatch&) = default;
+};
+
+struct ReuseBatchReceipt {
+  TraceContext trace;
+  std::vector<ReuseOutcome> outcomes;  // outcomes[i] answers ops[i]
+  friend bool operator==(const ReuseBatchReceipt&, const ReuseBatchReceipt&) = default;
+};
+
+}  // namespace kvrt

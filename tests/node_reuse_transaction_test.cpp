@@ -1,0 +1,161 @@
+// [node][reuse_tx] The executable-reuse transaction (0x0CD) served by a node
+// (issue 5): a worker's ReuseBatch goes through the node's owners as one
+// message per owner per step and comes back as a receipt whose leases the
+// session holds, or as a rejection naming its step and bucket. The expected
+// values are read independently: the hit's handles from the prefix route,
+// the pools from the session receipt, the leases from the allocator's stats.
+#include "schema/codec_node.hpp"
+#include "tests/node_fixture.hpp"
+#include "tests/node_prefix_helpers.hpp"
+
+namespace kvrt::test {
+namespace {
+
+ReuseAcquireOp acquire(const std::string& ns, const std::vector<TokenId>& prompt) {
+  return ReuseAcquireOp{ns, RequestId{0}, RequestGeneration{0}, prompt, LogitsPath::logits_required, false};
+}
+
+ReuseBatchReceipt reuse(Client& c, std::vector<ReuseAcquireOp> ops) {
+  Result<ReuseBatchReceipt> r = c.reuse(ReuseBatch{{}, std::move(ops)});
+  INFO((r.ok() ? std::string("ok") : r.error().describe()));
+  REQUIRE(r.ok());
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("node reuse transaction: a receipt leases exactly the hit, and its leases end with release",
+          "[node][reuse_tx]") {
+  ScratchDir dir("node-reuse-tx");
+  InProcessNode n(dir);
+  auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
+  REQUIRE(a->authorize("test/shared").ok());
+  REQUIRE(b->authorize("test/shared").ok());
+  const std::vector<TokenId> prompt = prompt_of(7, 40);  // two full blocks of 16, and 8 tokens
+  (void)serve_and_publish(*a, prompt, nullptr);
+  const PrefixMatchReceipt hit = match(*b, "test/shared", prompt);
+  REQUIRE(hit.runtime_hit_tokens == 32);
+  const int64_t leases_before = n.stat("allocator", "live_leases");
+
+  ReuseAcquireOp witnessed = acquire("test/shared", prompt);
+  witnessed.require_collision_witness = true;
+  const ReuseBatchReceipt r = reuse(*b, {acquire("test/shared", prompt), witnessed});
+  REQUIRE(r.outcomes.size() == 2);
+  for (const ReuseOutcome& o : r.outcomes) {
+    INFO((std::holds_alternative<Error>(o) ? std::get<Error>(o).describe()
+          : std::holds_alternative<ReuseRejectionReceipt>(o) ? std::get<ReuseRejectionReceipt>(o).detail
+                                                               : std::string("receipt")));
+    REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(o));
+  }
+  const auto& receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
+  CHECK(receipt.source == ReuseSource::prefix_index);
+  CHECK(receipt.namespace_id == "test/shared");
+  CHECK(receipt.covered_interval == TokenInterval{0, 32});
+  CHECK(receipt.physical_handles == hit_handles(hit));
+  CHECK(receipt.leases.size() == receipt.physical_handles.size());
+  CHECK(receipt.required_frontier_tokens == 32);
+  CHECK(receipt.ready_frontier_tokens == 32);  // two resident bundles of P = 16
+  std::vector<PoolGenerationRef> pools;
+  for (const PoolAttachment& p : b->session().pools) pools.push_back(PoolGenerationRef{p.pool, p.generation});
+  CHECK(receipt.pool_generations == pools);
+  CHECK_FALSE(receipt.kernel_abi_id.empty());
+  CHECK(receipt.collision_witness_verified);  // the node's index keeps its witness on
+  const auto& second = std::get<ExecutableReuseReceipt>(r.outcomes[1]);
+  CHECK(second.semantic_digest == receipt.semantic_digest);
+  CHECK(second.layout_digest == receipt.layout_digest);
+  CHECK(second.execution_snapshot_version.value > receipt.execution_snapshot_version.value);
+  CHECK(n.stat("allocator", "live_leases") == leases_before + int64_t(receipt.leases.size() + second.leases.size()));
+
+  // The worker takes the hit into its own request, then lets the leases go
+  // (step 10 for a reuse that publishes nothing new).
+  CHECK(allocation(*b, AllocateOp{40, receipt.physical_handles, std::nullopt}).outcome == AllocationOutcome::committed);
+  AllocatorBatch release;
+  for (const auto* rc : {&receipt, &second})
+    for (LeaseId l : rc->leases) release.ops.push_back(ReleaseLeaseOp{l});
+  Result<AllocatorBatchReceipt> released = b->allocator(release);
+  REQUIRE(released.ok());
+  for (const AllocatorOutcome& o : released->outcomes) CHECK(std::holds_alternative<LeaseReleaseReceipt>(o));
+  CHECK(n.stat("allocator", "live_leases") == leases_before);
+  CHECK(n.stat("node", "reuse_receipts") == 2);
+  CHECK(n.stat("executor", "reuse_snapshots_frozen") == 2);
+}
+
+TEST_CASE("node reuse transaction: refusals name their step and bucket, and take nothing", "[node][reuse_tx]") {
+  ScratchDir dir("node-reuse-tx-refused");
+  InProcessNode n(dir);
+  auto a = n.connect("worker-0");
+  auto c = n.connect("worker-3");  // granted test/other only
+  REQUIRE(a->authorize("test/shared").ok());
+  REQUIRE(c->authorize("test/other").ok());
+  const std::vector<TokenId> prompt = prompt_of(9, 40);
+  (void)serve_and_publish(*a, prompt, nullptr);
+  const int64_t leases_before = n.stat("allocator", "live_leases");
+
+  // C holds no grant for test/shared: refused before any index sees it.
+  const ReuseBatchReceipt denied = reuse(*c, {acquire("test/shared", prompt)});
+  REQUIRE(std::holds_alternative<ReuseRejectionReceipt>(denied.outcomes.at(0)));
+  const auto& d = std::get<ReuseRejectionReceipt>(denied.outcomes[0]);
+  CHECK(d.step == ReuseStep::authorize);
+  CHECK(d.bucket() == ReuseBucket::authorization);
+  CHECK(d.leases_released.empty());
+
+  // A prompt nothing was published for, and one shorter than a block: misses.
+  const ReuseBatchReceipt missed =
+      reuse(*a, {acquire("test/shared", prompt_of(11, 40)), acquire("test/shared", prompt_of(9, 10)),
+                 ReuseAcquireOp{"test/shared", RequestId{0}, RequestGeneration{0}, {}, LogitsPath::logits_required, false}});
+  for (size_t i = 0; i < 2; ++i) {
+    REQUIRE(std::holds_alternative<ReuseRejectionReceipt>(missed.outcomes.at(i)));
+    CHECK(std::get<ReuseRejectionReceipt>(missed.outcomes[i]).bucket() == ReuseBucket::index_miss);
+  }
+  // An op without tokens is malformed: a typed error, and the batch went on.
+  REQUIRE(std::holds_alternative<Error>(missed.outcomes.at(2)));
+  CHECK(std::get<Error>(missed.outcomes[2]).code == ErrorCode::invalid_argument);
+
+  CHECK(n.stat("allocator", "live_leases") == leases_before);
+  CHECK(n.stat("node", "reuse_rejected_authorization") == 1);
+  CHECK(n.stat("node", "reuse_rejected_index_miss") == 2);
+  CHECK(n.stat("node", "reuse_errors") == 1);
+
+  // Malformed bytes on the reuse route: a typed error, and the node serves on.
+  Result<std::vector<uint8_t>> garbage = a->raw(RawRoute::reuse, std::vector<uint8_t>{1, 2, 3, 4, 5});
+  REQUIRE(garbage.ok());
+  CHECK_FALSE(codec::decode<ReuseBatchReceipt>(*garbage).ok());
+  CHECK(std::holds_alternative<ExecutableReuseReceipt>(reuse(*a, {acquire("test/shared", prompt)}).outcomes.at(0)));
+}
+
+TEST_CASE("node reuse transaction: a session that ends holding receipt leases gives them back", "[node][reuse_tx]") {
+  ScratchDir dir("node-reuse-tx-end");
+  InProcessNode n(dir);
+  auto a = n.connect("worker-0");
+  REQUIRE(a->authorize("test/shared").ok());
+  const std::vector<TokenId> prompt = prompt_of(13, 48);
+  RequestFence fence;
+  (void)serve_and_publish(*a, prompt, &fence);
+  {
+    auto b = n.connect("worker-1");
+    REQUIRE(b->authorize("test/shared").ok());
+    const ReuseBatchReceipt r = reuse(*b, {acquire("test/shared", prompt)});
+    REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
+    CHECK(n.stat("allocator", "live_leases") > 0);
+  }  // b disconnects without releasing
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (n.stat("allocator", "live_leases") != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(n.stat("allocator", "live_leases") == 0);
+  Result<AllocatorBatchReceipt> done = a->allocator(AllocatorBatch{{}, {ReleaseOp{fence}}});
+  REQUIRE(done.ok());
+}
+
+TEST_CASE("node reuse transaction: a radix node refuses it with a typed error per op", "[node][reuse_tx]") {
+  ScratchDir dir("node-reuse-tx-radix");
+  InProcessNode n(dir, "tests/data/node/node-radix-test.toml");
+  auto a = n.connect("worker-0");
+  REQUIRE(a->authorize("test/shared").ok());
+  const ReuseBatchReceipt r = reuse(*a, {acquire("test/shared", prompt_of(3, 40))});
+  REQUIRE(std::holds_alternative<Error>(r.outcomes.at(0)));
+  CHECK(std::get<Error>(r.outcomes[0]).code == ErrorCode::invalid_argument);
+  CHECK(n.stat("allocator", "live_leases") == 0);
+}
+
+}  // namespace kvrt::test

@@ -1,0 +1,233 @@
+// [reuse][coordinator] ReuseBatchRun (services/node/reuse_coordinator.hpp):
+// the node's sequencing of the executable-reuse transaction (0x0CD) over a
+// batch, driven here with scripted owner answers built from the [reuse]
+// fixture's happy scenario (a 32-token request whose first 16 tokens are
+// cached as one bundle of two groups, pools 1 and 2 at generation 3). Each
+// case changes one owner's answer and checks which ops reach which step, the
+// rejection's bucket, and which leases the run hands back for release.
+#include <catch2/catch.hpp>
+
+#include "reuse_fixture.hpp"
+#include "services/node/reuse_coordinator.hpp"
+
+using namespace kvrt;
+using namespace kvrt::test;
+
+namespace {
+
+const std::vector<PoolGenerationRef> kPools{{PoolId{1}, PoolGeneration{3}}, {PoolId{2}, PoolGeneration{3}}};
+constexpr uint32_t kBlockTokens = 16;
+constexpr uint32_t kGroups = 2;
+
+struct Fixture {
+  AuthorityFixture f = AuthorityFixture::make();
+  AuthorizedLookup grant = f.grant("worker-a", kTenantA);
+  ReuseScenario happy = happy_scenario(f.authority, grant);
+
+  ReuseAcquireOp op() const {
+    const auto& tokens = happy.key.manifest.covered_token_ids;
+    return ReuseAcquireOp{kTenantA, RequestId{77}, RequestGeneration{1},
+                          std::vector<TokenId>(tokens.begin(), tokens.end()), LogitsPath::logits_required, true};
+  }
+  ReuseKeyAnswer key() const { return ReuseKeyAnswer{happy.authorization, happy.key}; }
+  CandidateReply candidate() const { return CandidateReply(happy.candidate); }
+  ReuseLeaseAnswer leases(std::vector<LeaseId> ids) const {
+    LeaseGrant g{std::move(ids), std::get<ReuseCandidate>(happy.candidate).physical_handles, {}};
+    return ReuseLeaseAnswer{LeaseAnswer(g), kPools, 16};
+  }
+  // What the executor freezes for a request: the handles and interval as
+  // asked, this executor's ABI (the consumer's unless `abi` says otherwise).
+  static std::vector<SnapshotAnswer> freeze(const std::vector<ReuseSnapshotRequest>& reqs, uint64_t first_version,
+                                            std::string abi = "") {
+    std::vector<SnapshotAnswer> out;
+    for (const ReuseSnapshotRequest& r : reqs) {
+      const ExecutionSnapshotVersion v{first_version++};
+      out.push_back(SnapshotAnswer{v, v, abi.empty() ? r.planned_kernel_abi_id : abi, r.planned_kernel_abi_id,
+                                   r.handles, r.interval});
+    }
+    return out;
+  }
+};
+
+const ReuseRejectionReceipt& rejection_of(const ReuseBatchReceipt& r, size_t i) {
+  REQUIRE(std::holds_alternative<ReuseRejectionReceipt>(r.outcomes.at(i)));
+  return std::get<ReuseRejectionReceipt>(r.outcomes[i]);
+}
+
+}  // namespace
+
+TEST_CASE("reuse coordinator: three ops, one per outcome, each owner asked once per stage", "[reuse][coordinator]") {
+  Fixture x;
+  ReuseAcquireOp miss = x.op();
+  ReuseAcquireOp empty = x.op();
+  empty.tokens.clear();
+  ReuseBatchRun run(ReuseBatch{{}, {x.op(), miss, empty}}, kPools, kBlockTokens, kGroups);
+
+  // The empty op never reaches an owner; the other two are asked for keys.
+  REQUIRE(run.key_requests().size() == 2);
+  run.on_keys({x.key(), x.key()});
+  REQUIRE(run.candidate_requests().size() == 2);
+  run.on_candidates({x.candidate(), CandidateReply(CandidateAnswer(IndexMiss{}))});
+  // Only the hit goes on to the allocator, with its handles bundle-major.
+  const std::vector<ReuseLeaseRequest> lease_reqs = run.lease_requests();
+  REQUIRE(lease_reqs.size() == 1);
+  CHECK(lease_reqs[0].handles == x.happy.hit().physical_handles);
+  CHECK(lease_reqs[0].bundles == 1);
+  run.on_leases({x.leases({LeaseId{5}, LeaseId{6}})});
+  REQUIRE(run.version_requests() == 1);
+  run.on_index_version(ReuseIndexVersion{7, TreeVersion{0}});
+  const std::vector<ReuseSnapshotRequest> snap_reqs = run.snapshot_requests();
+  REQUIRE(snap_reqs.size() == 1);
+  CHECK(snap_reqs[0].planned_kernel_abi_id == x.happy.key.manifest.cache_abi_sha256);
+  run.on_snapshots(Fixture::freeze(snap_reqs, 41));
+
+  const ReuseBatchReceipt r = run.receipt();
+  REQUIRE(r.outcomes.size() == 3);
+  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes[0]));
+  const auto& receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
+  CHECK(receipt.covered_interval == TokenInterval{0, 16});
+  CHECK(receipt.leases == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
+  CHECK(receipt.pool_generations == kPools);
+  CHECK(receipt.ready_frontier_tokens == 16);  // one leased bundle of P = 16 resident rows
+  CHECK(receipt.required_frontier_tokens == 16);
+  CHECK(receipt.execution_snapshot_version == ExecutionSnapshotVersion{41});
+  CHECK(receipt.collision_witness_verified);
+  CHECK(rejection_of(r, 1).reason == RejectionReason::no_candidate);
+  CHECK(rejection_of(r, 1).bucket() == ReuseBucket::index_miss);
+  CHECK(rejection_of(r, 1).step == ReuseStep::lookup_candidate);
+  REQUIRE(std::holds_alternative<Error>(r.outcomes[2]));
+  CHECK(std::get<Error>(r.outcomes[2]).code == ErrorCode::invalid_argument);
+  // The receipt's leases are the worker's to release; nothing else was taken.
+  CHECK(run.leases_to_release().empty());
+  const std::vector<FunnelOutcome> funnel = run.funnel_outcomes();
+  REQUIRE(funnel.size() == 2);
+  CHECK(funnel[0].executed);
+  CHECK(funnel[1].reason == RejectionReason::no_candidate);
+}
+
+TEST_CASE("reuse coordinator: a rejection after the leases hands them back for release", "[reuse][coordinator]") {
+  Fixture x;
+  struct Case {
+    const char* what;
+    RejectionReason reason;
+    ReuseStep step;
+  };
+  const Case c = GENERATE(Case{"index version moved", RejectionReason::stale_index_version, ReuseStep::validate_versions},
+                          Case{"pool generation moved", RejectionReason::stale_pool_generation, ReuseStep::validate_versions},
+                          Case{"rows not valid", RejectionReason::frontier_not_valid, ReuseStep::validate_versions},
+                          Case{"kernel ABI drift", RejectionReason::snapshot_evidence_drift, ReuseStep::freeze_snapshot});
+  INFO(c.what);
+  ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
+  (void)run.key_requests();
+  run.on_keys({x.key()});
+  (void)run.candidate_requests();
+  run.on_candidates({x.candidate()});
+  (void)run.lease_requests();
+  ReuseLeaseAnswer leased = x.leases({LeaseId{5}, LeaseId{6}});
+  if (c.reason == RejectionReason::stale_pool_generation) leased.pool_generations[1].generation = PoolGeneration{4};
+  if (c.reason == RejectionReason::frontier_not_valid) leased.valid_frontier_tokens = 15;
+  run.on_leases({leased});
+  REQUIRE(run.version_requests() == 1);
+  run.on_index_version(ReuseIndexVersion{c.reason == RejectionReason::stale_index_version ? 8u : 7u, TreeVersion{0}});
+  const std::vector<ReuseSnapshotRequest> snaps = run.snapshot_requests();
+  if (c.step == ReuseStep::freeze_snapshot) {
+    REQUIRE(snaps.size() == 1);
+    run.on_snapshots(Fixture::freeze(snaps, 41, "another_kernel_abi"));
+  } else {
+    CHECK(snaps.empty());
+  }
+  const ReuseBatchReceipt r = run.receipt();
+  const ReuseRejectionReceipt& rej = rejection_of(r, 0);
+  CHECK(rej.reason == c.reason);
+  CHECK(rej.step == c.step);
+  CHECK(rej.bucket() == bucket_of(c.reason));
+  CHECK(rej.leases_released == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
+  CHECK(run.leases_to_release() == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
+}
+
+TEST_CASE("reuse coordinator: refusals before the leases take nothing", "[reuse][coordinator]") {
+  Fixture x;
+  SECTION("authorization denied") {
+    ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
+    (void)run.key_requests();
+    run.on_keys({ReuseKeyAnswer{AuthorizationDenied{make_error(ErrorCode::authorization_namespace_denied, "no")},
+                                std::nullopt}});
+    CHECK(run.candidate_requests().empty());
+    const ReuseBatchReceipt r = run.receipt();
+    CHECK(rejection_of(r, 0).bucket() == ReuseBucket::authorization);
+    CHECK(rejection_of(r, 0).step == ReuseStep::authorize);
+    CHECK(run.leases_to_release().empty());
+  }
+  SECTION("the index refuses the lookup for authorization") {
+    ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
+    (void)run.key_requests();
+    run.on_keys({x.key()});
+    (void)run.candidate_requests();
+    run.on_candidates({CandidateReply(make_error(ErrorCode::authorization_stale_generation, "moved on"))});
+    CHECK(run.lease_requests().empty());
+    const ReuseBatchReceipt r = run.receipt();
+    CHECK(rejection_of(r, 0).reason == RejectionReason::stale_namespace_generation);
+    CHECK(rejection_of(r, 0).step == ReuseStep::lookup_candidate);
+  }
+  SECTION("the allocator refuses a lease") {
+    ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
+    (void)run.key_requests();
+    run.on_keys({x.key()});
+    (void)run.candidate_requests();
+    run.on_candidates({x.candidate()});
+    (void)run.lease_requests();
+    run.on_leases({ReuseLeaseAnswer{LeaseAnswer(LeaseRefused{"stale_physical"}), {}, 0}});
+    CHECK(run.version_requests() == 0);
+    const ReuseBatchReceipt r = run.receipt();
+    CHECK(rejection_of(r, 0).reason == RejectionReason::lease_unavailable);
+    CHECK(rejection_of(r, 0).bucket() == ReuseBucket::lease);
+    CHECK(run.leases_to_release().empty());
+  }
+  SECTION("a candidate from another namespace") {
+    ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
+    (void)run.key_requests();
+    run.on_keys({x.key()});
+    (void)run.candidate_requests();
+    ReuseCandidate other = x.happy.hit();
+    other.namespace_name = kTenantB;
+    run.on_candidates({CandidateReply(CandidateAnswer(other))});
+    const ReuseBatchReceipt r = run.receipt();
+    CHECK(rejection_of(r, 0).reason == RejectionReason::isolation_mismatch);
+    CHECK(rejection_of(r, 0).bucket() == ReuseBucket::incompatible);
+  }
+}
+
+TEST_CASE("reuse coordinator: an owner that does not answer ends its ops with a typed error", "[reuse][coordinator]") {
+  Fixture x;
+  ReuseBatchRun run(ReuseBatch{{}, {x.op(), x.op()}}, kPools, kBlockTokens, kGroups);
+  (void)run.key_requests();
+  run.on_keys({x.key(), x.key()});
+  (void)run.candidate_requests();
+  run.on_candidates({x.candidate(), x.candidate()});
+  (void)run.lease_requests();
+  run.on_leases({x.leases({LeaseId{5}, LeaseId{6}}), x.leases({LeaseId{7}, LeaseId{8}})});
+  REQUIRE(run.version_requests() == 2);
+  run.on_stage_failed(make_error(ErrorCode::rpc_failed, "prefix_index: down"));
+  CHECK(run.snapshot_requests().empty());
+  const ReuseBatchReceipt r = run.receipt();
+  for (size_t i = 0; i < 2; ++i) {
+    REQUIRE(std::holds_alternative<Error>(r.outcomes[i]));
+    CHECK(std::get<Error>(r.outcomes[i]).code == ErrorCode::rpc_failed);
+  }
+  // Both ops held leases: all four go back.
+  CHECK(run.leases_to_release() == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}, LeaseId{7}, LeaseId{8}});
+  CHECK(run.funnel_outcomes().empty());
+}
+
+TEST_CASE("reuse coordinator: an owner answering fewer ops than asked is a typed error, not a crash",
+          "[reuse][coordinator]") {
+  Fixture x;
+  ReuseBatchRun run(ReuseBatch{{}, {x.op(), x.op()}}, kPools, kBlockTokens, kGroups);
+  (void)run.key_requests();
+  run.on_keys({x.key()});
+  const ReuseBatchReceipt r = run.receipt();
+  REQUIRE(std::holds_alternative<Error>(r.outcomes.at(1)));
+  CHECK(std::get<Error>(r.outcomes[1]).code == ErrorCode::invariant_violated);
+  // The first op is still open: the receipt says the sequence stopped early.
+  REQUIRE(std::holds_alternative<Error>(r.outcomes.at(0)));
+}
