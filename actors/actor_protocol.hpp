@@ -56,9 +56,13 @@ using prefix_actor = caf::typed_actor<
     caf::reacts_to<grant_atom, uint64_t, SessionNamespaceGrant>,
     caf::replies_to<stats_atom>::with<wire_bytes>,
     caf::reacts_to<end_atom, uint64_t>,
-    // 0x0CD step 3 (session, lookups) and step 5 (versions), node-internal.
+    // 0x0CD, node-internal: step 3 (session, lookups), step 4's path leases
+    // (radix), step 5 (versions), and the release of path leases (one flag
+    // per lease: released or not held by the session).
     caf::replies_to<reuse_atom, uint64_t, std::vector<PrefixMatchOp>>::with<std::vector<CandidateReply>>,
-    caf::replies_to<version_atom>::with<ReuseIndexVersion>>;
+    caf::replies_to<reuse_atom, uint64_t, std::vector<ReusePathLeaseRequest>>::with<std::vector<ReusePathLeaseAnswer>>,
+    caf::replies_to<version_atom>::with<ReuseIndexVersion>,
+    caf::replies_to<unlease_atom, uint64_t, std::vector<LeaseId>>::with<std::vector<uint8_t>>>;
 
 // Allocator owner. batch: (session, AllocatorBatch bytes) -> AllocatorBatchReceipt bytes.
 using allocator_actor = caf::typed_actor<
@@ -70,10 +74,11 @@ using allocator_actor = caf::typed_actor<
     caf::reacts_to<events_atom, prefix_actor>,   // where allocator events go
     caf::replies_to<lease_atom, std::vector<PhysicalBlockHandle>>::with<std::vector<uint64_t>>,
     caf::reacts_to<unlease_atom, std::vector<uint64_t>>,
-    // 0x0CD steps 4-5 for a session (node-internal), and the release of the
-    // leases of attempts that ended without a receipt.
+    // 0x0CD steps 4-5 for a session (node-internal), and the release of a
+    // session's leases (step 10, or attempts that ended without a receipt):
+    // one flag per lease, released or not held by the session.
     caf::replies_to<reuse_atom, uint64_t, std::vector<ReuseLeaseRequest>>::with<std::vector<ReuseLeaseAnswer>>,
-    caf::reacts_to<unlease_atom, uint64_t, std::vector<uint64_t>>>;
+    caf::replies_to<unlease_atom, uint64_t, std::vector<LeaseId>>::with<std::vector<uint8_t>>>;
 
 // Namespace / authorization owner. hello: HelloRequest bytes -> SessionReceipt
 // bytes without pools (the gateway adds them) or an ErrorMessage.
@@ -103,8 +108,11 @@ using executor_actor = caf::typed_actor<
 // The executable-reuse coordinator (0x0CD): one per node. batch: (session,
 // ReuseBatch bytes) -> ReuseBatchReceipt bytes, after one message per owner
 // per step (services/node/reuse_coordinator.hpp).
+// end: the session is gone; a batch of it still in flight returns every
+// lease it took, receipts' included (the gateway tells this actor first).
 using reuse_actor = caf::typed_actor<caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
-                                     caf::replies_to<stats_atom>::with<wire_bytes>>;
+                                     caf::replies_to<stats_atom>::with<wire_bytes>,
+                                     caf::reacts_to<end_atom, uint64_t>>;
 
 // A worker's session on the node: the only node actor a worker holds. It
 // stamps the session id on every call (a worker cannot name another session)
@@ -145,6 +153,9 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::PhysicalBlockHandle>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::PrefixMatchOp>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::CandidateReply>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrt::ReuseIndexVersion)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::LeaseId>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReusePathLeaseRequest>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReusePathLeaseAnswer>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReuseLeaseRequest>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReuseLeaseAnswer>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReuseKeyRequest>)

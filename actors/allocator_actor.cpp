@@ -129,10 +129,16 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
             answers.push_back(self->state.service->reuse_leases(SessionId{session}, r));
           return answers;
         },
-        [self](unlease_atom, uint64_t session, const std::vector<uint64_t>& leases) {
+        [self](unlease_atom, uint64_t session, const std::vector<LeaseId>& leases) {
           auto& st = self->state;
-          for (uint64_t l : leases) (void)st.service->apply_one(SessionId{session}, ReleaseLeaseOp{LeaseId{l}});
+          std::vector<uint8_t> released;
+          released.reserve(leases.size());
+          for (LeaseId l : leases) {
+            const AllocatorOutcome out = st.service->apply_one(SessionId{session}, ReleaseLeaseOp{l});
+            released.push_back(std::holds_alternative<LeaseReleaseReceipt>(out) ? 1 : 0);
+          }
           forward_events(st, self);
+          return released;
         },
     };
   };

@@ -31,37 +31,45 @@ Status EngineLoop::admit() {
   }
   for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) ready_.push_front(std::move(*it));
   seeded_keys_.insert(batch_keys.begin(), batch_keys.end());
-  if (fresh.empty()) return Status::success();
+  if (fresh.empty()) return release_held_leases();
 
-  // 1. One prefix message for every new request (authorization before lookup
-  // is the node's business, 0x0CE).
+  // 1. One reuse message for every new request: the node runs the
+  // executable-reuse transaction (0x0CD) for each (authorization before
+  // lookup, candidate, leases, versions, mapping, snapshot) and answers a
+  // receipt whose blocks are leased to this session, or the step and reason
+  // that ended the attempt. The same message hands back the leases of the
+  // previous iteration's receipts, whose blocks the requests now hold.
   std::vector<uint32_t> hits(fresh.size(), 0);
   std::vector<std::vector<PhysicalBlockHandle>> hit_handles(fresh.size());
+  std::vector<std::optional<FunnelOutcome>> attempt(fresh.size());
   if (o_.reuse) {
-    PrefixBatch match{next_trace(), {}};
+    ReuseBatch tx{next_trace(), {}};
+    add_lease_release(tx);
+    const size_t first = tx.ops.size();
     for (const PendingRequest& p : fresh)
-      match.ops.push_back(PrefixMatchOp{p.job->namespace_name, RequestId{0}, RequestGeneration{0}, p.prompt,
-                                        LogitsPath::logits_required});
-    auto matched_result = call_prefix(match);
-    if (!matched_result.ok()) return matched_result.error();
-    PrefixBatchReceipt matched = std::move(matched_result).value();
+      tx.ops.push_back(ReuseAcquireOp{p.job->namespace_name, RequestId{0}, RequestGeneration{0}, p.prompt,
+                                      LogitsPath::logits_required, false});
+    auto reused = call_reuse(tx);
+    if (!reused.ok()) return reused.error();
+    if (reused->outcomes.size() != tx.ops.size())
+      return make_error(ErrorCode::rpc_failed, "the reuse receipt answers another number of ops", "reuse");
+    if (first > 0) KVRT_TRY(check_lease_release(*reused));
     for (size_t i = 0; i < fresh.size(); ++i) {
-      if (const auto* m = std::get_if<PrefixMatchReceipt>(&matched.outcomes[i])) {
-        // A request retried after a stale hit goes without one (0x0CD: a
-        // failed reuse falls back to recomputation, never to a wait).
-        if (fresh[i].stale_retries >= 2) continue;
-        hits[i] = m->runtime_hit_tokens;
-        for (const MatchedBlockBundle& b : m->matched_group_handles)
-          hit_handles[i].insert(hit_handles[i].end(), b.handles.begin(), b.handles.end());
+      const ReuseOutcome& o = reused->outcomes[first + i];
+      if (const auto* r = std::get_if<ExecutableReuseReceipt>(&o)) {
+        hits[i] = r->covered_interval.end;
+        hit_handles[i] = r->physical_handles;
+        held_leases_.insert(held_leases_.end(), r->leases.begin(), r->leases.end());
+        attempt[i] = FunnelOutcome::hit();
+      } else if (const auto* rej = std::get_if<ReuseRejectionReceipt>(&o)) {
+        attempt[i] = FunnelOutcome::rejected(rej->reason);
       } else {
-        const Error& e = std::get<Error>(matched.outcomes[i]);
-        note_error(e);
-        funnel_.record(FunnelOutcome::rejected(RejectionReason::unauthenticated));
+        note_error(std::get<Error>(o));
       }
     }
   }
 
-  // 2. Allocate with the hits.
+  // 2. Allocate with the receipts' blocks, which the leases keep current.
   AllocatorBatch alloc{next_trace(), {}};
   for (size_t i = 0; i < fresh.size(); ++i)
     alloc.ops.push_back(AllocateOp{static_cast<uint32_t>(fresh[i].prompt.size()), hit_handles[i], std::nullopt});
@@ -74,28 +82,20 @@ Status EngineLoop::admit() {
   for (size_t i = 0; i < fresh.size(); ++i) {
     const auto* receipt = std::get_if<AllocationReceipt>(&allocated.outcomes[i]);
     if (receipt == nullptr) {
-      if (hits[i] == 0) {
-        // Refused without a hit: nothing stale to retry around. The request
-        // is not served; the run counts the error and the missing request.
-        note_error(std::get<Error>(allocated.outcomes[i]));
-        ++failed_requests_;
-        continue;
-      }
-      // A hit block recycled between match and allocate: the allocator's
-      // generation fence refused the stale receipt (0x0CD step 5). Retried;
-      // after two such refusals without the hit.
-      if (o_.reuse) funnel_.record(FunnelOutcome::rejected(RejectionReason::stale_candidate_generation));
-      ++fresh[i].stale_retries;
-      requeue.push_back(std::move(fresh[i]));
+      // Refused outright (a leased hit cannot have gone stale): the request
+      // is not served; the run counts the error and the missing request.
+      note_error(std::get<Error>(allocated.outcomes[i]));
+      ++failed_requests_;
       continue;
     }
     if (receipt->outcome != AllocationOutcome::committed) {
+      // No room now: retried next iteration with a new attempt.
       ++result_.out_of_capacity_retries;
       requeue.push_back(std::move(fresh[i]));
       continue;
     }
-    if (o_.reuse)
-      funnel_.record(hits[i] > 0 ? FunnelOutcome::hit() : FunnelOutcome::rejected(RejectionReason::no_candidate));
+    // One funnel record per attempt whose allocation settled.
+    if (attempt[i]) funnel_.record(*attempt[i]);
     LiveRequest r;
     r.job = fresh[i].job;
     r.turn = fresh[i].turn;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 #include <thread>
 
 #include <unistd.h>
@@ -57,6 +58,7 @@ Result<EngineResult> EngineLoop::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
+  KVRT_TRY(release_held_leases());
   result_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   return result_;
 }
@@ -113,6 +115,42 @@ Result<PrefixBatchReceipt> EngineLoop::call_prefix(const PrefixBatch& batch) {
   Result<PrefixBatchReceipt> r = client_.prefix(batch);
   result_.prefix_us.push_back(micros_since(t0));
   return r;
+}
+
+Result<ReuseBatchReceipt> EngineLoop::call_reuse(const ReuseBatch& batch) {
+  const Clock::time_point t0 = Clock::now();
+  Result<ReuseBatchReceipt> r = client_.reuse(batch);
+  result_.reuse_us.push_back(micros_since(t0));
+  return r;
+}
+
+void EngineLoop::add_lease_release(ReuseBatch& batch) {
+  if (held_leases_.empty()) return;
+  batch.ops.insert(batch.ops.begin(), ReuseReleaseOp{std::exchange(held_leases_, {})});
+}
+
+Status EngineLoop::check_lease_release(const ReuseBatchReceipt& receipt) {
+  if (receipt.outcomes.empty()) return make_error(ErrorCode::rpc_failed, "a reuse receipt without outcomes", "reuse");
+  if (const auto* e = std::get_if<Error>(&receipt.outcomes.front())) {
+    note_error(*e);
+    return Status::success();
+  }
+  const auto* released = std::get_if<ReuseReleaseReceipt>(&receipt.outcomes.front());
+  if (released == nullptr) return make_error(ErrorCode::rpc_failed, "the release op was answered out of order", "reuse");
+  // A refused lease is one the session no longer held: a bookkeeping error here.
+  if (!released->refused.empty())
+    note_error(make_error(ErrorCode::stale_generation,
+                          std::to_string(released->refused.size()) + " receipt lease(s) were not held", "leases"));
+  return Status::success();
+}
+
+Status EngineLoop::release_held_leases() {
+  if (held_leases_.empty()) return Status::success();
+  ReuseBatch release{next_trace(), {}};
+  add_lease_release(release);
+  auto r = call_reuse(release);
+  if (!r.ok()) return r.error();
+  return check_lease_release(*r);
 }
 
 Status EngineLoop::publish_batch(const PrefixBatch& publish) {

@@ -3,8 +3,9 @@
 // actors/engine_*.cpp: the scheduler state and its steps. The public entry
 // point is run_engine_worker() in engine_worker.hpp.
 //
-//   1. admission: cache-aware choice of ready requests, one prefix message
-//   2. allocation with the hits                          (engine_admission.cpp)
+//   1. admission: cache-aware choice of ready requests, one reuse message
+//      (the node's executable-reuse transaction, 0x0CD)
+//   2. allocation with the receipts' blocks              (engine_admission.cpp)
 //   3. prefill, commit, early publication, forks
 //   4. one decode row per live request                   (engine_decode.cpp)
 //   5. verification, publication, release, next turn
@@ -29,7 +30,6 @@ struct PendingRequest {
   std::vector<TokenId> prompt;
   uint32_t decode_tokens = 0;
   uint32_t branches = 1;
-  uint32_t stale_retries = 0;  // allocations refused because a hit went stale (0x0CD)
 };
 
 class EngineLoop {
@@ -67,6 +67,12 @@ class EngineLoop {
   void note_error(const Error& e);
   Result<AllocatorBatchReceipt> call_allocator(const AllocatorBatch& batch);
   Result<PrefixBatchReceipt> call_prefix(const PrefixBatch& batch);
+  Result<ReuseBatchReceipt> call_reuse(const ReuseBatch& batch);
+  // Step 10 of the receipts taken so far (their blocks are the requests' own
+  // by now): one release op, at the head of `batch` or sent alone.
+  void add_lease_release(ReuseBatch& batch);
+  Status check_lease_release(const ReuseBatchReceipt& receipt);
+  Status release_held_leases();
   Status publish_batch(const PrefixBatch& publish);
   Status authorize_namespaces();
   uint32_t group_index(CacheGroupId group) const;
@@ -91,7 +97,10 @@ class EngineLoop {
   std::deque<PendingRequest> ready_;
   std::vector<LiveRequest> live_;
   EngineResult result_;
-  ReuseFunnel funnel_;  // one record per lookup whose allocation settled (0x0CF)
+  ReuseFunnel funnel_;  // one record per reuse attempt whose allocation settled (0x0CF)
+  // Leases of executable-reuse receipts whose blocks an allocation has taken
+  // (or that were not used): released with the next reuse message.
+  std::vector<LeaseId> held_leases_;
   std::unique_ptr<model::LocalModelKvCache> replay_cache_;
   uint64_t span_ = 0, failed_requests_ = 0;
 };

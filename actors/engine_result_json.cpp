@@ -31,6 +31,7 @@ std::string engine_result_to_json(const EngineResult& r) {
   j["allocator_us"] = r.allocator_us;
   j["prefix_us"] = r.prefix_us;
   j["authorize_us"] = r.authorize_us;
+  j["reuse_us"] = r.reuse_us;
   j["bounded_row_max_difference"] = r.bounded_row_max_difference;
   j["wall_s"] = r.wall_s;
   return j.dump();
@@ -65,6 +66,7 @@ Result<EngineResult> engine_result_from_json(const std::string& text, const std:
   read("allocator_us", r.allocator_us);
   read("prefix_us", r.prefix_us);
   read("authorize_us", r.authorize_us);
+  read("reuse_us", r.reuse_us);
   read("bounded_row_max_difference", r.bounded_row_max_difference);
   read("wall_s", r.wall_s);
   if (!missing.empty())

@@ -91,7 +91,7 @@ struct EngineResult {
   FunnelCounts funnel;
   std::array<uint64_t, kReuseBucketCount> rejections{};
   // Receipt latencies seen by this worker [us].
-  std::vector<double> allocator_us, prefix_us, authorize_us;
+  std::vector<double> allocator_us, prefix_us, authorize_us, reuse_us;
   double wall_s = 0;
 };
 

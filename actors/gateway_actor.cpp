@@ -56,8 +56,12 @@ void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::erro
   else
     logger_or_default(st.obs.log)
         .warn("actor=gateway session={} worker lost ({}): reclaiming its holdings", session, caf::to_string(reason));
-  // Order: the indexes first (no new lookups for the session), then the
-  // allocator (requests and leases), then the grants, then the mapper's slots.
+  // Order: the reuse coordinator first (a batch of the session still in
+  // flight sees the end before any owner answer that the end could follow,
+  // and returns what it took), then the indexes (no new lookups for the
+  // session), then the allocator (requests and leases), then the grants,
+  // then the mapper's slots.
+  if (st.owners.reuse) self->send(st.owners.reuse, end_atom::value, session);
   self->send(st.owners.prefix, end_atom::value, session);
   self->send(st.owners.allocator, end_atom::value, session);
   self->send(st.owners.authorization, end_atom::value, session);

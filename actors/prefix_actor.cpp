@@ -98,6 +98,12 @@ prefix_actor spawn_prefix_actor(caf::actor_system& system, std::shared_ptr<Prefi
           return replies;
         },
         [self](version_atom) { return self->state.service->reuse_version(); },
+        // Hash-chain candidates name no path: nothing to lock or unlock.
+        [](reuse_atom, uint64_t, const std::vector<ReusePathLeaseRequest>& requests) {
+          return std::vector<ReusePathLeaseAnswer>(
+              requests.size(), ReusePathLeaseAnswer{std::nullopt, "the hash-chain index holds no paths"});
+        },
+        [](unlease_atom, uint64_t, const std::vector<LeaseId>& leases) { return std::vector<uint8_t>(leases.size(), 0); },
     };
   };
   return system.spawn(behavior, std::move(service), std::move(allocator), std::move(obs));

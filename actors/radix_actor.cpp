@@ -96,21 +96,29 @@ prefix_actor spawn_radix_prefix_actor(caf::actor_system& system, std::shared_ptr
         },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
         [self](end_atom, uint64_t session) { self->state.service->end_session(SessionId{session}); },
-        // The transaction's lease step for a radix candidate must also lock
-        // its path nodes in the tree (0x0CD step 4, "path and physical-object
-        // leases"), which this owner does not offer yet: every op is refused
-        // with a typed error and nothing is looked up.
-        [](reuse_atom, uint64_t, const std::vector<PrefixMatchOp>& lookups) {
-          return std::vector<CandidateReply>(
-              lookups.size(),
-              CandidateReply(make_error(ErrorCode::invalid_argument,
-                                        "the executable-reuse transaction reads the hash-chain index; this node "
-                                        "serves the radix index ([node] prefix_index), whose path locks it does "
-                                        "not take yet",
-                                        "prefix_index")));
+        [self](reuse_atom, uint64_t session, const std::vector<PrefixMatchOp>& lookups) {
+          std::vector<CandidateReply> replies;
+          replies.reserve(lookups.size());
+          for (const PrefixMatchOp& op : lookups) {
+            Result<CandidateAnswer> c = self->state.service->reuse_candidate(SessionId{session}, op);
+            replies.push_back(c.ok() ? CandidateReply(std::move(c).value()) : CandidateReply(c.error()));
+          }
+          return replies;
         },
-        // Never asked: no radix op passes step 3 above.
-        [](version_atom) { return ReuseIndexVersion{}; },
+        [self](reuse_atom, uint64_t session, const std::vector<ReusePathLeaseRequest>& requests) {
+          std::vector<ReusePathLeaseAnswer> answers;
+          answers.reserve(requests.size());
+          for (const ReusePathLeaseRequest& r : requests)
+            answers.push_back(self->state.service->lease_path(SessionId{session}, r));
+          return answers;
+        },
+        [self](version_atom) { return self->state.service->reuse_version(); },
+        [self](unlease_atom, uint64_t session, const std::vector<LeaseId>& leases) {
+          std::vector<uint8_t> released;
+          released.reserve(leases.size());
+          for (LeaseId l : leases) released.push_back(self->state.service->release_path(SessionId{session}, l) ? 1 : 0);
+          return released;
+        },
     };
   };
   return system.spawn(behavior, std::move(service), std::move(allocator), std::move(obs));

@@ -8,6 +8,9 @@
 // why every step re-checks what an earlier one read (leases, versions).
 #include <spdlog/spdlog.h>
 
+#include <map>
+#include <set>
+
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
 #include "schema/codec_node.hpp"
@@ -23,6 +26,8 @@ struct ReuseActorState {
   ReuseNodeFacts facts;
   Observability obs;
   ReuseFunnel funnel;  // every attempt that ended in a receipt or a rejection
+  std::map<uint64_t, uint32_t> in_flight;  // session -> batches being sequenced
+  std::set<uint64_t> ended;                // sessions that ended with a batch in flight
   uint64_t batches = 0, ops = 0, receipts = 0, rejections = 0, errors = 0, leases_released = 0;
 };
 
@@ -39,22 +44,43 @@ Error transport_error(const char* owner, const caf::error& e) {
   return make_error(ErrorCode::rpc_failed, std::string(owner) + ": " + caf::to_string(e), owner);
 }
 
+// Hands leases back to their owners. Requested before the receipt is
+// delivered, so each owner handles it before anything the worker sends after
+// reading the receipt (in-process enqueue is immediate and ordered).
+void return_leases(ReuseSelf self, SessionId session, const ReuseBatchRun::LeaseReturn& leases) {
+  auto& st = self->state;
+  auto ignore = [](std::vector<uint8_t>&) {};
+  auto log_failure = [self, session](caf::error& e) {
+    logger_or_default(self->state.obs.log)
+        .warn("actor=reuse session={} could not return leases: {}", session.value, caf::to_string(e));
+  };
+  if (!leases.blocks.empty())
+    self->request(st.owners.allocator, caf::infinite, unlease_atom::value, session.value, leases.blocks)
+        .then(ignore, log_failure);
+  if (!leases.paths.empty())
+    self->request(st.owners.prefix, caf::infinite, unlease_atom::value, session.value, leases.paths)
+        .then(ignore, log_failure);
+  st.leases_released += leases.blocks.size() + leases.paths.size();
+}
+
 void finish(ReuseSelf self, const RunPtr& run) {
   auto& st = self->state;
-  const std::vector<LeaseId> release = run->core.leases_to_release();
-  if (!release.empty()) {
-    std::vector<uint64_t> ids;
-    for (LeaseId l : release) ids.push_back(l.value);
-    // Sent before the receipt: the allocator handles it before anything the
-    // worker sends after reading the receipt (one sender, ordered mailbox).
-    self->send(st.owners.allocator, unlease_atom::value, run->session.value, ids);
-    st.leases_released += ids.size();
+  const uint64_t s = run->session.value;
+  // Every answer this run had came after the end, if the end came at all
+  // (the gateway tells this actor first): leases some owner granted after
+  // its own end_session would never be reclaimed, so all of them go back.
+  const bool ended = st.ended.contains(s);
+  const ReuseBatchRun::LeaseReturn release = ended ? run->core.all_leases() : run->core.leases_to_release();
+  if (!release.empty()) return_leases(self, run->session, release);
+  if (--st.in_flight[s] == 0) {
+    st.in_flight.erase(s);
+    st.ended.erase(s);
   }
   ReuseBatchReceipt receipt = run->core.receipt();
   for (const ReuseOutcome& o : receipt.outcomes) {
     if (std::holds_alternative<ExecutableReuseReceipt>(o)) ++st.receipts;
     else if (std::holds_alternative<ReuseRejectionReceipt>(o)) ++st.rejections;
-    else ++st.errors;
+    else if (std::holds_alternative<Error>(o)) ++st.errors;
   }
   for (const FunnelOutcome& f : run->core.funnel_outcomes()) st.funnel.record(f);
   run->promise.deliver(to_wire(codec::encode(receipt)));
@@ -90,18 +116,33 @@ void versions(ReuseSelf self, const RunPtr& run) {
           });
 }
 
+void paths(ReuseSelf self, const RunPtr& run) {
+  std::vector<ReusePathLeaseRequest> reqs = run->core.path_lease_requests();
+  if (reqs.empty()) return versions(self, run);
+  self->request(self->state.owners.prefix, caf::infinite, reuse_atom::value, run->session.value, std::move(reqs))
+      .then(
+          [self, run](std::vector<ReusePathLeaseAnswer>& answers) {
+            run->core.on_path_leases(answers);
+            versions(self, run);
+          },
+          [self, run](caf::error& e) {
+            run->core.on_stage_failed(transport_error("prefix_index", e));
+            versions(self, run);
+          });
+}
+
 void leases(ReuseSelf self, const RunPtr& run) {
   std::vector<ReuseLeaseRequest> reqs = run->core.lease_requests();
-  if (reqs.empty()) return versions(self, run);
+  if (reqs.empty()) return paths(self, run);
   self->request(self->state.owners.allocator, caf::infinite, reuse_atom::value, run->session.value, std::move(reqs))
       .then(
           [self, run](std::vector<ReuseLeaseAnswer>& answers) {
             run->core.on_leases(answers);
-            versions(self, run);
+            paths(self, run);
           },
           [self, run](caf::error& e) {
             run->core.on_stage_failed(transport_error("allocator", e));
-            versions(self, run);
+            paths(self, run);
           });
 }
 
@@ -134,6 +175,38 @@ void keys(ReuseSelf self, const RunPtr& run) {
             run->core.on_stage_failed(transport_error("authorization", e));
             lookups(self, run);
           });
+}
+
+// Step 10 for the batch's release ops: every lease to its owner, both
+// owners asked at once; the keys stage starts when both answered.
+void releases(ReuseSelf self, const RunPtr& run) {
+  const ReuseBatchRun::LeaseReturn reqs = run->core.release_requests();
+  if (reqs.empty()) {
+    run->core.on_released({}, {});
+    return keys(self, run);
+  }
+  auto& st = self->state;
+  struct Pending {
+    std::vector<uint8_t> blocks, paths;
+    int remaining = 0;
+    std::optional<Error> failed;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->remaining = (reqs.blocks.empty() ? 0 : 1) + (reqs.paths.empty() ? 0 : 1);
+  st.leases_released += reqs.blocks.size() + reqs.paths.size();
+  auto done = [self, run, pending]() {
+    if (--pending->remaining > 0) return;
+    if (pending->failed) run->core.on_stage_failed(*pending->failed);
+    else run->core.on_released(pending->blocks, pending->paths);
+    keys(self, run);
+  };
+  auto ask = [&](auto owner, const char* name, const std::vector<LeaseId>& leases, std::vector<uint8_t> Pending::*into) {
+    self->request(owner, caf::infinite, unlease_atom::value, run->session.value, leases)
+        .then([pending, done, into](std::vector<uint8_t>& flags) mutable { (*pending).*into = std::move(flags), done(); },
+              [pending, done, name](caf::error& e) mutable { pending->failed = transport_error(name, e), done(); });
+  };
+  if (!reqs.blocks.empty()) ask(st.owners.allocator, "allocator", reqs.blocks, &Pending::blocks);
+  if (!reqs.paths.empty()) ask(st.owners.prefix, "prefix_index", reqs.paths, &Pending::paths);
 }
 
 OwnerStats reuse_stats(const ReuseActorState& st) {
@@ -171,16 +244,21 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
             return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
           }
           slice.set_trace(batch->trace);
+          if (st.obs.trace) st.obs.trace->flow_finish("reuse", ChromeTraceRecorder::now_us(), flow_id(batch->trace));
           ++st.batches;
+          ++st.in_flight[session];
           st.ops += batch->ops.size();
           auto run = std::make_shared<ReuseRun>(ReuseRun{
               SessionId{session},
               ReuseBatchRun(std::move(*batch), st.facts.pools, st.facts.block_tokens, st.facts.cache_groups),
               self->make_response_promise<wire_bytes>()});
-          keys(self, run);
+          releases(self, run);
           return run->promise;
         },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(reuse_stats(self->state))); },
+        [self](end_atom, uint64_t session) {
+          if (self->state.in_flight.contains(session)) self->state.ended.insert(session);
+        },
     };
   };
   return system.spawn(behavior, std::move(owners), std::move(facts), std::move(obs));

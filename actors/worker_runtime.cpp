@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include <unistd.h>
 
@@ -79,6 +80,7 @@ class Worker {
       finish(live);
       ++iteration_;
     }
+    release_held_leases();
     summary_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return summary_;
   }
@@ -93,6 +95,26 @@ class Worker {
   void note_error(const Error& e) {
     ++summary_.operation_errors;
     if (summary_.first_error.empty()) summary_.first_error = e.describe();
+  }
+
+  // Step 10 of the receipts whose blocks the requests took: the node answers
+  // which leases it released; one the session no longer held is an error.
+  void check_release(const ReuseOutcome& o) {
+    if (const auto* e = std::get_if<Error>(&o)) return note_error(*e);
+    const auto* r = std::get_if<ReuseReleaseReceipt>(&o);
+    if (r == nullptr) return note_error(make_error(ErrorCode::rpc_failed, "the release op was answered out of order"));
+    if (!r->refused.empty())
+      note_error(make_error(ErrorCode::stale_generation,
+                            std::to_string(r->refused.size()) + " receipt lease(s) were not held", "leases"));
+  }
+
+  void release_held_leases() {
+    if (held_leases_.empty()) return;
+    Result<ReuseBatchReceipt> r = client_.reuse(ReuseBatch{next_trace(), {ReuseReleaseOp{std::exchange(held_leases_, {})}}});
+    ++summary_.round_trips;
+    if (!r.ok()) return note_error(r.error());
+    if (r->outcomes.empty()) return note_error(make_error(ErrorCode::rpc_failed, "a reuse receipt without outcomes"));
+    check_release(r->outcomes.front());
   }
 
   void apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries) {
@@ -151,24 +173,33 @@ class Worker {
       if (o_.max_requests != 0 && started_ >= o_.max_requests) break;
     }
     if (fresh.empty()) return;
-    // One prefix message for every new request of the iteration.
-    PrefixBatch match{next_trace(), {}};
+    // One reuse message for every new request of the iteration: the node's
+    // executable-reuse transaction (0x0CD) answers a receipt whose blocks
+    // are leased to this session, or why the attempt ended. It also hands
+    // back the leases of the previous iteration's receipts.
+    ReuseBatch tx{next_trace(), {}};
+    if (!held_leases_.empty()) tx.ops.push_back(ReuseReleaseOp{std::exchange(held_leases_, {})});
+    const size_t first = tx.ops.size();
     for (const LiveRequest& r : fresh)
-      match.ops.push_back(PrefixMatchOp{namespace_, RequestId{0}, RequestGeneration{0}, r.tokens, {}});
-    Result<PrefixBatchReceipt> matched = client_.prefix(match);
+      tx.ops.push_back(ReuseAcquireOp{namespace_, RequestId{0}, RequestGeneration{0}, r.tokens,
+                                      LogitsPath::logits_required, false});
+    Result<ReuseBatchReceipt> reused = client_.reuse(tx);
     ++summary_.round_trips;
-    if (!matched.ok()) {
-      note_error(matched.error());
+    if (!reused.ok() || reused->outcomes.size() != tx.ops.size()) {
+      note_error(reused.ok() ? make_error(ErrorCode::rpc_failed, "the reuse receipt answers another number of ops")
+                             : reused.error());
       return;
     }
+    if (first > 0) check_release(reused->outcomes.front());
     AllocatorBatch alloc{next_trace(), {}};
     for (size_t i = 0; i < fresh.size(); ++i) {
       LiveRequest& r = fresh[i];
-      if (const auto* m = std::get_if<PrefixMatchReceipt>(&matched->outcomes[i])) {
-        r.hit_tokens = m->runtime_hit_tokens;
-        for (const MatchedBlockBundle& b : m->matched_group_handles)
-          r.prefix_hit.insert(r.prefix_hit.end(), b.handles.begin(), b.handles.end());
-      } else if (const auto* e = std::get_if<Error>(&matched->outcomes[i])) {
+      const ReuseOutcome& o = reused->outcomes[first + i];
+      if (const auto* receipt = std::get_if<ExecutableReuseReceipt>(&o)) {
+        r.hit_tokens = receipt->covered_interval.end;
+        r.prefix_hit = receipt->physical_handles;
+        held_leases_.insert(held_leases_.end(), receipt->leases.begin(), receipt->leases.end());
+      } else if (const auto* e = std::get_if<Error>(&o)) {
         note_error(*e);
       }
       alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt});
@@ -185,8 +216,7 @@ class Worker {
       LiveRequest& r = fresh[i];
       const auto* receipt = std::get_if<AllocationReceipt>(&allocated->outcomes[i]);
       if (receipt == nullptr) {
-        // A hit block recycled between match and allocate is a stale
-        // receipt: the allocator's generation fence refused it (0x0CD).
+        // The receipt's leases keep its blocks current, so this is an error.
         note_error(std::get<Error>(allocated->outcomes[i]));
         continue;
       }
@@ -323,6 +353,7 @@ class Worker {
   std::vector<std::vector<TokenId>> system_prompts_;
   WorkerSummary summary_;
   uint64_t started_ = 0, iteration_ = 0, span_ = 0;
+  std::vector<LeaseId> held_leases_;  // receipts' leases, released with the next reuse message
 };
 
 }  // namespace

@@ -1,10 +1,12 @@
 // Codec for the node protocol (issue 5), part 6: the executable-reuse
 // transaction's ReuseBatch and ReuseBatchReceipt (0x0CD,
-// services/protocol/reuse_ops.hpp). Outcomes reuse the ExecutableReuseReceipt
-// and TypedError codecs (codec_parts.hpp). As in codec_node_prefix.cpp, each
-// op and outcome is read under its own context
-// ("ReuseBatchReceipt.outcomes[2].rejection_receipt.reason") and an unknown
-// union discriminant or enum value is unknown_enum naming the element.
+// services/protocol/reuse_ops.hpp): acquire and release ops, answered by an
+// error, an executable-reuse receipt, a rejection receipt or a release
+// receipt. Outcomes reuse the ExecutableReuseReceipt and TypedError codecs
+// (codec_parts.hpp). As in codec_node_prefix.cpp, each op and outcome is read
+// under its own context ("ReuseBatchReceipt.outcomes[2].rejection_receipt.reason",
+// "ReuseBatch.ops[2].release.leases") and an unknown union discriminant or
+// enum value is unknown_enum naming the element.
 #include <variant>
 
 #include "schema/codec_node.hpp"
@@ -79,9 +81,12 @@ KVRT_SAME_REASON(EXECUTION_FAILED, execution_failed);
 // directions below; these counts make the build say so.
 static_assert(detail::field_count<ReuseAcquireOp>() == 6, "update node.capnp ReuseAcquireOp and this codec");
 static_assert(detail::field_count<ReuseRejectionReceipt>() == 4, "update node.capnp ReuseRejectionReceipt");
+static_assert(detail::field_count<ReuseReleaseOp>() == 1, "update node.capnp ReuseReleaseOp and this codec");
+static_assert(detail::field_count<ReuseReleaseReceipt>() == 2, "update node.capnp ReuseReleaseReceipt and this codec");
 static_assert(detail::field_count<ReuseBatch>() == 2, "update node.capnp ReuseBatch and this codec");
 static_assert(detail::field_count<ReuseBatchReceipt>() == 2, "update node.capnp ReuseBatchReceipt and this codec");
-static_assert(std::variant_size_v<ReuseOutcome> == 3, "update node.capnp ReuseOutcome and read_outcome");
+static_assert(std::variant_size_v<ReuseOp> == 2, "update node.capnp ReuseOp and read_op");
+static_assert(std::variant_size_v<ReuseOutcome> == 4, "update node.capnp ReuseOutcome and read_outcome");
 
 void write(wire::ReuseAcquireOp::Builder b, const ReuseAcquireOp& v) {
   b.setNamespaceName(text(v.namespace_name));
@@ -115,12 +120,23 @@ Status read_step(ReadContext& ctx, wire::ReuseStep raw, ReuseStep& out) {
   return Status::success();
 }
 
+// LeaseId lists travel as List(UInt64), every bit kept (bit 63 marks a radix
+// path lease).
+void write_leases(capnp::List<uint64_t>::Builder b, const std::vector<LeaseId>& v) {
+  for (unsigned i = 0; i < b.size(); ++i) b.set(i, v[i].value);
+}
+std::vector<LeaseId> read_leases(capnp::List<uint64_t>::Reader r) {
+  std::vector<LeaseId> out;
+  out.reserve(r.size());
+  for (uint64_t lease : r) out.push_back(LeaseId{lease});
+  return out;
+}
+
 void write(wire::ReuseRejectionReceipt::Builder b, const ReuseRejectionReceipt& v) {
   b.setStep(static_cast<wire::ReuseStep>(v.step));
   b.setReason(static_cast<wire::RejectionReason>(v.reason));
   b.setDetail(text(v.detail));
-  auto leases = b.initLeasesReleased(detail::list_size(v.leases_released.size()));
-  for (unsigned i = 0; i < leases.size(); ++i) leases.set(i, v.leases_released[i].value);
+  write_leases(b.initLeasesReleased(detail::list_size(v.leases_released.size())), v.leases_released);
 }
 Status read(ReadContext& ctx, wire::ReuseRejectionReceipt::Reader r, ReuseRejectionReceipt& out) {
   KVRT_TRY(read_step(ctx, r.getStep(), out.step));
@@ -128,19 +144,41 @@ Status read(ReadContext& ctx, wire::ReuseRejectionReceipt::Reader r, ReuseReject
   ctx.at("detail");
   out.detail = to_string(r.getDetail());
   ctx.at("leases_released");
-  auto leases = r.getLeasesReleased();
-  out.leases_released.reserve(leases.size());
-  for (uint64_t lease : leases) out.leases_released.push_back(LeaseId{lease});
+  out.leases_released = read_leases(r.getLeasesReleased());
+  return Status::success();
+}
+
+void write(wire::ReuseReleaseOp::Builder b, const ReuseReleaseOp& v) {
+  write_leases(b.initLeases(detail::list_size(v.leases.size())), v.leases);
+}
+Status read(ReadContext& ctx, wire::ReuseReleaseOp::Reader r, ReuseReleaseOp& out) {
+  ctx.at("leases");
+  out.leases = read_leases(r.getLeases());
+  return Status::success();
+}
+
+void write(wire::ReuseReleaseReceipt::Builder b, const ReuseReleaseReceipt& v) {
+  write_leases(b.initReleased(detail::list_size(v.released.size())), v.released);
+  write_leases(b.initRefused(detail::list_size(v.refused.size())), v.refused);
+}
+Status read(ReadContext& ctx, wire::ReuseReleaseReceipt::Reader r, ReuseReleaseReceipt& out) {
+  ctx.at("released");
+  out.released = read_leases(r.getReleased());
+  ctx.at("refused");
+  out.refused = read_leases(r.getRefused());
   return Status::success();
 }
 
 // One overload per alternative: std::visit over a variant with an alternative
 // missing here does not compile.
+void put(wire::ReuseOp::Builder b, const ReuseAcquireOp& v) { write(b.initAcquire(), v); }
+void put(wire::ReuseOp::Builder b, const ReuseReleaseOp& v) { write(b.initRelease(), v); }
 void put(wire::ReuseOutcome::Builder b, const Error& v) { detail::write(b.initError(), v); }
 void put(wire::ReuseOutcome::Builder b, const ExecutableReuseReceipt& v) {
   detail::write(b.initExecutableReuseReceipt(), v);
 }
 void put(wire::ReuseOutcome::Builder b, const ReuseRejectionReceipt& v) { write(b.initRejectionReceipt(), v); }
+void put(wire::ReuseOutcome::Builder b, const ReuseReleaseReceipt& v) { write(b.initReleaseReceipt(), v); }
 
 // Reads element `index` of `list` as alternative T through union member
 // `member`, constructing it in place in the variant.
@@ -149,6 +187,19 @@ Status read_as(const ReadContext& parent, const char* list, uint32_t index, cons
                Get get) {
   return read_element(parent, list, index, member,
                       [&](ReadContext& ctx) { return read(ctx, get(), out.template emplace<T>()); });
+}
+
+Status read_op(const ReadContext& batch, uint32_t i, wire::ReuseOp::Reader r, ReuseOp& out) {
+  switch (r.which()) {
+    case wire::ReuseOp::ACQUIRE:
+      return read_as<ReuseAcquireOp>(batch, "ops", i, "acquire", out, [&] { return r.getAcquire(); });
+    case wire::ReuseOp::RELEASE:
+      return read_as<ReuseReleaseOp>(batch, "ops", i, "release", out, [&] { return r.getRelease(); });
+  }
+  const ReadContext element(batch, "ops", i);
+  return make_error(ErrorCode::unknown_enum,
+                    element.path() + ": unknown operation kind " + std::to_string(static_cast<unsigned>(r.which())),
+                    element.path());
 }
 
 Status read_outcome(const ReadContext& receipt, uint32_t i, wire::ReuseOutcome::Reader r, ReuseOutcome& out) {
@@ -161,6 +212,9 @@ Status read_outcome(const ReadContext& receipt, uint32_t i, wire::ReuseOutcome::
     case wire::ReuseOutcome::REJECTION_RECEIPT:
       return read_as<ReuseRejectionReceipt>(receipt, "outcomes", i, "rejection_receipt", out,
                                             [&] { return r.getRejectionReceipt(); });
+    case wire::ReuseOutcome::RELEASE_RECEIPT:
+      return read_as<ReuseReleaseReceipt>(receipt, "outcomes", i, "release_receipt", out,
+                                          [&] { return r.getReleaseReceipt(); });
   }
   const ReadContext element(receipt, "outcomes", i);
   return make_error(ErrorCode::unknown_enum,
@@ -168,16 +222,12 @@ Status read_outcome(const ReadContext& receipt, uint32_t i, wire::ReuseOutcome::
                     element.path());
 }
 
-// The ops are one kind (no union): the same trace-then-ops body as every node
-// batch, each op read under "ReuseBatch.ops[i]".
 void write(wire::ReuseBatch::Builder b, const ReuseBatch& v) {
-  detail::write(b.initTrace(), v.trace);
-  auto ops = b.initOps(detail::list_size(v.ops.size()));
-  for (unsigned i = 0; i < ops.size(); ++i) write(ops[i], v.ops[i]);
+  detail::write_op_batch(b, v, [](auto element, const auto& op) { put(element, op); });
 }
 Status read(ReadContext& ctx, wire::ReuseBatch::Reader r, ReuseBatch& out) {
-  return detail::read_op_batch(ctx, r, out, [](ReadContext& c, unsigned i, auto element, ReuseAcquireOp& op) {
-    return read_element(c, "ops", i, nullptr, [&](ReadContext& child) { return read(child, element, op); });
+  return detail::read_op_batch(ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& op) {
+    return read_op(c, i, element, op);
   });
 }
 

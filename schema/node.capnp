@@ -443,17 +443,36 @@ struct ReuseRejectionReceipt {
   leasesReleased @3 :List(UInt64);         # LeaseId: leases the attempt took and the node released
 }
 
+# Step 10 for a receipt whose reuse publishes nothing new: hands the leases
+# back to the owners that issued them.
+struct ReuseReleaseOp {
+  leases @0 :List(UInt64);                 # LeaseId: a receipt's leases (any subset, any order) [leases]
+}
+
+struct ReuseOp {
+  union {
+    acquire @0 :ReuseAcquireOp;
+    release @1 :ReuseReleaseOp;
+  }
+}
+
+struct ReuseReleaseReceipt {
+  released @0 :List(UInt64);               # LeaseId: handed back to their owners [leases]
+  refused @1 :List(UInt64);                # LeaseId: not held by this session [leases]
+}
+
 struct ReuseOutcome {
   union {
     error @0 :Common.TypedError;
     executableReuseReceipt @1 :Reuse.ExecutableReuseReceipt;
     rejectionReceipt @2 :ReuseRejectionReceipt;
+    releaseReceipt @3 :ReuseReleaseReceipt;  # answers a release op
   }
 }
 
 struct ReuseBatch {
   trace @0 :TraceContext;
-  ops @1 :List(ReuseAcquireOp);            # [operations]
+  ops @1 :List(ReuseOp);                   # [operations]
 }
 
 struct ReuseBatchReceipt {

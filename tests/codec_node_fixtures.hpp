@@ -207,14 +207,24 @@ inline ReuseBatch filled(uint64_t seed) {
   Numbers n(seed);
   ReuseBatch b;
   b.trace = trace(n);
+  // Each op is built in place in its alternative: moving a temporary variant
+  // into the vector draws a false -Wmaybe-uninitialized from GCC 12 at -O3.
+  b.ops.reserve(3);
   // Token ids are signed 32-bit: the extremes and a negative id travel.
-  b.ops.push_back(ReuseAcquireOp{n.text("namespace"), RequestId{n.u64()}, RequestGeneration{n.u32()},
-                                 {static_cast<TokenId>(n.u32()), std::numeric_limits<TokenId>::max(), -3,
-                                  std::numeric_limits<TokenId>::min()},
-                                 LogitsPath::no_logits, true});
-  b.ops.push_back(ReuseAcquireOp{n.text("other-namespace"), RequestId{n.u64()}, RequestGeneration{n.u32()},
-                                 {static_cast<TokenId>(n.u32()), static_cast<TokenId>(n.u32())},
-                                 LogitsPath::logits_required, false});
+  b.ops.emplace_back(std::in_place_type<ReuseAcquireOp>,
+                     ReuseAcquireOp{n.text("namespace"), RequestId{n.u64()}, RequestGeneration{n.u32()},
+                                    {static_cast<TokenId>(n.u32()), std::numeric_limits<TokenId>::max(), -3,
+                                     std::numeric_limits<TokenId>::min()},
+                                    LogitsPath::no_logits, true});
+  b.ops.emplace_back(std::in_place_type<ReuseAcquireOp>,
+                     ReuseAcquireOp{n.text("other-namespace"), RequestId{n.u64()}, RequestGeneration{n.u32()},
+                                    {static_cast<TokenId>(n.u32()), static_cast<TokenId>(n.u32())},
+                                    LogitsPath::logits_required, false});
+  // Step 10: a block lease, a radix path lease (bit 63 set) and the extremes.
+  b.ops.emplace_back(std::in_place_type<ReuseReleaseOp>,
+                     ReuseReleaseOp{{LeaseId{n.u64() & ~kPathLeaseBit}, LeaseId{kPathLeaseBit | 5},
+                                     LeaseId{kPathLeaseBit | n.u64()},
+                                     LeaseId{std::numeric_limits<uint64_t>::max()}, LeaseId{1}}});
   return b;
 }
 
@@ -229,6 +239,8 @@ inline ReuseBatchReceipt filled(uint64_t seed) {
   r.outcomes.push_back(ReuseRejectionReceipt{ReuseStep::acquire_leases, RejectionReason::lease_incomplete,
                                              n.text("leases cover 3 of 4 handles"),
                                              {LeaseId{n.u64()}, LeaseId{n.u64()}}});
+  r.outcomes.push_back(ReuseReleaseReceipt{{LeaseId{kPathLeaseBit | 5}, LeaseId{n.u64() & ~kPathLeaseBit}},
+                                           {LeaseId{kPathLeaseBit | n.u64()}, LeaseId{n.u64()}, LeaseId{0}}});
   return r;
 }
 

@@ -111,6 +111,7 @@ TEST_CASE("node protocol: every op and outcome alternative travels on its own", 
   CHECK(alternatives(filled<PrefixBatchReceipt>().outcomes).size() == std::variant_size_v<PrefixOutcome>);
   CHECK(alternatives(filled<MapperBatch>().ops).size() == std::variant_size_v<MapperOp>);
   CHECK(alternatives(filled<MapperBatchReceipt>().outcomes).size() == std::variant_size_v<MapperOutcome>);
+  CHECK(alternatives(filled<ReuseBatch>().ops).size() == std::variant_size_v<ReuseOp>);
   CHECK(alternatives(filled<ReuseBatchReceipt>().outcomes).size() == std::variant_size_v<ReuseOutcome>);
   // ... and each one, alone in a batch, comes back as the same alternative.
   auto each_alone = [](auto batch, auto items) {
@@ -130,6 +131,7 @@ TEST_CASE("node protocol: every op and outcome alternative travels on its own", 
   each_alone(filled<PrefixBatchReceipt>(5), &PrefixBatchReceipt::outcomes);
   each_alone(filled<MapperBatch>(5), &MapperBatch::ops);
   each_alone(filled<MapperBatchReceipt>(5), &MapperBatchReceipt::outcomes);
+  each_alone(filled<ReuseBatch>(5), &ReuseBatch::ops);
   each_alone(filled<ReuseBatchReceipt>(5), &ReuseBatchReceipt::outcomes);
 }
 
@@ -222,12 +224,28 @@ TEST_CASE("node protocol: an unknown op or outcome kind is unknown_enum naming t
   CHECK(decode_error<PrefixBatchReceipt>(prefix_receipt).field == "PrefixBatchReceipt.outcomes[0]");
 
   const auto reuse_receipt = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getReuseBatchReceipt().getOutcomes()[2], wire::ReuseOutcome::REJECTION_RECEIPT, 3);
+    overwrite_union_tag(e.getReuseBatchReceipt().getOutcomes()[2], wire::ReuseOutcome::REJECTION_RECEIPT, 4);
   });
   auto reuse = decode_error<ReuseBatchReceipt>(reuse_receipt);
   CHECK(reuse.code == ErrorCode::unknown_enum);
   CHECK(reuse.field == "ReuseBatchReceipt.outcomes[2]");
-  CHECK(reuse.reason.find("unknown outcome kind 3") != std::string::npos);
+  CHECK(reuse.reason.find("unknown outcome kind 4") != std::string::npos);
+
+  const auto reuse_release = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    overwrite_union_tag(e.getReuseBatchReceipt().getOutcomes()[3], wire::ReuseOutcome::RELEASE_RECEIPT, 999);
+  });
+  auto release_outcome = decode_error<ReuseBatchReceipt>(reuse_release);
+  CHECK(release_outcome.code == ErrorCode::unknown_enum);
+  CHECK(release_outcome.field == "ReuseBatchReceipt.outcomes[3]");
+  CHECK(release_outcome.reason.find("unknown outcome kind 999") != std::string::npos);
+
+  const auto reuse_batch = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
+    overwrite_union_tag(e.getReuseBatch().getOps()[2], wire::ReuseOp::RELEASE, 2);
+  });
+  auto reuse_op = decode_error<ReuseBatch>(reuse_batch);
+  CHECK(reuse_op.code == ErrorCode::unknown_enum);
+  CHECK(reuse_op.field == "ReuseBatch.ops[2]");
+  CHECK(reuse_op.reason.find("unknown operation kind 2") != std::string::npos);
 
   // The optional epoch's {none, epoch} tag.
   const auto epoch = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
@@ -269,15 +287,34 @@ TEST_CASE("node protocol: an unknown enum value is unknown_enum naming element a
   CHECK(c.field == "PrefixBatchReceipt.outcomes[0].error.code");
 }
 
-TEST_CASE("node protocol: a reuse batch round-trips every field of every outcome", "[codec][reuse-codec]") {
+TEST_CASE("node protocol: a reuse batch round-trips every field of every op and outcome", "[codec][reuse-codec]") {
   const ReuseBatch batch = filled<ReuseBatch>(11);
   auto b = codec::decode<ReuseBatch>(codec::encode(batch));
   REQUIRE(b.ok());
   CHECK(*b == batch);
-  REQUIRE(b->ops.size() == 2);
-  CHECK(b->ops[0].require_collision_witness);
-  CHECK(b->ops[0].logits_path == LogitsPath::no_logits);
-  CHECK(b->ops[0].tokens.back() == std::numeric_limits<TokenId>::min());
+  REQUIRE(b->ops.size() == 3);
+  const auto& acquire = std::get<ReuseAcquireOp>(b->ops[0]);
+  CHECK(acquire.require_collision_witness);
+  CHECK(acquire.logits_path == LogitsPath::no_logits);
+  CHECK(acquire.tokens.back() == std::numeric_limits<TokenId>::min());
+  CHECK(std::holds_alternative<ReuseAcquireOp>(b->ops[1]));
+  // Every bit of a lease travels: bit 63 still marks the radix path lease.
+  const auto& release = std::get<ReuseReleaseOp>(b->ops[2]);
+  REQUIRE(release.leases.size() == 5);
+  CHECK(release.leases == std::get<ReuseReleaseOp>(batch.ops[2]).leases);
+  CHECK_FALSE(is_path_lease(release.leases[0]));
+  CHECK(release.leases[1] == LeaseId{(uint64_t{1} << 63) | 5});
+  CHECK(is_path_lease(release.leases[1]));
+  CHECK(is_path_lease(release.leases[2]));
+  CHECK(release.leases[3].value == std::numeric_limits<uint64_t>::max());
+
+  // A release op with no leases and an acquire with default fields stay what they are.
+  const ReuseBatch bare{TraceContext{4, 5, 6}, {ReuseReleaseOp{}, ReuseAcquireOp{}}};
+  auto bare_back = codec::decode<ReuseBatch>(codec::encode(bare));
+  REQUIRE(bare_back.ok());
+  CHECK(*bare_back == bare);
+  CHECK(bare_back->ops[0].index() == 1);
+  CHECK(bare_back->ops[1].index() == 0);
 
   const ReuseBatchReceipt receipt = filled<ReuseBatchReceipt>(11);
   const auto& executable = std::get<ExecutableReuseReceipt>(receipt.outcomes[1]);
@@ -294,6 +331,21 @@ TEST_CASE("node protocol: a reuse batch round-trips every field of every outcome
   CHECK(std::get<ExecutableReuseReceipt>(r->outcomes[1]) == executable);
   CHECK(std::get<ReuseRejectionReceipt>(r->outcomes[2]) == rejection);
   CHECK(std::get<ReuseRejectionReceipt>(r->outcomes[2]).bucket() == ReuseBucket::lease);
+  const auto& released = std::get<ReuseReleaseReceipt>(receipt.outcomes[3]);
+  REQUIRE(released.released.size() == 2);
+  REQUIRE(released.refused.size() == 3);
+  const auto& released_back = std::get<ReuseReleaseReceipt>(r->outcomes[3]);
+  CHECK(released_back == released);
+  CHECK(released_back.released[0] == LeaseId{(uint64_t{1} << 63) | 5});
+  CHECK(is_path_lease(released_back.refused[0]));
+  CHECK(released_back.refused[2] == LeaseId{0});
+
+  // A release receipt with only one list filled keeps the lists apart.
+  for (const ReuseReleaseReceipt& one_sided :
+       {ReuseReleaseReceipt{{LeaseId{7}}, {}}, ReuseReleaseReceipt{{}, {LeaseId{7}}}, ReuseReleaseReceipt{}}) {
+    const ReuseBatchReceipt single{TraceContext{1, 2, 3}, {one_sided}};
+    CHECK(codec::decode<ReuseBatchReceipt>(codec::encode(single)).value() == single);
+  }
 
   // A default rejection (step authorize, reason no_candidate, nothing released).
   const ReuseBatchReceipt plain{TraceContext{1, 2, 3}, {ReuseRejectionReceipt{}}};
@@ -314,7 +366,7 @@ TEST_CASE("node protocol: every ReuseStep and RejectionReason travels", "[codec]
     }
   for (uint8_t v = 0; v <= kLogitsPathMax; ++v) {
     ReuseBatch b = filled<ReuseBatch>();
-    b.ops[0].logits_path = static_cast<LogitsPath>(v);
+    std::get<ReuseAcquireOp>(b.ops[0]).logits_path = static_cast<LogitsPath>(v);
     CHECK(*codec::decode<ReuseBatch>(codec::encode(b)) == b);
   }
 }
@@ -379,11 +431,11 @@ TEST_CASE("node protocol: a bad reuse step, reason or source is unknown_enum nam
   CHECK(src.field == "ReuseBatchReceipt.outcomes[1].executable_reuse_receipt.source");
 
   const auto logits = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
-    e.getReuseBatch().getOps()[1].setLogitsPath(static_cast<wire::LogitsPath>(kLogitsPathMax + 1));
+    e.getReuseBatch().getOps()[1].getAcquire().setLogitsPath(static_cast<wire::LogitsPath>(kLogitsPathMax + 1));
   });
   auto l = decode_error<ReuseBatch>(logits);
   CHECK(l.code == ErrorCode::unknown_enum);
-  CHECK(l.field == "ReuseBatch.ops[1].logits_path");
+  CHECK(l.field == "ReuseBatch.ops[1].acquire.logits_path");
 
   const auto code = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
     e.getReuseBatchReceipt().getOutcomes()[0].getError().setCode(9999);
@@ -407,9 +459,38 @@ TEST_CASE("node protocol: a malformed reuse message is a typed error naming elem
 
   // ReuseAcquireOp's pointer section is {namespaceName, tokens}.
   const auto tokens = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
-    capnp::AnyStruct::Builder(e.getReuseBatch().getOps()[1]).getPointerSection()[1].initAs<wire::TraceContext>();
+    capnp::AnyStruct::Builder(e.getReuseBatch().getOps()[1].getAcquire())
+        .getPointerSection()[1]
+        .initAs<wire::TraceContext>();
   });
-  CHECK(decode_error<ReuseBatch>(tokens).field == "ReuseBatch.ops[1].tokens");
+  CHECK(decode_error<ReuseBatch>(tokens).field == "ReuseBatch.ops[1].acquire.tokens");
+
+  // ReuseReleaseOp's pointer section is {leases}; ReuseReleaseReceipt's is
+  // {released, refused}.
+  const auto release = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getReuseBatch().getOps()[2].getRelease())
+        .getPointerSection()[0]
+        .initAs<wire::TraceContext>();
+  });
+  auto rl = decode_error<ReuseBatch>(release);
+  CHECK(rl.code == ErrorCode::decode_failed);
+  CHECK(rl.field == "ReuseBatch.ops[2].release.leases");
+  // The op itself a list instead of a struct: the element's member is named.
+  const auto release_op = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getReuseBatch().getOps()[2]).getPointerSection()[0].initAsListOfAnyStruct(1, 0, 2);
+  });
+  CHECK(decode_error<ReuseBatch>(release_op).field == "ReuseBatch.ops[2].release");
+  for (unsigned slot : {0u, 1u}) {
+    INFO("pointer " << slot);
+    const auto lists = edited(codec::encode(filled<ReuseBatchReceipt>()), [&](wire::Envelope::Builder e) {
+      capnp::AnyStruct::Builder(e.getReuseBatchReceipt().getOutcomes()[3].getReleaseReceipt())
+          .getPointerSection()[slot]
+          .initAs<wire::TraceContext>();
+    });
+    auto rr = decode_error<ReuseBatchReceipt>(lists);
+    CHECK(rr.code == ErrorCode::decode_failed);
+    CHECK(rr.field == std::string("ReuseBatchReceipt.outcomes[3].release_receipt.") + (slot ? "refused" : "released"));
+  }
 
   const uint8_t zeros[33] = {};
   for (size_t len : {size_t{0}, size_t{31}, size_t{33}}) {

@@ -15,7 +15,7 @@ ReuseAcquireOp acquire(const std::string& ns, const std::vector<TokenId>& prompt
   return ReuseAcquireOp{ns, RequestId{0}, RequestGeneration{0}, prompt, LogitsPath::logits_required, false};
 }
 
-ReuseBatchReceipt reuse(Client& c, std::vector<ReuseAcquireOp> ops) {
+ReuseBatchReceipt reuse(Client& c, std::vector<ReuseOp> ops) {
   Result<ReuseBatchReceipt> r = c.reuse(ReuseBatch{{}, std::move(ops)});
   INFO((r.ok() ? std::string("ok") : r.error().describe()));
   REQUIRE(r.ok());
@@ -70,13 +70,17 @@ TEST_CASE("node reuse transaction: a receipt leases exactly the hit, and its lea
   // The worker takes the hit into its own request, then lets the leases go
   // (step 10 for a reuse that publishes nothing new).
   CHECK(allocation(*b, AllocateOp{40, receipt.physical_handles, std::nullopt}).outcome == AllocationOutcome::committed);
-  AllocatorBatch release;
-  for (const auto* rc : {&receipt, &second})
-    for (LeaseId l : rc->leases) release.ops.push_back(ReleaseLeaseOp{l});
-  Result<AllocatorBatchReceipt> released = b->allocator(release);
-  REQUIRE(released.ok());
-  for (const AllocatorOutcome& o : released->outcomes) CHECK(std::holds_alternative<LeaseReleaseReceipt>(o));
+  std::vector<LeaseId> all = receipt.leases;
+  all.insert(all.end(), second.leases.begin(), second.leases.end());
+  const ReuseBatchReceipt released = reuse(*b, {ReuseReleaseOp{all}});
+  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(released.outcomes.at(0)));
+  CHECK(std::get<ReuseReleaseReceipt>(released.outcomes[0]).released == all);
+  CHECK(std::get<ReuseReleaseReceipt>(released.outcomes[0]).refused.empty());
   CHECK(n.stat("allocator", "live_leases") == leases_before);
+  // Released twice: refused, and nothing changes.
+  const ReuseBatchReceipt again = reuse(*b, {ReuseReleaseOp{{receipt.leases.front()}}});
+  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(again.outcomes.at(0)));
+  CHECK(std::get<ReuseReleaseReceipt>(again.outcomes[0]).refused == std::vector<LeaseId>{receipt.leases.front()});
   CHECK(n.stat("node", "reuse_receipts") == 2);
   CHECK(n.stat("executor", "reuse_snapshots_frozen") == 2);
 }
@@ -147,15 +151,50 @@ TEST_CASE("node reuse transaction: a session that ends holding receipt leases gi
   REQUIRE(done.ok());
 }
 
-TEST_CASE("node reuse transaction: a radix node refuses it with a typed error per op", "[node][reuse_tx]") {
+TEST_CASE("node reuse transaction: a radix candidate leases its blocks and locks its path", "[node][reuse_tx]") {
   ScratchDir dir("node-reuse-tx-radix");
   InProcessNode n(dir, "tests/data/node/node-radix-test.toml");
   auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
   REQUIRE(a->authorize("test/shared").ok());
-  const ReuseBatchReceipt r = reuse(*a, {acquire("test/shared", prompt_of(3, 40))});
-  REQUIRE(std::holds_alternative<Error>(r.outcomes.at(0)));
-  CHECK(std::get<Error>(r.outcomes[0]).code == ErrorCode::invalid_argument);
-  CHECK(n.stat("allocator", "live_leases") == 0);
+  REQUIRE(b->authorize("test/shared").ok());
+  const std::vector<TokenId> prompt = prompt_of(3, 40);
+  (void)serve_and_publish(*a, prompt, nullptr);
+  const PrefixMatchReceipt hit = match(*b, "test/shared", prompt);
+  REQUIRE(hit.runtime_hit_tokens == 32);
+  const int64_t node_leases = n.stat("allocator", "live_leases");  // the tree's own, one per cached block
+
+  const ReuseBatchReceipt r = reuse(*b, {acquire("test/shared", prompt)});
+  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
+  const auto& receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
+  CHECK(receipt.source == ReuseSource::radix_index);
+  CHECK(receipt.physical_handles == hit_handles(hit));
+  CHECK_FALSE(receipt.path_node_ids.empty());
+  // One lease per block and one on the path.
+  REQUIRE(receipt.leases.size() == receipt.physical_handles.size() + 1);
+  CHECK(std::count_if(receipt.leases.begin(), receipt.leases.end(), is_path_lease) == 1);
+  CHECK(receipt.collision_witness_verified);  // the tree compared every token of its walk
+  CHECK(n.stat("prefix_index", "path_leases") == 1);
+  CHECK(n.stat("allocator", "live_leases") == node_leases + int64_t(receipt.physical_handles.size()));
+
+  const ReuseBatchReceipt released = reuse(*b, {ReuseReleaseOp{receipt.leases}});
+  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(released.outcomes.at(0)));
+  CHECK(std::get<ReuseReleaseReceipt>(released.outcomes[0]).released == receipt.leases);
+  CHECK(n.stat("prefix_index", "path_leases") == 0);
+  CHECK(n.stat("allocator", "live_leases") == node_leases);
+
+  // A session that ends holding a receipt gives its path lock back too.
+  {
+    auto c = n.connect("worker-2");
+    REQUIRE(c->authorize("test/shared").ok());
+    REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(reuse(*c, {acquire("test/shared", prompt)}).outcomes.at(0)));
+    CHECK(n.stat("prefix_index", "path_leases") == 1);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (n.stat("prefix_index", "path_leases") != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(n.stat("prefix_index", "path_leases") == 0);
+  CHECK(n.stat("allocator", "live_leases") == node_leases);
 }
 
 }  // namespace kvrt::test

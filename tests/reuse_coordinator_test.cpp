@@ -142,7 +142,7 @@ TEST_CASE("reuse coordinator: a rejection after the leases hands them back for r
   CHECK(rej.step == c.step);
   CHECK(rej.bucket() == bucket_of(c.reason));
   CHECK(rej.leases_released == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
-  CHECK(run.leases_to_release() == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
+  CHECK(run.leases_to_release().blocks == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
 }
 
 TEST_CASE("reuse coordinator: refusals before the leases take nothing", "[reuse][coordinator]") {
@@ -215,7 +215,7 @@ TEST_CASE("reuse coordinator: an owner that does not answer ends its ops with a 
     CHECK(std::get<Error>(r.outcomes[i]).code == ErrorCode::rpc_failed);
   }
   // Both ops held leases: all four go back.
-  CHECK(run.leases_to_release() == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}, LeaseId{7}, LeaseId{8}});
+  CHECK(run.leases_to_release().blocks == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}, LeaseId{7}, LeaseId{8}});
   CHECK(run.funnel_outcomes().empty());
 }
 
@@ -230,4 +230,91 @@ TEST_CASE("reuse coordinator: an owner answering fewer ops than asked is a typed
   CHECK(std::get<Error>(r.outcomes[1]).code == ErrorCode::invariant_violated);
   // The first op is still open: the receipt says the sequence stopped early.
   REQUIRE(std::holds_alternative<Error>(r.outcomes.at(0)));
+}
+
+namespace {
+
+// The happy scenario's candidate as the radix owner names it: a path.
+ReuseCandidate radix_candidate(const Fixture& x) {
+  ReuseCandidate c = std::get<ReuseCandidate>(x.happy.candidate);
+  c.source = ReuseSource::radix_index;
+  c.path_node_ids = {RadixNodeId{2}, RadixNodeId{9}};
+  return c;
+}
+
+// Runs one radix op to its path stage; the blocks are leased as 5 and 6.
+ReuseBatchRun radix_run_at_paths(const Fixture& x) {
+  ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
+  (void)run.key_requests();
+  run.on_keys({x.key()});
+  (void)run.candidate_requests();
+  run.on_candidates({CandidateReply(CandidateAnswer(radix_candidate(x)))});
+  (void)run.lease_requests();
+  run.on_leases({x.leases({LeaseId{5}, LeaseId{6}})});
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("reuse coordinator: a radix candidate's grant covers its blocks and its path", "[reuse][coordinator]") {
+  Fixture x;
+  ReuseBatchRun run = radix_run_at_paths(x);
+  // The blocks alone do not complete step 4: the path lease is asked next.
+  CHECK(run.version_requests() == 0);
+  const std::vector<ReusePathLeaseRequest> paths = run.path_lease_requests();
+  REQUIRE(paths.size() == 1);
+  CHECK(paths[0].path == radix_candidate(x).path_node_ids);
+  const LeaseId path{kPathLeaseBit | 1};
+  run.on_path_leases({ReusePathLeaseAnswer{path, ""}});
+  REQUIRE(run.version_requests() == 1);
+  run.on_index_version(ReuseIndexVersion{7, TreeVersion{0}});
+  run.on_snapshots(Fixture::freeze(run.snapshot_requests(), 41));
+  const ReuseBatchReceipt r = run.receipt();
+  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
+  const auto& receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
+  CHECK(receipt.leases == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}, path});
+  CHECK(receipt.path_node_ids == radix_candidate(x).path_node_ids);
+  CHECK(run.leases_to_release().empty());
+}
+
+TEST_CASE("reuse coordinator: a path refused after the blocks were leased hands the blocks back",
+          "[reuse][coordinator]") {
+  Fixture x;
+  ReuseBatchRun run = radix_run_at_paths(x);
+  REQUIRE(run.path_lease_requests().size() == 1);
+  SECTION("refused by the owner") {
+    run.on_path_leases({ReusePathLeaseAnswer{std::nullopt, "node 9 left the tree since the lookup"}});
+    const ReuseBatchReceipt r = run.receipt();
+    const ReuseRejectionReceipt& rej = rejection_of(r, 0);
+    CHECK(rej.reason == RejectionReason::lease_unavailable);
+    CHECK(rej.step == ReuseStep::acquire_leases);
+    CHECK(rej.leases_released == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
+  }
+  SECTION("the owner did not answer") {
+    run.on_stage_failed(make_error(ErrorCode::rpc_failed, "radix: down"));
+    REQUIRE(std::holds_alternative<Error>(run.receipt().outcomes.at(0)));
+  }
+  CHECK(run.leases_to_release().blocks == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
+  CHECK(run.leases_to_release().paths.empty());
+}
+
+TEST_CASE("reuse coordinator: release ops split their leases by owner and report each", "[reuse][coordinator]") {
+  Fixture x;
+  const LeaseId path{kPathLeaseBit | 3};
+  ReuseBatchRun run(ReuseBatch{{}, {ReuseReleaseOp{{LeaseId{5}, path, LeaseId{6}}}, x.op(), ReuseReleaseOp{{LeaseId{9}}}}},
+                    kPools, kBlockTokens, kGroups);
+  const ReuseBatchRun::LeaseReturn back = run.release_requests();
+  CHECK(back.blocks == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}, LeaseId{9}});
+  CHECK(back.paths == std::vector<LeaseId>{path});
+  // The allocator held 5 and 9 for this session, not 6; the radix owner held the path.
+  run.on_released({1, 0, 1}, {1});
+  // The acquire op between them still runs its own sequence.
+  CHECK(run.key_requests().size() == 1);
+  const ReuseBatchReceipt r = run.receipt();
+  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(r.outcomes.at(0)));
+  CHECK(std::get<ReuseReleaseReceipt>(r.outcomes[0]).released == std::vector<LeaseId>{LeaseId{5}, path});
+  CHECK(std::get<ReuseReleaseReceipt>(r.outcomes[0]).refused == std::vector<LeaseId>{LeaseId{6}});
+  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(r.outcomes.at(2)));
+  CHECK(std::get<ReuseReleaseReceipt>(r.outcomes[2]).released == std::vector<LeaseId>{LeaseId{9}});
+  CHECK(run.funnel_outcomes().empty());
 }

@@ -230,7 +230,8 @@ Result<BlockLease> BlockAllocator::acquire_lease(const PhysicalBlockHandle& hand
   l.handle = handle;
   l.group_index = g;
   l.slot = slot;
-  l.generation += 1;
+  // 31 bits, so a LeaseId never sets kPathLeaseBit (receipt_ids.hpp).
+  l.generation = l.generation >= 0x7FFFFFFFu ? 1 : l.generation + 1;
   l.active = true;
   ++active_leases_;
   add_ref(g, slot);

@@ -31,6 +31,11 @@ Result<uint64_t> RadixBlockService::namespace_key(SessionId session, const std::
 }
 
 Result<PrefixMatchReceipt> RadixBlockService::match(SessionId session, const PrefixMatchOp& op) {
+  return match_at(session, op, nullptr);
+}
+
+Result<PrefixMatchReceipt> RadixBlockService::match_at(SessionId session, const PrefixMatchOp& op,
+                                                       RadixNodeRef* terminal) {
   Result<uint64_t> key = namespace_key(session, op.namespace_name);
   if (!key.ok()) {
     ++unauthorized_;
@@ -42,6 +47,7 @@ Result<PrefixMatchReceipt> RadixBlockService::match(SessionId session, const Pre
   // With logits required the last prompt token is always computed (0x07A).
   const uint32_t cap = op.logits_path == LogitsPath::logits_required && prompt > 0 ? prompt - 1 : prompt;
   const RadixBlockMatch m = index_.match(*key, op.tokens, cap);
+  if (terminal != nullptr) *terminal = m.terminal;
   ++lookups_;
   funnel_.record_lookup(m.hit_tokens);
   lookup_prompt_tokens_ += prompt;
@@ -68,6 +74,85 @@ Result<PrefixMatchReceipt> RadixBlockService::match(SessionId session, const Pre
   r.new_block_bundles = static_cast<uint32_t>(ceil_div(prompt - m.hit_tokens, P));
   r.receipt_sha256 = r.canonical_digest();
   return r;
+}
+
+void RadixBlockService::end_session(SessionId session) {
+  grants_.end_session(session);
+  for (auto it = path_leases_.begin(); it != path_leases_.end();) {
+    if (it->second.session == session) {
+      (void)index_.unlock_path(it->second.terminal);
+      it = path_leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Result<CandidateAnswer> RadixBlockService::reuse_candidate(SessionId session, const PrefixMatchOp& op) {
+  RadixNodeRef terminal;
+  Result<PrefixMatchReceipt> m = match_at(session, op, &terminal);
+  if (!m.ok()) return m.error();
+  if (m->runtime_hit_tokens == 0) return CandidateAnswer(IndexMiss{});
+  const auto digests = published_digests_.find(std::pair{op.namespace_name, m->namespace_generation.value});
+  if (digests == published_digests_.end())
+    return make_error(ErrorCode::invariant_violated, "a hit in a namespace generation nothing was published under",
+                      "namespace_generation");
+  ReuseCandidate c;
+  c.source = ReuseSource::radix_index;
+  c.namespace_name = op.namespace_name;
+  c.namespace_generation = m->namespace_generation;
+  c.semantic_digest = digests->second.first;
+  c.layout_digest = digests->second.second;
+  c.index_version = 0;
+  c.tree_version = index_.structure_version();
+  c.covered_interval = TokenInterval{0, m->runtime_hit_tokens};
+  for (const MatchedBlockBundle& b : m->matched_group_handles)
+    c.physical_handles.insert(c.physical_handles.end(), b.handles.begin(), b.handles.end());
+  c.path_node_ids = index_.tree().path_ids(terminal);
+  std::vector<uint32_t> covered(op.tokens.begin(), op.tokens.begin() + m->runtime_hit_tokens);
+  c.token_witness = covered_tokens_digest(covered);
+  return CandidateAnswer(std::move(c));
+}
+
+ReusePathLeaseAnswer RadixBlockService::lease_path(SessionId session, const ReusePathLeaseRequest& request) {
+  auto refuse = [&](std::string why) {
+    ++path_leases_refused_;
+    return ReusePathLeaseAnswer{std::nullopt, std::move(why)};
+  };
+  if (request.path.empty()) return refuse("an empty path names no node to lock");
+  // O(nodes): the request names the terminal by id only.
+  const std::optional<RadixNodeRef> terminal = index_.tree().find(request.path.back());
+  if (!terminal) return refuse("node " + std::to_string(request.path.back().value) + " left the tree since the lookup");
+  if (index_.tree().path_ids(*terminal) != request.path) return refuse("the path to the terminal changed since the lookup");
+  if (Status locked = index_.lock_path(*terminal); !locked.ok()) return refuse(locked.error().describe());
+  const LeaseId lease{kPathLeaseBit | next_path_lease_++};
+  path_leases_[lease.value] = PathLease{session, *terminal};
+  ++path_leases_granted_;
+  return ReusePathLeaseAnswer{lease, ""};
+}
+
+bool RadixBlockService::release_path(SessionId session, LeaseId lease) {
+  const auto it = path_leases_.find(lease.value);
+  if (it == path_leases_.end() || it->second.session != session) return false;
+  if (!index_.unlock_path(it->second.terminal).ok()) return false;
+  path_leases_.erase(it);
+  return true;
+}
+
+Status RadixBlockService::validate() const {
+  KVRT_TRY(index_.validate());
+  std::map<uint64_t, uint32_t> ending;  // node id -> path leases ending there
+  for (const auto& [id, lease] : path_leases_) {
+    if (!index_.tree().is_live(lease.terminal))
+      return make_error(ErrorCode::invariant_violated,
+                        "path lease " + std::to_string(id & ~kPathLeaseBit) + " ends at a node not in the tree");
+    ++ending[lease.terminal.id.value];
+  }
+  for (const auto& [id, lease] : path_leases_)
+    if (index_.tree().node(lease.terminal).lock_count < ending[lease.terminal.id.value])
+      return make_error(ErrorCode::invariant_violated,
+                        "node " + std::to_string(lease.terminal.id.value) + " holds fewer locks than path leases");
+  return Status::success();
 }
 
 Status RadixBlockService::check_publication(SessionId session, const PrefixPublishOp& op) const {
@@ -113,6 +198,9 @@ Result<RadixPublication> RadixBlockService::decide_publication(SessionId session
   for (uint32_t id : out.adoption.pages)
     for (const PhysicalBlockHandle& h : index_.page(id).handles) out.lease_handles.push_back(h);
   out.receipt = PrefixPublishReceipt{op.request, 0, out.adoption.duplicates * groups_, 0, publications_ + 1};
+  if (Result<SessionNamespaceGrant> g = grants_.current(session, op.namespace_name); g.ok())
+    published_digests_.insert_or_assign(std::pair{op.namespace_name, g->generation.value},
+                                        std::pair{g->semantic_digest, g->layout_digest});
   ++publications_;
   pages_duplicate_ += out.adoption.duplicates;
   return out;
@@ -159,6 +247,9 @@ OwnerStats RadixBlockService::stats() const {
   };
   put("radix", 1);
   put("cached_pages", index_.cached_pages());
+  put("path_leases", path_leases_.size());
+  put("path_leases_granted", path_leases_granted_);
+  put("path_leases_refused", path_leases_refused_);
   put("cached_blocks", uint64_t{index_.cached_pages()} * groups_);
   put("tree_nodes", index_.tree().ledger().nodes);
   put("evicted_pages", index_.evicted_pages());

@@ -18,6 +18,7 @@
 //            leases or withdraw the adoption, and evict leaves over the
 //            budget. confirm() returns every lease the allocator must release.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "services/identity/cache_layout_manifest.hpp"
 #include "services/node/namespace_grants.hpp"
 #include "services/node/reuse_funnel_counters.hpp"
+#include "services/node/reuse_step_answers.hpp"
 #include "services/protocol/allocator_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
 #include "services/protocol/prefix_ops.hpp"
@@ -47,9 +49,26 @@ class RadixBlockService {
 
   void grant(SessionId session, SessionNamespaceGrant grant) { grants_.grant(session, std::move(grant)); }
   void advance_generation(const std::string& name, NamespaceGeneration g) { grants_.advance_generation(name, g); }
-  void end_session(SessionId session) { grants_.end_session(session); }
+  // Ends the session's grants and releases the path leases it still holds.
+  void end_session(SessionId session);
 
   Result<PrefixMatchReceipt> match(SessionId session, const PrefixMatchOp& op);
+
+  // The executable-reuse transaction (0x0CD) for radix candidates.
+  // Step 3: match() as a candidate naming its path root -> terminal, the
+  // tree's structure version after the lookup (a split by this very match
+  // included), the producer's digests recorded at publication, and the
+  // covered tokens' digest (the tree compares every token on its walk, so a
+  // hit's stored tokens equal the request's). pool_generations are the
+  // caller's. Errors: match()'s.
+  Result<CandidateAnswer> reuse_candidate(SessionId session, const PrefixMatchOp& op);
+  // Step 4: a lock reference on the path for the session (0x08D), refused
+  // when the terminal left the tree or its path is no longer `path`.
+  ReusePathLeaseAnswer lease_path(SessionId session, const ReusePathLeaseRequest& request);
+  // Step 10, or a rejected attempt: false for a lease the session does not hold.
+  bool release_path(SessionId session, LeaseId lease);
+  // Step 5: the tree's structure version now.
+  ReuseIndexVersion reuse_version() const { return ReuseIndexVersion{0, index_.structure_version()}; }
   // Phase 1: authorization and argument checks; ok means "read the table".
   Status check_publication(SessionId session, const PrefixPublishOp& op) const;
   // Phase 2: adopt pages [0, end_block) of the table. Errors: those of
@@ -68,13 +87,17 @@ class RadixBlockService {
   std::vector<LeaseId> relieve_pressure(uint32_t missing_blocks);
 
   OwnerStats stats() const;
-  Status validate() const { return index_.validate(); }
+  // The index's laws, then: every path lease's terminal is in the tree and
+  // carries at least as many lock references as leases end at it.
+  Status validate() const;
   const RadixBlockIndex& index() const { return index_; }
 
  private:
   RadixBlockService(RadixBlockIndex index, Sha256Digest layout_sha256, uint32_t groups)
       : index_(std::move(index)), layout_sha256_(layout_sha256), groups_(groups) {}
   Result<uint64_t> namespace_key(SessionId session, const std::string& namespace_name) const;
+  // match() and the node its hit ends at.
+  Result<PrefixMatchReceipt> match_at(SessionId session, const PrefixMatchOp& op, RadixNodeRef* terminal);
 
   RadixBlockIndex index_;
   Sha256Digest layout_sha256_;
@@ -84,6 +107,15 @@ class RadixBlockService {
   LookupFunnelCounters funnel_;  // the node's reuse funnel, lookup stages (0x0CF)
   uint64_t publications_ = 0, pages_adopted_ = 0, pages_duplicate_ = 0, adoptions_withdrawn_ = 0;
   uint64_t pressure_calls_ = 0, pressure_pages_ = 0;
+  struct PathLease {
+    SessionId session;
+    RadixNodeRef terminal;
+  };
+  std::map<uint64_t, PathLease> path_leases_;  // LeaseId value -> lease
+  uint64_t next_path_lease_ = 1;
+  uint64_t path_leases_granted_ = 0, path_leases_refused_ = 0;
+  // (namespace, generation) -> (d_sem, d_layout) of the grants it was published under.
+  std::map<std::pair<std::string, uint64_t>, std::pair<Sha256Digest, Sha256Digest>> published_digests_;
 };
 
 }  // namespace kvrt

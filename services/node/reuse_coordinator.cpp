@@ -15,19 +15,52 @@ ReuseBatchRun::ReuseBatchRun(ReuseBatch batch, std::vector<PoolGenerationRef> no
       cache_groups_(cache_groups),
       ops_(batch_.ops.size()) {
   for (size_t i = 0; i < batch_.ops.size(); ++i) {
-    const ReuseAcquireOp& op = batch_.ops[i];
-    if (op.tokens.empty()) {
+    const auto* acquire = std::get_if<ReuseAcquireOp>(&batch_.ops[i]);
+    if (acquire == nullptr) continue;  // a release op: release_requests()
+    if (acquire->tokens.empty()) {
       end_with_error(i, make_error(ErrorCode::invalid_argument, "a reuse op names its prompt tokens", "tokens"));
       continue;
     }
-    Result<ReuseAttempt> a = ReuseAttempt::begin(
-        ReuseRequest{op.request, op.request_generation, op.namespace_name, op.require_collision_witness});
+    Result<ReuseAttempt> a = ReuseAttempt::begin(ReuseRequest{acquire->request, acquire->request_generation,
+                                                              acquire->namespace_name,
+                                                              acquire->require_collision_witness});
     if (!a.ok()) {
       end_with_error(i, a.error());
       continue;
     }
     ops_[i].attempt = std::move(a).value();
   }
+}
+
+const ReuseAcquireOp& ReuseBatchRun::acquire_op(size_t i) const { return std::get<ReuseAcquireOp>(batch_.ops[i]); }
+
+// --- stage 0: release ops, step 10 ---------------------------------------------
+
+ReuseBatchRun::LeaseReturn ReuseBatchRun::release_requests() {
+  stage_.clear();
+  LeaseReturn out;
+  for (size_t i = 0; i < batch_.ops.size(); ++i) {
+    const auto* release = std::get_if<ReuseReleaseOp>(&batch_.ops[i]);
+    if (release == nullptr) continue;
+    stage_.push_back(i);
+    for (LeaseId l : release->leases) (is_path_lease(l) ? out.paths : out.blocks).push_back(l);
+  }
+  return out;
+}
+
+void ReuseBatchRun::on_released(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& paths) {
+  size_t b = 0, p = 0;
+  for (size_t i : stage_) {
+    ReuseReleaseReceipt r;
+    for (LeaseId l : std::get<ReuseReleaseOp>(batch_.ops[i]).leases) {
+      const bool path = is_path_lease(l);
+      const size_t k = path ? p++ : b++;
+      const std::vector<uint8_t>& flags = path ? paths : blocks;
+      (k < flags.size() && flags[k] != 0 ? r.released : r.refused).push_back(l);
+    }
+    ops_[i].outcome = ReuseOutcome(std::move(r));
+  }
+  stage_.clear();
 }
 
 std::vector<size_t> ReuseBatchRun::open_at(ReuseStep step) {
@@ -41,9 +74,24 @@ std::vector<size_t> ReuseBatchRun::open_at(ReuseStep step) {
 
 void ReuseBatchRun::end_with_error(size_t i, Error e) {
   OpRun& op = ops_[i];
-  // An error leaves the attempt as it was: the leases it holds go back.
+  // An error leaves the attempt as it was: the leases it holds go back, and
+  // so do block leases still waiting for their path lease.
   if (op.attempt) op.release = op.attempt->acquired_leases();
+  op.release.insert(op.release.end(), op.pending.begin(), op.pending.end());
+  op.pending.clear();
   op.outcome = ReuseOutcome(std::move(e));
+}
+
+void ReuseBatchRun::acquire(size_t i, const LeaseAnswer& answer, const std::vector<LeaseId>& give_back) {
+  OpRun& op = ops_[i];
+  op.pending.clear();
+  settle(i, op.attempt->acquire_leases(answer));
+  if (give_back.empty() || !op.outcome) return;
+  // Leases the attempt never accepted (the path was refused after the
+  // blocks were leased): released with the rest.
+  op.release.insert(op.release.end(), give_back.begin(), give_back.end());
+  if (auto* r = std::get_if<ReuseRejectionReceipt>(&*op.outcome))
+    r->leases_released.insert(r->leases_released.end(), give_back.begin(), give_back.end());
 }
 
 void ReuseBatchRun::settle(size_t i, const Result<StepOutcome>& step) {
@@ -63,7 +111,7 @@ void ReuseBatchRun::settle(size_t i, const Result<StepOutcome>& step) {
 std::vector<ReuseKeyRequest> ReuseBatchRun::key_requests() {
   std::vector<ReuseKeyRequest> out;
   for (size_t i : open_at(ReuseStep::authorize))
-    out.push_back(ReuseKeyRequest{batch_.ops[i].namespace_name, batch_.ops[i].tokens});
+    out.push_back(ReuseKeyRequest{acquire_op(i).namespace_name, acquire_op(i).tokens});
   return out;
 }
 
@@ -91,7 +139,7 @@ void ReuseBatchRun::on_keys(const std::vector<ReuseKeyAnswer>& answers) {
 std::vector<PrefixMatchOp> ReuseBatchRun::candidate_requests() {
   std::vector<PrefixMatchOp> out;
   for (size_t i : open_at(ReuseStep::lookup_candidate)) {
-    const ReuseAcquireOp& op = batch_.ops[i];
+    const ReuseAcquireOp& op = acquire_op(i);
     out.push_back(PrefixMatchOp{op.namespace_name, op.request, op.request_generation, op.tokens, op.logits_path});
   }
   return out;
@@ -152,8 +200,45 @@ void ReuseBatchRun::on_leases(const std::vector<ReuseLeaseAnswer>& answers) {
       end_with_error(i, make_error(ErrorCode::invariant_violated, "the allocator owner answered too few ops", "leases"));
       continue;
     }
-    ops_[i].leased = answers[k];
-    settle(i, ops_[i].attempt->acquire_leases(answers[k].lease));
+    OpRun& op = ops_[i];
+    op.leased = answers[k];
+    const auto* grant = std::get_if<LeaseGrant>(&answers[k].lease);
+    if (grant != nullptr && !op.candidate->path_node_ids.empty()) {
+      op.pending = grant->leases;  // the path lease completes the grant
+      continue;
+    }
+    acquire(i, answers[k].lease, {});
+  }
+}
+
+std::vector<ReusePathLeaseRequest> ReuseBatchRun::path_lease_requests() {
+  stage_.clear();
+  std::vector<ReusePathLeaseRequest> out;
+  for (size_t i = 0; i < ops_.size(); ++i)
+    if (!ops_[i].outcome && !ops_[i].pending.empty()) {
+      stage_.push_back(i);
+      out.push_back(ReusePathLeaseRequest{ops_[i].candidate->path_node_ids});
+    }
+  return out;
+}
+
+void ReuseBatchRun::on_path_leases(const std::vector<ReusePathLeaseAnswer>& answers) {
+  for (size_t k = 0; k < stage_.size(); ++k) {
+    const size_t i = stage_[k];
+    if (k >= answers.size()) {
+      end_with_error(i, make_error(ErrorCode::invariant_violated, "the index owner answered too few ops", "paths"));
+      continue;
+    }
+    OpRun& op = ops_[i];
+    const std::vector<LeaseId> blocks = op.pending;
+    if (!answers[k].lease) {
+      acquire(i, LeaseAnswer(LeaseRefused{"path: " + answers[k].refusal}), blocks);
+      continue;
+    }
+    LeaseGrant g = std::get<LeaseGrant>(op.leased.lease);
+    g.leases.push_back(*answers[k].lease);
+    g.covered_path_nodes = op.candidate->path_node_ids;
+    acquire(i, LeaseAnswer(std::move(g)), {});
   }
 }
 
@@ -206,16 +291,24 @@ void ReuseBatchRun::on_stage_failed(const Error& e) {
   stage_.clear();
 }
 
-std::vector<LeaseId> ReuseBatchRun::leases_to_release() const {
-  std::vector<LeaseId> out;
+ReuseBatchRun::LeaseReturn ReuseBatchRun::leases_to_release() const {
+  LeaseReturn out;
   for (const OpRun& op : ops_) {
     if (op.outcome && std::holds_alternative<ExecutableReuseReceipt>(*op.outcome)) continue;
     // An op no stage finished holds what its attempt acquired.
-    const std::vector<LeaseId>& held = op.outcome ? op.release
-                                       : op.attempt ? op.attempt->acquired_leases()
-                                                    : op.release;
-    out.insert(out.end(), held.begin(), held.end());
+    std::vector<LeaseId> held = op.outcome ? op.release : op.attempt ? op.attempt->acquired_leases() : op.release;
+    if (!op.outcome) held.insert(held.end(), op.pending.begin(), op.pending.end());
+    for (LeaseId l : held) (is_path_lease(l) ? out.paths : out.blocks).push_back(l);
   }
+  return out;
+}
+
+ReuseBatchRun::LeaseReturn ReuseBatchRun::all_leases() const {
+  LeaseReturn out = leases_to_release();
+  for (const OpRun& op : ops_)
+    if (op.outcome)
+      if (const auto* r = std::get_if<ExecutableReuseReceipt>(&*op.outcome))
+        for (LeaseId l : r->leases) (is_path_lease(l) ? out.paths : out.blocks).push_back(l);
   return out;
 }
 
@@ -240,6 +333,7 @@ std::vector<FunnelOutcome> ReuseBatchRun::funnel_outcomes() const {
     if (!op.outcome) continue;
     // A receipt is an executable hit: the use gate held (0x0CD).
     if (std::holds_alternative<ExecutableReuseReceipt>(*op.outcome)) out.push_back(FunnelOutcome::hit());
+    // Release ops and errors are not reuse attempts' ends.
     if (const auto* r = std::get_if<ReuseRejectionReceipt>(&*op.outcome)) out.push_back(FunnelOutcome::rejected(r->reason));
   }
   return out;

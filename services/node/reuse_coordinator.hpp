@@ -6,10 +6,14 @@
 // order, for all of the batch's ops at once:
 //
 //   stage      owner          steps  message                         answer
+//   release    allocator,     10     the release ops' leases, split  released or not, per lease
+//              radix index           by owner (kPathLeaseBit)
 //   keys       authorization  1, 2   ReuseKeyRequest per open op     ReuseKeyAnswer
-//   lookup     prefix index   3      PrefixMatchOp per open op       CandidateAnswer or Error
+//   lookup     index owner    3      PrefixMatchOp per open op       CandidateReply
 //   leases     allocator      4      ReuseLeaseRequest per open op   ReuseLeaseAnswer (+ step 5's pool part)
-//   versions   prefix index   5-7    one per batch                   ReuseIndexVersion
+//   paths      radix index    4      ReusePathLeaseRequest per radix ReusePathLeaseAnswer
+//                                    candidate whose blocks leased
+//   versions   index owner    5-7    one per batch                   ReuseIndexVersion
 //   snapshot   executor       8      ReuseSnapshotRequest per op     SnapshotAnswer
 //
 // The caller (actors/reuse_actor.cpp, or a test driving the owners' cores
@@ -18,6 +22,11 @@
 // or error; the later stages never see it. When every stage has run, the
 // leases of every op that ended without a receipt are listed for release
 // (leases_to_release), and receipt() answers the worker.
+//
+// A radix candidate's leases are its blocks' (the allocator's) and one lock
+// on its path (the radix owner's); the attempt sees one LeaseGrant covering
+// both, or a refusal, and a path refused after the blocks were leased hands
+// the block leases back.
 //
 // Step 6 is "not applicable" for the prefix index's candidates (0x0CD names
 // it for declared modules and sessions). Step 7 reads no mapper: the paged
@@ -45,6 +54,18 @@ class ReuseBatchRun {
   ReuseBatchRun(ReuseBatch batch, std::vector<PoolGenerationRef> node_pools, uint32_t block_tokens,
                 uint32_t cache_groups);
 
+  // Leases by the owner that issued them.
+  struct LeaseReturn {
+    std::vector<LeaseId> blocks;  // the allocator's
+    std::vector<LeaseId> paths;   // the radix index's (kPathLeaseBit)
+    bool empty() const { return blocks.empty() && paths.empty(); }
+  };
+
+  // The release ops' leases; answered with one flag per lease of each list
+  // (1: released, 0: the session held no such lease).
+  LeaseReturn release_requests();
+  void on_released(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& paths);
+
   std::vector<ReuseKeyRequest> key_requests();
   void on_keys(const std::vector<ReuseKeyAnswer>& answers);
 
@@ -53,6 +74,9 @@ class ReuseBatchRun {
 
   std::vector<ReuseLeaseRequest> lease_requests();
   void on_leases(const std::vector<ReuseLeaseAnswer>& answers);
+
+  std::vector<ReusePathLeaseRequest> path_lease_requests();
+  void on_path_leases(const std::vector<ReusePathLeaseAnswer>& answers);
 
   // How many ops wait for the index version (0: the versions stage is skipped).
   size_t version_requests();
@@ -67,7 +91,10 @@ class ReuseBatchRun {
 
   // Leases held by ops that ended without a receipt: the caller releases
   // them (ReleaseLeaseOp under the session) before it answers.
-  std::vector<LeaseId> leases_to_release() const;
+  LeaseReturn leases_to_release() const;
+  // Every lease the run holds, receipts' included: what goes back when the
+  // session ended while the run was in flight (no worker will release them).
+  LeaseReturn all_leases() const;
   // One outcome per op; an op that no stage answered (a caller that stopped
   // early) is an Error.
   ReuseBatchReceipt receipt() const;
@@ -85,9 +112,13 @@ class ReuseBatchRun {
     std::optional<ReuseCandidate> candidate;
     std::string planned_abi;              // the consumer key's cache ABI
     ReuseLeaseAnswer leased;              // step 4's answer, whose pool part step 5 reads
+    std::vector<LeaseId> pending;         // block leases granted while the path lease is awaited
   };
+  const ReuseAcquireOp& acquire_op(size_t i) const;
   // Indices of the ops whose next step is `step`, recorded for the answers.
   std::vector<size_t> open_at(ReuseStep step);
+  // Hands op i's combined lease answer to its attempt.
+  void acquire(size_t i, const LeaseAnswer& answer, const std::vector<LeaseId>& give_back);
   // Applies one step's result to op i: a rejection or an error ends it.
   void settle(size_t i, const Result<StepOutcome>& step);
   void end_with_error(size_t i, Error e);

@@ -44,6 +44,17 @@ struct ReuseLeaseAnswer {
   uint32_t valid_frontier_tokens = 0;  // rows [0, f) valid in every group, bundle by bundle [tokens]
 };
 
+// Step 4, the radix index owner: a lock reference on the candidate's path
+// (0x08D), named by a path lease, so the path is never evicted while the
+// receipt is in use. The path must still be the one the lookup read.
+struct ReusePathLeaseRequest {
+  std::vector<RadixNodeId> path;  // root -> terminal, as the candidate named it
+};
+struct ReusePathLeaseAnswer {
+  std::optional<LeaseId> lease;  // set when granted (bit 63 set: kPathLeaseBit)
+  std::string refusal;           // why not, when not
+};
+
 // Step 5, the index owner: its versions as they stand now, read after the
 // leases were taken.
 struct ReuseIndexVersion {

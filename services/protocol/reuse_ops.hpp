@@ -17,6 +17,11 @@
 //     The request falls back to recomputation (0x0CG): reuse lost, exactness
 //     kept.
 //   - Error: the op itself is malformed (empty namespace or tokens).
+// A ReuseReleaseOp is step 10 for a receipt whose reuse publishes nothing
+// new: the node hands each lease back to the owner that issued it (block
+// leases to the allocator, radix path leases to the radix index) and answers
+// which it released. Leases the session does not hold are listed as refused;
+// nothing else changes.
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -50,11 +55,23 @@ struct ReuseRejectionReceipt {
   friend bool operator==(const ReuseRejectionReceipt&, const ReuseRejectionReceipt&) = default;
 };
 
-using ReuseOutcome = std::variant<Error, ExecutableReuseReceipt, ReuseRejectionReceipt>;
+struct ReuseReleaseOp {
+  std::vector<LeaseId> leases;  // a receipt's leases (any subset, any order)
+  friend bool operator==(const ReuseReleaseOp&, const ReuseReleaseOp&) = default;
+};
+
+struct ReuseReleaseReceipt {
+  std::vector<LeaseId> released;  // handed back to their owners
+  std::vector<LeaseId> refused;   // not held by this session (unknown, foreign or already released)
+  friend bool operator==(const ReuseReleaseReceipt&, const ReuseReleaseReceipt&) = default;
+};
+
+using ReuseOp = std::variant<ReuseAcquireOp, ReuseReleaseOp>;
+using ReuseOutcome = std::variant<Error, ExecutableReuseReceipt, ReuseRejectionReceipt, ReuseReleaseReceipt>;
 
 struct ReuseBatch {
   TraceContext trace;
-  std::vector<ReuseAcquireOp> ops;
+  std::vector<ReuseOp> ops;
   friend bool operator==(const ReuseBatch&, const ReuseBatch&) = default;
 };
 

@@ -66,8 +66,10 @@ RadixBlockMatch RadixBlockIndex::match(uint64_t extra_key, std::span<const Token
   const uint32_t usable = std::min<uint64_t>(tokens.size(), cap_tokens) / P * P;
   std::vector<TokenSlotId> slots;
   const RadixMatchResult m = tree_.match(RadixKeyView{tokens.first(usable), extra_key}, &slots);
+  if (m.split) ++structure_version_;
   RadixBlockMatch out;
   out.hit_tokens = m.matched;
+  out.terminal = m.terminal;
   for (uint32_t j = 0; j < m.matched / P; ++j) {
     const uint32_t id = static_cast<uint32_t>((slots[uint64_t{j} * P].value - 1) / P);
     out.bundles.push_back(MatchedBlockBundle{j, pages_.at(id).handles});
@@ -106,6 +108,7 @@ Result<RadixAdoption> RadixBlockIndex::adopt(uint64_t extra_key, std::span<const
     for (uint32_t id : ids) free_page(id, none);
     return inserted.error();
   }
+  if (inserted->inserted > 0 || inserted->split) ++structure_version_;
   const uint32_t held = inserted->prefix_len / P;
   std::vector<LeaseId> none;
   for (uint32_t j = 0; j < held; ++j) free_page(ids[j], none);
@@ -135,6 +138,7 @@ std::vector<LeaseId> RadixBlockIndex::confirm(const RadixAdoption& adoption,
     for (const auto& l : page)
       if (l) release.push_back(*l);
   if (adoption.leaf) {
+    ++structure_version_;
     PageSink sink(config_.block_tokens);
     if (tree_.evict_leaf(*adoption.leaf, &sink).ok()) {
       std::vector<LeaseId> none;  // never confirmed: no lease recorded
@@ -147,6 +151,7 @@ std::vector<LeaseId> RadixBlockIndex::confirm(const RadixAdoption& adoption,
 std::vector<LeaseId> RadixBlockIndex::evict_tokens(uint64_t target_tokens) {
   PageSink sink(config_.block_tokens);
   tree_.evict(target_tokens, &sink);
+  if (!sink.pages.empty()) ++structure_version_;
   std::vector<LeaseId> release;
   for (uint32_t id : sink.pages) free_page(id, release);
   evicted_pages_ += sink.pages.size();
@@ -163,6 +168,16 @@ std::vector<LeaseId> RadixBlockIndex::evict_pages(uint32_t pages) {
 }
 
 std::vector<LeaseId> RadixBlockIndex::evict_all() { return evict_tokens(UINT64_MAX); }
+
+Status RadixBlockIndex::lock_path(RadixNodeRef terminal) {
+  Result<int64_t> r = tree_.inc_lock(terminal);
+  return r.ok() ? Status::success() : Status(r.error());
+}
+
+Status RadixBlockIndex::unlock_path(RadixNodeRef terminal) {
+  Result<int64_t> r = tree_.dec_lock(terminal);
+  return r.ok() ? Status::success() : Status(r.error());
+}
 
 Status RadixBlockIndex::validate() const {
   KVRT_TRY(tree_.validate());

@@ -32,6 +32,7 @@
 #include "services/common/result.hpp"
 #include "services/radix/radix_tree.hpp"
 #include "services/receipts/prefix_match_receipt.hpp"
+#include "services/receipts/receipt_ids.hpp"
 
 namespace kvrt {
 
@@ -52,6 +53,7 @@ struct CachedPage {
 struct RadixBlockMatch {
   uint32_t hit_tokens = 0;                  // page aligned [tokens]
   std::vector<MatchedBlockBundle> bundles;  // pages [0, hit_tokens / P)
+  RadixNodeRef terminal;                    // the node ending at hit_tokens (root when 0)
 };
 
 // What one publication added to the tree.
@@ -91,6 +93,15 @@ class RadixBlockIndex {
   // Evicts every page (empties the cache); returns the leases to release.
   std::vector<LeaseId> evict_all();
 
+  // Lock references on the path ending at `terminal` (0x08D): a locked path
+  // is never evicted. Errors: the tree's (unknown node, lock underflow).
+  Status lock_path(RadixNodeRef terminal);
+  Status unlock_path(RadixNodeRef terminal);
+  // Advances with every structural change of the tree: an edge split by a
+  // match, an insertion, a withdrawn adoption, an eviction. Recency stamps
+  // and lock counts do not move it (0x0CD v_tree).
+  TreeVersion structure_version() const { return TreeVersion{structure_version_}; }
+
   uint32_t cached_pages() const { return live_pages_; }
   uint64_t evicted_pages() const { return evicted_pages_; }
   const RadixTree& tree() const { return tree_; }
@@ -114,6 +125,7 @@ class RadixBlockIndex {
   std::vector<uint32_t> free_ids_;
   uint32_t live_pages_ = 0;
   uint64_t evicted_pages_ = 0;
+  uint64_t structure_version_ = 0;
 };
 
 }  // namespace kvrt

@@ -11,6 +11,11 @@ namespace kvrt {
 using TransactionId = StrongId<struct TransactionIdTag, uint64_t>;
 // A read/write lease or radix lock lease (0x04B active leases, 0x08G lock_lease_id).
 using LeaseId = StrongId<struct LeaseIdTag, uint64_t>;
+// Bit 63 of a LeaseId marks a radix path lease, issued by the node's radix
+// index owner (0x0CD step 4); the allocator's lease ids never set it, so a
+// lease names its owner by itself.
+inline constexpr uint64_t kPathLeaseBit = uint64_t{1} << 63;
+inline bool is_path_lease(LeaseId l) { return (l.value & kPathLeaseBit) != 0; }
 // A published snapshot of the prefix index (0x07G index_snapshot_id).
 using IndexSnapshotId = StrongId<struct IndexSnapshotIdTag, uint64_t>;
 // Version of the radix tree after a committed mutation (0x08F, 0x08G tree_version).
