@@ -204,4 +204,33 @@ TEST_CASE("radix blocks: a random trace agrees with a map of every cached page p
   REQUIRE(idx.validate().ok());
 }
 
+TEST_CASE("radix blocks: a locked path survives eviction, and only retractions move the version",
+          "[radix][blocks]") {
+  RadixBlockIndex idx = make(100);
+  FakeBlocks blocks;
+  auto a = idx.adopt(1, tokens({1, 2, 3, 4, 5}), blocks.pages(5));
+  REQUIRE(idx.confirm(*a, blocks.leases(*a)).empty());
+  const TreeVersion v0 = idx.retraction_version();
+  // An insertion and a split (B diverges inside A's edge) retract nothing.
+  auto b = idx.adopt(1, tokens({1, 2, 3, 8, 9}), blocks.pages(5));
+  REQUIRE(idx.confirm(*b, blocks.leases(*b)).empty());
+  CHECK(idx.retraction_version() == v0);
+
+  // Lock A's whole path; evicting everything takes only B's unlocked tail.
+  const RadixBlockMatch m = idx.match(1, tokens({1, 2, 3, 4, 5}), 1000);
+  REQUIRE(m.hit_tokens == 5 * kP);
+  REQUIRE(idx.lock_path(m.terminal).ok());
+  REQUIRE(idx.validate().ok());
+  CHECK(idx.evict_all().size() == 2 * kG);  // B's pages 4-5
+  CHECK(idx.retraction_version().value == v0.value + 1);
+  CHECK(idx.match(1, tokens({1, 2, 3, 4, 5}), 1000).hit_tokens == 5 * kP);
+  CHECK(idx.cached_pages() == 5);
+  // Unlocked, the path goes too; a second unlock is refused (lock underflow).
+  REQUIRE(idx.unlock_path(m.terminal).ok());
+  CHECK(idx.evict_all().size() == 5 * kG);
+  CHECK(idx.retraction_version().value == v0.value + 2);
+  CHECK_FALSE(idx.unlock_path(m.terminal).ok());
+  REQUIRE(idx.validate().ok());
+}
+
 }  // namespace kvrt::test

@@ -104,7 +104,7 @@ Result<CandidateAnswer> RadixBlockService::reuse_candidate(SessionId session, co
   c.semantic_digest = digests->second.first;
   c.layout_digest = digests->second.second;
   c.index_version = 0;
-  c.tree_version = index_.structure_version();
+  c.tree_version = index_.retraction_version();
   c.covered_interval = TokenInterval{0, m->runtime_hit_tokens};
   for (const MatchedBlockBundle& b : m->matched_group_handles)
     c.physical_handles.insert(c.physical_handles.end(), b.handles.begin(), b.handles.end());
@@ -123,7 +123,16 @@ ReusePathLeaseAnswer RadixBlockService::lease_path(SessionId session, const Reus
   // O(nodes): the request names the terminal by id only.
   const std::optional<RadixNodeRef> terminal = index_.tree().find(request.path.back());
   if (!terminal) return refuse("node " + std::to_string(request.path.back().value) + " left the tree since the lookup");
-  if (index_.tree().path_ids(*terminal) != request.path) return refuse("the path to the terminal changed since the lookup");
+  // A split since the lookup may have put new nodes on the path; every node
+  // the candidate named must still be on it, in order (a removed one would
+  // have taken the terminal with it: eviction is leaf first).
+  const std::vector<RadixNodeId> now = index_.tree().path_ids(*terminal);
+  auto at = now.begin();
+  for (RadixNodeId id : request.path) {
+    at = std::find(at, now.end(), id);
+    if (at == now.end()) return refuse("node " + std::to_string(id.value) + " is no longer on the path");
+    ++at;
+  }
   if (Status locked = index_.lock_path(*terminal); !locked.ok()) return refuse(locked.error().describe());
   const LeaseId lease{kPathLeaseBit | next_path_lease_++};
   path_leases_[lease.value] = PathLease{session, *terminal};

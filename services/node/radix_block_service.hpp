@@ -56,19 +56,19 @@ class RadixBlockService {
 
   // The executable-reuse transaction (0x0CD) for radix candidates.
   // Step 3: match() as a candidate naming its path root -> terminal, the
-  // tree's structure version after the lookup (a split by this very match
-  // included), the producer's digests recorded at publication, and the
+  // tree's retraction version (RadixBlockIndex), the producer's digests recorded at publication, and the
   // covered tokens' digest (the tree compares every token on its walk, so a
   // hit's stored tokens equal the request's). pool_generations are the
   // caller's. Errors: match()'s.
   Result<CandidateAnswer> reuse_candidate(SessionId session, const PrefixMatchOp& op);
   // Step 4: a lock reference on the path for the session (0x08D), refused
-  // when the terminal left the tree or its path is no longer `path`.
+  // when the terminal left the tree or a node of `path` is no longer on its
+  // path (a split since the lookup may add nodes; the lock covers them too).
   ReusePathLeaseAnswer lease_path(SessionId session, const ReusePathLeaseRequest& request);
   // Step 10, or a rejected attempt: false for a lease the session does not hold.
   bool release_path(SessionId session, LeaseId lease);
-  // Step 5: the tree's structure version now.
-  ReuseIndexVersion reuse_version() const { return ReuseIndexVersion{0, index_.structure_version()}; }
+  // Step 5: the tree's retraction version now.
+  ReuseIndexVersion reuse_version() const { return ReuseIndexVersion{0, index_.retraction_version()}; }
   // Phase 1: authorization and argument checks; ok means "read the table".
   Status check_publication(SessionId session, const PrefixPublishOp& op) const;
   // Phase 2: adopt pages [0, end_block) of the table. Errors: those of

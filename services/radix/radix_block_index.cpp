@@ -66,7 +66,6 @@ RadixBlockMatch RadixBlockIndex::match(uint64_t extra_key, std::span<const Token
   const uint32_t usable = std::min<uint64_t>(tokens.size(), cap_tokens) / P * P;
   std::vector<TokenSlotId> slots;
   const RadixMatchResult m = tree_.match(RadixKeyView{tokens.first(usable), extra_key}, &slots);
-  if (m.split) ++structure_version_;
   RadixBlockMatch out;
   out.hit_tokens = m.matched;
   out.terminal = m.terminal;
@@ -108,7 +107,6 @@ Result<RadixAdoption> RadixBlockIndex::adopt(uint64_t extra_key, std::span<const
     for (uint32_t id : ids) free_page(id, none);
     return inserted.error();
   }
-  if (inserted->inserted > 0 || inserted->split) ++structure_version_;
   const uint32_t held = inserted->prefix_len / P;
   std::vector<LeaseId> none;
   for (uint32_t j = 0; j < held; ++j) free_page(ids[j], none);
@@ -138,7 +136,7 @@ std::vector<LeaseId> RadixBlockIndex::confirm(const RadixAdoption& adoption,
     for (const auto& l : page)
       if (l) release.push_back(*l);
   if (adoption.leaf) {
-    ++structure_version_;
+    ++retraction_version_;
     PageSink sink(config_.block_tokens);
     if (tree_.evict_leaf(*adoption.leaf, &sink).ok()) {
       std::vector<LeaseId> none;  // never confirmed: no lease recorded
@@ -151,7 +149,7 @@ std::vector<LeaseId> RadixBlockIndex::confirm(const RadixAdoption& adoption,
 std::vector<LeaseId> RadixBlockIndex::evict_tokens(uint64_t target_tokens) {
   PageSink sink(config_.block_tokens);
   tree_.evict(target_tokens, &sink);
-  if (!sink.pages.empty()) ++structure_version_;
+  if (!sink.pages.empty()) ++retraction_version_;
   std::vector<LeaseId> release;
   for (uint32_t id : sink.pages) free_page(id, release);
   evicted_pages_ += sink.pages.size();

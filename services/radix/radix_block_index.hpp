@@ -97,10 +97,12 @@ class RadixBlockIndex {
   // is never evicted. Errors: the tree's (unknown node, lock underflow).
   Status lock_path(RadixNodeRef terminal);
   Status unlock_path(RadixNodeRef terminal);
-  // Advances with every structural change of the tree: an edge split by a
-  // match, an insertion, a withdrawn adoption, an eviction. Recency stamps
-  // and lock counts do not move it (0x0CD v_tree).
-  TreeVersion structure_version() const { return TreeVersion{structure_version_}; }
+  // v_tree of 0x0CD as this owner keeps it: advances with every change that
+  // takes cached tokens out of the tree (an eviction, a withdrawn adoption).
+  // A split or an insertion leaves every cached token where it was, on a
+  // path that still reaches it, so it cannot invalidate a candidate found
+  // earlier; recency stamps and lock counts do not move it either.
+  TreeVersion retraction_version() const { return TreeVersion{retraction_version_}; }
 
   uint32_t cached_pages() const { return live_pages_; }
   uint64_t evicted_pages() const { return evicted_pages_; }
@@ -125,7 +127,7 @@ class RadixBlockIndex {
   std::vector<uint32_t> free_ids_;
   uint32_t live_pages_ = 0;
   uint64_t evicted_pages_ = 0;
-  uint64_t structure_version_ = 0;
+  uint64_t retraction_version_ = 0;
 };
 
 }  // namespace kvrt
