@@ -8,6 +8,7 @@
 // why every step re-checks what an earlier one read (leases, versions).
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <map>
 #include <set>
 
@@ -26,6 +27,9 @@ struct ReuseActorState {
   ReuseNodeFacts facts;
   Observability obs;
   ReuseFunnel funnel;  // every attempt that ended in a receipt or a rejection
+  // Attempts refused at steps 1-2, by reason: they never reached an index,
+  // so the index owners' lookup counters do not see them (0x0CE).
+  std::array<uint64_t, kRejectionReasonCount> refused_before_lookup{};
   std::map<uint64_t, uint32_t> in_flight;  // session -> batches being sequenced
   std::set<uint64_t> ended;                // sessions that ended with a batch in flight
   uint64_t batches = 0, ops = 0, receipts = 0, rejections = 0, errors = 0, leases_released = 0;
@@ -79,7 +83,10 @@ void finish(ReuseSelf self, const RunPtr& run) {
   ReuseBatchReceipt receipt = run->core.receipt();
   for (const ReuseOutcome& o : receipt.outcomes) {
     if (std::holds_alternative<ExecutableReuseReceipt>(o)) ++st.receipts;
-    else if (std::holds_alternative<ReuseRejectionReceipt>(o)) ++st.rejections;
+    else if (const auto* r = std::get_if<ReuseRejectionReceipt>(&o)) {
+      ++st.rejections;
+      if (r->step <= ReuseStep::build_key) ++st.refused_before_lookup[static_cast<size_t>(r->reason)];
+    }
     else if (std::holds_alternative<Error>(o)) ++st.errors;
   }
   for (const FunnelOutcome& f : run->core.funnel_outcomes()) st.funnel.record(f);
@@ -220,6 +227,11 @@ OwnerStats reuse_stats(const ReuseActorState& st) {
   put("rejections", st.rejections);
   put("errors", st.errors);
   put("leases_released", st.leases_released);
+  // As "reuse_refused_<reason>" in the node's stats: node_reuse_funnel()
+  // counts them as requests refused for authorization.
+  for (size_t r = 0; r < kRejectionReasonCount; ++r)
+    if (bucket_of(static_cast<RejectionReason>(r)) == ReuseBucket::authorization)
+      put("refused_" + std::string(to_string(static_cast<RejectionReason>(r))), st.refused_before_lookup[r]);
   for (size_t b = 0; b < kReuseBucketCount; ++b)
     put(std::string("rejected_") + std::string(to_string(static_cast<ReuseBucket>(b))),
         st.funnel.rejections(static_cast<ReuseBucket>(b)));

@@ -5,6 +5,7 @@
 // values are read independently: the hit's handles from the prefix route,
 // the pools from the session receipt, the leases from the allocator's stats.
 #include "schema/codec_node.hpp"
+#include "services/node/reuse_funnel_counters.hpp"
 #include "tests/node_fixture.hpp"
 #include "tests/node_prefix_helpers.hpp"
 
@@ -118,6 +119,17 @@ TEST_CASE("node reuse transaction: refusals name their step and bucket, and take
 
   CHECK(n.stat("allocator", "live_leases") == leases_before);
   CHECK(n.stat("node", "reuse_rejected_authorization") == 1);
+  // The node's funnel counts the refusal that never reached the index, and
+  // the two misses and the later hit that did.
+  {
+    Result<NodeStats> stats = read_node_stats(n.descriptor);
+    REQUIRE(stats.ok());
+    const NodeReuseFunnel f = node_reuse_funnel(stats->owners);
+    CHECK(f.requests == 3);
+    CHECK(f.authorized == 2);
+    CHECK(f.rejections[static_cast<size_t>(d.reason)] == 1);
+    CHECK(f.rejections[static_cast<size_t>(RejectionReason::no_candidate)] == 2);
+  }
   CHECK(n.stat("node", "reuse_rejected_index_miss") == 2);
   CHECK(n.stat("node", "reuse_errors") == 1);
 

@@ -75,6 +75,17 @@ NodeReuseFunnel node_reuse_funnel(const std::vector<OwnerStats>& owners) {
         f.rejections[static_cast<size_t>(r)] += n;
         refused_auth += n;
       }
+    } else if (o.owner == "node") {
+      // The reuse transaction's attempts refused at steps 1-2 (0x0CD): they
+      // never reached the index, whose counters therefore miss them.
+      for (size_t k = 0; k < kRejectionReasonCount; ++k) {
+        const auto r = static_cast<RejectionReason>(k);
+        if (bucket_of(r) != ReuseBucket::authorization) continue;
+        const uint64_t n = stat(o, refused_name(r));
+        f.requests += n;
+        f.rejections[static_cast<size_t>(r)] += n;
+        refused_auth += n;
+      }
     } else if (o.owner == "allocator") {
       f.leased += stat(o, "reuse_leased");
       f.out_of_capacity += stat(o, "reuse_out_of_capacity");

@@ -82,8 +82,9 @@ struct NodeReuseFunnel {
   std::array<uint64_t, kRejectionReasonCount> rejections{};  // by reason, over every rejected attempt
 };
 
-// From the "prefix_index" and "allocator" owners' stats; an owner missing
-// from `owners` contributes nothing.
+// From the "prefix_index", "allocator" and "node" owners' stats (the node's
+// carry the reuse transaction's refusals before any lookup); an owner
+// missing from `owners` contributes nothing.
 NodeReuseFunnel node_reuse_funnel(const std::vector<OwnerStats>& owners);
 
 }  // namespace kvrt
