@@ -1,0 +1,292 @@
+// [reuse][coordinator][property] Seeded random batches through ReuseBatchRun
+// (services/node/reuse_coordinator.hpp) against simulated owners. Each op
+// is a hash-chain or radix candidate request; each owner answers at random:
+// grant or deny, hit or miss, lease or refuse (blocks, then the path), a
+// moved version, a drifted kernel ABI, or no answer at all (a transport
+// failure of the whole stage). The simulated owners record every lease they
+// grant and which op it went to. After the run:
+//   - every op has exactly one outcome, and it is the one the script chose
+//     (receipt / the chosen rejection reason / a typed error);
+//   - lease conservation: every granted lease is either in exactly one
+//     receipt, or in leases_to_release(), never both, never lost; path
+//     leases carry kPathLeaseBit and go to the path list, block leases to
+//     the block list;
+//   - a receipt's leases are exactly those granted to its op;
+//   - funnel outcomes are one per receipt or rejection.
+// The seed is printed on failure.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "reuse_fixture.hpp"
+#include "services/node/reuse_coordinator.hpp"
+
+using namespace kvrt;
+using namespace kvrt::test;
+
+namespace {
+
+const std::vector<PoolGenerationRef> kPools{{PoolId{1}, PoolGeneration{3}}, {PoolId{2}, PoolGeneration{3}}};
+
+// What the script decides for one op.
+enum class Fate : uint8_t {
+  receipt,
+  denied,           // step 1
+  miss,             // step 3
+  blocks_refused,   // step 4, allocator
+  path_refused,     // step 4, radix owner (radix ops only)
+  version_moved,    // step 5
+  abi_drift,        // step 8
+};
+
+struct ScriptedOp {
+  bool radix = false;
+  Fate fate = Fate::receipt;
+};
+
+}  // namespace
+
+TEST_CASE("reuse coordinator property: every op ends once and no lease is lost or doubled",
+          "[reuse][coordinator][property]") {
+  const uint64_t seed = GENERATE(range<uint64_t>(1, 41));
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  AuthorityFixture f = AuthorityFixture::make();
+  const AuthorizedLookup grant = f.grant("worker-a", kTenantA);
+  const ReuseScenario happy = happy_scenario(f.authority, grant);
+  const auto& manifest_tokens = happy.key.manifest.covered_token_ids;
+
+  const size_t n = 1 + rng() % 12;
+  std::vector<ScriptedOp> script(n);
+  ReuseBatch batch;
+  for (ScriptedOp& s : script) {
+    s.radix = rng() % 2 == 0;
+    const Fate fates[] = {Fate::receipt, Fate::receipt, Fate::denied, Fate::miss, Fate::blocks_refused,
+                          Fate::path_refused, Fate::version_moved, Fate::abi_drift};
+    s.fate = fates[rng() % 8];
+    if (s.fate == Fate::path_refused && !s.radix) s.fate = Fate::receipt;
+    batch.ops.push_back(ReuseAcquireOp{kTenantA, RequestId{77}, RequestGeneration{1},
+                                       std::vector<TokenId>(manifest_tokens.begin(), manifest_tokens.end()),
+                                       LogitsPath::logits_required, false});
+  }
+  // A whole stage may fail in transport: which one (0 = none).
+  const int failing_stage = rng() % 4 == 0 ? static_cast<int>(1 + rng() % 6) : 0;
+  INFO("ops " << n << ", failing stage " << failing_stage);
+
+  ReuseBatchRun run(batch, kPools, 16, 2);
+  std::map<uint64_t, size_t> granted_to;  // lease value -> op index
+  uint64_t next_block_lease = 100, next_path_lease = 1;
+  std::vector<size_t> at;  // the ops the current stage's requests are for, in order
+
+  // Which ops are asked at a stage is the coordinator's business; the
+  // simulated owners answer by the script of the op each request belongs
+  // to, which they identify by order among the ops still expected to ask.
+  auto expected = [&](auto pred) {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < n; ++i)
+      if (pred(i)) out.push_back(i);
+    return out;
+  };
+  std::set<size_t> ended;  // ops the script (or a failed stage) has ended so far
+  auto alive = [&](size_t i) { return !ended.contains(i); };
+
+  // Stage 1: keys.
+  {
+    const auto reqs = run.key_requests();
+    at = expected(alive);
+    REQUIRE(reqs.size() == at.size());
+    if (failing_stage == 1) {
+      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "authorization down"));
+      for (size_t i : at) ended.insert(i);
+    } else {
+      std::vector<ReuseKeyAnswer> answers;
+      for (size_t i : at) {
+        if (script[i].fate == Fate::denied) {
+          answers.push_back({AuthorizationDenied{make_error(ErrorCode::authorization_namespace_denied, "no")}, {}});
+          ended.insert(i);
+        } else {
+          answers.push_back({happy.authorization, happy.key});
+        }
+      }
+      run.on_keys(answers);
+    }
+  }
+  // Stage 2: candidates.
+  {
+    const auto reqs = run.candidate_requests();
+    at = expected(alive);
+    REQUIRE(reqs.size() == at.size());
+    if (failing_stage == 2) {
+      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "index down"));
+      for (size_t i : at) ended.insert(i);
+    } else {
+      std::vector<CandidateReply> answers;
+      for (size_t i : at) {
+        if (script[i].fate == Fate::miss) {
+          answers.push_back(CandidateReply(CandidateAnswer(IndexMiss{})));
+          ended.insert(i);
+          continue;
+        }
+        ReuseCandidate c = std::get<ReuseCandidate>(happy.candidate);
+        if (script[i].radix) {
+          c.source = ReuseSource::radix_index;
+          c.path_node_ids = {RadixNodeId{3}, RadixNodeId{4 + i}};
+        }
+        answers.push_back(CandidateReply(CandidateAnswer(c)));
+      }
+      run.on_candidates(answers);
+    }
+  }
+  // Stage 3: block leases.
+  {
+    const auto reqs = run.lease_requests();
+    at = expected(alive);
+    REQUIRE(reqs.size() == at.size());
+    if (failing_stage == 3) {
+      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "allocator down"));
+      for (size_t i : at) ended.insert(i);
+    } else {
+      std::vector<ReuseLeaseAnswer> answers;
+      for (size_t k = 0; k < at.size(); ++k) {
+        const size_t i = at[k];
+        if (script[i].fate == Fate::blocks_refused) {
+          answers.push_back({LeaseAnswer(LeaseRefused{"stale"}), {}, 0});
+          ended.insert(i);
+          continue;
+        }
+        LeaseGrant g;
+        for (const PhysicalBlockHandle& h : reqs[k].handles) {
+          g.leases.push_back(LeaseId{next_block_lease});
+          granted_to[next_block_lease++] = i;
+          g.covered_handles.push_back(h);
+        }
+        answers.push_back({LeaseAnswer(g), kPools, 16});
+      }
+      run.on_leases(answers);
+    }
+  }
+  // Stage 4: path leases (radix ops whose blocks were leased).
+  {
+    const auto reqs = run.path_lease_requests();
+    at = expected([&](size_t i) { return alive(i) && script[i].radix; });
+    REQUIRE(reqs.size() == at.size());
+    if (failing_stage == 4 && !at.empty()) {
+      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "radix down"));
+      for (size_t i : at) ended.insert(i);
+    } else if (!at.empty()) {
+      std::vector<ReusePathLeaseAnswer> answers;
+      for (size_t i : at) {
+        if (script[i].fate == Fate::path_refused) {
+          answers.push_back({std::nullopt, "evicted"});
+          ended.insert(i);
+          continue;
+        }
+        const LeaseId l{kPathLeaseBit | next_path_lease++};
+        granted_to[l.value] = i;
+        answers.push_back({l, ""});
+      }
+      run.on_path_leases(answers);
+    }
+  }
+  // Stage 5: versions, one answer for the batch; a moved version rejects
+  // exactly the ops scripted for it, so each op reads its own answer here:
+  // the batch answer is the candidate's version unless every waiting op is
+  // scripted to see it moved (then it moved for all of them).
+  {
+    at = expected(alive);
+    REQUIRE(run.version_requests() == at.size());
+    if (failing_stage == 5 && !at.empty()) {
+      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "index down"));
+      for (size_t i : at) ended.insert(i);
+    } else if (!at.empty()) {
+      const bool moved = std::all_of(at.begin(), at.end(), [&](size_t i) { return script[i].fate == Fate::version_moved; });
+      run.on_index_version(ReuseIndexVersion{moved ? 8u : 7u, TreeVersion{0}});
+      for (size_t i : at)
+        if (moved) ended.insert(i);
+        else if (script[i].fate == Fate::version_moved) script[i].fate = Fate::receipt;  // the batch saw no move
+    }
+  }
+  // Stage 6: snapshots.
+  {
+    const auto reqs = run.snapshot_requests();
+    at = expected(alive);
+    REQUIRE(reqs.size() == at.size());
+    if (failing_stage == 6 && !at.empty()) {
+      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "executor down"));
+      for (size_t i : at) ended.insert(i);
+    } else if (!at.empty()) {
+      std::vector<SnapshotAnswer> answers;
+      for (size_t k = 0; k < at.size(); ++k) {
+        const ExecutionSnapshotVersion v{41 + k};
+        const std::string abi =
+            script[at[k]].fate == Fate::abi_drift ? std::string("other_abi") : reqs[k].planned_kernel_abi_id;
+        answers.push_back(SnapshotAnswer{v, v, abi, reqs[k].planned_kernel_abi_id, reqs[k].handles, reqs[k].interval});
+      }
+      run.on_snapshots(answers);
+    }
+  }
+
+  // --- the outcomes agree with the script -----------------------------------------
+  const ReuseBatchReceipt r = run.receipt();
+  REQUIRE(r.outcomes.size() == n);
+  size_t receipts = 0, rejections = 0;
+  std::map<uint64_t, int> seen;  // lease -> appearances in receipts and the release lists
+  for (size_t i = 0; i < n; ++i) {
+    INFO("op " << i << " radix " << script[i].radix << " fate " << int(script[i].fate));
+    const ReuseOutcome& o = r.outcomes[i];
+    if (const auto* rc = std::get_if<ExecutableReuseReceipt>(&o)) {
+      ++receipts;
+      CHECK(script[i].fate == Fate::receipt);
+      CHECK(rc->path_node_ids.empty() != script[i].radix);
+      for (LeaseId l : rc->leases) {
+        ++seen[l.value];
+        CHECK(granted_to.at(l.value) == i);
+      }
+      // Exactly the op's leases.
+      size_t mine = 0;
+      for (const auto& [l, op] : granted_to) mine += op == i;
+      CHECK(rc->leases.size() == mine);
+    } else if (const auto* rej = std::get_if<ReuseRejectionReceipt>(&o)) {
+      ++rejections;
+      switch (script[i].fate) {
+        case Fate::denied: CHECK(rej->reason == RejectionReason::namespace_denied); break;
+        case Fate::miss: CHECK(rej->reason == RejectionReason::no_candidate); break;
+        case Fate::blocks_refused:
+        case Fate::path_refused: CHECK(rej->reason == RejectionReason::lease_unavailable); break;
+        case Fate::version_moved: CHECK(rej->reason == RejectionReason::stale_index_version); break;
+        case Fate::abi_drift: CHECK(rej->reason == RejectionReason::snapshot_evidence_drift); break;
+        case Fate::receipt: FAIL("a receipt was scripted"); break;
+      }
+      // It names exactly the leases its op was granted.
+      std::set<uint64_t> named;
+      for (LeaseId l : rej->leases_released) named.insert(l.value);
+      std::set<uint64_t> mine;
+      for (const auto& [l, op] : granted_to)
+        if (op == i) mine.insert(l);
+      CHECK(named == mine);
+    } else {
+      CHECK(failing_stage != 0);  // errors only from a failed stage here
+    }
+  }
+  const ReuseBatchRun::LeaseReturn back = run.leases_to_release();
+  for (LeaseId l : back.blocks) {
+    CHECK_FALSE(is_path_lease(l));
+    ++seen[l.value];
+  }
+  for (LeaseId l : back.paths) {
+    CHECK(is_path_lease(l));
+    ++seen[l.value];
+  }
+  // Conservation: every granted lease appears exactly once, and nothing else.
+  for (const auto& [l, op] : granted_to) {
+    INFO("lease " << l << " of op " << op);
+    CHECK(seen[l] == 1);
+  }
+  CHECK(seen.size() == granted_to.size());
+  CHECK(run.funnel_outcomes().size() == receipts + rejections);
+  // all_leases() (a session that ended) is everything granted.
+  const ReuseBatchRun::LeaseReturn all = run.all_leases();
+  CHECK(all.blocks.size() + all.paths.size() == granted_to.size());
+}
