@@ -224,6 +224,45 @@ BenchRow us_row(std::string name, double value, std::optional<std::pair<std::str
 
 }  // namespace
 
+Status reuse_rows(Client& c, int n, BenchReport& rep) {
+  const std::string ns = "bench/rpc";
+  if (Result<NamespaceGrantReceipt> g = c.authorize(ns); !g.ok()) return g.error();
+  std::vector<TokenId> prompt(80);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(7000 + i);
+  // Serve and publish the prompt's four full blocks.
+  Result<AllocatorBatchReceipt> a = c.allocator(AllocatorBatch{{}, {AllocateOp{80, {}, std::nullopt}}});
+  if (!a.ok()) return a.error();
+  const auto* r = std::get_if<AllocationReceipt>(&a->outcomes.at(0));
+  if (r == nullptr) return std::get<Error>(a->outcomes[0]);
+  const RequestFence fence{r->request_id, r->request_generation, r->table_version_after};
+  if (Result<AllocatorBatchReceipt> k = c.allocator(AllocatorBatch{{}, {CommitRowsOp{fence, 80}}}); !k.ok()) return k.error();
+  if (Result<PrefixBatchReceipt> p = c.prefix(PrefixBatch{{}, {PrefixPublishOp{ns, fence.request, prompt, 0, 4}}}); !p.ok())
+    return p.error();
+  std::vector<double> tx_us, match_us;
+  for (int i = 0; i < n + n / 10; ++i) {
+    uint64_t t = now_ns();
+    Result<ReuseBatchReceipt> tx = c.reuse(ReuseBatch{
+        {}, {ReuseAcquireOp{ns, RequestId{0}, RequestGeneration{0}, prompt, LogitsPath::logits_required, false}}});
+    if (i >= n / 10) tx_us.push_back(elapsed_us(t));
+    if (!tx.ok()) return tx.error();
+    const auto* receipt = std::get_if<ExecutableReuseReceipt>(&tx->outcomes.at(0));
+    if (receipt == nullptr) return make_error(ErrorCode::invariant_violated, "the published prompt was not reused");
+    (void)c.reuse(ReuseBatch{{}, {ReuseReleaseOp{receipt->leases}}});  // untimed
+    t = now_ns();
+    Result<PrefixBatchReceipt> m =
+        c.prefix(PrefixBatch{{}, {PrefixMatchOp{ns, RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+    if (i >= n / 10) match_us.push_back(elapsed_us(t));
+    if (!m.ok()) return m.error();
+  }
+  const Percentiles tx = percentiles(tx_us), match = percentiles(match_us);
+  rep.rows.push_back(us_row("reuse_tx_hit_p50", tx.p50, std::make_pair(std::string("prefix_match"), match.p50),
+                            std::nullopt,
+                            "cross-process: one ReuseAcquireOp hitting 64 tokens (steps 1-8, six owner messages "
+                            "inside the node) against a prefix lookup alone"));
+  rep.rows.push_back(us_row("reuse_tx_hit_p99", tx.p99, std::nullopt, std::nullopt));
+  return Status::success();
+}
+
 BenchReport run_rpc_bench(bool quick) {
   const int n = quick ? 200 : 3000;
   BenchReport rep;
@@ -316,6 +355,10 @@ BenchReport run_rpc_bench(bool quick) {
       rep.rows.push_back(ratio);
     }
   }
+  // 5. The executable-reuse transaction (0x0CD) for one request whose first
+  // 64 tokens are published: one message, which the node answers after one
+  // message to each of its owners per step. Beside it, the lookup alone.
+  if (Status s = reuse_rows(c, n, rep); !s.ok()) rep.notes.push_back("reuse rows skipped: " + s.error().describe());
   rep.notes.push_back("latencies are p50/p99 over " + std::to_string(n) + " round trips after a 10% warm-up");
   rep.notes.push_back("CAF 0.17 with scheduler.policy=sharing, 2 scheduler threads, middleman.workers=0 (STACK.md)");
   return rep;
