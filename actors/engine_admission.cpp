@@ -31,21 +31,22 @@ Status EngineLoop::admit() {
   }
   for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) ready_.push_front(std::move(*it));
   seeded_keys_.insert(batch_keys.begin(), batch_keys.end());
-  if (fresh.empty()) return release_held_leases();
+  if (fresh.empty()) return release_receipts();
 
   // 1. One reuse message for every new request: the node runs the
   // executable-reuse transaction (0x0CD) for each (authorization before
   // lookup, candidate, leases, versions, mapping, snapshot) and answers a
   // receipt whose blocks are leased to this session, or the step and reason
-  // that ended the attempt. The same message hands back the leases of the
-  // previous iteration's receipts, whose blocks the requests now hold.
+  // that ended the attempt. The same message ends the previous iteration's
+  // receipts (steps 9-10): their blocks are the requests' own by now, and
+  // their leases go back.
   std::vector<uint32_t> hits(fresh.size(), 0);
   std::vector<std::vector<PhysicalBlockHandle>> hit_handles(fresh.size());
   std::vector<std::optional<FunnelOutcome>> attempt(fresh.size());
+  std::vector<std::optional<ExecutionSnapshotVersion>> receipt_of(fresh.size());
   if (o_.reuse) {
     ReuseBatch tx{next_trace(), {}};
-    add_lease_release(tx);
-    const size_t first = tx.ops.size();
+    const size_t first = add_releases(tx);
     for (const PendingRequest& p : fresh)
       tx.ops.push_back(ReuseAcquireOp{p.job->namespace_name, RequestId{0}, RequestGeneration{0}, p.prompt,
                                       LogitsPath::logits_required, false});
@@ -53,13 +54,13 @@ Status EngineLoop::admit() {
     if (!reused.ok()) return reused.error();
     if (reused->outcomes.size() != tx.ops.size())
       return make_error(ErrorCode::rpc_failed, "the reuse receipt answers another number of ops", "reuse");
-    if (first > 0) KVRT_TRY(check_lease_release(*reused));
+    KVRT_TRY(check_releases(*reused, first));
     for (size_t i = 0; i < fresh.size(); ++i) {
       const ReuseOutcome& o = reused->outcomes[first + i];
       if (const auto* r = std::get_if<ExecutableReuseReceipt>(&o)) {
         hits[i] = r->covered_interval.end;
         hit_handles[i] = r->physical_handles;
-        held_leases_.insert(held_leases_.end(), r->leases.begin(), r->leases.end());
+        receipt_of[i] = r->execution_snapshot_version;
         attempt[i] = FunnelOutcome::hit();
       } else if (const auto* rej = std::get_if<ReuseRejectionReceipt>(&o)) {
         attempt[i] = FunnelOutcome::rejected(rej->reason);
@@ -81,6 +82,11 @@ Status EngineLoop::admit() {
   std::vector<PendingRequest> requeue;
   for (size_t i = 0; i < fresh.size(); ++i) {
     const auto* receipt = std::get_if<AllocationReceipt>(&allocated.outcomes[i]);
+    // The reuse receipt ends next iteration: executed when this allocation
+    // took its blocks (the prefill below reads them), not otherwise.
+    if (receipt_of[i])
+      pending_releases_.push_back(ReuseReleaseOp{
+          *receipt_of[i], receipt != nullptr && receipt->outcome == AllocationOutcome::committed});
     if (receipt == nullptr) {
       // Refused outright (a leased hit cannot have gone stale): the request
       // is not served; the run counts the error and the missing request.

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <utility>
 #include <thread>
 
 #include <unistd.h>
@@ -58,7 +57,7 @@ Result<EngineResult> EngineLoop::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
-  KVRT_TRY(release_held_leases());
+  KVRT_TRY(release_receipts());
   result_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   return result_;
 }
@@ -124,33 +123,40 @@ Result<ReuseBatchReceipt> EngineLoop::call_reuse(const ReuseBatch& batch) {
   return r;
 }
 
-void EngineLoop::add_lease_release(ReuseBatch& batch) {
-  if (held_leases_.empty()) return;
-  batch.ops.insert(batch.ops.begin(), ReuseReleaseOp{std::exchange(held_leases_, {})});
+size_t EngineLoop::add_releases(ReuseBatch& batch) {
+  const size_t n = pending_releases_.size();
+  batch.ops.insert(batch.ops.begin(), pending_releases_.begin(), pending_releases_.end());
+  pending_releases_.clear();
+  return n;
 }
 
-Status EngineLoop::check_lease_release(const ReuseBatchReceipt& receipt) {
-  if (receipt.outcomes.empty()) return make_error(ErrorCode::rpc_failed, "a reuse receipt without outcomes", "reuse");
-  if (const auto* e = std::get_if<Error>(&receipt.outcomes.front())) {
-    note_error(*e);
-    return Status::success();
+Status EngineLoop::check_releases(const ReuseBatchReceipt& receipt, size_t releases) {
+  if (receipt.outcomes.size() < releases)
+    return make_error(ErrorCode::rpc_failed, "the reuse receipt answers fewer ops than were sent", "reuse");
+  for (size_t i = 0; i < releases; ++i) {
+    if (const auto* e = std::get_if<Error>(&receipt.outcomes[i])) {
+      note_error(*e);
+      continue;
+    }
+    const auto* r = std::get_if<ReuseReleaseReceipt>(&receipt.outcomes[i]);
+    if (r == nullptr) return make_error(ErrorCode::rpc_failed, "a release op was answered out of order", "reuse");
+    // An owner that no longer held a lease: a bookkeeping error somewhere.
+    if (!r->refused.empty())
+      note_error(make_error(ErrorCode::stale_generation,
+                            std::to_string(r->refused.size()) + " lease(s) of snapshot " +
+                                std::to_string(r->snapshot.value) + " were not held",
+                            "leases"));
   }
-  const auto* released = std::get_if<ReuseReleaseReceipt>(&receipt.outcomes.front());
-  if (released == nullptr) return make_error(ErrorCode::rpc_failed, "the release op was answered out of order", "reuse");
-  // A refused lease is one the session no longer held: a bookkeeping error here.
-  if (!released->refused.empty())
-    note_error(make_error(ErrorCode::stale_generation,
-                          std::to_string(released->refused.size()) + " receipt lease(s) were not held", "leases"));
   return Status::success();
 }
 
-Status EngineLoop::release_held_leases() {
-  if (held_leases_.empty()) return Status::success();
+Status EngineLoop::release_receipts() {
+  if (pending_releases_.empty()) return Status::success();
   ReuseBatch release{next_trace(), {}};
-  add_lease_release(release);
+  const size_t n = add_releases(release);
   auto r = call_reuse(release);
   if (!r.ok()) return r.error();
-  return check_lease_release(*r);
+  return check_releases(*r, n);
 }
 
 Status EngineLoop::publish_batch(const PrefixBatch& publish) {

@@ -68,11 +68,12 @@ class EngineLoop {
   Result<AllocatorBatchReceipt> call_allocator(const AllocatorBatch& batch);
   Result<PrefixBatchReceipt> call_prefix(const PrefixBatch& batch);
   Result<ReuseBatchReceipt> call_reuse(const ReuseBatch& batch);
-  // Step 10 of the receipts taken so far (their blocks are the requests' own
-  // by now): one release op, at the head of `batch` or sent alone.
-  void add_lease_release(ReuseBatch& batch);
-  Status check_lease_release(const ReuseBatchReceipt& receipt);
-  Status release_held_leases();
+  // Steps 9-10 of the receipts taken so far (their blocks are the requests'
+  // own by now, or the request was not admitted): one release op per
+  // receipt at the head of `batch`; returns how many.
+  size_t add_releases(ReuseBatch& batch);
+  Status check_releases(const ReuseBatchReceipt& receipt, size_t releases);
+  Status release_receipts();  // the same, sent alone
   Status publish_batch(const PrefixBatch& publish);
   Status authorize_namespaces();
   uint32_t group_index(CacheGroupId group) const;
@@ -98,9 +99,9 @@ class EngineLoop {
   std::vector<LiveRequest> live_;
   EngineResult result_;
   ReuseFunnel funnel_;  // one record per reuse attempt whose allocation settled (0x0CF)
-  // Leases of executable-reuse receipts whose blocks an allocation has taken
-  // (or that were not used): released with the next reuse message.
-  std::vector<LeaseId> held_leases_;
+  // Executable-reuse receipts whose blocks an allocation has taken (executed)
+  // or that were not used (not executed): released with the next reuse message.
+  std::vector<ReuseReleaseOp> pending_releases_;
   std::unique_ptr<model::LocalModelKvCache> replay_cache_;
   uint64_t span_ = 0, failed_requests_ = 0;
 };

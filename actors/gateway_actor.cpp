@@ -124,8 +124,13 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
           auto finish = [self, rp, collected, remaining]() mutable {
             if (--*remaining > 0) return;
             OwnerStats node = gateway_stats(self->state);
-            if (Result<OwnerStats> reuse = codec::decode<OwnerStats>(as_span((*collected)[5])); reuse.ok())
+            if (Result<OwnerStats> reuse = codec::decode<OwnerStats>(as_span((*collected)[5])); reuse.ok()) {
               for (const StatValue& v : reuse->values) node.values.push_back(StatValue{"reuse_" + v.name, v.value});
+              if (!reuse->validate_ok && node.validate_ok) {
+                node.validate_ok = false;
+                node.validate_error = "reuse: " + reuse->validate_error;
+              }
+            }
             rp.deliver((*collected)[0], (*collected)[1], (*collected)[2], (*collected)[3], (*collected)[4],
                        to_wire(codec::encode(node)));
           };

@@ -32,6 +32,7 @@ struct ReuseActorState {
   std::array<uint64_t, kRejectionReasonCount> refused_before_lookup{};
   std::map<uint64_t, uint32_t> in_flight;  // session -> batches being sequenced
   std::set<uint64_t> ended;                // sessions that ended with a batch in flight
+  OpenReuseAttempts open;                  // receipts handed out, awaiting their release op
   uint64_t batches = 0, ops = 0, receipts = 0, rejections = 0, errors = 0, leases_released = 0;
 };
 
@@ -76,6 +77,14 @@ void finish(ReuseSelf self, const RunPtr& run) {
   const bool ended = st.ended.contains(s);
   const ReuseBatchRun::LeaseReturn release = ended ? run->core.all_leases() : run->core.leases_to_release();
   if (!release.empty()) return_leases(self, run->session, release);
+  // The receipts' attempts wait for their release op (steps 9-10); a
+  // session that ended will send none, and its leases went back above.
+  for (ReuseAttempt& a : run->core.take_receipt_attempts()) {
+    if (ended) continue;
+    if (Status held = st.open.hold(run->session, std::move(a)); !held.ok())
+      logger_or_default(st.obs.log)
+          .error("actor=reuse session={} could not hold an attempt open: {}", s, held.error().describe());
+  }
   if (--st.in_flight[s] == 0) {
     st.in_flight.erase(s);
     st.ended.erase(s);
@@ -219,7 +228,9 @@ void releases(ReuseSelf self, const RunPtr& run) {
 OwnerStats reuse_stats(const ReuseActorState& st) {
   OwnerStats out;
   out.owner = "reuse";
-  out.validate_ok = true;
+  const Status v = st.open.validate();
+  out.validate_ok = v.ok();
+  if (!v.ok()) out.validate_error = v.error().describe();
   auto put = [&](std::string name, uint64_t v) { out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(v)}); };
   put("batches", st.batches);
   put("attempts", st.ops);
@@ -227,6 +238,7 @@ OwnerStats reuse_stats(const ReuseActorState& st) {
   put("rejections", st.rejections);
   put("errors", st.errors);
   put("leases_released", st.leases_released);
+  put("open_attempts", st.open.size());
   // As "reuse_refused_<reason>" in the node's stats: node_reuse_funnel()
   // counts them as requests refused for authorization.
   for (size_t r = 0; r < kRejectionReasonCount; ++r)
@@ -264,11 +276,14 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
               SessionId{session},
               ReuseBatchRun(std::move(*batch), st.facts.pools, st.facts.block_tokens, st.facts.cache_groups),
               self->make_response_promise<wire_bytes>()});
+          run->core.bind(st.open, SessionId{session});
           releases(self, run);
           return run->promise;
         },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(reuse_stats(self->state))); },
         [self](end_atom, uint64_t session) {
+          // The owners reclaim the leases of its open attempts themselves.
+          self->state.open.end_session(SessionId{session});
           if (self->state.in_flight.contains(session)) self->state.ended.insert(session);
         },
     };

@@ -2,8 +2,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <random>
-#include <utility>
 
 #include <unistd.h>
 
@@ -47,6 +47,7 @@ struct LiveRequest {
   RequestFence fence;
   std::vector<std::vector<PhysicalBlockHandle>> table;  // [group][logical block]
   std::vector<PhysicalBlockHandle> prefix_hit;          // bundle-major
+  std::optional<ExecutionSnapshotVersion> reuse_snapshot;  // the reuse receipt's attempt, if a hit
   uint32_t decoded = 0;
 };
 
@@ -80,7 +81,7 @@ class Worker {
       finish(live);
       ++iteration_;
     }
-    release_held_leases();
+    release_receipts();
     summary_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return summary_;
   }
@@ -97,24 +98,28 @@ class Worker {
     if (summary_.first_error.empty()) summary_.first_error = e.describe();
   }
 
-  // Step 10 of the receipts whose blocks the requests took: the node answers
-  // which leases it released; one the session no longer held is an error.
+  // Steps 9-10 of a receipt: the node answers which of its leases it
+  // released; one an owner no longer held is an error.
   void check_release(const ReuseOutcome& o) {
     if (const auto* e = std::get_if<Error>(&o)) return note_error(*e);
     const auto* r = std::get_if<ReuseReleaseReceipt>(&o);
-    if (r == nullptr) return note_error(make_error(ErrorCode::rpc_failed, "the release op was answered out of order"));
+    if (r == nullptr) return note_error(make_error(ErrorCode::rpc_failed, "a release op was answered out of order"));
     if (!r->refused.empty())
       note_error(make_error(ErrorCode::stale_generation,
-                            std::to_string(r->refused.size()) + " receipt lease(s) were not held", "leases"));
+                            std::to_string(r->refused.size()) + " lease(s) of a reuse receipt were not held", "leases"));
   }
 
-  void release_held_leases() {
-    if (held_leases_.empty()) return;
-    Result<ReuseBatchReceipt> r = client_.reuse(ReuseBatch{next_trace(), {ReuseReleaseOp{std::exchange(held_leases_, {})}}});
+  void release_receipts() {
+    if (pending_releases_.empty()) return;
+    ReuseBatch tx{next_trace(), {}};
+    tx.ops.assign(pending_releases_.begin(), pending_releases_.end());
+    const size_t n = pending_releases_.size();
+    pending_releases_.clear();
+    Result<ReuseBatchReceipt> r = client_.reuse(tx);
     ++summary_.round_trips;
     if (!r.ok()) return note_error(r.error());
-    if (r->outcomes.empty()) return note_error(make_error(ErrorCode::rpc_failed, "a reuse receipt without outcomes"));
-    check_release(r->outcomes.front());
+    if (r->outcomes.size() != n) return note_error(make_error(ErrorCode::rpc_failed, "the release answer has another size"));
+    for (const ReuseOutcome& o : r->outcomes) check_release(o);
   }
 
   void apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries) {
@@ -178,8 +183,9 @@ class Worker {
     // are leased to this session, or why the attempt ended. It also hands
     // back the leases of the previous iteration's receipts.
     ReuseBatch tx{next_trace(), {}};
-    if (!held_leases_.empty()) tx.ops.push_back(ReuseReleaseOp{std::exchange(held_leases_, {})});
-    const size_t first = tx.ops.size();
+    const size_t first = pending_releases_.size();
+    tx.ops.insert(tx.ops.end(), pending_releases_.begin(), pending_releases_.end());
+    pending_releases_.clear();
     for (const LiveRequest& r : fresh)
       tx.ops.push_back(ReuseAcquireOp{namespace_, RequestId{0}, RequestGeneration{0}, r.tokens,
                                       LogitsPath::logits_required, false});
@@ -190,7 +196,7 @@ class Worker {
                              : reused.error());
       return;
     }
-    if (first > 0) check_release(reused->outcomes.front());
+    for (size_t i = 0; i < first; ++i) check_release(reused->outcomes[i]);
     AllocatorBatch alloc{next_trace(), {}};
     for (size_t i = 0; i < fresh.size(); ++i) {
       LiveRequest& r = fresh[i];
@@ -198,7 +204,7 @@ class Worker {
       if (const auto* receipt = std::get_if<ExecutableReuseReceipt>(&o)) {
         r.hit_tokens = receipt->covered_interval.end;
         r.prefix_hit = receipt->physical_handles;
-        held_leases_.insert(held_leases_.end(), receipt->leases.begin(), receipt->leases.end());
+        r.reuse_snapshot = receipt->execution_snapshot_version;
       } else if (const auto* e = std::get_if<Error>(&o)) {
         note_error(*e);
       }
@@ -215,6 +221,11 @@ class Worker {
     for (size_t i = 0; i < fresh.size(); ++i) {
       LiveRequest& r = fresh[i];
       const auto* receipt = std::get_if<AllocationReceipt>(&allocated->outcomes[i]);
+      // The reuse receipt ends with the next reuse message (steps 9-10):
+      // executed when this allocation took its blocks.
+      if (r.reuse_snapshot)
+        pending_releases_.push_back(ReuseReleaseOp{
+            *r.reuse_snapshot, receipt != nullptr && receipt->outcome == AllocationOutcome::committed});
       if (receipt == nullptr) {
         // The receipt's leases keep its blocks current, so this is an error.
         note_error(std::get<Error>(allocated->outcomes[i]));
@@ -353,7 +364,7 @@ class Worker {
   std::vector<std::vector<TokenId>> system_prompts_;
   WorkerSummary summary_;
   uint64_t started_ = 0, iteration_ = 0, span_ = 0;
-  std::vector<LeaseId> held_leases_;  // receipts' leases, released with the next reuse message
+  std::vector<ReuseReleaseOp> pending_releases_;  // receipts to end with the next reuse message
 };
 
 }  // namespace

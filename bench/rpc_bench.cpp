@@ -247,7 +247,7 @@ Status reuse_rows(Client& c, int n, BenchReport& rep) {
     if (!tx.ok()) return tx.error();
     const auto* receipt = std::get_if<ExecutableReuseReceipt>(&tx->outcomes.at(0));
     if (receipt == nullptr) return make_error(ErrorCode::invariant_violated, "the published prompt was not reused");
-    (void)c.reuse(ReuseBatch{{}, {ReuseReleaseOp{receipt->leases}}});  // untimed
+    (void)c.reuse(ReuseBatch{{}, {ReuseReleaseOp{receipt->execution_snapshot_version, false}}});  // untimed
     t = now_ns();
     Result<PrefixBatchReceipt> m =
         c.prefix(PrefixBatch{{}, {PrefixMatchOp{ns, RequestId{0}, RequestGeneration{0}, prompt, {}}}});

@@ -5,7 +5,7 @@
 // receipt. Outcomes reuse the ExecutableReuseReceipt and TypedError codecs
 // (codec_parts.hpp). As in codec_node_prefix.cpp, each op and outcome is read
 // under its own context ("ReuseBatchReceipt.outcomes[2].rejection_receipt.reason",
-// "ReuseBatch.ops[2].release.leases") and an unknown union discriminant or
+// "ReuseBatchReceipt.outcomes[3].release_receipt.refused") and an unknown union discriminant or
 // enum value is unknown_enum naming the element.
 #include <variant>
 
@@ -81,8 +81,8 @@ KVRT_SAME_REASON(EXECUTION_FAILED, execution_failed);
 // directions below; these counts make the build say so.
 static_assert(detail::field_count<ReuseAcquireOp>() == 6, "update node.capnp ReuseAcquireOp and this codec");
 static_assert(detail::field_count<ReuseRejectionReceipt>() == 4, "update node.capnp ReuseRejectionReceipt");
-static_assert(detail::field_count<ReuseReleaseOp>() == 1, "update node.capnp ReuseReleaseOp and this codec");
-static_assert(detail::field_count<ReuseReleaseReceipt>() == 2, "update node.capnp ReuseReleaseReceipt and this codec");
+static_assert(detail::field_count<ReuseReleaseOp>() == 2, "update node.capnp ReuseReleaseOp and this codec");
+static_assert(detail::field_count<ReuseReleaseReceipt>() == 4, "update node.capnp ReuseReleaseReceipt and this codec");
 static_assert(detail::field_count<ReuseBatch>() == 2, "update node.capnp ReuseBatch and this codec");
 static_assert(detail::field_count<ReuseBatchReceipt>() == 2, "update node.capnp ReuseBatchReceipt and this codec");
 static_assert(std::variant_size_v<ReuseOp> == 2, "update node.capnp ReuseOp and read_op");
@@ -148,20 +148,26 @@ Status read(ReadContext& ctx, wire::ReuseRejectionReceipt::Reader r, ReuseReject
   return Status::success();
 }
 
+// The op has only data fields: nothing in it can fail to read.
 void write(wire::ReuseReleaseOp::Builder b, const ReuseReleaseOp& v) {
-  write_leases(b.initLeases(detail::list_size(v.leases.size())), v.leases);
+  b.setSnapshot(v.snapshot.value);
+  b.setExecuted(v.executed);
 }
-Status read(ReadContext& ctx, wire::ReuseReleaseOp::Reader r, ReuseReleaseOp& out) {
-  ctx.at("leases");
-  out.leases = read_leases(r.getLeases());
+Status read(ReadContext&, wire::ReuseReleaseOp::Reader r, ReuseReleaseOp& out) {
+  out.snapshot = ExecutionSnapshotVersion{r.getSnapshot()};
+  out.executed = r.getExecuted();
   return Status::success();
 }
 
 void write(wire::ReuseReleaseReceipt::Builder b, const ReuseReleaseReceipt& v) {
+  b.setSnapshot(v.snapshot.value);
   write_leases(b.initReleased(detail::list_size(v.released.size())), v.released);
   write_leases(b.initRefused(detail::list_size(v.refused.size())), v.refused);
+  b.setCompleted(v.completed);
 }
 Status read(ReadContext& ctx, wire::ReuseReleaseReceipt::Reader r, ReuseReleaseReceipt& out) {
+  out.snapshot = ExecutionSnapshotVersion{r.getSnapshot()};
+  out.completed = r.getCompleted();
   ctx.at("released");
   out.released = read_leases(r.getReleased());
   ctx.at("refused");

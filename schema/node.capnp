@@ -443,10 +443,12 @@ struct ReuseRejectionReceipt {
   leasesReleased @3 :List(UInt64);         # LeaseId: leases the attempt took and the node released
 }
 
-# Step 10 for a receipt whose reuse publishes nothing new: hands the leases
-# back to the owners that issued them.
+# Steps 9-10 for one receipt: whether the work that read its rows ran (step
+# 9), then every lease of the attempt goes back to the owner that issued it
+# (step 10). The attempt is named by its receipt's execution snapshot version.
 struct ReuseReleaseOp {
-  leases @0 :List(UInt64);                 # LeaseId: a receipt's leases (any subset, any order) [leases]
+  snapshot @0 :UInt64;                     # ExecutionSnapshotVersion: the attempt
+  executed @1 :Bool = true;                # the work that read the reused rows ran (C++ default true)
 }
 
 struct ReuseOp {
@@ -457,8 +459,10 @@ struct ReuseOp {
 }
 
 struct ReuseReleaseReceipt {
-  released @0 :List(UInt64);               # LeaseId: handed back to their owners [leases]
-  refused @1 :List(UInt64);                # LeaseId: not held by this session [leases]
+  snapshot @0 :UInt64;                     # ExecutionSnapshotVersion: the attempt
+  released @1 :List(UInt64);               # LeaseId: handed back to their owners [leases]
+  refused @2 :List(UInt64);                # LeaseId: an owner no longer held them for the session [leases]
+  completed @3 :Bool;                      # the attempt passed steps 9 and 10 (counted as executed, 0x0CF)
 }
 
 struct ReuseOutcome {

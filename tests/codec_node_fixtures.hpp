@@ -194,11 +194,14 @@ inline ExecuteBatchReceipt filled(uint64_t seed) {
   Numbers n(seed);
   ExecuteBatchReceipt r;
   r.trace = trace(n);
-  r.outcomes.push_back(filled<codec::ErrorMessage>(seed).error);
+  // Each outcome is built in place in its alternative (see the ReuseBatch
+  // fixture below).
+  r.outcomes.reserve(2);
+  r.outcomes.emplace_back(std::in_place_type<Error>, filled<codec::ErrorMessage>(seed).error);
   AttentionOutput o{RequestId{n.u64()}, TableVersion{n.u64()}, n.u32(), n.u32(), {}, {}, n.u64()};
   for (int i = 0; i < 6; ++i) o.outputs.push_back(static_cast<float>(n.u32() % 1000) / 3.0f);
   for (int i = 0; i < 2; ++i) o.lse.push_back(static_cast<float>(n.u32() % 100) / 9.0f);
-  r.outcomes.push_back(std::move(o));
+  r.outcomes.emplace_back(std::in_place_type<AttentionOutput>, std::move(o));
   return r;
 }
 
@@ -209,7 +212,7 @@ inline ReuseBatch filled(uint64_t seed) {
   b.trace = trace(n);
   // Each op is built in place in its alternative: moving a temporary variant
   // into the vector draws a false -Wmaybe-uninitialized from GCC 12 at -O3.
-  b.ops.reserve(3);
+  b.ops.reserve(4);
   // Token ids are signed 32-bit: the extremes and a negative id travel.
   b.ops.emplace_back(std::in_place_type<ReuseAcquireOp>,
                      ReuseAcquireOp{n.text("namespace"), RequestId{n.u64()}, RequestGeneration{n.u32()},
@@ -220,11 +223,10 @@ inline ReuseBatch filled(uint64_t seed) {
                      ReuseAcquireOp{n.text("other-namespace"), RequestId{n.u64()}, RequestGeneration{n.u32()},
                                     {static_cast<TokenId>(n.u32()), static_cast<TokenId>(n.u32())},
                                     LogitsPath::logits_required, false});
-  // Step 10: a block lease, a radix path lease (bit 63 set) and the extremes.
-  b.ops.emplace_back(std::in_place_type<ReuseReleaseOp>,
-                     ReuseReleaseOp{{LeaseId{n.u64() & ~kPathLeaseBit}, LeaseId{kPathLeaseBit | 5},
-                                     LeaseId{kPathLeaseBit | n.u64()},
-                                     LeaseId{std::numeric_limits<uint64_t>::max()}, LeaseId{1}}});
+  // Steps 9-10 for two attempts: one whose work did not run (executed at
+  // neither its C++ nor its wire default) and one whose work ran.
+  b.ops.emplace_back(std::in_place_type<ReuseReleaseOp>, ReuseReleaseOp{ExecutionSnapshotVersion{41}, false});
+  b.ops.emplace_back(std::in_place_type<ReuseReleaseOp>, ReuseReleaseOp{ExecutionSnapshotVersion{42}, true});
   return b;
 }
 
@@ -239,8 +241,12 @@ inline ReuseBatchReceipt filled(uint64_t seed) {
   r.outcomes.push_back(ReuseRejectionReceipt{ReuseStep::acquire_leases, RejectionReason::lease_incomplete,
                                              n.text("leases cover 3 of 4 handles"),
                                              {LeaseId{n.u64()}, LeaseId{n.u64()}}});
-  r.outcomes.push_back(ReuseReleaseReceipt{{LeaseId{kPathLeaseBit | 5}, LeaseId{n.u64() & ~kPathLeaseBit}},
-                                           {LeaseId{kPathLeaseBit | n.u64()}, LeaseId{n.u64()}, LeaseId{0}}});
+  // Every field non-default: both lists filled, a radix path lease (bit 63
+  // set) in each, a full-width snapshot and completed.
+  r.outcomes.push_back(ReuseReleaseReceipt{ExecutionSnapshotVersion{kPathLeaseBit | n.u64()},
+                                           {LeaseId{kPathLeaseBit | 5}, LeaseId{n.u64() & ~kPathLeaseBit}},
+                                           {LeaseId{kPathLeaseBit | n.u64()}, LeaseId{n.u64()}, LeaseId{0}},
+                                           true});
   return r;
 }
 

@@ -292,29 +292,41 @@ TEST_CASE("node protocol: a reuse batch round-trips every field of every op and 
   auto b = codec::decode<ReuseBatch>(codec::encode(batch));
   REQUIRE(b.ok());
   CHECK(*b == batch);
-  REQUIRE(b->ops.size() == 3);
+  REQUIRE(b->ops.size() == 4);
   const auto& acquire = std::get<ReuseAcquireOp>(b->ops[0]);
   CHECK(acquire.require_collision_witness);
   CHECK(acquire.logits_path == LogitsPath::no_logits);
   CHECK(acquire.tokens.back() == std::numeric_limits<TokenId>::min());
   CHECK(std::holds_alternative<ReuseAcquireOp>(b->ops[1]));
-  // Every bit of a lease travels: bit 63 still marks the radix path lease.
-  const auto& release = std::get<ReuseReleaseOp>(b->ops[2]);
-  REQUIRE(release.leases.size() == 5);
-  CHECK(release.leases == std::get<ReuseReleaseOp>(batch.ops[2]).leases);
-  CHECK_FALSE(is_path_lease(release.leases[0]));
-  CHECK(release.leases[1] == LeaseId{(uint64_t{1} << 63) | 5});
-  CHECK(is_path_lease(release.leases[1]));
-  CHECK(is_path_lease(release.leases[2]));
-  CHECK(release.leases[3].value == std::numeric_limits<uint64_t>::max());
+  // Each release op keeps its attempt and its execution report.
+  const auto& not_run = std::get<ReuseReleaseOp>(b->ops[2]);
+  CHECK(not_run.snapshot == ExecutionSnapshotVersion{41});
+  CHECK_FALSE(not_run.executed);
+  const auto& ran = std::get<ReuseReleaseOp>(b->ops[3]);
+  CHECK(ran.snapshot == ExecutionSnapshotVersion{42});
+  CHECK(ran.executed);
+  // Every bit of the snapshot travels.
+  const ReuseBatch widest{TraceContext{4, 5, 6},
+                          {ReuseReleaseOp{ExecutionSnapshotVersion{std::numeric_limits<uint64_t>::max()}, false}}};
+  CHECK(codec::decode<ReuseBatch>(codec::encode(widest)).value() == widest);
 
-  // A release op with no leases and an acquire with default fields stay what they are.
+  // A default release op (snapshot 0, executed) and an acquire with default
+  // fields stay what they are.
   const ReuseBatch bare{TraceContext{4, 5, 6}, {ReuseReleaseOp{}, ReuseAcquireOp{}}};
   auto bare_back = codec::decode<ReuseBatch>(codec::encode(bare));
   REQUIRE(bare_back.ok());
   CHECK(*bare_back == bare);
   CHECK(bare_back->ops[0].index() == 1);
+  CHECK(std::get<ReuseReleaseOp>(bare_back->ops[0]).executed);
   CHECK(bare_back->ops[1].index() == 0);
+  // A release op with an empty data section reads as the C++ default: the
+  // wire default of executed is true as well.
+  const auto empty_release = edited(codec::encode(bare), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getReuseBatch().getOps()[0]).getPointerSection()[0].initAsAnyStruct(0, 0);
+  });
+  auto empty_back = codec::decode<ReuseBatch>(empty_release);
+  REQUIRE(empty_back.ok());
+  CHECK(std::get<ReuseReleaseOp>(empty_back->ops[0]) == ReuseReleaseOp{});
 
   const ReuseBatchReceipt receipt = filled<ReuseBatchReceipt>(11);
   const auto& executable = std::get<ExecutableReuseReceipt>(receipt.outcomes[1]);
@@ -332,17 +344,26 @@ TEST_CASE("node protocol: a reuse batch round-trips every field of every op and 
   CHECK(std::get<ReuseRejectionReceipt>(r->outcomes[2]) == rejection);
   CHECK(std::get<ReuseRejectionReceipt>(r->outcomes[2]).bucket() == ReuseBucket::lease);
   const auto& released = std::get<ReuseReleaseReceipt>(receipt.outcomes[3]);
+  REQUIRE(released.snapshot.value != 0);
   REQUIRE(released.released.size() == 2);
   REQUIRE(released.refused.size() == 3);
+  REQUIRE(released.completed);
   const auto& released_back = std::get<ReuseReleaseReceipt>(r->outcomes[3]);
   CHECK(released_back == released);
+  CHECK(released_back.snapshot == released.snapshot);
+  CHECK(released_back.completed);
+  // Every bit of a lease travels: bit 63 still marks the radix path lease.
   CHECK(released_back.released[0] == LeaseId{(uint64_t{1} << 63) | 5});
+  CHECK(is_path_lease(released_back.released[0]));
+  CHECK_FALSE(is_path_lease(released_back.released[1]));
   CHECK(is_path_lease(released_back.refused[0]));
   CHECK(released_back.refused[2] == LeaseId{0});
 
-  // A release receipt with only one list filled keeps the lists apart.
+  // A release receipt with only one list filled keeps the lists apart; an
+  // incomplete attempt stays incomplete.
   for (const ReuseReleaseReceipt& one_sided :
-       {ReuseReleaseReceipt{{LeaseId{7}}, {}}, ReuseReleaseReceipt{{}, {LeaseId{7}}}, ReuseReleaseReceipt{}}) {
+       {ReuseReleaseReceipt{ExecutionSnapshotVersion{9}, {LeaseId{7}}, {}, true},
+        ReuseReleaseReceipt{ExecutionSnapshotVersion{9}, {}, {LeaseId{7}}, false}, ReuseReleaseReceipt{}}) {
     const ReuseBatchReceipt single{TraceContext{1, 2, 3}, {one_sided}};
     CHECK(codec::decode<ReuseBatchReceipt>(codec::encode(single)).value() == single);
   }
@@ -465,17 +486,9 @@ TEST_CASE("node protocol: a malformed reuse message is a typed error naming elem
   });
   CHECK(decode_error<ReuseBatch>(tokens).field == "ReuseBatch.ops[1].acquire.tokens");
 
-  // ReuseReleaseOp's pointer section is {leases}; ReuseReleaseReceipt's is
+  // ReuseReleaseOp has no pointers; ReuseReleaseReceipt's pointer section is
   // {released, refused}.
-  const auto release = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
-    capnp::AnyStruct::Builder(e.getReuseBatch().getOps()[2].getRelease())
-        .getPointerSection()[0]
-        .initAs<wire::TraceContext>();
-  });
-  auto rl = decode_error<ReuseBatch>(release);
-  CHECK(rl.code == ErrorCode::decode_failed);
-  CHECK(rl.field == "ReuseBatch.ops[2].release.leases");
-  // The op itself a list instead of a struct: the element's member is named.
+  // The release op itself a list instead of a struct: the element's member is named.
   const auto release_op = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
     capnp::AnyStruct::Builder(e.getReuseBatch().getOps()[2]).getPointerSection()[0].initAsListOfAnyStruct(1, 0, 2);
   });

@@ -71,17 +71,26 @@ TEST_CASE("node reuse transaction: a receipt leases exactly the hit, and its lea
   // The worker takes the hit into its own request, then lets the leases go
   // (step 10 for a reuse that publishes nothing new).
   CHECK(allocation(*b, AllocateOp{40, receipt.physical_handles, std::nullopt}).outcome == AllocationOutcome::committed);
-  std::vector<LeaseId> all = receipt.leases;
-  all.insert(all.end(), second.leases.begin(), second.leases.end());
-  const ReuseBatchReceipt released = reuse(*b, {ReuseReleaseOp{all}});
+  // Steps 9-10: the first receipt's rows were used, the second's not.
+  const ReuseBatchReceipt released =
+      reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true},
+                 ReuseReleaseOp{second.execution_snapshot_version, false}});
   REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(released.outcomes.at(0)));
-  CHECK(std::get<ReuseReleaseReceipt>(released.outcomes[0]).released == all);
-  CHECK(std::get<ReuseReleaseReceipt>(released.outcomes[0]).refused.empty());
+  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(released.outcomes.at(1)));
+  const auto& done = std::get<ReuseReleaseReceipt>(released.outcomes[0]);
+  CHECK(done.released == receipt.leases);
+  CHECK(done.refused.empty());
+  CHECK(done.completed);
+  const auto& unused = std::get<ReuseReleaseReceipt>(released.outcomes[1]);
+  CHECK(unused.released == second.leases);
+  CHECK_FALSE(unused.completed);
   CHECK(n.stat("allocator", "live_leases") == leases_before);
-  // Released twice: refused, and nothing changes.
-  const ReuseBatchReceipt again = reuse(*b, {ReuseReleaseOp{{receipt.leases.front()}}});
-  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(again.outcomes.at(0)));
-  CHECK(std::get<ReuseReleaseReceipt>(again.outcomes[0]).refused == std::vector<LeaseId>{receipt.leases.front()});
+  CHECK(n.stat("node", "reuse_open_attempts") == 0);
+  CHECK(n.stat("node", "reuse_rejected_execution") == 1);
+  // Released twice: a typed error, and nothing changes.
+  const ReuseBatchReceipt again = reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true}});
+  REQUIRE(std::holds_alternative<Error>(again.outcomes.at(0)));
+  CHECK(std::get<Error>(again.outcomes[0]).code == ErrorCode::reuse_attempt_closed);
   CHECK(n.stat("node", "reuse_receipts") == 2);
   CHECK(n.stat("executor", "reuse_snapshots_frozen") == 2);
 }
@@ -159,6 +168,7 @@ TEST_CASE("node reuse transaction: a session that ends holding receipt leases gi
   while (n.stat("allocator", "live_leases") != 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(n.stat("allocator", "live_leases") == 0);
+  CHECK(n.stat("node", "reuse_open_attempts") == 0);  // the ended session's attempt was dropped
   Result<AllocatorBatchReceipt> done = a->allocator(AllocatorBatch{{}, {ReleaseOp{fence}}});
   REQUIRE(done.ok());
 }
@@ -189,9 +199,10 @@ TEST_CASE("node reuse transaction: a radix candidate leases its blocks and locks
   CHECK(n.stat("prefix_index", "path_leases") == 1);
   CHECK(n.stat("allocator", "live_leases") == node_leases + int64_t(receipt.physical_handles.size()));
 
-  const ReuseBatchReceipt released = reuse(*b, {ReuseReleaseOp{receipt.leases}});
+  const ReuseBatchReceipt released = reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true}});
   REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(released.outcomes.at(0)));
   CHECK(std::get<ReuseReleaseReceipt>(released.outcomes[0]).released == receipt.leases);
+  CHECK(std::get<ReuseReleaseReceipt>(released.outcomes[0]).completed);
   CHECK(n.stat("prefix_index", "path_leases") == 0);
   CHECK(n.stat("allocator", "live_leases") == node_leases);
 
@@ -207,6 +218,7 @@ TEST_CASE("node reuse transaction: a radix candidate leases its blocks and locks
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(n.stat("prefix_index", "path_leases") == 0);
   CHECK(n.stat("allocator", "live_leases") == node_leases);
+  CHECK(n.stat("node", "reuse_open_attempts") == 0);
 }
 
 }  // namespace kvrt::test

@@ -99,10 +99,11 @@ TEST_CASE("reuse coordinator: three ops, one per outcome, each owner asked once 
   CHECK(std::get<Error>(r.outcomes[2]).code == ErrorCode::invalid_argument);
   // The receipt's leases are the worker's to release; nothing else was taken.
   CHECK(run.leases_to_release().empty());
+  // The miss ended its attempt; the receipt's attempt ends when released.
   const std::vector<FunnelOutcome> funnel = run.funnel_outcomes();
-  REQUIRE(funnel.size() == 2);
-  CHECK(funnel[0].executed);
-  CHECK(funnel[1].reason == RejectionReason::no_candidate);
+  REQUIRE(funnel.size() == 1);
+  CHECK(funnel[0].reason == RejectionReason::no_candidate);
+  CHECK(run.take_receipt_attempts().size() == 1);
 }
 
 TEST_CASE("reuse coordinator: a rejection after the leases hands them back for release", "[reuse][coordinator]") {
@@ -298,23 +299,111 @@ TEST_CASE("reuse coordinator: a path refused after the blocks were leased hands 
   CHECK(run.leases_to_release().paths.empty());
 }
 
-TEST_CASE("reuse coordinator: release ops split their leases by owner and report each", "[reuse][coordinator]") {
+namespace {
+
+// Runs one op of `x` to its receipt (radix when `radix`) and holds the
+// attempt open for session 1; returns the receipt.
+ExecutableReuseReceipt hold_one(const Fixture& x, OpenReuseAttempts& open, bool radix, uint64_t snapshot) {
+  ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
+  run.bind(open, SessionId{1});
+  (void)run.key_requests();
+  run.on_keys({x.key()});
+  (void)run.candidate_requests();
+  run.on_candidates({CandidateReply(CandidateAnswer(radix ? radix_candidate(x) : std::get<ReuseCandidate>(x.happy.candidate)))});
+  (void)run.lease_requests();
+  run.on_leases({x.leases({LeaseId{snapshot * 10 + 1}, LeaseId{snapshot * 10 + 2}})});
+  if (radix) {
+    REQUIRE(run.path_lease_requests().size() == 1);
+    run.on_path_leases({ReusePathLeaseAnswer{LeaseId{kPathLeaseBit | snapshot}, ""}});
+  }
+  REQUIRE(run.version_requests() == 1);
+  run.on_index_version(ReuseIndexVersion{7, TreeVersion{0}});
+  run.on_snapshots(Fixture::freeze(run.snapshot_requests(), snapshot));
+  const ReuseBatchReceipt r = run.receipt();
+  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
+  for (ReuseAttempt& a : run.take_receipt_attempts()) REQUIRE(open.hold(SessionId{1}, std::move(a)).ok());
+  return std::get<ExecutableReuseReceipt>(r.outcomes[0]);
+}
+
+}  // namespace
+
+TEST_CASE("reuse coordinator: release ops end their attempts at steps 9 and 10", "[reuse][coordinator]") {
   Fixture x;
-  const LeaseId path{kPathLeaseBit | 3};
-  ReuseBatchRun run(ReuseBatch{{}, {ReuseReleaseOp{{LeaseId{5}, path, LeaseId{6}}}, x.op(), ReuseReleaseOp{{LeaseId{9}}}}},
+  OpenReuseAttempts open;
+  const ExecutableReuseReceipt chain = hold_one(x, open, false, 41);
+  const ExecutableReuseReceipt radix = hold_one(x, open, true, 42);
+  const ExecutableReuseReceipt unused = hold_one(x, open, false, 43);
+  REQUIRE(open.size() == 3);
+  REQUIRE(open.validate().ok());
+
+  // Executed, executed, not executed, and one no session holds.
+  ReuseBatchRun run(ReuseBatch{{},
+                               {ReuseReleaseOp{ExecutionSnapshotVersion{41}, true}, x.op(),
+                                ReuseReleaseOp{ExecutionSnapshotVersion{42}, true},
+                                ReuseReleaseOp{ExecutionSnapshotVersion{43}, false},
+                                ReuseReleaseOp{ExecutionSnapshotVersion{99}, true}}},
                     kPools, kBlockTokens, kGroups);
+  run.bind(open, SessionId{1});
+  CHECK(open.size() == 0);  // taken: a second release of any of them is refused
   const ReuseBatchRun::LeaseReturn back = run.release_requests();
-  CHECK(back.blocks == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}, LeaseId{9}});
-  CHECK(back.paths == std::vector<LeaseId>{path});
-  // The allocator held 5 and 9 for this session, not 6; the radix owner held the path.
-  run.on_released({1, 0, 1}, {1});
+  CHECK(back.blocks == std::vector<LeaseId>{LeaseId{411}, LeaseId{412}, LeaseId{421}, LeaseId{422}, LeaseId{431},
+                                            LeaseId{432}});
+  CHECK(back.paths == std::vector<LeaseId>{LeaseId{kPathLeaseBit | 42}});
+  // The allocator had lost lease 412 (say, reclaimed); everything else was held.
+  run.on_released({1, 0, 1, 1, 1, 1}, {1});
   // The acquire op between them still runs its own sequence.
   CHECK(run.key_requests().size() == 1);
+
   const ReuseBatchReceipt r = run.receipt();
-  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(r.outcomes.at(0)));
-  CHECK(std::get<ReuseReleaseReceipt>(r.outcomes[0]).released == std::vector<LeaseId>{LeaseId{5}, path});
-  CHECK(std::get<ReuseReleaseReceipt>(r.outcomes[0]).refused == std::vector<LeaseId>{LeaseId{6}});
-  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(r.outcomes.at(2)));
-  CHECK(std::get<ReuseReleaseReceipt>(r.outcomes[2]).released == std::vector<LeaseId>{LeaseId{9}});
-  CHECK(run.funnel_outcomes().empty());
+  const auto& first = std::get<ReuseReleaseReceipt>(r.outcomes.at(0));
+  CHECK(first.snapshot == ExecutionSnapshotVersion{41});
+  CHECK(first.released == std::vector<LeaseId>{LeaseId{411}});
+  CHECK(first.refused == std::vector<LeaseId>{LeaseId{412}});
+  CHECK_FALSE(first.completed);  // executed, but step 10 could not account for every lease
+  const auto& second = std::get<ReuseReleaseReceipt>(r.outcomes.at(2));
+  CHECK(second.released == radix.leases);
+  CHECK(second.completed);
+  const auto& third = std::get<ReuseReleaseReceipt>(r.outcomes.at(3));
+  CHECK(third.released == unused.leases);
+  CHECK_FALSE(third.completed);
+  REQUIRE(std::holds_alternative<Error>(r.outcomes.at(4)));
+  CHECK(std::get<Error>(r.outcomes[4]).code == ErrorCode::reuse_attempt_closed);
+  (void)chain;
+
+  // Funnel: 41 and 42 executed (hits), 43 failed at step 9.
+  const std::vector<FunnelOutcome> f = run.funnel_outcomes();
+  REQUIRE(f.size() == 3);
+  CHECK(f[0].executed);
+  CHECK(f[1].executed);
+  CHECK_FALSE(f[2].executed);
+  CHECK(f[2].reason == RejectionReason::execution_failed);
+  CHECK(run.leases_to_release().empty());
+}
+
+TEST_CASE("reuse coordinator: a session at its open-attempt limit gets a typed error per acquire",
+          "[reuse][coordinator]") {
+  Fixture x;
+  OpenReuseAttempts open;
+  for (uint64_t v = 1; v <= OpenReuseAttempts::kPerSession; ++v) {
+    ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
+    (void)run.key_requests();
+    run.on_keys({x.key()});
+    (void)run.candidate_requests();
+    run.on_candidates({x.candidate()});
+    (void)run.lease_requests();
+    run.on_leases({x.leases({LeaseId{v}})});
+    REQUIRE(run.version_requests() == 1);
+    run.on_index_version(ReuseIndexVersion{7, TreeVersion{0}});
+    run.on_snapshots(Fixture::freeze(run.snapshot_requests(), v));
+    for (ReuseAttempt& a : run.take_receipt_attempts()) REQUIRE(open.hold(SessionId{1}, std::move(a)).ok());
+  }
+  CHECK(open.room(SessionId{1}) == 0);
+  CHECK(open.room(SessionId{2}) == OpenReuseAttempts::kPerSession);
+  ReuseBatchRun full(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
+  full.bind(open, SessionId{1});
+  CHECK(full.key_requests().empty());
+  REQUIRE(std::holds_alternative<Error>(full.receipt().outcomes.at(0)));
+  CHECK(open.end_session(SessionId{1}) == OpenReuseAttempts::kPerSession);
+  CHECK(open.size() == 0);
+  REQUIRE(open.validate().ok());
 }

@@ -34,16 +34,42 @@ ReuseBatchRun::ReuseBatchRun(ReuseBatch batch, std::vector<PoolGenerationRef> no
 
 const ReuseAcquireOp& ReuseBatchRun::acquire_op(size_t i) const { return std::get<ReuseAcquireOp>(batch_.ops[i]); }
 
-// --- stage 0: release ops, step 10 ---------------------------------------------
+// --- stage 0: release ops, steps 9-10 ------------------------------------------
+
+void ReuseBatchRun::bind(OpenReuseAttempts& open, SessionId session) {
+  size_t room = open.room(session);
+  for (size_t i = 0; i < batch_.ops.size(); ++i) {
+    if (const auto* release = std::get_if<ReuseReleaseOp>(&batch_.ops[i])) {
+      std::optional<ReuseAttempt> a = open.take(session, release->snapshot);
+      if (!a) {
+        end_with_error(i, make_error(ErrorCode::reuse_attempt_closed,
+                                     "this session holds no open reuse attempt with snapshot " +
+                                         std::to_string(release->snapshot.value),
+                                     "snapshot"));
+        continue;
+      }
+      ops_[i].attempt = std::move(a);
+    } else if (!ops_[i].outcome) {
+      if (room == 0) {
+        ops_[i].attempt.reset();
+        end_with_error(i, make_error(ErrorCode::invalid_argument,
+                                     "the session holds " + std::to_string(OpenReuseAttempts::kPerSession) +
+                                         " open reuse attempts; release some first",
+                                     "session"));
+        continue;
+      }
+      --room;
+    }
+  }
+}
 
 ReuseBatchRun::LeaseReturn ReuseBatchRun::release_requests() {
   stage_.clear();
   LeaseReturn out;
   for (size_t i = 0; i < batch_.ops.size(); ++i) {
-    const auto* release = std::get_if<ReuseReleaseOp>(&batch_.ops[i]);
-    if (release == nullptr) continue;
+    if (!std::holds_alternative<ReuseReleaseOp>(batch_.ops[i]) || ops_[i].outcome || !ops_[i].attempt) continue;
     stage_.push_back(i);
-    for (LeaseId l : release->leases) (is_path_lease(l) ? out.paths : out.blocks).push_back(l);
+    for (LeaseId l : ops_[i].attempt->acquired_leases()) (is_path_lease(l) ? out.paths : out.blocks).push_back(l);
   }
   return out;
 }
@@ -51,14 +77,24 @@ ReuseBatchRun::LeaseReturn ReuseBatchRun::release_requests() {
 void ReuseBatchRun::on_released(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& paths) {
   size_t b = 0, p = 0;
   for (size_t i : stage_) {
+    OpRun& op = ops_[i];
+    const ReuseReleaseOp& release = std::get<ReuseReleaseOp>(batch_.ops[i]);
     ReuseReleaseReceipt r;
-    for (LeaseId l : std::get<ReuseReleaseOp>(batch_.ops[i]).leases) {
+    r.snapshot = release.snapshot;
+    for (LeaseId l : op.attempt->acquired_leases()) {
       const bool path = is_path_lease(l);
       const size_t k = path ? p++ : b++;
       const std::vector<uint8_t>& flags = path ? paths : blocks;
       (k < flags.size() && flags[k] != 0 ? r.released : r.refused).push_back(l);
     }
-    ops_[i].outcome = ReuseOutcome(std::move(r));
+    // Step 9: the worker's report. Step 10: exactly the attempt's leases,
+    // or the attempt stays executed but not completed (an owner had lost
+    // some, which the receipt lists).
+    Result<StepOutcome> executed = op.attempt->execute(ExecutionAnswer{release.snapshot, release.executed});
+    if (executed.ok() && executed->advanced())
+      r.completed = op.attempt->finish(CompletionAnswer(LeasesReleased{r.released})).ok();
+    op.ended = op.attempt->funnel_outcome();
+    op.outcome = ReuseOutcome(std::move(r));
   }
   stage_.clear();
 }
@@ -67,7 +103,7 @@ std::vector<size_t> ReuseBatchRun::open_at(ReuseStep step) {
   stage_.clear();
   for (size_t i = 0; i < ops_.size(); ++i)
     if (!ops_[i].outcome && ops_[i].attempt && ops_[i].attempt->phase() == ReusePhase::open &&
-        ops_[i].attempt->next_step() == step)
+        ops_[i].attempt->next_step() == step && std::holds_alternative<ReuseAcquireOp>(batch_.ops[i]))
       stage_.push_back(i);
   return stage_;
 }
@@ -330,12 +366,20 @@ ReuseBatchReceipt ReuseBatchRun::receipt() const {
 std::vector<FunnelOutcome> ReuseBatchRun::funnel_outcomes() const {
   std::vector<FunnelOutcome> out;
   for (const OpRun& op : ops_) {
-    if (!op.outcome) continue;
-    // A receipt is an executable hit: the use gate held (0x0CD).
-    if (std::holds_alternative<ExecutableReuseReceipt>(*op.outcome)) out.push_back(FunnelOutcome::hit());
-    // Release ops and errors are not reuse attempts' ends.
-    if (const auto* r = std::get_if<ReuseRejectionReceipt>(&*op.outcome)) out.push_back(FunnelOutcome::rejected(r->reason));
+    if (op.ended) out.push_back(*op.ended);
+    else if (op.outcome)
+      if (const auto* r = std::get_if<ReuseRejectionReceipt>(&*op.outcome)) out.push_back(FunnelOutcome::rejected(r->reason));
   }
+  return out;
+}
+
+std::vector<ReuseAttempt> ReuseBatchRun::take_receipt_attempts() {
+  std::vector<ReuseAttempt> out;
+  for (OpRun& op : ops_)
+    if (op.attempt && op.outcome && std::holds_alternative<ExecutableReuseReceipt>(*op.outcome)) {
+      out.push_back(std::move(*op.attempt));
+      op.attempt.reset();
+    }
   return out;
 }
 

@@ -6,7 +6,7 @@
 // order, for all of the batch's ops at once:
 //
 //   stage      owner          steps  message                         answer
-//   release    allocator,     10     the release ops' leases, split  released or not, per lease
+//   release    allocator,     9, 10  the release ops' leases, split  released or not, per lease
 //              radix index           by owner (kPathLeaseBit)
 //   keys       authorization  1, 2   ReuseKeyRequest per open op     ReuseKeyAnswer
 //   lookup     index owner    3      PrefixMatchOp per open op       CandidateReply
@@ -38,6 +38,7 @@
 #include <optional>
 #include <vector>
 
+#include "services/node/open_reuse_attempts.hpp"
 #include "services/node/reuse_step_answers.hpp"
 #include "services/protocol/prefix_ops.hpp"
 #include "services/protocol/reuse_ops.hpp"
@@ -61,8 +62,15 @@ class ReuseBatchRun {
     bool empty() const { return blocks.empty() && paths.empty(); }
   };
 
-  // The release ops' leases; answered with one flag per lease of each list
-  // (1: released, 0: the session held no such lease).
+  // Before any stage: each release op takes its attempt out of `open` (an
+  // unknown one answers a typed error), and acquire ops beyond the room
+  // `open` has left for the session answer a typed error.
+  void bind(OpenReuseAttempts& open, SessionId session);
+
+  // The release ops' attempts' leases; answered with one flag per lease of
+  // each list (1: released, 0: the owner held no such lease for the
+  // session). Then step 9 (the op's execution report) and step 10 (the
+  // leases released) run on each attempt.
   LeaseReturn release_requests();
   void on_released(const std::vector<uint8_t>& blocks, const std::vector<uint8_t>& paths);
 
@@ -98,9 +106,13 @@ class ReuseBatchRun {
   // One outcome per op; an op that no stage answered (a caller that stopped
   // early) is an Error.
   ReuseBatchReceipt receipt() const;
-  // How each op's attempt ended, for the node's funnel (0x0CF): hit, or the
-  // rejection's reason. Errors are not funnel outcomes.
+  // The attempts that ended in this batch, for the node's funnel (0x0CF):
+  // an acquire's rejection, or a release's step 9 (executed: hit; not:
+  // execution_failed). A receipt is not an end: its attempt is counted when
+  // it is released. Errors are not funnel outcomes.
   std::vector<FunnelOutcome> funnel_outcomes() const;
+  // Moves out the attempts that produced receipts, for OpenReuseAttempts.
+  std::vector<ReuseAttempt> take_receipt_attempts();
 
   size_t size() const { return ops_.size(); }
 
@@ -113,6 +125,7 @@ class ReuseBatchRun {
     std::string planned_abi;              // the consumer key's cache ABI
     ReuseLeaseAnswer leased;              // step 4's answer, whose pool part step 5 reads
     std::vector<LeaseId> pending;         // block leases granted while the path lease is awaited
+    std::optional<FunnelOutcome> ended;   // a release op's step 9
   };
   const ReuseAcquireOp& acquire_op(size_t i) const;
   // Indices of the ops whose next step is `step`, recorded for the answers.

@@ -17,11 +17,12 @@
 //     The request falls back to recomputation (0x0CG): reuse lost, exactness
 //     kept.
 //   - Error: the op itself is malformed (empty namespace or tokens).
-// A ReuseReleaseOp is step 10 for a receipt whose reuse publishes nothing
-// new: the node hands each lease back to the owner that issued it (block
-// leases to the allocator, radix path leases to the radix index) and answers
-// which it released. Leases the session does not hold are listed as refused;
-// nothing else changes.
+// A ReuseReleaseOp ends one receipt's attempt: the worker reports whether
+// the work that read the reused rows ran (step 9), and the node hands each
+// of the attempt's leases back to the owner that issued it (step 10: block
+// leases to the allocator, radix path leases to the radix index). An
+// attempt the session does not hold open (unknown, another session's, or
+// already released) answers a typed error and nothing changes.
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -55,14 +56,21 @@ struct ReuseRejectionReceipt {
   friend bool operator==(const ReuseRejectionReceipt&, const ReuseRejectionReceipt&) = default;
 };
 
+// Steps 9-10 for one receipt: whether the work that read its rows ran (the
+// worker's execution report, step 9), then every lease of the attempt goes
+// back to the owner that issued it (step 10). The attempt is named by its
+// receipt's execution_snapshot_version, unique on the node.
 struct ReuseReleaseOp {
-  std::vector<LeaseId> leases;  // a receipt's leases (any subset, any order)
+  ExecutionSnapshotVersion snapshot;
+  bool executed = true;
   friend bool operator==(const ReuseReleaseOp&, const ReuseReleaseOp&) = default;
 };
 
 struct ReuseReleaseReceipt {
-  std::vector<LeaseId> released;  // handed back to their owners
-  std::vector<LeaseId> refused;   // not held by this session (unknown, foreign or already released)
+  ExecutionSnapshotVersion snapshot;  // the attempt
+  std::vector<LeaseId> released;      // handed back to their owners
+  std::vector<LeaseId> refused;       // an owner no longer held them for the session
+  bool completed = false;             // the attempt passed steps 9 and 10 (counted as executed, 0x0CF)
   friend bool operator==(const ReuseReleaseReceipt&, const ReuseReleaseReceipt&) = default;
 };
 
