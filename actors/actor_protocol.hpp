@@ -59,10 +59,10 @@ using prefix_actor = caf::typed_actor<
     // 0x0CD, node-internal: step 3 (session, lookups), step 4's path leases
     // (radix), step 5 (versions), and the release of path leases (one flag
     // per lease: released or not held by the session).
-    caf::replies_to<reuse_atom, uint64_t, std::vector<PrefixMatchOp>>::with<std::vector<CandidateReply>>,
-    caf::replies_to<reuse_atom, uint64_t, std::vector<ReusePathLeaseRequest>>::with<std::vector<ReusePathLeaseAnswer>>,
-    caf::replies_to<version_atom>::with<ReuseIndexVersion>,
-    caf::replies_to<unlease_atom, uint64_t, std::vector<LeaseId>>::with<std::vector<uint8_t>>>;
+    caf::replies_to<reuse_atom, uint64_t, TraceContext, std::vector<PrefixMatchOp>>::with<std::vector<CandidateReply>>,
+    caf::replies_to<reuse_atom, uint64_t, TraceContext, std::vector<ReusePathLeaseRequest>>::with<std::vector<ReusePathLeaseAnswer>>,
+    caf::replies_to<version_atom, TraceContext>::with<ReuseIndexVersion>,
+    caf::replies_to<unlease_atom, uint64_t, TraceContext, std::vector<LeaseId>>::with<std::vector<uint8_t>>>;
 
 // Allocator owner. batch: (session, AllocatorBatch bytes) -> AllocatorBatchReceipt bytes.
 using allocator_actor = caf::typed_actor<
@@ -77,8 +77,8 @@ using allocator_actor = caf::typed_actor<
     // 0x0CD steps 4-5 for a session (node-internal), and the release of a
     // session's leases (step 10, or attempts that ended without a receipt):
     // one flag per lease, released or not held by the session.
-    caf::replies_to<reuse_atom, uint64_t, std::vector<ReuseLeaseRequest>>::with<std::vector<ReuseLeaseAnswer>>,
-    caf::replies_to<unlease_atom, uint64_t, std::vector<LeaseId>>::with<std::vector<uint8_t>>>;
+    caf::replies_to<reuse_atom, uint64_t, TraceContext, std::vector<ReuseLeaseRequest>>::with<std::vector<ReuseLeaseAnswer>>,
+    caf::replies_to<unlease_atom, uint64_t, TraceContext, std::vector<LeaseId>>::with<std::vector<uint8_t>>>;
 
 // Namespace / authorization owner. hello: HelloRequest bytes -> SessionReceipt
 // bytes without pools (the gateway adds them) or an ErrorMessage.
@@ -88,7 +88,7 @@ using authorization_actor = caf::typed_actor<
     caf::replies_to<stats_atom>::with<wire_bytes>,
     caf::reacts_to<end_atom, uint64_t>,
     // 0x0CD steps 1-2 for a session (node-internal).
-    caf::replies_to<reuse_atom, uint64_t, std::vector<ReuseKeyRequest>>::with<std::vector<ReuseKeyAnswer>>>;
+    caf::replies_to<reuse_atom, uint64_t, TraceContext, std::vector<ReuseKeyRequest>>::with<std::vector<ReuseKeyAnswer>>>;
 
 // The mapper owner (issue 6): batches of MapperOps per session; a session's
 // end frees its slots as retained capacity.
@@ -103,7 +103,7 @@ using executor_actor = caf::typed_actor<
     caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
     caf::replies_to<stats_atom>::with<wire_bytes>,
     // 0x0CD step 8 (node-internal).
-    caf::replies_to<reuse_atom, std::vector<ReuseSnapshotRequest>>::with<std::vector<SnapshotAnswer>>>;
+    caf::replies_to<reuse_atom, TraceContext, std::vector<ReuseSnapshotRequest>>::with<std::vector<SnapshotAnswer>>>;
 
 // The executable-reuse coordinator (0x0CD): one per node. batch: (session,
 // ReuseBatch bytes) -> ReuseBatchReceipt bytes, after one message per owner
@@ -144,6 +144,8 @@ void add_message_types(caf::actor_system_config& cfg);
 }  // namespace kvrt::actors
 
 // Node-internal messages between owners of one node process: never serialized
+// (the reuse coordinator's carry the batch's TraceContext, so each owner's
+// slice for its step joins the worker's trace)
 // (they never leave the process), so CAF may carry them as plain values.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrt::BlockTableView)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::CacheKeyTag>)
@@ -153,6 +155,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::PhysicalBlockHandle>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::PrefixMatchOp>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::CandidateReply>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrt::ReuseIndexVersion)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(kvrt::TraceContext)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::LeaseId>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReusePathLeaseRequest>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReusePathLeaseAnswer>)

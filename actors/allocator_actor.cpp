@@ -122,15 +122,17 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
           for (uint64_t l : leases) (void)st.service->apply_one(kNodeSession, ReleaseLeaseOp{LeaseId{l}});
           forward_events(st, self);
         },
-        [self](reuse_atom, uint64_t session, const std::vector<ReuseLeaseRequest>& requests) {
+        [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<ReuseLeaseRequest>& requests) {
+          TraceSlice slice(self->state.obs.trace, "allocator", "reuse.leases", trace);
           std::vector<ReuseLeaseAnswer> answers;
           answers.reserve(requests.size());
           for (const ReuseLeaseRequest& r : requests)
             answers.push_back(self->state.service->reuse_leases(SessionId{session}, r));
           return answers;
         },
-        [self](unlease_atom, uint64_t session, const std::vector<LeaseId>& leases) {
+        [self](unlease_atom, uint64_t session, TraceContext trace, const std::vector<LeaseId>& leases) {
           auto& st = self->state;
+          TraceSlice slice(st.obs.trace, "allocator", "reuse.release", trace);
           std::vector<uint8_t> released;
           released.reserve(leases.size());
           for (LeaseId l : leases) {

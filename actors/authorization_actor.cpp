@@ -67,7 +67,8 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system,
           self->send(st.prefix, grant_atom::value, session, grant->for_indexes);
           return to_wire(codec::encode(grant->receipt));
         },
-        [self](reuse_atom, uint64_t session, const std::vector<ReuseKeyRequest>& requests) {
+        [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<ReuseKeyRequest>& requests) {
+          TraceSlice slice(self->state.obs.trace, "authorization", "reuse.keys", trace);
           std::vector<ReuseKeyAnswer> answers;
           answers.reserve(requests.size());
           for (const ReuseKeyRequest& r : requests) answers.push_back(self->state.service->reuse_key(SessionId{session}, r));

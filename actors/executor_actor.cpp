@@ -87,7 +87,8 @@ executor_actor spawn_executor_actor(caf::actor_system& system, std::shared_ptr<E
           run_ops(self, run);
           return run->promise;
         },
-        [self](reuse_atom, const std::vector<ReuseSnapshotRequest>& requests) {
+        [self](reuse_atom, TraceContext trace, const std::vector<ReuseSnapshotRequest>& requests) {
+          TraceSlice slice(self->state.obs.trace, "executor", "reuse.snapshots", trace);
           std::vector<SnapshotAnswer> answers;
           answers.reserve(requests.size());
           for (const ReuseSnapshotRequest& r : requests) answers.push_back(self->state.service->freeze_reuse(r));

@@ -88,7 +88,8 @@ prefix_actor spawn_prefix_actor(caf::actor_system& system, std::shared_ptr<Prefi
         },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
         [self](end_atom, uint64_t session) { self->state.service->end_session(SessionId{session}); },
-        [self](reuse_atom, uint64_t session, const std::vector<PrefixMatchOp>& lookups) {
+        [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<PrefixMatchOp>& lookups) {
+          TraceSlice slice(self->state.obs.trace, "prefix_index", "reuse.lookups", trace);
           std::vector<CandidateReply> replies;
           replies.reserve(lookups.size());
           for (const PrefixMatchOp& op : lookups) {
@@ -97,13 +98,18 @@ prefix_actor spawn_prefix_actor(caf::actor_system& system, std::shared_ptr<Prefi
           }
           return replies;
         },
-        [self](version_atom) { return self->state.service->reuse_version(); },
+        [self](version_atom, TraceContext trace) {
+          TraceSlice slice(self->state.obs.trace, "prefix_index", "reuse.version", trace);
+          return self->state.service->reuse_version();
+        },
         // Hash-chain candidates name no path: nothing to lock or unlock.
-        [](reuse_atom, uint64_t, const std::vector<ReusePathLeaseRequest>& requests) {
+        [](reuse_atom, uint64_t, TraceContext, const std::vector<ReusePathLeaseRequest>& requests) {
           return std::vector<ReusePathLeaseAnswer>(
               requests.size(), ReusePathLeaseAnswer{std::nullopt, "the hash-chain index holds no paths"});
         },
-        [](unlease_atom, uint64_t, const std::vector<LeaseId>& leases) { return std::vector<uint8_t>(leases.size(), 0); },
+        [](unlease_atom, uint64_t, TraceContext, const std::vector<LeaseId>& leases) {
+          return std::vector<uint8_t>(leases.size(), 0);
+        },
     };
   };
   return system.spawn(behavior, std::move(service), std::move(allocator), std::move(obs));

@@ -96,7 +96,8 @@ prefix_actor spawn_radix_prefix_actor(caf::actor_system& system, std::shared_ptr
         },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
         [self](end_atom, uint64_t session) { self->state.service->end_session(SessionId{session}); },
-        [self](reuse_atom, uint64_t session, const std::vector<PrefixMatchOp>& lookups) {
+        [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<PrefixMatchOp>& lookups) {
+          TraceSlice slice(self->state.obs.trace, "radix_index", "reuse.lookups", trace);
           std::vector<CandidateReply> replies;
           replies.reserve(lookups.size());
           for (const PrefixMatchOp& op : lookups) {
@@ -105,15 +106,20 @@ prefix_actor spawn_radix_prefix_actor(caf::actor_system& system, std::shared_ptr
           }
           return replies;
         },
-        [self](reuse_atom, uint64_t session, const std::vector<ReusePathLeaseRequest>& requests) {
+        [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<ReusePathLeaseRequest>& requests) {
+          TraceSlice slice(self->state.obs.trace, "radix_index", "reuse.paths", trace);
           std::vector<ReusePathLeaseAnswer> answers;
           answers.reserve(requests.size());
           for (const ReusePathLeaseRequest& r : requests)
             answers.push_back(self->state.service->lease_path(SessionId{session}, r));
           return answers;
         },
-        [self](version_atom) { return self->state.service->reuse_version(); },
-        [self](unlease_atom, uint64_t session, const std::vector<LeaseId>& leases) {
+        [self](version_atom, TraceContext trace) {
+          TraceSlice slice(self->state.obs.trace, "radix_index", "reuse.version", trace);
+          return self->state.service->reuse_version();
+        },
+        [self](unlease_atom, uint64_t session, TraceContext trace, const std::vector<LeaseId>& leases) {
+          TraceSlice slice(self->state.obs.trace, "radix_index", "reuse.release", trace);
           std::vector<uint8_t> released;
           released.reserve(leases.size());
           for (LeaseId l : leases) released.push_back(self->state.service->release_path(SessionId{session}, l) ? 1 : 0);

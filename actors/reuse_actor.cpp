@@ -52,7 +52,7 @@ Error transport_error(const char* owner, const caf::error& e) {
 // Hands leases back to their owners. Requested before the receipt is
 // delivered, so each owner handles it before anything the worker sends after
 // reading the receipt (in-process enqueue is immediate and ordered).
-void return_leases(ReuseSelf self, SessionId session, const ReuseBatchRun::LeaseReturn& leases) {
+void return_leases(ReuseSelf self, SessionId session, TraceContext trace, const ReuseBatchRun::LeaseReturn& leases) {
   auto& st = self->state;
   auto ignore = [](std::vector<uint8_t>&) {};
   auto log_failure = [self, session](caf::error& e) {
@@ -60,10 +60,10 @@ void return_leases(ReuseSelf self, SessionId session, const ReuseBatchRun::Lease
         .warn("actor=reuse session={} could not return leases: {}", session.value, caf::to_string(e));
   };
   if (!leases.blocks.empty())
-    self->request(st.owners.allocator, caf::infinite, unlease_atom::value, session.value, leases.blocks)
+    self->request(st.owners.allocator, caf::infinite, unlease_atom::value, session.value, trace, leases.blocks)
         .then(ignore, log_failure);
   if (!leases.paths.empty())
-    self->request(st.owners.prefix, caf::infinite, unlease_atom::value, session.value, leases.paths)
+    self->request(st.owners.prefix, caf::infinite, unlease_atom::value, session.value, trace, leases.paths)
         .then(ignore, log_failure);
   st.leases_released += leases.blocks.size() + leases.paths.size();
 }
@@ -76,7 +76,7 @@ void finish(ReuseSelf self, const RunPtr& run) {
   // its own end_session would never be reclaimed, so all of them go back.
   const bool ended = st.ended.contains(s);
   const ReuseBatchRun::LeaseReturn release = ended ? run->core.all_leases() : run->core.leases_to_release();
-  if (!release.empty()) return_leases(self, run->session, release);
+  if (!release.empty()) return_leases(self, run->session, run->core.trace(), release);
   // The receipts' attempts wait for their release op (steps 9-10); a
   // session that ended will send none, and its leases went back above.
   for (ReuseAttempt& a : run->core.take_receipt_attempts()) {
@@ -105,7 +105,7 @@ void finish(ReuseSelf self, const RunPtr& run) {
 void snapshots(ReuseSelf self, const RunPtr& run) {
   std::vector<ReuseSnapshotRequest> reqs = run->core.snapshot_requests();
   if (reqs.empty()) return finish(self, run);
-  self->request(self->state.owners.executor, caf::infinite, reuse_atom::value, std::move(reqs))
+  self->request(self->state.owners.executor, caf::infinite, reuse_atom::value, run->core.trace(), std::move(reqs))
       .then(
           [self, run](std::vector<SnapshotAnswer>& answers) {
             run->core.on_snapshots(answers);
@@ -120,7 +120,7 @@ void snapshots(ReuseSelf self, const RunPtr& run) {
 void versions(ReuseSelf self, const RunPtr& run) {
   if (run->core.version_requests() == 0) return snapshots(self, run);
   // Read after the allocator answered, so after the leases were taken.
-  self->request(self->state.owners.prefix, caf::infinite, version_atom::value)
+  self->request(self->state.owners.prefix, caf::infinite, version_atom::value, run->core.trace())
       .then(
           [self, run](ReuseIndexVersion& v) {
             run->core.on_index_version(v);
@@ -135,7 +135,8 @@ void versions(ReuseSelf self, const RunPtr& run) {
 void paths(ReuseSelf self, const RunPtr& run) {
   std::vector<ReusePathLeaseRequest> reqs = run->core.path_lease_requests();
   if (reqs.empty()) return versions(self, run);
-  self->request(self->state.owners.prefix, caf::infinite, reuse_atom::value, run->session.value, std::move(reqs))
+  self->request(self->state.owners.prefix, caf::infinite, reuse_atom::value, run->session.value, run->core.trace(),
+                std::move(reqs))
       .then(
           [self, run](std::vector<ReusePathLeaseAnswer>& answers) {
             run->core.on_path_leases(answers);
@@ -150,7 +151,8 @@ void paths(ReuseSelf self, const RunPtr& run) {
 void leases(ReuseSelf self, const RunPtr& run) {
   std::vector<ReuseLeaseRequest> reqs = run->core.lease_requests();
   if (reqs.empty()) return paths(self, run);
-  self->request(self->state.owners.allocator, caf::infinite, reuse_atom::value, run->session.value, std::move(reqs))
+  self->request(self->state.owners.allocator, caf::infinite, reuse_atom::value, run->session.value, run->core.trace(),
+                std::move(reqs))
       .then(
           [self, run](std::vector<ReuseLeaseAnswer>& answers) {
             run->core.on_leases(answers);
@@ -165,7 +167,8 @@ void leases(ReuseSelf self, const RunPtr& run) {
 void lookups(ReuseSelf self, const RunPtr& run) {
   std::vector<PrefixMatchOp> reqs = run->core.candidate_requests();
   if (reqs.empty()) return leases(self, run);
-  self->request(self->state.owners.prefix, caf::infinite, reuse_atom::value, run->session.value, std::move(reqs))
+  self->request(self->state.owners.prefix, caf::infinite, reuse_atom::value, run->session.value, run->core.trace(),
+                std::move(reqs))
       .then(
           [self, run](std::vector<CandidateReply>& answers) {
             run->core.on_candidates(answers);
@@ -181,7 +184,7 @@ void keys(ReuseSelf self, const RunPtr& run) {
   std::vector<ReuseKeyRequest> reqs = run->core.key_requests();
   if (reqs.empty()) return lookups(self, run);
   self->request(self->state.owners.authorization, caf::infinite, reuse_atom::value, run->session.value,
-                std::move(reqs))
+                run->core.trace(), std::move(reqs))
       .then(
           [self, run](std::vector<ReuseKeyAnswer>& answers) {
             run->core.on_keys(answers);
@@ -217,7 +220,7 @@ void releases(ReuseSelf self, const RunPtr& run) {
     keys(self, run);
   };
   auto ask = [&](auto owner, const char* name, const std::vector<LeaseId>& leases, std::vector<uint8_t> Pending::*into) {
-    self->request(owner, caf::infinite, unlease_atom::value, run->session.value, leases)
+    self->request(owner, caf::infinite, unlease_atom::value, run->session.value, run->core.trace(), leases)
         .then([pending, done, into](std::vector<uint8_t>& flags) mutable { (*pending).*into = std::move(flags), done(); },
               [pending, done, name](caf::error& e) mutable { pending->failed = transport_error(name, e), done(); });
   };

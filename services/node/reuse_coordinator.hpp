@@ -115,6 +115,7 @@ class ReuseBatchRun {
   std::vector<ReuseAttempt> take_receipt_attempts();
 
   size_t size() const { return ops_.size(); }
+  const TraceContext& trace() const { return batch_.trace; }
 
  private:
   struct OpRun {
