@@ -72,6 +72,20 @@ void with_request_table(Self self, const allocator_actor& allocator, const std::
           });
 }
 
+// Step 3 of the executable-reuse transaction (0x0CD) for either index owner:
+// one candidate, miss or typed error per lookup.
+template <class Service>
+std::vector<CandidateReply> reuse_candidates(Service& service, SessionId session,
+                                             const std::vector<PrefixMatchOp>& lookups) {
+  std::vector<CandidateReply> replies;
+  replies.reserve(lookups.size());
+  for (const PrefixMatchOp& op : lookups) {
+    Result<CandidateAnswer> c = service.reuse_candidate(session, op);
+    replies.push_back(c.ok() ? CandidateReply(std::move(c).value()) : CandidateReply(c.error()));
+  }
+  return replies;
+}
+
 // Decodes one PrefixBatch message and starts its run; malformed bytes answer
 // an encoded typed Error and the actor keeps serving.
 template <class Self, class Start>

@@ -90,13 +90,7 @@ prefix_actor spawn_prefix_actor(caf::actor_system& system, std::shared_ptr<Prefi
         [self](end_atom, uint64_t session) { self->state.service->end_session(SessionId{session}); },
         [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<PrefixMatchOp>& lookups) {
           TraceSlice slice(self->state.obs.trace, "prefix_index", "reuse.lookups", trace);
-          std::vector<CandidateReply> replies;
-          replies.reserve(lookups.size());
-          for (const PrefixMatchOp& op : lookups) {
-            Result<CandidateAnswer> c = self->state.service->reuse_candidate(SessionId{session}, op);
-            replies.push_back(c.ok() ? CandidateReply(std::move(c).value()) : CandidateReply(c.error()));
-          }
-          return replies;
+          return reuse_candidates(*self->state.service, SessionId{session}, lookups);
         },
         [self](version_atom, TraceContext trace) {
           TraceSlice slice(self->state.obs.trace, "prefix_index", "reuse.version", trace);

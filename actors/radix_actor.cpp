@@ -98,13 +98,7 @@ prefix_actor spawn_radix_prefix_actor(caf::actor_system& system, std::shared_ptr
         [self](end_atom, uint64_t session) { self->state.service->end_session(SessionId{session}); },
         [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<PrefixMatchOp>& lookups) {
           TraceSlice slice(self->state.obs.trace, "radix_index", "reuse.lookups", trace);
-          std::vector<CandidateReply> replies;
-          replies.reserve(lookups.size());
-          for (const PrefixMatchOp& op : lookups) {
-            Result<CandidateAnswer> c = self->state.service->reuse_candidate(SessionId{session}, op);
-            replies.push_back(c.ok() ? CandidateReply(std::move(c).value()) : CandidateReply(c.error()));
-          }
-          return replies;
+          return reuse_candidates(*self->state.service, SessionId{session}, lookups);
         },
         [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<ReusePathLeaseRequest>& requests) {
           TraceSlice slice(self->state.obs.trace, "radix_index", "reuse.paths", trace);

@@ -384,19 +384,7 @@ TEST_CASE("reuse coordinator: a session at its open-attempt limit gets a typed e
           "[reuse][coordinator]") {
   Fixture x;
   OpenReuseAttempts open;
-  for (uint64_t v = 1; v <= OpenReuseAttempts::kPerSession; ++v) {
-    ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
-    (void)run.key_requests();
-    run.on_keys({x.key()});
-    (void)run.candidate_requests();
-    run.on_candidates({x.candidate()});
-    (void)run.lease_requests();
-    run.on_leases({x.leases({LeaseId{v}})});
-    REQUIRE(run.version_requests() == 1);
-    run.on_index_version(ReuseIndexVersion{7, TreeVersion{0}});
-    run.on_snapshots(Fixture::freeze(run.snapshot_requests(), v));
-    for (ReuseAttempt& a : run.take_receipt_attempts()) REQUIRE(open.hold(SessionId{1}, std::move(a)).ok());
-  }
+  for (uint64_t v = 1; v <= OpenReuseAttempts::kPerSession; ++v) (void)hold_one(x, open, false, v);
   CHECK(open.room(SessionId{1}) == 0);
   CHECK(open.room(SessionId{2}) == OpenReuseAttempts::kPerSession);
   ReuseBatchRun full(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);

@@ -90,8 +90,7 @@ Result<DecidedPublication> PrefixService::decide_publication(SessionId session, 
                                                                    op.first_block, op.end_block}));
   ++publications_;
   if (Result<SessionNamespaceGrant> g = grants_.current(session, op.namespace_name); g.ok())
-    published_digests_.insert_or_assign(std::pair{op.namespace_name, g->generation.value},
-                                        std::pair{g->semantic_digest, g->layout_digest});
+    published_digests_.record(*g);
   DecidedPublication out;
   out.receipt = PrefixPublishReceipt{op.request, outcome.published, outcome.duplicates, outcome.already,
                                      index_.publication_generation()};
@@ -123,25 +122,10 @@ Result<CandidateAnswer> PrefixService::reuse_candidate(SessionId session, const 
   Result<PrefixMatchReceipt> m = match(session, op);
   if (!m.ok()) return m.error();
   if (m->runtime_hit_tokens == 0) return CandidateAnswer(IndexMiss{});
-  const auto digests = published_digests_.find(std::pair{op.namespace_name, m->namespace_generation.value});
-  if (digests == published_digests_.end())
-    return make_error(ErrorCode::invariant_violated, "a hit in a namespace generation nothing was published under",
-                      "namespace_generation");
   ReuseCandidate c;
-  c.source = ReuseSource::prefix_index;
-  c.namespace_name = op.namespace_name;
-  c.namespace_generation = m->namespace_generation;
-  c.semantic_digest = digests->second.first;
-  c.layout_digest = digests->second.second;
+  KVRT_TRY_ASSIGN(c, candidate_of_hit(ReuseSource::prefix_index, op, *m, published_digests_,
+                                      index_.config().collision_witness));
   c.index_version = version;
-  c.tree_version = TreeVersion{0};
-  c.covered_interval = TokenInterval{0, m->runtime_hit_tokens};
-  for (const MatchedBlockBundle& b : m->matched_group_handles)
-    c.physical_handles.insert(c.physical_handles.end(), b.handles.begin(), b.handles.end());
-  if (index_.config().collision_witness) {
-    std::vector<uint32_t> covered(op.tokens.begin(), op.tokens.begin() + m->runtime_hit_tokens);
-    c.token_witness = covered_tokens_digest(covered);
-  }
   return CandidateAnswer(std::move(c));
 }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "services/node/namespace_grants.hpp"
+#include "services/node/reuse_candidates.hpp"
 #include "services/node/reuse_funnel_counters.hpp"
 #include "services/node/reuse_step_answers.hpp"
 #include "services/prefix/prefix_index.hpp"
@@ -99,8 +100,7 @@ class PrefixService {
   LookupFunnelCounters funnel_;  // the node's reuse funnel, lookup stages (0x0CF)
   uint64_t publications_ = 0, tags_refused_ = 0;
   uint64_t retraction_version_ = 0;
-  // (namespace, generation) -> (d_sem, d_layout) of the grants it was published under.
-  std::map<std::pair<std::string, uint64_t>, std::pair<Sha256Digest, Sha256Digest>> published_digests_;
+  PublishedReuseDigests published_digests_;
 };
 
 }  // namespace kvrt

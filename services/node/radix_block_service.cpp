@@ -93,24 +93,11 @@ Result<CandidateAnswer> RadixBlockService::reuse_candidate(SessionId session, co
   Result<PrefixMatchReceipt> m = match_at(session, op, &terminal);
   if (!m.ok()) return m.error();
   if (m->runtime_hit_tokens == 0) return CandidateAnswer(IndexMiss{});
-  const auto digests = published_digests_.find(std::pair{op.namespace_name, m->namespace_generation.value});
-  if (digests == published_digests_.end())
-    return make_error(ErrorCode::invariant_violated, "a hit in a namespace generation nothing was published under",
-                      "namespace_generation");
+  // The tree compares every token of its walk: a hit's stored tokens are the request's.
   ReuseCandidate c;
-  c.source = ReuseSource::radix_index;
-  c.namespace_name = op.namespace_name;
-  c.namespace_generation = m->namespace_generation;
-  c.semantic_digest = digests->second.first;
-  c.layout_digest = digests->second.second;
-  c.index_version = 0;
+  KVRT_TRY_ASSIGN(c, candidate_of_hit(ReuseSource::radix_index, op, *m, published_digests_, true));
   c.tree_version = index_.retraction_version();
-  c.covered_interval = TokenInterval{0, m->runtime_hit_tokens};
-  for (const MatchedBlockBundle& b : m->matched_group_handles)
-    c.physical_handles.insert(c.physical_handles.end(), b.handles.begin(), b.handles.end());
   c.path_node_ids = index_.tree().path_ids(terminal);
-  std::vector<uint32_t> covered(op.tokens.begin(), op.tokens.begin() + m->runtime_hit_tokens);
-  c.token_witness = covered_tokens_digest(covered);
   return CandidateAnswer(std::move(c));
 }
 
@@ -208,8 +195,7 @@ Result<RadixPublication> RadixBlockService::decide_publication(SessionId session
     for (const PhysicalBlockHandle& h : index_.page(id).handles) out.lease_handles.push_back(h);
   out.receipt = PrefixPublishReceipt{op.request, 0, out.adoption.duplicates * groups_, 0, publications_ + 1};
   if (Result<SessionNamespaceGrant> g = grants_.current(session, op.namespace_name); g.ok())
-    published_digests_.insert_or_assign(std::pair{op.namespace_name, g->generation.value},
-                                        std::pair{g->semantic_digest, g->layout_digest});
+    published_digests_.record(*g);
   ++publications_;
   pages_duplicate_ += out.adoption.duplicates;
   return out;

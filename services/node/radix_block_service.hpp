@@ -25,6 +25,7 @@
 
 #include "services/identity/cache_layout_manifest.hpp"
 #include "services/node/namespace_grants.hpp"
+#include "services/node/reuse_candidates.hpp"
 #include "services/node/reuse_funnel_counters.hpp"
 #include "services/node/reuse_step_answers.hpp"
 #include "services/protocol/allocator_ops.hpp"
@@ -114,8 +115,7 @@ class RadixBlockService {
   std::map<uint64_t, PathLease> path_leases_;  // LeaseId value -> lease
   uint64_t next_path_lease_ = 1;
   uint64_t path_leases_granted_ = 0, path_leases_refused_ = 0;
-  // (namespace, generation) -> (d_sem, d_layout) of the grants it was published under.
-  std::map<std::pair<std::string, uint64_t>, std::pair<Sha256Digest, Sha256Digest>> published_digests_;
+  PublishedReuseDigests published_digests_;
 };
 
 }  // namespace kvrt

@@ -26,19 +26,6 @@ uint64_t stat(const OwnerStats& o, const std::string& name) {
 
 }  // namespace
 
-std::optional<RejectionReason> authorization_rejection(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::authorization_unauthenticated:
-    case ErrorCode::authorization_grant_ended: return RejectionReason::unauthenticated;
-    case ErrorCode::authorization_principal_revoked: return RejectionReason::principal_revoked;
-    case ErrorCode::authorization_namespace_denied:
-    case ErrorCode::authorization_unknown_namespace: return RejectionReason::namespace_denied;
-    case ErrorCode::authorization_namespace_closed: return RejectionReason::namespace_closed;
-    case ErrorCode::authorization_stale_generation: return RejectionReason::stale_namespace_generation;
-    default: return std::nullopt;
-  }
-}
-
 std::optional<RejectionReason> hit_rejection(ErrorCode code) {
   switch (code) {
     // The block was recycled (new generation) or is no longer committed K/V.

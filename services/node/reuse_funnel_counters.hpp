@@ -29,11 +29,6 @@
 
 namespace kvrt {
 
-// The authorization reason of 0x0CE for an error the prefix owner's
-// authorization answered; nullopt for errors that are not authorization
-// refusals (malformed requests are not reuse attempts).
-std::optional<RejectionReason> authorization_rejection(ErrorCode code);
-
 // The reuse reason for an allocation refused over its prefix-hit handles;
 // nullopt for other refusals (a malformed bundle list is not a reuse outcome).
 std::optional<RejectionReason> hit_rejection(ErrorCode code);

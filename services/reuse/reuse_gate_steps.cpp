@@ -17,20 +17,6 @@ Error mismatch(ReuseStep step, std::string reason) {
 
 std::string gen(NamespaceGeneration g) { return std::to_string(g.value); }
 
-// How NamespaceAuthority's refusals map onto funnel reasons.
-std::optional<RejectionReason> denial_reason(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::authorization_unauthenticated:
-    case ErrorCode::authorization_grant_ended: return RejectionReason::unauthenticated;
-    case ErrorCode::authorization_principal_revoked: return RejectionReason::principal_revoked;
-    case ErrorCode::authorization_namespace_denied:
-    case ErrorCode::authorization_unknown_namespace: return RejectionReason::namespace_denied;
-    case ErrorCode::authorization_namespace_closed: return RejectionReason::namespace_closed;
-    case ErrorCode::authorization_stale_generation: return RejectionReason::stale_namespace_generation;
-    default: return std::nullopt;
-  }
-}
-
 const PoolGenerationRef* find_pool(const std::vector<PoolGenerationRef>& pools, PoolId pool) {
   auto it = std::find_if(pools.begin(), pools.end(), [&](const PoolGenerationRef& p) { return p.pool == pool; });
   return it == pools.end() ? nullptr : &*it;
@@ -41,7 +27,7 @@ const PoolGenerationRef* find_pool(const std::vector<PoolGenerationRef>& pools, 
 Result<StepOutcome> ReuseAttempt::step_authorize(const AuthorizationAnswer& a) {
   constexpr ReuseStep step = ReuseStep::authorize;
   if (const auto* denied = std::get_if<AuthorizationDenied>(&a)) {
-    const auto reason = denial_reason(denied->error.code);
+    const auto reason = authorization_rejection(denied->error.code);
     if (!reason)
       return mismatch(step, "a denial carries an authorization_* error, not " +
                                 std::string(to_string(denied->error.code)));

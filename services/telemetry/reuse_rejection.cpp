@@ -94,4 +94,17 @@ bool is_generation_or_version(RejectionReason r) {
   return b == ReuseBucket::stale_generation || b == ReuseBucket::stale_snapshot;
 }
 
+std::optional<RejectionReason> authorization_rejection(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::authorization_unauthenticated:
+    case ErrorCode::authorization_grant_ended: return RejectionReason::unauthenticated;
+    case ErrorCode::authorization_principal_revoked: return RejectionReason::principal_revoked;
+    case ErrorCode::authorization_namespace_denied:
+    case ErrorCode::authorization_unknown_namespace: return RejectionReason::namespace_denied;
+    case ErrorCode::authorization_namespace_closed: return RejectionReason::namespace_closed;
+    case ErrorCode::authorization_stale_generation: return RejectionReason::stale_namespace_generation;
+    default: return std::nullopt;
+  }
+}
+
 }  // namespace kvrt

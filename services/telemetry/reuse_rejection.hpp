@@ -9,7 +9,10 @@
 // Reasons are stable low-cardinality identifiers: they are metric labels.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string_view>
+
+#include "services/common/error.hpp"
 
 namespace kvrt {
 
@@ -65,6 +68,12 @@ inline constexpr size_t kRejectionReasonCount = 25;
 std::string_view to_string(RejectionReason r);
 
 ReuseBucket bucket_of(RejectionReason r);
+
+// The authorization reason of 0x0CE for an error an authorization check
+// answered (the namespace owner's, or an index owner's grant check);
+// nullopt for errors that are not authorization refusals (malformed
+// requests are not reuse attempts).
+std::optional<RejectionReason> authorization_rejection(ErrorCode code);
 
 // Alert families of 0x0CF ("security boundary pressure", "stale receipt race").
 bool is_cross_namespace(RejectionReason r);   // namespace_denied, cross_namespace_key
