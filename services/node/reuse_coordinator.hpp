@@ -1,9 +1,11 @@
 #pragma once
-// ReuseBatchRun: one ReuseBatch through steps 1-8 of the executable-reuse
-// transaction (spec 0x0CD) on the node, as an explicit message sequence
-// between the owners. Each op is a ReuseAttempt (services/reuse/); this class
-// turns the owners' answers into that attempt's evidence, in the checked
-// order, for all of the batch's ops at once:
+// ReuseBatchRun: one ReuseBatch of the executable-reuse transaction (spec
+// 0x0CD) on the node, as an explicit message sequence between the owners:
+// acquire ops through steps 1-8 (a receipt's attempt then waits in
+// OpenReuseAttempts), release ops through steps 9-10. Each op is a
+// ReuseAttempt (services/reuse/); this class turns the owners' answers into
+// that attempt's evidence, in the checked order, for all of the batch's ops
+// at once:
 //
 //   stage      owner          steps  message                         answer
 //   release    allocator,     9, 10  the release ops' leases, split  released or not, per lease

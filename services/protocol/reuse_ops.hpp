@@ -2,16 +2,16 @@
 // The executable-reuse transaction's wire operations (issue 5; spec 0x0CD).
 //
 // A worker sends one ReuseBatch per scheduler iteration: one ReuseAcquireOp
-// per new request. The node runs steps 1-8 of 0x0CD for every op as an
-// explicit message sequence between its owners (authorization -> prefix
-// index -> allocator -> prefix index -> executor, one message per owner per
-// step for the whole batch; actors/reuse_actor.cpp) and answers one outcome
-// per op:
+// per new request, and one ReuseReleaseOp per receipt it is done with. The
+// node runs steps 1-8 of 0x0CD for every acquire as an explicit message
+// sequence between its owners (authorization -> index -> allocator [->
+// radix path] -> index -> executor, one message per owner per step for the
+// whole batch; actors/reuse_actor.cpp) and answers one outcome per op:
 //   - ExecutableReuseReceipt: the use gate held. Its leases belong to the
-//     session; the worker exchanges them for its request's own references
-//     (AllocateOp with the receipt's handles) and then releases them
-//     (ReleaseLeaseOp), which is step 10 for a reuse that publishes nothing
-//     new. A session's end releases any it still holds.
+//     session and its attempt stays open on the node; the worker takes the
+//     blocks into its request's own references (AllocateOp with the
+//     receipt's handles) and later ends the attempt with a ReuseReleaseOp.
+//     A session's end drops its open attempts; the owners reclaim the leases.
 //   - ReuseRejectionReceipt: the attempt ended at one step, for one reason,
 //     in one funnel bucket (0x0CF). Any lease it took is already released.
 //     The request falls back to recomputation (0x0CG): reuse lost, exactness
