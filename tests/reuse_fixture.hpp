@@ -48,7 +48,7 @@ struct ReuseScenario {
   ReuseCandidate& hit() { return std::get<ReuseCandidate>(candidate); }
   LeaseGrant& lease_grant() { return std::get<LeaseGrant>(leases); }
 
-  // The answer for step s (1-based), as the session actor would send it.
+  // The answer for step s (1-based), as the reuse coordinator would pass it.
   StepEvidence evidence(ReuseStep s) const {
     switch (s) {
       case ReuseStep::authorize: return StepEvidence(std::in_place_index<0>, authorization);

@@ -1,7 +1,8 @@
 #pragma once
 // ReuseAttempt: one executable-reuse transaction of spec 0x0CD as an explicit
-// state machine. The lead's session actor drives it with one message per
-// step; each step takes the evidence for that step (reuse_evidence.hpp) and
+// state machine. The node's reuse coordinator (services/node/
+// reuse_coordinator.hpp) drives it with one owner message per step; each
+// step takes the evidence for that step (reuse_evidence.hpp) and
 //   - advances: the evidence is consistent and the step's gate holds;
 //   - rejects:  the gate fails. The rejection names one reason, hence one
 //     funnel bucket of 0x0CF, and lists the leases the caller must release.

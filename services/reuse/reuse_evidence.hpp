@@ -6,8 +6,8 @@
 //   E = (g_ns, d_sem, d_layout, v_index, v_tree, g_pool, f_map, v_exec)
 //
 // whose coordinates live in different owners and must stay mutually
-// consistent. The lead's session actor turns one message per step into one of
-// these values; ReuseAttempt (reuse_attempt.hpp) checks it.
+// consistent. The node's reuse coordinator turns each owner's answer into one
+// of these values; ReuseAttempt (reuse_attempt.hpp) checks it.
 //
 // Digest conventions shared with the index owners (so a candidate's digests
 // can be compared with the consumer's):
