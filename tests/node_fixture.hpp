@@ -216,6 +216,7 @@ inline void require_quiescent(const NodeStats& s) {
   CHECK(s.value("allocator", "live_leases") == 0);
   CHECK(s.value("allocator", "pool0_live_blocks") == 0);
   CHECK(s.value("node", "workers_connected") == 0);
+  CHECK(s.value("node", "reuse_open_attempts") == 0);  // no reuse attempt outlives its session
 }
 
 }  // namespace kvrt::test
