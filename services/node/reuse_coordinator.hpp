@@ -116,7 +116,6 @@ class ReuseBatchRun {
   // Moves out the attempts that produced receipts, for OpenReuseAttempts.
   std::vector<ReuseAttempt> take_receipt_attempts();
 
-  size_t size() const { return ops_.size(); }
   const TraceContext& trace() const { return batch_.trace; }
 
  private:
