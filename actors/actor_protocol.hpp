@@ -44,6 +44,7 @@ using unlease_atom = caf::atom_constant<caf::atom("unlease")>;      // release n
 using pressure_atom = caf::atom_constant<caf::atom("pressure")>;    // requests are stuck for capacity (allocator -> index)
 using reuse_atom = caf::atom_constant<caf::atom("reuse")>;          // executable-reuse transaction (0x0CD) steps
 using version_atom = caf::atom_constant<caf::atom("version")>;      // an index's current versions (0x0CD step 5)
+using attach_atom = caf::atom_constant<caf::atom("attach")>;        // bind a session channel to its session
 
 // Prefix-index owner.
 using prefix_actor = caf::typed_actor<
@@ -132,9 +133,12 @@ using session_actor = caf::typed_actor<
 // (SessionReceipt or ErrorMessage bytes, the session actor or an invalid
 // handle). stats: the owners' OwnerStats bytes (allocator, prefix index,
 // authorization, mapper, executor, node); a node that serves no mapper sends
-// empty bytes in its place.
+// empty bytes in its place. attach: a session channel's ticket -> the
+// session actor and its id, or an invalid handle for an unknown or ended
+// ticket (services/protocol/channel_frame.hpp).
 using gateway_actor = caf::typed_actor<
     caf::replies_to<hello_atom, wire_bytes, caf::actor>::with<wire_bytes, caf::actor>,
+    caf::replies_to<attach_atom, std::string>::with<caf::actor, uint64_t>,
     caf::replies_to<stats_atom>::with<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes>>;
 
 // Registers every type that crosses a process boundary; call in every

@@ -25,6 +25,11 @@ struct RuntimeSettings {
   uint32_t heartbeat_interval_ms = 250;
   uint32_t connection_timeout_ms = 2000;
   SchedulerPolicy policy = SchedulerPolicy::sharing;
+  // stealing only: empty polls of a thread's queue before it starts to sleep
+  // between polls (0: CAF's default of 100). A node that polls takes a
+  // message from the middleman's thread or another owner without a wake-up
+  // ([node] scheduler = "polling").
+  uint32_t poll_attempts = 0;
 };
 
 inline void apply_runtime_settings(caf::actor_system_config& cfg, const RuntimeSettings& s) {
@@ -35,6 +40,8 @@ inline void apply_runtime_settings(caf::actor_system_config& cfg, const RuntimeS
   cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds(s.heartbeat_interval_ms)});
   cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::milliseconds(s.connection_timeout_ms)});
   cfg.set("logger.verbosity", caf::atom("quiet"));
+  if (s.policy == SchedulerPolicy::stealing && s.poll_attempts > 0)
+    cfg.set("work-stealing.aggressive-poll-attempts", static_cast<size_t>(s.poll_attempts));
 }
 
 }  // namespace kvrt::actors

@@ -6,6 +6,7 @@
 #include "actors/actor_settings.hpp"
 #include "actors/wire_bytes.hpp"
 #include "schema/codec_node.hpp"
+#include "services/node/session_channel.hpp"
 #include "services/tracing/chrome_trace.hpp"
 
 namespace kvrt {
@@ -15,10 +16,10 @@ namespace {
 // An owner answers either the receipt it was asked for or an ErrorMessage
 // (malformed request, refused session): both are decoded here.
 template <class T>
-Result<T> decode_reply(const actors::wire_bytes& bytes) {
-  Result<T> value = codec::decode<T>(actors::as_span(bytes));
+Result<T> decode_reply(std::span<const uint8_t> bytes) {
+  Result<T> value = codec::decode<T>(bytes);
   if (value.ok()) return value;
-  Result<codec::ErrorMessage> refused = codec::decode<codec::ErrorMessage>(actors::as_span(bytes));
+  Result<codec::ErrorMessage> refused = codec::decode<codec::ErrorMessage>(bytes);
   if (refused.ok()) return refused->error;
   return value.error();
 }
@@ -44,12 +45,27 @@ struct Client::Impl {
     return cfg;
   }
 
-  // One blocking round trip to the session actor.
+  // One blocking round trip to the session actor: through the session
+  // channel while it works, else through the middleman.
+  Result<std::vector<uint8_t>> call(ChannelRoute route, std::span<const uint8_t> bytes, const char* what) {
+    if (channel && !channel->broken()) return channel->call(route, bytes, options.timeout);
+    switch (route) {
+      case ChannelRoute::allocator: return call_middleman(actors::alloc_atom::value, bytes, what);
+      case ChannelRoute::prefix: return call_middleman(actors::prefix_atom::value, bytes, what);
+      case ChannelRoute::authorize: return call_middleman(actors::authorize_atom::value, bytes, what);
+      case ChannelRoute::mapper: return call_middleman(actors::mapper_atom::value, bytes, what);
+      case ChannelRoute::executor: return call_middleman(actors::exec_atom::value, bytes, what);
+      case ChannelRoute::reuse: return call_middleman(actors::reuse_atom::value, bytes, what);
+      case ChannelRoute::ping: return call_middleman(actors::ping_atom::value, bytes, what);
+      case ChannelRoute::attach: break;
+    }
+    return make_error(ErrorCode::invalid_argument, "the attach route is the channel's own", what);
+  }
   template <class Atom>
-  Result<actors::wire_bytes> call(Atom atom, actors::wire_bytes bytes, const char* what) {
-    Result<actors::wire_bytes> out = make_error(ErrorCode::rpc_failed, "no reply", what);
-    self->request(session_handle, caf::timespan{options.timeout}, atom, std::move(bytes))
-        .receive([&](actors::wire_bytes& reply) { out = std::move(reply); },
+  Result<std::vector<uint8_t>> call_middleman(Atom atom, std::span<const uint8_t> bytes, const char* what) {
+    Result<std::vector<uint8_t>> out = make_error(ErrorCode::rpc_failed, "no reply", what);
+    self->request(session_handle, caf::timespan{options.timeout}, atom, actors::wire_bytes(bytes.begin(), bytes.end()))
+        .receive([&](actors::wire_bytes& reply) { out = std::vector<uint8_t>(reply.begin(), reply.end()); },
                  [&](caf::error& e) { out = transport_error(what, e); });
     return out;
   }
@@ -61,6 +77,7 @@ struct Client::Impl {
   caf::actor anchor;
   actors::session_actor session_handle;
   SessionReceipt session;
+  std::unique_ptr<SessionChannel> channel;  // null: the middleman only
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -87,7 +104,7 @@ Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, cons
                 actors::to_wire(codec::encode(hello)), impl->anchor)
       .receive(
           [&](actors::wire_bytes& reply, caf::actor& s) {
-            receipt = decode_reply<SessionReceipt>(reply);
+            receipt = decode_reply<SessionReceipt>(actors::as_span(reply));
             session = std::move(s);
           },
           [&](caf::error& e) { receipt = transport_error("hello", e); });
@@ -95,15 +112,22 @@ Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, cons
   if (!session) return make_error(ErrorCode::rpc_failed, "the node opened no session actor", "hello");
   impl->session = std::move(*receipt);
   impl->session_handle = caf::actor_cast<actors::session_actor>(session);
+  if (options.use_session_channel && !impl->session.channel_socket.empty()) {
+    Result<std::unique_ptr<SessionChannel>> channel =
+        SessionChannel::attach(impl->session.channel_socket, impl->session.channel_ticket, options.timeout);
+    // A node whose channel cannot be reached is still served through the middleman.
+    if (channel.ok()) impl->channel = std::move(channel).value();
+  }
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
 const SessionReceipt& Client::session() const { return impl_->session; }
 
+bool Client::on_session_channel() const { return impl_->channel && !impl_->channel->broken(); }
+
 Result<NamespaceGrantReceipt> Client::authorize(const std::string& namespace_name, TraceContext trace) {
-  Result<actors::wire_bytes> reply = impl_->call(actors::authorize_atom::value,
-                                                 actors::to_wire(codec::encode(AuthorizeRequest{trace, namespace_name})),
-                                                 "authorize");
+  Result<std::vector<uint8_t>> reply = impl_->call(
+      ChannelRoute::authorize, codec::encode(AuthorizeRequest{trace, namespace_name}), "authorize");
   if (!reply.ok()) return reply.error();
   return decode_reply<NamespaceGrantReceipt>(*reply);
 }
@@ -111,8 +135,7 @@ Result<NamespaceGrantReceipt> Client::authorize(const std::string& namespace_nam
 Result<AllocatorBatchReceipt> Client::allocator(const AllocatorBatch& batch) {
   TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "allocator.call", batch.trace);
   if (impl_->options.trace) impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
-  Result<actors::wire_bytes> reply =
-      impl_->call(actors::alloc_atom::value, actors::to_wire(codec::encode(batch)), "allocator");
+  Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::allocator, codec::encode(batch), "allocator");
   if (!reply.ok()) return reply.error();
   return decode_reply<AllocatorBatchReceipt>(*reply);
 }
@@ -120,24 +143,21 @@ Result<AllocatorBatchReceipt> Client::allocator(const AllocatorBatch& batch) {
 Result<PrefixBatchReceipt> Client::prefix(const PrefixBatch& batch) {
   TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "prefix.call", batch.trace);
   if (impl_->options.trace) impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
-  Result<actors::wire_bytes> reply =
-      impl_->call(actors::prefix_atom::value, actors::to_wire(codec::encode(batch)), "prefix");
+  Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::prefix, codec::encode(batch), "prefix");
   if (!reply.ok()) return reply.error();
   return decode_reply<PrefixBatchReceipt>(*reply);
 }
 
 Result<MapperBatchReceipt> Client::mapper(const MapperBatch& batch) {
   TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "mapper.call", batch.trace);
-  Result<actors::wire_bytes> reply =
-      impl_->call(actors::mapper_atom::value, actors::to_wire(codec::encode(batch)), "mapper");
+  Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::mapper, codec::encode(batch), "mapper");
   if (!reply.ok()) return reply.error();
   return decode_reply<MapperBatchReceipt>(*reply);
 }
 
 Result<ExecuteBatchReceipt> Client::execute(const ExecuteBatch& batch) {
   TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "executor.call", batch.trace);
-  Result<actors::wire_bytes> reply =
-      impl_->call(actors::exec_atom::value, actors::to_wire(codec::encode(batch)), "executor");
+  Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::executor, codec::encode(batch), "executor");
   if (!reply.ok()) return reply.error();
   return decode_reply<ExecuteBatchReceipt>(*reply);
 }
@@ -145,25 +165,22 @@ Result<ExecuteBatchReceipt> Client::execute(const ExecuteBatch& batch) {
 Result<ReuseBatchReceipt> Client::reuse(const ReuseBatch& batch) {
   TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "reuse.call", batch.trace);
   if (impl_->options.trace) impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
-  Result<actors::wire_bytes> reply =
-      impl_->call(actors::reuse_atom::value, actors::to_wire(codec::encode(batch)), "reuse");
+  Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::reuse, codec::encode(batch), "reuse");
   if (!reply.ok()) return reply.error();
   return decode_reply<ReuseBatchReceipt>(*reply);
 }
 
 Result<std::vector<uint8_t>> Client::raw(RawRoute route, const std::vector<uint8_t>& bytes) {
-  Result<actors::wire_bytes> reply = make_error(ErrorCode::invalid_argument, "unknown route", "route");
   switch (route) {
-    case RawRoute::allocator: reply = impl_->call(actors::alloc_atom::value, actors::to_wire(bytes), "raw"); break;
-    case RawRoute::prefix: reply = impl_->call(actors::prefix_atom::value, actors::to_wire(bytes), "raw"); break;
-    case RawRoute::authorize: reply = impl_->call(actors::authorize_atom::value, actors::to_wire(bytes), "raw"); break;
-    case RawRoute::executor: reply = impl_->call(actors::exec_atom::value, actors::to_wire(bytes), "raw"); break;
-    case RawRoute::mapper: reply = impl_->call(actors::mapper_atom::value, actors::to_wire(bytes), "raw"); break;
-    case RawRoute::reuse: reply = impl_->call(actors::reuse_atom::value, actors::to_wire(bytes), "raw"); break;
-    case RawRoute::ping: reply = impl_->call(actors::ping_atom::value, actors::to_wire(bytes), "raw"); break;
+    case RawRoute::allocator: return impl_->call(ChannelRoute::allocator, bytes, "raw");
+    case RawRoute::prefix: return impl_->call(ChannelRoute::prefix, bytes, "raw");
+    case RawRoute::authorize: return impl_->call(ChannelRoute::authorize, bytes, "raw");
+    case RawRoute::executor: return impl_->call(ChannelRoute::executor, bytes, "raw");
+    case RawRoute::mapper: return impl_->call(ChannelRoute::mapper, bytes, "raw");
+    case RawRoute::reuse: return impl_->call(ChannelRoute::reuse, bytes, "raw");
+    case RawRoute::ping: return impl_->call(ChannelRoute::ping, bytes, "raw");
   }
-  if (!reply.ok()) return reply.error();
-  return std::vector<uint8_t>(reply->begin(), reply->end());
+  return make_error(ErrorCode::invalid_argument, "unknown route", "route");
 }
 
 const OwnerStats* NodeStats::owner(const std::string& name) const {

@@ -5,7 +5,9 @@
 //
 // connect() presents the principal's token to the node's gateway and opens a
 // session; every call after that is one message to the session actor and one
-// receipt back. A batch answers one outcome per operation; a transport
+// receipt back, through the session channel when the node offers one (a
+// Unix socket this thread reads and writes itself, the fast path) and
+// otherwise through CAF's middleman. A batch answers one outcome per operation; a transport
 // failure or a refused message answers a typed Error instead. The session
 // ends when the Client is destroyed (or the process dies: the node notices
 // through its heartbeats and reclaims everything the session held).
@@ -36,6 +38,11 @@ struct ClientOptions {
   uint32_t heartbeat_interval_ms = 250;
   uint32_t connection_timeout_ms = 2000;
   ChromeTraceRecorder* trace = nullptr;      // null: tracing off
+  // Calls go through the node's session channel when it offers one
+  // (services/protocol/channel_frame.hpp); false, or a node without one:
+  // through the middleman. A channel that breaks (timeout, closed) is left
+  // for the middleman for the rest of the session.
+  bool use_session_channel = true;
 };
 
 // The owner a raw call goes to (tests and benchmarks of the transport).
@@ -50,6 +57,8 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   const SessionReceipt& session() const;
+  // Whether calls currently go through the session channel.
+  bool on_session_channel() const;
 
   Result<NamespaceGrantReceipt> authorize(const std::string& namespace_name, TraceContext trace = {});
   Result<AllocatorBatchReceipt> allocator(const AllocatorBatch& batch);

@@ -11,6 +11,7 @@
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
 #include "schema/codec_node.hpp"
+#include "services/authorization/bearer_token.hpp"
 
 namespace kvrt::actors {
 
@@ -24,9 +25,12 @@ struct GatewayState {
   struct Connected {
     SessionId session;
     session_actor actor;
+    std::string channel_ticket;
   };
   std::map<caf::actor_addr, Connected> workers;  // by anchor
+  std::map<std::string, caf::actor_addr> channel_tickets;  // live sessions' tickets -> anchor
   uint64_t sessions_opened = 0, sessions_reclaimed = 0, hellos_refused = 0;
+  uint64_t channels_attached = 0, channel_attaches_refused = 0;
 };
 
 using GatewaySelf = gateway_actor::stateful_pointer<GatewayState>;
@@ -38,7 +42,9 @@ OwnerStats gateway_stats(const GatewayState& st) {
   out.values = {{"workers_connected", static_cast<int64_t>(st.workers.size())},
                 {"sessions_opened", static_cast<int64_t>(st.sessions_opened)},
                 {"sessions_reclaimed", static_cast<int64_t>(st.sessions_reclaimed)},
-                {"hellos_refused", static_cast<int64_t>(st.hellos_refused)}};
+                {"hellos_refused", static_cast<int64_t>(st.hellos_refused)},
+                {"channels_attached", static_cast<int64_t>(st.channels_attached)},
+                {"channel_attaches_refused", static_cast<int64_t>(st.channel_attaches_refused)}};
   return out;
 }
 
@@ -67,7 +73,10 @@ void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::erro
   self->send(st.owners.authorization, end_atom::value, session);
   if (st.owners.mapper) self->send(st.owners.mapper, end_atom::value, session);
   self->unlink_from(it->second.actor);
+  // The session actor's exit also closes the session's channels (their
+  // broker monitors it); the ticket stops naming anything now.
   self->send_exit(it->second.actor, caf::exit_reason::user_shutdown);
+  st.channel_tickets.erase(it->second.channel_ticket);
   st.workers.erase(it);
   ++st.sessions_reclaimed;
 }
@@ -98,10 +107,21 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                     receipt->layout_sha256 = st.facts.layout_sha256;
                     receipt->block_tokens = st.facts.block_tokens;
                     receipt->pools = st.facts.pools;
+                    std::string ticket;
+                    if (!st.facts.channel_socket.empty()) {
+                      Result<std::string> secret = random_secret_hex();
+                      // Without randomness the session still works, through the middleman only.
+                      if (secret.ok()) {
+                        ticket = std::move(*secret);
+                        receipt->channel_socket = st.facts.channel_socket;
+                        receipt->channel_ticket = ticket;
+                        st.channel_tickets[ticket] = anchor.address();
+                      }
+                    }
                     session_actor session = spawn_session_actor(self->system(), receipt->session, st.owners);
                     // Linked: when the gateway stops, every session stops with it.
                     self->link_to(session);
-                    st.workers[anchor.address()] = GatewayState::Connected{receipt->session, session};
+                    st.workers[anchor.address()] = GatewayState::Connected{receipt->session, session, ticket};
                     ++st.sessions_opened;
                     self->monitor(anchor);
                     rp.deliver(to_wire(codec::encode(*receipt)), caf::actor_cast<caf::actor>(session));
@@ -113,6 +133,17 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                                caf::actor{});
                   });
           return rp;
+        },
+        [self](attach_atom, const std::string& ticket) -> caf::result<caf::actor, uint64_t> {
+          auto& st = self->state;
+          const auto t = st.channel_tickets.find(ticket);
+          const auto w = t == st.channel_tickets.end() ? st.workers.end() : st.workers.find(t->second);
+          if (w == st.workers.end()) {
+            ++st.channel_attaches_refused;
+            return {caf::actor{}, uint64_t{0}};
+          }
+          ++st.channels_attached;
+          return {caf::actor_cast<caf::actor>(w->second.actor), w->second.session.value};
         },
         [self](stats_atom) -> caf::result<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes> {
           auto rp = self->make_response_promise<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes>();

@@ -215,9 +215,12 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
     impl->trace = std::make_unique<ChromeTraceRecorder>(options.trace_path, "kvrt node");
   actors::Observability obs{impl->trace.get(), impl->log};
 
-  actors::apply_runtime_settings(impl->cfg, actors::RuntimeSettings{config.scheduler_threads,
-                                                                    config.heartbeat_interval_ms,
-                                                                    config.connection_timeout_ms});
+  actors::RuntimeSettings runtime{config.scheduler_threads, config.heartbeat_interval_ms, config.connection_timeout_ms};
+  if (config.scheduler == "polling") {
+    runtime.policy = actors::SchedulerPolicy::stealing;
+    runtime.poll_attempts = config.scheduler_poll_attempts;
+  }
+  actors::apply_runtime_settings(impl->cfg, runtime);
   actors::add_message_types(impl->cfg);
   impl->system = std::make_unique<caf::actor_system>(impl->cfg);
   caf::actor_system& system = *impl->system;
@@ -234,12 +237,19 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   reuse_facts.block_tokens = d.block_tokens;
   reuse_facts.cache_groups = static_cast<uint32_t>(d.pools.size());
   owners.reuse = actors::spawn_reuse_actor(system, owners, std::move(reuse_facts), obs);
-  auto gateway = actors::spawn_gateway_actor(system, owners, actors::NodeFacts{d.layout_sha256, d.block_tokens, d.pools}, obs);
+  actors::NodeFacts facts{d.layout_sha256, d.block_tokens, d.pools, {}};
+  if (config.session_channel) facts.channel_socket = impl->token_dir + "/session.sock";
+  auto gateway = actors::spawn_gateway_actor(system, owners, facts, obs);
   impl->actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle),
                   caf::actor_cast<caf::actor>(prefix_handle), caf::actor_cast<caf::actor>(allocator_handle)};
   if (mapper_handle) impl->actors.push_back(caf::actor_cast<caf::actor>(mapper_handle));
   impl->actors.push_back(caf::actor_cast<caf::actor>(executor_handle));
   impl->actors.push_back(caf::actor_cast<caf::actor>(owners.reuse));
+  if (config.session_channel) {
+    Result<caf::actor> channel = actors::spawn_channel_broker(system, gateway, facts.channel_socket, obs);
+    if (!channel.ok()) return channel.error();
+    impl->actors.push_back(*channel);
+  }
   auto port = system.middleman().publish(gateway, config.port, config.host.c_str(), true);
   if (!port)
     return make_error(ErrorCode::node_unreachable,

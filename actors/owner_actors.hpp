@@ -72,9 +72,14 @@ struct NodeFacts {
   Sha256Digest layout_sha256;
   uint32_t block_tokens = 0;
   std::vector<PoolAttachment> pools;
+  std::string channel_socket;  // the session channel's socket; empty: none
 };
 
 gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners, NodeFacts facts,
                                   Observability obs);
+// The session channel's broker, listening on a new AF_UNIX socket at
+// `socket_path` (actors/channel_broker.cpp).
+Result<caf::actor> spawn_channel_broker(caf::actor_system& system, gateway_actor gateway, const std::string& socket_path,
+                                        Observability obs);
 
 }  // namespace kvrt::actors

@@ -166,12 +166,14 @@ Percentiles inprocess_rtt(int iterations, bool blocking, std::string& error) {
 // A `kvrt node` child of this binary on a generated configuration.
 class NodeChild {
  public:
-  explicit NodeChild(const std::filesystem::path& dir) : dir_(dir) {
+  // `scheduler_lines`: the node's [node] scheduler settings.
+  NodeChild(const std::filesystem::path& dir, const std::string& scheduler_lines) : dir_(dir) {
     std::filesystem::create_directories(dir_);
     const std::string config = (dir_ / "node.toml").string();
     std::ofstream(config) << "[node]\nlayout = \"" << KVRT_SOURCE_DIR
                           << "/config/layouts/small-two-group.toml\"\nblocks_per_group = 4096\nport = 0\n"
-                             "max_requests = 4096\n\n[[namespace]]\ndeployment = \"bench\"\ntenant = \"rpc\"\n\n"
+                          << scheduler_lines
+                          << "max_requests = 4096\n\n[[namespace]]\ndeployment = \"bench\"\ntenant = \"rpc\"\n\n"
                              "[[principal]]\nname = \"bench\"\nnamespaces = [\"bench/rpc\"]\n";
     descriptor_ = (dir_ / "node.json").string();
     std::vector<std::string> args{"/proc/self/exe", "node", "--config", config, "--descriptor", descriptor_};
@@ -223,6 +225,38 @@ BenchRow us_row(std::string name, double value, std::optional<std::pair<std::str
 }
 
 }  // namespace
+
+Result<std::unique_ptr<Client>> connect_bench_client(const NodeDescriptor& d, bool session_channel) {
+  Result<std::string> token = read_token_file(d.token_path("bench"));
+  if (!token.ok()) return token.error();
+  ClientOptions options;
+  options.use_session_channel = session_channel;
+  return Client::connect(d, *token, options);
+}
+
+struct CrossProcessRtt {
+  Percentiles ping;      // 64 bytes echoed by the session actor
+  Percentiles allocate;  // one AllocateOp, its receipt decoded
+};
+
+// Alternating echo and allocation round trips (each allocation released,
+// untimed), after a 10% warm-up.
+Result<CrossProcessRtt> cross_process_rtt(Client& c, int n) {
+  std::vector<double> ping_us, alloc_us;
+  const std::vector<uint8_t> ping_bytes(64, 7);
+  for (int i = 0; i < n + n / 10; ++i) {
+    uint64_t t = now_ns();
+    Result<std::vector<uint8_t>> echo = c.raw(RawRoute::ping, ping_bytes);
+    if (i >= n / 10) ping_us.push_back(elapsed_us(t));
+    if (!echo.ok()) return echo.error();
+    t = now_ns();
+    Result<AllocatorBatchReceipt> r = c.allocator(AllocatorBatch{{}, allocations(1)});
+    if (i >= n / 10) alloc_us.push_back(elapsed_us(t));
+    if (!r.ok()) return r.error();
+    (void)c.allocator(AllocatorBatch{{}, releases_of(*r)});  // untimed
+  }
+  return CrossProcessRtt{percentiles(std::move(ping_us)), percentiles(std::move(alloc_us))};
+}
 
 Status reuse_rows(Client& c, int n, BenchReport& rep) {
   const std::string ns = "bench/rpc";
@@ -291,44 +325,66 @@ BenchReport run_rpc_bench(bool quick) {
   rep.rows.push_back(us_row("rtt_inprocess_blocking_p50", blocking.p50, std::nullopt, std::nullopt,
                             "the same round trip from a blocking caller thread: two thread wake-ups"));
 
-  // 3. Across processes: a node child and this process as its worker.
+  // 3. Across processes: a node child and this process as its worker. The
+  // node polls on one scheduler thread ([node] scheduler = "polling"); the
+  // worker calls through its session channel, as kvrt::Client does by
+  // default. Beside it, in the same run: the same node through the
+  // middleman, and a node on the sharing scheduler (the default of a node
+  // that shares its cores with its workers, as `kvrt run` does).
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("kvrt-bench-rpc-" + std::to_string(::getpid()));
-  NodeChild node(dir);
+  NodeChild node(dir / "polling", "scheduler = \"polling\"\nscheduler_threads = 1\n");
   Result<NodeDescriptor> d = node.wait_ready();
   if (!d.ok()) {
     rep.notes.push_back("cross-process rows skipped: " + d.error().describe());
     return rep;
   }
-  Result<std::string> token = read_token_file(d->token_path("bench"));
-  Result<std::unique_ptr<Client>> client =
-      token.ok() ? Client::connect(*d, *token) : Result<std::unique_ptr<Client>>(token.error());
+  Result<std::unique_ptr<Client>> client = connect_bench_client(*d, true);
   if (!client.ok()) {
     rep.notes.push_back("cross-process rows skipped: " + client.error().describe());
     return rep;
   }
   Client& c = **client;
-  std::vector<double> ping_us, alloc_us;
-  const std::vector<uint8_t> ping_bytes(64, 7);
-  for (int i = 0; i < n + n / 10; ++i) {
-    uint64_t t = now_ns();
-    (void)c.raw(RawRoute::ping, ping_bytes);
-    if (i >= n / 10) ping_us.push_back(elapsed_us(t));
-    t = now_ns();
-    Result<AllocatorBatchReceipt> r = c.allocator(AllocatorBatch{{}, allocations(1)});
-    if (i >= n / 10) alloc_us.push_back(elapsed_us(t));
-    if (!r.ok()) {
-      rep.notes.push_back("cross-process allocation failed: " + r.error().describe());
-      return rep;
-    }
-    (void)c.allocator(AllocatorBatch{{}, releases_of(*r)});  // untimed
+  if (!c.on_session_channel()) rep.notes.push_back("the node offered no session channel: rows are the middleman's");
+  Result<CrossProcessRtt> channel = cross_process_rtt(c, n);
+  if (!channel.ok()) {
+    rep.notes.push_back("cross-process allocation failed: " + channel.error().describe());
+    return rep;
   }
-  const Percentiles ping = percentiles(ping_us), cross = percentiles(alloc_us);
-  rep.rows.push_back(us_row("caf_transport_ping_p50", ping.p50, std::make_pair(std::string("raw_tcp"), tcp.p50),
-                            std::nullopt, "64 bytes to the session actor and back (middleman, no owner)"));
-  rep.rows.push_back(us_row("rtt_crossprocess_p50", cross.p50, std::make_pair(std::string("raw_tcp"), tcp.p50),
-                            2.0 * tcp.p50, "target: 2x the raw loopback floor measured above"));
-  rep.rows.push_back(us_row("rtt_crossprocess_p99", cross.p99, std::nullopt, std::nullopt));
+  rep.rows.push_back(us_row("channel_ping_p50", channel->ping.p50, std::make_pair(std::string("raw_unix"), unix_socket.p50),
+                            std::nullopt, "64 bytes to the session actor and back over the session channel (no owner)"));
+  rep.rows.push_back(us_row("rtt_crossprocess_p50", channel->allocate.p50,
+                            std::make_pair(std::string("raw_tcp"), tcp.p50), 2.0 * tcp.p50,
+                            "one AllocateOp over the session channel; target: 2x the raw loopback floor above"));
+  rep.rows.push_back(us_row("rtt_crossprocess_p99", channel->allocate.p99, std::nullopt, std::nullopt));
+  {
+    Result<std::unique_ptr<Client>> basp = connect_bench_client(*d, false);
+    Result<CrossProcessRtt> middleman = basp.ok() ? cross_process_rtt(**basp, n) : Result<CrossProcessRtt>(basp.error());
+    if (middleman.ok()) {
+      rep.rows.push_back(us_row("caf_transport_ping_p50", middleman->ping.p50,
+                                std::make_pair(std::string("raw_tcp"), tcp.p50), std::nullopt,
+                                "the same echo through CAF's middleman (BASP)"));
+      rep.rows.push_back(us_row("rtt_middleman_p50", middleman->allocate.p50,
+                                std::make_pair(std::string("raw_tcp"), tcp.p50), std::nullopt,
+                                "the same AllocateOp through CAF's middleman"));
+    } else {
+      rep.notes.push_back("middleman rows skipped: " + middleman.error().describe());
+    }
+  }
+  {
+    NodeChild sharing_node(dir / "sharing", "scheduler = \"sharing\"\nscheduler_threads = 2\n");
+    Result<NodeDescriptor> sd = sharing_node.wait_ready();
+    Result<std::unique_ptr<Client>> sc =
+        sd.ok() ? connect_bench_client(*sd, true) : Result<std::unique_ptr<Client>>(sd.error());
+    Result<CrossProcessRtt> sharing = sc.ok() ? cross_process_rtt(**sc, n) : Result<CrossProcessRtt>(sc.error());
+    if (sharing.ok())
+      rep.rows.push_back(us_row("rtt_sharing_node_p50", sharing->allocate.p50,
+                                std::make_pair(std::string("raw_tcp"), tcp.p50), std::nullopt,
+                                "the same AllocateOp over the channel to a node on the sharing scheduler "
+                                "(2 threads that sleep when idle)"));
+    else
+      rep.notes.push_back("sharing-node row skipped: " + sharing.error().describe());
+  }
 
   // 4. Batches: one scheduler iteration's operations in one message.
   double single_batch_us = 0;
@@ -360,7 +416,9 @@ BenchReport run_rpc_bench(bool quick) {
   // message to each of its owners per step. Beside it, the lookup alone.
   if (Status s = reuse_rows(c, n, rep); !s.ok()) rep.notes.push_back("reuse rows skipped: " + s.error().describe());
   rep.notes.push_back("latencies are p50/p99 over " + std::to_string(n) + " round trips after a 10% warm-up");
-  rep.notes.push_back("CAF 0.17 with scheduler.policy=sharing, 2 scheduler threads, middleman.workers=0 (STACK.md)");
+  rep.notes.push_back("node: CAF 0.17 work-stealing scheduler polling on 1 thread ([node] scheduler = \"polling\"), "
+                      "middleman.workers=0; this process: sharing, 1 thread; calls over the session channel "
+                      "unless a row says middleman");
   return rep;
 }
 

@@ -16,7 +16,7 @@ static_assert(detail::field_count<TraceContext>() == 3, "update node.capnp Trace
 static_assert(detail::field_count<RequestFence>() == 3, "update node.capnp RequestFence and this codec");
 static_assert(detail::field_count<HelloRequest>() == 3, "update node.capnp HelloRequest and this codec");
 static_assert(detail::field_count<PoolAttachment>() == 5, "update node.capnp PoolAttachment and this codec");
-static_assert(detail::field_count<SessionReceipt>() == 6, "update node.capnp SessionReceipt and this codec");
+static_assert(detail::field_count<SessionReceipt>() == 8, "update node.capnp SessionReceipt and this codec");
 static_assert(detail::field_count<AuthorizeRequest>() == 2, "update node.capnp AuthorizeRequest and this codec");
 static_assert(detail::field_count<NamespaceGrantReceipt>() == 4, "update node.capnp NamespaceGrantReceipt");
 static_assert(detail::field_count<StatValue>() == 2, "update node.capnp StatValue and this codec");
@@ -92,6 +92,8 @@ void write(wire::SessionReceipt::Builder b, const SessionReceipt& v) {
     pools[i].setSegmentName(text(p.segment_name));
     pools[i].setSegmentBytes(p.segment_bytes);
   }
+  b.setChannelSocket(text(v.channel_socket));
+  b.setChannelTicket(text(v.channel_ticket));
 }
 
 Status read(ReadContext& ctx, wire::SessionReceipt::Reader r, SessionReceipt& out) {
@@ -114,6 +116,10 @@ Status read(ReadContext& ctx, wire::SessionReceipt::Reader r, SessionReceipt& ou
                                        PoolGeneration{p.getGeneration()}, to_string(p.getSegmentName()),
                                        p.getSegmentBytes()});
   }
+  ctx.at("channel_socket");
+  out.channel_socket = to_string(r.getChannelSocket());
+  ctx.at("channel_ticket");
+  out.channel_ticket = to_string(r.getChannelTicket());
   return Status::success();
 }
 

@@ -231,6 +231,8 @@ struct SessionReceipt {
   layoutSha256 @3 :Data;                   # the layout the node serves [32 bytes]
   blockTokens @4 :UInt32;                  # allocator block size P [tokens]
   pools @5 :List(PoolAttachment);          # one per cache group, manifest order
+  channelSocket @6 :Text;                  # the session channel's socket path; empty: none
+  channelTicket @7 :Text;                  # binds a channel connection to this session (secret)
 }
 
 struct AuthorizeRequest {

@@ -118,6 +118,8 @@ inline SessionReceipt filled(uint64_t seed) {
   for (const char* segment : {"/kvrt-g0", "/kvrt-g1"})
     r.pools.push_back(
         PoolAttachment{CacheGroupId{n.u32()}, PoolId{n.u32()}, PoolGeneration{n.u32()}, n.text(segment), n.u64()});
+  r.channel_socket = n.text("/tmp/kvrt-node.json.tokens/session.sock");
+  r.channel_ticket = n.text("0123456789abcdef0123456789abcdef");
   return r;
 }
 

@@ -160,7 +160,8 @@ class NodeProcess {
 struct InProcessNode {
   explicit InProcessNode(const ScratchDir& dir, const std::string& config = "tests/data/node/node-test.toml") {
     NodeRunOptions o;
-    o.config_path = std::string(KVRT_SOURCE_DIR) + "/" + config;
+    // Relative to the source tree, or absolute (a config a test wrote).
+    o.config_path = config.starts_with('/') ? config : std::string(KVRT_SOURCE_DIR) + "/" + config;
     o.descriptor_path = dir.file("node.json");
     Result<std::unique_ptr<NodeInstance>> started = NodeInstance::start(o);
     INFO((started.ok() ? std::string("ok") : started.error().describe()));

@@ -93,6 +93,8 @@ TEST_CASE("run config: defaults, paths relative to the file, and the derived nod
   REQUIRE(node.ok());
   CHECK(c->prefix_index == "hash_chain");
   CHECK(node->prefix_index == "hash_chain");
+  CHECK(node->scheduler == c->node_scheduler);  // kvrt run's node shares the cores: sharing by default
+  CHECK(node->scheduler == "sharing");
   Result<NodeConfig> radix = parse_node_config(node_config_for_run(*c, *w, "radix"), "derived");
   REQUIRE(radix.ok());
   CHECK(radix->prefix_index == "radix");

@@ -36,6 +36,13 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
                                   " ms), or every worker times out");
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "scheduler_threads", 2, 1, 256));
   c.scheduler_threads = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(c.scheduler, reader.string(*node, "node", "scheduler", std::string("sharing")));
+  if (c.scheduler != "sharing" && c.scheduler != "polling")
+    return reader.field_error(node->get("scheduler"), "node", "scheduler",
+                              "must be \"sharing\" or \"polling\", not \"" + c.scheduler + "\"");
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "scheduler_poll_attempts", 1000000, 1, int64_t{1} << 32));
+  c.scheduler_poll_attempts = static_cast<uint32_t>(std::min<int64_t>(v, UINT32_MAX));
+  KVRT_TRY_ASSIGN(c.session_channel, reader.boolean(*node, "node", "session_channel", true));
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "max_requests", 1 << 14, 1, 1 << 20));
   c.max_requests = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(c.prefix_index, reader.string(*node, "node", "prefix_index", std::string("hash_chain")));

@@ -31,6 +31,18 @@ struct NodeConfig {
   uint32_t heartbeat_interval_ms = 250;   // middleman heartbeats: a hung worker is detected too
   uint32_t connection_timeout_ms = 2000;  // silence after which a worker counts as gone [ms]
   uint32_t scheduler_threads = 2;         // CAF worker threads [threads]
+  // "sharing": scheduler threads sleep when their queue is empty, and every
+  // message to an idle owner wakes one (about 10 us per hop on these VMs).
+  // "polling": CAF's work-stealing scheduler, whose threads keep polling
+  // their queues for `scheduler_poll_attempts` empty polls before they sleep,
+  // so a message that arrives while traffic flows is taken at once. Costs a
+  // busy core while the node is in use (docs/benchmarks.md, rpc).
+  std::string scheduler = "sharing";      // "sharing" | "polling"
+  uint32_t scheduler_poll_attempts = 1000000;
+  // The session channel (services/protocol/channel_frame.hpp): workers call
+  // their session through a Unix socket in the token directory instead of
+  // the middleman. Off: every call goes through the middleman.
+  bool session_channel = true;
   uint32_t max_requests = 1 << 14;        // allocator request slots [requests]
   // The prefix-reuse owner: the hash-chain index (vLLM's design, weak
   // identity tags) or the radix index (SGLang's design over pages of P_a

@@ -40,6 +40,12 @@ struct SessionReceipt {
   Sha256Digest layout_sha256;            // the layout the node serves
   uint32_t block_tokens = 0;             // allocator block size P [tokens]
   std::vector<PoolAttachment> pools;     // one per cache group, manifest order
+  // The session channel (services/protocol/channel_frame.hpp): the socket a
+  // worker may connect to instead of calling through the middleman, and the
+  // ticket that binds a connection to this session. Empty: the node offers
+  // no channel. The ticket is a secret of this session, like the token.
+  std::string channel_socket;
+  std::string channel_ticket;
   friend bool operator==(const SessionReceipt&, const SessionReceipt&) = default;
 };
 

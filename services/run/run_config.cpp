@@ -40,7 +40,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
   static const std::set<std::string> known{"workers",         "workload",    "layout",
                                            "blocks_per_group", "in_flight",   "verify",
                                            "sample_interval_ms", "heartbeat_interval_ms", "connection_timeout_ms",
-                                           "node_threads", "prefix_index", "radix_budget_blocks"};
+                                           "node_threads", "node_scheduler", "prefix_index", "radix_budget_blocks"};
   for (const auto& [key, node] : *run)
     if (!known.contains(std::string(key.str())))
       return reader.field_error(&node, "run", std::string(key.str()), "unknown key");
@@ -68,6 +68,10 @@ Result<RunConfig> load_run_config(const std::string& path) {
                               "must exceed heartbeat_interval_ms");
   KVRT_TRY_ASSIGN(v, reader.integer(*run, "run", "node_threads", 2, 1, 64));
   c.node_threads = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(c.node_scheduler, reader.string(*run, "run", "node_scheduler", std::string("sharing")));
+  if (c.node_scheduler != "sharing" && c.node_scheduler != "polling")
+    return reader.field_error(run->get("node_scheduler"), "run", "node_scheduler",
+                              "must be \"sharing\" or \"polling\", not \"" + c.node_scheduler + "\"");
   KVRT_TRY_ASSIGN(c.prefix_index, reader.string(*run, "run", "prefix_index", std::string("hash_chain")));
   if (c.prefix_index != "hash_chain" && c.prefix_index != "radix")
     return reader.field_error(run->get("prefix_index"), "run", "prefix_index",
@@ -89,6 +93,7 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
     << "heartbeat_interval_ms = " << run.heartbeat_interval_ms << "\n"
     << "connection_timeout_ms = " << run.connection_timeout_ms << "\n"
     << "scheduler_threads = " << run.node_threads << "\n"
+    << "scheduler = " << quoted(run.node_scheduler) << "\n"
     << "max_requests = " << std::max<uint64_t>(1024, uint64_t{run.workers} * run.in_flight * 64) << "\n"
     << "prefix_index = " << quoted(prefix_index) << "\n"
     << "radix_budget_blocks = " << run.radix_budget_blocks << "\n";

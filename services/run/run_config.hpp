@@ -25,6 +25,7 @@ struct RunConfig {
   uint32_t heartbeat_interval_ms = 250;
   uint32_t connection_timeout_ms = 5000;
   uint32_t node_threads = 2;        // CAF scheduler threads of the node [threads]
+  std::string node_scheduler = "sharing";  // the node's [node] scheduler: "sharing" | "polling"
   // The node's prefix-reuse owner for the main pass: "hash_chain" or "radix"
   // (`kvrt run --compare` runs both either way).
   std::string prefix_index = "hash_chain";

@@ -1,0 +1,64 @@
+#pragma once
+// The session channel's framing (issue 5): a worker's fast path to its own
+// session on the node, beside the middleman.
+//
+// Why a second transport: CAF 0.17's middleman (BASP) costs 4-5x a raw
+// loopback round trip on these machines (docs/benchmarks.md, rpc): two extra
+// thread hand-offs in the worker (caller -> multiplexer -> caller) and BASP's
+// own framing. The channel is a plain stream socket (AF_UNIX, in the node's
+// 0700 token directory) that a worker's blocking caller reads and writes
+// itself; on the node a CAF broker turns each frame into the same session
+// actor message the middleman would have delivered. The payload bytes are
+// unchanged: the same Cap'n Proto messages, the same owners, the same
+// receipts. The middleman connection stays: it carries the hello, the stats,
+// and the heartbeats by which the node notices a dead or hung worker.
+//
+// A frame is a 16-byte header and `payload_bytes` of payload:
+//   u32 payload_bytes | u16 route | u16 flags (0) | u64 sequence   (little endian)
+// The first frame of a connection is `attach` with the session's channel
+// ticket (SessionReceipt::channel_ticket) as payload; the node answers it
+// with an empty payload, or an ErrorMessage and a closed connection. Every
+// later request is answered by exactly one frame with the same route and
+// sequence, in request order.
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "services/common/result.hpp"
+
+namespace kvrt {
+
+enum class ChannelRoute : uint16_t {
+  attach = 0,     // bind this connection to a session (payload: the ticket)
+  allocator = 1,  // AllocatorBatch -> AllocatorBatchReceipt
+  prefix = 2,     // PrefixBatch -> PrefixBatchReceipt
+  authorize = 3,  // AuthorizeRequest -> NamespaceGrantReceipt
+  mapper = 4,     // MapperBatch -> MapperBatchReceipt
+  executor = 5,   // ExecuteBatch -> ExecuteBatchReceipt
+  reuse = 6,      // ReuseBatch -> ReuseBatchReceipt (0x0CD)
+  ping = 7,       // echo of the session actor (the transport floor)
+};
+inline constexpr uint16_t kChannelRouteCount = 8;
+
+inline constexpr size_t kChannelHeaderBytes = 16;
+// A larger frame is refused before its payload is read (the connection is
+// then closed: the stream cannot be resynchronised).
+inline constexpr uint32_t kChannelMaxPayloadBytes = 64u << 20;
+
+struct ChannelFrameHeader {
+  uint32_t payload_bytes = 0;
+  ChannelRoute route = ChannelRoute::ping;
+  uint64_t sequence = 0;
+  friend bool operator==(const ChannelFrameHeader&, const ChannelFrameHeader&) = default;
+};
+
+using ChannelHeaderBytes = std::array<uint8_t, kChannelHeaderBytes>;
+
+ChannelHeaderBytes write_channel_header(const ChannelFrameHeader& header);
+// decode_failed for a short header, an unknown route, non-zero flags or a
+// payload above kChannelMaxPayloadBytes.
+Result<ChannelFrameHeader> read_channel_header(std::span<const uint8_t> bytes);
+
+const char* to_string(ChannelRoute route);
+
+}  // namespace kvrt
