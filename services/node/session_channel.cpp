@@ -1,12 +1,12 @@
 #include "services/node/session_channel.hpp"
 
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 namespace kvrt {
@@ -15,33 +15,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Reads exactly `n` bytes before `deadline`. 0 on success, else the errno
-// (ETIMEDOUT past the deadline, ECONNRESET when the peer closed).
-int read_exact(int fd, uint8_t* out, size_t n, Clock::time_point deadline) {
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = ::recv(fd, out + got, n - got, MSG_DONTWAIT);
-    if (r > 0) {
-      got += static_cast<size_t>(r);
-      continue;
-    }
-    if (r == 0) return ECONNRESET;
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return ETIMEDOUT;
-    pollfd p{fd, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
-    if (ready < 0 && errno != EINTR) return errno;
-    if (ready == 0) return ETIMEDOUT;
-  }
-  return 0;
-}
-
 // Writes the header and the payload with as few system calls as the socket
 // allows (one, unless its buffer fills).
-int write_frame(int fd, const ChannelHeaderBytes& header, std::span<const uint8_t> payload,
-                Clock::time_point deadline) {
+int write_frame(int fd, const ChannelHeaderBytes& header, std::span<const uint8_t> payload) {
   iovec parts[2] = {{const_cast<uint8_t*>(header.data()), header.size()},
                     {const_cast<uint8_t*>(payload.data()), payload.size()}};
   size_t first = 0;
@@ -49,15 +25,10 @@ int write_frame(int fd, const ChannelHeaderBytes& header, std::span<const uint8_
     msghdr m{};
     m.msg_iov = parts + first;
     m.msg_iovlen = 2 - first;
-    const ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return ETIMEDOUT;
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 1 << 30))) == 0) return ETIMEDOUT;
-      continue;
+      return errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : errno;  // SO_SNDTIMEO expired
     }
     size_t written = static_cast<size_t>(w);
     while (first < 2 && written >= parts[first].iov_len) written -= parts[first++].iov_len;
@@ -109,6 +80,35 @@ Error SessionChannel::fail(ErrorCode code, const std::string& reason) {
   return make_error(code, reason, "channel");
 }
 
+int SessionChannel::apply_timeout(std::chrono::milliseconds timeout) {
+  if (timeout == timeout_) return 0;
+  const auto ms = std::max<int64_t>(1, timeout.count());
+  timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+      ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
+    return errno;
+  timeout_ = timeout;
+  return 0;
+}
+
+int SessionChannel::fill_inbox(size_t n, Clock::time_point deadline) {
+  if (inbox_.size() < n) inbox_.resize(std::max<size_t>(n, 64 * 1024));
+  while (inbox_len_ < n) {
+    const ssize_t r = ::recv(fd_, inbox_.data() + inbox_len_, inbox_.size() - inbox_len_, 0);
+    if (r > 0) {
+      inbox_len_ += static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return ECONNRESET;
+    if (errno == EINTR) {
+      if (Clock::now() >= deadline) return ETIMEDOUT;
+      continue;
+    }
+    return errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : errno;  // SO_RCVTIMEO expired
+  }
+  return 0;
+}
+
 Result<std::vector<uint8_t>> SessionChannel::call(ChannelRoute route, std::span<const uint8_t> payload,
                                                   std::chrono::milliseconds timeout) {
   if (fd_ < 0)
@@ -117,25 +117,31 @@ Result<std::vector<uint8_t>> SessionChannel::call(ChannelRoute route, std::span<
     return make_error(ErrorCode::invalid_argument,
                       "a request of " + std::to_string(payload.size()) + " bytes exceeds the channel's frame limit",
                       "payload");
+  if (const int e = apply_timeout(timeout); e != 0)
+    return fail(ErrorCode::rpc_failed, std::string("cannot set the channel's timeout: ") + std::strerror(e));
   const Clock::time_point deadline = Clock::now() + timeout;
   const ChannelFrameHeader request{static_cast<uint32_t>(payload.size()), route, next_sequence_++};
-  if (const int e = write_frame(fd_, write_channel_header(request), payload, deadline); e != 0)
+  if (const int e = write_frame(fd_, write_channel_header(request), payload); e != 0)
     return fail(e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
                 std::string(to_string(route)) + ": cannot send: " + std::strerror(e));
-  ChannelHeaderBytes header_bytes{};
-  if (const int e = read_exact(fd_, header_bytes.data(), header_bytes.size(), deadline); e != 0)
+  if (const int e = fill_inbox(kChannelHeaderBytes, deadline); e != 0)
     return fail(e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
                 std::string(to_string(route)) + (e == ETIMEDOUT ? ": no reply in time" : ": the node closed the channel"));
-  Result<ChannelFrameHeader> reply = read_channel_header(header_bytes);
+  Result<ChannelFrameHeader> reply = read_channel_header(std::span<const uint8_t>(inbox_.data(), kChannelHeaderBytes));
   if (!reply.ok()) return fail(ErrorCode::rpc_failed, "malformed reply header: " + reply.error().reason);
   if (reply->sequence != request.sequence || reply->route != request.route)
     return fail(ErrorCode::rpc_failed, "reply " + std::to_string(reply->sequence) + " (" + to_string(reply->route) +
                                            ") answers no outstanding request (" + std::to_string(request.sequence) +
                                            ", " + to_string(route) + ")");
-  std::vector<uint8_t> out(reply->payload_bytes);
-  if (const int e = read_exact(fd_, out.data(), out.size(), deadline); e != 0)
+  const size_t frame = kChannelHeaderBytes + reply->payload_bytes;
+  if (const int e = fill_inbox(frame, deadline); e != 0)
     return fail(e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
                 std::string(to_string(route)) + ": reply cut short: " + std::strerror(e));
+  std::vector<uint8_t> out(inbox_.begin() + kChannelHeaderBytes, inbox_.begin() + static_cast<std::ptrdiff_t>(frame));
+  // The node answers one frame per request, so nothing follows it yet; a
+  // byte that did would be a protocol error, found by the next header check.
+  std::memmove(inbox_.data(), inbox_.data() + frame, inbox_len_ - frame);
+  inbox_len_ -= frame;
   return out;
 }
 

@@ -41,9 +41,21 @@ class SessionChannel {
  private:
   explicit SessionChannel(int fd) : fd_(fd) {}
   Error fail(ErrorCode code, const std::string& reason);
+  // The socket's receive and send timeouts follow the caller's (set only
+  // when they change: a system call each).
+  int apply_timeout(std::chrono::milliseconds timeout);
+  // Reads until the inbox holds `n` bytes (at most `n` more arrive per call
+  // beyond what the inbox can take). 0, or the errno.
+  int fill_inbox(size_t n, std::chrono::steady_clock::time_point deadline);
 
   int fd_ = -1;
   uint64_t next_sequence_ = 1;
+  std::chrono::milliseconds timeout_{-1};
+  // Bytes read but not consumed: a small reply arrives with its header in
+  // one read (one system call per reply, which on these VMs is most of a
+  // round trip's cost beyond the two wake-ups).
+  std::vector<uint8_t> inbox_;
+  size_t inbox_len_ = 0;
 };
 
 }  // namespace kvrt
