@@ -16,9 +16,7 @@
 // What the broker does not do: decide anything about the payload. It never
 // decodes a receipt; the owners see exactly the bytes the worker sent, so the
 // channel and the middleman cannot disagree about a message's meaning.
-#include <poll.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <fcntl.h>
@@ -32,6 +30,7 @@
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
 #include "schema/codec_node.hpp"
+#include "services/node/session_channel.hpp"
 #include "services/protocol/channel_frame.hpp"
 
 namespace kvrt::actors {
@@ -65,41 +64,14 @@ struct ChannelWriterState {
 };
 using WriterSelf = caf::stateful_actor<ChannelWriterState>*;
 
-// Header and payload in one sendmsg; a full socket waits up to kWriteStallMs.
-bool write_frame(int fd, ChannelFrameHeader header, const wire_bytes& payload) {
-  header.payload_bytes = static_cast<uint32_t>(payload.size());
-  const ChannelHeaderBytes h = write_channel_header(header);
-  iovec parts[2] = {{const_cast<uint8_t*>(h.data()), h.size()},
-                    {const_cast<char*>(payload.data()), payload.size()}};
-  size_t first = 0;
-  while (first < 2) {
-    msghdr m{};
-    m.msg_iov = parts + first;
-    m.msg_iovlen = 2 - first;
-    const ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return false;
-      pollfd p{fd, POLLOUT, 0};
-      if (::poll(&p, 1, kWriteStallMs) <= 0) return false;
-      continue;
-    }
-    size_t written = static_cast<size_t>(w);
-    while (first < 2 && written >= parts[first].iov_len) written -= parts[first++].iov_len;
-    if (first < 2) {
-      parts[first].iov_base = static_cast<char*>(parts[first].iov_base) + written;
-      parts[first].iov_len -= written;
-    }
-  }
-  return true;
-}
-
 void writer_next(WriterSelf self);
 
 // A writer that cannot write shuts the socket down: the broker then sees the
 // connection close and ends the writer with it.
 void writer_answer(WriterSelf self, ChannelFrameHeader header, const wire_bytes& payload) {
-  if (!write_frame(self->state.fd, header, payload)) ::shutdown(self->state.fd, SHUT_RDWR);
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
+  if (write_channel_frame(self->state.fd, header, bytes, std::chrono::milliseconds(kWriteStallMs)) != 0)
+    ::shutdown(self->state.fd, SHUT_RDWR);
   writer_next(self);
 }
 

@@ -158,6 +158,12 @@ TEST_CASE("a client on the session channel gets the middleman's answers", "[node
     CHECK(e->error.code == ErrorCode::decode_failed);
   }
   CHECK(fast->on_session_channel());
+  // A reply larger than a socket buffer (200 receipts, about 66 KiB) arrives whole.
+  Result<AllocatorBatchReceipt> many =
+      fast->allocator(AllocatorBatch{{}, std::vector<AllocatorOp>(200, AllocatorOp{AllocateOp{16, {}, std::nullopt}})});
+  REQUIRE(many.ok());
+  CHECK(many->outcomes.size() == 200);
+  CHECK(std::holds_alternative<AllocationReceipt>(many->outcomes.back()));
   Result<std::vector<uint8_t>> echo = fast->raw(RawRoute::ping, bytes_of("ping"));
   REQUIRE(echo.ok());
   CHECK(*echo == bytes_of("ping"));

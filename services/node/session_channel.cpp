@@ -1,5 +1,6 @@
 #include "services/node/session_channel.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -15,20 +16,28 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Writes the header and the payload with as few system calls as the socket
-// allows (one, unless its buffer fills).
-int write_frame(int fd, const ChannelHeaderBytes& header, std::span<const uint8_t> payload) {
-  iovec parts[2] = {{const_cast<uint8_t*>(header.data()), header.size()},
+}  // namespace
+
+int write_channel_frame(int fd, ChannelFrameHeader header, std::span<const uint8_t> payload,
+                        std::chrono::milliseconds stall) {
+  header.payload_bytes = static_cast<uint32_t>(payload.size());
+  const ChannelHeaderBytes h = write_channel_header(header);
+  iovec parts[2] = {{const_cast<uint8_t*>(h.data()), h.size()},
                     {const_cast<uint8_t*>(payload.data()), payload.size()}};
   size_t first = 0;
   while (first < 2) {
     msghdr m{};
     m.msg_iov = parts + first;
     m.msg_iovlen = 2 - first;
-    const ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+    const ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return errno == EAGAIN || errno == EWOULDBLOCK ? ETIMEDOUT : errno;  // SO_SNDTIMEO expired
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return errno;
+      pollfd p{fd, POLLOUT, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(stall.count(), 1 << 30)));
+      if (ready < 0 && errno != EINTR) return errno;
+      if (ready == 0) return ETIMEDOUT;
+      continue;
     }
     size_t written = static_cast<size_t>(w);
     while (first < 2 && written >= parts[first].iov_len) written -= parts[first++].iov_len;
@@ -39,8 +48,6 @@ int write_frame(int fd, const ChannelHeaderBytes& header, std::span<const uint8_
   }
   return 0;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<SessionChannel>> SessionChannel::attach(const std::string& socket_path, const std::string& ticket,
                                                                std::chrono::milliseconds timeout) {
@@ -84,9 +91,7 @@ int SessionChannel::apply_timeout(std::chrono::milliseconds timeout) {
   if (timeout == timeout_) return 0;
   const auto ms = std::max<int64_t>(1, timeout.count());
   timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
-  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
-      ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
-    return errno;
+  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) return errno;
   timeout_ = timeout;
   return 0;
 }
@@ -121,7 +126,7 @@ Result<std::vector<uint8_t>> SessionChannel::call(ChannelRoute route, std::span<
     return fail(ErrorCode::rpc_failed, std::string("cannot set the channel's timeout: ") + std::strerror(e));
   const Clock::time_point deadline = Clock::now() + timeout;
   const ChannelFrameHeader request{static_cast<uint32_t>(payload.size()), route, next_sequence_++};
-  if (const int e = write_frame(fd_, write_channel_header(request), payload); e != 0)
+  if (const int e = write_channel_frame(fd_, request, payload, timeout); e != 0)
     return fail(e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
                 std::string(to_string(route)) + ": cannot send: " + std::strerror(e));
   if (const int e = fill_inbox(kChannelHeaderBytes, deadline); e != 0)

@@ -18,6 +18,13 @@
 
 namespace kvrt {
 
+// Writes one frame, header and payload, to a stream socket with as few
+// system calls as the socket allows (one, unless its buffer fills); a full
+// buffer waits up to `stall` for room. 0, or the errno (ETIMEDOUT when the
+// socket stayed full). Both ends of the channel write with it.
+int write_channel_frame(int fd, ChannelFrameHeader header, std::span<const uint8_t> payload,
+                        std::chrono::milliseconds stall);
+
 class SessionChannel {
  public:
   // Connects to the node's channel socket and attaches this connection to the
@@ -41,8 +48,8 @@ class SessionChannel {
  private:
   explicit SessionChannel(int fd) : fd_(fd) {}
   Error fail(ErrorCode code, const std::string& reason);
-  // The socket's receive and send timeouts follow the caller's (set only
-  // when they change: a system call each).
+  // The socket's receive timeout follows the caller's (set only when it
+  // changes: a system call).
   int apply_timeout(std::chrono::milliseconds timeout);
   // Reads until the inbox holds `n` bytes (at most `n` more arrive per call
   // beyond what the inbox can take). 0, or the errno.
