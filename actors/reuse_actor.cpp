@@ -228,6 +228,34 @@ void releases(ReuseSelf self, const RunPtr& run) {
   if (!reqs.paths.empty()) ask(st.owners.prefix, "prefix_index", reqs.paths, &Pending::paths);
 }
 
+// Step 10's successors, before their attempts' leases go back: one
+// PrefixBatch of publish ops to the index owner under the session, the same
+// message a worker's publication is (so the same ownership, grant and
+// committed-rows checks). A transport failure or an undecodable answer
+// refuses every successor of the batch; their leases still go back.
+void successors(ReuseSelf self, const RunPtr& run) {
+  std::vector<PrefixOp> ops = run->core.successor_requests();
+  if (ops.empty()) return releases(self, run);
+  PrefixBatch batch{run->core.trace(), std::move(ops)};
+  self->request(self->state.owners.prefix, caf::infinite, batch_atom::value, run->session.value,
+                to_wire(codec::encode(batch)))
+      .then(
+          [self, run](wire_bytes& reply) {
+            Result<PrefixBatchReceipt> published = codec::decode<PrefixBatchReceipt>(as_span(reply));
+            if (!published.ok()) {
+              // The owner refused the whole batch (it answers an ErrorMessage then).
+              Result<codec::ErrorMessage> refused = codec::decode<codec::ErrorMessage>(as_span(reply));
+              if (refused.ok()) published = refused->error;
+            }
+            run->core.on_successors(published);
+            releases(self, run);
+          },
+          [self, run](caf::error& e) {
+            run->core.on_successors(transport_error("prefix_index", e));
+            releases(self, run);
+          });
+}
+
 OwnerStats reuse_stats(const ReuseActorState& st) {
   OwnerStats out;
   out.owner = "reuse";
@@ -280,7 +308,7 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
               ReuseBatchRun(std::move(*batch), st.facts.pools, st.facts.block_tokens, st.facts.cache_groups),
               self->make_response_promise<wire_bytes>()});
           run->core.bind(st.open, SessionId{session});
-          releases(self, run);
+          successors(self, run);
           return run->promise;
         },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(reuse_stats(self->state))); },

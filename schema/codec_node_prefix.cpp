@@ -11,6 +11,23 @@
 #include "schema/field_count.hpp"
 
 namespace kvrt::codec {
+
+// Shared with codec_node_reuse.cpp (a release op's successor; codec_parts.hpp).
+namespace detail {
+void write(wire::PrefixPublishReceipt::Builder b, const PrefixPublishReceipt& v) {
+  b.setRequest(v.request.value);
+  b.setPublished(v.published);
+  b.setDuplicates(v.duplicates);
+  b.setAlready(v.already);
+  b.setPublicationGeneration(v.publication_generation);
+}
+Status read(ReadContext&, wire::PrefixPublishReceipt::Reader r, PrefixPublishReceipt& out) {
+  out = PrefixPublishReceipt{RequestId{r.getRequest()}, r.getPublished(), r.getDuplicates(), r.getAlready(),
+                             r.getPublicationGeneration()};
+  return Status::success();
+}
+}  // namespace detail
+
 namespace {
 
 using detail::ReadContext;
@@ -68,26 +85,13 @@ Status read(ReadContext& ctx, wire::PrefixPublishOp::Reader r, PrefixPublishOp& 
   return Status::success();
 }
 
-void write(wire::PrefixPublishReceipt::Builder b, const PrefixPublishReceipt& v) {
-  b.setRequest(v.request.value);
-  b.setPublished(v.published);
-  b.setDuplicates(v.duplicates);
-  b.setAlready(v.already);
-  b.setPublicationGeneration(v.publication_generation);
-}
-Status read(ReadContext&, wire::PrefixPublishReceipt::Reader r, PrefixPublishReceipt& out) {
-  out = PrefixPublishReceipt{RequestId{r.getRequest()}, r.getPublished(), r.getDuplicates(), r.getAlready(),
-                             r.getPublicationGeneration()};
-  return Status::success();
-}
-
 // One overload per alternative: std::visit over a variant with an alternative
 // missing here does not compile.
 void put(wire::PrefixOp::Builder b, const PrefixMatchOp& v) { write(b.initMatch(), v); }
 void put(wire::PrefixOp::Builder b, const PrefixPublishOp& v) { write(b.initPublish(), v); }
 void put(wire::PrefixOutcome::Builder b, const Error& v) { detail::write(b.initError(), v); }
 void put(wire::PrefixOutcome::Builder b, const PrefixMatchReceipt& v) { detail::write(b.initMatchReceipt(), v); }
-void put(wire::PrefixOutcome::Builder b, const PrefixPublishReceipt& v) { write(b.initPublishReceipt(), v); }
+void put(wire::PrefixOutcome::Builder b, const PrefixPublishReceipt& v) { detail::write(b.initPublishReceipt(), v); }
 
 // Reads element `index` of `list` as alternative T through union member
 // `member`, constructing it in place in the variant.

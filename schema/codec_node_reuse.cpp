@@ -81,8 +81,9 @@ KVRT_SAME_REASON(EXECUTION_FAILED, execution_failed);
 // directions below; these counts make the build say so.
 static_assert(detail::field_count<ReuseAcquireOp>() == 6, "update node.capnp ReuseAcquireOp and this codec");
 static_assert(detail::field_count<ReuseRejectionReceipt>() == 4, "update node.capnp ReuseRejectionReceipt");
-static_assert(detail::field_count<ReuseReleaseOp>() == 2, "update node.capnp ReuseReleaseOp and this codec");
-static_assert(detail::field_count<ReuseReleaseReceipt>() == 4, "update node.capnp ReuseReleaseReceipt and this codec");
+static_assert(detail::field_count<ReuseSuccessor>() == 3, "update node.capnp ReuseSuccessor and this codec");
+static_assert(detail::field_count<ReuseReleaseOp>() == 3, "update node.capnp ReuseReleaseOp and this codec");
+static_assert(detail::field_count<ReuseReleaseReceipt>() == 7, "update node.capnp ReuseReleaseReceipt and this codec");
 static_assert(detail::field_count<ReuseBatch>() == 2, "update node.capnp ReuseBatch and this codec");
 static_assert(detail::field_count<ReuseBatchReceipt>() == 2, "update node.capnp ReuseBatchReceipt and this codec");
 static_assert(std::variant_size_v<ReuseOp> == 2, "update node.capnp ReuseOp and read_op");
@@ -148,14 +149,29 @@ Status read(ReadContext& ctx, wire::ReuseRejectionReceipt::Reader r, ReuseReject
   return Status::success();
 }
 
-// The op has only data fields: nothing in it can fail to read.
 void write(wire::ReuseReleaseOp::Builder b, const ReuseReleaseOp& v) {
   b.setSnapshot(v.snapshot.value);
   b.setExecuted(v.executed);
+  if (v.successor) {
+    auto s = b.initSuccessor();
+    s.setRequest(v.successor->request.value);
+    detail::write_tokens(s.initTokens(detail::list_size(v.successor->tokens.size())), v.successor->tokens);
+    s.setEndBlock(v.successor->end_block);
+  }
 }
-Status read(ReadContext&, wire::ReuseReleaseOp::Reader r, ReuseReleaseOp& out) {
+Status read(ReadContext& ctx, wire::ReuseReleaseOp::Reader r, ReuseReleaseOp& out) {
   out.snapshot = ExecutionSnapshotVersion{r.getSnapshot()};
   out.executed = r.getExecuted();
+  if (r.hasSuccessor()) {
+    ctx.at("successor");
+    auto s = r.getSuccessor();
+    ReuseSuccessor successor;
+    successor.request = RequestId{s.getRequest()};
+    ctx.at("successor.tokens");
+    successor.tokens = detail::read_tokens(s.getTokens());
+    successor.end_block = s.getEndBlock();
+    out.successor = std::move(successor);
+  }
   return Status::success();
 }
 
@@ -164,6 +180,9 @@ void write(wire::ReuseReleaseReceipt::Builder b, const ReuseReleaseReceipt& v) {
   write_leases(b.initReleased(detail::list_size(v.released.size())), v.released);
   write_leases(b.initRefused(detail::list_size(v.refused.size())), v.refused);
   b.setCompleted(v.completed);
+  if (v.successor) detail::write(b.initSuccessor(), *v.successor);
+  if (v.successor_refused) detail::write(b.initSuccessorRefused(), *v.successor_refused);
+  b.setPublishedSuccessor(v.published_successor);
 }
 Status read(ReadContext& ctx, wire::ReuseReleaseReceipt::Reader r, ReuseReleaseReceipt& out) {
   out.snapshot = ExecutionSnapshotVersion{r.getSnapshot()};
@@ -172,6 +191,19 @@ Status read(ReadContext& ctx, wire::ReuseReleaseReceipt::Reader r, ReuseReleaseR
   out.released = read_leases(r.getReleased());
   ctx.at("refused");
   out.refused = read_leases(r.getRefused());
+  if (r.hasSuccessor()) {
+    ctx.at("successor");
+    PrefixPublishReceipt p;
+    KVRT_TRY(detail::read(ctx, r.getSuccessor(), p));
+    out.successor = p;
+  }
+  if (r.hasSuccessorRefused()) {
+    ctx.at("successor_refused");
+    Error e;
+    KVRT_TRY(detail::read(ctx, r.getSuccessorRefused(), e));
+    out.successor_refused = std::move(e);
+  }
+  out.published_successor = r.getPublishedSuccessor();
   return Status::success();
 }
 

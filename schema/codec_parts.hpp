@@ -13,6 +13,7 @@
 #include "schema/reuse.capnp.h"
 #include "services/allocator/block_allocator.hpp"
 #include "services/receipts/mapped_frontier_receipt.hpp"
+#include "services/protocol/prefix_ops.hpp"
 #include "services/protocol/trace_context.hpp"
 
 namespace kvrt::codec::detail {
@@ -32,6 +33,10 @@ void write(wire::PrefixMatchReceipt::Builder b, const PrefixMatchReceipt& v);
 Status read(ReadContext& ctx, wire::PrefixMatchReceipt::Reader r, PrefixMatchReceipt& out);
 void write(wire::ExecutableReuseReceipt::Builder b, const ExecutableReuseReceipt& v);
 Status read(ReadContext& ctx, wire::ExecutableReuseReceipt::Reader r, ExecutableReuseReceipt& out);
+
+// codec_node_prefix.cpp
+void write(wire::PrefixPublishReceipt::Builder b, const PrefixPublishReceipt& v);
+Status read(ReadContext& ctx, wire::PrefixPublishReceipt::Reader r, PrefixPublishReceipt& out);
 
 // codec_mapper.cpp
 void write(wire::MappedFrontierReceipt::Builder b, const MappedFrontierReceipt& v);

@@ -448,9 +448,16 @@ struct ReuseRejectionReceipt {
 # Steps 9-10 for one receipt: whether the work that read its rows ran (step
 # 9), then every lease of the attempt goes back to the owner that issued it
 # (step 10). The attempt is named by its receipt's execution snapshot version.
+struct ReuseSuccessor {
+  request @0 :UInt64;                      # RequestId
+  tokens @1 :List(Int32);                  # the request's token ids from position 0 [tokens]
+  endBlock @2 :UInt32;                     # one past the last published block [blocks]
+}
+
 struct ReuseReleaseOp {
   snapshot @0 :UInt64;                     # ExecutionSnapshotVersion: the attempt
   executed @1 :Bool = true;                # the work that read the reused rows ran (C++ default true)
+  successor @2 :ReuseSuccessor;            # absent: release only (step 10's first ending)
 }
 
 struct ReuseOp {
@@ -465,6 +472,9 @@ struct ReuseReleaseReceipt {
   released @1 :List(UInt64);               # LeaseId: handed back to their owners [leases]
   refused @2 :List(UInt64);                # LeaseId: an owner no longer held them for the session [leases]
   completed @3 :Bool;                      # the attempt passed steps 9 and 10 (counted as executed, 0x0CF)
+  successor @4 :PrefixPublishReceipt;      # a named successor's publication (absent: none, or refused)
+  successorRefused @5 :Common.TypedError;  # why a named successor was not published (absent: it was, or none)
+  publishedSuccessor @6 :Bool;             # step 10 ended as a published successor
 }
 
 struct ReuseOutcome {

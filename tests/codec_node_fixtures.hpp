@@ -229,6 +229,13 @@ inline ReuseBatch filled(uint64_t seed) {
   // neither its C++ nor its wire default) and one whose work ran.
   b.ops.emplace_back(std::in_place_type<ReuseReleaseOp>, ReuseReleaseOp{ExecutionSnapshotVersion{41}, false});
   b.ops.emplace_back(std::in_place_type<ReuseReleaseOp>, ReuseReleaseOp{ExecutionSnapshotVersion{42}, true});
+  // Step 10's other ending: a named successor, every field non-default.
+  b.ops.emplace_back(std::in_place_type<ReuseReleaseOp>,
+                     ReuseReleaseOp{ExecutionSnapshotVersion{n.u64()}, true,
+                                    ReuseSuccessor{RequestId{n.u64()},
+                                                   {static_cast<TokenId>(n.u32()), std::numeric_limits<TokenId>::max(),
+                                                    std::numeric_limits<TokenId>::min()},
+                                                   n.u32()}});
   return b;
 }
 
@@ -249,6 +256,14 @@ inline ReuseBatchReceipt filled(uint64_t seed) {
                                            {LeaseId{kPathLeaseBit | 5}, LeaseId{n.u64() & ~kPathLeaseBit}},
                                            {LeaseId{kPathLeaseBit | n.u64()}, LeaseId{n.u64()}, LeaseId{0}},
                                            true});
+  // A published successor, and a refused one (both optional parts present in turn).
+  ReuseReleaseReceipt published{ExecutionSnapshotVersion{n.u64()}, {LeaseId{n.u64()}}, {}, true};
+  published.successor = PrefixPublishReceipt{RequestId{n.u64()}, n.u32(), n.u32(), n.u32(), n.u64()};
+  published.published_successor = true;
+  r.outcomes.push_back(published);
+  ReuseReleaseReceipt refused{ExecutionSnapshotVersion{n.u64()}, {LeaseId{n.u64()}}, {}, true};
+  refused.successor_refused = filled<codec::ErrorMessage>(seed + 7).error;
+  r.outcomes.push_back(refused);
   return r;
 }
 

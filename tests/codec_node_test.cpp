@@ -292,7 +292,7 @@ TEST_CASE("node protocol: a reuse batch round-trips every field of every op and 
   auto b = codec::decode<ReuseBatch>(codec::encode(batch));
   REQUIRE(b.ok());
   CHECK(*b == batch);
-  REQUIRE(b->ops.size() == 4);
+  REQUIRE(b->ops.size() == 5);
   const auto& acquire = std::get<ReuseAcquireOp>(b->ops[0]);
   CHECK(acquire.require_collision_witness);
   CHECK(acquire.logits_path == LogitsPath::no_logits);
@@ -305,6 +305,12 @@ TEST_CASE("node protocol: a reuse batch round-trips every field of every op and 
   const auto& ran = std::get<ReuseReleaseOp>(b->ops[3]);
   CHECK(ran.snapshot == ExecutionSnapshotVersion{42});
   CHECK(ran.executed);
+  CHECK_FALSE(ran.successor.has_value());
+  // A named successor keeps its request, tokens (both extremes) and end block.
+  const auto& named = std::get<ReuseReleaseOp>(b->ops[4]);
+  REQUIRE(named.successor.has_value());
+  CHECK(named.successor == std::get<ReuseReleaseOp>(batch.ops[4]).successor);
+  CHECK(named.successor->tokens.at(1) == std::numeric_limits<TokenId>::max());
   // Every bit of the snapshot travels.
   const ReuseBatch widest{TraceContext{4, 5, 6},
                           {ReuseReleaseOp{ExecutionSnapshotVersion{std::numeric_limits<uint64_t>::max()}, false}}};

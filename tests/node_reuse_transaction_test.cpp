@@ -222,3 +222,101 @@ TEST_CASE("node reuse transaction: a radix candidate leases its blocks and locks
 }
 
 }  // namespace kvrt::test
+
+namespace kvrt::test {
+namespace {
+
+// Step 10's second ending against a node with either index owner: a worker
+// reuses 32 tokens, serves a longer prompt behind them, and releases the
+// attempt naming its request as the successor. The successor is then what
+// the next lookup finds, the leases are gone, and the funnel counts a hit.
+void successor_round(const std::string& config) {
+  ScratchDir dir("node-reuse-successor");
+  InProcessNode n(dir, config);
+  auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
+  REQUIRE(a->authorize("test/shared").ok());
+  REQUIRE(b->authorize("test/shared").ok());
+  const std::vector<TokenId> prompt = prompt_of(5, 40);
+  (void)serve_and_publish(*a, prompt, nullptr);
+  const int64_t leases_before = n.stat("allocator", "live_leases");
+
+  // B's request: the 40-token prompt and 24 tokens more, 64 in all (4 full blocks).
+  std::vector<TokenId> longer = prompt;
+  for (TokenId t = 0; t < 24; ++t) longer.push_back(90000 + t);
+  const ReuseBatchReceipt r = reuse(*b, {acquire("test/shared", longer)});
+  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
+  const auto receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
+  REQUIRE(receipt.covered_interval == TokenInterval{0, 32});
+  const AllocationReceipt served = allocation(*b, AllocateOp{64, receipt.physical_handles, std::nullopt});
+  REQUIRE(served.outcome == AllocationOutcome::committed);
+  RequestFence fence{served.request_id, served.request_generation, served.table_version_after};
+
+  // Named before its rows are committed: the index refuses, nothing is
+  // published, and the attempt still ends (its leases go back).
+  SECTION("a successor whose rows are not committed is refused, and the leases still go back") {
+    const ReuseBatchReceipt early =
+        reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, longer, 4}}});
+    REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(early.outcomes.at(0)));
+    const auto& done = std::get<ReuseReleaseReceipt>(early.outcomes[0]);
+    INFO((done.successor_refused ? done.successor_refused->describe() : "no refusal"));
+    CHECK(done.successor_refused.has_value());
+    CHECK_FALSE(done.successor.has_value());
+    CHECK_FALSE(done.published_successor);
+    CHECK(done.completed);
+    CHECK(done.released == receipt.leases);
+    std::vector<TokenId> next = longer;
+    next.push_back(77);
+    CHECK(match(*a, "test/shared", next).runtime_hit_tokens == 32);
+  }
+  SECTION("a committed successor is published, then the leases go back") {
+    // Malformed successors first: typed errors, and the attempt stays open.
+    const ReuseBatchReceipt bad = reuse(
+        *b, {ReuseReleaseOp{receipt.execution_snapshot_version, false, ReuseSuccessor{fence.request, longer, 4}},
+             ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, longer, 1}},
+             ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, prompt, 4}}});
+    for (const ReuseOutcome& o : bad.outcomes) {
+      REQUIRE(std::holds_alternative<Error>(o));
+      CHECK(std::get<Error>(o).code == ErrorCode::invalid_argument);
+      CHECK(std::get<Error>(o).field == "successor");
+    }
+    CHECK(n.stat("node", "reuse_open_attempts") == 1);
+
+    const AllocationReceipt committed = allocation(*b, CommitRowsOp{fence, 64});
+    REQUIRE(committed.outcome == AllocationOutcome::committed);
+    const ReuseBatchReceipt done_batch =
+        reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, longer, 4}}});
+    REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(done_batch.outcomes.at(0)));
+    const auto& done = std::get<ReuseReleaseReceipt>(done_batch.outcomes[0]);
+    INFO((done.successor_refused ? done.successor_refused->describe() : "published"));
+    REQUIRE(done.successor.has_value());
+    CHECK(done.successor->request == fence.request);
+    CHECK(done.published_successor);
+    CHECK(done.completed);
+    CHECK(done.released == receipt.leases);
+    // The successor is what a lookup finds now: all four blocks for a
+    // prompt that goes on (the same 64 tokens alone hit 48: a
+    // logits-producing request recomputes its last block, 0x07E).
+    std::vector<TokenId> next = longer;
+    next.push_back(77);
+    CHECK(match(*a, "test/shared", next).runtime_hit_tokens == 64);
+    CHECK(match(*a, "test/shared", longer).runtime_hit_tokens == 48);
+  }
+  CHECK(n.stat("node", "reuse_open_attempts") == 0);
+  // Only the tree's own leases may remain (the radix index holds one per
+  // page it caches, the successor's new pages included); none is the attempt's.
+  if (config.find("radix") == std::string::npos) CHECK(n.stat("allocator", "live_leases") == leases_before);
+  CHECK(n.stat("node", "reuse_rejected_execution") == 0);
+}
+
+}  // namespace
+
+TEST_CASE("node reuse transaction: step 10 publishes one complete successor (hash chain)", "[node][reuse_tx]") {
+  successor_round("tests/data/node/node-test.toml");
+}
+
+TEST_CASE("node reuse transaction: step 10 publishes one complete successor (radix)", "[node][reuse_tx]") {
+  successor_round("tests/data/node/node-radix-test.toml");
+}
+
+}  // namespace kvrt::test

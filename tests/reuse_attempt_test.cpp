@@ -272,7 +272,7 @@ TEST_CASE("step 10 releases exactly the held leases or publishes one complete su
   s.completion = p;
   CHECK(expect_error(s, ReuseStep::finish).code == ErrorCode::reuse_evidence_mismatch);
   p.all_groups_published = true;
-  p.published_index_version = 7;  // not after the version read
+  p.published_index_version = 7;  // not after the publication generation read at step 5
   s.completion = p;
   CHECK(expect_error(s, ReuseStep::finish).code == ErrorCode::reuse_evidence_mismatch);
 }

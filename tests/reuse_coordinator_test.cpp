@@ -395,3 +395,97 @@ TEST_CASE("reuse coordinator: a session at its open-attempt limit gets a typed e
   CHECK(open.size() == 0);
   REQUIRE(open.validate().ok());
 }
+
+TEST_CASE("reuse coordinator: a named successor is published before the leases go back", "[reuse][coordinator]") {
+  Fixture x;
+  OpenReuseAttempts open;
+  const ExecutableReuseReceipt a = hold_one(x, open, false, 51);
+  const ExecutableReuseReceipt b = hold_one(x, open, true, 52);
+  const ExecutableReuseReceipt c = hold_one(x, open, false, 53);
+  const ExecutableReuseReceipt d = hold_one(x, open, false, 54);
+  REQUIRE(a.covered_interval == TokenInterval{0, 16});
+  const std::vector<TokenId> tokens(48, 7);
+  auto named = [&](const ExecutableReuseReceipt& r, bool executed, uint32_t end_block) {
+    return ReuseReleaseOp{r.execution_snapshot_version, executed, ReuseSuccessor{RequestId{900}, tokens, end_block}};
+  };
+
+  SECTION("malformed successors: typed errors, and their attempts stay open") {
+    ReuseBatchRun run(ReuseBatch{{}, {named(a, false, 3), named(b, true, 0), named(c, true, 4)}}, kPools, kBlockTokens,
+                      kGroups);
+    run.bind(open, SessionId{1});
+    CHECK(run.successor_requests().empty());
+    CHECK(run.release_requests().empty());
+    const ReuseBatchReceipt r = run.receipt();
+    for (const ReuseOutcome& o : r.outcomes) {
+      REQUIRE(std::holds_alternative<Error>(o));
+      CHECK(std::get<Error>(o).field == "successor");
+    }
+    CHECK(open.size() == 4);  // nothing was taken
+    CHECK(open.validate().ok());
+  }
+  SECTION("published, nothing new, refused by the index, and a plain release in one batch") {
+    ReuseBatchRun run(ReuseBatch{{},
+                                 {named(a, true, 3), named(b, true, 2), named(c, true, 3),
+                                  ReuseReleaseOp{d.execution_snapshot_version, true}}},
+                      kPools, kBlockTokens, kGroups);
+    run.bind(open, SessionId{1});
+    CHECK(open.size() == 0);
+    // One publish op per named successor, in the attempt's own namespace, from block 0.
+    const std::vector<PrefixOp> pubs = run.successor_requests();
+    REQUIRE(pubs.size() == 3);
+    for (const PrefixOp& p : pubs) {
+      REQUIRE(std::holds_alternative<PrefixPublishOp>(p));
+      CHECK(std::get<PrefixPublishOp>(p).namespace_name == kTenantA);
+      CHECK(std::get<PrefixPublishOp>(p).first_block == 0);
+      CHECK(std::get<PrefixPublishOp>(p).request == RequestId{900});
+    }
+    CHECK(std::get<PrefixPublishOp>(pubs[0]).end_block == 3);
+    PrefixBatchReceipt answered;
+    answered.outcomes.push_back(PrefixPublishReceipt{RequestId{900}, 4, 0, 2, 9});  // after the generation read (0)
+    answered.outcomes.push_back(PrefixPublishReceipt{RequestId{900}, 0, 0, 4, 0});  // nothing new became visible
+    answered.outcomes.push_back(make_error(ErrorCode::row_not_valid, "rows 16..48 are not committed", "rows"));
+    run.on_successors(answered);
+    const ReuseBatchRun::LeaseReturn leases = run.release_requests();
+    CHECK(leases.blocks.size() == 8);
+    CHECK(leases.paths.size() == 1);
+    run.on_released(std::vector<uint8_t>(8, 1), std::vector<uint8_t>(1, 1));
+    const ReuseBatchReceipt r = run.receipt();
+    REQUIRE(r.outcomes.size() == 4);
+    for (const ReuseOutcome& o : r.outcomes) REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(o));
+    const auto& published = std::get<ReuseReleaseReceipt>(r.outcomes[0]);
+    CHECK(published.published_successor);
+    CHECK(published.completed);
+    CHECK(published.successor == PrefixPublishReceipt{RequestId{900}, 4, 0, 2, 9});
+    CHECK(published.released == a.leases);
+    const auto& unchanged = std::get<ReuseReleaseReceipt>(r.outcomes[1]);
+    CHECK_FALSE(unchanged.published_successor);
+    CHECK(unchanged.completed);
+    CHECK(unchanged.released == b.leases);
+    const auto& refused = std::get<ReuseReleaseReceipt>(r.outcomes[2]);
+    REQUIRE(refused.successor_refused.has_value());
+    CHECK(refused.successor_refused->code == ErrorCode::row_not_valid);
+    CHECK_FALSE(refused.successor.has_value());
+    CHECK(refused.completed);
+    CHECK(refused.released == c.leases);
+    const auto& plain = std::get<ReuseReleaseReceipt>(r.outcomes[3]);
+    CHECK_FALSE(plain.successor.has_value());
+    CHECK_FALSE(plain.successor_refused.has_value());
+    CHECK(plain.completed);
+    // Every attempt ended as an executed hit (0x0CF).
+    CHECK(run.funnel_outcomes().size() == 4);
+  }
+  SECTION("the index owner did not answer: every successor is refused, the leases still go back") {
+    ReuseBatchRun run(ReuseBatch{{}, {named(a, true, 3)}}, kPools, kBlockTokens, kGroups);
+    run.bind(open, SessionId{1});
+    REQUIRE(run.successor_requests().size() == 1);
+    run.on_successors(make_error(ErrorCode::rpc_failed, "prefix_index: down"));
+    const ReuseBatchRun::LeaseReturn leases = run.release_requests();
+    run.on_released(std::vector<uint8_t>(leases.blocks.size(), 1), {});
+    const ReuseBatchReceipt r = run.receipt();
+    const auto& done = std::get<ReuseReleaseReceipt>(r.outcomes.at(0));
+    REQUIRE(done.successor_refused.has_value());
+    CHECK(done.successor_refused->code == ErrorCode::rpc_failed);
+    CHECK(done.released == a.leases);
+    CHECK(done.completed);
+  }
+}

@@ -97,7 +97,7 @@ inline ReuseScenario happy_scenario(const NamespaceAuthority& authority, const A
       KeyEvidence{m},
       CandidateAnswer(c),
       LeaseAnswer(LeaseGrant{leases, handles, {}}),
-      VersionAnswer{7, TreeVersion{0}, c.pool_generations, 16},
+      VersionAnswer{7, TreeVersion{0}, c.pool_generations, 16, 7},
       PositionAnswer(PositionsNotApplicable{}),
       MappingAnswer{32, 32},
       SnapshotAnswer{ExecutionSnapshotVersion{41}, ExecutionSnapshotVersion{41}, "paged_decode_p16_v1",

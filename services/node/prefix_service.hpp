@@ -80,7 +80,9 @@ class PrefixService {
   // (entries dropped by eviction, withdrawn tags, a namespace generation
   // advanced), not insertions: a publication cannot invalidate a candidate
   // found earlier, a retraction can.
-  ReuseIndexVersion reuse_version() const { return ReuseIndexVersion{retraction_version_, TreeVersion{0}}; }
+  ReuseIndexVersion reuse_version() const {
+    return ReuseIndexVersion{retraction_version_, TreeVersion{0}, index_.publication_generation()};
+  }
 
   OwnerStats stats() const;
   Status validate() const { return index_.validate(nullptr); }

@@ -48,6 +48,25 @@ void ReuseBatchRun::bind(OpenReuseAttempts& open, SessionId session) {
                                      "snapshot"));
         continue;
       }
+      if (release->successor) {
+        const ReuseSuccessor& s = *release->successor;
+        const uint64_t rows = uint64_t{s.end_block} * block_tokens_;
+        const uint32_t reused_end = a->receipt() ? a->receipt()->covered_interval.end : 0;
+        std::string why;
+        if (!release->executed) why = "a successor of work that did not run (executed = false)";
+        else if (s.end_block == 0 || rows < reused_end)
+          why = "a successor of " + std::to_string(rows) + " rows does not contain the " +
+                std::to_string(reused_end) + " reused rows";
+        else if (s.tokens.size() < rows)
+          why = "a successor of " + std::to_string(rows) + " rows names only " + std::to_string(s.tokens.size()) +
+                " tokens";
+        if (!why.empty()) {
+          // Nothing happened: the attempt stays open for a correct release op.
+          (void)open.hold(session, std::move(*a));
+          end_with_error(i, make_error(ErrorCode::invalid_argument, why, "successor"));
+          continue;
+        }
+      }
       ops_[i].attempt = std::move(a);
     } else if (!ops_[i].outcome) {
       if (room == 0) {
@@ -61,6 +80,29 @@ void ReuseBatchRun::bind(OpenReuseAttempts& open, SessionId session) {
       --room;
     }
   }
+}
+
+std::vector<PrefixOp> ReuseBatchRun::successor_requests() {
+  stage_.clear();
+  std::vector<PrefixOp> out;
+  for (size_t i = 0; i < batch_.ops.size(); ++i) {
+    const auto* release = std::get_if<ReuseReleaseOp>(&batch_.ops[i]);
+    if (release == nullptr || !release->successor || ops_[i].outcome || !ops_[i].attempt) continue;
+    stage_.push_back(i);
+    const ReuseSuccessor& s = *release->successor;
+    out.push_back(PrefixPublishOp{ops_[i].attempt->request().namespace_name, s.request, s.tokens, 0, s.end_block});
+  }
+  return out;
+}
+
+void ReuseBatchRun::on_successors(const Result<PrefixBatchReceipt>& published) {
+  for (size_t k = 0; k < stage_.size(); ++k) {
+    OpRun& op = ops_[stage_[k]];
+    if (!published.ok()) op.successor = PrefixOutcome(published.error());
+    else if (k < published->outcomes.size()) op.successor = published->outcomes[k];
+    else op.successor = PrefixOutcome(make_error(ErrorCode::invalid_argument, "the index answered fewer outcomes than ops", "successor"));
+  }
+  stage_.clear();
 }
 
 ReuseBatchRun::LeaseReturn ReuseBatchRun::release_requests() {
@@ -91,8 +133,27 @@ void ReuseBatchRun::on_released(const std::vector<uint8_t>& blocks, const std::v
     // or the attempt stays executed but not completed (an owner had lost
     // some, which the receipt lists).
     Result<StepOutcome> executed = op.attempt->execute(ExecutionAnswer{release.snapshot, release.executed});
-    if (executed.ok() && executed->advanced())
-      r.completed = op.attempt->finish(CompletionAnswer(LeasesReleased{r.released})).ok();
+    CompletionAnswer completion(LeasesReleased{r.released});
+    if (op.successor) {
+      if (const auto* p = std::get_if<PrefixPublishReceipt>(&*op.successor)) {
+        r.successor = *p;
+        // A publication that made nothing visible after what the attempt
+        // read (every block already there) leaves the predecessor as it was:
+        // a plain release.
+        if (p->publication_generation > op.attempt->read_publication_generation())
+          completion = SuccessorPublished{r.released, p->publication_generation,
+                                          TokenInterval{0, release.successor->end_block * block_tokens_}, true};
+      } else if (const auto* e = std::get_if<Error>(&*op.successor)) {
+        r.successor_refused = *e;
+      } else {
+        r.successor_refused = make_error(ErrorCode::invalid_argument, "the index answered a publication with a match",
+                                         "successor");
+      }
+    }
+    if (executed.ok() && executed->advanced()) {
+      r.completed = op.attempt->finish(completion).ok();
+      r.published_successor = r.completed && std::holds_alternative<SuccessorPublished>(completion);
+    }
     op.ended = op.attempt->funnel_outcome();
     op.outcome = ReuseOutcome(std::move(r));
   }
@@ -287,7 +348,8 @@ void ReuseBatchRun::on_index_version(const ReuseIndexVersion& version) {
     OpRun& op = ops_[i];
     settle(i, op.attempt->validate_versions(VersionAnswer{version.index_version, version.tree_version,
                                                           op.leased.pool_generations,
-                                                          op.leased.valid_frontier_tokens}));
+                                                          op.leased.valid_frontier_tokens,
+                                                          version.publication_generation}));
     if (op.outcome) continue;
     settle(i, op.attempt->validate_positions(PositionAnswer(PositionsNotApplicable{})));
     if (op.outcome) continue;
@@ -357,8 +419,9 @@ ReuseBatchReceipt ReuseBatchRun::receipt() const {
       continue;
     }
     std::string where = op.attempt ? std::string(to_string(op.attempt->next_step())) : "begin";
-    out.outcomes.push_back(ReuseOutcome(
-        make_error(ErrorCode::invariant_violated, "the reuse sequence stopped before this op finished", std::move(where))));
+    out.outcomes.emplace_back(std::in_place_type<Error>, make_error(ErrorCode::invariant_violated,
+                                                                    "the reuse sequence stopped before this op finished",
+                                                                    std::move(where)));
   }
   return out;
 }

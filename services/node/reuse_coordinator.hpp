@@ -8,6 +8,8 @@
 // at once:
 //
 //   stage      owner          steps  message                         answer
+//   successor  index owner    10     PrefixBatch of the release ops' PrefixBatchReceipt (a publish
+//                                    named successors (publish ops)  receipt or error per op)
 //   release    allocator,     9, 10  the release ops' leases, split  released or not, per lease
 //              radix index           by owner (kPathLeaseBit)
 //   keys       authorization  1, 2   ReuseKeyRequest per open op     ReuseKeyAnswer
@@ -66,8 +68,17 @@ class ReuseBatchRun {
 
   // Before any stage: each release op takes its attempt out of `open` (an
   // unknown one answers a typed error), and acquire ops beyond the room
-  // `open` has left for the session answer a typed error.
+  // `open` has left for the session answer a typed error. A release op whose
+  // successor cannot be one (work not executed, blocks short of the reused
+  // rows or of its tokens) answers invalid_argument and its attempt stays open.
   void bind(OpenReuseAttempts& open, SessionId session);
+
+  // Step 10's successors, before the leases go back: one publish op per
+  // release op that names a successor, in the attempt's namespace, sent as
+  // one PrefixBatch under the session (the index owner's own checks apply).
+  // Answered with the batch's receipt, or the error that replaced it.
+  std::vector<PrefixOp> successor_requests();
+  void on_successors(const Result<PrefixBatchReceipt>& published);
 
   // The release ops' attempts' leases; answered with one flag per lease of
   // each list (1: released, 0: the owner held no such lease for the
@@ -128,6 +139,7 @@ class ReuseBatchRun {
     ReuseLeaseAnswer leased;              // step 4's answer, whose pool part step 5 reads
     std::vector<LeaseId> pending;         // block leases granted while the path lease is awaited
     std::optional<FunnelOutcome> ended;   // a release op's step 9
+    std::optional<PrefixOutcome> successor;  // a release op's publication (receipt or error)
   };
   const ReuseAcquireOp& acquire_op(size_t i) const;
   // Indices of the ops whose next step is `step`, recorded for the answers.

@@ -60,6 +60,7 @@ struct ReusePathLeaseAnswer {
 struct ReuseIndexVersion {
   uint64_t index_version = 0;
   TreeVersion tree_version;
+  uint64_t publication_generation = 0;  // the index's publication clock (step 10's successor check)
 };
 
 // Step 8, the executor owner: freeze the snapshot a reuse reads.

@@ -24,12 +24,14 @@
 // attempt the session does not hold open (unknown, another session's, or
 // already released) answers a typed error and nothing changes.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "services/common/error.hpp"
 #include "services/common/ids.hpp"
+#include "services/protocol/prefix_ops.hpp"
 #include "services/protocol/trace_context.hpp"
 #include "services/receipts/executable_reuse_receipt.hpp"
 #include "services/reuse/reuse_evidence.hpp"
@@ -56,13 +58,30 @@ struct ReuseRejectionReceipt {
   friend bool operator==(const ReuseRejectionReceipt&, const ReuseRejectionReceipt&) = default;
 };
 
+// Step 10's other ending (0x0CD: "release leases, or publish one complete
+// COW successor atomically"): the request that read the reused rows
+// committed rows after them, and its full blocks [0, end_block) become
+// visible in the attempt's own namespace, in one publication covering every
+// cache group, before the attempt's leases go back. The publication is the
+// index owner's ordinary one under the session (the request must be the
+// session's, its rows committed); a refused one publishes nothing.
+struct ReuseSuccessor {
+  RequestId request;
+  std::vector<TokenId> tokens;  // the request's tokens from position 0
+  uint32_t end_block = 0;       // one past the last published block [blocks]
+  friend bool operator==(const ReuseSuccessor&, const ReuseSuccessor&) = default;
+};
+
 // Steps 9-10 for one receipt: whether the work that read its rows ran (the
-// worker's execution report, step 9), then every lease of the attempt goes
-// back to the owner that issued it (step 10). The attempt is named by its
-// receipt's execution_snapshot_version, unique on the node.
+// worker's execution report, step 9), then, when a successor is named, its
+// publication, then every lease of the attempt goes back to the owner that
+// issued it (step 10). The attempt is named by its receipt's
+// execution_snapshot_version, unique on the node. A successor needs
+// executed = true (work that did not run produced nothing to publish).
 struct ReuseReleaseOp {
   ExecutionSnapshotVersion snapshot;
   bool executed = true;
+  std::optional<ReuseSuccessor> successor;
   friend bool operator==(const ReuseReleaseOp&, const ReuseReleaseOp&) = default;
 };
 
@@ -71,6 +90,12 @@ struct ReuseReleaseReceipt {
   std::vector<LeaseId> released;      // handed back to their owners
   std::vector<LeaseId> refused;       // an owner no longer held them for the session
   bool completed = false;             // the attempt passed steps 9 and 10 (counted as executed, 0x0CF)
+  // A named successor: the index's publication receipt (published_successor:
+  // it made new entries visible after what the attempt read) or why nothing
+  // was published. Either way the leases went back.
+  std::optional<PrefixPublishReceipt> successor;
+  std::optional<Error> successor_refused;
+  bool published_successor = false;   // step 10 ended as a published successor
   friend bool operator==(const ReuseReleaseReceipt&, const ReuseReleaseReceipt&) = default;
 };
 

@@ -111,6 +111,9 @@ class ReuseAttempt {
   const EvidenceTuple& evidence() const { return e_; }
   // The leases step 4 acquired (released again by step 10 or after a rejection).
   const std::vector<LeaseId>& acquired_leases() const { return leases_; }
+  // The index's publication clock read at step 5 (0 before): a successor
+  // finished at step 10 must be published after it.
+  uint64_t read_publication_generation() const { return read_publication_generation_; }
   const std::optional<ReuseRejection>& rejection() const { return rejection_; }
   const std::optional<ExecutableReuseReceipt>& receipt() const { return receipt_; }
   const std::optional<ReuseCompletion>& completion() const { return completion_; }
@@ -157,6 +160,7 @@ class ReuseAttempt {
   std::optional<ReuseCandidate> candidate_;        // step 3
   bool witness_verified_ = false;                  // step 3
   std::vector<LeaseId> leases_;                    // step 4
+  uint64_t read_publication_generation_ = 0;       // step 5: the index's publication clock
   std::optional<uint32_t> required_frontier_tokens_;  // step 7 [tokens]
   std::string kernel_abi_id_;                      // step 8
   std::optional<ExecutableReuseReceipt> receipt_;  // step 8

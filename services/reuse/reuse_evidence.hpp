@@ -112,6 +112,9 @@ struct VersionAnswer {
   TreeVersion tree_version;                         // current v_tree
   std::vector<PoolGenerationRef> pool_generations;  // current g_pool of every candidate pool
   uint32_t valid_frontier_tokens = 0;  // rows [0, f) of the candidate's blocks are valid [tokens]
+  // The index's publication clock now: a successor published at step 10
+  // must carry a later one (it became visible after what this attempt read).
+  uint64_t publication_generation = 0;
 };
 
 // --- step 6: declared-module positions or session interval -------------------
@@ -156,7 +159,7 @@ struct LeasesReleased {
 };
 struct SuccessorPublished {
   std::vector<LeaseId> released;
-  uint64_t published_index_version = 0;  // the index version that made the successor visible
+  uint64_t published_index_version = 0;  // the index's publication generation that made the successor visible
   TokenInterval published_interval;      // rows the successor covers [tokens]
   bool all_groups_published = false;     // every cache group's part, in one publication
 };

@@ -170,6 +170,7 @@ Result<StepOutcome> ReuseAttempt::step_validate_versions(const VersionAnswer& v)
     return reject(step, RejectionReason::frontier_not_valid,
                   "valid rows end at " + std::to_string(v.valid_frontier_tokens) + ", reuse needs " +
                       std::to_string(candidate_->covered_interval.end));
+  read_publication_generation_ = v.publication_generation;
   next_ = ReuseStep::validate_positions;
   return StepOutcome{step, std::nullopt, std::nullopt, std::nullopt};
 }

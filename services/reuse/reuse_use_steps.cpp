@@ -142,9 +142,10 @@ Result<StepOutcome> ReuseAttempt::step_finish(const CompletionAnswer& answer) {
   if (const auto* p = std::get_if<SuccessorPublished>(&answer)) {
     // One complete COW successor, atomically (0x05C): never a partial one.
     if (!p->all_groups_published) return mismatch(step, "a successor is published for every cache group at once");
-    if (p->published_index_version <= *e_.index_version)
-      return mismatch(step, "publication version " + std::to_string(p->published_index_version) +
-                                " does not follow the version read, " + std::to_string(*e_.index_version));
+    if (p->published_index_version <= read_publication_generation_)
+      return mismatch(step, "publication generation " + std::to_string(p->published_index_version) +
+                                " does not follow the one read at step 5, " +
+                                std::to_string(read_publication_generation_));
     if (p->published_interval.begin > candidate_->covered_interval.begin ||
         p->published_interval.end < candidate_->covered_interval.end)
       return mismatch(step, "successor " + interval_text(p->published_interval) + " does not contain the reused " +
