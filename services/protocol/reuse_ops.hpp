@@ -81,7 +81,7 @@ struct ReuseSuccessor {
 struct ReuseReleaseOp {
   ExecutionSnapshotVersion snapshot;
   bool executed = true;
-  std::optional<ReuseSuccessor> successor;
+  std::optional<ReuseSuccessor> successor = std::nullopt;
   friend bool operator==(const ReuseReleaseOp&, const ReuseReleaseOp&) = default;
 };
 
@@ -93,8 +93,8 @@ struct ReuseReleaseReceipt {
   // A named successor: the index's publication receipt (published_successor:
   // it made new entries visible after what the attempt read) or why nothing
   // was published. Either way the leases went back.
-  std::optional<PrefixPublishReceipt> successor;
-  std::optional<Error> successor_refused;
+  std::optional<PrefixPublishReceipt> successor = std::nullopt;
+  std::optional<Error> successor_refused = std::nullopt;
   bool published_successor = false;   // step 10 ended as a published successor
   friend bool operator==(const ReuseReleaseReceipt&, const ReuseReleaseReceipt&) = default;
 };
