@@ -138,9 +138,18 @@ struct ChannelConnection {
   caf::actor_addr session;
   uint64_t session_id = 0;
   bool attaching = false;
-  bool awaiting_payload = false;
-  ChannelFrameHeader header;  // of the frame whose payload is awaited
+  // Bytes read but not yet a whole frame. The broker reads whatever the
+  // socket has (one read for a header and its payload, where reading the
+  // header and then exactly its payload took two), and cuts frames here.
+  std::vector<char> inbox;
+  size_t consumed = 0;  // bytes of inbox already cut into frames
 };
+
+// The most one read takes from a channel's socket. Small on purpose: CAF
+// 0.17 value-initialises its read buffer back to this size before every
+// read, so a large one costs a memset per frame; a frame above it simply
+// takes several reads.
+constexpr uint32_t kChannelReadBytes = 4096;
 
 struct ChannelBrokerState {
   static inline const char* name = "channel";
@@ -250,23 +259,36 @@ caf::behavior channel_broker(ChannelSelf self, gateway_actor gateway, Observabil
   return {
       [self](const caf::io::new_connection_msg& m) {
         self->state.connections.emplace(m.handle, ChannelConnection{});
-        self->configure_read(m.handle, caf::io::receive_policy::exactly(kChannelHeaderBytes));
+        self->configure_read(m.handle, caf::io::receive_policy::at_most(kChannelReadBytes));
       },
       [self](caf::io::new_data_msg& m) {
         auto it = self->state.connections.find(m.handle);
         if (it == self->state.connections.end()) return;
         ChannelConnection& c = it->second;
-        if (c.awaiting_payload) {
-          c.awaiting_payload = false;
-          self->configure_read(m.handle, caf::io::receive_policy::exactly(kChannelHeaderBytes));
-          return on_frame(self, m.handle, c, c.header, std::move(m.buf));
+        c.inbox.insert(c.inbox.end(), m.buf.begin(), m.buf.end());
+        const caf::io::connection_handle h = m.handle;
+        while (c.inbox.size() - c.consumed >= kChannelHeaderBytes) {
+          const auto* at = reinterpret_cast<const uint8_t*>(c.inbox.data() + c.consumed);
+          Result<ChannelFrameHeader> header = read_channel_header(std::span<const uint8_t>(at, kChannelHeaderBytes));
+          if (!header.ok()) return drop(self, h, header.error().describe());
+          const size_t frame = kChannelHeaderBytes + header->payload_bytes;
+          if (c.inbox.size() - c.consumed < frame) break;
+          const auto payload = c.inbox.begin() + static_cast<std::ptrdiff_t>(c.consumed + kChannelHeaderBytes);
+          wire_bytes bytes(payload, payload + header->payload_bytes);
+          c.consumed += frame;
+          on_frame(self, h, c, *header, std::move(bytes));
+          // on_frame may have dropped the connection (and with it `c`).
+          it = self->state.connections.find(h);
+          if (it == self->state.connections.end()) return;
         }
-        Result<ChannelFrameHeader> header = read_channel_header(as_span(m.buf));
-        if (!header.ok()) return drop(self, m.handle, header.error().describe());
-        if (header->payload_bytes == 0) return on_frame(self, m.handle, c, *header, {});
-        c.header = *header;
-        c.awaiting_payload = true;
-        self->configure_read(m.handle, caf::io::receive_policy::exactly(header->payload_bytes));
+        ChannelConnection& rest = it->second;
+        if (rest.consumed == rest.inbox.size()) {
+          rest.inbox.clear();
+          rest.consumed = 0;
+        } else if (rest.consumed > 0) {
+          rest.inbox.erase(rest.inbox.begin(), rest.inbox.begin() + static_cast<std::ptrdiff_t>(rest.consumed));
+          rest.consumed = 0;
+        }
       },
       [self](const caf::io::connection_closed_msg& m) {
         auto it = self->state.connections.find(m.handle);

@@ -259,6 +259,27 @@ TEST_CASE("pipelined channel frames are answered once each, in request order", "
   CHECK(r13->second.empty());
   // The raw connection's allocation belongs to the client's session.
   CHECK(n.stat("allocator", "live_requests") >= 1);
+
+  // A frame that arrives a few bytes at a time, and one larger than a single
+  // read of the node (4 KiB), are each cut out whole.
+  const ChannelHeaderBytes h = write_channel_header({3, ChannelRoute::ping, 14});
+  std::vector<uint8_t> trickle(h.begin(), h.end());
+  trickle.insert(trickle.end(), {'x', 'y', 'z'});
+  for (size_t at = 0; at < trickle.size(); at += 5) {
+    raw.send_bytes(std::vector<uint8_t>(trickle.begin() + at, trickle.begin() + std::min(at + 5, trickle.size())));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  auto r14 = raw.read_frame();
+  REQUIRE(r14.has_value());
+  CHECK(r14->first.sequence == 14);
+  CHECK(r14->second == bytes_of("xyz"));
+  std::vector<uint8_t> big(100000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+  raw.send_frame(ChannelRoute::ping, 15, big);
+  auto r15 = raw.read_frame();
+  REQUIRE(r15.has_value());
+  CHECK(r15->first.sequence == 15);
+  CHECK(r15->second == big);
 }
 
 TEST_CASE("a session's end closes its channels and voids its ticket", "[node][channel]") {
