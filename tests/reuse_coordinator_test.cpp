@@ -7,47 +7,12 @@
 // rejection's bucket, and which leases the run hands back for release.
 #include <catch2/catch.hpp>
 
-#include "reuse_fixture.hpp"
-#include "services/node/reuse_coordinator.hpp"
+#include "reuse_coordinator_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::test;
 
 namespace {
-
-const std::vector<PoolGenerationRef> kPools{{PoolId{1}, PoolGeneration{3}}, {PoolId{2}, PoolGeneration{3}}};
-constexpr uint32_t kBlockTokens = 16;
-constexpr uint32_t kGroups = 2;
-
-struct Fixture {
-  AuthorityFixture f = AuthorityFixture::make();
-  AuthorizedLookup grant = f.grant("worker-a", kTenantA);
-  ReuseScenario happy = happy_scenario(f.authority, grant);
-
-  ReuseAcquireOp op() const {
-    const auto& tokens = happy.key.manifest.covered_token_ids;
-    return ReuseAcquireOp{kTenantA, RequestId{77}, RequestGeneration{1},
-                          std::vector<TokenId>(tokens.begin(), tokens.end()), LogitsPath::logits_required, true};
-  }
-  ReuseKeyAnswer key() const { return ReuseKeyAnswer{happy.authorization, happy.key}; }
-  CandidateReply candidate() const { return CandidateReply(happy.candidate); }
-  ReuseLeaseAnswer leases(std::vector<LeaseId> ids) const {
-    LeaseGrant g{std::move(ids), std::get<ReuseCandidate>(happy.candidate).physical_handles, {}};
-    return ReuseLeaseAnswer{LeaseAnswer(g), kPools, 16};
-  }
-  // What the executor freezes for a request: the handles and interval as
-  // asked, this executor's ABI (the consumer's unless `abi` says otherwise).
-  static std::vector<SnapshotAnswer> freeze(const std::vector<ReuseSnapshotRequest>& reqs, uint64_t first_version,
-                                            std::string abi = "") {
-    std::vector<SnapshotAnswer> out;
-    for (const ReuseSnapshotRequest& r : reqs) {
-      const ExecutionSnapshotVersion v{first_version++};
-      out.push_back(SnapshotAnswer{v, v, abi.empty() ? r.planned_kernel_abi_id : abi, r.planned_kernel_abi_id,
-                                   r.handles, r.interval});
-    }
-    return out;
-  }
-};
 
 const ReuseRejectionReceipt& rejection_of(const ReuseBatchReceipt& r, size_t i) {
   REQUIRE(std::holds_alternative<ReuseRejectionReceipt>(r.outcomes.at(i)));
@@ -57,7 +22,7 @@ const ReuseRejectionReceipt& rejection_of(const ReuseBatchReceipt& r, size_t i) 
 }  // namespace
 
 TEST_CASE("reuse coordinator: three ops, one per outcome, each owner asked once per stage", "[reuse][coordinator]") {
-  Fixture x;
+  ScriptedOwners x;
   ReuseAcquireOp miss = x.op();
   ReuseAcquireOp empty = x.op();
   empty.tokens.clear();
@@ -79,7 +44,7 @@ TEST_CASE("reuse coordinator: three ops, one per outcome, each owner asked once 
   const std::vector<ReuseSnapshotRequest> snap_reqs = run.snapshot_requests();
   REQUIRE(snap_reqs.size() == 1);
   CHECK(snap_reqs[0].planned_kernel_abi_id == x.happy.key.manifest.cache_abi_sha256);
-  run.on_snapshots(Fixture::freeze(snap_reqs, 41));
+  run.on_snapshots(ScriptedOwners::freeze(snap_reqs, 41));
 
   const ReuseBatchReceipt r = run.receipt();
   REQUIRE(r.outcomes.size() == 3);
@@ -107,7 +72,7 @@ TEST_CASE("reuse coordinator: three ops, one per outcome, each owner asked once 
 }
 
 TEST_CASE("reuse coordinator: a rejection after the leases hands them back for release", "[reuse][coordinator]") {
-  Fixture x;
+  ScriptedOwners x;
   struct Case {
     const char* what;
     RejectionReason reason;
@@ -133,7 +98,7 @@ TEST_CASE("reuse coordinator: a rejection after the leases hands them back for r
   const std::vector<ReuseSnapshotRequest> snaps = run.snapshot_requests();
   if (c.step == ReuseStep::freeze_snapshot) {
     REQUIRE(snaps.size() == 1);
-    run.on_snapshots(Fixture::freeze(snaps, 41, "another_kernel_abi"));
+    run.on_snapshots(ScriptedOwners::freeze(snaps, 41, "another_kernel_abi"));
   } else {
     CHECK(snaps.empty());
   }
@@ -147,7 +112,7 @@ TEST_CASE("reuse coordinator: a rejection after the leases hands them back for r
 }
 
 TEST_CASE("reuse coordinator: refusals before the leases take nothing", "[reuse][coordinator]") {
-  Fixture x;
+  ScriptedOwners x;
   SECTION("authorization denied") {
     ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
     (void)run.key_requests();
@@ -199,7 +164,7 @@ TEST_CASE("reuse coordinator: refusals before the leases take nothing", "[reuse]
 }
 
 TEST_CASE("reuse coordinator: an owner that does not answer ends its ops with a typed error", "[reuse][coordinator]") {
-  Fixture x;
+  ScriptedOwners x;
   ReuseBatchRun run(ReuseBatch{{}, {x.op(), x.op()}}, kPools, kBlockTokens, kGroups);
   (void)run.key_requests();
   run.on_keys({x.key(), x.key()});
@@ -222,7 +187,7 @@ TEST_CASE("reuse coordinator: an owner that does not answer ends its ops with a 
 
 TEST_CASE("reuse coordinator: an owner answering fewer ops than asked is a typed error, not a crash",
           "[reuse][coordinator]") {
-  Fixture x;
+  ScriptedOwners x;
   ReuseBatchRun run(ReuseBatch{{}, {x.op(), x.op()}}, kPools, kBlockTokens, kGroups);
   (void)run.key_requests();
   run.on_keys({x.key()});
@@ -235,16 +200,8 @@ TEST_CASE("reuse coordinator: an owner answering fewer ops than asked is a typed
 
 namespace {
 
-// The happy scenario's candidate as the radix owner names it: a path.
-ReuseCandidate radix_candidate(const Fixture& x) {
-  ReuseCandidate c = std::get<ReuseCandidate>(x.happy.candidate);
-  c.source = ReuseSource::radix_index;
-  c.path_node_ids = {RadixNodeId{2}, RadixNodeId{9}};
-  return c;
-}
-
 // Runs one radix op to its path stage; the blocks are leased as 5 and 6.
-ReuseBatchRun radix_run_at_paths(const Fixture& x) {
+ReuseBatchRun radix_run_at_paths(const ScriptedOwners& x) {
   ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
   (void)run.key_requests();
   run.on_keys({x.key()});
@@ -258,7 +215,7 @@ ReuseBatchRun radix_run_at_paths(const Fixture& x) {
 }  // namespace
 
 TEST_CASE("reuse coordinator: a radix candidate's grant covers its blocks and its path", "[reuse][coordinator]") {
-  Fixture x;
+  ScriptedOwners x;
   ReuseBatchRun run = radix_run_at_paths(x);
   // The blocks alone do not complete step 4: the path lease is asked next.
   CHECK(run.version_requests() == 0);
@@ -269,7 +226,7 @@ TEST_CASE("reuse coordinator: a radix candidate's grant covers its blocks and it
   run.on_path_leases({ReusePathLeaseAnswer{path, ""}});
   REQUIRE(run.version_requests() == 1);
   run.on_index_version(ReuseIndexVersion{7, TreeVersion{0}});
-  run.on_snapshots(Fixture::freeze(run.snapshot_requests(), 41));
+  run.on_snapshots(ScriptedOwners::freeze(run.snapshot_requests(), 41));
   const ReuseBatchReceipt r = run.receipt();
   REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
   const auto& receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
@@ -280,7 +237,7 @@ TEST_CASE("reuse coordinator: a radix candidate's grant covers its blocks and it
 
 TEST_CASE("reuse coordinator: a path refused after the blocks were leased hands the blocks back",
           "[reuse][coordinator]") {
-  Fixture x;
+  ScriptedOwners x;
   ReuseBatchRun run = radix_run_at_paths(x);
   REQUIRE(run.path_lease_requests().size() == 1);
   SECTION("refused by the owner") {
@@ -299,36 +256,9 @@ TEST_CASE("reuse coordinator: a path refused after the blocks were leased hands 
   CHECK(run.leases_to_release().paths.empty());
 }
 
-namespace {
-
-// Runs one op of `x` to its receipt (radix when `radix`) and holds the
-// attempt open for session 1; returns the receipt.
-ExecutableReuseReceipt hold_one(const Fixture& x, OpenReuseAttempts& open, bool radix, uint64_t snapshot) {
-  ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
-  run.bind(open, SessionId{1});
-  (void)run.key_requests();
-  run.on_keys({x.key()});
-  (void)run.candidate_requests();
-  run.on_candidates({CandidateReply(CandidateAnswer(radix ? radix_candidate(x) : std::get<ReuseCandidate>(x.happy.candidate)))});
-  (void)run.lease_requests();
-  run.on_leases({x.leases({LeaseId{snapshot * 10 + 1}, LeaseId{snapshot * 10 + 2}})});
-  if (radix) {
-    REQUIRE(run.path_lease_requests().size() == 1);
-    run.on_path_leases({ReusePathLeaseAnswer{LeaseId{kPathLeaseBit | snapshot}, ""}});
-  }
-  REQUIRE(run.version_requests() == 1);
-  run.on_index_version(ReuseIndexVersion{7, TreeVersion{0}});
-  run.on_snapshots(Fixture::freeze(run.snapshot_requests(), snapshot));
-  const ReuseBatchReceipt r = run.receipt();
-  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
-  for (ReuseAttempt& a : run.take_receipt_attempts()) REQUIRE(open.hold(SessionId{1}, std::move(a)).ok());
-  return std::get<ExecutableReuseReceipt>(r.outcomes[0]);
-}
-
-}  // namespace
 
 TEST_CASE("reuse coordinator: release ops end their attempts at steps 9 and 10", "[reuse][coordinator]") {
-  Fixture x;
+  ScriptedOwners x;
   OpenReuseAttempts open;
   const ExecutableReuseReceipt chain = hold_one(x, open, false, 41);
   const ExecutableReuseReceipt radix = hold_one(x, open, true, 42);
@@ -382,7 +312,7 @@ TEST_CASE("reuse coordinator: release ops end their attempts at steps 9 and 10",
 
 TEST_CASE("reuse coordinator: a session at its open-attempt limit gets a typed error per acquire",
           "[reuse][coordinator]") {
-  Fixture x;
+  ScriptedOwners x;
   OpenReuseAttempts open;
   for (uint64_t v = 1; v <= OpenReuseAttempts::kPerSession; ++v) (void)hold_one(x, open, false, v);
   CHECK(open.room(SessionId{1}) == 0);
@@ -397,7 +327,7 @@ TEST_CASE("reuse coordinator: a session at its open-attempt limit gets a typed e
 }
 
 TEST_CASE("reuse coordinator: a named successor is published before the leases go back", "[reuse][coordinator]") {
-  Fixture x;
+  ScriptedOwners x;
   OpenReuseAttempts open;
   const ExecutableReuseReceipt a = hold_one(x, open, false, 51);
   const ExecutableReuseReceipt b = hold_one(x, open, true, 52);
