@@ -48,6 +48,8 @@ struct Client::Impl {
   // One blocking round trip to the session actor: through the session
   // channel while it works, else through the middleman.
   Result<std::vector<uint8_t>> call(ChannelRoute route, std::span<const uint8_t> bytes, const char* what) {
+    if (route == ChannelRoute::attach)
+      return make_error(ErrorCode::invalid_argument, "the attach route is the session channel's own", what);
     if (channel && !channel->broken()) return channel->call(route, bytes, options.timeout);
     switch (route) {
       case ChannelRoute::allocator: return call_middleman(actors::alloc_atom::value, bytes, what);
@@ -59,7 +61,7 @@ struct Client::Impl {
       case ChannelRoute::ping: return call_middleman(actors::ping_atom::value, bytes, what);
       case ChannelRoute::attach: break;
     }
-    return make_error(ErrorCode::invalid_argument, "the attach route is the channel's own", what);
+    return make_error(ErrorCode::invalid_argument, "unknown route", what);
   }
   template <class Atom>
   Result<std::vector<uint8_t>> call_middleman(Atom atom, std::span<const uint8_t> bytes, const char* what) {
@@ -171,16 +173,7 @@ Result<ReuseBatchReceipt> Client::reuse(const ReuseBatch& batch) {
 }
 
 Result<std::vector<uint8_t>> Client::raw(RawRoute route, const std::vector<uint8_t>& bytes) {
-  switch (route) {
-    case RawRoute::allocator: return impl_->call(ChannelRoute::allocator, bytes, "raw");
-    case RawRoute::prefix: return impl_->call(ChannelRoute::prefix, bytes, "raw");
-    case RawRoute::authorize: return impl_->call(ChannelRoute::authorize, bytes, "raw");
-    case RawRoute::executor: return impl_->call(ChannelRoute::executor, bytes, "raw");
-    case RawRoute::mapper: return impl_->call(ChannelRoute::mapper, bytes, "raw");
-    case RawRoute::reuse: return impl_->call(ChannelRoute::reuse, bytes, "raw");
-    case RawRoute::ping: return impl_->call(ChannelRoute::ping, bytes, "raw");
-  }
-  return make_error(ErrorCode::invalid_argument, "unknown route", "route");
+  return impl_->call(route, bytes, "raw");
 }
 
 const OwnerStats* NodeStats::owner(const std::string& name) const {

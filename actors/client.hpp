@@ -20,6 +20,7 @@
 #include "services/common/result.hpp"
 #include "services/node/node_descriptor.hpp"
 #include "services/protocol/allocator_ops.hpp"
+#include "services/protocol/channel_frame.hpp"
 #include "services/protocol/executor_ops.hpp"
 #include "services/protocol/mapper_ops.hpp"
 #include "services/protocol/owner_stats.hpp"
@@ -45,8 +46,9 @@ struct ClientOptions {
   bool use_session_channel = true;
 };
 
-// The owner a raw call goes to (tests and benchmarks of the transport).
-enum class RawRoute : uint8_t { allocator, prefix, authorize, mapper, executor, reuse, ping };
+// The owner a raw call goes to (tests and benchmarks of the transport): the
+// session channel's routes (attach is the channel's own and is refused).
+using RawRoute = ChannelRoute;
 
 class Client {
  public:

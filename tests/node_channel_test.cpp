@@ -164,6 +164,9 @@ TEST_CASE("a client on the session channel gets the middleman's answers", "[node
   REQUIRE(many.ok());
   CHECK(many->outcomes.size() == 200);
   CHECK(std::holds_alternative<AllocationReceipt>(many->outcomes.back()));
+  // The attach route is the channel's own: refused before anything is sent.
+  CHECK(fast->raw(RawRoute::attach, bytes_of(fast->session().channel_ticket)).error().code ==
+        ErrorCode::invalid_argument);
   Result<std::vector<uint8_t>> echo = fast->raw(RawRoute::ping, bytes_of("ping"));
   REQUIRE(echo.ok());
   CHECK(*echo == bytes_of("ping"));
