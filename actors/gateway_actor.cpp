@@ -74,7 +74,7 @@ void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::erro
   if (st.owners.mapper) self->send(st.owners.mapper, end_atom::value, session);
   self->unlink_from(it->second.actor);
   // The session actor's exit also closes the session's channels (their
-  // broker monitors it); the ticket stops naming anything now.
+  // writers monitor it); the ticket stops naming anything now.
   self->send_exit(it->second.actor, caf::exit_reason::user_shutdown);
   st.channel_tickets.erase(it->second.channel_ticket);
   st.workers.erase(it);

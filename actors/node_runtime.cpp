@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/actor_settings.hpp"
+#include "actors/channel_server.hpp"
 #include "actors/owner_actors.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "services/node/node_config.hpp"
@@ -65,8 +66,10 @@ struct NodeInstance::Impl {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
   std::vector<caf::actor> actors;
+  std::unique_ptr<actors::ChannelServer> channel;  // its threads talk to the system: stopped first
 
   ~Impl() {
+    channel.reset();
     for (const caf::actor& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     system.reset();  // joins the scheduler's threads
     if (trace) (void)trace->flush();
@@ -246,9 +249,10 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   impl->actors.push_back(caf::actor_cast<caf::actor>(executor_handle));
   impl->actors.push_back(caf::actor_cast<caf::actor>(owners.reuse));
   if (config.session_channel) {
-    Result<caf::actor> channel = actors::spawn_channel_broker(system, gateway, facts.channel_socket, obs);
+    Result<std::unique_ptr<actors::ChannelServer>> channel =
+        actors::ChannelServer::start(system, gateway, facts.channel_socket, obs);
     if (!channel.ok()) return channel.error();
-    impl->actors.push_back(*channel);
+    impl->channel = std::move(channel).value();
   }
   auto port = system.middleman().publish(gateway, config.port, config.host.c_str(), true);
   if (!port)

@@ -77,9 +77,5 @@ struct NodeFacts {
 
 gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners, NodeFacts facts,
                                   Observability obs);
-// The session channel's broker, listening on a new AF_UNIX socket at
-// `socket_path` (actors/channel_broker.cpp).
-Result<caf::actor> spawn_channel_broker(caf::actor_system& system, gateway_actor gateway, const std::string& socket_path,
-                                        Observability obs);
 
 }  // namespace kvrt::actors

@@ -7,8 +7,9 @@
 // thread hand-offs in the worker (caller -> multiplexer -> caller) and BASP's
 // own framing. The channel is a plain stream socket (AF_UNIX, in the node's
 // 0700 token directory) that a worker's blocking caller reads and writes
-// itself; on the node a CAF broker turns each frame into the same session
-// actor message the middleman would have delivered. The payload bytes are
+// itself; on the node a reader thread per connection turns each frame into
+// the same session actor message the middleman would have delivered
+// (actors/channel_server.hpp). The payload bytes are
 // unchanged: the same Cap'n Proto messages, the same owners, the same
 // receipts. The middleman connection stays: it carries the hello, the stats,
 // and the heartbeats by which the node notices a dead or hung worker.

@@ -1,0 +1,279 @@
+#include "actors/channel_server.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "actors/wire_bytes.hpp"
+#include "schema/codec_node.hpp"
+#include "services/node/session_channel.hpp"
+#include "services/protocol/channel_frame.hpp"
+
+namespace kvrt::actors {
+
+namespace {
+
+// Requests a worker may pipeline behind the one in flight before the node
+// closes its channel (a blocking client has one at a time).
+constexpr size_t kMaxQueuedFrames = 64;
+// How long a writer waits for a worker to drain its socket before it gives
+// the connection up (a large reply into a full socket buffer).
+constexpr int kWriteStallMs = 5000;
+
+using channel_frame_atom = caf::atom_constant<caf::atom("chframe")>;
+
+wire_bytes error_payload(ErrorCode code, const std::string& reason) {
+  return to_wire(codec::encode(codec::ErrorMessage{make_error(code, reason, "channel")}));
+}
+
+// The per-connection writer: requests in order, one at a time; each answer
+// written to the connection's socket (a dup of its reader's descriptor).
+struct ChannelWriterState {
+  static inline const char* name = "channel-writer";
+  session_actor session;
+  int fd = -1;
+  bool busy = false;
+  std::deque<std::pair<ChannelFrameHeader, wire_bytes>> queued;
+  ~ChannelWriterState() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+using WriterSelf = caf::stateful_actor<ChannelWriterState>*;
+
+void writer_next(WriterSelf self);
+
+// A writer that cannot write shuts the socket down: the reader then sees the
+// connection close and ends the writer with it.
+void writer_answer(WriterSelf self, ChannelFrameHeader header, const wire_bytes& payload) {
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
+  if (write_channel_frame(self->state.fd, header, bytes, std::chrono::milliseconds(kWriteStallMs)) != 0)
+    ::shutdown(self->state.fd, SHUT_RDWR);
+  writer_next(self);
+}
+
+template <class Atom>
+void writer_forward(WriterSelf self, Atom atom, ChannelFrameHeader header, wire_bytes bytes) {
+  self->request(self->state.session, caf::infinite, atom, std::move(bytes))
+      .then([self, header](wire_bytes& reply) { writer_answer(self, header, reply); },
+            [self, header](caf::error& e) {
+              writer_answer(self, header,
+                            error_payload(ErrorCode::session_ended,
+                                          "the session actor did not answer: " + caf::to_string(e)));
+            });
+}
+
+void writer_dispatch(WriterSelf self, ChannelFrameHeader header, wire_bytes bytes) {
+  self->state.busy = true;
+  switch (header.route) {
+    case ChannelRoute::attach:
+      return writer_answer(self, header,
+                           error_payload(ErrorCode::invalid_argument, "this channel is already attached to its session"));
+    case ChannelRoute::allocator: return writer_forward(self, alloc_atom::value, header, std::move(bytes));
+    case ChannelRoute::prefix: return writer_forward(self, prefix_atom::value, header, std::move(bytes));
+    case ChannelRoute::authorize: return writer_forward(self, authorize_atom::value, header, std::move(bytes));
+    case ChannelRoute::mapper: return writer_forward(self, mapper_atom::value, header, std::move(bytes));
+    case ChannelRoute::executor: return writer_forward(self, exec_atom::value, header, std::move(bytes));
+    case ChannelRoute::reuse: return writer_forward(self, reuse_atom::value, header, std::move(bytes));
+    case ChannelRoute::ping: return writer_forward(self, ping_atom::value, header, std::move(bytes));
+  }
+}
+
+void writer_next(WriterSelf self) {
+  auto& st = self->state;
+  st.busy = false;
+  if (st.queued.empty()) return;
+  auto [header, bytes] = std::move(st.queued.front());
+  st.queued.pop_front();
+  writer_dispatch(self, header, std::move(bytes));
+}
+
+caf::behavior channel_writer(WriterSelf self, session_actor session, int fd) {
+  self->state.session = std::move(session);
+  self->state.fd = fd;
+  // The session's end (its worker gone) ends the connection: the reader's
+  // recv returns, and it ends this writer.
+  self->monitor(self->state.session);
+  self->set_down_handler([self](caf::down_msg&) {
+    ::shutdown(self->state.fd, SHUT_RDWR);
+    self->quit();
+  });
+  return {
+      [self](channel_frame_atom, uint16_t route, uint64_t sequence, wire_bytes& bytes) {
+        const ChannelFrameHeader header{0, static_cast<ChannelRoute>(route), sequence};
+        auto& st = self->state;
+        if (!st.busy) return writer_dispatch(self, header, std::move(bytes));
+        if (st.queued.size() >= kMaxQueuedFrames) {
+          ::shutdown(st.fd, SHUT_RDWR);  // more than a blocking client could have sent
+          return;
+        }
+        st.queued.emplace_back(header, std::move(bytes));
+      },
+  };
+}
+
+// How long a connection's thread waits for the gateway to resolve a ticket.
+constexpr auto kAttachTimeout = std::chrono::seconds(10);
+
+// Writes one frame from a connection's thread (the attach answer and
+// refusals, before a writer exists): false when the socket would not take it.
+bool send_text_frame(int fd, ChannelFrameHeader header, const std::string& text) {
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  return write_channel_frame(fd, header, bytes, std::chrono::milliseconds(kWriteStallMs)) == 0;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_system& system, gateway_actor gateway,
+                                                            std::string socket_path, Observability obs) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.empty() || socket_path.size() >= sizeof(addr.sun_path))
+    return make_error(ErrorCode::invalid_argument, "channel socket path of " + std::to_string(socket_path.size()) +
+                                                       " bytes does not fit a socket address: " + socket_path,
+                      "channel_socket");
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return make_error(ErrorCode::io, std::string("channel socket: ") + std::strerror(errno), "channel_socket");
+  ::unlink(socket_path.c_str());  // a stale socket of an earlier node
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 64) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return make_error(ErrorCode::io, "cannot listen on " + socket_path + ": " + std::strerror(e), "channel_socket");
+  }
+  ::chmod(socket_path.c_str(), 0600);  // the token directory (0700) already keeps other users out
+  std::unique_ptr<ChannelServer> server(
+      new ChannelServer(system, std::move(gateway), std::move(socket_path), std::move(obs), fd));
+  server->threads_ = 1;
+  std::thread([s = server.get()] { s->accept_loop(); }).detach();
+  return server;
+}
+
+ChannelServer::ChannelServer(caf::actor_system& system, gateway_actor gateway, std::string socket_path,
+                             Observability obs, int listen_fd)
+    : system_(system),
+      gateway_(std::move(gateway)),
+      socket_path_(std::move(socket_path)),
+      obs_(std::move(obs)),
+      listen_fd_(listen_fd) {}
+
+ChannelServer::~ChannelServer() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  stopping_ = true;
+  ::shutdown(listen_fd_, SHUT_RDWR);  // wakes the blocked accept
+  for (int fd : open_) ::shutdown(fd, SHUT_RDWR);  // wakes every blocked recv
+  all_done_.wait(lock, [this] { return threads_ == 0; });
+  ::close(listen_fd_);
+  ::unlink(socket_path_.c_str());
+}
+
+void ChannelServer::accept_loop() {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) {
+      if (fd >= 0) ::close(fd);
+      break;
+    }
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) continue;
+      logger_or_default(obs_.log).error("actor=channel accept failed: {}; no new channels", std::strerror(errno));
+      break;
+    }
+    open_.insert(fd);
+    ++threads_;
+    std::thread([this, fd] { serve(fd); }).detach();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  --threads_;
+  all_done_.notify_all();
+}
+
+void ChannelServer::serve(int fd) {
+  caf::actor writer;
+  uint64_t session_id = 0;
+  std::vector<uint8_t> inbox;
+  size_t consumed = 0;
+  std::string why;  // why the node ended the connection; empty: the worker closed it
+  std::vector<uint8_t> buf(64 * 1024);
+  for (bool open = true; open;) {
+    const ssize_t r = ::recv(fd, buf.data(), buf.size(), 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    inbox.insert(inbox.end(), buf.begin(), buf.begin() + r);
+    while (open && inbox.size() - consumed >= kChannelHeaderBytes) {
+      Result<ChannelFrameHeader> header =
+          read_channel_header(std::span<const uint8_t>(inbox.data() + consumed, kChannelHeaderBytes));
+      if (!header.ok()) {
+        why = header.error().describe();
+        open = false;
+        break;
+      }
+      const size_t frame = kChannelHeaderBytes + header->payload_bytes;
+      if (inbox.size() - consumed < frame) break;
+      const auto payload = inbox.begin() + static_cast<std::ptrdiff_t>(consumed + kChannelHeaderBytes);
+      wire_bytes bytes(payload, payload + header->payload_bytes);
+      consumed += frame;
+      if (writer) {
+        caf::anon_send(writer, channel_frame_atom::value, static_cast<uint16_t>(header->route), header->sequence,
+                       std::move(bytes));
+        continue;
+      }
+      // The first frame binds the connection; a refusal's reason travels as
+      // text (the worker has no session to decode it under).
+      if (header->route != ChannelRoute::attach) {
+        why = std::string("a ") + to_string(header->route) + " frame before the attach frame";
+        (void)send_text_frame(fd, *header, why);
+        open = false;
+        break;
+      }
+      caf::actor session;
+      {
+        caf::scoped_actor self{system_};
+        self->request(gateway_, kAttachTimeout, attach_atom::value, std::string(bytes.begin(), bytes.end()))
+            .receive([&](caf::actor& s, uint64_t id) { session = std::move(s), session_id = id; },
+                     [&](caf::error& e) { why = "the gateway did not answer: " + caf::to_string(e); });
+      }
+      if (!session && why.empty()) why = "unknown or ended session ticket";
+      const int writer_fd = session ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+      if (session && writer_fd < 0) why = std::string("cannot share the connection: ") + std::strerror(errno);
+      if (!why.empty()) {
+        (void)send_text_frame(fd, *header, why);
+        open = false;
+        break;
+      }
+      // Answered before the writer exists, so nothing else writes yet.
+      if (!send_text_frame(fd, *header, {})) {
+        ::close(writer_fd);
+        why = "the worker did not take the attach answer";
+        open = false;
+        break;
+      }
+      writer = system_.spawn(channel_writer, caf::actor_cast<session_actor>(session), writer_fd);
+    }
+    if (consumed == inbox.size()) {
+      inbox.clear();
+      consumed = 0;
+    } else if (consumed > 0) {
+      inbox.erase(inbox.begin(), inbox.begin() + static_cast<std::ptrdiff_t>(consumed));
+      consumed = 0;
+    }
+  }
+  if (!why.empty())
+    logger_or_default(obs_.log).warn("actor=channel session={} closing the session channel: {}", session_id, why);
+  if (writer) caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Out of open_ before the close, so shutdown never meets a reused number.
+  open_.erase(fd);
+  ::close(fd);
+  --threads_;
+  all_done_.notify_all();
+}
+
+}  // namespace kvrt::actors
