@@ -118,6 +118,11 @@ caf::behavior channel_writer(WriterSelf self, session_actor session, int fd) {
   };
 }
 
+// Connections served at once (a thread each). A worker process holds one;
+// connections beyond this are closed as they arrive, so no client can make
+// the node start threads without bound.
+constexpr size_t kMaxConnections = 256;
+
 // How long a connection's thread waits for the gateway to resolve a ticket.
 constexpr auto kAttachTimeout = std::chrono::seconds(10);
 
@@ -185,6 +190,12 @@ void ChannelServer::accept_loop() {
       if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) continue;
       logger_or_default(obs_.log).error("actor=channel accept failed: {}; no new channels", std::strerror(errno));
       break;
+    }
+    if (open_.size() >= kMaxConnections) {
+      logger_or_default(obs_.log)
+          .warn("actor=channel refusing a session channel: {} connections are open already", open_.size());
+      ::close(fd);
+      continue;
     }
     open_.insert(fd);
     ++threads_;

@@ -357,4 +357,29 @@ TEST_CASE("a node without a session channel serves every call through the middle
   CHECK(n.stat("node", "channels_attached") == 0);
 }
 
+TEST_CASE("the node serves at most 256 channel connections and keeps serving", "[node][channel]") {
+  ScratchDir dir("channel-cap");
+  InProcessNode n(dir);
+  std::unique_ptr<Client> client = n.connect("worker-0");  // holds the first connection
+  const std::string path = require_channel(*client).session().channel_socket;
+  std::vector<std::unique_ptr<RawChannel>> idle;
+  for (int i = 0; i < 255; ++i) idle.push_back(std::make_unique<RawChannel>(path));
+  // One more is closed as it arrives: no thread is started for it.
+  RawChannel over(path);
+  CHECK(over.closed_by_node());
+  // The connections already open are served: the client's, and a raw one that attaches.
+  Result<std::vector<uint8_t>> echo = client->raw(RawRoute::ping, bytes_of("still here"));
+  REQUIRE(echo.ok());
+  CHECK(*echo == bytes_of("still here"));
+  idle.front()->send_frame(ChannelRoute::attach, 1, bytes_of(client->session().channel_ticket));
+  auto attached = idle.front()->read_frame();
+  REQUIRE(attached.has_value());
+  CHECK(attached->second.empty());
+  // Once some close, new connections are served again.
+  idle.resize(100);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::unique_ptr<Client> later = n.connect("worker-1");
+  CHECK(later->on_session_channel());
+}
+
 }  // namespace kvrt::test
