@@ -24,8 +24,11 @@ namespace {
 // closes its channel (a blocking client has one at a time).
 constexpr size_t kMaxQueuedFrames = 64;
 // How long a writer waits for a worker to drain its socket before it gives
-// the connection up (a large reply into a full socket buffer).
-constexpr int kWriteStallMs = 5000;
+// the connection up. A blocking client has one reply in flight, which the
+// socket buffer (about 200 KiB) takes whole, so only a worker that sends
+// requests without reading their answers ever waits here; the wait holds a
+// scheduler thread, so it is short.
+constexpr int kWriteStallMs = 1000;
 
 using channel_frame_atom = caf::atom_constant<caf::atom("chframe")>;
 

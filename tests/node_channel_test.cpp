@@ -52,6 +52,19 @@ class RawChannel {
     REQUIRE(read_exact(payload));
     return std::make_pair(*h, std::move(payload));
   }
+  // Reads and discards until the node closes the connection; false when it
+  // is still open after `limit`.
+  bool drained_to_close(std::chrono::milliseconds limit) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::vector<uint8_t> sink(1 << 16);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      const ssize_t r = ::recv(fd_, sink.data(), sink.size(), 0);
+      if (r <= 0) return true;
+    }
+    return false;
+  }
   // True when the node closes the connection within `limit`.
   bool closed_by_node(std::chrono::milliseconds limit = std::chrono::seconds(10)) const {
     pollfd p{fd_, POLLIN, 0};
@@ -380,6 +393,26 @@ TEST_CASE("the node serves at most 256 channel connections and keeps serving", "
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::unique_ptr<Client> later = n.connect("worker-1");
   CHECK(later->on_session_channel());
+}
+
+TEST_CASE("a worker that sends without reading loses its channel, and the node keeps serving", "[node][channel]") {
+  ScratchDir dir("channel-stall");
+  InProcessNode n(dir);
+  std::unique_ptr<Client> client = n.connect("worker-0");
+  RawChannel raw(require_channel(*client).session().channel_socket);
+  raw.send_frame(ChannelRoute::attach, 1, bytes_of(client->session().channel_ticket));
+  REQUIRE(raw.read_frame().has_value());
+  // 40 echoes of 100 kB, none read: their answers outgrow the socket buffer,
+  // the writer gives up after its stall limit and shuts the connection down.
+  const std::vector<uint8_t> big(100000, 0x5a);
+  for (uint64_t k = 0; k < 40; ++k) raw.send_frame(ChannelRoute::ping, 100 + k, big);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  CHECK(raw.drained_to_close(std::chrono::seconds(10)));
+  // Meanwhile and afterwards the node serves the session's own client.
+  Result<AllocatorBatchReceipt> r = client->allocator(AllocatorBatch{{}, {AllocateOp{16, {}, std::nullopt}}});
+  REQUIRE(r.ok());
+  CHECK(std::holds_alternative<AllocationReceipt>(r->outcomes.at(0)));
+  CHECK(client->on_session_channel());
 }
 
 }  // namespace kvrt::test
