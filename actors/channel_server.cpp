@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "actors/wire_bytes.hpp"
+#include "services/common/unix_socket_address.hpp"
 #include "schema/codec_node.hpp"
 #include "services/node/session_channel.hpp"
 #include "services/protocol/channel_frame.hpp"
@@ -140,13 +141,9 @@ bool send_text_frame(int fd, ChannelFrameHeader header, const std::string& text)
 
 Result<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_system& system, gateway_actor gateway,
                                                             std::string socket_path, Observability obs) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path.empty() || socket_path.size() >= sizeof(addr.sun_path))
-    return make_error(ErrorCode::invalid_argument, "channel socket path of " + std::to_string(socket_path.size()) +
-                                                       " bytes does not fit a socket address: " + socket_path,
-                      "channel_socket");
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  Result<sockaddr_un> address = unix_socket_address(socket_path, "channel_socket");
+  if (!address.ok()) return address.error();
+  const sockaddr_un addr = *address;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return make_error(ErrorCode::io, std::string("channel socket: ") + std::strerror(errno), "channel_socket");
   ::unlink(socket_path.c_str());  // a stale socket of an earlier node

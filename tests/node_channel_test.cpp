@@ -12,7 +12,9 @@
 #include <cstring>
 
 #include "schema/codec_node.hpp"
+#include "services/common/unix_socket_address.hpp"
 #include "services/node/node_config.hpp"
+#include "services/node/session_channel.hpp"
 #include "services/protocol/channel_frame.hpp"
 #include "tests/node_fixture.hpp"
 
@@ -413,6 +415,25 @@ TEST_CASE("a worker that sends without reading loses its channel, and the node k
   REQUIRE(r.ok());
   CHECK(std::holds_alternative<AllocationReceipt>(r->outcomes.at(0)));
   CHECK(client->on_session_channel());
+}
+
+TEST_CASE("socket paths that do not fit a socket address are refused by name", "[channel][config]") {
+  CHECK(unix_socket_address(std::string(107, 'a'), "channel_socket").ok());
+  const Result<sockaddr_un> over = unix_socket_address(std::string(108, 'a'), "channel_socket");
+  REQUIRE_FALSE(over.ok());
+  CHECK(over.error().code == ErrorCode::invalid_argument);
+  CHECK(over.error().field == "channel_socket");
+  CHECK_FALSE(unix_socket_address("", "socket_path").ok());
+  // A client given such a path fails before any system call, with the same error.
+  Result<std::unique_ptr<SessionChannel>> c =
+      SessionChannel::attach(std::string(200, 'b'), "0123", std::chrono::milliseconds(100));
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().field == "channel_socket");
+  // A path that fits but names no socket: the node is unreachable.
+  Result<std::unique_ptr<SessionChannel>> none =
+      SessionChannel::attach("/tmp/kvrt-no-such-channel.sock", "0123", std::chrono::milliseconds(100));
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().code == ErrorCode::node_unreachable);
 }
 
 }  // namespace kvrt::test

@@ -9,28 +9,19 @@
 #include <cerrno>
 #include <cstring>
 
+#include "services/common/unix_socket_address.hpp"
+
 namespace kvrt {
 namespace {
 
 Error os_error(const std::string& what) { return make_error(ErrorCode::io, what + ": " + std::strerror(errno), what); }
 
-Result<sockaddr_un> unix_address(const std::string& path) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof(addr.sun_path))
-    return make_error(ErrorCode::invalid_argument,
-                      "socket path of " + std::to_string(path.size()) + " bytes (1 to " +
-                          std::to_string(sizeof(addr.sun_path) - 1) + " fit): " + path,
-                      "socket_path");
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  return addr;
-}
 
 }  // namespace
 
 Result<std::unique_ptr<PagePoolServer>> PagePoolServer::start(const std::string& socket_path, int pool_fd,
                                                               PagePoolOffer offer) {
-  auto addr = unix_address(socket_path);
+  auto addr = unix_socket_address(socket_path, "socket_path");
   if (!addr.ok()) return addr.error();
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return os_error("socket");
@@ -95,7 +86,7 @@ void PagePoolServer::serve() {
 }
 
 Result<ReceivedPagePool> fetch_page_pool(const std::string& socket_path, const PagePoolIdentity& expected) {
-  auto addr = unix_address(socket_path);
+  auto addr = unix_socket_address(socket_path, "socket_path");
   if (!addr.ok()) return addr.error();
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return os_error("socket");

@@ -1,5 +1,7 @@
 #include "services/node/session_channel.hpp"
 
+#include "services/common/unix_socket_address.hpp"
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -51,13 +53,9 @@ int write_channel_frame(int fd, ChannelFrameHeader header, std::span<const uint8
 
 Result<std::unique_ptr<SessionChannel>> SessionChannel::attach(const std::string& socket_path, const std::string& ticket,
                                                                std::chrono::milliseconds timeout) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (socket_path.empty() || socket_path.size() >= sizeof(addr.sun_path))
-    return make_error(ErrorCode::invalid_argument, "channel socket path of " + std::to_string(socket_path.size()) +
-                                                       " bytes does not fit a socket address: " + socket_path,
-                      "channel_socket");
-  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  Result<sockaddr_un> address = unix_socket_address(socket_path, "channel_socket");
+  if (!address.ok()) return address.error();
+  const sockaddr_un addr = *address;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return make_error(ErrorCode::node_unreachable, std::string("socket: ") + std::strerror(errno), "channel");
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
