@@ -82,11 +82,11 @@ Status EngineLoop::admit() {
   std::vector<PendingRequest> requeue;
   for (size_t i = 0; i < fresh.size(); ++i) {
     const auto* receipt = std::get_if<AllocationReceipt>(&allocated.outcomes[i]);
-    // The reuse receipt ends next iteration: executed when this allocation
-    // took its blocks (the prefill below reads them), not otherwise.
-    if (receipt_of[i])
-      pending_releases_.push_back(ReuseReleaseOp{
-          *receipt_of[i], receipt != nullptr && receipt->outcome == AllocationOutcome::committed});
+    // A reuse receipt whose blocks this allocation did not take ends next
+    // iteration as not executed; one whose blocks it took ends after the
+    // prefill (which reads them), see the publication below.
+    const bool took = receipt != nullptr && receipt->outcome == AllocationOutcome::committed;
+    if (receipt_of[i] && !took) pending_releases_.push_back(ReuseReleaseOp{*receipt_of[i], false});
     if (receipt == nullptr) {
       // Refused outright (a leased hit cannot have gone stale): the request
       // is not served; the run counts the error and the missing request.
@@ -109,6 +109,7 @@ Status EngineLoop::admit() {
     r.prompt_tokens = static_cast<uint32_t>(r.tokens.size());
     r.decode_target = fresh[i].decode_tokens;
     r.hit_tokens = hits[i];
+    r.reuse_snapshot = receipt_of[i];
     r.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
     r.blocks.slots.resize(groups_);
     KVRT_TRY(apply_entries(r, receipt->published_entries));
@@ -154,15 +155,29 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
   // The prompt's full blocks are published as soon as their rows are
   // committed (not when the request ends), so a request admitted in the next
   // iteration already finds them: the vLLM habit of caching a block once it
-  // is full.
+  // is full. A request that reused a receipt's blocks publishes them as that
+  // attempt's successor (0x0CD step 10) in the next reuse message, whose
+  // successor stage runs before its lookups; the others through the prefix
+  // owner now. Every receipt's attempt ends executed: the prefill read its rows.
   if (o_.reuse) {
     PrefixBatch publish{next_trace(), {}};
     for (LiveRequest& r : admitted) {
       const uint32_t first = r.hit_tokens / P_, full = r.cached_rows / P_;
-      if (!r.failed && full > first)
+      const bool publishes = !r.failed && full > first;
+      if (r.reuse_snapshot) {
+        ReuseReleaseOp end{*r.reuse_snapshot, true};
+        if (publishes) {
+          end.successor = ReuseSuccessor{r.fence.request,
+                                         std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), full};
+          pending_successors_.insert(r.fence.request.value);
+        }
+        pending_releases_.push_back(std::move(end));
+        r.reuse_snapshot.reset();
+      } else if (publishes) {
         publish.ops.push_back(PrefixPublishOp{r.job->namespace_name, r.fence.request,
                                               std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_),
                                               first, full});
+      }
       r.published_blocks = std::max(first, full);
     }
     KVRT_TRY(publish_batch(publish));

@@ -173,6 +173,13 @@ Status EngineLoop::finish() {
   }
   live_ = std::move(remaining);
   if (done.empty()) return Status::success();
+  // A request whose prompt blocks still wait to be published as its reuse
+  // attempt's successor has them sent now, while it still holds them.
+  for (const LiveRequest& r : done)
+    if (pending_successors_.contains(r.fence.request.value)) {
+      KVRT_TRY(release_receipts());
+      break;
+    }
   KVRT_TRY(publish_batch(publish));
   auto released_result = call_allocator(release);
   if (!released_result.ok()) return released_result.error();

@@ -127,6 +127,7 @@ size_t EngineLoop::add_releases(ReuseBatch& batch) {
   const size_t n = pending_releases_.size();
   batch.ops.insert(batch.ops.begin(), pending_releases_.begin(), pending_releases_.end());
   pending_releases_.clear();
+  pending_successors_.clear();
   return n;
 }
 
@@ -140,6 +141,8 @@ Status EngineLoop::check_releases(const ReuseBatchReceipt& receipt, size_t relea
     }
     const auto* r = std::get_if<ReuseReleaseReceipt>(&receipt.outcomes[i]);
     if (r == nullptr) return make_error(ErrorCode::rpc_failed, "a release op was answered out of order", "reuse");
+    // A successor the index refused: its blocks stay unpublished (reuse lost, nothing else).
+    if (r->successor_refused) note_error(*r->successor_refused);
     // An owner that no longer held a lease: a bookkeeping error somewhere.
     if (!r->refused.empty())
       note_error(make_error(ErrorCode::stale_generation,

@@ -54,6 +54,10 @@ class EngineLoop {
     uint32_t exact_rows = 0;          // rows [0, exact_rows) are bitwise what a no-reuse run computes [rows]
     bool shared_prefix_decoded = false;  // some decode row came from shared-prefix execution
     bool failed = false;              // a typed error ended it; released, not verified
+    // The reuse receipt whose blocks this request took, until the prefill
+    // decides how its attempt ends (0x0CD step 10: plain release, or this
+    // request's prompt blocks published as the attempt's successor).
+    std::optional<ExecutionSnapshotVersion> reuse_snapshot;
     RequestFence fence;
     model::SequenceBlocks blocks;     // slots[g][j]
   };
@@ -102,6 +106,9 @@ class EngineLoop {
   // Executable-reuse receipts whose blocks an allocation has taken (executed)
   // or that were not used (not executed): released with the next reuse message.
   std::vector<ReuseReleaseOp> pending_releases_;
+  // Requests whose prompt blocks wait in pending_releases_ as a successor:
+  // one that finishes first has them sent before it is released.
+  std::set<uint64_t> pending_successors_;
   std::unique_ptr<model::LocalModelKvCache> replay_cache_;
   uint64_t span_ = 0, failed_requests_ = 0;
 };
