@@ -34,6 +34,7 @@ struct ReuseActorState {
   std::set<uint64_t> ended;                // sessions that ended with a batch in flight
   OpenReuseAttempts open;                  // receipts handed out, awaiting their release op
   uint64_t batches = 0, ops = 0, receipts = 0, rejections = 0, errors = 0, leases_released = 0;
+  uint64_t successors_published = 0, successors_refused = 0;  // step 10's second ending
 };
 
 using ReuseSelf = reuse_actor::stateful_pointer<ReuseActorState>;
@@ -97,6 +98,10 @@ void finish(ReuseSelf self, const RunPtr& run) {
       if (r->step <= ReuseStep::build_key) ++st.refused_before_lookup[static_cast<size_t>(r->reason)];
     }
     else if (std::holds_alternative<Error>(o)) ++st.errors;
+    else if (const auto* rel = std::get_if<ReuseReleaseReceipt>(&o)) {
+      if (rel->published_successor) ++st.successors_published;
+      if (rel->successor_refused) ++st.successors_refused;
+    }
   }
   for (const FunnelOutcome& f : run->core.funnel_outcomes()) st.funnel.record(f);
   run->promise.deliver(to_wire(codec::encode(receipt)));
@@ -270,6 +275,8 @@ OwnerStats reuse_stats(const ReuseActorState& st) {
   put("errors", st.errors);
   put("leases_released", st.leases_released);
   put("open_attempts", st.open.size());
+  put("successors_published", st.successors_published);
+  put("successors_refused", st.successors_refused);
   // As "reuse_refused_<reason>" in the node's stats: node_reuse_funnel()
   // counts them as requests refused for authorization.
   for (size_t r = 0; r < kRejectionReasonCount; ++r)

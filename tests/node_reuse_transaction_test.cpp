@@ -268,6 +268,8 @@ void successor_round(const std::string& config) {
     std::vector<TokenId> next = longer;
     next.push_back(77);
     CHECK(match(*a, "test/shared", next).runtime_hit_tokens == 32);
+    CHECK(n.stat("node", "reuse_successors_refused") == 1);
+    CHECK(n.stat("node", "reuse_successors_published") == 0);
   }
   SECTION("a committed successor is published, then the leases go back") {
     // Malformed successors first: typed errors, and the attempt stays open.
@@ -301,6 +303,8 @@ void successor_round(const std::string& config) {
     next.push_back(77);
     CHECK(match(*a, "test/shared", next).runtime_hit_tokens == 64);
     CHECK(match(*a, "test/shared", longer).runtime_hit_tokens == 48);
+    CHECK(n.stat("node", "reuse_successors_published") == 1);
+    CHECK(n.stat("node", "reuse_successors_refused") == 0);
   }
   CHECK(n.stat("node", "reuse_open_attempts") == 0);
   // Only the tree's own leases may remain (the radix index holds one per
