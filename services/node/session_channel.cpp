@@ -1,16 +1,16 @@
 #include "services/node/session_channel.hpp"
 
-#include "services/common/unix_socket_address.hpp"
-
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+
+#include "services/common/unix_socket_address.hpp"
 
 namespace kvrt {
 
