@@ -44,6 +44,14 @@ class RawChannel {
     bytes.insert(bytes.end(), payload.begin(), payload.end());
     send_bytes(bytes);
   }
+  // Binds the connection to the ticket's session; the node must accept it.
+  void attach(const std::string& ticket) const {
+    send_frame(ChannelRoute::attach, 1, std::vector<uint8_t>(ticket.begin(), ticket.end()));
+    auto reply = read_frame();
+    REQUIRE(reply.has_value());
+    CHECK(reply->first.sequence == 1);
+    REQUIRE(reply->second.empty());  // accepted: no refusal text
+  }
   // The next reply frame, or nullopt when the node closed the connection.
   std::optional<std::pair<ChannelFrameHeader, std::vector<uint8_t>>> read_frame() const {
     std::vector<uint8_t> header(kChannelHeaderBytes);
@@ -228,8 +236,7 @@ TEST_CASE("bad channel input closes only that connection and the node keeps serv
   SECTION("a connection that stops in the middle of a frame") {
     {
       RawChannel raw(path);
-      raw.send_frame(ChannelRoute::attach, 1, bytes_of(client->session().channel_ticket));
-      REQUIRE(raw.read_frame().has_value());
+      raw.attach(client->session().channel_ticket);
       const ChannelHeaderBytes h = write_channel_header({4096, ChannelRoute::allocator, 2});
       std::vector<uint8_t> part(h.begin(), h.end());
       part.resize(part.size() + 100, 0xab);
@@ -248,10 +255,7 @@ TEST_CASE("pipelined channel frames are answered once each, in request order", "
   InProcessNode n(dir);
   std::unique_ptr<Client> client = n.connect("worker-0");
   RawChannel raw(require_channel(*client).session().channel_socket);
-  raw.send_frame(ChannelRoute::attach, 1, bytes_of(client->session().channel_ticket));
-  auto attached = raw.read_frame();
-  REQUIRE(attached.has_value());
-  CHECK(attached->second.empty());
+  raw.attach(client->session().channel_ticket);
 
   // A slow owner's request first, then fast ones: the replies still come in
   // the order asked, each under its own sequence number.
@@ -307,8 +311,7 @@ TEST_CASE("a session's end closes its channels and voids its ticket", "[node][ch
   const std::string path = require_channel(*client).session().channel_socket;
   const std::string ticket = client->session().channel_ticket;
   RawChannel raw(path);
-  raw.send_frame(ChannelRoute::attach, 1, bytes_of(ticket));
-  REQUIRE(raw.read_frame().has_value());
+  raw.attach(ticket);
 
   client.reset();  // the worker closes its session
   CHECK(raw.closed_by_node());
@@ -386,10 +389,7 @@ TEST_CASE("the node serves at most 256 channel connections and keeps serving", "
   Result<std::vector<uint8_t>> echo = client->raw(RawRoute::ping, bytes_of("still here"));
   REQUIRE(echo.ok());
   CHECK(*echo == bytes_of("still here"));
-  idle.front()->send_frame(ChannelRoute::attach, 1, bytes_of(client->session().channel_ticket));
-  auto attached = idle.front()->read_frame();
-  REQUIRE(attached.has_value());
-  CHECK(attached->second.empty());
+  idle.front()->attach(client->session().channel_ticket);
   // Once some close, new connections are served again.
   idle.resize(100);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -402,8 +402,7 @@ TEST_CASE("a worker that sends without reading loses its channel, and the node k
   InProcessNode n(dir);
   std::unique_ptr<Client> client = n.connect("worker-0");
   RawChannel raw(require_channel(*client).session().channel_socket);
-  raw.send_frame(ChannelRoute::attach, 1, bytes_of(client->session().channel_ticket));
-  REQUIRE(raw.read_frame().has_value());
+  raw.attach(client->session().channel_ticket);
   // 40 echoes of 100 kB, none read: their answers outgrow the socket buffer,
   // the writer gives up after its stall limit and shuts the connection down.
   const std::vector<uint8_t> big(100000, 0x5a);
