@@ -90,35 +90,70 @@ TEST_CASE("ChildIndex agrees with a multimap under inserts, replaces, erases and
 }
 
 TEST_CASE("EvictionOrder pops in the order of a sorted set under arbitrary updates", "[radix]") {
-  std::mt19937_64 rng(11);
-  EvictionOrder order;
-  order.reserve_nodes(512);
-  std::set<std::pair<EvictionKey, uint32_t>> model;
-  std::map<uint32_t, EvictionKey> key_of;
-  for (int step = 0; step < 50000; ++step) {
-    const uint32_t node = static_cast<uint32_t>(rng() % 512);
-    const EvictionKey key{rng() % 4, rng() % 100000};
-    const unsigned dice = rng() % 10;
-    if (!order.contains(node) && dice < 5) {
-      order.push(node, key);
-      model.emplace(key, node);
-      key_of[node] = key;
-    } else if (order.contains(node) && dice < 7) {
-      order.update(node, key);
-      model.erase({key_of[node], node});
-      model.emplace(key, node);
-      key_of[node] = key;
-    } else if (order.contains(node) && dice < 8) {
-      order.erase(node);
-      model.erase({key_of[node], node});
-    } else if (!order.empty()) {
-      const uint32_t top = order.pop();
-      REQUIRE(top == model.begin()->second);
-      model.erase(model.begin());
+  // Key streams: random keys (mostly the heap), a rising clock as under LRU
+  // and FIFO (mostly the run's tail, with old keys mixed in as exposed
+  // parents and unlocked leaves would be), and a falling one as under MRU
+  // and FILO (mostly the run's head).
+  enum class Keys { random, rising, falling };
+  for (const Keys mode : {Keys::random, Keys::rising, Keys::falling}) {
+    for (uint64_t seed = 11; seed < 17; ++seed) {
+      INFO("seed " << seed << ", key stream " << static_cast<int>(mode));
+      std::mt19937_64 rng(seed);
+      EvictionOrder order;
+      order.reserve_nodes(512);
+      std::set<std::pair<EvictionKey, uint32_t>> model;
+      std::map<uint32_t, EvictionKey> key_of;
+      // Keys are unique among candidates (the tree's ticks are): the low
+      // 20 bits carry the step number.
+      uint64_t clock = 1'000'000;
+      uint64_t step = 0;
+      auto next_key = [&]() -> EvictionKey {
+        const bool old = rng() % 5 == 0;  // an out-of-order key
+        const uint64_t tick = old ? clock - rng() % 5000 : ++clock;
+        switch (mode) {
+          case Keys::random: return {rng() % 4, (rng() % 100000) << 20 | step};
+          case Keys::rising: return {0, tick << 20 | step};
+          case Keys::falling: return {0, ~(tick << 20 | step)};
+        }
+        return {};
+      };
+      size_t run_seen = 0, heap_seen = 0;
+      for (step = 0; step < 20000; ++step) {
+        const uint32_t node = static_cast<uint32_t>(rng() % 512);
+        const EvictionKey key = next_key();
+        const unsigned dice = rng() % 10;
+        if (!order.contains(node) && dice < 5) {
+          order.push(node, key);
+          model.emplace(key, node);
+          key_of[node] = key;
+        } else if (order.contains(node) && dice < 7) {
+          order.update(node, key);
+          model.erase({key_of[node], node});
+          model.emplace(key, node);
+          key_of[node] = key;
+        } else if (order.contains(node) && dice < 8) {
+          order.erase(node);
+          model.erase({key_of[node], node});
+        } else if (!order.empty()) {
+          REQUIRE(order.top() == model.begin()->second);
+          const uint32_t top = order.pop();
+          REQUIRE(top == model.begin()->second);
+          model.erase(model.begin());
+        }
+        REQUIRE(order.size() == model.size());
+        run_seen = std::max(run_seen, order.run_size());
+        heap_seen = std::max(heap_seen, order.heap_size());
+        if (step % 97 == 0) {
+          REQUIRE(order.consistent());
+          for (const auto& [k, n] : model) REQUIRE(order.key_of(n) == k);
+        }
+      }
+      CHECK(order.consistent());
+      // Both structures carried candidates in every stream.
+      CHECK(run_seen > 0);
+      CHECK(heap_seen > 0);
     }
-    REQUIRE(order.size() == model.size());
   }
-  CHECK(order.consistent());
 }
 
 TEST_CASE("0x08B/0x08D a split under a lock copies the count, the handle unlocks through the new parent",

@@ -187,6 +187,8 @@ class RadixTree {
                      std::span<const TokenSlotId> slots, int64_t priority);
   void remove_leaf(NodeIndex i, RadixEvictionSink* sink, RadixEvictResult& result);
   void add_candidate(NodeIndex i);
+  // Victims whose node lines evict() requests ahead of their pop.
+  static constexpr uint32_t kEvictLookahead = 4;
   void remove_candidate(NodeIndex i);
   void refresh_candidate(NodeIndex i);
   static uint64_t boundary_fold_of(const EdgeSegment& edge);

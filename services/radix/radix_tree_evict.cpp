@@ -67,15 +67,17 @@ void RadixTree::remove_leaf(NodeIndex i, RadixEvictionSink* sink, RadixEvictResu
 RadixEvictResult RadixTree::evict(uint64_t target_tokens, RadixEvictionSink* sink) {
   RadixEvictResult result;
   while (result.evicted_tokens < target_tokens && !order_.empty()) {
-    // The next victim is the current runner-up, one of the heap root's
-    // children: start loading those nodes (line 1 is all removal reads)
-    // while this one is removed.
-    order_.for_each_runner_up([&](NodeIndex next) { __builtin_prefetch(&nodes_[next]); });
+    // A victim's removal reads line 1 of its node, its parent's and its
+    // child-selector entry; cold, each is a DRAM round trip. The next
+    // victims are known a few pops ahead (the run, eviction_order.hpp):
+    // start loading their node lines now, so that by the time each is the
+    // top its line is here and its parent's loads can start early.
+    order_.for_each_upcoming(kEvictLookahead, [&](NodeIndex next) { __builtin_prefetch(&nodes_[next]); });
     const NodeIndex victim = order_.pop();
     ledger_.leaf_ready_tokens -= nodes_[victim].length();
     remove_leaf(victim, sink, result);
     if (!order_.empty()) {
-      // The next victim's line was prefetched above, one iteration ago:
+      // The next victim's line was requested at least one iteration ago:
       // start its parent and child-selector loads before the next pop.
       const RadixNode& next = nodes_[order_.top()];
       __builtin_prefetch(&nodes_[next.parent]);
