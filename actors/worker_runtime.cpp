@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <set>
 
 #include <unistd.h>
 
@@ -48,6 +49,7 @@ struct LiveRequest {
   std::vector<std::vector<PhysicalBlockHandle>> table;  // [group][logical block]
   std::vector<PhysicalBlockHandle> prefix_hit;          // bundle-major
   std::optional<ExecutionSnapshotVersion> reuse_snapshot;  // the reuse receipt's attempt, if a hit
+  bool successor = false;  // its full prompt blocks were named as that attempt's successor
   uint32_t decoded = 0;
 };
 
@@ -107,14 +109,25 @@ class Worker {
     if (!r->refused.empty())
       note_error(make_error(ErrorCode::stale_generation,
                             std::to_string(r->refused.size()) + " lease(s) of a reuse receipt were not held", "leases"));
+    // A successor the index refused stays unpublished: reuse lost, and an
+    // error, since this worker names one only after committing its rows.
+    if (r->successor_refused) note_error(*r->successor_refused);
+    if (r->published_successor) ++summary_.successors_published;
+  }
+
+  // Moves the receipts to end into `batch` (at its front); returns how many.
+  size_t take_releases(ReuseBatch& batch) {
+    const size_t n = pending_releases_.size();
+    batch.ops.insert(batch.ops.begin(), pending_releases_.begin(), pending_releases_.end());
+    pending_releases_.clear();
+    pending_successors_.clear();
+    return n;
   }
 
   void release_receipts() {
     if (pending_releases_.empty()) return;
     ReuseBatch tx{next_trace(), {}};
-    tx.ops.assign(pending_releases_.begin(), pending_releases_.end());
-    const size_t n = pending_releases_.size();
-    pending_releases_.clear();
+    const size_t n = take_releases(tx);
     Result<ReuseBatchReceipt> r = client_.reuse(tx);
     ++summary_.round_trips;
     if (!r.ok()) return note_error(r.error());
@@ -183,9 +196,7 @@ class Worker {
     // are leased to this session, or why the attempt ended. It also hands
     // back the leases of the previous iteration's receipts.
     ReuseBatch tx{next_trace(), {}};
-    const size_t first = pending_releases_.size();
-    tx.ops.insert(tx.ops.end(), pending_releases_.begin(), pending_releases_.end());
-    pending_releases_.clear();
+    const size_t first = take_releases(tx);
     for (const LiveRequest& r : fresh)
       tx.ops.push_back(ReuseAcquireOp{namespace_, RequestId{0}, RequestGeneration{0}, r.tokens,
                                       LogitsPath::logits_required, false});
@@ -221,11 +232,14 @@ class Worker {
     for (size_t i = 0; i < fresh.size(); ++i) {
       LiveRequest& r = fresh[i];
       const auto* receipt = std::get_if<AllocationReceipt>(&allocated->outcomes[i]);
-      // The reuse receipt ends with the next reuse message (steps 9-10):
-      // executed when this allocation took its blocks.
-      if (r.reuse_snapshot)
-        pending_releases_.push_back(ReuseReleaseOp{
-            *r.reuse_snapshot, receipt != nullptr && receipt->outcome == AllocationOutcome::committed});
+      // The reuse receipt ends with the next reuse message (steps 9-10). An
+      // allocation that did not take its blocks ends it unexecuted now; an
+      // admitted request ends it below, once its rows are committed.
+      const bool allocated_blocks = receipt != nullptr && receipt->outcome == AllocationOutcome::committed;
+      if (r.reuse_snapshot && !allocated_blocks) {
+        pending_releases_.push_back(ReuseReleaseOp{*r.reuse_snapshot, false});
+        r.reuse_snapshot.reset();
+      }
       if (receipt == nullptr) {
         // The receipt's leases keep its blocks current, so this is an error.
         note_error(std::get<Error>(allocated->outcomes[i]));
@@ -252,12 +266,33 @@ class Worker {
       return;
     }
     for (size_t i = 0; i < admitted.size(); ++i) {
-      if (const auto* c = std::get_if<AllocationReceipt>(&committed->outcomes[i]))
-        admitted[i].fence.table_version = c->table_version_after;
+      LiveRequest& r = admitted[i];
+      const auto* c = std::get_if<AllocationReceipt>(&committed->outcomes[i]);
+      if (c != nullptr)
+        r.fence.table_version = c->table_version_after;
       else
         note_error(std::get<Error>(committed->outcomes[i]));
-      live.push_back(std::move(admitted[i]));
+      if (r.reuse_snapshot) end_attempt(r, c != nullptr);
+      live.push_back(std::move(r));
     }
+  }
+
+  // Ends a request's reuse attempt, executed: its prefill read the reused
+  // rows. With its prompt rows committed, its full prompt blocks past the
+  // hit become the attempt's one COW successor (0x0CD step 10), published in
+  // the next reuse message before that message's lookups; the request then
+  // publishes nothing itself when it finishes.
+  void end_attempt(LiveRequest& r, bool rows_committed) {
+    ReuseReleaseOp end{*r.reuse_snapshot, true};
+    const uint32_t first = r.hit_tokens / P_, full = r.prompt_tokens / P_;
+    if (rows_committed && full > first) {
+      end.successor = ReuseSuccessor{r.fence.request,
+                                     std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), full};
+      r.successor = true;
+      pending_successors_.insert(r.fence.request.value);
+    }
+    pending_releases_.push_back(std::move(end));
+    r.reuse_snapshot.reset();
   }
 
   // One decode token for every live request: a batch of appends, the rows
@@ -320,18 +355,23 @@ class Worker {
     PrefixBatch publish{next_trace(), {}};
     AllocatorBatch release{next_trace(), {}};
     std::vector<LiveRequest> remaining;
+    bool successor_waits = false;
     for (LiveRequest& r : live) {
       if (r.decoded < o_.decode_tokens) {
         remaining.push_back(std::move(r));
         continue;
       }
+      successor_waits = successor_waits || pending_successors_.contains(r.fence.request.value);
       const uint32_t hit_blocks = r.hit_tokens / P_, full = r.prompt_tokens / P_;
-      if (full > hit_blocks)
+      if (full > hit_blocks && !r.successor)
         publish.ops.push_back(PrefixPublishOp{namespace_, r.fence.request,
                                               std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + r.prompt_tokens),
                                               hit_blocks, full});
       release.ops.push_back(ReleaseOp{r.fence, ReleaseReason::finished});
     }
+    // A successor is published from the request's blocks: send it while
+    // the request still holds them.
+    if (successor_waits) release_receipts();
     if (!publish.ops.empty()) {
       Result<PrefixBatchReceipt> published = client_.prefix(publish);
       ++summary_.round_trips;
@@ -365,6 +405,7 @@ class Worker {
   WorkerSummary summary_;
   uint64_t started_ = 0, iteration_ = 0, span_ = 0;
   std::vector<ReuseReleaseOp> pending_releases_;  // receipts to end with the next reuse message
+  std::set<uint64_t> pending_successors_;         // requests whose successor is in pending_releases_
 };
 
 }  // namespace

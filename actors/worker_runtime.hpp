@@ -44,6 +44,7 @@ struct WorkerSummary {
   uint64_t out_of_capacity = 0;    // allocations refused for capacity (retried later)
   uint64_t operation_errors = 0;   // typed errors in receipts
   uint64_t round_trips = 0;
+  uint64_t successors_published = 0;  // reuse attempts ended by publishing this worker's prompt blocks (0x0CD step 10)
   double wall_s = 0;
   std::string first_error;         // the first typed error seen, for the log
 };

@@ -36,7 +36,7 @@ TEST_CASE("a node and four worker processes share prefixes exactly and leak noth
   for (int i = 0; i < 4; ++i)
     workers.push_back(std::make_unique<KvrtProcess>(worker_args(node, i, 2.0, 11 + i),
                                                     dir.file("worker" + std::to_string(i) + ".log")));
-  uint64_t hits = 0, requests = 0;
+  uint64_t hits = 0, requests = 0, successors = 0;
   for (auto& w : workers) {
     INFO(w->output());
     REQUIRE(w->wait() == 0);
@@ -47,11 +47,18 @@ TEST_CASE("a node and four worker processes share prefixes exactly and leak noth
     CHECK(s["reused_rows_checked"].get<uint64_t>() >= s["hit_tokens"].get<uint64_t>());
     hits += s["hit_tokens"].get<uint64_t>();
     requests += s["requests"].get<uint64_t>();
+    successors += s["successors_published"].get<uint64_t>();
   }
   // The workload shares four system prompts: reuse must happen.
   CHECK(hits > 0);
   const NodeStats s = await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; });
   require_quiescent(s);
+  // A request that reused a receipt publishes its new prompt blocks as that
+  // attempt's successor (0x0CD step 10): the node counts exactly what the
+  // workers saw, and refuses none (each is named after its rows commit).
+  CHECK(successors > 0);
+  CHECK(s.value("node", "reuse_successors_published") == static_cast<int64_t>(successors));
+  CHECK(s.value("node", "reuse_successors_refused") == 0);
   CHECK(s.value("node", "sessions_opened") == 4);
   CHECK(s.value("prefix_index", "publications") > 0);
   CHECK(s.value("allocator", "pool0_evictable_blocks") > 0);  // published prefixes stay cached

@@ -48,13 +48,15 @@ int run_worker_command(WorkerCli& cli) {
                              {"out_of_capacity", s->out_of_capacity},
                              {"operation_errors", s->operation_errors},
                              {"round_trips", s->round_trips},
+                             {"successors_published", s->successors_published},
                              {"wall_s", s->wall_s},
                              {"first_error", s->first_error}};
     std::cout << j.dump() << std::endl;
   } else {
     std::cout << cli.workload.worker_name << ": " << s->requests << " requests, " << s->hit_tokens << "/"
               << s->prompt_tokens << " prompt tokens reused, " << s->reused_rows_checked << " reused rows checked, "
-              << s->reuse_mismatches << " mismatches, " << s->operation_errors << " errors, " << s->round_trips
+              << s->reuse_mismatches << " mismatches, " << s->successors_published << " successors published, "
+              << s->operation_errors << " errors, " << s->round_trips
               << " round trips in " << s->wall_s << " s" << std::endl;
     if (!s->first_error.empty()) std::cout << "  first error: " << s->first_error << std::endl;
   }
