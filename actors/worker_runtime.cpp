@@ -55,7 +55,7 @@ struct LiveRequest {
 
 class Worker {
  public:
-  Worker(Client& client, shm::ShmPayloadStore& store, const WorkerOptions& o, std::string ns)
+  Worker(Client& client, shm::SharedPoolStore& store, const WorkerOptions& o, std::string ns)
       : client_(client), store_(store), o_(o), namespace_(std::move(ns)), rng_(o.seed),
         groups_(store.group_count()), P_(store.block_tokens()) {
     std::mt19937_64 shared(o.workload_seed);
@@ -144,7 +144,7 @@ class Worker {
   }
   uint32_t group_index(CacheGroupId group) const {
     for (uint32_t g = 0; g < groups_; ++g)
-      if (store_.segment(g).group() == group) return g;
+      if (store_.group(g) == group) return g;
     return 0;
   }
 
@@ -396,7 +396,7 @@ class Worker {
   }
 
   Client& client_;
-  shm::ShmPayloadStore& store_;
+  shm::SharedPoolStore& store_;
   const WorkerOptions& o_;
   std::string namespace_;
   std::mt19937_64 rng_;
