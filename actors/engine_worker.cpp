@@ -7,6 +7,7 @@
 #include "actors/engine_loop.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "shm/shm_model_kv_cache.hpp"
+#include "actors/session_pools.hpp"
 #include "shm/shm_payload_store.hpp"
 
 namespace kvrt {
@@ -41,6 +42,14 @@ Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineO
   if (session.layout_sha256 != layout.digest())
     return make_error(ErrorCode::incompatible, "the node serves another layout than " + node.layout_path,
                       "layout_sha256");
+  // The engines' model computes K/V and attention on the CPU over the pools
+  // it maps: a node whose pools are GPU memory serves `kvrt worker` and
+  // kvrt::Client users instead.
+  if (session_pools_on_gpu(session))
+    return make_error(ErrorCode::incompatible,
+                      "the node's pools are GPU memory (pool_backend = \"cuda\"); kvrt run's CPU engines need "
+                      "shared-memory pools",
+                      "pool_backend");
   // Attach every pool the session receipt names, with its generation and
   // layout: a replaced pool is refused, never written.
   std::vector<shm::BlockPoolSegment> segments;

@@ -20,6 +20,7 @@
 #include "services/mapper/page_pool_server.hpp"
 #include "services/node/node_descriptor.hpp"
 #include "shm/segment_name.hpp"
+#include "gpu/cuda_pool_store.hpp"
 #include "shm/shared_block_pools.hpp"
 #include "shm/shm_model_kv_cache.hpp"
 
@@ -44,6 +45,12 @@ std::shared_ptr<spdlog::logger> node_logger() {
   return log;
 }
 
+std::vector<uint64_t> block_id_bases(const AllocatorService& allocator, const CacheLayoutManifest& layout) {
+  std::vector<uint64_t> base;
+  for (uint32_t g = 0; g < layout.cache_groups.size(); ++g) base.push_back(allocator.core().handle_of(g, 0).block.value);
+  return base;
+}
+
 }  // namespace
 
 // Member order is destruction order reversed: the actor system (and with it
@@ -51,7 +58,8 @@ std::shared_ptr<spdlog::logger> node_logger() {
 struct NodeInstance::Impl {
   std::string descriptor_path;
   std::string token_dir;
-  std::optional<shm::SharedBlockPools> pools;
+  std::optional<shm::SharedBlockPools> pools;       // [node] pool_backend = "shm"
+  std::unique_ptr<shm::SharedPoolStore> gpu_pools;  // [node] pool_backend = "cuda"
   std::shared_ptr<AllocatorService> allocator;
   std::shared_ptr<PrefixService> prefix;        // [node] prefix_index = "hash_chain"
   std::shared_ptr<RadixBlockService> radix;     // [node] prefix_index = "radix"
@@ -155,42 +163,61 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
     KVRT_TRY(write_token_file(d.token_path(t.principal_name), t.token.reveal_hex()));
   impl->authorization = std::make_shared<AuthorizationService>(std::move(*authority), config.authorization);
 
-  // Pools in POSIX shared memory, named by this node's instance.
+  // Pools in POSIX shared memory, named by this node's instance, or in GPU
+  // memory (gpu/cuda_pool_store.hpp); one allocator configuration either way.
   shm::SharedBlockPoolsOptions pool_options;
   pool_options.namespace_name = "node";
   pool_options.namespace_generation = NamespaceGeneration{1};
   pool_options.instance = shm::make_instance_id();
   pool_options.capacity = shm::PoolCapacity::blocks(config.blocks_per_group);
   pool_options.max_requests = config.max_requests;
-  Result<shm::SharedBlockPools> pools = shm::SharedBlockPools::create(layout, pool_options);
-  if (!pools.ok()) return pools.error();
-  impl->pools.emplace(std::move(*pools));
   d.host = config.host;
   d.node_pid = static_cast<uint32_t>(::getpid());
   d.instance = pool_options.instance;
   d.layout_path = std::filesystem::absolute(config.layout_path).string();
   d.layout_sha256 = layout.digest();
   d.block_tokens = layout.allocator_block_size;
-  for (uint32_t g = 0; g < impl->pools->store().group_count(); ++g) {
-    const shm::BlockPoolSegment& s = impl->pools->store().segment(g);
-    d.pools.push_back(PoolAttachment{s.group(), s.pool_id(), s.pool_generation(), s.name(), s.geometry().segment_bytes()});
-  }
-  // The payload store stays with the pools (it outlives the actors); the
-  // allocator core moves into its owner.
-  impl->allocator = std::make_shared<AllocatorService>(std::move(impl->pools->allocator()));
-  // The kernel executor reads the same pools in place, layer by layer.
-  Result<std::unique_ptr<shm::ShmModelKvCache>> kv_views = shm::ShmModelKvCache::create(impl->pools->store(), layout);
-  if (!kv_views.ok()) return kv_views.error();
-  impl->kv_views = std::move(kv_views).value();
-  {
+  if (config.pool_backend == "cuda") {
+    BlockAllocatorConfig allocator_config;
+    KVRT_TRY_ASSIGN(allocator_config, shm::shared_pools_allocator_config(layout, pool_options));
+    Result<gpu::CudaPools> gpu_pools = gpu::create_cuda_pools(layout, allocator_config);
+    if (!gpu_pools.ok())
+      return make_error(gpu_pools.error().code,
+                        config.config_path + ": pool_backend = \"cuda\": " + gpu_pools.error().reason, "pool_backend");
+    impl->gpu_pools = std::move(gpu_pools->store);
+    d.pools = std::move(gpu_pools->attachments);
+    Result<BlockAllocator> allocator = BlockAllocator::create(allocator_config, impl->gpu_pools.get());
+    if (!allocator.ok()) return allocator.error();
+    impl->allocator = std::make_shared<AllocatorService>(std::move(allocator).value());
+    // The executor's kernels here run on the CPU and cannot read device
+    // memory; the reuse transaction's snapshots still go through it.
+    impl->executor = ExecutorService::create_without_pools(
+        layout, block_id_bases(*impl->allocator, layout),
+        "this node's pools are in GPU memory (pool_backend = \"cuda\"); its executor runs on the CPU and cannot "
+        "read them: run attention in the worker over the imported pools");
+  } else {
+    Result<shm::SharedBlockPools> pools = shm::SharedBlockPools::create(layout, pool_options);
+    if (!pools.ok()) return pools.error();
+    impl->pools.emplace(std::move(*pools));
+    for (uint32_t g = 0; g < impl->pools->store().group_count(); ++g) {
+      const shm::BlockPoolSegment& s = impl->pools->store().segment(g);
+      d.pools.push_back(
+          PoolAttachment{s.group(), s.pool_id(), s.pool_generation(), s.name(), s.geometry().segment_bytes()});
+    }
+    // The payload store stays with the pools (it outlives the actors); the
+    // allocator core moves into its owner.
+    impl->allocator = std::make_shared<AllocatorService>(std::move(impl->pools->allocator()));
+    // The kernel executor reads the same pools in place, layer by layer.
+    Result<std::unique_ptr<shm::ShmModelKvCache>> kv_views =
+        shm::ShmModelKvCache::create(impl->pools->store(), layout);
+    if (!kv_views.ok()) return kv_views.error();
+    impl->kv_views = std::move(kv_views).value();
     uint32_t layers = 0;
     for (const CacheGroupLayout& g : layout.cache_groups) layers = std::max(layers, g.layer_end);
     std::vector<executor::PagedKvView> views;
     for (uint32_t l = 0; l < layers; ++l) views.push_back(impl->kv_views->layer_view(l));
-    std::vector<uint64_t> base;
-    for (uint32_t g = 0; g < layout.cache_groups.size(); ++g)
-      base.push_back(impl->allocator->core().handle_of(g, 0).block.value);
-    Result<std::unique_ptr<ExecutorService>> executor = ExecutorService::create(layout, std::move(views), std::move(base), 1);
+    Result<std::unique_ptr<ExecutorService>> executor =
+        ExecutorService::create(layout, std::move(views), block_id_bases(*impl->allocator, layout), 1);
     if (!executor.ok()) return executor.error();
     impl->executor = std::move(executor).value();
   }

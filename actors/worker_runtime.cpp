@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "actors/client.hpp"
-#include "shm/shm_payload_store.hpp"
+#include "actors/session_pools.hpp"
 
 namespace kvrt {
 
@@ -430,17 +430,11 @@ Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions
   Result<NamespaceGrantReceipt> grant = (*client)->authorize(ns);
   if (!grant.ok()) return grant.error();
 
-  // Attach every pool the session receipt names, with the generation and
-  // layout it names: a replaced pool is refused, never written.
-  std::vector<shm::BlockPoolSegment> segments;
-  for (const PoolAttachment& p : session.pools) {
-    Result<shm::BlockPoolSegment> s = shm::BlockPoolSegment::attach(p.segment_name, p.generation, session.layout_sha256);
-    if (!s.ok()) return s.error();
-    segments.push_back(std::move(*s));
-  }
-  Result<shm::ShmPayloadStore> store = shm::ShmPayloadStore::create(std::move(segments));
+  // Attach every pool the session receipt names (shared memory or GPU),
+  // checked against the generation and layout it names.
+  Result<std::unique_ptr<shm::SharedPoolStore>> store = attach_session_pools(session);
   if (!store.ok()) return store.error();
-  Worker worker(**client, *store, options, ns);
+  Worker worker(**client, **store, options, ns);
   return worker.run();
 }
 

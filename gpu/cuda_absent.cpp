@@ -2,6 +2,7 @@
 // with -DKVRT_WITH_CUDA=OFF: every caller takes the CPU path.
 #include "gpu/cuda_attention.hpp"
 #include "gpu/cuda_ipc.hpp"
+#include "gpu/cuda_pool_store.hpp"
 #include "gpu/cuda_vmm_backing.hpp"
 #include "services/compute/compute_backend.hpp"
 
@@ -73,5 +74,14 @@ Result<DeviceAttentionReceipt> cuda_shared_prefix(const DeviceKvLayer&, const ex
 Result<CudaIpcHandle> cuda_ipc_export(void*) { return absent(); }
 CudaIpcMapping::~CudaIpcMapping() = default;
 Result<std::unique_ptr<CudaIpcMapping>> cuda_ipc_import(const CudaIpcHandle&) { return absent(); }
+
+// GPU pools (gpu/cuda_pool_store.hpp): a node configured for them stops at
+// start-up with the reason, and a worker cannot import them.
+Result<CudaPools> create_cuda_pools(const CacheLayoutManifest&, const BlockAllocatorConfig&) { return absent(); }
+Result<std::unique_ptr<shm::SharedPoolStore>> import_cuda_pools(const std::vector<PoolAttachment>& pools,
+                                                                const Sha256Digest&) {
+  KVRT_TRY(check_gpu_pool_attachments(pools));
+  return absent();
+}
 
 }  // namespace kvrt::gpu

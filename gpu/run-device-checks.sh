@@ -3,8 +3,10 @@
 # the attention kernels (paged decode with split-K, the cascade path with the
 # exact LSE merge) against the CPU FP64 reference, the COW block-copy kernel,
 # CUDA IPC and VMM-fd import by another process, the mapper's VMM backing,
-# compute-sanitizer's memcheck over the attention checks, and the benchmark
-# table (kvrt_gpu_tests --bench).
+# compute-sanitizer's memcheck over the attention checks, the node's GPU
+# pools (device store against the host store, then a node with
+# pool_backend = "cuda" and two worker processes: gpu/check-gpu-pools.sh),
+# and the benchmark table (kvrt_gpu_tests --bench).
 #
 #   gpu/run-device-checks.sh pack   on a build machine with nvcc (no GPU
 #                                   needed): builds kvrt_gpu_tests with CUDA
@@ -25,11 +27,11 @@ if [ "${1:-}" = "pack" ]; then
   set -e
   build="${KVRT_GPU_BUILD_DIR:-$root/build-gpu}"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVRT_WITH_CUDA=ON >/dev/null
-  cmake --build "$build" -j"$(nproc)" --target kvrt_gpu_tests
+  cmake --build "$build" -j"$(nproc)" --target kvrt_gpu_tests kvrt
   rm -rf "$bundle" && mkdir -p "$bundle/lib"
-  cp "$build/tests/kvrt_gpu_tests" "$bundle/"
+  cp "$build/tests/kvrt_gpu_tests" "$build/apps/kvrt/kvrt" "$bundle/"
   # Everything but the C/C++ runtime and the dynamic loader travels along.
-  ldd "$build/tests/kvrt_gpu_tests" | awk '/=> \//{print $3}' |
+  ldd "$build/tests/kvrt_gpu_tests" "$build/apps/kvrt/kvrt" | awk '/=> \//{print $3}' | sort -u |
     grep -v -E '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt)\.so' |
     while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
   grep -qx '/.device-bundle/' "$root/.git/info/exclude" 2>/dev/null || echo '/.device-bundle/' >>"$root/.git/info/exclude"
@@ -41,13 +43,15 @@ out="${OUT:-/tmp/kvrt-device-checks}"
 mkdir -p "$out"
 if [ -x "$bundle/kvrt_gpu_tests" ]; then
   bin="$bundle/kvrt_gpu_tests"
+  kvrt_bin="$bundle/kvrt"
   export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$bundle/lib"
 else
   build="${KVRT_GPU_BUILD_DIR:-$root/build-gpu}"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVRT_WITH_CUDA=ON >"$out/build.log" 2>&1 &&
-    cmake --build "$build" -j"$(nproc)" --target kvrt_gpu_tests >>"$out/build.log" 2>&1 ||
+    cmake --build "$build" -j"$(nproc)" --target kvrt_gpu_tests kvrt >>"$out/build.log" 2>&1 ||
     { echo "build failed: see $out/build.log"; tail -20 "$out/build.log"; exit 1; }
   bin="$build/tests/kvrt_gpu_tests"
+  kvrt_bin="$build/apps/kvrt/kvrt"
 fi
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
@@ -71,6 +75,8 @@ run_group backend 120 "$bin" "[backend]"
 run_group vmm 120 "$bin" "[vmm]~[ipc]"
 run_group attention 300 "$bin" "[attention]"
 run_group ipc 120 "$bin" "[ipc]"
+run_group pools 120 "$bin" "[pools]"
+run_group node_gpu_pools 120 gpu/check-gpu-pools.sh "$kvrt_bin" "$out/gpu-pools"
 if command -v compute-sanitizer >/dev/null; then
   run_group memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin" "[memcheck]"
 fi

@@ -15,7 +15,7 @@ namespace kvrt::codec {
 static_assert(detail::field_count<TraceContext>() == 3, "update node.capnp TraceContext and this codec");
 static_assert(detail::field_count<RequestFence>() == 3, "update node.capnp RequestFence and this codec");
 static_assert(detail::field_count<HelloRequest>() == 3, "update node.capnp HelloRequest and this codec");
-static_assert(detail::field_count<PoolAttachment>() == 5, "update node.capnp PoolAttachment and this codec");
+static_assert(detail::field_count<PoolAttachment>() == 7, "update node.capnp PoolAttachment and this codec");
 static_assert(detail::field_count<SessionReceipt>() == 8, "update node.capnp SessionReceipt and this codec");
 static_assert(detail::field_count<AuthorizeRequest>() == 2, "update node.capnp AuthorizeRequest and this codec");
 static_assert(detail::field_count<NamespaceGrantReceipt>() == 4, "update node.capnp NamespaceGrantReceipt");
@@ -91,6 +91,8 @@ void write(wire::SessionReceipt::Builder b, const SessionReceipt& v) {
     pools[i].setGeneration(p.generation.value);
     pools[i].setSegmentName(text(p.segment_name));
     pools[i].setSegmentBytes(p.segment_bytes);
+    pools[i].setCudaIpcHandle(text(p.cuda_ipc_handle));
+    pools[i].setCudaDevice(p.cuda_device);
   }
   b.setChannelSocket(text(v.channel_socket));
   b.setChannelTicket(text(v.channel_ticket));
@@ -112,9 +114,12 @@ Status read(ReadContext& ctx, wire::SessionReceipt::Reader r, SessionReceipt& ou
   out.pools.reserve(pools.size());
   for (auto p : pools) {
     ctx.at("pools.segment_name");
-    out.pools.push_back(PoolAttachment{CacheGroupId{p.getGroup()}, PoolId{p.getPool()},
-                                       PoolGeneration{p.getGeneration()}, to_string(p.getSegmentName()),
-                                       p.getSegmentBytes()});
+    PoolAttachment a{CacheGroupId{p.getGroup()}, PoolId{p.getPool()}, PoolGeneration{p.getGeneration()},
+                     to_string(p.getSegmentName()), p.getSegmentBytes()};
+    ctx.at("pools.cuda_ipc_handle");
+    a.cuda_ipc_handle = to_string(p.getCudaIpcHandle());
+    a.cuda_device = p.getCudaDevice();
+    out.pools.push_back(std::move(a));
   }
   ctx.at("channel_socket");
   out.channel_socket = to_string(r.getChannelSocket());

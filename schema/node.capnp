@@ -220,8 +220,10 @@ struct PoolAttachment {
   group @0 :UInt32;                        # CacheGroupId
   pool @1 :UInt32;                         # PoolId
   generation @2 :UInt32;                   # PoolGeneration
-  segmentName @3 :Text;                    # POSIX shared-memory name
+  segmentName @3 :Text;                    # POSIX shared-memory name; empty for a GPU pool
   segmentBytes @4 :UInt64;                 # [bytes]
+  cudaIpcHandle @5 :Text;                  # GPU pool: CUDA IPC handle, 128 hex digits; empty otherwise
+  cudaDevice @6 :UInt32;                   # GPU pool: the node's device ordinal
 }
 
 struct SessionReceipt {

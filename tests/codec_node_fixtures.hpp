@@ -118,6 +118,11 @@ inline SessionReceipt filled(uint64_t seed) {
   for (const char* segment : {"/kvrt-g0", "/kvrt-g1"})
     r.pools.push_back(
         PoolAttachment{CacheGroupId{n.u32()}, PoolId{n.u32()}, PoolGeneration{n.u32()}, n.text(segment), n.u64()});
+  // A GPU pool: no segment name, a CUDA IPC handle and a device.
+  PoolAttachment gpu{CacheGroupId{n.u32()}, PoolId{n.u32()}, PoolGeneration{n.u32()}, "", n.u64()};
+  gpu.cuda_ipc_handle = n.text("cuda-ipc");
+  gpu.cuda_device = n.u32();
+  r.pools.push_back(std::move(gpu));
   r.channel_socket = n.text("/tmp/kvrt-node.json.tokens/session.sock");
   r.channel_ticket = n.text("0123456789abcdef0123456789abcdef");
   return r;

@@ -28,11 +28,20 @@ Result<std::unique_ptr<ExecutorService>> ExecutorService::create(const CacheLayo
       new ExecutorService(layout, std::move(layer_views), std::move(block_id_base), threads));
 }
 
+std::unique_ptr<ExecutorService> ExecutorService::create_without_pools(const CacheLayoutManifest& layout,
+                                                                      std::vector<uint64_t> block_id_base,
+                                                                      std::string reason) {
+  std::unique_ptr<ExecutorService> s(new ExecutorService(layout, {}, std::move(block_id_base), 1));
+  s->no_pools_reason_ = std::move(reason);
+  return s;
+}
+
 Result<AttentionOutput> ExecutorService::decode(const DecodeAttentionOp& op, const BlockTableView& table) {
   auto fail = [&](Error e) -> Result<AttentionOutput> {
     ++errors_;
     return e;
   };
+  if (!no_pools_reason_.empty()) return fail(make_error(ErrorCode::incompatible, no_pools_reason_, "pool_backend"));
   if (op.layer >= views_.size())
     return fail(make_error(ErrorCode::coordinate_out_of_range,
                            "layer " + std::to_string(op.layer) + " of a model with " + std::to_string(views_.size()) +

@@ -9,6 +9,7 @@
 // No CAF here: actors/executor_actor.cpp fetches the table and calls decode().
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "services/executor/kv_view.hpp"
@@ -29,6 +30,13 @@ class ExecutorService {
   static Result<std::unique_ptr<ExecutorService>> create(const CacheLayoutManifest& layout,
                                                          std::vector<executor::PagedKvView> layer_views,
                                                          std::vector<uint64_t> block_id_base, unsigned threads);
+  // An executor over pools this process cannot read (GPU pools, `[node]
+  // pool_backend = "cuda"`): it freezes reuse snapshots and reports its
+  // counters, and answers every decode with incompatible ("pool_backend")
+  // carrying `reason`.
+  static std::unique_ptr<ExecutorService> create_without_pools(const CacheLayoutManifest& layout,
+                                                               std::vector<uint64_t> block_id_base,
+                                                               std::string reason);
 
   // Errors, before any kernel runs: coordinate_out_of_range (layer),
   // stale_table_version (the table moved past op.table_version),
@@ -53,6 +61,7 @@ class ExecutorService {
   CacheLayoutManifest layout_;
   std::vector<executor::PagedKvView> views_;
   std::vector<uint64_t> block_id_base_;
+  std::string no_pools_reason_;  // set: there are no views, and decode says why
   std::unique_ptr<executor::ThreadPool> pool_;
   uint64_t snapshots_frozen_ = 0;
   uint64_t executions_ = 0, errors_ = 0, kv_rows_ = 0, kv_bytes_ = 0;

@@ -23,6 +23,10 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
   int64_t v = 0;
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "blocks_per_group", std::nullopt, 1, int64_t{1} << 24));
   c.blocks_per_group = static_cast<uint64_t>(v);
+  KVRT_TRY_ASSIGN(c.pool_backend, reader.string(*node, "node", "pool_backend", std::string("shm")));
+  if (c.pool_backend != "shm" && c.pool_backend != "cuda")
+    return reader.field_error(node->get("pool_backend"), "node", "pool_backend",
+                              "must be \"shm\" or \"cuda\", not \"" + c.pool_backend + "\"");
   KVRT_TRY_ASSIGN(c.host, reader.string(*node, "node", "host", std::string("127.0.0.1")));
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "port", 0, 0, 65535));
   c.port = static_cast<uint16_t>(v);

@@ -26,6 +26,12 @@ struct NodeConfig {
   std::string config_path;        // the file read (for messages and relative paths)
   std::string layout_path;        // layout manifest TOML; relative to the config file's directory
   uint64_t blocks_per_group = 0;  // pool capacity per cache group [blocks]
+  // Where the K/V pools live: "shm", POSIX shared memory that workers map
+  // (segment names in the session receipt); "cuda", device memory on GPU 0
+  // that workers import through CUDA IPC (handles in the session receipt,
+  // gpu/cuda_pool_store.hpp). With "cuda" the node's kernel executor, which
+  // runs on the CPU, answers its ops with a typed error.
+  std::string pool_backend = "shm";  // "shm" | "cuda"
   std::string host = "127.0.0.1"; // loopback only by default: the node serves one host's workers
   uint16_t port = 0;              // 0: any free port (the descriptor names the chosen one)
   uint32_t heartbeat_interval_ms = 250;   // middleman heartbeats: a hung worker is detected too

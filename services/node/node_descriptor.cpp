@@ -43,12 +43,18 @@ Status write_node_descriptor(const NodeDescriptor& d, const std::string& path) {
   j["block_tokens"] = d.block_tokens;
   j["token_dir"] = d.token_dir;
   j["pools"] = nlohmann::json::array();
-  for (const PoolAttachment& p : d.pools)
-    j["pools"].push_back({{"group", p.group.value},
-                          {"pool", p.pool.value},
-                          {"generation", p.generation.value},
-                          {"segment", p.segment_name},
-                          {"segment_bytes", p.segment_bytes}});
+  for (const PoolAttachment& p : d.pools) {
+    nlohmann::ordered_json pool{{"group", p.group.value},
+                                {"pool", p.pool.value},
+                                {"generation", p.generation.value},
+                                {"segment", p.segment_name},
+                                {"segment_bytes", p.segment_bytes}};
+    if (!p.cuda_ipc_handle.empty()) {
+      pool["cuda_ipc_handle"] = p.cuda_ipc_handle;
+      pool["cuda_device"] = p.cuda_device;
+    }
+    j["pools"].push_back(std::move(pool));
+  }
   if (d.mapper)
     j["mapper"] = {{"local_layers", d.mapper->local_layers},   {"request_slots", d.mapper->request_slots},
                    {"max_tokens", d.mapper->max_tokens},       {"kv_heads", d.mapper->kv_heads},
@@ -91,6 +97,10 @@ Result<NodeDescriptor> read_node_descriptor(const std::string& path) {
       a.generation = PoolGeneration{p.at("generation").get<uint32_t>()};
       a.segment_name = p.at("segment").get<std::string>();
       a.segment_bytes = p.at("segment_bytes").get<uint64_t>();
+      if (p.contains("cuda_ipc_handle")) {
+        a.cuda_ipc_handle = p.at("cuda_ipc_handle").get<std::string>();
+        a.cuda_device = p.at("cuda_device").get<uint32_t>();
+      }
       d.pools.push_back(std::move(a));
     }
     if (j.contains("mapper")) {

@@ -28,8 +28,13 @@ struct PoolAttachment {
   CacheGroupId group;
   PoolId pool;
   PoolGeneration generation;
-  std::string segment_name;   // POSIX shared-memory name
-  uint64_t segment_bytes = 0; // [bytes]
+  std::string segment_name;   // POSIX shared-memory name; empty for a GPU pool
+  uint64_t segment_bytes = 0; // [bytes] of the segment, or of the GPU allocation (same layout)
+  // A GPU pool (`[node] pool_backend = "cuda"`): the CUDA IPC handle of its
+  // allocation, 128 hex digits, and the node's device ordinal. Empty for a
+  // pool in POSIX shared memory.
+  std::string cuda_ipc_handle{};
+  uint32_t cuda_device = 0;
   friend bool operator==(const PoolAttachment&, const PoolAttachment&) = default;
 };
 
