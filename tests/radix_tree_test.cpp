@@ -156,6 +156,30 @@ TEST_CASE("EvictionOrder pops in the order of a sorted set under arbitrary updat
   }
 }
 
+TEST_CASE("radix tree: slots of evicted nodes are reused lowest index first", "[radix]") {
+  RadixTree tree = RadixTree::create(RadixOptions{}).value();
+  // One-edge sequences under the root, one arena slot each.
+  auto insert = [&](TokenId first, uint64_t slot) {
+    const std::vector<TokenId> tokens{first, first + 1};
+    return tree.insert({tokens, 0}, slots({slot, slot + 1})).value().terminal;
+  };
+  for (uint32_t k = 0; k < 4; ++k) CHECK(insert(static_cast<TokenId>(10 * k), 10 * k).index == k + 1);
+  REQUIRE(tree.evict(1000).evicted_nodes == 4);  // freed slots 1, 2, 3, 4 in victim (LRU) order
+  // A stack would hand back 4, 3, 2, 1; lowest-first keeps the arena packed.
+  std::vector<RadixNodeRef> second;
+  for (uint32_t k = 0; k < 4; ++k) {
+    second.push_back(insert(static_cast<TokenId>(100 + 10 * k), 100 + 10 * k));
+    CHECK(second.back().index == k + 1);
+  }
+  // Free slots 3 and 1, in that order: the next nodes take 1, then 3, then a new slot.
+  REQUIRE(tree.evict_leaf(second[2].id).ok());
+  REQUIRE(tree.evict_leaf(second[0].id).ok());
+  CHECK(insert(200, 200).index == 1);
+  CHECK(insert(210, 210).index == 3);
+  CHECK(insert(220, 220).index == 5);
+  CHECK(tree.validate().ok());
+}
+
 TEST_CASE("0x08B/0x08D a split under a lock copies the count, the handle unlocks through the new parent",
           "[radix]") {
   RadixTree tree = RadixTree::create(RadixOptions{}).value();

@@ -89,11 +89,7 @@ uint32_t RadixTree::common_prefix(const RadixNode& child, const TokenId* query, 
 }
 
 NodeIndex RadixTree::allocate_node() {
-  if (!free_nodes_.empty()) {
-    const NodeIndex i = free_nodes_.back();
-    free_nodes_.pop_back();
-    return i;
-  }
+  if (!free_nodes_.empty()) return free_nodes_.take_lowest();
   KVRT_ASSERT(nodes_.size() < kNoNode, "node arena exhausted");
   nodes_.emplace_back();
   order_.reserve_nodes(nodes_.size());

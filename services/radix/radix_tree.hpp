@@ -32,6 +32,7 @@
 #include "services/common/result.hpp"
 #include "services/common/state_digest.hpp"
 #include "services/radix/child_index.hpp"
+#include "services/radix/free_node_indices.hpp"
 #include "services/radix/edge_store.hpp"
 #include "services/radix/eviction_order.hpp"
 #include "services/radix/radix_node.hpp"
@@ -203,7 +204,7 @@ class RadixTree {
   RadixOptions options_;
   EdgeStore edges_;                   // memory of every edge; declared before nodes_, whose views point into it
   std::vector<RadixNode> nodes_;      // arena; index 0 is the root
-  std::vector<NodeIndex> free_nodes_;
+  FreeNodeIndices free_nodes_;        // lowest index first (free_node_indices.hpp)
   ChildIndex children_;
   EvictionOrder order_;
   RadixLedger ledger_;

@@ -56,7 +56,7 @@ void RadixTree::remove_leaf(NodeIndex i, RadixEvictionSink* sink, RadixEvictResu
   n.parent = kNoNode;
   n.image = StateDigest{};
   n.live = false;          // the next allocate_node() rewrites every other field
-  free_nodes_.push_back(i);
+  free_nodes_.release(i);
 
   RadixNode& p = nodes_[pi];
   --p.child_count;

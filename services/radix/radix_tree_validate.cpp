@@ -65,6 +65,7 @@ Status RadixTree::validate() const {
       derived.evictable_tokens += n.length();
   }
   if (free_count != free_nodes_.size()) return broken("free-node list disagrees with the arena");
+  if (!free_nodes_.consistent()) return broken("free-node indices lost their lowest-first order");
 
   // Locks: lock(v) = leases terminating at v + sum of the children's locks.
   for (size_t i = 0; i < nodes_.size(); ++i) {
