@@ -20,6 +20,7 @@
 #include "services/mapper/page_pool_server.hpp"
 #include "services/node/node_descriptor.hpp"
 #include "shm/segment_name.hpp"
+#include "gpu/cuda_decode_kernel.hpp"
 #include "gpu/cuda_pool_store.hpp"
 #include "shm/shared_block_pools.hpp"
 #include "shm/shm_model_kv_cache.hpp"
@@ -189,12 +190,14 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
     Result<BlockAllocator> allocator = BlockAllocator::create(allocator_config, impl->gpu_pools.get());
     if (!allocator.ok()) return allocator.error();
     impl->allocator = std::make_shared<AllocatorService>(std::move(allocator).value());
-    // The executor's kernels here run on the CPU and cannot read device
-    // memory; the reuse transaction's snapshots still go through it.
-    impl->executor = ExecutorService::create_without_pools(
-        layout, block_id_bases(*impl->allocator, layout),
-        "this node's pools are in GPU memory (pool_backend = \"cuda\"); its executor runs on the CPU and cannot "
-        "read them: run attention in the worker over the imported pools");
+    // The executor runs issue 7's CUDA decode kernel over the device pools.
+    Result<gpu::CudaDecodeKernel> kernel = gpu::make_cuda_decode_kernel();
+    if (!kernel.ok()) return kernel.error();
+    Result<std::unique_ptr<ExecutorService>> executor =
+        ExecutorService::create(layout, std::move(gpu_pools->layer_views), block_id_bases(*impl->allocator, layout), 1,
+                                std::move(*kernel));
+    if (!executor.ok()) return executor.error();
+    impl->executor = std::move(executor).value();
   } else {
     Result<shm::SharedBlockPools> pools = shm::SharedBlockPools::create(layout, pool_options);
     if (!pools.ok()) return pools.error();

@@ -1,6 +1,7 @@
 // Linked instead of the CUDA backend when kvrt is configured without nvcc or
 // with -DKVRT_WITH_CUDA=OFF: every caller takes the CPU path.
 #include "gpu/cuda_attention.hpp"
+#include "gpu/cuda_decode_kernel.hpp"
 #include "gpu/cuda_ipc.hpp"
 #include "gpu/cuda_pool_store.hpp"
 #include "gpu/cuda_vmm_backing.hpp"
@@ -74,6 +75,8 @@ Result<DeviceAttentionReceipt> cuda_shared_prefix(const DeviceKvLayer&, const ex
 Result<CudaIpcHandle> cuda_ipc_export(void*) { return absent(); }
 CudaIpcMapping::~CudaIpcMapping() = default;
 Result<std::unique_ptr<CudaIpcMapping>> cuda_ipc_import(const CudaIpcHandle&) { return absent(); }
+
+Result<CudaDecodeKernel> make_cuda_decode_kernel() { return absent(); }
 
 // GPU pools (gpu/cuda_pool_store.hpp): a node configured for them stops at
 // start-up with the reason, and a worker cannot import them.

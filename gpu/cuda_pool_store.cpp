@@ -121,8 +121,15 @@ Result<CudaPools> create_cuda_pools(const CacheLayoutManifest& manifest, const B
   KVRT_TRY_ASSIGN(owner, shm::current_process_identity());
   std::vector<DevicePool> pools;
   std::vector<PoolAttachment> attachments;
+  std::vector<executor::PagedKvView> views(manifest.layer_count());
   for (size_t g = 0; g < config.groups.size(); ++g) {
     const GroupPoolConfig& c = config.groups[g];
+    const CacheGroupLayout* group = nullptr;
+    for (const CacheGroupLayout& candidate : manifest.cache_groups)
+      if (candidate.group_id == c.group) group = &candidate;
+    if (group == nullptr)
+      return make_error(ErrorCode::unknown_group, "cache group " + std::to_string(c.group.value) + " is not in the layout",
+                        "groups[" + std::to_string(g) + "].group");
     shm::PoolShape shape;
     KVRT_TRY_ASSIGN(shape, shm::pool_shape(manifest, c.group, c.capacity_blocks));
     shm::PoolGeometry geometry;
@@ -151,13 +158,25 @@ Result<CudaPools> create_cuda_pools(const CacheLayoutManifest& manifest, const B
     if (int rc = kvrt_cuda_synchronize(); rc != 0) return cuda_error("cudaDeviceSynchronize", rc);
     Result<CudaIpcHandle> handle = cuda_ipc_export(pool.device);
     if (!handle.ok()) return handle.error();
+    // The executor's per-layer views: the same 0x03E geometry the host
+    // views of a shared-memory pool use, over device addresses.
+    const auto tensor = [&](TensorKind kind, ScalarType dtype) {
+      return executor::KvTensorBytes{reinterpret_cast<const std::byte*>(pool.device + geometry.tensor_offset(kind)),
+                                     geometry.tensor_bytes(kind), dtype};
+    };
+    for (uint32_t l = 0; l < group->layers(); ++l) {
+      Result<executor::PagedKvView> view = executor::paged_kv_view(
+          geometry.tensor(), l, tensor(TensorKind::K, group->k_dtype), tensor(TensorKind::V, group->v_dtype));
+      if (!view.ok()) return view.error();
+      views[group->layer_start + l] = *view;
+    }
     PoolAttachment a{c.group, c.pool, c.pool_generation, "", geometry.segment_bytes()};
     a.cuda_ipc_handle = handle->hex();
     a.cuda_device = 0;
     attachments.push_back(std::move(a));
     pools.push_back(std::move(pool));
   }
-  return CudaPools{std::make_unique<CudaPoolStore>(std::move(pools)), std::move(attachments)};
+  return CudaPools{std::make_unique<CudaPoolStore>(std::move(pools)), std::move(attachments), std::move(views)};
 }
 
 Result<std::unique_ptr<shm::SharedPoolStore>> import_cuda_pools(const std::vector<PoolAttachment>& attachments,

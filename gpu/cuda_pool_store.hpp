@@ -27,6 +27,7 @@
 #include "gpu/cuda_ipc.hpp"
 #include "services/allocator/allocator_config.hpp"
 #include "services/common/result.hpp"
+#include "services/executor/kv_view.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
 #include "services/protocol/session_ops.hpp"
 #include "shm/shared_pool_store.hpp"
@@ -36,6 +37,9 @@ namespace kvrt::gpu {
 struct CudaPools {
   std::unique_ptr<shm::SharedPoolStore> store;  // owns the allocations; freed when it goes
   std::vector<PoolAttachment> attachments;      // config group order, with the IPC handles
+  // [model layer] views whose bases are device addresses in `store`'s pools,
+  // for the node executor's CUDA kernel (gpu/cuda_decode_kernel.hpp).
+  std::vector<executor::PagedKvView> layer_views;
 };
 
 // The node's side: one zeroed device pool per group of `config` (its pool

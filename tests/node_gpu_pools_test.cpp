@@ -2,8 +2,8 @@
 // CUDA IPC handles instead of segment names"): what runs without a device.
 // The config option, the typed refusal of a node that cannot make them, the
 // checks a worker applies to a session's pools before it imports anything,
-// the descriptor that carries the handles, and the executor that cannot read
-// device memory. On a machine with a GPU, gpu/run-device-checks.sh runs a
+// the descriptor that carries the handles, and the executor's kernel seam
+// the GPU node fills with the CUDA decode kernel. On a machine with a GPU, gpu/run-device-checks.sh runs a
 // node with GPU pools and a worker process against it.
 #include <filesystem>
 #include <fstream>
@@ -157,20 +157,91 @@ TEST_CASE("the node descriptor carries each pool's CUDA IPC handle and device", 
   CHECK(back->pools[1].cuda_ipc_handle.empty());
 }
 
-TEST_CASE("an executor over pools it cannot read answers decode with why, and still validates", "[node][gpu_pools]") {
+TEST_CASE("the executor runs the decode kernel it is given (the CUDA one on a GPU node)", "[node][gpu_pools]") {
+  // The seam a GPU node uses: ExecutorService resolves the request's table
+  // and the layer's view as always, and hands both to the injected kernel.
   const CacheLayoutManifest layout =
       load_layout_manifest(std::string(KVRT_SOURCE_DIR) + "/config/layouts/small-two-group.toml").value();
-  std::vector<uint64_t> base(layout.cache_groups.size(), 0);
-  std::unique_ptr<ExecutorService> executor = ExecutorService::create_without_pools(layout, base, "pools on GPU");
+  const uint32_t layers = layout.layer_count();
+  std::vector<std::byte> marker(layers);
+  std::vector<executor::PagedKvView> views(layers);
+  for (const CacheGroupLayout& g : layout.cache_groups)
+    for (uint32_t l = g.layer_start; l < g.layer_end; ++l) {
+      views[l].k.base = &marker[l];  // never read: the kernel below only looks at the address
+      views[l].v.base = &marker[l];
+      views[l].k.head_dim = views[l].v.head_dim = g.head_dim;
+      views[l].kv_heads = g.kv_heads_local;
+      views[l].block_tokens = layout.allocator_block_size;
+    }
+  const uint32_t layer = layers - 1;
+  uint32_t g = 0;
+  while (!layout.cache_groups[g].contains_layer(layer)) ++g;
+  const CacheGroupLayout& group = layout.cache_groups[g];
+  std::vector<uint64_t> base(layout.cache_groups.size(), 1000);
+
+  struct Seen {
+    int calls = 0;
+    const std::byte* view_base = nullptr;
+    std::vector<uint32_t> slots, valid;
+    uint64_t context = 0;
+  };
+  auto seen = std::make_shared<Seen>();
+  auto recording = [seen](const executor::PagedKvView& view, const executor::DecodeArgs& args)
+      -> Result<executor::DecodeReceipt> {
+    ++seen->calls;
+    seen->view_base = view.k.base;
+    const executor::KvBlockTable& t = args.requests[0].table;
+    seen->slots.assign(t.slots.begin(), t.slots.end());
+    seen->valid.assign(t.valid_rows.begin(), t.valid_rows.end());
+    seen->context = t.context_tokens;
+    for (float& x : args.outputs) x = 0.5f;
+    for (float& x : args.lse) x = 2.0f;
+    executor::DecodeReceipt r;
+    r.kv_rows = 20;
+    r.kv_bytes = 640;
+    return r;
+  };
+  std::unique_ptr<ExecutorService> executor =
+      ExecutorService::create(layout, views, base, 4, recording).value();
+
+  BlockTableView table;
+  table.fence.table_version = TableVersion{3};
+  table.context_tokens = 20;
+  table.groups.resize(layout.cache_groups.size());
+  for (auto& entries : table.groups) {
+    entries.push_back(BlockTableEntry{PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1007}, BlockGeneration{1}}, 16, 0});
+    entries.push_back(BlockTableEntry{PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1002}, BlockGeneration{1}}, 4, 0});
+  }
   DecodeAttentionOp op;
-  op.request = RequestId{1};
-  op.q_heads = 1;
-  Result<AttentionOutput> out = executor->decode(op, BlockTableView{});
-  REQUIRE_FALSE(out.ok());
-  CHECK(out.error().code == ErrorCode::incompatible);
-  CHECK(out.error().field == "pool_backend");
-  CHECK(out.error().reason == "pools on GPU");
-  CHECK(executor->validate().ok());
+  op.request = RequestId{9};
+  op.table_version = TableVersion{3};
+  op.layer = layer;
+  op.q_heads = group.kv_heads_local * 2;
+  op.queries.assign(uint64_t{op.q_heads} * group.head_dim, 0.25f);
+  Result<AttentionOutput> out = executor->decode(op, table);
+  REQUIRE(out.ok());
+  CHECK(seen->calls == 1);
+  CHECK(seen->view_base == &marker[layer]);                     // the layer's own view
+  CHECK(seen->slots == std::vector<uint32_t>{7, 2});             // block id - the group's base
+  CHECK(seen->valid == std::vector<uint32_t>{16, 4});
+  CHECK(seen->context == 20);
+  CHECK(out->kv_rows == 20);
+  CHECK(out->outputs == std::vector<float>(uint64_t{op.q_heads} * group.head_dim, 0.5f));
+  CHECK(out->lse == std::vector<float>(op.q_heads, 2.0f));
+
+  // A kernel's refusal is the op's answer; the service keeps serving.
+  auto refusing = [](const executor::PagedKvView&, const executor::DecodeArgs&) -> Result<executor::DecodeReceipt> {
+    return make_error(ErrorCode::io, "cudaMemcpy (queries) failed: lost device", "cudaMemcpy (queries)");
+  };
+  std::unique_ptr<ExecutorService> failing = ExecutorService::create(layout, views, base, 1, refusing).value();
+  Result<AttentionOutput> refused = failing->decode(op, table);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::io);
+  CHECK(failing->validate().ok());
+  // A stale table version never reaches the kernel.
+  op.table_version = TableVersion{2};
+  CHECK(executor->decode(op, table).error().code == ErrorCode::stale_table_version);
+  CHECK(seen->calls == 1);
 }
 
 }  // namespace kvrt::test

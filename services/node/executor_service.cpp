@@ -15,7 +15,7 @@ ExecutorService::ExecutorService(CacheLayoutManifest layout, std::vector<executo
 Result<std::unique_ptr<ExecutorService>> ExecutorService::create(const CacheLayoutManifest& layout,
                                                                  std::vector<executor::PagedKvView> layer_views,
                                                                  std::vector<uint64_t> block_id_base,
-                                                                 unsigned threads) {
+                                                                 unsigned threads, DecodeKernel kernel) {
   uint32_t layers = 0;
   for (const CacheGroupLayout& g : layout.cache_groups) layers = std::max(layers, g.layer_end);
   if (layer_views.size() != layers)
@@ -24,15 +24,9 @@ Result<std::unique_ptr<ExecutorService>> ExecutorService::create(const CacheLayo
                       "layer_views");
   if (block_id_base.size() != layout.cache_groups.size())
     return make_error(ErrorCode::invalid_argument, "one block id base per cache group", "block_id_base");
-  return std::unique_ptr<ExecutorService>(
-      new ExecutorService(layout, std::move(layer_views), std::move(block_id_base), threads));
-}
-
-std::unique_ptr<ExecutorService> ExecutorService::create_without_pools(const CacheLayoutManifest& layout,
-                                                                      std::vector<uint64_t> block_id_base,
-                                                                      std::string reason) {
-  std::unique_ptr<ExecutorService> s(new ExecutorService(layout, {}, std::move(block_id_base), 1));
-  s->no_pools_reason_ = std::move(reason);
+  std::unique_ptr<ExecutorService> s(
+      new ExecutorService(layout, std::move(layer_views), std::move(block_id_base), kernel ? 1 : threads));
+  s->kernel_ = std::move(kernel);
   return s;
 }
 
@@ -41,7 +35,6 @@ Result<AttentionOutput> ExecutorService::decode(const DecodeAttentionOp& op, con
     ++errors_;
     return e;
   };
-  if (!no_pools_reason_.empty()) return fail(make_error(ErrorCode::incompatible, no_pools_reason_, "pool_backend"));
   if (op.layer >= views_.size())
     return fail(make_error(ErrorCode::coordinate_out_of_range,
                            "layer " + std::to_string(op.layer) + " of a model with " + std::to_string(views_.size()) +
@@ -73,7 +66,7 @@ Result<AttentionOutput> ExecutorService::decode(const DecodeAttentionOp& op, con
   out.outputs.assign(uint64_t{op.q_heads} * view.v.head_dim, 0.0f);
   out.lse.assign(op.q_heads, 0.0f);
   const executor::DecodeArgs args{heads, std::span(&request, 1), op.queries, out.outputs, out.lse, {}};
-  auto receipt = executor::paged_decode(view, args, pool_.get());
+  auto receipt = kernel_ ? kernel_(view, args) : executor::paged_decode(view, args, pool_.get());
   if (!receipt.ok()) return fail(receipt.error());
   out.kv_rows = receipt->kv_rows;
   ++executions_;

@@ -8,11 +8,13 @@
 // so it can only make the kernels read rows its own receipts hold (0x0BH).
 // No CAF here: actors/executor_actor.cpp fetches the table and calls decode().
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "services/executor/kv_view.hpp"
+#include "services/executor/paged_decode.hpp"
 #include "services/executor/thread_pool.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
 #include "services/node/reuse_step_answers.hpp"
@@ -24,19 +26,20 @@ namespace kvrt {
 
 class ExecutorService {
  public:
+  // The decode kernel over one layer's view: by default the CPU's
+  // executor::paged_decode; a node whose pools are GPU memory passes the
+  // CUDA kernel (gpu/cuda_decode_kernel.hpp), whose views hold device
+  // addresses. Same arguments, same checks, same receipt.
+  using DecodeKernel =
+      std::function<Result<executor::DecodeReceipt>(const executor::PagedKvView&, const executor::DecodeArgs&)>;
+
   // layer_views[l]: model layer l of the node's pools; block_id_base[g]: the
   // allocator's first block id of cache group g (slot = block id - base).
-  // threads > 1 runs the kernels on a pool of that many workers.
+  // threads > 1 runs the CPU kernels on a pool of that many workers.
   static Result<std::unique_ptr<ExecutorService>> create(const CacheLayoutManifest& layout,
                                                          std::vector<executor::PagedKvView> layer_views,
-                                                         std::vector<uint64_t> block_id_base, unsigned threads);
-  // An executor over pools this process cannot read (GPU pools, `[node]
-  // pool_backend = "cuda"`): it freezes reuse snapshots and reports its
-  // counters, and answers every decode with incompatible ("pool_backend")
-  // carrying `reason`.
-  static std::unique_ptr<ExecutorService> create_without_pools(const CacheLayoutManifest& layout,
-                                                               std::vector<uint64_t> block_id_base,
-                                                               std::string reason);
+                                                         std::vector<uint64_t> block_id_base, unsigned threads,
+                                                         DecodeKernel kernel = {});
 
   // Errors, before any kernel runs: coordinate_out_of_range (layer),
   // stale_table_version (the table moved past op.table_version),
@@ -61,7 +64,7 @@ class ExecutorService {
   CacheLayoutManifest layout_;
   std::vector<executor::PagedKvView> views_;
   std::vector<uint64_t> block_id_base_;
-  std::string no_pools_reason_;  // set: there are no views, and decode says why
+  DecodeKernel kernel_;          // empty: executor::paged_decode on the CPU
   std::unique_ptr<executor::ThreadPool> pool_;
   uint64_t snapshots_frozen_ = 0;
   uint64_t executions_ = 0, errors_ = 0, kv_rows_ = 0, kv_bytes_ = 0;

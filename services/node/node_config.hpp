@@ -29,8 +29,8 @@ struct NodeConfig {
   // Where the K/V pools live: "shm", POSIX shared memory that workers map
   // (segment names in the session receipt); "cuda", device memory on GPU 0
   // that workers import through CUDA IPC (handles in the session receipt,
-  // gpu/cuda_pool_store.hpp). With "cuda" the node's kernel executor, which
-  // runs on the CPU, answers its ops with a typed error.
+  // gpu/cuda_pool_store.hpp). With "cuda" the node's kernel executor runs
+  // the CUDA decode kernel over them (gpu/cuda_decode_kernel.hpp).
   std::string pool_backend = "shm";  // "shm" | "cuda"
   std::string host = "127.0.0.1"; // loopback only by default: the node serves one host's workers
   uint16_t port = 0;              // 0: any free port (the descriptor names the chosen one)

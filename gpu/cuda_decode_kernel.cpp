@@ -1,0 +1,88 @@
+#include "gpu/cuda_decode_kernel.hpp"
+
+#include <memory>
+#include <string>
+
+#include "gpu/cuda_attention.hpp"
+#include "gpu/cuda_runtime_shim.hpp"
+#include "services/compute/compute_backend.hpp"
+#include "services/identity/cache_layout_manifest.hpp"
+
+namespace kvrt::gpu {
+namespace {
+
+Error cuda_error(const char* what, int rc) {
+  return make_error(ErrorCode::io, std::string(what) + " failed: " + kvrt_cuda_error_string(rc), what);
+}
+
+// A device float buffer that grows to the largest request and is reused.
+class GrowingFloats {
+ public:
+  ~GrowingFloats() {
+    if (ptr_ != nullptr) kvrt_cuda_free(ptr_);
+  }
+  Result<DeviceFloats> reserve(uint64_t floats) {
+    if (floats > capacity_) {
+      if (ptr_ != nullptr) kvrt_cuda_free(ptr_);
+      ptr_ = nullptr;
+      capacity_ = 0;
+      void* p = nullptr;
+      if (int rc = kvrt_cuda_malloc(&p, floats * sizeof(float)); rc != 0) return cuda_error("cudaMalloc", rc);
+      ptr_ = static_cast<float*>(p);
+      capacity_ = floats;
+    }
+    return DeviceFloats{ptr_, floats};
+  }
+
+ private:
+  float* ptr_ = nullptr;
+  uint64_t capacity_ = 0;
+};
+
+struct KernelState {
+  DeviceAttentionWorkspace workspace;
+  GrowingFloats queries, outputs, lse;
+};
+
+Result<executor::DecodeReceipt> decode_on_device(KernelState& st, const executor::PagedKvView& view,
+                                                 const executor::DecodeArgs& args) {
+  DeviceFloats q, out, lse;
+  KVRT_TRY_ASSIGN(q, st.queries.reserve(args.queries.size()));
+  KVRT_TRY_ASSIGN(out, st.outputs.reserve(args.outputs.size()));
+  if (!args.lse.empty()) KVRT_TRY_ASSIGN(lse, st.lse.reserve(args.lse.size()));
+  if (int rc = kvrt_cuda_memcpy_h2d(q.data, args.queries.data(), args.queries.size_bytes()); rc != 0)
+    return cuda_error("cudaMemcpy (queries)", rc);
+  executor::WorkPlanOptions options;
+  options.kernel_block_tokens = args.options.kernel_block_tokens;
+  options.partition_tokens = args.options.partition_tokens;
+  DeviceAttentionReceipt r;
+  KVRT_TRY_ASSIGN(r, cuda_paged_decode(DeviceKvLayer{view}, args.heads, args.requests, q, out, lse, options,
+                                       st.workspace));
+  if (int rc = kvrt_cuda_memcpy_d2h(args.outputs.data(), out.data, args.outputs.size_bytes()); rc != 0)
+    return cuda_error("cudaMemcpy (outputs)", rc);
+  if (!args.lse.empty())
+    if (int rc = kvrt_cuda_memcpy_d2h(args.lse.data(), lse.data, args.lse.size_bytes()); rc != 0)
+      return cuda_error("cudaMemcpy (lse)", rc);
+  // The CPU receipt's accounting: rows per K/V head counted once, and the K
+  // plus V bytes of those rows over every K/V head.
+  executor::DecodeReceipt receipt;
+  receipt.kernel_block_tokens = options.kernel_block_tokens == 0 ? view.block_tokens : options.kernel_block_tokens;
+  receipt.kv_rows = r.key_rows_read;
+  receipt.kv_bytes = r.key_rows_read * view.kv_heads *
+                     (uint64_t{view.k.head_dim} * scalar_bytes(view.k.dtype) +
+                      uint64_t{view.v.head_dim} * scalar_bytes(view.v.dtype));
+  return receipt;
+}
+
+}  // namespace
+
+Result<CudaDecodeKernel> make_cuda_decode_kernel() {
+  const CudaDeviceProbe probe = probe_cuda_device();
+  if (!probe.available) return make_error(ErrorCode::io, probe.reason, "cuda");
+  auto state = std::make_shared<KernelState>();
+  return CudaDecodeKernel([state](const executor::PagedKvView& view, const executor::DecodeArgs& args) {
+    return decode_on_device(*state, view, args);
+  });
+}
+
+}  // namespace kvrt::gpu
