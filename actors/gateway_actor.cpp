@@ -6,6 +6,7 @@
 // with its receipt, and the session actor stops.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 
 #include "actors/owner_actors.hpp"
@@ -44,7 +45,14 @@ OwnerStats gateway_stats(const GatewayState& st) {
                 {"sessions_reclaimed", static_cast<int64_t>(st.sessions_reclaimed)},
                 {"hellos_refused", static_cast<int64_t>(st.hellos_refused)},
                 {"channels_attached", static_cast<int64_t>(st.channels_attached)},
-                {"channel_attaches_refused", static_cast<int64_t>(st.channel_attaches_refused)}};
+                {"channel_attaches_refused", static_cast<int64_t>(st.channel_attaches_refused)},
+                // Where the pools live ([node] pool_backend): GPU pools carry a CUDA IPC handle.
+                {"pools_on_gpu", static_cast<int64_t>(std::count_if(
+                                     st.facts.pools.begin(), st.facts.pools.end(),
+                                     [](const PoolAttachment& p) { return !p.cuda_ipc_handle.empty(); }))},
+                {"pools_in_shared_memory", static_cast<int64_t>(std::count_if(
+                                               st.facts.pools.begin(), st.facts.pools.end(),
+                                               [](const PoolAttachment& p) { return p.cuda_ipc_handle.empty(); }))}};
   return out;
 }
 

@@ -43,9 +43,9 @@ sleep 0.5
 "$kvrt" stats --node "$dir/node.json" --json >"$dir/stats.json" 2>"$dir/stats.log"
 kill -TERM $node
 wait $node
-python3 - "$dir" "$rc0" "$rc1" <<'PY'
+python3 - "$dir" "$rc0" "$rc1" "$backend" <<'PY'
 import json, sys
-d, rcs = sys.argv[1], sys.argv[2:]
+d, rcs = sys.argv[1], sys.argv[2:4]
 ok = all(rc == "0" for rc in rcs)
 hits = 0
 for w in ("w0", "w1"):
@@ -58,8 +58,13 @@ for w in ("w0", "w1"):
 st = json.load(open(f"{d}/stats.json"))
 print("node", {k: st.get(k) for k in ("validate_ok", "leaked_blocks", "refcount_delta", "live_leases",
                                        "workers_connected")})
+node = st.get("owners", {}).get("node", {})
+node = node.get("values", node)  # gauges of the node's own line
+on_gpu = node.get("pools_on_gpu")
+print("pools on gpu", on_gpu)
 ok = ok and hits > 0 and st.get("validate_ok") is True and st.get("leaked_blocks") == 0 \
-    and st.get("refcount_delta") == 0 and st.get("live_leases") == 0
+    and st.get("refcount_delta") == 0 and st.get("live_leases") == 0 \
+    and ((on_gpu or 0) > 0) == (sys.argv[4] == "cuda")
 print("test cases: gpu pools", "passed" if ok else "FAILED")
 sys.exit(0 if ok else 1)
 PY

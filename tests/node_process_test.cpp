@@ -60,6 +60,8 @@ TEST_CASE("a node and four worker processes share prefixes exactly and leak noth
   CHECK(s.value("node", "reuse_successors_published") == static_cast<int64_t>(successors));
   CHECK(s.value("node", "reuse_successors_refused") == 0);
   CHECK(s.value("node", "sessions_opened") == 4);
+  CHECK(s.value("node", "pools_in_shared_memory") == static_cast<int64_t>(node.descriptor().pools.size()));
+  CHECK(s.value("node", "pools_on_gpu") == 0);
   CHECK(s.value("prefix_index", "publications") > 0);
   CHECK(s.value("allocator", "pool0_evictable_blocks") > 0);  // published prefixes stay cached
   // A clean shutdown removes the descriptor and every pool segment.
