@@ -347,23 +347,8 @@ TEST_CASE("node config: the scheduler and the session channel are checked option
 
 TEST_CASE("a node without a session channel serves every call through the middleman", "[node][channel]") {
   ScratchDir dir("channel-off");
-  const std::string base = std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-test.toml";
-  std::ifstream in(base);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string config = text.str();
-  // The copy lives in the scratch directory: its layout path becomes absolute.
-  const std::string layout_key = "layout = \"";
-  const size_t layout = config.find(layout_key);
-  REQUIRE(layout != std::string::npos);
-  config.insert(layout + layout_key.size(), std::string(KVRT_SOURCE_DIR) + "/tests/data/node/");
-  const size_t threads = config.find("scheduler_threads");
-  REQUIRE(threads != std::string::npos);
-  config.erase(threads, config.find('\n', threads) - threads + 1);
-  const size_t node_table = config.find("[node]\n");
-  REQUIRE(node_table != std::string::npos);
-  config.insert(node_table + 7, "session_channel = false\nscheduler = \"polling\"\nscheduler_threads = 1\n");
-  std::ofstream(dir.file("node.toml")) << config;
+  test_node_config(dir, "session_channel = false\nscheduler = \"polling\"\nscheduler_threads = 1\n",
+                   {"scheduler_threads"});
   InProcessNode n(dir, dir.file("node.toml"));
   std::unique_ptr<Client> client = n.connect("worker-0");
   CHECK(client->session().channel_socket.empty());

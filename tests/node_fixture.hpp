@@ -154,6 +154,32 @@ class NodeProcess {
   bool stopped_ = false;
 };
 
+// tests/data/node/node-test.toml copied into `dir` (node.toml) with its
+// layout path made absolute, the [node] keys in `drop` removed and `extra`
+// lines added at the top of [node]; answers the copy's path.
+inline std::string test_node_config(const ScratchDir& dir, const std::string& extra,
+                                    std::initializer_list<std::string> drop = {}) {
+  std::ifstream in(std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-test.toml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string config = text.str();
+  const std::string layout_key = "layout = \"";
+  const size_t layout = config.find(layout_key);
+  REQUIRE(layout != std::string::npos);
+  config.insert(layout + layout_key.size(), std::string(KVRT_SOURCE_DIR) + "/tests/data/node/");
+  for (const std::string& key : drop) {
+    const size_t at = config.find("\n" + key + " ");
+    REQUIRE(at != std::string::npos);
+    config.erase(at + 1, config.find('\n', at + 1) - at);
+  }
+  const size_t node_table = config.find("[node]\n");
+  REQUIRE(node_table != std::string::npos);
+  config.insert(node_table + 7, extra);
+  const std::string path = dir.file("node.toml");
+  std::ofstream(path) << config;
+  return path;
+}
+
 // A NodeInstance in this process on a test configuration (tests/data/node),
 // with sessions opened by principal name: the protocol tests talk to it over
 // loopback like any worker.

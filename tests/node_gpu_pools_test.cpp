@@ -20,24 +20,6 @@
 namespace kvrt::test {
 namespace {
 
-// tests/data/node/node-test.toml with extra [node] lines, written to `dir`.
-std::string node_config_with(const ScratchDir& dir, const std::string& extra) {
-  std::ifstream in(std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-test.toml");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string config = text.str();
-  const std::string layout_key = "layout = \"";
-  const size_t layout = config.find(layout_key);
-  REQUIRE(layout != std::string::npos);
-  config.insert(layout + layout_key.size(), std::string(KVRT_SOURCE_DIR) + "/tests/data/node/");
-  const size_t node_table = config.find("[node]\n");
-  REQUIRE(node_table != std::string::npos);
-  config.insert(node_table + 7, extra);
-  const std::string path = dir.file("node.toml");
-  std::ofstream(path) << config;
-  return path;
-}
-
 PoolAttachment gpu_pool(uint32_t group, std::string handle, uint32_t device = 0) {
   PoolAttachment a{CacheGroupId{group}, PoolId{1 + group}, PoolGeneration{1}, "", 1 << 20};
   a.cuda_ipc_handle = std::move(handle);
@@ -67,7 +49,7 @@ TEST_CASE("a node configured for GPU pools starts with handles in its descriptor
           "[node][gpu_pools]") {
   ScratchDir dir("gpu-pools-node");
   NodeRunOptions o;
-  o.config_path = node_config_with(dir, "pool_backend = \"cuda\"\n");
+  o.config_path = test_node_config(dir, "pool_backend = \"cuda\"\n");
   o.descriptor_path = dir.file("node.json");
   const CudaDeviceProbe probe = probe_cuda_device();
   Result<std::unique_ptr<NodeInstance>> started = NodeInstance::start(o);

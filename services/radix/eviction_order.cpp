@@ -139,20 +139,24 @@ uint32_t EvictionOrder::heap_pop() {
   // belongs near the bottom, then sift that entry up the few levels it needs.
   size_t hole = 0;
   for (size_t first = 1; first < n; first = hole * kArity + 1) {
-    size_t best = first;
-    if (first + kArity <= n) {
-      const size_t a = heap_keys_[first + 1] < heap_keys_[first] ? first + 1 : first;
-      const size_t b = heap_keys_[first + 3] < heap_keys_[first + 2] ? first + 3 : first + 2;
-      best = heap_keys_[b] < heap_keys_[a] ? b : a;
-    } else {
-      for (size_t c = first + 1; c < n; ++c)
-        if (heap_keys_[c] < heap_keys_[best]) best = c;
-    }
+    const size_t best = least_child(first, n);
     heap_place(hole, heap_keys_[best], heap_nodes_[best]);
     hole = best;
   }
   sift_up(hole, last_key, last_node);
   return top;
+}
+
+size_t EvictionOrder::least_child(size_t first, size_t n) const {
+  if (first + kArity <= n) {  // full family: unrolled least-of-four
+    const size_t a = heap_keys_[first + 1] < heap_keys_[first] ? first + 1 : first;
+    const size_t b = heap_keys_[first + 3] < heap_keys_[first + 2] ? first + 3 : first + 2;
+    return heap_keys_[b] < heap_keys_[a] ? b : a;
+  }
+  size_t best = first;
+  for (size_t c = first + 1; c < n; ++c)
+    if (heap_keys_[c] < heap_keys_[best]) best = c;
+  return best;
 }
 
 // Both sifts move a hole instead of swapping: each level copies one entry.
@@ -171,15 +175,7 @@ void EvictionOrder::sift_down(size_t i, Packed key, uint32_t node) {
   for (;;) {
     const size_t first = i * kArity + 1;
     if (first >= n) break;
-    size_t best = first;
-    if (first + kArity <= n) {  // full family: unrolled least-of-four
-      const size_t a = heap_keys_[first + 1] < heap_keys_[first] ? first + 1 : first;
-      const size_t b = heap_keys_[first + 3] < heap_keys_[first + 2] ? first + 3 : first + 2;
-      best = heap_keys_[b] < heap_keys_[a] ? b : a;
-    } else {
-      for (size_t c = first + 1; c < n; ++c)
-        if (heap_keys_[c] < heap_keys_[best]) best = c;
-    }
+    const size_t best = least_child(first, n);
     if (!(heap_keys_[best] < key)) break;
     heap_place(i, heap_keys_[best], heap_nodes_[best]);
     i = best;

@@ -116,6 +116,8 @@ class EvictionOrder {
     heap_nodes_[i] = node;
     place_[node] = static_cast<uint32_t>(i);
   }
+  // The least of the children [first, min(first + kArity, n)) of one family.
+  size_t least_child(size_t first, size_t n) const;
   void sift_up(size_t i, Packed key, uint32_t node);
   void sift_down(size_t i, Packed key, uint32_t node);
 
