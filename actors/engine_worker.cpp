@@ -52,14 +52,7 @@ Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineO
                       "pool_backend");
   // Attach every pool the session receipt names, with its generation and
   // layout: a replaced pool is refused, never written.
-  std::vector<shm::BlockPoolSegment> segments;
-  for (const PoolAttachment& p : session.pools) {
-    auto s_result = shm::BlockPoolSegment::attach(p.segment_name, p.generation, session.layout_sha256);
-    if (!s_result.ok()) return s_result.error();
-    shm::BlockPoolSegment s = std::move(s_result).value();
-    segments.push_back(std::move(s));
-  }
-  auto store_result = shm::ShmPayloadStore::create(std::move(segments));
+  auto store_result = attach_shared_memory_pools(session);
   if (!store_result.ok()) return store_result.error();
   shm::ShmPayloadStore store = std::move(store_result).value();
   auto cache_result = shm::ShmModelKvCache::create(store, layout);

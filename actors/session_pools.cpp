@@ -21,15 +21,19 @@ Result<std::unique_ptr<shm::SharedPoolStore>> attach_session_pools(const Session
                       std::to_string(on_gpu) + " of the session's " + std::to_string(session.pools.size()) +
                           " pools are GPU memory and the others shared memory",
                       "pools");
+  Result<shm::ShmPayloadStore> store = attach_shared_memory_pools(session);
+  if (!store.ok()) return store.error();
+  return std::unique_ptr<shm::SharedPoolStore>(std::make_unique<shm::ShmPayloadStore>(std::move(*store)));
+}
+
+Result<shm::ShmPayloadStore> attach_shared_memory_pools(const SessionReceipt& session) {
   std::vector<shm::BlockPoolSegment> segments;
   for (const PoolAttachment& p : session.pools) {
     Result<shm::BlockPoolSegment> s = shm::BlockPoolSegment::attach(p.segment_name, p.generation, session.layout_sha256);
     if (!s.ok()) return s.error();
     segments.push_back(std::move(*s));
   }
-  Result<shm::ShmPayloadStore> store = shm::ShmPayloadStore::create(std::move(segments));
-  if (!store.ok()) return store.error();
-  return std::unique_ptr<shm::SharedPoolStore>(std::make_unique<shm::ShmPayloadStore>(std::move(*store)));
+  return shm::ShmPayloadStore::create(std::move(segments));
 }
 
 }  // namespace kvrt

@@ -12,6 +12,7 @@
 #include "services/common/result.hpp"
 #include "services/protocol/session_ops.hpp"
 #include "shm/shared_pool_store.hpp"
+#include "shm/shm_payload_store.hpp"
 
 namespace kvrt {
 
@@ -19,6 +20,12 @@ namespace kvrt {
 // shared-memory pools, and those of BlockPoolSegment::attach /
 // ShmPayloadStore::create or gpu::import_cuda_pools.
 Result<std::unique_ptr<shm::SharedPoolStore>> attach_session_pools(const SessionReceipt& session);
+
+// The shared-memory path of attach_session_pools, for a caller that needs
+// the mapped segments themselves (kvrt run's engines build their model's
+// K/V views over them). Errors: those of BlockPoolSegment::attach and
+// ShmPayloadStore::create.
+Result<shm::ShmPayloadStore> attach_shared_memory_pools(const SessionReceipt& session);
 
 // Whether the receipt's pools are GPU memory.
 bool session_pools_on_gpu(const SessionReceipt& session);
