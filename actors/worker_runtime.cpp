@@ -263,6 +263,9 @@ class Worker {
     ++summary_.round_trips;
     if (!committed.ok()) {
       note_error(committed.error());
+      // The prefills read the reused rows: their attempts still end.
+      for (LiveRequest& r : admitted)
+        if (r.reuse_snapshot) end_attempt(r, false);
       return;
     }
     for (size_t i = 0; i < admitted.size(); ++i) {
