@@ -125,6 +125,16 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
       r.peak_ledger = s.ledger;
     }
   }
+  // The samples are periodic and can miss a short peak; the allocator keeps
+  // each pool's exact high-water mark of live blocks.
+  for (size_t g = 0; g < layout.cache_groups.size(); ++g) {
+    const std::string p = "pool" + std::to_string(g) + "_";
+    const int64_t capacity = stat(pass.final_stats, "allocator", p + "capacity_blocks");
+    if (capacity > 0)
+      r.pool_utilisation = std::max(r.pool_utilisation, static_cast<double>(stat(pass.final_stats, "allocator",
+                                                                                   p + "peak_live_blocks")) /
+                                                            static_cast<double>(capacity));
+  }
 
   const NodeReuseFunnel node_funnel = node_reuse_funnel(pass.final_stats.owners);
   r.node_reuse_requests = node_funnel.requests;

@@ -270,12 +270,21 @@ TEST_CASE("randomised allocator transitions validate and match a reference model
   for (const auto& [seed, policy] : runs) {
     INFO("seed " << seed << " policy " << int(policy));
     PropertyRun run(seed, policy);
+    std::vector<uint32_t> most_live(run.al.group_count(), 0);  // the live counts seen between steps
     for (int i = 0; i < 25000; ++i) {
       INFO("step " << i);
       run.step();
       run.drain();
       Status v = run.al.validate();
       if (!v.ok()) FAIL(v.error().describe());
+      // The pool's high-water mark covers every live count seen (an op may
+      // peak inside itself, so it can be higher) and never exceeds capacity.
+      for (uint32_t g = 0; g < run.al.group_count(); ++g) {
+        const BlockAllocator::PoolCounts c = run.al.counts(g);
+        most_live[g] = std::max(most_live[g], c.live);
+        REQUIRE(c.peak_live >= most_live[g]);
+        REQUIRE(c.peak_live <= run.al.capacity_blocks());
+      }
       if (i % 64 == 0)
         for (auto& [id, m] : run.model) run.check_contents(id);
     }

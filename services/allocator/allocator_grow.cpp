@@ -202,7 +202,7 @@ void BlockAllocator::publish_fresh_blocks(uint32_t index, uint16_t valid_rows, A
       cell_slot[k] = slot;
     }
     p.in_transaction -= per_group;
-    p.live += per_group;
+    p.gain_live(per_group);
   }
   digest_.add_digest(blocks);
   digest_.add_digest(cells);
@@ -271,7 +271,7 @@ Status BlockAllocator::allocate(const AllocateArgs& a, AllocationReceipt& out) {
       const uint32_t before = b.refcount;
       if (before == 0) {  // unlinked above: revive (touch) without touching the queue again
         b.state = BlockState::live;
-        ++pools_[g].live;
+        pools_[g].gain_live(1);
         --pools_[g].evictable;
       }
       ++b.refcount;

@@ -102,6 +102,7 @@ Status BlockAllocator::validate() const {
     }
     if (in_txn != 0 || p.in_transaction != 0) return broken("a block is left in a transaction phase");
     if (live != p.live) return broken("live count drifted");
+    if (p.peak_live < p.live) return broken("peak live count below the live count");
     // Queue membership: every FREE block exactly once in the free ring, every
     // EVICTABLE block exactly once in the LRU queue, nothing else (under
     // single_lru_queue: every unreferenced block once in the LRU queue).

@@ -39,7 +39,7 @@ StateDigest BlockAllocator::epoch_image(uint64_t epoch) { return MultisetDigest:
 
 BlockAllocator::PoolCounts BlockAllocator::counts(uint32_t g) const {
   const Pool& p = pools_.at(g);
-  return PoolCounts{p.unreferenced() - p.evictable, p.evictable, p.live, p.in_transaction};
+  return PoolCounts{p.unreferenced() - p.evictable, p.evictable, p.live, p.in_transaction, p.peak_live};
 }
 
 uint32_t BlockAllocator::group_index_of(CacheGroupId group) const {

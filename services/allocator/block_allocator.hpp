@@ -154,6 +154,7 @@ class BlockAllocator {
   uint32_t capacity_blocks() const { return pools_.empty() ? 0 : pools_[0].capacity(); }
   struct PoolCounts {
     uint32_t free = 0, evictable = 0, live = 0, in_transaction = 0;
+    uint32_t peak_live = 0;  // most blocks LIVE at once since the pool was created
   };
   PoolCounts counts(uint32_t group_index) const;
   // The request's current table of one group as handles, or an error.
@@ -194,10 +195,17 @@ class BlockAllocator {
     FreeBlockRing free_ring;
     BlockQueue lru_queue;
     uint32_t live = 0;
+    uint32_t peak_live = 0;      // high-water mark of live since creation [blocks]
     uint32_t evictable = 0;      // blocks in state EVICTABLE
     uint32_t in_transaction = 0;
     uint32_t capacity() const { return static_cast<uint32_t>(blocks.size()); }
     uint32_t unreferenced() const { return free_ring.size() + lru_queue.size(); }
+    // Every block that turns LIVE goes through here, so the peak is exact
+    // (a report's peak utilisation needs no lucky sample).
+    void gain_live(uint32_t n) {
+      live += n;
+      if (live > peak_live) peak_live = live;
+    }
   };
   struct RequestRecord {
     RequestId id;

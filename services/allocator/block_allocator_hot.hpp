@@ -158,7 +158,7 @@ inline void BlockAllocator::publish_reserved(const Reservation& r, uint16_t vali
   Pool& p = pools_[r.group_index];
   digest_.add_digest(recycle_block(r.group_index, r.slot, valid_rows));
   --p.in_transaction;
-  ++p.live;
+  p.gain_live(1);
 }
 
 inline void BlockAllocator::add_ref(uint32_t g, uint32_t slot) {
@@ -169,7 +169,7 @@ inline void BlockAllocator::add_ref(uint32_t g, uint32_t slot) {
     p.lru_queue.remove(slot, links_of(g));
     --p.evictable;
     b.state = BlockState::live;
-    ++p.live;
+    p.gain_live(1);
   }
   ++b.refcount;
 }

@@ -29,6 +29,7 @@ OwnerStats AllocatorService::stats() const {
     put(p + "free_blocks", c.free);
     put(p + "evictable_blocks", c.evictable);
     put(p + "live_blocks", c.live);
+    put(p + "peak_live_blocks", c.peak_live);
     put(p + "in_transaction_blocks", c.in_transaction);
     put(p + "capacity_blocks", allocator_.capacity_blocks());
     for (uint32_t slot = 0; slot < allocator_.capacity_blocks(); ++slot) {
