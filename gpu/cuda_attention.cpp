@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpu/cuda_attention_shim.hpp"
+#include "gpu/cuda_error.hpp"
 #include "gpu/cuda_runtime_shim.hpp"
 
 namespace kvrt::gpu {
@@ -16,10 +17,6 @@ namespace {
 using executor::AttentionWorkPlan;
 using executor::HeadMapping;
 using executor::KvTensorView;
-
-Error cuda_error(const char* what, int rc) {
-  return make_error(ErrorCode::io, std::string(what) + " failed: " + kvrt_cuda_error_string(rc), what);
-}
 
 Error shape(const std::string& reason, const std::string& field) {
   return make_error(ErrorCode::executor_shape_mismatch, reason, field);

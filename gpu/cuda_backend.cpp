@@ -2,15 +2,14 @@
 // device only through cuda_runtime_shim.hpp).
 #include <vector>
 
+#include "gpu/cuda_error.hpp"
 #include "gpu/cuda_runtime_shim.hpp"
 #include "services/compute/compute_backend.hpp"
 
 namespace kvrt {
 namespace {
 
-Error cuda_error(const char* what, int rc) {
-  return make_error(ErrorCode::io, std::string(what) + " failed: " + kvrt_cuda_error_string(rc), what);
-}
+using gpu::cuda_error;
 
 class DeviceBuffer final : public BackendBuffer {
  public:

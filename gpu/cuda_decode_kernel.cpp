@@ -4,16 +4,13 @@
 #include <string>
 
 #include "gpu/cuda_attention.hpp"
+#include "gpu/cuda_error.hpp"
 #include "gpu/cuda_runtime_shim.hpp"
 #include "services/compute/compute_backend.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
 
 namespace kvrt::gpu {
 namespace {
-
-Error cuda_error(const char* what, int rc) {
-  return make_error(ErrorCode::io, std::string(what) + " failed: " + kvrt_cuda_error_string(rc), what);
-}
 
 // A device float buffer that grows to the largest request and is reused.
 class GrowingFloats {
@@ -77,8 +74,7 @@ Result<executor::DecodeReceipt> decode_on_device(KernelState& st, const executor
 }  // namespace
 
 Result<CudaDecodeKernel> make_cuda_decode_kernel() {
-  const CudaDeviceProbe probe = probe_cuda_device();
-  if (!probe.available) return make_error(ErrorCode::io, probe.reason, "cuda");
+  KVRT_TRY(require_cuda_device());
   auto state = std::make_shared<KernelState>();
   return CudaDecodeKernel([state](const executor::PagedKvView& view, const executor::DecodeArgs& args) {
     return decode_on_device(*state, view, args);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "gpu/cuda_attention_shim.hpp"
+#include "gpu/cuda_error.hpp"
 #include "gpu/cuda_ipc.hpp"
 #include "gpu/cuda_runtime_shim.hpp"
 #include "services/common/assert.hpp"
@@ -15,10 +16,6 @@
 
 namespace kvrt::gpu {
 namespace {
-
-Error cuda_error(const char* what, int rc) {
-  return make_error(ErrorCode::io, std::string(what) + " failed: " + kvrt_cuda_error_string(rc), what);
-}
 
 // A CUDA call inside a store operation: its arguments were checked, so a
 // failure is a lost device (KVRT_ASSERT, as a failed memcpy would be).
@@ -99,24 +96,13 @@ class CudaPoolStore final : public shm::SharedPoolStore {
   }
 
  private:
-  void assert_rows(uint32_t g, uint32_t slot, uint32_t first_row, uint32_t rows, const char* what) const {
-    const Status status = check_rows(g, slot, first_row, rows);
-    KVRT_ASSERT(status.ok(), std::string(what) + ": " + status.error().describe());
-  }
-
   std::vector<DevicePool> pools_;
 };
-
-Status require_device() {
-  const CudaDeviceProbe probe = probe_cuda_device();
-  if (!probe.available) return make_error(ErrorCode::io, probe.reason, "cuda");
-  return Status::success();
-}
 
 }  // namespace
 
 Result<CudaPools> create_cuda_pools(const CacheLayoutManifest& manifest, const BlockAllocatorConfig& config) {
-  KVRT_TRY(require_device());
+  KVRT_TRY(require_cuda_device());
   shm::ProcessIdentity owner;
   KVRT_TRY_ASSIGN(owner, shm::current_process_identity());
   std::vector<DevicePool> pools;
@@ -183,7 +169,7 @@ Result<std::unique_ptr<shm::SharedPoolStore>> import_cuda_pools(const std::vecto
                                                                 const Sha256Digest& layout_digest) {
   std::vector<CudaIpcHandle> handles;
   KVRT_TRY_ASSIGN(handles, check_gpu_pool_attachments(attachments));
-  KVRT_TRY(require_device());
+  KVRT_TRY(require_cuda_device());
   std::vector<DevicePool> pools;
   for (size_t g = 0; g < attachments.size(); ++g) {
     const PoolAttachment& a = attachments[g];

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "services/allocator/payload_store.hpp"
+#include "services/common/assert.hpp"
 #include "services/common/ids.hpp"
 #include "services/common/result.hpp"
 
@@ -45,6 +46,14 @@ class SharedPoolStore : public BlockPayloadStore {
                             ") are not inside a block of " + std::to_string(block_tokens()) + " rows",
                         "row_range");
     return Status::success();
+  }
+
+ protected:
+  // The BlockPayloadStore operations' argument check: their caller is the
+  // allocator (or a worker that ran check_rows), so a failure is a kvrt bug.
+  void assert_rows(uint32_t group_index, uint32_t slot, uint32_t first_row, uint32_t rows, const char* what) const {
+    const Status status = check_rows(group_index, slot, first_row, rows);
+    KVRT_ASSERT(status.ok(), std::string(what) + ": " + status.error().describe());
   }
 };
 

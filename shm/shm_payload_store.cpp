@@ -111,12 +111,6 @@ uint8_t* ShmPayloadStore::segment_base(uint32_t g) {
   return span->data() - k;
 }
 
-void ShmPayloadStore::assert_rows(uint32_t g, uint32_t slot, uint32_t first_row, uint32_t rows,
-                                  const char* what) const {
-  const Status status = check_rows(g, slot, first_row, rows);
-  KVRT_ASSERT(status.ok(), std::string(what) + ": " + status.error().describe());
-}
-
 void ShmPayloadStore::write_rows(uint32_t g, uint32_t slot, uint32_t first_row, uint32_t rows,
                                  std::span<const uint8_t> bytes) {
   assert_rows(g, slot, first_row, rows, "write_rows");

@@ -75,7 +75,6 @@ class ShmPayloadStore final : public SharedPoolStore {
   // This process's mapping of group g's segment, from byte 0.
   const uint8_t* segment_view(uint32_t g) const;
   uint8_t* segment_base(uint32_t g);
-  void assert_rows(uint32_t g, uint32_t slot, uint32_t first_row, uint32_t rows, const char* what) const;
 
   std::vector<GroupPool> groups_;
 };

@@ -6,8 +6,6 @@
 // the GPU node fills with the CUDA decode kernel. On a machine with a GPU, gpu/run-device-checks.sh runs a
 // node with GPU pools and a worker process against it.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "actors/session_pools.hpp"
 #include "gpu/cuda_pool_store.hpp"

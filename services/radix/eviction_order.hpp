@@ -66,12 +66,6 @@ class EvictionOrder {
     const size_t end = std::min(heap_nodes_.size(), kArity + 1);
     for (size_t i = 1; i < end; ++i) f(heap_nodes_[i]);
   }
-  // The run entry `steps` places after the run's head, or none (UINT32_MAX).
-  uint32_t run_entry(uint32_t steps) const {
-    uint32_t at = run_head_;
-    for (uint32_t k = 0; k < steps && at != kNone; ++k) at = links_[at].next;
-    return at;
-  }
   // Visits (node, key) of every candidate; for validate().
   template <class F>
   void for_each(F&& f) const {

@@ -188,8 +188,6 @@ class RadixTree {
                      std::span<const TokenSlotId> slots, int64_t priority);
   void remove_leaf(NodeIndex i, RadixEvictionSink* sink, RadixEvictResult& result);
   void add_candidate(NodeIndex i);
-  // Victims whose node lines evict() requests ahead of their pop.
-  static constexpr uint32_t kEvictLookahead = 4;
   void remove_candidate(NodeIndex i);
   void refresh_candidate(NodeIndex i);
   static uint64_t boundary_fold_of(const EdgeSegment& edge);
@@ -207,6 +205,7 @@ class RadixTree {
   FreeNodeIndices free_nodes_;        // lowest index first (free_node_indices.hpp)
   ChildIndex children_;
   EvictionOrder order_;
+  static constexpr uint32_t kEvictLookahead = 4;  // victims whose node lines evict() requests ahead of their pop
   RadixLedger ledger_;
   MultisetDigest digest_;
   uint64_t clock_ = 0;                // last tick handed out
