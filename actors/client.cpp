@@ -29,10 +29,16 @@ Error transport_error(const std::string& what, const caf::error& e) {
   return make_error(ErrorCode::rpc_failed, what + ": " + caf::to_string(e), what);
 }
 
-caf::behavior anchor_behavior(caf::event_based_actor*) {
-  // The node monitors this actor; it has nothing to say.
-  return {[](actors::ping_atom) {}};
-}
+// The node monitors this actor; it has nothing to say. A class, not a
+// function actor: CAF 0.17 spawns a function actor without arguments by
+// dereferencing a null argument tuple (undefined behaviour that UBSan reports).
+class AnchorActor final : public caf::event_based_actor {
+ public:
+  using caf::event_based_actor::event_based_actor;
+  caf::behavior make_behavior() override {
+    return {[](actors::ping_atom) {}};
+  }
+};
 
 }  // namespace
 
@@ -97,7 +103,7 @@ Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, cons
                       "cannot reach the node at " + node.host + ":" + std::to_string(node.port) + ": " +
                           caf::to_string(gateway.error()),
                       "node");
-  impl->anchor = impl->system.spawn(anchor_behavior);
+  impl->anchor = impl->system.spawn<AnchorActor>();
   HelloRequest hello{token_hex, options.worker_name, static_cast<uint32_t>(::getpid())};
   Result<SessionReceipt> receipt = make_error(ErrorCode::rpc_failed, "no reply", "hello");
   caf::actor session;

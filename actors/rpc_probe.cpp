@@ -105,11 +105,16 @@ Result<std::vector<double>> InProcessAllocatorProbe::actor_driven_rtts(int warmu
   loop->warmup = warmup;
   loop->total = warmup + timed;
   std::future<Result<std::vector<double>>> result = loop->finished.get_future();
-  impl_->system.spawn([loop](caf::event_based_actor* self) -> caf::behavior {
-    loop->self = self;
-    loop->next();
-    return {[](caf::unit_t) {}};
-  });
+  // The loop travels as a spawn argument, not a capture: CAF 0.17 applies a
+  // function actor's arguments through `*args_`, a null pointer when there
+  // are none (undefined behaviour that UBSan reports).
+  impl_->system.spawn(
+      [](caf::event_based_actor* self, std::shared_ptr<DriverLoop> driver) -> caf::behavior {
+        driver->self = self;
+        driver->next();
+        return {[](caf::unit_t) {}};
+      },
+      loop);
   return result.get();
 }
 

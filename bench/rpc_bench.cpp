@@ -23,6 +23,7 @@
 #include "actors/client.hpp"
 #include "actors/rpc_probe.hpp"
 #include "schema/codec_node.hpp"
+#include "services/node/allocator_service.hpp"
 
 extern char** environ;
 
@@ -53,9 +54,10 @@ bool full_io(int fd, void* buf, size_t n, bool write_side) {
   return true;
 }
 
-// Ping-pong of a 64-byte message between this process and a forked echo
-// child over a connected socket pair of the given family.
-Percentiles socket_ping_pong(bool tcp, int iterations) {
+// Ping-pong between this process and a forked echo child over a connected
+// socket pair of the given family: `request_bytes` out, `reply_bytes` back
+// (64 and 64: the floor of any small round trip).
+Percentiles socket_ping_pong(bool tcp, int iterations, size_t request_bytes = 64, size_t reply_bytes = 64) {
   int parent_fd = -1, child_fd = -1;
   if (tcp) {
     const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -82,18 +84,19 @@ Percentiles socket_ping_pong(bool tcp, int iterations) {
   const pid_t child = ::fork();
   if (child == 0) {
     ::close(parent_fd);
-    uint8_t buf[64];
-    while (full_io(child_fd, buf, sizeof buf, false) && full_io(child_fd, buf, sizeof buf, true)) {
+    std::vector<uint8_t> buf(std::max(request_bytes, reply_bytes), 1);
+    while (full_io(child_fd, buf.data(), request_bytes, false) && full_io(child_fd, buf.data(), reply_bytes, true)) {
     }
     ::_exit(0);
   }
   ::close(child_fd);
-  uint8_t buf[64] = {1};
+  std::vector<uint8_t> buf(std::max(request_bytes, reply_bytes), 1);
   std::vector<double> us;
   us.reserve(static_cast<size_t>(iterations));
   for (int i = 0; i < iterations + iterations / 10; ++i) {
     const uint64_t t = now_ns();
-    if (!full_io(parent_fd, buf, sizeof buf, true) || !full_io(parent_fd, buf, sizeof buf, false)) break;
+    if (!full_io(parent_fd, buf.data(), request_bytes, true) || !full_io(parent_fd, buf.data(), reply_bytes, false))
+      break;
     if (i >= iterations / 10) us.push_back(elapsed_us(t));  // the first tenth warms up
   }
   ::close(parent_fd);
@@ -120,6 +123,16 @@ std::vector<AllocatorOp> releases_of(const AllocatorBatchReceipt& r) {
       ops.push_back(ReleaseOp{RequestFence{a->request_id, a->request_generation, a->table_version_after},
                               ReleaseReason::finished});
   return ops;
+}
+
+// The wire sizes of a batch of `n` AllocateOps and of its receipt, encoded
+// by the codec the node uses, from an allocator of the node's shape (two
+// cache groups, one bundle per operation): every field is fixed-width, so
+// the sizes do not depend on the values. [bytes]
+std::pair<size_t, size_t> batch_wire_bytes(uint32_t n) {
+  AllocatorService service(BlockAllocator::create(probe_allocator_config()).value());
+  const AllocatorBatch batch{{}, allocations(n)};
+  return {codec::encode(batch).size(), codec::encode(service.apply(kNodeSession, batch)).size()};
 }
 
 // In-process round trips of one AllocateOp batch (encode, actor, allocate,
@@ -310,6 +323,16 @@ BenchReport run_rpc_bench(bool quick) {
                             "64-byte ping-pong between two processes, TCP_NODELAY"));
   rep.rows.push_back(us_row("raw_unix_socket_p50", unix_socket.p50, std::nullopt, std::nullopt,
                             "64-byte ping-pong between two processes, AF_UNIX stream"));
+  // The same Unix-socket ping-pong carrying a 256-operation batch's bytes:
+  // the transport's share of batch256, whatever the node does with them.
+  const auto [batch256_request_bytes, batch256_receipt_bytes] = batch_wire_bytes(256);
+  const Percentiles unix_batch256 =
+      socket_ping_pong(false, quick ? 200 : 1000, batch256_request_bytes, batch256_receipt_bytes);
+  rep.rows.push_back(us_row("raw_unix_batch256_bytes_p50", unix_batch256.p50,
+                            std::make_pair(std::string("raw_unix"), unix_socket.p50), std::nullopt,
+                            "the same ping-pong carrying a 256-AllocateOp batch's bytes: " +
+                                std::to_string(batch256_request_bytes) + " out, " +
+                                std::to_string(batch256_receipt_bytes) + " back (its receipt)"));
 
   // 2. In-process: the allocator actor and its caller in one actor system.
   std::string error;
@@ -409,6 +432,15 @@ BenchReport run_rpc_bench(bool quick) {
       ratio.target = Target{2.0, Better::lower};
       ratio.note = "latency of a 256-operation batch over a 1-operation batch";
       rep.rows.push_back(ratio);
+      // What the same ratio would be if the node and the client cost nothing:
+      // the bytes of the 256-op batch and its receipt over the raw socket,
+      // over the 1-op round trip measured here.
+      BenchRow floor;
+      floor.name = "batch256_transport_floor_over_single";
+      floor.value = single_batch_us > 0 ? unix_batch256.p50 / single_batch_us : 0;
+      floor.unit = "x";
+      floor.note = "raw_unix_batch256_bytes_p50 over batch1: the ratio's floor from moving the bytes alone";
+      rep.rows.push_back(floor);
     }
   }
   // 5. The executable-reuse transaction (0x0CD) for one request whose first

@@ -5,7 +5,7 @@
 // never share a descriptor.
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,21 +50,30 @@ class ScratchDir {
 };
 
 // A child process running the kvrt binary; stdout and stderr go to `log`.
+// The child is killed when this test process dies: a test that aborts (a
+// failed assertion in a destructor, a sanitizer report) must not leave a
+// polling node burning a core under every later test. Tests create these on
+// their main thread; PR_SET_PDEATHSIG fires when the creating thread exits.
 class KvrtProcess {
  public:
   KvrtProcess(const std::vector<std::string>& args, const std::string& log) : log_(log) {
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
     std::vector<std::string> storage{KVRT_BINARY};
     storage.insert(storage.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : storage) argv.push_back(a.data());
     argv.push_back(nullptr);
-    const int rc = ::posix_spawn(&pid_, KVRT_BINARY, &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    REQUIRE(rc == 0);
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      // Only async-signal-safe calls between fork and exec (this process has threads).
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(125);
+      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0 || ::dup2(fd, STDOUT_FILENO) < 0 || ::dup2(fd, STDERR_FILENO) < 0) ::_exit(126);
+      if (fd > STDERR_FILENO) ::close(fd);
+      ::execve(KVRT_BINARY, argv.data(), environ);
+      ::_exit(127);
+    }
+    REQUIRE(pid_ > 0);
   }
   ~KvrtProcess() {
     if (pid_ > 0 && !reaped_) {
