@@ -81,6 +81,7 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
           AllocatorBatchReceipt receipt = st.service->apply(SessionId{session}, *batch);
           forward_events(st, self);
           report_pressure(st, self, *batch, receipt);
+          log_answered(st.obs.log, "allocator", session, batch->trace, receipt);
           return to_wire(codec::encode(receipt));
         },
         [self](table_atom, uint64_t session, uint64_t request) -> BlockTableView {

@@ -63,6 +63,10 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system,
           }
           TraceSlice slice(st.obs.trace, "authorization", "authorize", req->trace);
           Result<IssuedGrant> grant = st.service->authorize(SessionId{session}, *req);
+          logger_or_default(st.obs.log)
+              .debug("actor=authorization session={} trace={:016x} span={:016x} authorize {}: {}", session,
+                     req->trace.trace_id, req->trace.span_id, req->namespace_name,
+                     grant.ok() ? std::string("granted") : grant.error().describe());
           if (!grant.ok()) return to_wire(codec::encode(codec::ErrorMessage{grant.error()}));
           self->send(st.prefix, grant_atom::value, session, grant->for_indexes);
           return to_wire(codec::encode(grant->receipt));

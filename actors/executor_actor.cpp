@@ -33,6 +33,7 @@ struct ExecuteRun {
 void run_ops(ExecutorSelf self, std::shared_ptr<ExecuteRun> run) {
   const size_t i = run->receipt.outcomes.size();
   if (i == run->batch.ops.size()) {
+    log_answered(self->state.obs.log, "executor", run->session.value, run->batch.trace, run->receipt);
     run->promise.deliver(to_wire(codec::encode(run->receipt)));
     return;
   }

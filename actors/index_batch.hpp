@@ -14,6 +14,8 @@
 namespace kvrt::actors {
 
 struct IndexBatchRun {
+  const char* actor = "";  // the owner's name in log lines
+  std::shared_ptr<spdlog::logger> log;
   SessionId session;
   PrefixBatch batch;
   PrefixBatchReceipt receipt;
@@ -46,6 +48,7 @@ void run_index_batch(Service& service, const std::shared_ptr<IndexBatchRun>& run
     publish(run, pub);
     return;  // continues in the owners' replies
   }
+  log_answered(run->log, run->actor, run->session.value, run->batch.trace, run->receipt);
   run->promise.deliver(to_wire(codec::encode(run->receipt)));
 }
 
@@ -101,6 +104,8 @@ caf::result<wire_bytes> start_index_batch(Self self, uint64_t session, const wir
   slice.set_trace(batch->trace);
   if (obs.trace) obs.trace->flow_finish(actor, ChromeTraceRecorder::now_us(), flow_id(batch->trace));
   auto run = std::make_shared<IndexBatchRun>();
+  run->actor = actor;
+  run->log = obs.log;
   run->session = SessionId{session};
   run->receipt.trace = batch->trace;
   run->receipt.outcomes.reserve(batch->ops.size());

@@ -37,7 +37,9 @@ mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<Mappe
             return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
           }
           slice.set_trace(batch->trace);
-          return to_wire(codec::encode(st.service->apply(SessionId{session}, *batch)));
+          const MapperBatchReceipt receipt = st.service->apply(SessionId{session}, *batch);
+          log_answered(st.obs.log, "mapper", session, batch->trace, receipt);
+          return to_wire(codec::encode(receipt));
         },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
         [self](end_atom, uint64_t session) {

@@ -56,9 +56,10 @@ Error transport_error(const char* owner, const caf::error& e) {
 void return_leases(ReuseSelf self, SessionId session, TraceContext trace, const ReuseBatchRun::LeaseReturn& leases) {
   auto& st = self->state;
   auto ignore = [](std::vector<uint8_t>&) {};
-  auto log_failure = [self, session](caf::error& e) {
+  auto log_failure = [self, session, trace](caf::error& e) {
     logger_or_default(self->state.obs.log)
-        .warn("actor=reuse session={} could not return leases: {}", session.value, caf::to_string(e));
+        .warn("actor=reuse session={} trace={:016x} could not return leases: {}", session.value, trace.trace_id,
+              caf::to_string(e));
   };
   if (!leases.blocks.empty())
     self->request(st.owners.allocator, caf::infinite, unlease_atom::value, session.value, trace, leases.blocks)
@@ -84,7 +85,8 @@ void finish(ReuseSelf self, const RunPtr& run) {
     if (ended) continue;
     if (Status held = st.open.hold(run->session, std::move(a)); !held.ok())
       logger_or_default(st.obs.log)
-          .error("actor=reuse session={} could not hold an attempt open: {}", s, held.error().describe());
+          .error("actor=reuse session={} trace={:016x} could not hold an attempt open: {}", s,
+                 run->core.trace().trace_id, held.error().describe());
   }
   if (--st.in_flight[s] == 0) {
     st.in_flight.erase(s);
@@ -104,6 +106,7 @@ void finish(ReuseSelf self, const RunPtr& run) {
     }
   }
   for (const FunnelOutcome& f : run->core.funnel_outcomes()) st.funnel.record(f);
+  log_answered(st.obs.log, "reuse", s, run->core.trace(), receipt);
   run->promise.deliver(to_wire(codec::encode(receipt)));
 }
 

@@ -1,17 +1,21 @@
 #pragma once
 // Conversions between codec bytes (std::vector<uint8_t>) and the CAF builtin
 // std::vector<char> that carries them, and the log lines every actor writes
-// for rejected input and reclaimed sessions (process, actor, session and
-// error in each line, issue 5).
+// for rejected input, answered batches and reclaimed sessions (process,
+// actor, session, and the trace id wherever the line is about a message
+// that carried one: issue 5).
 #include <spdlog/logger.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <variant>
 #include <vector>
 
 #include "services/common/error.hpp"
+#include "services/protocol/trace_context.hpp"
 
 namespace kvrt::actors {
 
@@ -29,6 +33,20 @@ inline spdlog::logger& logger_or_default(const std::shared_ptr<spdlog::logger>& 
 inline void log_rejected(const std::shared_ptr<spdlog::logger>& log, const char* actor, uint64_t session,
                          const Error& e) {
   logger_or_default(log).warn("actor={} session={} rejected malformed message: {}", actor, session, e.describe());
+}
+
+// One debug line per answered batch (`--log-level debug`; a level check and
+// nothing else otherwise): the trace and span ids tie the line to the
+// worker's call and to the `--trace` slices of the same message.
+template <class Receipt>
+void log_answered(const std::shared_ptr<spdlog::logger>& log, const char* actor, uint64_t session,
+                  const TraceContext& trace, const Receipt& receipt) {
+  spdlog::logger& l = logger_or_default(log);
+  if (!l.should_log(spdlog::level::debug)) return;
+  const auto errors = std::count_if(receipt.outcomes.begin(), receipt.outcomes.end(),
+                                    [](const auto& o) { return std::holds_alternative<Error>(o); });
+  l.debug("actor={} session={} trace={:016x} span={:016x} answered ops={} typed_errors={}", actor, session,
+          trace.trace_id, trace.span_id, receipt.outcomes.size(), errors);
 }
 
 inline void log_reclaim(const std::shared_ptr<spdlog::logger>& log, const char* actor, uint64_t session,

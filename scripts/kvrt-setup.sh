@@ -42,7 +42,7 @@ if [ "$job" = sanitize ]; then
   # (-fno-sanitize-recover) so that CTest reports it as a failure. CUDA is
   # off: nvcc objects would not be instrumented.
   build="${KVRT_BUILD_DIR:-$root/build-sanitize}"
-  flags="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
+  flags="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -Wno-psabi"
   cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DKVRT_WITH_CUDA=OFF "-DCMAKE_CXX_FLAGS=$flags"
               "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
 fi

@@ -120,10 +120,13 @@ class KvrtProcess {
 // exists; stopped with SIGTERM (a clean shutdown) by stop() or the destructor.
 class NodeProcess {
  public:
+  // `extra_args` follow `node`; `global_args` precede it (`--log-level debug`).
   explicit NodeProcess(const ScratchDir& dir, std::vector<std::string> extra_args = {},
-                       const std::string& config = "tests/data/node/node-test.toml")
+                       const std::string& config = "tests/data/node/node-test.toml",
+                       std::vector<std::string> global_args = {})
       : descriptor_path_(dir.file("node.json")),
-        process_(node_args(config, descriptor_path_, std::move(extra_args)), dir.file("node.log")) {
+        process_(node_args(config, descriptor_path_, std::move(extra_args), std::move(global_args)),
+                 dir.file("node.log")) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (!std::filesystem::exists(descriptor_path_)) {
       if (std::chrono::steady_clock::now() > deadline) FAIL("the node did not start; log:\n" << process_.output());
@@ -135,9 +138,11 @@ class NodeProcess {
     if (!stopped_) stop();
   }
   static std::vector<std::string> node_args(const std::string& config, const std::string& descriptor,
-                                            std::vector<std::string> extra) {
-    std::vector<std::string> args{"node", "--config", std::string(KVRT_SOURCE_DIR) + "/" + config, "--descriptor",
-                                  descriptor};
+                                            std::vector<std::string> extra, std::vector<std::string> global) {
+    std::vector<std::string> args = std::move(global);
+    for (std::string a : {std::string("node"), std::string("--config"), std::string(KVRT_SOURCE_DIR) + "/" + config,
+                          std::string("--descriptor"), descriptor})
+      args.push_back(std::move(a));
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }

@@ -194,3 +194,46 @@ TEST_CASE("tracing: node and worker --trace files hold Chrome trace events with 
 }
 
 }  // namespace kvrt::test
+
+namespace kvrt::test {
+
+// spdlog lines carry the trace id of the message they are about (issue 5):
+// at debug level every answered batch names its owner, session, trace and
+// span, and how many of its operations ended in a typed error.
+TEST_CASE("node --log-level debug: each answered batch logs its session, trace and span ids", "[node][process][trace]") {
+  ScratchDir dir("node-debug-log");
+  NodeProcess node(dir, {}, "tests/data/node/node-test.toml", {"--log-level", "debug"});
+  uint64_t session = 0;
+  {
+    Result<std::unique_ptr<Client>> c =
+        Client::connect(node.descriptor(), read_token_file(node.descriptor().token_path("worker-0")).value());
+    INFO((c.ok() ? std::string("ok") : c.error().describe()));
+    REQUIRE(c.ok());
+    session = (*c)->session().session.value;
+    const TraceContext trace{0x1234abcd5678ef01ULL, 0x77, 0};
+    const RequestFence unknown{RequestId{4000}, RequestGeneration{1}, TableVersion{1}};
+    Result<AllocatorBatchReceipt> r = (*c)->allocator(
+        AllocatorBatch{trace, {AllocateOp{16, {}, std::nullopt}, ReleaseOp{unknown, ReleaseReason::finished}}});
+    REQUIRE(r.ok());
+    REQUIRE(r->outcomes.size() == 2);
+    const auto* a = std::get_if<AllocationReceipt>(&r->outcomes[0]);
+    REQUIRE(a != nullptr);
+    CHECK(std::holds_alternative<Error>(r->outcomes[1]));
+    const RequestFence fence{a->request_id, a->request_generation, a->table_version_after};
+    REQUIRE((*c)->allocator(AllocatorBatch{{}, {ReleaseOp{fence, ReleaseReason::finished}}}).ok());
+  }
+  const NodeStats s = await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; });
+  require_quiescent(s);
+  REQUIRE(node.stop() == 0);
+  const std::string log = node.log();
+  INFO(log);
+  CHECK(log.find("actor=allocator session=" + std::to_string(session) +
+                 " trace=1234abcd5678ef01 span=0000000000000077 answered ops=2 typed_errors=1") !=
+        std::string::npos);
+  // The untraced release: trace 0, one operation, no error.
+  CHECK(log.find("actor=allocator session=" + std::to_string(session) +
+                 " trace=0000000000000000 span=0000000000000000 answered ops=1 typed_errors=0") !=
+        std::string::npos);
+}
+
+}  // namespace kvrt::test
