@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,10 +20,10 @@
 #include "actors/engine_worker.hpp"
 #include "actors/node_runtime.hpp"
 #include "actors/run_report_builder.hpp"
+#include "services/common/child_process.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "services/run/run_config.hpp"
 
-extern char** environ;
 
 namespace kvrt {
 
@@ -88,29 +87,19 @@ Result<WorkerProcess> spawn_worker(const std::string& binary, const std::vector<
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0)
     return make_error(ErrorCode::io, "cannot create a pipe for " + name, "pipe");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<char*> argv;
-  std::vector<std::string> all{binary};
-  all.insert(all.end(), args.begin(), args.end());
-  for (std::string& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  // A worker dies with this process: killed `kvrt run` leaves no worker
+  // writing into pools that are gone.
+  Result<pid_t> pid = spawn_tied_child(binary, args, ChildOutput{out[1], {}, log_path, false}, SIGKILL);
   ::close(out[1]);
-  if (rc != 0) {
+  if (!pid.ok()) {
     ::close(out[0]);
-    return make_error(ErrorCode::run_worker_failed, "cannot start " + binary + " for " + name + ": " +
-                      std::strerror(rc), "worker_binary");
+    return make_error(ErrorCode::run_worker_failed, pid.error().reason + " (" + name + ")", "worker_binary");
   }
   // Only our end reads without blocking; the worker's stdout stays blocking.
   ::fcntl(out[0], F_SETFL, ::fcntl(out[0], F_GETFL) | O_NONBLOCK);
   WorkerProcess w;
   w.name = name;
-  w.pid = pid;
+  w.pid = *pid;
   w.stdout_fd = out[0];
   w.log_path = log_path;
   w.result_path = result_path;

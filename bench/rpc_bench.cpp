@@ -4,11 +4,9 @@
 // child (this same binary) through kvrt::Client.
 #include "bench/rpc_bench.hpp"
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,9 +21,9 @@
 #include "actors/client.hpp"
 #include "actors/rpc_probe.hpp"
 #include "schema/codec_node.hpp"
+#include "services/common/child_process.hpp"
 #include "services/node/allocator_service.hpp"
 
-extern char** environ;
 
 namespace kvrt::bench {
 
@@ -189,17 +187,13 @@ class NodeChild {
                           << "max_requests = 4096\n\n[[namespace]]\ndeployment = \"bench\"\ntenant = \"rpc\"\n\n"
                              "[[principal]]\nname = \"bench\"\nnamespaces = [\"bench/rpc\"]\n";
     descriptor_ = (dir_ / "node.json").string();
-    std::vector<std::string> args{"/proc/self/exe", "node", "--config", config, "--descriptor", descriptor_};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    const std::string log = (dir_ / "node.log").string();
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-    if (::posix_spawn(&pid_, "/proc/self/exe", &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&actions);
+    // SIGTERM when this process dies: the node removes its segments.
+    Result<pid_t> pid = spawn_tied_child("/proc/self/exe", {"node", "--config", config, "--descriptor", descriptor_},
+                                         ChildOutput{-1, (dir_ / "node.log").string(), {}, true}, SIGTERM);
+    if (pid.ok())
+      pid_ = *pid;
+    else
+      spawn_error_ = pid.error().describe();
   }
   ~NodeChild() {
     if (pid_ > 0) {
@@ -210,7 +204,7 @@ class NodeChild {
     std::filesystem::remove_all(dir_, ec);
   }
   Result<NodeDescriptor> wait_ready() const {
-    if (pid_ <= 0) return make_error(ErrorCode::io, "cannot start a node child", "node");
+    if (pid_ <= 0) return make_error(ErrorCode::io, "cannot start a node child: " + spawn_error_, "node");
     for (int i = 0; i < 1500 && !std::filesystem::exists(descriptor_); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return read_node_descriptor(descriptor_);
@@ -219,6 +213,7 @@ class NodeChild {
  private:
   std::filesystem::path dir_;
   std::string descriptor_;
+  std::string spawn_error_;
   pid_t pid_ = -1;
 };
 

@@ -5,7 +5,6 @@
 // never share a descriptor.
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +20,7 @@
 
 #include "actors/client.hpp"
 #include "actors/node_runtime.hpp"
+#include "services/common/child_process.hpp"
 #include "services/node/node_descriptor.hpp"
 
 extern char** environ;
@@ -50,30 +50,17 @@ class ScratchDir {
 };
 
 // A child process running the kvrt binary; stdout and stderr go to `log`.
-// The child is killed when this test process dies: a test that aborts (a
-// failed assertion in a destructor, a sanitizer report) must not leave a
-// polling node burning a core under every later test. Tests create these on
-// their main thread; PR_SET_PDEATHSIG fires when the creating thread exits.
+// The child gets SIGTERM when this test process dies (spawn_tied_child): a
+// test that aborts (a failed assertion in a destructor, a sanitizer report)
+// must not leave a node holding segments and a core under every later test.
+// SIGTERM, not SIGKILL: a node shuts down cleanly and removes its segments.
 class KvrtProcess {
  public:
   KvrtProcess(const std::vector<std::string>& args, const std::string& log) : log_(log) {
-    std::vector<std::string> storage{KVRT_BINARY};
-    storage.insert(storage.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : storage) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      // Only async-signal-safe calls between fork and exec (this process has threads).
-      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(125);
-      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd < 0 || ::dup2(fd, STDOUT_FILENO) < 0 || ::dup2(fd, STDERR_FILENO) < 0) ::_exit(126);
-      if (fd > STDERR_FILENO) ::close(fd);
-      ::execve(KVRT_BINARY, argv.data(), environ);
-      ::_exit(127);
-    }
-    REQUIRE(pid_ > 0);
+    Result<pid_t> pid = spawn_tied_child(KVRT_BINARY, args, ChildOutput{-1, log, {}, true}, SIGTERM);
+    INFO((pid.ok() ? std::string("ok") : pid.error().describe()));
+    REQUIRE(pid.ok());
+    pid_ = *pid;
   }
   ~KvrtProcess() {
     if (pid_ > 0 && !reaped_) {
