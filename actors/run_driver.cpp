@@ -24,7 +24,6 @@
 #include "services/identity/layout_loader.hpp"
 #include "services/run/run_config.hpp"
 
-
 namespace kvrt {
 
 namespace {

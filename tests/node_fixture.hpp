@@ -3,7 +3,6 @@
 // worker` child process with its output in a file, signalled and reaped by
 // the test; and a scratch directory per test so that parallel CTest runs
 // never share a descriptor.
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,8 +21,6 @@
 #include "actors/node_runtime.hpp"
 #include "services/common/child_process.hpp"
 #include "services/node/node_descriptor.hpp"
-
-extern char** environ;
 
 namespace kvrt::test {
 
@@ -127,9 +124,9 @@ class NodeProcess {
   static std::vector<std::string> node_args(const std::string& config, const std::string& descriptor,
                                             std::vector<std::string> extra, std::vector<std::string> global) {
     std::vector<std::string> args = std::move(global);
-    for (std::string a : {std::string("node"), std::string("--config"), std::string(KVRT_SOURCE_DIR) + "/" + config,
-                          std::string("--descriptor"), descriptor})
-      args.push_back(std::move(a));
+    const std::vector<std::string> node{"node", "--config", std::string(KVRT_SOURCE_DIR) + "/" + config,
+                                        "--descriptor", descriptor};
+    args.insert(args.end(), node.begin(), node.end());
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
