@@ -80,6 +80,21 @@ Result<Examined> examine(std::string_view name) {
   return out;
 }
 
+// Unlinks exactly the file `examined` looked at: a racing creator may have
+// replaced it at the name since. Errors: segment_in_use (it changed), io.
+Status unlink_examined(const Examined& examined) {
+  const std::string& name = examined.inspection.name;
+  {
+    auto current = SegmentFile::open(name, /*writable=*/false);
+    if (!current.ok()) return current.error();
+    FileIdentity now;
+    KVRT_TRY_ASSIGN(now, current->identity());
+    if (!(now == examined.file))
+      return make_error(ErrorCode::segment_in_use, "segment " + name + " changed while it was inspected", "segment");
+  }
+  return SegmentFile::unlink(name);
+}
+
 }  // namespace
 
 namespace detail {
@@ -182,17 +197,7 @@ Result<CreatedSegment> BlockPoolSegment::create_or_replace(const CacheLayoutMani
                           std::to_string(plan.info.pool_generation.value),
                       "pool_generation");
 
-  // Unlink exactly the file judged stale: a racing creator may have replaced it.
-  {
-    auto current = SegmentFile::open(plan.name, /*writable=*/false);
-    if (!current.ok()) return current.error();
-    FileIdentity now;
-    KVRT_TRY_ASSIGN(now, current->identity());
-    if (!(now == examined->file))
-      return make_error(ErrorCode::segment_in_use, "segment " + plan.name + " changed while it was inspected",
-                        "segment");
-  }
-  KVRT_TRY(SegmentFile::unlink(plan.name));
+  KVRT_TRY(unlink_examined(*examined));
   auto made = create_at(plan);
   if (!made.ok()) return made.error();
   return CreatedSegment{BlockPoolSegment(std::move(made).value()), found};
@@ -240,6 +245,17 @@ Result<SegmentInspection> BlockPoolSegment::inspect(std::string_view name) {
 }
 
 Status BlockPoolSegment::remove(std::string_view name) { return SegmentFile::unlink(name); }
+
+Result<BlockPoolSegment::StaleRemoval> BlockPoolSegment::remove_if_stale(std::string_view name) {
+  auto examined = examine(name);
+  if (!examined.ok()) return examined.error();
+  StaleRemoval out{examined->inspection, false};
+  const bool stale = out.found.owner_recorded && out.found.owner_state != OwnerState::alive;
+  if (!stale) return out;
+  KVRT_TRY(unlink_examined(*examined));
+  out.removed = true;
+  return out;
+}
 
 const std::string& BlockPoolSegment::name() const { return live().file.name(); }
 bool BlockPoolSegment::is_owner() const { return live().owner; }

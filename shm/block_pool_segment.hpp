@@ -102,6 +102,18 @@ class BlockPoolSegment {
   // exist stay valid; the name is free at once. Errors: io.
   static Status remove(std::string_view name);
 
+  // Operator cleanup after a crash (`kvrt segments --remove-stale`): unlinks
+  // the segment at `name` only if its recorded owner has exited or its pid
+  // now belongs to a later process, and only the very file that was judged
+  // (a creator racing for the name keeps its new file). Answers what was
+  // found and whether it was removed. A live owner's segment, one without an
+  // owner record and a non-kvrt file are kept. Errors: io, decode_failed.
+  struct StaleRemoval {
+    SegmentInspection found;
+    bool removed = false;
+  };
+  static Result<StaleRemoval> remove_if_stale(std::string_view name);
+
   BlockPoolSegment(BlockPoolSegment&&) noexcept;
   BlockPoolSegment& operator=(BlockPoolSegment&&) noexcept;
   BlockPoolSegment(const BlockPoolSegment&) = delete;

@@ -382,3 +382,58 @@ TEST_CASE("/proc/<pid>/stat parsing finds the start time after any command name"
   CHECK(owner_state(*self) == OwnerState::alive);
   CHECK(owner_state(ProcessIdentity{0, 0}) == OwnerState::exited);
 }
+
+TEST_CASE("remove_if_stale unlinks only segments whose owner is gone, exactly the file it judged", "[shm]") {
+  const auto layout = two_group_layout();
+  SECTION("a crashed owner's segment is removed") {
+    const auto options = pool_options(1, 3);
+    const std::string name = segment_name(options);
+    const pid_t crashed = crash_after_creating(layout, options);
+    auto r = BlockPoolSegment::remove_if_stale(name);
+    REQUIRE(r.ok());
+    CHECK(r->removed);
+    CHECK(r->found.owner.pid == crashed);
+    CHECK(r->found.owner_state == OwnerState::exited);
+    CHECK_FALSE(segment_exists(name));
+  }
+  SECTION("a pid now held by a later process counts as gone") {
+    const auto options = pool_options(1, 4);
+    const std::string name = segment_name(options);
+    crash_after_creating(layout, options);
+    const ProcessIdentity self = current_process_identity().value();
+    forge_owner(name, ProcessIdentity{self.pid, self.start_time_ticks + 1});
+    auto r = BlockPoolSegment::remove_if_stale(name);
+    REQUIRE(r.ok());
+    CHECK(r->found.owner_state == OwnerState::pid_reused);
+    CHECK(r->removed);
+    CHECK_FALSE(segment_exists(name));
+  }
+  SECTION("a live owner's segment is kept") {
+    const auto options = pool_options(1, 5);
+    auto live = BlockPoolSegment::create(layout, options);
+    REQUIRE(live.ok());
+    auto r = BlockPoolSegment::remove_if_stale(live->name());
+    REQUIRE(r.ok());
+    CHECK_FALSE(r->removed);
+    CHECK(r->found.owner_state == OwnerState::alive);
+    CHECK(segment_exists(live->name()));
+  }
+  SECTION("a segment without an owner record, or not a pool, is kept") {
+    const auto options = pool_options(1, 6);
+    const std::string name = segment_name(options);
+    raw_segment(name, nullptr, 0, 0);
+    auto unrecorded = BlockPoolSegment::remove_if_stale(name);
+    REQUIRE(unrecorded.ok());
+    CHECK_FALSE(unrecorded->found.owner_recorded);
+    CHECK_FALSE(unrecorded->removed);
+    CHECK(segment_exists(name));
+    REQUIRE(BlockPoolSegment::remove(name).ok());
+    const char junk[64] = "someone else's shared memory";
+    raw_segment(name, junk, sizeof junk, 4096);
+    auto foreign = BlockPoolSegment::remove_if_stale(name);
+    REQUIRE_FALSE(foreign.ok());
+    CHECK(foreign.error().code == ErrorCode::decode_failed);
+    CHECK(segment_exists(name));
+    CHECK(BlockPoolSegment::remove(name).ok());
+  }
+}
