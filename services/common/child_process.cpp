@@ -67,7 +67,11 @@ Result<pid_t> spawn_tied_child(const std::string& program, const std::vector<std
   if (pid == 0) {
     ::close(report[0]);
     // The parent may have died before the signal was armed: then nobody would send it.
-    if (::prctl(PR_SET_PDEATHSIG, death_signal) != 0 || ::getppid() != parent) fail_in_child(report[1], 1);
+    if (::prctl(PR_SET_PDEATHSIG, death_signal) != 0) fail_in_child(report[1], 1);
+    if (::getppid() != parent) {
+      errno = ESRCH;  // the parent is gone already
+      fail_in_child(report[1], 1);
+    }
     if (!output.stdout_path.empty()) {
       const int fd = open_output(output.stdout_path);
       if (fd < 0 || ::dup2(fd, STDOUT_FILENO) < 0) fail_in_child(report[1], 2);
