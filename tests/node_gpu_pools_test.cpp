@@ -27,6 +27,14 @@ PoolAttachment gpu_pool(uint32_t group, std::string handle, uint32_t device = 0)
 
 const std::string kWellFormedHandle(128, 'a');
 
+// attach_session_pools refuses `session` with `code`, naming `field`.
+void require_refused(const SessionReceipt& session, ErrorCode code, const std::string& field) {
+  Result<std::unique_ptr<shm::SharedPoolStore>> r = attach_session_pools(session);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == code);
+  CHECK(r.error().field == field);
+}
+
 }  // namespace
 
 TEST_CASE("node config: pool_backend is shm by default, cuda on request, nothing else", "[node][gpu_pools][config]") {
@@ -76,35 +84,23 @@ TEST_CASE("a node configured for GPU pools starts with handles in its descriptor
 TEST_CASE("a worker refuses malformed GPU pool attachments before it imports anything", "[node][gpu_pools]") {
   SessionReceipt session;
   SECTION("no pool") {
-    Result<std::unique_ptr<shm::SharedPoolStore>> r = attach_session_pools(session);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == ErrorCode::invalid_argument);
-    CHECK(r.error().field == "pools");
+    require_refused(session, ErrorCode::invalid_argument, "pools");
   }
   SECTION("GPU and shared-memory pools mixed") {
     session.pools.push_back(gpu_pool(0, kWellFormedHandle));
     session.pools.push_back(PoolAttachment{CacheGroupId{1}, PoolId{2}, PoolGeneration{1}, "/kvrt.x", 1 << 20});
-    Result<std::unique_ptr<shm::SharedPoolStore>> r = attach_session_pools(session);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == ErrorCode::invalid_argument);
-    CHECK(r.error().field == "pools");
+    require_refused(session, ErrorCode::invalid_argument, "pools");
     CHECK(session_pools_on_gpu(session));
   }
   SECTION("a pool on another device") {
     session.pools.push_back(gpu_pool(0, kWellFormedHandle));
     session.pools.push_back(gpu_pool(1, kWellFormedHandle, 3));
-    Result<std::unique_ptr<shm::SharedPoolStore>> r = attach_session_pools(session);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == ErrorCode::incompatible);
-    CHECK(r.error().field == "pools[1].cuda_device");
+    require_refused(session, ErrorCode::incompatible, "pools[1].cuda_device");
   }
   SECTION("a handle that is not 128 hex digits") {
     session.pools.push_back(gpu_pool(0, kWellFormedHandle));
     session.pools.push_back(gpu_pool(1, std::string(127, 'a') + "z"));
-    Result<std::unique_ptr<shm::SharedPoolStore>> r = attach_session_pools(session);
-    REQUIRE_FALSE(r.ok());
-    CHECK(r.error().code == ErrorCode::invalid_argument);
-    CHECK(r.error().field == "pools[1].cuda_ipc_handle");
+    require_refused(session, ErrorCode::invalid_argument, "pools[1].cuda_ipc_handle");
   }
   SECTION("well-formed handles on a machine that cannot import them") {
     if (probe_cuda_device().available) return;  // the device checks import real ones
