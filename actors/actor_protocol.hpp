@@ -9,7 +9,6 @@
 // Handles (caf::actor) travel as CAF's own builtin type.
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-
 #include <cstdint>
 #include <vector>
 
@@ -36,15 +35,17 @@ using authorize_atom = caf::atom_constant<caf::atom("authorize")>;  // a namespa
 using alloc_atom = caf::atom_constant<caf::atom("alloc")>;          // route to the allocator
 using prefix_atom = caf::atom_constant<caf::atom("prefix")>;        // route to the prefix index
 using ping_atom = caf::atom_constant<caf::atom("ping")>;
-using mapper_atom = caf::atom_constant<caf::atom("mapper")>;        // route to the mapper
-using exec_atom = caf::atom_constant<caf::atom("exec")>;            // route to the kernel executor            // transport round trip (bench rpc)
-using table_atom = caf::atom_constant<caf::atom("table")>;          // read a request table (node-internal)
-using lease_atom = caf::atom_constant<caf::atom("lease")>;          // node leases for cached pages (radix -> allocator)
-using unlease_atom = caf::atom_constant<caf::atom("unlease")>;      // release node leases (radix -> allocator)
-using pressure_atom = caf::atom_constant<caf::atom("pressure")>;    // requests are stuck for capacity (allocator -> index)
-using reuse_atom = caf::atom_constant<caf::atom("reuse")>;          // executable-reuse transaction (0x0CD) steps
-using version_atom = caf::atom_constant<caf::atom("version")>;      // an index's current versions (0x0CD step 5)
-using attach_atom = caf::atom_constant<caf::atom("attach")>;        // bind a session channel to its session
+using mapper_atom = caf::atom_constant<caf::atom("mapper")>;  // route to the mapper
+using exec_atom = caf::atom_constant<caf::atom("exec")>;  // route to the kernel executor            // transport round
+                                                          // trip (bench rpc)
+using table_atom = caf::atom_constant<caf::atom("table")>;      // read a request table (node-internal)
+using lease_atom = caf::atom_constant<caf::atom("lease")>;      // node leases for cached pages (radix -> allocator)
+using unlease_atom = caf::atom_constant<caf::atom("unlease")>;  // release node leases (radix -> allocator)
+using pressure_atom =
+    caf::atom_constant<caf::atom("pressure")>;                  // requests are stuck for capacity (allocator -> index)
+using reuse_atom = caf::atom_constant<caf::atom("reuse")>;      // executable-reuse transaction (0x0CD) steps
+using version_atom = caf::atom_constant<caf::atom("version")>;  // an index's current versions (0x0CD step 5)
+using attach_atom = caf::atom_constant<caf::atom("attach")>;    // bind a session channel to its session
 
 // Prefix-index owner.
 using prefix_actor = caf::typed_actor<
@@ -53,15 +54,14 @@ using prefix_actor = caf::typed_actor<
     // Work keeps being refused for capacity with nothing released in between:
     // about this many blocks per group are missing. An index that holds
     // blocks (the radix) gives some back.
-    caf::reacts_to<pressure_atom, uint32_t>,
-    caf::reacts_to<grant_atom, uint64_t, SessionNamespaceGrant>,
-    caf::replies_to<stats_atom>::with<wire_bytes>,
-    caf::reacts_to<end_atom, uint64_t>,
+    caf::reacts_to<pressure_atom, uint32_t>, caf::reacts_to<grant_atom, uint64_t, SessionNamespaceGrant>,
+    caf::replies_to<stats_atom>::with<wire_bytes>, caf::reacts_to<end_atom, uint64_t>,
     // 0x0CD, node-internal: step 3 (session, lookups), step 4's path leases
     // (radix), step 5 (versions), and the release of path leases (one flag
     // per lease: released or not held by the session).
     caf::replies_to<reuse_atom, uint64_t, TraceContext, std::vector<PrefixMatchOp>>::with<std::vector<CandidateReply>>,
-    caf::replies_to<reuse_atom, uint64_t, TraceContext, std::vector<ReusePathLeaseRequest>>::with<std::vector<ReusePathLeaseAnswer>>,
+    caf::replies_to<reuse_atom, uint64_t, TraceContext,
+                    std::vector<ReusePathLeaseRequest>>::with<std::vector<ReusePathLeaseAnswer>>,
     caf::replies_to<version_atom, TraceContext>::with<ReuseIndexVersion>,
     caf::replies_to<unlease_atom, uint64_t, TraceContext, std::vector<LeaseId>>::with<std::vector<uint8_t>>>;
 
@@ -70,39 +70,37 @@ using allocator_actor = caf::typed_actor<
     caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
     caf::replies_to<table_atom, uint64_t, uint64_t>::with<BlockTableView>,
     caf::replies_to<tags_atom, std::vector<CacheKeyTag>>::with<std::vector<uint8_t>>,
-    caf::replies_to<stats_atom>::with<wire_bytes>,
-    caf::reacts_to<end_atom, uint64_t>,
-    caf::reacts_to<events_atom, prefix_actor>,   // where allocator events go
+    caf::replies_to<stats_atom>::with<wire_bytes>, caf::reacts_to<end_atom, uint64_t>,
+    caf::reacts_to<events_atom, prefix_actor>,  // where allocator events go
     caf::replies_to<lease_atom, std::vector<PhysicalBlockHandle>>::with<std::vector<uint64_t>>,
     caf::reacts_to<unlease_atom, std::vector<uint64_t>>,
     // 0x0CD steps 4-5 for a session (node-internal), and the release of a
     // session's leases (step 10, or attempts that ended without a receipt):
     // one flag per lease, released or not held by the session.
-    caf::replies_to<reuse_atom, uint64_t, TraceContext, std::vector<ReuseLeaseRequest>>::with<std::vector<ReuseLeaseAnswer>>,
+    caf::replies_to<reuse_atom, uint64_t, TraceContext,
+                    std::vector<ReuseLeaseRequest>>::with<std::vector<ReuseLeaseAnswer>>,
     caf::replies_to<unlease_atom, uint64_t, TraceContext, std::vector<LeaseId>>::with<std::vector<uint8_t>>>;
 
 // Namespace / authorization owner. hello: HelloRequest bytes -> SessionReceipt
 // bytes without pools (the gateway adds them) or an ErrorMessage.
-using authorization_actor = caf::typed_actor<
-    caf::replies_to<hello_atom, wire_bytes>::with<wire_bytes>,
-    caf::replies_to<authorize_atom, uint64_t, wire_bytes>::with<wire_bytes>,
-    caf::replies_to<stats_atom>::with<wire_bytes>,
-    caf::reacts_to<end_atom, uint64_t>,
-    // 0x0CD steps 1-2 for a session (node-internal).
-    caf::replies_to<reuse_atom, uint64_t, TraceContext, std::vector<ReuseKeyRequest>>::with<std::vector<ReuseKeyAnswer>>>;
+using authorization_actor =
+    caf::typed_actor<caf::replies_to<hello_atom, wire_bytes>::with<wire_bytes>,
+                     caf::replies_to<authorize_atom, uint64_t, wire_bytes>::with<wire_bytes>,
+                     caf::replies_to<stats_atom>::with<wire_bytes>, caf::reacts_to<end_atom, uint64_t>,
+                     // 0x0CD steps 1-2 for a session (node-internal).
+                     caf::replies_to<reuse_atom, uint64_t, TraceContext,
+                                     std::vector<ReuseKeyRequest>>::with<std::vector<ReuseKeyAnswer>>>;
 
 // The mapper owner (issue 6): batches of MapperOps per session; a session's
 // end frees its slots as retained capacity.
-using mapper_actor = caf::typed_actor<
-    caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
-    caf::replies_to<stats_atom>::with<wire_bytes>,
-    caf::reacts_to<end_atom, uint64_t>>;
+using mapper_actor =
+    caf::typed_actor<caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
+                     caf::replies_to<stats_atom>::with<wire_bytes>, caf::reacts_to<end_atom, uint64_t>>;
 
 // The kernel executor owner: batches of decode attention over the node's
 // pools, each op's table read from the allocator under the session.
 using executor_actor = caf::typed_actor<
-    caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
-    caf::replies_to<stats_atom>::with<wire_bytes>,
+    caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>, caf::replies_to<stats_atom>::with<wire_bytes>,
     // 0x0CD step 8 (node-internal).
     caf::replies_to<reuse_atom, TraceContext, std::vector<ReuseSnapshotRequest>>::with<std::vector<SnapshotAnswer>>>;
 
@@ -112,21 +110,19 @@ using executor_actor = caf::typed_actor<
 // end: the session is gone; a batch of it still in flight returns every
 // lease it took, receipts' included (the gateway tells this actor first).
 using reuse_actor = caf::typed_actor<caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
-                                     caf::replies_to<stats_atom>::with<wire_bytes>,
-                                     caf::reacts_to<end_atom, uint64_t>>;
+                                     caf::replies_to<stats_atom>::with<wire_bytes>, caf::reacts_to<end_atom, uint64_t>>;
 
 // A worker's session on the node: the only node actor a worker holds. It
 // stamps the session id on every call (a worker cannot name another session)
 // and forwards the bytes untouched to the owner, whose receipt goes straight
 // back to the worker (CAF delegation: one hop, no copy).
-using session_actor = caf::typed_actor<
-    caf::replies_to<alloc_atom, wire_bytes>::with<wire_bytes>,
-    caf::replies_to<prefix_atom, wire_bytes>::with<wire_bytes>,
-    caf::replies_to<authorize_atom, wire_bytes>::with<wire_bytes>,
-    caf::replies_to<mapper_atom, wire_bytes>::with<wire_bytes>,
-    caf::replies_to<exec_atom, wire_bytes>::with<wire_bytes>,
-    caf::replies_to<reuse_atom, wire_bytes>::with<wire_bytes>,
-    caf::replies_to<ping_atom, wire_bytes>::with<wire_bytes>>;
+using session_actor = caf::typed_actor<caf::replies_to<alloc_atom, wire_bytes>::with<wire_bytes>,
+                                       caf::replies_to<prefix_atom, wire_bytes>::with<wire_bytes>,
+                                       caf::replies_to<authorize_atom, wire_bytes>::with<wire_bytes>,
+                                       caf::replies_to<mapper_atom, wire_bytes>::with<wire_bytes>,
+                                       caf::replies_to<exec_atom, wire_bytes>::with<wire_bytes>,
+                                       caf::replies_to<reuse_atom, wire_bytes>::with<wire_bytes>,
+                                       caf::replies_to<ping_atom, wire_bytes>::with<wire_bytes>>;
 
 // The node's front door, published on the middleman. hello: (HelloRequest
 // bytes, the worker's anchor actor, monitored for the session's life) ->

@@ -5,7 +5,6 @@
 // a hung peer detectable. Include only from actors/*.cpp.
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-
 #include <chrono>
 #include <cstdint>
 

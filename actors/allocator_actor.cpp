@@ -63,8 +63,8 @@ void report_pressure(AllocatorActorState& st, allocator_actor::stateful_pointer<
 
 allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr<AllocatorService> service,
                                       Observability obs) {
-  auto behavior = [](allocator_actor::stateful_pointer<AllocatorActorState> self,
-                     std::shared_ptr<AllocatorService> svc, Observability o) -> allocator_actor::behavior_type {
+  auto behavior = [](allocator_actor::stateful_pointer<AllocatorActorState> self, std::shared_ptr<AllocatorService> svc,
+                     Observability o) -> allocator_actor::behavior_type {
     self->state.service = std::move(svc);
     self->state.obs = std::move(o);
     return {
@@ -77,7 +77,8 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
             return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
           }
           slice.set_trace(batch->trace);
-          if (st.obs.trace) st.obs.trace->flow_finish("allocator", ChromeTraceRecorder::now_us(), flow_id(batch->trace));
+          if (st.obs.trace)
+            st.obs.trace->flow_finish("allocator", ChromeTraceRecorder::now_us(), flow_id(batch->trace));
           AllocatorBatchReceipt receipt = st.service->apply(SessionId{session}, *batch);
           forward_events(st, self);
           report_pressure(st, self, *batch, receipt);

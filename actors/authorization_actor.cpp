@@ -22,9 +22,8 @@ struct AuthorizationActorState {
 
 }  // namespace
 
-authorization_actor spawn_authorization_actor(caf::actor_system& system,
-                                              std::shared_ptr<AuthorizationService> service, prefix_actor prefix,
-                                              Observability obs) {
+authorization_actor spawn_authorization_actor(caf::actor_system& system, std::shared_ptr<AuthorizationService> service,
+                                              prefix_actor prefix, Observability obs) {
   auto behavior = [](authorization_actor::stateful_pointer<AuthorizationActorState> self,
                      std::shared_ptr<AuthorizationService> svc, prefix_actor pre,
                      Observability o) -> authorization_actor::behavior_type {
@@ -46,8 +45,8 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system,
             return to_wire(codec::encode(codec::ErrorMessage{opened.error()}));
           }
           logger_or_default(st.obs.log)
-              .info("actor=authorization session={} opened for principal {} (worker {}, pid {})",
-                    opened->session.value, opened->principal, hello->worker_name, hello->process_id);
+              .info("actor=authorization session={} opened for principal {} (worker {}, pid {})", opened->session.value,
+                    opened->principal, hello->worker_name, hello->process_id);
           SessionReceipt r;
           r.session = opened->session;
           r.principal = opened->principal;
@@ -75,7 +74,8 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system,
           TraceSlice slice(self->state.obs.trace, "authorization", "reuse.keys", trace);
           std::vector<ReuseKeyAnswer> answers;
           answers.reserve(requests.size());
-          for (const ReuseKeyRequest& r : requests) answers.push_back(self->state.service->reuse_key(SessionId{session}, r));
+          for (const ReuseKeyRequest& r : requests)
+            answers.push_back(self->state.service->reuse_key(SessionId{session}, r));
           return answers;
         },
         [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },

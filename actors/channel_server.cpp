@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "actors/wire_bytes.hpp"
-#include "services/common/unix_socket_address.hpp"
 #include "schema/codec_node.hpp"
+#include "services/common/unix_socket_address.hpp"
 #include "services/node/session_channel.hpp"
 #include "services/protocol/channel_frame.hpp"
 
@@ -67,9 +67,9 @@ void writer_forward(WriterSelf self, Atom atom, ChannelFrameHeader header, wire_
   self->request(self->state.session, caf::infinite, atom, std::move(bytes))
       .then([self, header](wire_bytes& reply) { writer_answer(self, header, reply); },
             [self, header](caf::error& e) {
-              writer_answer(self, header,
-                            error_payload(ErrorCode::session_ended,
-                                          "the session actor did not answer: " + caf::to_string(e)));
+              writer_answer(
+                  self, header,
+                  error_payload(ErrorCode::session_ended, "the session actor did not answer: " + caf::to_string(e)));
             });
 }
 
@@ -77,15 +77,22 @@ void writer_dispatch(WriterSelf self, ChannelFrameHeader header, wire_bytes byte
   self->state.busy = true;
   switch (header.route) {
     case ChannelRoute::attach:
-      return writer_answer(self, header,
-                           error_payload(ErrorCode::invalid_argument, "this channel is already attached to its session"));
-    case ChannelRoute::allocator: return writer_forward(self, alloc_atom::value, header, std::move(bytes));
-    case ChannelRoute::prefix: return writer_forward(self, prefix_atom::value, header, std::move(bytes));
-    case ChannelRoute::authorize: return writer_forward(self, authorize_atom::value, header, std::move(bytes));
-    case ChannelRoute::mapper: return writer_forward(self, mapper_atom::value, header, std::move(bytes));
-    case ChannelRoute::executor: return writer_forward(self, exec_atom::value, header, std::move(bytes));
-    case ChannelRoute::reuse: return writer_forward(self, reuse_atom::value, header, std::move(bytes));
-    case ChannelRoute::ping: return writer_forward(self, ping_atom::value, header, std::move(bytes));
+      return writer_answer(
+          self, header, error_payload(ErrorCode::invalid_argument, "this channel is already attached to its session"));
+    case ChannelRoute::allocator:
+      return writer_forward(self, alloc_atom::value, header, std::move(bytes));
+    case ChannelRoute::prefix:
+      return writer_forward(self, prefix_atom::value, header, std::move(bytes));
+    case ChannelRoute::authorize:
+      return writer_forward(self, authorize_atom::value, header, std::move(bytes));
+    case ChannelRoute::mapper:
+      return writer_forward(self, mapper_atom::value, header, std::move(bytes));
+    case ChannelRoute::executor:
+      return writer_forward(self, exec_atom::value, header, std::move(bytes));
+    case ChannelRoute::reuse:
+      return writer_forward(self, reuse_atom::value, header, std::move(bytes));
+    case ChannelRoute::ping:
+      return writer_forward(self, ping_atom::value, header, std::move(bytes));
   }
 }
 
@@ -145,7 +152,8 @@ Result<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_system& s
   if (!address.ok()) return address.error();
   const sockaddr_un addr = *address;
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return make_error(ErrorCode::io, std::string("channel socket: ") + std::strerror(errno), "channel_socket");
+  if (fd < 0)
+    return make_error(ErrorCode::io, std::string("channel socket: ") + std::strerror(errno), "channel_socket");
   ::unlink(socket_path.c_str());  // a stale socket of an earlier node
   if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 64) != 0) {
     const int e = errno;
@@ -171,7 +179,7 @@ ChannelServer::ChannelServer(caf::actor_system& system, gateway_actor gateway, s
 ChannelServer::~ChannelServer() {
   std::unique_lock<std::mutex> lock(mutex_);
   stopping_ = true;
-  ::shutdown(listen_fd_, SHUT_RDWR);  // wakes the blocked accept
+  ::shutdown(listen_fd_, SHUT_RDWR);               // wakes the blocked accept
   for (int fd : open_) ::shutdown(fd, SHUT_RDWR);  // wakes every blocked recv
   all_done_.wait(lock, [this] { return threads_ == 0; });
   ::close(listen_fd_);
@@ -192,8 +200,8 @@ void ChannelServer::accept_loop() {
       break;
     }
     if (open_.size() >= kMaxConnections) {
-      logger_or_default(obs_.log)
-          .warn("actor=channel refusing a session channel: {} connections are open already", open_.size());
+      logger_or_default(obs_.log).warn("actor=channel refusing a session channel: {} connections are open already",
+                                       open_.size());
       ::close(fd);
       continue;
     }

@@ -51,8 +51,8 @@ class ChannelServer {
   int listen_fd_ = -1;
   std::mutex mutex_;
   std::condition_variable all_done_;
-  std::set<int> open_;        // connections being served (shut down at destruction)
-  size_t threads_ = 0;        // accept loop + connection threads still running
+  std::set<int> open_;  // connections being served (shut down at destruction)
+  size_t threads_ = 0;  // accept loop + connection threads still running
   bool stopping_ = false;
 };
 

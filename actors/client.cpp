@@ -58,14 +58,22 @@ struct Client::Impl {
       return make_error(ErrorCode::invalid_argument, "the attach route is the session channel's own", what);
     if (channel && !channel->broken()) return channel->call(route, bytes, options.timeout);
     switch (route) {
-      case ChannelRoute::allocator: return call_middleman(actors::alloc_atom::value, bytes, what);
-      case ChannelRoute::prefix: return call_middleman(actors::prefix_atom::value, bytes, what);
-      case ChannelRoute::authorize: return call_middleman(actors::authorize_atom::value, bytes, what);
-      case ChannelRoute::mapper: return call_middleman(actors::mapper_atom::value, bytes, what);
-      case ChannelRoute::executor: return call_middleman(actors::exec_atom::value, bytes, what);
-      case ChannelRoute::reuse: return call_middleman(actors::reuse_atom::value, bytes, what);
-      case ChannelRoute::ping: return call_middleman(actors::ping_atom::value, bytes, what);
-      case ChannelRoute::attach: break;
+      case ChannelRoute::allocator:
+        return call_middleman(actors::alloc_atom::value, bytes, what);
+      case ChannelRoute::prefix:
+        return call_middleman(actors::prefix_atom::value, bytes, what);
+      case ChannelRoute::authorize:
+        return call_middleman(actors::authorize_atom::value, bytes, what);
+      case ChannelRoute::mapper:
+        return call_middleman(actors::mapper_atom::value, bytes, what);
+      case ChannelRoute::executor:
+        return call_middleman(actors::exec_atom::value, bytes, what);
+      case ChannelRoute::reuse:
+        return call_middleman(actors::reuse_atom::value, bytes, what);
+      case ChannelRoute::ping:
+        return call_middleman(actors::ping_atom::value, bytes, what);
+      case ChannelRoute::attach:
+        break;
     }
     return make_error(ErrorCode::invalid_argument, "unknown route", what);
   }
@@ -134,15 +142,16 @@ const SessionReceipt& Client::session() const { return impl_->session; }
 bool Client::on_session_channel() const { return impl_->channel && !impl_->channel->broken(); }
 
 Result<NamespaceGrantReceipt> Client::authorize(const std::string& namespace_name, TraceContext trace) {
-  Result<std::vector<uint8_t>> reply = impl_->call(
-      ChannelRoute::authorize, codec::encode(AuthorizeRequest{trace, namespace_name}), "authorize");
+  Result<std::vector<uint8_t>> reply =
+      impl_->call(ChannelRoute::authorize, codec::encode(AuthorizeRequest{trace, namespace_name}), "authorize");
   if (!reply.ok()) return reply.error();
   return decode_reply<NamespaceGrantReceipt>(*reply);
 }
 
 Result<AllocatorBatchReceipt> Client::allocator(const AllocatorBatch& batch) {
   TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "allocator.call", batch.trace);
-  if (impl_->options.trace) impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
+  if (impl_->options.trace)
+    impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
   Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::allocator, codec::encode(batch), "allocator");
   if (!reply.ok()) return reply.error();
   return decode_reply<AllocatorBatchReceipt>(*reply);
@@ -150,7 +159,8 @@ Result<AllocatorBatchReceipt> Client::allocator(const AllocatorBatch& batch) {
 
 Result<PrefixBatchReceipt> Client::prefix(const PrefixBatch& batch) {
   TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "prefix.call", batch.trace);
-  if (impl_->options.trace) impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
+  if (impl_->options.trace)
+    impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
   Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::prefix, codec::encode(batch), "prefix");
   if (!reply.ok()) return reply.error();
   return decode_reply<PrefixBatchReceipt>(*reply);
@@ -172,7 +182,8 @@ Result<ExecuteBatchReceipt> Client::execute(const ExecuteBatch& batch) {
 
 Result<ReuseBatchReceipt> Client::reuse(const ReuseBatch& batch) {
   TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "reuse.call", batch.trace);
-  if (impl_->options.trace) impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
+  if (impl_->options.trace)
+    impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
   Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::reuse, codec::encode(batch), "reuse");
   if (!reply.ok()) return reply.error();
   return decode_reply<ReuseBatchReceipt>(*reply);

@@ -38,7 +38,7 @@ struct ClientOptions {
   uint32_t scheduler_threads = 1;
   uint32_t heartbeat_interval_ms = 250;
   uint32_t connection_timeout_ms = 2000;
-  ChromeTraceRecorder* trace = nullptr;      // null: tracing off
+  ChromeTraceRecorder* trace = nullptr;  // null: tracing off
   // Calls go through the node's session channel when it offers one
   // (services/protocol/channel_frame.hpp); false, or a node without one:
   // through the middleman. A channel that breaks (timeout, closed) is left
@@ -96,7 +96,8 @@ struct NodeStats {
   // The named value of the named owner, or nullopt.
   std::optional<int64_t> value(const std::string& owner, const std::string& name) const;
 };
-Result<NodeStats> read_node_stats(const NodeDescriptor& node, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+Result<NodeStats> read_node_stats(const NodeDescriptor& node,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // Reads a node's statistics repeatedly over one connection (`kvrt run`
 // samples the node many times a second; a connection per read would cost an

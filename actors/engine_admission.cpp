@@ -205,8 +205,10 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
       const auto [i, b] = fork_of[k];
       const auto* receipt = std::get_if<AllocationReceipt>(&forked.outcomes[k]);
       if (receipt == nullptr || receipt->outcome != AllocationOutcome::committed) {
-        if (receipt == nullptr) note_error(std::get<Error>(forked.outcomes[k]));
-        else ++result_.out_of_capacity_retries;
+        if (receipt == nullptr)
+          note_error(std::get<Error>(forked.outcomes[k]));
+        else
+          ++result_.out_of_capacity_retries;
         ++failed_requests_;  // this branch is not served; the run reports it
         continue;
       }

@@ -42,10 +42,10 @@ Status EngineLoop::decode_step() {
     result_.copy_on_write_rows += receipt->copied_rows;
     KVRT_TRY(apply_entries(r, receipt->published_entries));
     if (receipt->context_tokens_after != r.cached_rows + 1) {
-      note_error(make_error(ErrorCode::invariant_violated,
-                            "append receipt context " + std::to_string(receipt->context_tokens_after) +
-                                " is not cached rows + 1",
-                            "context_tokens_after"));
+      note_error(make_error(
+          ErrorCode::invariant_violated,
+          "append receipt context " + std::to_string(receipt->context_tokens_after) + " is not cached rows + 1",
+          "context_tokens_after"));
       r.failed = true;
       continue;
     }
@@ -166,8 +166,8 @@ Status EngineLoop::finish() {
     const uint32_t full = std::min(r.cached_rows, r.exact_rows) / P_;
     if (!r.failed && o_.reuse && full > first)
       publish.ops.push_back(PrefixPublishOp{r.job->namespace_name, r.fence.request,
-                                            std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_),
-                                            first, full});
+                                            std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), first,
+                                            full});
     release.ops.push_back(ReleaseOp{r.fence, r.failed ? ReleaseReason::cancelled : ReleaseReason::finished});
     done.push_back(std::move(r));
   }

@@ -2,11 +2,11 @@
 // queue, and the calls to the node with their receipt latencies.
 #include "actors/engine_loop.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <thread>
-
-#include <unistd.h>
 
 #include "actors/engine_replay.hpp"
 
@@ -24,8 +24,13 @@ double micros_since(Clock::time_point start) {
 
 EngineLoop::EngineLoop(Client& client, const model::ReferenceModel& model, model::ModelKvCache& shared,
                        const EngineOptions& o, std::vector<const workload::Job*> jobs)
-    : client_(client), model_(model), shared_(shared), o_(o), jobs_(std::move(jobs)),
-      P_(shared.layout().allocator_block_size), groups_(static_cast<uint32_t>(shared.layout().cache_groups.size())),
+    : client_(client),
+      model_(model),
+      shared_(shared),
+      o_(o),
+      jobs_(std::move(jobs)),
+      P_(shared.layout().allocator_block_size),
+      groups_(static_cast<uint32_t>(shared.layout().cache_groups.size())),
       row_bytes_(shared.layout().row_bytes()) {
   result_.worker = o.worker_name;
   for (const workload::Job* job : jobs_) {
@@ -219,8 +224,8 @@ void EngineLoop::verify(const LiveRequest& r) {
     }
     replay_cache_ = std::move(*cache);
   }
-  ReplayedRequest request{&r.blocks,   r.tokens,      r.prompt_tokens, r.generated,
-                          r.branch,   r.hit_tokens,  r.cached_rows,   std::min(r.exact_rows, r.cached_rows)};
+  ReplayedRequest request{&r.blocks, r.tokens,     r.prompt_tokens, r.generated,
+                          r.branch,  r.hit_tokens, r.cached_rows,   std::min(r.exact_rows, r.cached_rows)};
   Result<ReplayVerdict> verdict = replay_without_reuse(model_, *replay_cache_, shared_, request);
   if (!verdict.ok()) {
     note_error(verdict.error());
@@ -232,12 +237,12 @@ void EngineLoop::verify(const LiveRequest& r) {
   result_.reused_rows_checked += verdict->reused_rows_checked;
   result_.row_mismatches += verdict->row_mismatches;
   result_.bounded_rows_checked += verdict->bounded_rows_checked;
-  result_.bounded_row_max_difference = std::max(result_.bounded_row_max_difference, verdict->bounded_row_max_difference);
+  result_.bounded_row_max_difference =
+      std::max(result_.bounded_row_max_difference, verdict->bounded_row_max_difference);
   result_.reused_row_mismatches += verdict->reused_row_mismatches;
   if (result_.first_mismatch.empty() && !verdict->first_mismatch.empty())
-    result_.first_mismatch = o_.worker_name + " job " + std::to_string(r.job->id) + " turn " +
-                             std::to_string(r.turn) + " branch " + std::to_string(r.branch) + ": " +
-                             verdict->first_mismatch;
+    result_.first_mismatch = o_.worker_name + " job " + std::to_string(r.job->id) + " turn " + std::to_string(r.turn) +
+                             " branch " + std::to_string(r.branch) + ": " + verdict->first_mismatch;
 }
 
 }  // namespace kvrt::engine

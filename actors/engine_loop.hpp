@@ -34,8 +34,8 @@ struct PendingRequest {
 
 class EngineLoop {
  public:
-  EngineLoop(Client& client, const model::ReferenceModel& model, model::ModelKvCache& shared,
-             const EngineOptions& o, std::vector<const workload::Job*> jobs);
+  EngineLoop(Client& client, const model::ReferenceModel& model, model::ModelKvCache& shared, const EngineOptions& o,
+             std::vector<const workload::Job*> jobs);
   Result<EngineResult> run();
   const ReuseFunnel& funnel() const { return funnel_; }
 
@@ -43,23 +43,23 @@ class EngineLoop {
   struct LiveRequest {
     const workload::Job* job = nullptr;
     uint32_t turn = 0;
-    uint32_t branch = 0;              // fork branch; 0 = the request that was prefilled
-    std::vector<TokenId> tokens;      // prompt, then generated
+    uint32_t branch = 0;          // fork branch; 0 = the request that was prefilled
+    std::vector<TokenId> tokens;  // prompt, then generated
     uint32_t prompt_tokens = 0;
-    uint32_t decode_target = 0;       // tokens to generate [tokens]
-    uint32_t hit_tokens = 0;          // prompt rows reused from the index [rows]
-    uint32_t cached_rows = 0;         // committed rows [rows]
-    uint32_t generated = 0;           // [tokens]
-    uint32_t published_blocks = 0;    // blocks [0, published_blocks) are in the index [blocks]
-    uint32_t exact_rows = 0;          // rows [0, exact_rows) are bitwise what a no-reuse run computes [rows]
+    uint32_t decode_target = 0;          // tokens to generate [tokens]
+    uint32_t hit_tokens = 0;             // prompt rows reused from the index [rows]
+    uint32_t cached_rows = 0;            // committed rows [rows]
+    uint32_t generated = 0;              // [tokens]
+    uint32_t published_blocks = 0;       // blocks [0, published_blocks) are in the index [blocks]
+    uint32_t exact_rows = 0;             // rows [0, exact_rows) are bitwise what a no-reuse run computes [rows]
     bool shared_prefix_decoded = false;  // some decode row came from shared-prefix execution
-    bool failed = false;              // a typed error ended it; released, not verified
+    bool failed = false;                 // a typed error ended it; released, not verified
     // The reuse receipt whose blocks this request took, until the prefill
     // decides how its attempt ends (0x0CD step 10: plain release, or this
     // request's prompt blocks published as the attempt's successor).
     std::optional<ExecutionSnapshotVersion> reuse_snapshot;
     RequestFence fence;
-    model::SequenceBlocks blocks;     // slots[g][j]
+    model::SequenceBlocks blocks;  // slots[g][j]
   };
   using FirstBlockKey = std::pair<std::string, std::vector<TokenId>>;  // (namespace, first P tokens)
 

@@ -2,10 +2,10 @@
 #include "actors/engine_replay.hpp"
 
 #include <algorithm>
-#include "services/model/kv_row_compare.hpp"
-
 #include <cstring>
 #include <vector>
+
+#include "services/model/kv_row_compare.hpp"
 
 namespace kvrt {
 
@@ -22,8 +22,8 @@ Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, m
   const uint32_t needed_blocks = static_cast<uint32_t>((request.tokens.size() + P - 1) / P);
   if (needed_blocks > replay_cache.slot_count())
     return make_error(ErrorCode::coordinate_out_of_range,
-                      "replay cache holds " + std::to_string(replay_cache.slot_count()) + " blocks, the request needs " +
-                          std::to_string(needed_blocks),
+                      "replay cache holds " + std::to_string(replay_cache.slot_count()) +
+                          " blocks, the request needs " + std::to_string(needed_blocks),
                       "slot");
 
   // Private blocks 0..n-1 in every group: nothing shared, nothing reused.
@@ -67,8 +67,7 @@ Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, m
     uint32_t differing_group = 0;
     for (uint32_t g = 0; g < groups; ++g) {
       if (j >= request.blocks->slots[g].size())
-        return make_error(ErrorCode::table_out_of_bounds, "served request has no block " + std::to_string(j),
-                          "blocks");
+        return make_error(ErrorCode::table_out_of_bounds, "served request has no block " + std::to_string(j), "blocks");
       KVRT_TRY(shared.read_canonical_row(g, request.blocks->slots[g][j], t % P, served[g]));
       KVRT_TRY(replay_cache.read_canonical_row(g, blocks.slots[g][j], t % P, again[g]));
       if (t < request.exact_rows) {
@@ -96,10 +95,11 @@ Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, m
       ++verdict.row_mismatches;
       verdict.reused_row_mismatches += reused;
       if (verdict.first_mismatch.empty())
-        verdict.first_mismatch = std::string(reused ? "reused" : "computed") + " row " + std::to_string(t) +
-                                 (t < request.exact_rows ? " differs from the no-reuse replay"
-                                                         : " (shared-prefix decode) exceeds the bound against the replay") +
-                                 " (first in group " + std::to_string(differing_group) + ")";
+        verdict.first_mismatch =
+            std::string(reused ? "reused" : "computed") + " row " + std::to_string(t) +
+            (t < request.exact_rows ? " differs from the no-reuse replay"
+                                    : " (shared-prefix decode) exceeds the bound against the replay") +
+            " (first in group " + std::to_string(differing_group) + ")";
     }
   }
   return verdict;

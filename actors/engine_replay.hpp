@@ -27,10 +27,10 @@ struct ReplayedRequest {
   const model::SequenceBlocks* blocks = nullptr;  // the served request's blocks in the shared pools
   std::span<const TokenId> tokens;                // prompt then generated [tokens]
   uint32_t prompt_tokens = 0;
-  uint32_t generated = 0;                         // [tokens], >= 1
-  uint32_t branch = 0;                            // the first token's rank
-  uint32_t reused_rows = 0;                       // rows [0, reused_rows) came from the index [rows]
-  uint32_t cached_rows = 0;                       // rows the served request committed [rows]
+  uint32_t generated = 0;    // [tokens], >= 1
+  uint32_t branch = 0;       // the first token's rank
+  uint32_t reused_rows = 0;  // rows [0, reused_rows) came from the index [rows]
+  uint32_t cached_rows = 0;  // rows the served request committed [rows]
   // Rows [exact_rows, cached_rows) were decoded with shared-prefix execution:
   // compared within kSharedPrefixRowBound instead of bitwise.
   uint32_t exact_rows = 0;
@@ -51,7 +51,7 @@ struct ReplayVerdict {
   uint64_t reused_rows_checked = 0;
   uint64_t row_mismatches = 0;
   uint64_t reused_row_mismatches = 0;
-  uint64_t bounded_rows_checked = 0;   // rows at or past exact_rows [rows]
+  uint64_t bounded_rows_checked = 0;  // rows at or past exact_rows [rows]
   double bounded_row_max_difference = 0;
   std::string first_mismatch;  // empty when everything matched
 };

@@ -5,9 +5,9 @@
 #include <memory>
 
 #include "actors/engine_loop.hpp"
+#include "actors/session_pools.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "shm/shm_model_kv_cache.hpp"
-#include "actors/session_pools.hpp"
 #include "shm/shm_payload_store.hpp"
 
 namespace kvrt {
@@ -15,8 +15,10 @@ namespace kvrt {
 Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineOptions& options) {
   if (options.workload == nullptr || options.workers == 0 || options.worker_index >= options.workers ||
       options.in_flight == 0)
-    return make_error(ErrorCode::invalid_argument, "an engine worker needs a workload, 0 <= index < workers and "
-                      "in_flight > 0", "engine_options");
+    return make_error(ErrorCode::invalid_argument,
+                      "an engine worker needs a workload, 0 <= index < workers and "
+                      "in_flight > 0",
+                      "engine_options");
   auto layout_result = load_layout_manifest(node.layout_path);
   if (!layout_result.ok()) return layout_result.error();
   CacheLayoutManifest layout = std::move(layout_result).value();
@@ -59,7 +61,7 @@ Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineO
   if (!cache_result.ok()) return cache_result.error();
   std::unique_ptr<shm::ShmModelKvCache> cache = std::move(cache_result).value();
   engine::EngineLoop loop(*client, model, *cache, options,
-                  workload::jobs_for_worker(*options.workload, options.worker_index, options.workers));
+                          workload::jobs_for_worker(*options.workload, options.worker_index, options.workers));
   auto result_result = loop.run();
   if (!result_result.ok()) return result_result.error();
   EngineResult result = std::move(result_result).value();

@@ -28,7 +28,7 @@ struct GatewayState {
     session_actor actor;
     std::string channel_ticket;
   };
-  std::map<caf::actor_addr, Connected> workers;  // by anchor
+  std::map<caf::actor_addr, Connected> workers;            // by anchor
   std::map<std::string, caf::actor_addr> channel_tickets;  // live sessions' tickets -> anchor
   uint64_t sessions_opened = 0, sessions_reclaimed = 0, hellos_refused = 0;
   uint64_t channels_attached = 0, channel_attaches_refused = 0;
@@ -40,19 +40,20 @@ OwnerStats gateway_stats(const GatewayState& st) {
   OwnerStats out;
   out.owner = "node";
   out.validate_ok = true;
-  out.values = {{"workers_connected", static_cast<int64_t>(st.workers.size())},
-                {"sessions_opened", static_cast<int64_t>(st.sessions_opened)},
-                {"sessions_reclaimed", static_cast<int64_t>(st.sessions_reclaimed)},
-                {"hellos_refused", static_cast<int64_t>(st.hellos_refused)},
-                {"channels_attached", static_cast<int64_t>(st.channels_attached)},
-                {"channel_attaches_refused", static_cast<int64_t>(st.channel_attaches_refused)},
-                // Where the pools live ([node] pool_backend): GPU pools carry a CUDA IPC handle.
-                {"pools_on_gpu", static_cast<int64_t>(std::count_if(
-                                     st.facts.pools.begin(), st.facts.pools.end(),
-                                     [](const PoolAttachment& p) { return !p.cuda_ipc_handle.empty(); }))},
-                {"pools_in_shared_memory", static_cast<int64_t>(std::count_if(
-                                               st.facts.pools.begin(), st.facts.pools.end(),
-                                               [](const PoolAttachment& p) { return p.cuda_ipc_handle.empty(); }))}};
+  out.values = {
+      {"workers_connected", static_cast<int64_t>(st.workers.size())},
+      {"sessions_opened", static_cast<int64_t>(st.sessions_opened)},
+      {"sessions_reclaimed", static_cast<int64_t>(st.sessions_reclaimed)},
+      {"hellos_refused", static_cast<int64_t>(st.hellos_refused)},
+      {"channels_attached", static_cast<int64_t>(st.channels_attached)},
+      {"channel_attaches_refused", static_cast<int64_t>(st.channel_attaches_refused)},
+      // Where the pools live ([node] pool_backend): GPU pools carry a CUDA IPC handle.
+      {"pools_on_gpu",
+       static_cast<int64_t>(std::count_if(st.facts.pools.begin(), st.facts.pools.end(),
+                                          [](const PoolAttachment& p) { return !p.cuda_ipc_handle.empty(); }))},
+      {"pools_in_shared_memory",
+       static_cast<int64_t>(std::count_if(st.facts.pools.begin(), st.facts.pools.end(),
+                                          [](const PoolAttachment& p) { return p.cuda_ipc_handle.empty(); }))}};
   return out;
 }
 
@@ -91,8 +92,7 @@ void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::erro
 
 }  // namespace
 
-gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners, NodeFacts facts,
-                                  Observability obs) {
+gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners, NodeFacts facts, Observability obs) {
   auto behavior = [](GatewaySelf self, OwnerHandles handles, NodeFacts node_facts,
                      Observability o) -> gateway_actor::behavior_type {
     self->state.owners = std::move(handles);
@@ -136,8 +136,8 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                   },
                   [self, rp](caf::error& e) mutable {
                     ++self->state.hellos_refused;
-                    rp.deliver(to_wire(codec::encode(codec::ErrorMessage{make_error(
-                                   ErrorCode::rpc_failed, "authorization: " + caf::to_string(e), "hello")})),
+                    rp.deliver(to_wire(codec::encode(codec::ErrorMessage{
+                                   make_error(ErrorCode::rpc_failed, "authorization: " + caf::to_string(e), "hello")})),
                                caf::actor{});
                   });
           return rp;
@@ -154,7 +154,8 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
           return {caf::actor_cast<caf::actor>(w->second.actor), w->second.session.value};
         },
         [self](stats_atom) -> caf::result<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes> {
-          auto rp = self->make_response_promise<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes>();
+          auto rp =
+              self->make_response_promise<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes>();
           auto& owners = self->state.owners;
           // allocator, prefix index, authorization, mapper (empty when absent), executor
           // [5]: the reuse coordinator's counts, reported inside the node's own stats.
@@ -182,10 +183,11 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
           };
           auto ask = [&](auto owner, size_t index, const char* name) {
             self->request(owner, caf::infinite, stats_atom::value)
-                .then([collected, finish, index](wire_bytes& b) mutable { (*collected)[index] = std::move(b), finish(); },
-                      [collected, finish, failed, index, name](caf::error& e) mutable {
-                        (*collected)[index] = failed(name, e), finish();
-                      });
+                .then(
+                    [collected, finish, index](wire_bytes& b) mutable { (*collected)[index] = std::move(b), finish(); },
+                    [collected, finish, failed, index, name](caf::error& e) mutable {
+                      (*collected)[index] = failed(name, e), finish();
+                    });
           };
           ask(owners.allocator, 0, "allocator");
           ask(owners.prefix, 1, "prefix_index");

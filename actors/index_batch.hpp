@@ -62,10 +62,10 @@ void with_request_table(Self self, const allocator_actor& allocator, const std::
       .await(
           [op, done, on_table](BlockTableView& view) mutable {
             if (view.groups.empty()) {
-              done(make_error(ErrorCode::unknown_request,
-                              "request " + std::to_string(op.request.value) +
-                                  " has no block table this session may publish",
-                              "request"));
+              done(make_error(
+                  ErrorCode::unknown_request,
+                  "request " + std::to_string(op.request.value) + " has no block table this session may publish",
+                  "request"));
               return;
             }
             on_table(view);

@@ -20,8 +20,7 @@ struct MapperActorState {
 
 }  // namespace
 
-mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<MapperService> service,
-                                Observability obs) {
+mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<MapperService> service, Observability obs) {
   if (!service) return mapper_actor{};
   auto behavior = [](mapper_actor::stateful_pointer<MapperActorState> self, std::shared_ptr<MapperService> svc,
                      Observability o) -> mapper_actor::behavior_type {

@@ -2,26 +2,25 @@
 #include "actors/node_runtime.hpp"
 
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <optional>
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include "actors/actor_settings.hpp"
 #include "actors/channel_server.hpp"
 #include "actors/owner_actors.hpp"
-#include "services/identity/layout_loader.hpp"
-#include "services/node/node_config.hpp"
-#include "services/mapper/memfd_backing.hpp"
-#include "services/mapper/page_pool_server.hpp"
-#include "services/node/node_descriptor.hpp"
-#include "shm/segment_name.hpp"
 #include "gpu/cuda_decode_kernel.hpp"
 #include "gpu/cuda_pool_store.hpp"
+#include "services/identity/layout_loader.hpp"
+#include "services/mapper/memfd_backing.hpp"
+#include "services/mapper/page_pool_server.hpp"
+#include "services/node/node_config.hpp"
+#include "services/node/node_descriptor.hpp"
+#include "shm/segment_name.hpp"
 #include "shm/shared_block_pools.hpp"
 #include "shm/shm_model_kv_cache.hpp"
 
@@ -48,7 +47,8 @@ std::shared_ptr<spdlog::logger> node_logger() {
 
 std::vector<uint64_t> block_id_bases(const AllocatorService& allocator, const CacheLayoutManifest& layout) {
   std::vector<uint64_t> base;
-  for (uint32_t g = 0; g < layout.cache_groups.size(); ++g) base.push_back(allocator.core().handle_of(g, 0).block.value);
+  for (uint32_t g = 0; g < layout.cache_groups.size(); ++g)
+    base.push_back(allocator.core().handle_of(g, 0).block.value);
   return base;
 }
 
@@ -62,13 +62,13 @@ struct NodeInstance::Impl {
   std::optional<shm::SharedBlockPools> pools;       // [node] pool_backend = "shm"
   std::unique_ptr<shm::SharedPoolStore> gpu_pools;  // [node] pool_backend = "cuda"
   std::shared_ptr<AllocatorService> allocator;
-  std::shared_ptr<PrefixService> prefix;        // [node] prefix_index = "hash_chain"
-  std::shared_ptr<RadixBlockService> radix;     // [node] prefix_index = "radix"
+  std::shared_ptr<PrefixService> prefix;     // [node] prefix_index = "hash_chain"
+  std::shared_ptr<RadixBlockService> radix;  // [node] prefix_index = "radix"
   std::shared_ptr<AuthorizationService> authorization;
   std::unique_ptr<shm::ShmModelKvCache> kv_views;  // the executor's per-layer views of the pools
   std::shared_ptr<ExecutorService> executor;
-  std::shared_ptr<MapperService> mapper;          // null: no [mapper] section
-  std::unique_ptr<PagePoolServer> pool_server;    // before the mapper it serves, in destruction
+  std::shared_ptr<MapperService> mapper;        // null: no [mapper] section
+  std::unique_ptr<PagePoolServer> pool_server;  // before the mapper it serves, in destruction
   std::unique_ptr<ChromeTraceRecorder> trace;
   std::shared_ptr<spdlog::logger> log;
   NodeDescriptor descriptor;
@@ -121,9 +121,8 @@ Result<NodeMapper> start_mapper(const std::string& token_dir, const NodeMapperCo
   PagePoolOffer offer;
   offer.identity = PagePoolIdentity{c.page_group_bytes, c.handle_count, generation};
   offer.view_pages = static_cast<uint32_t>(geo.virtual_reserved_bytes() / c.page_group_bytes);
-  MapperAttachment a{c.local_layers, c.request_slots,   c.max_tokens,   c.kv_heads,
-                     c.head_dim,     c.element_bytes,   c.page_group_bytes, c.handle_count,
-                     generation.value, token_dir + "/mapper.sock"};
+  MapperAttachment a{c.local_layers,  c.request_slots,    c.max_tokens,   c.kv_heads,       c.head_dim,
+                     c.element_bytes, c.page_group_bytes, c.handle_count, generation.value, token_dir + "/mapper.sock"};
   Result<std::unique_ptr<PagePoolServer>> server =
       PagePoolServer::start(a.socket_path, out.service->pool_fd(), std::move(offer));
   if (!server.ok()) return server.error();
@@ -151,7 +150,8 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
 
   // Authorization owner first: it issues the workers' tokens, written once
   // to files only this user can read.
-  Result<NamespaceAuthority> authority = NamespaceAuthority::create(config.authorization, node_generation_facts(layout));
+  Result<NamespaceAuthority> authority =
+      NamespaceAuthority::create(config.authorization, node_generation_facts(layout));
   if (!authority.ok()) return authority.error();
   impl->token_dir = options.descriptor_path + ".tokens";
   std::error_code ec;
@@ -193,9 +193,8 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
     // The executor runs issue 7's CUDA decode kernel over the device pools.
     Result<gpu::CudaDecodeKernel> kernel = gpu::make_cuda_decode_kernel();
     if (!kernel.ok()) return kernel.error();
-    Result<std::unique_ptr<ExecutorService>> executor =
-        ExecutorService::create(layout, std::move(gpu_pools->layer_views), block_id_bases(*impl->allocator, layout), 1,
-                                std::move(*kernel));
+    Result<std::unique_ptr<ExecutorService>> executor = ExecutorService::create(
+        layout, std::move(gpu_pools->layer_views), block_id_bases(*impl->allocator, layout), 1, std::move(*kernel));
     if (!executor.ok()) return executor.error();
     impl->executor = std::move(executor).value();
   } else {
@@ -211,8 +210,7 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
     // allocator core moves into its owner.
     impl->allocator = std::make_shared<AllocatorService>(std::move(impl->pools->allocator()));
     // The kernel executor reads the same pools in place, layer by layer.
-    Result<std::unique_ptr<shm::ShmModelKvCache>> kv_views =
-        shm::ShmModelKvCache::create(impl->pools->store(), layout);
+    Result<std::unique_ptr<shm::ShmModelKvCache>> kv_views = shm::ShmModelKvCache::create(impl->pools->store(), layout);
     if (!kv_views.ok()) return kv_views.error();
     impl->kv_views = std::move(kv_views).value();
     uint32_t layers = 0;
@@ -227,8 +225,8 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   PrefixIndexConfig prefix_config;
   KVRT_TRY_ASSIGN(prefix_config, PrefixIndexConfig::from_layout(layout));
   if (config.prefix_index == "radix") {
-    Result<RadixBlockService> radix = RadixBlockService::create(
-        layout, config.radix_budget_blocks, parse_eviction_policy(config.radix_eviction).value());
+    Result<RadixBlockService> radix = RadixBlockService::create(layout, config.radix_budget_blocks,
+                                                                parse_eviction_policy(config.radix_eviction).value());
     if (!radix.ok()) return radix.error();
     impl->radix = std::make_shared<RadixBlockService>(std::move(*radix));
   } else {
@@ -244,8 +242,7 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
     d.mapper = mapper->attachment;
   }
 
-  if (!options.trace_path.empty())
-    impl->trace = std::make_unique<ChromeTraceRecorder>(options.trace_path, "kvrt node");
+  if (!options.trace_path.empty()) impl->trace = std::make_unique<ChromeTraceRecorder>(options.trace_path, "kvrt node");
   actors::Observability obs{impl->trace.get(), impl->log};
 
   actors::RuntimeSettings runtime{config.scheduler_threads, config.heartbeat_interval_ms, config.connection_timeout_ms};
@@ -264,7 +261,8 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   auto authorization_handle = actors::spawn_authorization_actor(system, impl->authorization, prefix_handle, obs);
   auto mapper_handle = actors::spawn_mapper_actor(system, impl->mapper, obs);
   auto executor_handle = actors::spawn_executor_actor(system, impl->executor, allocator_handle, obs);
-  actors::OwnerHandles owners{allocator_handle, prefix_handle, authorization_handle, mapper_handle, executor_handle, {}};
+  actors::OwnerHandles owners{allocator_handle, prefix_handle,   authorization_handle,
+                              mapper_handle,    executor_handle, {}};
   actors::ReuseNodeFacts reuse_facts;
   for (const PoolAttachment& p : d.pools) reuse_facts.pools.push_back(PoolGenerationRef{p.pool, p.generation});
   reuse_facts.block_tokens = d.block_tokens;
@@ -286,10 +284,10 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   }
   auto port = system.middleman().publish(gateway, config.port, config.host.c_str(), true);
   if (!port)
-    return make_error(ErrorCode::node_unreachable,
-                      "cannot listen on " + config.host + ":" + std::to_string(config.port) + ": " +
-                          caf::to_string(port.error()),
-                      "port");
+    return make_error(
+        ErrorCode::node_unreachable,
+        "cannot listen on " + config.host + ":" + std::to_string(config.port) + ": " + caf::to_string(port.error()),
+        "port");
   d.port = *port;
   KVRT_TRY(write_node_descriptor(d, options.descriptor_path));
   impl->log->info("serving on {}:{} ({} cache groups x {} blocks, descriptor {})", config.host, *port, d.pools.size(),

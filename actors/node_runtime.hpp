@@ -15,8 +15,8 @@ namespace kvrt {
 struct NodeRunOptions {
   std::string config_path;
   std::string descriptor_path;
-  std::string trace_path;        // empty: tracing off
-  int port_override = -1;        // >= 0 replaces [node] port
+  std::string trace_path;  // empty: tracing off
+  int port_override = -1;  // >= 0 replaces [node] port
   // Called once the node serves (descriptor written); tests use it.
   std::function<void()> on_ready;
 };

@@ -37,12 +37,10 @@ executor_actor spawn_executor_actor(caf::actor_system& system, std::shared_ptr<E
                                     allocator_actor allocator, Observability obs);
 
 // Null service: no mapper actor (the handle stays invalid).
-mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<MapperService> service,
-                                Observability obs);
+mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<MapperService> service, Observability obs);
 
-authorization_actor spawn_authorization_actor(caf::actor_system& system,
-                                              std::shared_ptr<AuthorizationService> service, prefix_actor prefix,
-                                              Observability obs);
+authorization_actor spawn_authorization_actor(caf::actor_system& system, std::shared_ptr<AuthorizationService> service,
+                                              prefix_actor prefix, Observability obs);
 
 // The handles a session actor forwards to.
 struct OwnerHandles {
@@ -62,8 +60,7 @@ struct ReuseNodeFacts {
 };
 
 // `owners.reuse` is ignored (the coordinator calls the other owners).
-reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, ReuseNodeFacts facts,
-                              Observability obs);
+reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, ReuseNodeFacts facts, Observability obs);
 
 session_actor spawn_session_actor(caf::actor_system& system, SessionId session, OwnerHandles owners);
 
@@ -75,7 +72,6 @@ struct NodeFacts {
   std::string channel_socket;  // the session channel's socket; empty: none
 };
 
-gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners, NodeFacts facts,
-                                  Observability obs);
+gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners, NodeFacts facts, Observability obs);
 
 }  // namespace kvrt::actors

@@ -61,8 +61,9 @@ void publish_step(PrefixSelf self, std::shared_ptr<IndexBatchRun> run, const Pre
 }
 
 void run_batch(PrefixSelf self, std::shared_ptr<IndexBatchRun> run) {
-  run_index_batch(*self->state.service, run,
-                  [self](const std::shared_ptr<IndexBatchRun>& r, const PrefixPublishOp& op) { publish_step(self, r, op); });
+  run_index_batch(
+      *self->state.service, run,
+      [self](const std::shared_ptr<IndexBatchRun>& r, const PrefixPublishOp& op) { publish_step(self, r, op); });
 }
 
 }  // namespace

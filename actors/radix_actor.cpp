@@ -66,8 +66,9 @@ void publish_step(RadixSelf self, std::shared_ptr<IndexBatchRun> run, const Pref
 }
 
 void run_batch(RadixSelf self, std::shared_ptr<IndexBatchRun> run) {
-  run_index_batch(*self->state.service, run,
-                  [self](const std::shared_ptr<IndexBatchRun>& r, const PrefixPublishOp& op) { publish_step(self, r, op); });
+  run_index_batch(
+      *self->state.service, run,
+      [self](const std::shared_ptr<IndexBatchRun>& r, const PrefixPublishOp& op) { publish_step(self, r, op); });
 }
 
 }  // namespace

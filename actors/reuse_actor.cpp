@@ -94,12 +94,13 @@ void finish(ReuseSelf self, const RunPtr& run) {
   }
   ReuseBatchReceipt receipt = run->core.receipt();
   for (const ReuseOutcome& o : receipt.outcomes) {
-    if (std::holds_alternative<ExecutableReuseReceipt>(o)) ++st.receipts;
+    if (std::holds_alternative<ExecutableReuseReceipt>(o))
+      ++st.receipts;
     else if (const auto* r = std::get_if<ReuseRejectionReceipt>(&o)) {
       ++st.rejections;
       if (r->step <= ReuseStep::build_key) ++st.refused_before_lookup[static_cast<size_t>(r->reason)];
-    }
-    else if (std::holds_alternative<Error>(o)) ++st.errors;
+    } else if (std::holds_alternative<Error>(o))
+      ++st.errors;
     else if (const auto* rel = std::get_if<ReuseReleaseReceipt>(&o)) {
       if (rel->published_successor) ++st.successors_published;
       if (rel->successor_refused) ++st.successors_refused;
@@ -223,14 +224,18 @@ void releases(ReuseSelf self, const RunPtr& run) {
   st.leases_released += reqs.blocks.size() + reqs.paths.size();
   auto done = [self, run, pending]() {
     if (--pending->remaining > 0) return;
-    if (pending->failed) run->core.on_stage_failed(*pending->failed);
-    else run->core.on_released(pending->blocks, pending->paths);
+    if (pending->failed)
+      run->core.on_stage_failed(*pending->failed);
+    else
+      run->core.on_released(pending->blocks, pending->paths);
     keys(self, run);
   };
-  auto ask = [&](auto owner, const char* name, const std::vector<LeaseId>& leases, std::vector<uint8_t> Pending::*into) {
+  auto ask = [&](auto owner, const char* name, const std::vector<LeaseId>& leases,
+                 std::vector<uint8_t> Pending::*into) {
     self->request(owner, caf::infinite, unlease_atom::value, run->session.value, run->core.trace(), leases)
-        .then([pending, done, into](std::vector<uint8_t>& flags) mutable { (*pending).*into = std::move(flags), done(); },
-              [pending, done, name](caf::error& e) mutable { pending->failed = transport_error(name, e), done(); });
+        .then(
+            [pending, done, into](std::vector<uint8_t>& flags) mutable { (*pending).*into = std::move(flags), done(); },
+            [pending, done, name](caf::error& e) mutable { pending->failed = transport_error(name, e), done(); });
   };
   if (!reqs.blocks.empty()) ask(st.owners.allocator, "allocator", reqs.blocks, &Pending::blocks);
   if (!reqs.paths.empty()) ask(st.owners.prefix, "prefix_index", reqs.paths, &Pending::paths);
@@ -270,7 +275,9 @@ OwnerStats reuse_stats(const ReuseActorState& st) {
   const Status v = st.open.validate();
   out.validate_ok = v.ok();
   if (!v.ok()) out.validate_error = v.error().describe();
-  auto put = [&](std::string name, uint64_t v) { out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(v)}); };
+  auto put = [&](std::string name, uint64_t v) {
+    out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(v)});
+  };
   put("batches", st.batches);
   put("attempts", st.ops);
   put("receipts", st.receipts);
@@ -293,8 +300,7 @@ OwnerStats reuse_stats(const ReuseActorState& st) {
 
 }  // namespace
 
-reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, ReuseNodeFacts facts,
-                              Observability obs) {
+reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, ReuseNodeFacts facts, Observability obs) {
   auto behavior = [](ReuseSelf self, OwnerHandles o, ReuseNodeFacts f, Observability ob) -> reuse_actor::behavior_type {
     self->state.owners = std::move(o);
     self->state.facts = std::move(f);
@@ -313,10 +319,10 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
           ++st.batches;
           ++st.in_flight[session];
           st.ops += batch->ops.size();
-          auto run = std::make_shared<ReuseRun>(ReuseRun{
-              SessionId{session},
-              ReuseBatchRun(std::move(*batch), st.facts.pools, st.facts.block_tokens, st.facts.cache_groups),
-              self->make_response_promise<wire_bytes>()});
+          auto run = std::make_shared<ReuseRun>(
+              ReuseRun{SessionId{session},
+                       ReuseBatchRun(std::move(*batch), st.facts.pools, st.facts.block_tokens, st.facts.cache_groups),
+                       self->make_response_promise<wire_bytes>()});
           run->core.bind(st.open, SessionId{session});
           successors(self, run);
           return run->promise;

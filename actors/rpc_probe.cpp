@@ -1,11 +1,11 @@
 #include "actors/rpc_probe.hpp"
 
+#include <chrono>
+#include <future>
+
 #include "actors/actor_settings.hpp"
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
-
-#include <chrono>
-#include <future>
 
 namespace kvrt {
 
@@ -34,8 +34,8 @@ InProcessAllocatorProbe::~InProcessAllocatorProbe() {
 
 Result<std::unique_ptr<InProcessAllocatorProbe>> InProcessAllocatorProbe::create(BlockAllocator allocator) {
   auto impl = std::make_unique<Impl>();
-  impl->allocator = actors::spawn_allocator_actor(impl->system, std::make_shared<AllocatorService>(std::move(allocator)),
-                                                  actors::Observability{});
+  impl->allocator = actors::spawn_allocator_actor(
+      impl->system, std::make_shared<AllocatorService>(std::move(allocator)), actors::Observability{});
   return std::unique_ptr<InProcessAllocatorProbe>(new InProcessAllocatorProbe(std::move(impl)));
 }
 
@@ -85,8 +85,9 @@ struct DriverLoop : std::enable_shared_from_this<DriverLoop> {
               if (!follow.ok()) return loop->fail(follow.error());
               if (loop->done++ >= loop->warmup) loop->us.push_back(rtt);
               if (!follow->has_value()) return loop->next();
-              loop->self->request(loop->allocator, caf::infinite, actors::batch_atom::value, uint64_t{1},
-                                  actors::to_wire(**follow))
+              loop->self
+                  ->request(loop->allocator, caf::infinite, actors::batch_atom::value, uint64_t{1},
+                            actors::to_wire(**follow))
                   .then([loop](actors::wire_bytes&) { loop->next(); },
                         [loop](caf::error& e) { loop->fail(rpc_error(e)); });
             },

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -37,7 +37,8 @@ volatile std::sig_atomic_t g_interrupted = 0;
 extern "C" void note_interrupt(int) { g_interrupted = 1; }
 
 struct InterruptGuard {
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   InterruptGuard() {
     g_interrupted = 0;
     struct sigaction sa {};
@@ -84,8 +85,7 @@ Result<WorkerProcess> spawn_worker(const std::string& binary, const std::vector<
                                    const std::string& name, const std::string& log_path,
                                    const std::string& result_path) {
   int out[2];
-  if (::pipe2(out, O_CLOEXEC) != 0)
-    return make_error(ErrorCode::io, "cannot create a pipe for " + name, "pipe");
+  if (::pipe2(out, O_CLOEXEC) != 0) return make_error(ErrorCode::io, "cannot create a pipe for " + name, "pipe");
   // A worker dies with this process: killed `kvrt run` leaves no worker
   // writing into pools that are gone.
   Result<pid_t> pid = spawn_tied_child(binary, args, ChildOutput{out[1], {}, log_path, false}, SIGKILL);
@@ -183,12 +183,23 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
   const Clock::time_point start = Clock::now();
   for (uint32_t w = 0; w < config.workers; ++w) {
     const std::string name = "worker-" + std::to_string(w);
-    std::vector<std::string> args{"run-worker",  "--node",       node_options.descriptor_path,
-                                  "--principal", name,           "--config",
-                                  config.config_path, "--workload", workload.origin,
-                                  "--index",     std::to_string(w), "--workers",
-                                  std::to_string(config.workers), "--in-flight", std::to_string(config.in_flight),
-                                  "--result",    dir + "/" + name + ".json"};
+    std::vector<std::string> args{"run-worker",
+                                  "--node",
+                                  node_options.descriptor_path,
+                                  "--principal",
+                                  name,
+                                  "--config",
+                                  config.config_path,
+                                  "--workload",
+                                  workload.origin,
+                                  "--index",
+                                  std::to_string(w),
+                                  "--workers",
+                                  std::to_string(config.workers),
+                                  "--in-flight",
+                                  std::to_string(config.in_flight),
+                                  "--result",
+                                  dir + "/" + name + ".json"};
     if (!mode.reuse) args.push_back("--no-reuse");
     if (!mode.verify) args.push_back("--no-verify");
     if (!mode.shared_prefix) args.push_back("--no-shared-prefix");
@@ -196,8 +207,8 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
       args.push_back("--trace");
       args.push_back(dir + "/" + name + "-trace.json");
     }
-    auto p_result = spawn_worker(options.worker_binary, args, name, dir + "/" + name + ".log",
-                                                  dir + "/" + name + ".json");
+    auto p_result =
+        spawn_worker(options.worker_binary, args, name, dir + "/" + name + ".log", dir + "/" + name + ".json");
     if (!p_result.ok()) return p_result.error();
     WorkerProcess p = std::move(p_result).value();
     workers.push_back(std::move(p));
@@ -227,8 +238,10 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
       if (w.stdout_fd >= 0) fds.push_back(pollfd{w.stdout_fd, POLLIN, 0});
     const int wait_ms = static_cast<int>(std::max<int64_t>(
         1, std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - Clock::now()).count()));
-    if (!fds.empty()) ::poll(fds.data(), fds.size(), wait_ms);
-    else ::usleep(static_cast<useconds_t>(wait_ms) * 1000);
+    if (!fds.empty())
+      ::poll(fds.data(), fds.size(), wait_ms);
+    else
+      ::usleep(static_cast<useconds_t>(wait_ms) * 1000);
     for (WorkerProcess& w : workers) {
       if (w.stdout_fd >= 0) consume_output(w);
       if (!w.exited && ::waitpid(w.pid, &w.status, WNOHANG) == w.pid) w.exited = true;
@@ -237,9 +250,8 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
       next_sample += period;
       Result<NodeStats> s = stats->read();
       if (s.ok())
-        pass.timeline.push_back(
-            sample_from_stats(*s, layout, workload.max_context_tokens(),
-                              std::chrono::duration<double>(Clock::now() - start).count()));
+        pass.timeline.push_back(sample_from_stats(*s, layout, workload.max_context_tokens(),
+                                                  std::chrono::duration<double>(Clock::now() - start).count()));
     }
     report_progress(std::chrono::duration<double>(Clock::now() - start).count(), false);
   }
@@ -303,12 +315,12 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
   auto layout_result = load_layout_manifest(config.layout_path);
   if (!layout_result.ok()) return layout_result.error();
   CacheLayoutManifest layout = std::move(layout_result).value();
-  if (Result<model::ReferenceModel> m = model::ReferenceModel::create(config.model, layout); !m.ok())
-    return m.error();
+  if (Result<model::ReferenceModel> m = model::ReferenceModel::create(config.model, layout); !m.ok()) return m.error();
   if (workload.vocab != config.model.vocab)
     return make_error(ErrorCode::config_field,
-                      config.workload_path + ": vocab " + std::to_string(workload.vocab) + " differs from [model] vocab " +
-                          std::to_string(config.model.vocab) + " of " + config.config_path,
+                      config.workload_path + ": vocab " + std::to_string(workload.vocab) +
+                          " differs from [model] vocab " + std::to_string(config.model.vocab) + " of " +
+                          config.config_path,
                       "workload.vocab");
   if (options.worker_binary.empty())
     return make_error(ErrorCode::invalid_argument, "no kvrt binary to start workers from", "worker_binary");
@@ -317,9 +329,9 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
   if (ec) return make_error(ErrorCode::io, "cannot create " + options.out_dir + ": " + ec.message(), "out");
 
   const std::string started_at = utc_timestamp("%Y-%m-%dT%H:%M:%SZ");
-  auto main_pass_result = run_pass(options, config, workload, layout,
-                                   PassMode{"run", true, config.verify, true, config.prefix_index},
-                                   options.out_dir + "/node");
+  auto main_pass_result =
+      run_pass(options, config, workload, layout, PassMode{"run", true, config.verify, true, config.prefix_index},
+               options.out_dir + "/node");
   if (!main_pass_result.ok()) return main_pass_result.error();
   RunPass main_pass = std::move(main_pass_result).value();
   report::RunReport report = build_run_report(main_pass, config, workload, layout);
@@ -337,8 +349,7 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
                                  PassMode{"hash_chain_shared_prefix", true, false, true, "hash_chain"},
                                  PassMode{"radix", true, false, false, "radix"},
                                  PassMode{"radix_shared_prefix", true, false, true, "radix"}}) {
-      auto pass_result = run_pass(options, config, workload, layout, mode,
-                                             options.out_dir + "/compare-" + mode.name);
+      auto pass_result = run_pass(options, config, workload, layout, mode, options.out_dir + "/compare-" + mode.name);
       if (!pass_result.ok()) return pass_result.error();
       RunPass pass = std::move(pass_result).value();
       passes.push_back(std::move(pass));

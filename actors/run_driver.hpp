@@ -24,20 +24,20 @@ namespace kvrt {
 struct RunProgress {
   uint64_t requests_done = 0;
   uint64_t requests_total = 0;
-  uint64_t rows_computed = 0;   // model rows, every worker [rows]
+  uint64_t rows_computed = 0;  // model rows, every worker [rows]
   double elapsed_s = 0;
-  std::string phase;            // "run", "no_reuse", "hash_chain"
-  bool finished = false;        // the pass's last report: every worker exited
+  std::string phase;      // "run", "no_reuse", "hash_chain"
+  bool finished = false;  // the pass's last report: every worker exited
 };
 
 struct RunOptions {
-  std::string config_path;          // config/run.toml
-  std::string workload_path;        // overrides [run] workload when not empty
-  int workers = -1;                 // overrides [run] workers when > 0
-  std::string out_dir;              // report directory (created)
-  std::string trace_path;           // Perfetto trace of node and workers; empty: off
-  bool compare = false;             // replay under every reuse mode too
-  std::string worker_binary;        // the kvrt executable that serves `run-worker`
+  std::string config_path;    // config/run.toml
+  std::string workload_path;  // overrides [run] workload when not empty
+  int workers = -1;           // overrides [run] workers when > 0
+  std::string out_dir;        // report directory (created)
+  std::string trace_path;     // Perfetto trace of node and workers; empty: off
+  bool compare = false;       // replay under every reuse mode too
+  std::string worker_binary;  // the kvrt executable that serves `run-worker`
   std::function<void(const RunProgress&)> on_progress;
 };
 

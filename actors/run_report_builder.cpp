@@ -4,9 +4,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "services/ledger/metadata_ledger.hpp"
 #include "services/node/reuse_funnel_counters.hpp"
@@ -131,9 +130,9 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     const std::string p = "pool" + std::to_string(g) + "_";
     const int64_t capacity = stat(pass.final_stats, "allocator", p + "capacity_blocks");
     if (capacity > 0)
-      r.pool_utilisation = std::max(r.pool_utilisation, static_cast<double>(stat(pass.final_stats, "allocator",
-                                                                                   p + "peak_live_blocks")) /
-                                                            static_cast<double>(capacity));
+      r.pool_utilisation = std::max(r.pool_utilisation,
+                                    static_cast<double>(stat(pass.final_stats, "allocator", p + "peak_live_blocks")) /
+                                        static_cast<double>(capacity));
   }
 
   const NodeReuseFunnel node_funnel = node_reuse_funnel(pass.final_stats.owners);
@@ -155,18 +154,22 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   // The verdict names the first thing that is not exact.
   const uint64_t expected = workload.request_count();
   std::string why;
-  if (!config.verify) why = "verification is off ([run] verify = false)";
+  if (!config.verify)
+    why = "verification is off ([run] verify = false)";
   else if (r.requests != expected)
     why = std::to_string(r.requests) + " of " + std::to_string(expected) + " requests were served";
   else if (r.requests_verified != r.requests)
     why = std::to_string(r.requests - r.requests_verified) + " requests could not be replayed";
-  else if (!r.first_mismatch.empty()) why = r.first_mismatch;
-  else if (r.operation_errors != 0) why = std::to_string(r.operation_errors) + " operation errors; first: " + first_error;
+  else if (!r.first_mismatch.empty())
+    why = r.first_mismatch;
+  else if (r.operation_errors != 0)
+    why = std::to_string(r.operation_errors) + " operation errors; first: " + first_error;
   else if (r.leaked_blocks != 0 || r.refcount_delta != 0 || live_requests != 0 || live_leases != 0)
-    why = "the node still holds state after every worker released: " + std::to_string(live_requests) +
-          " requests, " + std::to_string(live_leases) + " leases, " + std::to_string(r.leaked_blocks) +
+    why = "the node still holds state after every worker released: " + std::to_string(live_requests) + " requests, " +
+          std::to_string(live_leases) + " leases, " + std::to_string(r.leaked_blocks) +
           " leaked blocks, refcount delta " + std::to_string(r.refcount_delta);
-  else if (!r.validate_ok) why = "an owner's validate() failed after the run";
+  else if (!r.validate_ok)
+    why = "an owner's validate() failed after the run";
   else if (pass.segments_left != 0)
     why = std::to_string(pass.segments_left) + " shared-memory segments were left after shutdown";
   r.exact = why.empty();

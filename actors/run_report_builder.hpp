@@ -15,14 +15,14 @@ namespace kvrt {
 
 // One pass of a workload through a fresh node and fresh workers.
 struct RunPass {
-  std::string mode;                         // "run", "no_reuse", "hash_chain", ...
-  std::string index = "hash_chain";         // the node's prefix-reuse owner: "hash_chain" | "radix"
-  std::vector<EngineResult> results;        // one per worker, in worker order
+  std::string mode;                   // "run", "no_reuse", "hash_chain", ...
+  std::string index = "hash_chain";   // the node's prefix-reuse owner: "hash_chain" | "radix"
+  std::vector<EngineResult> results;  // one per worker, in worker order
   std::vector<report::UtilisationSample> timeline;
-  NodeStats final_stats;                    // after every worker exited, before shutdown
-  std::vector<std::string> pool_names;      // the node's shared-memory segments
-  uint32_t segments_left = 0;               // of those, still present after shutdown
-  double wall_s = 0;                        // workers started .. all exited [s]
+  NodeStats final_stats;                // after every worker exited, before shutdown
+  std::vector<std::string> pool_names;  // the node's shared-memory segments
+  uint32_t segments_left = 0;           // of those, still present after shutdown
+  double wall_s = 0;                    // workers started .. all exited [s]
 };
 
 // One timeline sample from the node's statistics: blocks per state summed

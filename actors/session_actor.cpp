@@ -33,14 +33,14 @@ session_actor spawn_session_actor(caf::actor_system& system, SessionId session, 
                                 std::move(bytes));
         },
         [self](authorize_atom, wire_bytes& bytes) {
-          return self->delegate(self->state.owners.authorization, authorize_atom::value,
-                                self->state.session.value, std::move(bytes));
+          return self->delegate(self->state.owners.authorization, authorize_atom::value, self->state.session.value,
+                                std::move(bytes));
         },
         [self](mapper_atom, wire_bytes& bytes) -> caf::result<wire_bytes> {
           if (!self->state.owners.mapper)
-            return to_wire(codec::encode(codec::ErrorMessage{make_error(
-                ErrorCode::invalid_argument, "this node serves no mapper ([mapper] is absent from its config)",
-                "mapper")}));
+            return to_wire(codec::encode(codec::ErrorMessage{
+                make_error(ErrorCode::invalid_argument,
+                           "this node serves no mapper ([mapper] is absent from its config)", "mapper")}));
           return self->delegate(self->state.owners.mapper, batch_atom::value, self->state.session.value,
                                 std::move(bytes));
         },

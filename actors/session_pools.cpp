@@ -29,7 +29,8 @@ Result<std::unique_ptr<shm::SharedPoolStore>> attach_session_pools(const Session
 Result<shm::ShmPayloadStore> attach_shared_memory_pools(const SessionReceipt& session) {
   std::vector<shm::BlockPoolSegment> segments;
   for (const PoolAttachment& p : session.pools) {
-    Result<shm::BlockPoolSegment> s = shm::BlockPoolSegment::attach(p.segment_name, p.generation, session.layout_sha256);
+    Result<shm::BlockPoolSegment> s =
+        shm::BlockPoolSegment::attach(p.segment_name, p.generation, session.layout_sha256);
     if (!s.ok()) return s.error();
     segments.push_back(std::move(*s));
   }

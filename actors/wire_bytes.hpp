@@ -51,8 +51,8 @@ void log_answered(const std::shared_ptr<spdlog::logger>& log, const char* actor,
 
 inline void log_reclaim(const std::shared_ptr<spdlog::logger>& log, const char* actor, uint64_t session,
                         uint32_t requests, uint32_t leases) {
-  logger_or_default(log).info("actor={} session={} ended: released {} requests and {} leases", actor, session,
-                              requests, leases);
+  logger_or_default(log).info("actor={} session={} ended: released {} requests and {} leases", actor, session, requests,
+                              leases);
 }
 
 }  // namespace kvrt::actors

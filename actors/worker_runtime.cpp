@@ -1,12 +1,12 @@
 #include "actors/worker_runtime.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <optional>
 #include <random>
 #include <set>
-
-#include <unistd.h>
 
 #include "actors/client.hpp"
 #include "actors/session_pools.hpp"
@@ -46,8 +46,8 @@ struct LiveRequest {
   uint32_t prompt_tokens = 0;
   uint32_t hit_tokens = 0;
   RequestFence fence;
-  std::vector<std::vector<PhysicalBlockHandle>> table;  // [group][logical block]
-  std::vector<PhysicalBlockHandle> prefix_hit;          // bundle-major
+  std::vector<std::vector<PhysicalBlockHandle>> table;     // [group][logical block]
+  std::vector<PhysicalBlockHandle> prefix_hit;             // bundle-major
   std::optional<ExecutionSnapshotVersion> reuse_snapshot;  // the reuse receipt's attempt, if a hit
   bool successor = false;  // its full prompt blocks were named as that attempt's successor
   uint32_t decoded = 0;
@@ -56,8 +56,13 @@ struct LiveRequest {
 class Worker {
  public:
   Worker(Client& client, shm::SharedPoolStore& store, const WorkerOptions& o, std::string ns)
-      : client_(client), store_(store), o_(o), namespace_(std::move(ns)), rng_(o.seed),
-        groups_(store.group_count()), P_(store.block_tokens()) {
+      : client_(client),
+        store_(store),
+        o_(o),
+        namespace_(std::move(ns)),
+        rng_(o.seed),
+        groups_(store.group_count()),
+        P_(store.block_tokens()) {
     std::mt19937_64 shared(o.workload_seed);
     for (uint32_t s = 0; s < o.system_prompts; ++s) {
       std::vector<TokenId> p(o.system_prompt_tokens);
@@ -72,8 +77,8 @@ class Worker {
                                       std::chrono::duration<double>(o_.duration_s));
     std::vector<LiveRequest> live;
     while (true) {
-      const bool may_start = std::chrono::steady_clock::now() < deadline &&
-                             (o_.max_requests == 0 || started_ < o_.max_requests);
+      const bool may_start =
+          std::chrono::steady_clock::now() < deadline && (o_.max_requests == 0 || started_ < o_.max_requests);
       if (may_start) admit(live);
       if (live.empty()) {
         if (!may_start) break;
@@ -108,7 +113,8 @@ class Worker {
     if (r == nullptr) return note_error(make_error(ErrorCode::rpc_failed, "a release op was answered out of order"));
     if (!r->refused.empty())
       note_error(make_error(ErrorCode::stale_generation,
-                            std::to_string(r->refused.size()) + " lease(s) of a reuse receipt were not held", "leases"));
+                            std::to_string(r->refused.size()) + " lease(s) of a reuse receipt were not held",
+                            "leases"));
     // A successor the index refused stays unpublished: reuse lost, and an
     // error, since this worker names one only after committing its rows.
     if (r->successor_refused) note_error(*r->successor_refused);
@@ -131,7 +137,8 @@ class Worker {
     Result<ReuseBatchReceipt> r = client_.reuse(tx);
     ++summary_.round_trips;
     if (!r.ok()) return note_error(r.error());
-    if (r->outcomes.size() != n) return note_error(make_error(ErrorCode::rpc_failed, "the release answer has another size"));
+    if (r->outcomes.size() != n)
+      return note_error(make_error(ErrorCode::rpc_failed, "the release answer has another size"));
     for (const ReuseOutcome& o : r->outcomes) check_release(o);
   }
 
@@ -198,8 +205,8 @@ class Worker {
     ReuseBatch tx{next_trace(), {}};
     const size_t first = take_releases(tx);
     for (const LiveRequest& r : fresh)
-      tx.ops.push_back(ReuseAcquireOp{namespace_, RequestId{0}, RequestGeneration{0}, r.tokens,
-                                      LogitsPath::logits_required, false});
+      tx.ops.push_back(
+          ReuseAcquireOp{namespace_, RequestId{0}, RequestGeneration{0}, r.tokens, LogitsPath::logits_required, false});
     Result<ReuseBatchReceipt> reused = client_.reuse(tx);
     ++summary_.round_trips;
     if (!reused.ok() || reused->outcomes.size() != tx.ops.size()) {
@@ -289,8 +296,8 @@ class Worker {
     ReuseReleaseOp end{*r.reuse_snapshot, true};
     const uint32_t first = r.hit_tokens / P_, full = r.prompt_tokens / P_;
     if (rows_committed && full > first) {
-      end.successor = ReuseSuccessor{r.fence.request,
-                                     std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), full};
+      end.successor =
+          ReuseSuccessor{r.fence.request, std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), full};
       r.successor = true;
       pending_successors_.insert(r.fence.request.value);
     }
@@ -323,8 +330,10 @@ class Worker {
       LiveRequest& r = *stepping[i];
       const auto* receipt = std::get_if<AllocationReceipt>(&appended->outcomes[i]);
       if (receipt == nullptr || receipt->outcome != AllocationOutcome::committed) {
-        if (receipt == nullptr) note_error(std::get<Error>(appended->outcomes[i]));
-        else ++summary_.out_of_capacity;
+        if (receipt == nullptr)
+          note_error(std::get<Error>(appended->outcomes[i]));
+        else
+          ++summary_.out_of_capacity;
         r.tokens.pop_back();
         r.decoded = o_.decode_tokens;  // stop decoding this one; it is released normally
         continue;
@@ -367,9 +376,9 @@ class Worker {
       successor_waits = successor_waits || pending_successors_.contains(r.fence.request.value);
       const uint32_t hit_blocks = r.hit_tokens / P_, full = r.prompt_tokens / P_;
       if (full > hit_blocks && !r.successor)
-        publish.ops.push_back(PrefixPublishOp{namespace_, r.fence.request,
-                                              std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + r.prompt_tokens),
-                                              hit_blocks, full});
+        publish.ops.push_back(PrefixPublishOp{
+            namespace_, r.fence.request, std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + r.prompt_tokens),
+            hit_blocks, full});
       release.ops.push_back(ReleaseOp{r.fence, ReleaseReason::finished});
     }
     // A successor is published from the request's blocks: send it while
@@ -378,7 +387,8 @@ class Worker {
     if (!publish.ops.empty()) {
       Result<PrefixBatchReceipt> published = client_.prefix(publish);
       ++summary_.round_trips;
-      if (!published.ok()) note_error(published.error());
+      if (!published.ok())
+        note_error(published.error());
       else
         for (const PrefixOutcome& o : published->outcomes)
           if (const auto* e = std::get_if<Error>(&o)) note_error(*e);
@@ -390,8 +400,10 @@ class Worker {
         note_error(released.error());
       } else {
         for (const AllocatorOutcome& o : released->outcomes) {
-          if (const auto* e = std::get_if<Error>(&o)) note_error(*e);
-          else ++summary_.requests;
+          if (const auto* e = std::get_if<Error>(&o))
+            note_error(*e);
+          else
+            ++summary_.requests;
         }
       }
     }

@@ -7,10 +7,11 @@
 // in full (digests, deltas, published entries) for every operation. The COW
 // path is measured on metadata (no payload store): its byte copy depends on
 // B_row and is a memcpy of r rows.
+#include "bench/allocator_bench.hpp"
+
 #include <cstdint>
 #include <string>
 
-#include "bench/allocator_bench.hpp"
 #include "bench/rectangular_baseline.hpp"
 #include "services/allocator/block_allocator.hpp"
 
@@ -144,8 +145,10 @@ void kvrt_append(const Sizes& s, double& private_ns, double& new_block_ns) {
         f[i].table_version = r.table_version_after;
       }
       const uint64_t dt = now_ns() - t0;
-      if (t % kP == 0) fresh_ns += dt, fresh_n += s.requests;
-      else priv_ns += dt, priv_n += s.requests;
+      if (t % kP == 0)
+        fresh_ns += dt, fresh_n += s.requests;
+      else
+        priv_ns += dt, priv_n += s.requests;
     }
     priv.push_back(double(priv_ns) / priv_n);
     fresh.push_back(double(fresh_ns) / fresh_n);
@@ -397,8 +400,9 @@ BenchReport run_allocator_bench(bool quick) {
   rep.rows.push_back(ns_row("release_128_blocks", kvrt_release(s), rect_release_ns, 150));
   BenchRow floor = ns_row("release_refcount_floor", release_floor(s), std::nullopt, 0);
   floor.target.reset();
-  floor.note = "the same 128 blocks' reference drops and free-ring pushes alone, no receipt/digest/fence: "
-               "what any per-block release costs on this machine";
+  floor.note =
+      "the same 128 blocks' reference drops and free-ring pushes alone, no receipt/digest/fence: "
+      "what any per-block release costs on this machine";
   rep.rows.push_back(floor);
   BenchRow evict = ns_row("evict_on_allocate", kvrt_evict_on_allocate(s), std::nullopt, 0);
   evict.target.reset();
@@ -429,8 +433,9 @@ BenchReport run_allocator_bench(bool quick) {
   // 2048-row request that is record / 128.
   meta.baseline = double(RectangularReservationAllocator::metadata_bytes_per_request()) / 128.0;
   meta.target = Target{48, Better::lower};
-  meta.note = "BlockMeta (32 B per pool block) + 4 B free-ring entry + 4 B request-map entry; the baseline has no "
-              "per-block state";
+  meta.note =
+      "BlockMeta (32 B per pool block) + 4 B free-ring entry + 4 B request-map entry; the baseline has no "
+      "per-block state";
   rep.rows.push_back(meta);
 
   rep.notes.push_back("single cache group, P = 16, validate() off, full receipts with incremental digests");

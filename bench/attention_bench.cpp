@@ -23,12 +23,13 @@
 //                      design's partial states, written and read back), flops
 //                      = 4 d H_q per logical query-key pair. The row reports
 //                      measured speedup / ideal speedup.
+#include "bench/attention_bench.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "bench/attention_bench.hpp"
 #include "services/allocator/block_allocator.hpp"
 #include "services/executor/allocator_block_table.hpp"
 #include "services/executor/blocked_matmul.hpp"
@@ -136,8 +137,9 @@ double decode_gbps(ThreadPool& pool, uint32_t ctx, bool scatter, int trials) {
   BlockAllocator allocator = BlockAllocator::create(config).value();
   AllocationReceipt r;
   KVRT_ASSERT(allocator.allocate(AllocateArgs{ctx, {}, {}}, r).ok(), "bench allocation");
-  KVRT_ASSERT(allocator.commit_rows(CommitRowsArgs{{r.request_id, r.request_generation, r.table_version_after}, ctx}, r).ok(),
-              "bench commit");
+  KVRT_ASSERT(
+      allocator.commit_rows(CommitRowsArgs{{r.request_id, r.request_generation, r.table_version_after}, ctx}, r).ok(),
+      "bench commit");
   ResolvedBlockTable table = block_table_from_allocator(allocator, r.request_id, 0, 0).value();
   if (scatter) {
     uint64_t s = 0x5ca77e4;
@@ -154,7 +156,8 @@ double decode_gbps(ThreadPool& pool, uint32_t ctx, bool scatter, int trials) {
   uint64_t bytes = 0;
   return median_of(trials, [&] {
     const uint64_t t0 = now_ns();
-    auto rc = paged_decode(kv.view, DecodeArgs{HeadMapping{kQHeads, kKvHeads}, requests, q, out, {}, {}}, &pool, &workspace);
+    auto rc =
+        paged_decode(kv.view, DecodeArgs{HeadMapping{kQHeads, kKvHeads}, requests, q, out, {}, {}}, &pool, &workspace);
     const double s = seconds_since(t0);
     KVRT_ASSERT(rc.ok(), "bench decode");
     bytes = rc->kv_bytes;
@@ -185,11 +188,13 @@ SharedResult shared_prefix(ThreadPool& pool, uint32_t batch, uint32_t prefix, ui
   SharedResult res;
   SharedPrefixReceipt hyd, ca;
   DecodeReceipt ord;
-  res.ordinary_ms = 1e3 * median_of(trials, [&] {
-                      const uint64_t t0 = now_ns();
-                      ord = paged_decode(kv.view, DecodeArgs{shape.contract.heads, tables, q, out, {}, {}}, &pool, &workspace).value();
-                      return seconds_since(t0);
-                    });
+  res.ordinary_ms =
+      1e3 * median_of(trials, [&] {
+        const uint64_t t0 = now_ns();
+        ord =
+            paged_decode(kv.view, DecodeArgs{shape.contract.heads, tables, q, out, {}, {}}, &pool, &workspace).value();
+        return seconds_since(t0);
+      });
   res.hydragen_ms = 1e3 * median_of(trials, [&] {
                       const uint64_t t0 = now_ns();
                       hyd = hydragen_attention(kv.view, args, &pool, &workspace).value();
@@ -222,8 +227,8 @@ std::string fixed(double v, int digits = 2) {
 }
 
 std::string speedup_note(double design_ms, double ordinary_ms, double ideal) {
-  return fixed(design_ms) + " ms vs ordinary " + fixed(ordinary_ms) + " ms: speedup " +
-         fixed(ordinary_ms / design_ms) + "x, ideal " + fixed(ideal) + "x";
+  return fixed(design_ms) + " ms vs ordinary " + fixed(ordinary_ms) + " ms: speedup " + fixed(ordinary_ms / design_ms) +
+         "x, ideal " + fixed(ideal) + "x";
 }
 
 // The configuration: times against ordinary decode, and the two
@@ -235,8 +240,8 @@ void add_shared_rows(BenchReport& report, const SharedResult& r) {
                                  std::nullopt, "ideal speedup " + fixed(r.ideal_chunkattn) + "x"});
   report.rows.push_back(BenchRow{"hydragen_over_ideal", r.ordinary_ms / r.hydragen_ms / r.ideal_hydragen, "x ideal",
                                  Better::higher, std::nullopt, std::nullopt, Target{0.7, Better::higher}, ""});
-  report.rows.push_back(BenchRow{"chunkattn_over_ideal", r.ordinary_ms / r.chunkattn_ms / r.ideal_chunkattn,
-                                 "x ideal", Better::higher, std::nullopt, std::nullopt, Target{0.7, Better::higher}, ""});
+  report.rows.push_back(BenchRow{"chunkattn_over_ideal", r.ordinary_ms / r.chunkattn_ms / r.ideal_chunkattn, "x ideal",
+                                 Better::higher, std::nullopt, std::nullopt, Target{0.7, Better::higher}, ""});
 }
 
 // One sweep point: both designs' ratio to the ideal speedup, times in the note.
@@ -261,29 +266,30 @@ BenchReport run_attention_bench(bool quick) {
   const double copy = copy_bandwidth(pool, quick ? (64ull << 20) : (512ull << 20), quick ? 3 : 9);
   const double read = read_bandwidth(pool, quick ? (64ull << 20) : (512ull << 20), quick ? 3 : 9);
   const double mm = matmul_rate(pool, quick ? 384 : 1024, quick ? 2 : 5);
-  report.rows.push_back(BenchRow{"copy_bandwidth", copy, "GB/s", Better::higher, std::nullopt, std::nullopt,
-                                 std::nullopt, "memcpy across " + std::to_string(pool.workers()) +
-                                                   " workers, bytes read + written per second"});
-  report.rows.push_back(BenchRow{"read_bandwidth", read, "GB/s", Better::higher, std::nullopt, std::nullopt,
-                                 std::nullopt, "integer sum across " + std::to_string(pool.workers()) +
-                                                   " workers: the read-only ceiling, for context"});
+  report.rows.push_back(
+      BenchRow{"copy_bandwidth", copy, "GB/s", Better::higher, std::nullopt, std::nullopt, std::nullopt,
+               "memcpy across " + std::to_string(pool.workers()) + " workers, bytes read + written per second"});
+  report.rows.push_back(BenchRow{
+      "read_bandwidth", read, "GB/s", Better::higher, std::nullopt, std::nullopt, std::nullopt,
+      "integer sum across " + std::to_string(pool.workers()) + " workers: the read-only ceiling, for context"});
   report.rows.push_back(BenchRow{"fp32_matmul_rate", mm, "GFlop/s", Better::higher, std::nullopt, std::nullopt,
-                                 std::nullopt, "blocked_matmul, 2 n^3 flops, n = " + std::to_string(quick ? 384 : 1024)});
+                                 std::nullopt,
+                                 "blocked_matmul, 2 n^3 flops, n = " + std::to_string(quick ? 384 : 1024)});
 
-  const std::vector<uint32_t> contexts = quick ? std::vector<uint32_t>{8192, 32768}
-                                               : std::vector<uint32_t>{1024, 2048, 4096, 8192, 16384, 32768};
+  const std::vector<uint32_t> contexts =
+      quick ? std::vector<uint32_t>{8192, 32768} : std::vector<uint32_t>{1024, 2048, 4096, 8192, 16384, 32768};
   for (const uint32_t ctx : contexts) {
     const double gbps = decode_gbps(pool, ctx, false, trials);
     const std::string name = "paged_decode_" + std::to_string(ctx / 1024) + "k_over_copy";
-    const std::optional<Target> target = ctx >= 8192 ? std::optional<Target>(Target{0.7, Better::higher}) : std::nullopt;
+    const std::optional<Target> target =
+        ctx >= 8192 ? std::optional<Target>(Target{0.7, Better::higher}) : std::nullopt;
     report.rows.push_back(BenchRow{name, gbps / copy, "x copy", Better::higher, std::nullopt, std::nullopt, target,
                                    fixed(gbps) + " GB/s of K+V, " + fixed(gbps / read) + " of read_bandwidth"});
   }
   if (!quick) {
     const double gbps = decode_gbps(pool, 8192, true, trials);
-    report.rows.push_back(BenchRow{"paged_decode_8k_scattered", gbps / copy, "x copy", Better::higher,
-                                   std::nullopt, std::nullopt, std::nullopt,
-                                   fixed(gbps) + " GB/s; physical blocks permuted"});
+    report.rows.push_back(BenchRow{"paged_decode_8k_scattered", gbps / copy, "x copy", Better::higher, std::nullopt,
+                                   std::nullopt, std::nullopt, fixed(gbps) + " GB/s; physical blocks permuted"});
   }
 
   if (quick) {
@@ -291,14 +297,16 @@ BenchReport run_attention_bench(bool quick) {
     report.notes.push_back("quick: shared prefix at B=4, S=512, U=32 (full size B=32, S=4096, U=128)");
   } else {
     add_shared_rows(report, shared_prefix(pool, 32, 4096, 128, copy, mm, trials));
-    for (const auto& [b, s] : {std::pair{8u, 4096u}, std::pair{16u, 2048u}, std::pair{32u, 1024u}, std::pair{64u, 4096u}})
+    for (const auto& [b, s] :
+         {std::pair{8u, 4096u}, std::pair{16u, 2048u}, std::pair{32u, 1024u}, std::pair{64u, 4096u}})
       add_sweep_rows(report, b, s, shared_prefix(pool, b, s, 128, copy, mm, 3));
   }
   report.notes.push_back("H_q 32, H_kv 8, d 128, fp32 K/V and accumulation, P_a = P_k = 16, P_c = 512, " +
                          std::to_string(pool.workers()) + " worker threads; medians over " + std::to_string(trials) +
                          " trials (sweep: 3)");
-  report.notes.push_back("x_over_ideal = (t_ordinary / t_design) / (floor_ordinary / floor_design), "
-                         "floor = max(bytes / copy_bandwidth, 4 d H_q pairs / fp32_matmul_rate)");
+  report.notes.push_back(
+      "x_over_ideal = (t_ordinary / t_design) / (floor_ordinary / floor_design), "
+      "floor = max(bytes / copy_bandwidth, 4 d H_q pairs / fp32_matmul_rate)");
   return report;
 }
 

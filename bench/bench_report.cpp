@@ -4,10 +4,9 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 namespace kvrt::bench {
 
@@ -64,11 +63,11 @@ std::string BenchReport::to_json() const {
     if (!r.note.empty()) j["note"] = r.note;
     rows_json.push_back(j);
   }
-  nlohmann::json out{{"bench", bench},
-                     {"quick", quick},
-                     {"machine", {{"cpus", m.cpus}, {"cpu_model", m.cpu_model}, {"compiler", m.compiler},
-                                  {"build", m.build}}},
-                     {"rows", rows_json}};
+  nlohmann::json out{
+      {"bench", bench},
+      {"quick", quick},
+      {"machine", {{"cpus", m.cpus}, {"cpu_model", m.cpu_model}, {"compiler", m.compiler}, {"build", m.build}}},
+      {"rows", rows_json}};
   if (!notes.empty()) out["notes"] = notes;
   return out.dump(2);
 }
@@ -79,8 +78,8 @@ std::string BenchReport::to_table() const {
   char buf[512];
   s << "kvrt bench " << bench << (quick ? " (quick)" : "") << " - medians over repeated trials\n"
     << "machine: " << m.cpus << " cpus, " << m.cpu_model << ", " << m.compiler << ", " << m.build << "\n\n";
-  std::snprintf(buf, sizeof buf, "%-26s %14s %-9s %-14s %12s %8s  %-18s %s\n", "row", "value", "unit",
-                "baseline", "baseline", "ratio", "target", "meets");
+  std::snprintf(buf, sizeof buf, "%-26s %14s %-9s %-14s %12s %8s  %-18s %s\n", "row", "value", "unit", "baseline",
+                "baseline", "ratio", "target", "meets");
   s << buf;
   for (const auto& r : rows) {
     const auto q = r.ratio();

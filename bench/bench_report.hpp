@@ -31,7 +31,7 @@ struct BenchRow {
 
   std::optional<double> ratio() const;  // baseline/value (lower better) or value/baseline
   std::optional<bool> meets() const;
-  std::string target_text() const;      // "<= 25 ns/op"
+  std::string target_text() const;  // "<= 25 ns/op"
 };
 
 struct BenchReport {

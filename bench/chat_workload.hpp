@@ -24,7 +24,7 @@ struct ChatWorkloadShape {
 };
 
 struct ChatRequest {
-  uint32_t prompt_len = 0;      // prompt = sequence[0:prompt_len] [tokens]
+  uint32_t prompt_len = 0;        // prompt = sequence[0:prompt_len] [tokens]
   std::vector<TokenId> sequence;  // prompt + generated response, as cached after the request
   std::span<const TokenId> prompt() const { return {sequence.data(), prompt_len}; }
 };

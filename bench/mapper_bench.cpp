@@ -7,19 +7,20 @@
 // into one VMA), then unmaps them all; the figure is trial time / groups.
 // Pages are not touched (first-touch faults are a kernel's cost, not the
 // mapper's); map_touch_unmap_64k shows that cost separately.
+#include "bench/mapper_bench.hpp"
+
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
 
-#include "bench/mapper_bench.hpp"
 #include "services/mapper/memfd_backing.hpp"
 
 namespace kvrt::bench {
@@ -71,7 +72,8 @@ Figure plain_map_munmap(uint64_t g, uint32_t groups, int trials) {
   auto trial = [&]() -> double {
     const uint64_t t0 = now_ns();
     for (uint32_t i = 0; i < groups && error.empty(); ++i) {
-      at[i] = mmap(nullptr, g, PROT_READ | PROT_WRITE, MAP_SHARED, backing.pool_fd(), static_cast<off_t>(handle_of[i] * g));
+      at[i] =
+          mmap(nullptr, g, PROT_READ | PROT_WRITE, MAP_SHARED, backing.pool_fd(), static_cast<off_t>(handle_of[i] * g));
       if (at[i] == MAP_FAILED) error = std::string("mmap(floor): ") + std::strerror(errno);
     }
     for (uint32_t i = 0; i < groups; ++i)

@@ -32,11 +32,11 @@
 namespace kvrt::bench {
 namespace {
 
-constexpr uint32_t kRequests = 16;      // B [requests]
-constexpr uint32_t kMaxTokens = 512;    // T_max [tokens]
-constexpr uint32_t kPagedBlock = 16;    // P of the paged path [tokens per block]
+constexpr uint32_t kRequests = 16;                          // B [requests]
+constexpr uint32_t kMaxTokens = 512;                        // T_max [tokens]
+constexpr uint32_t kPagedBlock = 16;                        // P of the paged path [tokens per block]
 constexpr uint32_t kTableWidth = kMaxTokens / kPagedBlock;  // block-table columns [blocks]
-constexpr int kForwardUs = 2000;        // simulated forward pass per step [us]
+constexpr int kForwardUs = 2000;                            // simulated forward pass per step [us]
 
 MapperConfig decode_config() {
   MapperConfig c;
@@ -138,8 +138,8 @@ DecodeFigures run_decode(Variant variant, uint32_t steps) {
   BlockAllocatorConfig ac;
   ac.block_size = kPagedBlock;
   ac.max_requests = kRequests;
-  ac.groups.push_back(GroupPoolConfig{CacheGroupId{0}, PoolId{1}, PoolGeneration{1},
-                                      kRequests * (kTableWidth + 1), 0, 64 * 1024, {}});
+  ac.groups.push_back(
+      GroupPoolConfig{CacheGroupId{0}, PoolId{1}, PoolGeneration{1}, kRequests * (kTableWidth + 1), 0, 64 * 1024, {}});
   auto al = BlockAllocator::create(ac);
   if (!al.ok()) return failed(al.error().describe());
   PagedTables paged;
@@ -158,7 +158,8 @@ DecodeFigures run_decode(Variant variant, uint32_t steps) {
     paged.absorb(i, receipt);
   }
   if (auto r = m.step(batch, MappingPath::synchronous); !r.ok()) return failed(r.error().describe());
-  for (uint32_t i = 0; i < kRequests; ++i) (void)m.append_rows(batch[i].request, generations[i], batch[i].target_tokens);
+  for (uint32_t i = 0; i < kRequests; ++i)
+    (void)m.append_rows(batch[i].request, generations[i], batch[i].target_tokens);
   if (prefetch != nullptr) {
     f.prefill_maps = prefetch->stats().foreground_maps;
     (void)prefetch->prefetch(m.plan_frontier_mappings(next_decode_step(batch, kMaxTokens)));
@@ -195,7 +196,8 @@ DecodeFigures run_decode(Variant variant, uint32_t steps) {
     }
     paged.stage();
     f.paged_prep_ns[step] = double(now_ns() - t0);
-    for (uint32_t i = 0; i < kRequests; ++i) (void)m.append_rows(batch[i].request, generations[i], batch[i].target_tokens);
+    for (uint32_t i = 0; i < kRequests; ++i)
+      (void)m.append_rows(batch[i].request, generations[i], batch[i].target_tokens);
     if (prefetch != nullptr) {
       t0 = now_ns();
       (void)prefetch->prefetch(m.plan_frontier_mappings(next_decode_step(batch, kMaxTokens)));
@@ -226,8 +228,8 @@ void append_mapper_decode_rows(BenchReport& rep, bool quick) {
     async_runs.push_back(run_decode(Variant::async, steps));
     for (const auto* v : {&ledger_runs, &sync_runs, &async_runs})
       if (!v->back().error.empty()) error = v->back().error;
-    if (error.empty() && !(ledger_runs.back().digest == sync_runs.back().digest &&
-                           sync_runs.back().digest == async_runs.back().digest))
+    if (error.empty() &&
+        !(ledger_runs.back().digest == sync_runs.back().digest && sync_runs.back().digest == async_runs.back().digest))
       error = "the three variants ended in different mapper digests";
   }
   DecodeFigures ledger, sync, async;

@@ -11,6 +11,8 @@
 // The index keeps 64 stored 2048-token sequences that share a 1024-token
 // system prompt, over a one-group allocator; the lookup checks every
 // handle's generation against the allocator (validate() off).
+#include "bench/prefix_bench.hpp"
+
 #include <openssl/evp.h>
 #include <xxhash.h>
 
@@ -18,7 +20,6 @@
 #include <cstring>
 #include <string>
 
-#include "bench/prefix_bench.hpp"
 #include "services/allocator/block_allocator.hpp"
 #include "services/prefix/prefix_index.hpp"
 
@@ -26,8 +27,8 @@ namespace kvrt::bench {
 namespace {
 
 constexpr uint32_t kP = 16;
-constexpr uint32_t kPromptTokens = 2048;   // 128 blocks
-constexpr uint32_t kSystemTokens = 1024;   // shared by every stored sequence
+constexpr uint32_t kPromptTokens = 2048;  // 128 blocks
+constexpr uint32_t kSystemTokens = 1024;  // shared by every stored sequence
 constexpr uint32_t kSequences = 64;
 
 struct SplitMix {
@@ -128,8 +129,8 @@ LookupRig make_lookup_rig(const std::vector<std::vector<TokenId>>& seqs) {
   BlockAllocatorConfig ac;
   ac.block_size = kP;
   ac.max_requests = kSequences;
-  ac.groups.push_back(GroupPoolConfig{CacheGroupId{0}, PoolId{1}, PoolGeneration{1},
-                                      kSequences * (kPromptTokens / kP), 1, 64 * 1024, {}});
+  ac.groups.push_back(GroupPoolConfig{
+      CacheGroupId{0}, PoolId{1}, PoolGeneration{1}, kSequences * (kPromptTokens / kP), 1, 64 * 1024, {}});
   PrefixIndexConfig ic;
   ic.block_tokens = kP;
   ic.collision_witness = false;  // the pinned vLLM lookup compares digests only
@@ -141,16 +142,16 @@ LookupRig make_lookup_rig(const std::vector<std::vector<TokenId>>& seqs) {
     std::vector<PhysicalBlockHandle> hit;
     const uint32_t hits = rig.index.match_full_blocks(chain, kPromptTokens / kP, {}, &rig.alloc, &hit);
     AllocationReceipt r;
-    KVRT_ASSERT(rig.alloc.allocate(AllocateArgs{kPromptTokens, hit, {}}, r).ok() &&
-                    r.outcome == AllocationOutcome::committed,
-                "bench pool holds every sequence");
+    KVRT_ASSERT(
+        rig.alloc.allocate(AllocateArgs{kPromptTokens, hit, {}}, r).ok() && r.outcome == AllocationOutcome::committed,
+        "bench pool holds every sequence");
     const RequestId id = r.request_id;
     KVRT_ASSERT(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(id).value(), kPromptTokens}, r).ok(), "commit");
-    KVRT_ASSERT(rig.index
-                    .publish_blocks(rig.scope, rig.alloc,
-                                    PrefixPublishArgs{id, s, chain, &no_extras, hits, kPromptTokens / kP})
-                    .ok(),
-                "publish");
+    KVRT_ASSERT(
+        rig.index
+            .publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, s, chain, &no_extras, hits, kPromptTokens / kP})
+            .ok(),
+        "publish");
     rig.chains.push_back(std::move(chain));
   }
   return rig;
@@ -161,7 +162,8 @@ uint32_t linear_scan_hit_blocks(const std::vector<std::vector<TokenId>>& stored,
   size_t best = 0;
   for (const auto& s : stored) {
     const size_t n = std::min(s.size(), prompt.size());
-    const size_t lcp = static_cast<size_t>(std::mismatch(s.begin(), s.begin() + static_cast<ptrdiff_t>(n), prompt.begin()).first - s.begin());
+    const size_t lcp = static_cast<size_t>(
+        std::mismatch(s.begin(), s.begin() + static_cast<ptrdiff_t>(n), prompt.begin()).first - s.begin());
     best = std::max(best, lcp);
   }
   const size_t cap = prompt.size() - 1;  // logits cap (0x07A)
@@ -209,8 +211,9 @@ void append_prefix_index_rows(BenchReport& report, bool quick) {
   l.baseline_name = "linear_scan";
   l.baseline = scan_ns;
   l.target = Target{650.0, Better::lower};
-  l.note = "2048-token prompt over precomputed hashes, 127 blocks returned with their handles, generations "
-           "checked against the allocator; 64 stored sequences";
+  l.note =
+      "2048-token prompt over precomputed hashes, 127 blocks returned with their handles, generations "
+      "checked against the allocator; 64 stored sequences";
   report.rows.push_back(l);
 
   // The whole lookup: chain from tokens, four lengths, receipt and digest.
@@ -218,10 +221,11 @@ void append_prefix_index_rows(BenchReport& report, bool quick) {
   const double receipt_ns = median_of(trials, [&] {
     const uint64_t t0 = now_ns();
     for (int k = 0; k < receipts; ++k) {
-      const auto m = rig.index.lookup(rig.scope,
-                                      PrefixLookupArgs{RequestId{1}, RequestGeneration{1}, seqs[k % kSequences],
-                                                       nullptr, LogitsPath::logits_required, {}},
-                                      &rig.alloc);
+      const auto m = rig.index.lookup(
+          rig.scope,
+          PrefixLookupArgs{
+              RequestId{1}, RequestGeneration{1}, seqs[k % kSequences], nullptr, LogitsPath::logits_required, {}},
+          &rig.alloc);
       do_not_optimize(m.value().receipt.receipt_sha256);
     }
     return double(now_ns() - t0) / receipts;

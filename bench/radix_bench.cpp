@@ -6,6 +6,8 @@
 //   - match / insert: a linear scan over the stored sequences (no tree);
 //   - evict: the same evictions with the candidate heap rebuilt from every
 //     unlocked leaf before each call, as SGLang's evict() does.
+#include "bench/radix_bench.hpp"
+
 #include <malloc.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "bench/chat_workload.hpp"
-#include "bench/radix_bench.hpp"
 #include "services/radix/radix_tree.hpp"
 
 namespace kvrt::bench {
@@ -240,35 +241,36 @@ BenchReport run_radix_index_bench(bool quick) {
   i.baseline = median(list_insert_ns);
   rep.rows.push_back(i);
 
-  rep.rows.push_back(row("radix_lock_unlock_depth10", median_of(s.radix_trials, [&] {
-                           TreeIndex index;
-                           (void)replay_stream(w, index);
-                           return lock_unlock_depth10(index, s.lock_pairs);
-                         }),
+  rep.rows.push_back(row("radix_lock_unlock_depth10",
+                         median_of(s.radix_trials,
+                                   [&] {
+                                     TreeIndex index;
+                                     (void)replay_stream(w, index);
+                                     return lock_unlock_depth10(index, s.lock_pairs);
+                                   }),
                          "ns/op", 100.0, "inc_lock + dec_lock of a 10-node path in the workload tree"));
 
   TreeIndex evict_index;
-  BenchRow e = row("radix_evict_per_node", median_of(s.radix_trials, [&] {
-                     return evict_per_node(w, evict_index, s.evict_call_tokens, false);
-                   }),
-                   "ns/node", 100.0,
-                   "evict(" + std::to_string(s.evict_call_tokens) +
-                       " tokens) calls until empty; victims from the incrementally kept order");
+  BenchRow e =
+      row("radix_evict_per_node",
+          median_of(s.radix_trials, [&] { return evict_per_node(w, evict_index, s.evict_call_tokens, false); }),
+          "ns/node", 100.0,
+          "evict(" + std::to_string(s.evict_call_tokens) +
+              " tokens) calls until empty; victims from the incrementally kept order");
   e.baseline_name = "heap_per_call";
-  e.baseline = median_of(s.baseline_trials, [&] {
-    return evict_per_node(w, evict_index, s.evict_call_tokens, true);
-  });
+  e.baseline = median_of(s.baseline_trials, [&] { return evict_per_node(w, evict_index, s.evict_call_tokens, true); });
   rep.rows.push_back(e);
 
   rep.notes.push_back("chat workload: " + std::to_string(s.shape.requests) + " requests, " +
                       std::to_string(s.shape.system_prompts) + " shared system prompts, " +
-                      std::to_string(w.prompt_tokens) + " prompt tokens, " + std::to_string(matched) +
-                      " matched, " + std::to_string(inserted) + " stored in " + std::to_string(nodes) +
+                      std::to_string(w.prompt_tokens) + " prompt tokens, " + std::to_string(matched) + " matched, " +
+                      std::to_string(inserted) + " stored in " + std::to_string(nodes) +
                       " nodes; page size 1, LRU, validate() off; one untimed warm-up pass; the evict rows refill and "
                       "empty one reused tree (steady state)");
   mallopt(M_TRIM_THRESHOLD, 128 * 1024);  // glibc's default
-  rep.notes.push_back("baselines: linear_scan = longest common prefix over every stored sequence; heap_per_call = "
-                      "the same evictions after rebuilding a heap of all unlocked leaves (SGLang evict())");
+  rep.notes.push_back(
+      "baselines: linear_scan = longest common prefix over every stored sequence; heap_per_call = "
+      "the same evictions after rebuilding a heap of all unlocked leaves (SGLang evict())");
   return rep;
 }
 

@@ -24,7 +24,6 @@
 #include "services/common/child_process.hpp"
 #include "services/node/allocator_service.hpp"
 
-
 namespace kvrt::bench {
 
 namespace {
@@ -146,7 +145,10 @@ Percentiles inprocess_rtt(int iterations, bool blocking, std::string& error) {
   }
   if (!blocking) {
     Result<std::vector<double>> us = (*probe)->actor_driven_rtts(
-        iterations / 10, iterations, [] { return codec::encode(AllocatorBatch{{}, allocations(1)}); },
+        iterations / 10, iterations,
+        [] {
+          return codec::encode(AllocatorBatch{{}, allocations(1)});
+        },
         [](const std::vector<uint8_t>& reply) -> Result<std::optional<std::vector<uint8_t>>> {
           Result<AllocatorBatchReceipt> r = codec::decode<AllocatorBatchReceipt>(reply);
           if (!r.ok()) return r.error();
@@ -277,8 +279,10 @@ Status reuse_rows(Client& c, int n, BenchReport& rep) {
   const auto* r = std::get_if<AllocationReceipt>(&a->outcomes.at(0));
   if (r == nullptr) return std::get<Error>(a->outcomes[0]);
   const RequestFence fence{r->request_id, r->request_generation, r->table_version_after};
-  if (Result<AllocatorBatchReceipt> k = c.allocator(AllocatorBatch{{}, {CommitRowsOp{fence, 80}}}); !k.ok()) return k.error();
-  if (Result<PrefixBatchReceipt> p = c.prefix(PrefixBatch{{}, {PrefixPublishOp{ns, fence.request, prompt, 0, 4}}}); !p.ok())
+  if (Result<AllocatorBatchReceipt> k = c.allocator(AllocatorBatch{{}, {CommitRowsOp{fence, 80}}}); !k.ok())
+    return k.error();
+  if (Result<PrefixBatchReceipt> p = c.prefix(PrefixBatch{{}, {PrefixPublishOp{ns, fence.request, prompt, 0, 4}}});
+      !p.ok())
     return p.error();
   std::vector<double> tx_us, match_us;
   for (int i = 0; i < n + n / 10; ++i) {
@@ -323,11 +327,11 @@ BenchReport run_rpc_bench(bool quick) {
   const auto [batch256_request_bytes, batch256_receipt_bytes] = batch_wire_bytes(256);
   const Percentiles unix_batch256 =
       socket_ping_pong(false, quick ? 200 : 1000, batch256_request_bytes, batch256_receipt_bytes);
-  rep.rows.push_back(us_row("raw_unix_batch256_bytes_p50", unix_batch256.p50,
-                            std::make_pair(std::string("raw_unix"), unix_socket.p50), std::nullopt,
-                            "the same ping-pong carrying a 256-AllocateOp batch's bytes: " +
-                                std::to_string(batch256_request_bytes) + " out, " +
-                                std::to_string(batch256_receipt_bytes) + " back (its receipt)"));
+  rep.rows.push_back(
+      us_row("raw_unix_batch256_bytes_p50", unix_batch256.p50, std::make_pair(std::string("raw_unix"), unix_socket.p50),
+             std::nullopt,
+             "the same ping-pong carrying a 256-AllocateOp batch's bytes: " + std::to_string(batch256_request_bytes) +
+                 " out, " + std::to_string(batch256_receipt_bytes) + " back (its receipt)"));
 
   // 2. In-process: the allocator actor and its caller in one actor system.
   std::string error;
@@ -369,15 +373,17 @@ BenchReport run_rpc_bench(bool quick) {
     rep.notes.push_back("cross-process allocation failed: " + channel.error().describe());
     return rep;
   }
-  rep.rows.push_back(us_row("channel_ping_p50", channel->ping.p50, std::make_pair(std::string("raw_unix"), unix_socket.p50),
-                            std::nullopt, "64 bytes to the session actor and back over the session channel (no owner)"));
+  rep.rows.push_back(us_row("channel_ping_p50", channel->ping.p50,
+                            std::make_pair(std::string("raw_unix"), unix_socket.p50), std::nullopt,
+                            "64 bytes to the session actor and back over the session channel (no owner)"));
   rep.rows.push_back(us_row("rtt_crossprocess_p50", channel->allocate.p50,
                             std::make_pair(std::string("raw_tcp"), tcp.p50), 2.0 * tcp.p50,
                             "one AllocateOp over the session channel; target: 2x the raw loopback floor above"));
   rep.rows.push_back(us_row("rtt_crossprocess_p99", channel->allocate.p99, std::nullopt, std::nullopt));
   {
     Result<std::unique_ptr<Client>> basp = connect_bench_client(*d, false);
-    Result<CrossProcessRtt> middleman = basp.ok() ? cross_process_rtt(**basp, n) : Result<CrossProcessRtt>(basp.error());
+    Result<CrossProcessRtt> middleman =
+        basp.ok() ? cross_process_rtt(**basp, n) : Result<CrossProcessRtt>(basp.error());
     if (middleman.ok()) {
       rep.rows.push_back(us_row("caf_transport_ping_p50", middleman->ping.p50,
                                 std::make_pair(std::string("raw_tcp"), tcp.p50), std::nullopt,
@@ -443,9 +449,10 @@ BenchReport run_rpc_bench(bool quick) {
   // message to each of its owners per step. Beside it, the lookup alone.
   if (Status s = reuse_rows(c, n, rep); !s.ok()) rep.notes.push_back("reuse rows skipped: " + s.error().describe());
   rep.notes.push_back("latencies are p50/p99 over " + std::to_string(n) + " round trips after a 10% warm-up");
-  rep.notes.push_back("node: CAF 0.17 work-stealing scheduler polling on 1 thread ([node] scheduler = \"polling\"), "
-                      "middleman.workers=0; this process: sharing, 1 thread; calls over the session channel "
-                      "unless a row says middleman");
+  rep.notes.push_back(
+      "node: CAF 0.17 work-stealing scheduler polling on 1 thread ([node] scheduler = \"polling\"), "
+      "middleman.workers=0; this process: sharing, 1 thread; calls over the session channel "
+      "unless a row says middleman");
   return rep;
 }
 

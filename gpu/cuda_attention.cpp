@@ -24,9 +24,12 @@ Error shape(const std::string& reason, const std::string& field) {
 
 Result<int> device_dtype(ScalarType t, const std::string& field) {
   switch (t) {
-    case ScalarType::fp32: return 0;
-    case ScalarType::fp16: return 1;
-    case ScalarType::bf16: return 2;
+    case ScalarType::fp32:
+      return 0;
+    case ScalarType::fp16:
+      return 1;
+    case ScalarType::bf16:
+      return 2;
     default:
       return make_error(ErrorCode::executor_unsupported_dtype, "the CUDA kernels read fp32, fp16 and bf16 pools",
                         field);
@@ -53,16 +56,17 @@ Result<KvrtCudaKvLayer> device_layer(const DeviceKvLayer& layer, const HeadMappi
     return shape("the CUDA kernels need K and V with equal strides and contiguous lanes", "strides");
   const uint32_t g = heads.group_size();
   if (g != 1 && g != 2 && g != 4 && g != 8)
-    return shape("the CUDA kernels support GQA groups of 1, 2, 4 or 8 query heads, got " + std::to_string(g),
-                 "heads");
+    return shape("the CUDA kernels support GQA groups of 1, 2, 4 or 8 query heads, got " + std::to_string(g), "heads");
   const uint64_t esize = k.scalar_bytes();
   for (uint64_t stride : {k.slot_stride, k.token_stride, k.head_stride})
     if (stride * esize % 16 != 0) return shape("pool rows must start on 16-byte boundaries", "strides");
   if (reinterpret_cast<uintptr_t>(k.base) % 16 != 0 || reinterpret_cast<uintptr_t>(v.base) % 16 != 0)
     return shape("pool bases must be 16-byte aligned", "base");
-  return KvrtCudaKvLayer{k.base,          v.base,        *dtype,         k.head_dim,
-                         k.slot_stride,   k.token_stride, k.head_stride, layer.view.kv_heads,
-                         heads.q_heads,   static_cast<float>(1.0 / std::sqrt(static_cast<double>(k.head_dim)))};
+  return KvrtCudaKvLayer{k.base,        v.base,
+                         *dtype,        k.head_dim,
+                         k.slot_stride, k.token_stride,
+                         k.head_stride, layer.view.kv_heads,
+                         heads.q_heads, static_cast<float>(1.0 / std::sqrt(static_cast<double>(k.head_dim)))};
 }
 
 // Appends a POD array to the upload image, 16-byte aligned; returns its byte offset.
@@ -165,16 +169,15 @@ Result<UploadedAttentionPlan> upload_attention_plan(const DeviceKvLayer& layer, 
   u.lse = lse.size == 0 ? nullptr : lse.data;
   u.partial_o = reinterpret_cast<float*>(base + partial_o);
   u.partial_lse = reinterpret_cast<float*>(base + partial_lse);
-  u.receipt = DeviceAttentionReceipt{static_cast<uint32_t>(plan.sequence_items.size()),
-                                     static_cast<uint32_t>(plan.tile_items.size()), plan.partial_count,
-                                     plan.key_rows_read()};
+  u.receipt =
+      DeviceAttentionReceipt{static_cast<uint32_t>(plan.sequence_items.size()),
+                             static_cast<uint32_t>(plan.tile_items.size()), plan.partial_count, plan.key_rows_read()};
   return up;
 }
 
 Status launch_attention_plan(const UploadedAttentionPlan& plan) {
   const UploadedAttentionPlan::Impl& u = plan.impl();
-  if (int rc = kvrt_cuda_attention(&u.layer, &u.plan, u.queries, u.outputs, u.lse, u.partial_o, u.partial_lse);
-      rc != 0)
+  if (int rc = kvrt_cuda_attention(&u.layer, &u.plan, u.queries, u.outputs, u.lse, u.partial_o, u.partial_lse); rc != 0)
     return cuda_error("attention kernels", rc);
   return Status::success();
 }
@@ -203,7 +206,8 @@ Result<DeviceAttentionReceipt> cuda_paged_decode(const DeviceKvLayer& layer, con
   return run_plan(layer, heads, *plan, queries, outputs, lse, workspace);
 }
 
-Result<DeviceAttentionReceipt> cuda_shared_prefix(const DeviceKvLayer& layer, const executor::ExecutionSnapshot& snapshot,
+Result<DeviceAttentionReceipt> cuda_shared_prefix(const DeviceKvLayer& layer,
+                                                  const executor::ExecutionSnapshot& snapshot,
                                                   const executor::SnapshotFence& fence, const HeadMapping& heads,
                                                   DeviceFloats queries, DeviceFloats outputs, DeviceFloats lse,
                                                   const executor::WorkPlanOptions& options,

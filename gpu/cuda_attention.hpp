@@ -87,11 +87,9 @@ Result<DeviceAttentionReceipt> cuda_paged_decode(const DeviceKvLayer& layer, con
                                                  const executor::WorkPlanOptions& options,
                                                  DeviceAttentionWorkspace& workspace);
 // Same for a shared-prefix snapshot (chunk-first above its threshold tau).
-Result<DeviceAttentionReceipt> cuda_shared_prefix(const DeviceKvLayer& layer, const executor::ExecutionSnapshot& snapshot,
-                                                  const executor::SnapshotFence& fence,
-                                                  const executor::HeadMapping& heads, DeviceFloats queries,
-                                                  DeviceFloats outputs, DeviceFloats lse,
-                                                  const executor::WorkPlanOptions& options,
-                                                  DeviceAttentionWorkspace& workspace);
+Result<DeviceAttentionReceipt> cuda_shared_prefix(
+    const DeviceKvLayer& layer, const executor::ExecutionSnapshot& snapshot, const executor::SnapshotFence& fence,
+    const executor::HeadMapping& heads, DeviceFloats queries, DeviceFloats outputs, DeviceFloats lse,
+    const executor::WorkPlanOptions& options, DeviceAttentionWorkspace& workspace);
 
 }  // namespace kvrt::gpu

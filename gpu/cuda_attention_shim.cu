@@ -75,8 +75,8 @@ __device__ __forceinline__ void load_widened(const S* p, float (&out)[N]) {
 
 // Element offset of chunk-relative key `key` of a chunk whose runs start at
 // `run` (a run at or before the key): walks forward. Used where keys grow.
-__device__ __forceinline__ uint64_t walk_to_row(const PlanRowRun* runs, uint32_t run_end, uint32_t& run,
-                                                uint32_t key, const KvrtCudaKvLayer& L) {
+__device__ __forceinline__ uint64_t walk_to_row(const PlanRowRun* runs, uint32_t run_end, uint32_t& run, uint32_t key,
+                                                const KvrtCudaKvLayer& L) {
   while (run + 1 < run_end && key >= runs[run].key_begin + runs[run].rows) ++run;
   const PlanRowRun r = runs[run];
   return uint64_t{r.slot} * L.slot_stride + uint64_t{r.first_row + (key - r.key_begin)} * L.token_stride;
@@ -88,7 +88,10 @@ __device__ __forceinline__ uint32_t find_run(const PlanRowRun* runs, uint32_t ru
   uint32_t lo = run_begin, hi = run_begin + run_count;
   while (hi - lo > 1) {
     const uint32_t mid = (lo + hi) / 2;
-    if (runs[mid].key_begin <= key) lo = mid; else hi = mid;
+    if (runs[mid].key_begin <= key)
+      lo = mid;
+    else
+      hi = mid;
   }
   return lo;
 }
@@ -109,14 +112,13 @@ __device__ __forceinline__ uint64_t search_row(const PlanRowRun* runs, uint32_t 
 //   softmax  per head, warp-wide max and sum (the state is warp-uniform);
 //   P.V      lanes split d; the tile's V rows are read coalesced, 8 at a time.
 template <class S, int D, int G>
-__global__ void __launch_bounds__(kSequenceThreads) sequence_kernel(KvrtCudaKvLayer L, KvrtCudaPlan P,
-                                                                     const float* __restrict__ queries,
-                                                                     float* __restrict__ partial_o,
-                                                                     float* __restrict__ partial_lse) {
-  constexpr int EPL = D / 32;                      // P.V: elements per lane
+__global__ void __launch_bounds__(kSequenceThreads)
+    sequence_kernel(KvrtCudaKvLayer L, KvrtCudaPlan P, const float* __restrict__ queries, float* __restrict__ partial_o,
+                    float* __restrict__ partial_lse) {
+  constexpr int EPL = D / 32;                            // P.V: elements per lane
   constexpr int VEC = 16 / static_cast<int>(sizeof(S));  // scores: elements per 16-byte load
-  constexpr int CHUNKS = D / VEC;                  // loads per K row
-  constexpr int BATCH = CHUNKS < 16 ? CHUNKS : 16;  // K loads issued together
+  constexpr int CHUNKS = D / VEC;                        // loads per K row
+  constexpr int BATCH = CHUNKS < 16 ? CHUNKS : 16;       // K loads issued together
   constexpr int kWarps = kSequenceThreads / 32;
   __shared__ __align__(16) float q_s[G][D];
   __shared__ uint64_t row_s[kWarps][32];
@@ -267,10 +269,9 @@ struct TileShared {
 };
 
 template <class S, int D>
-__global__ void __launch_bounds__(kTileThreads) tile_kernel(KvrtCudaKvLayer L, KvrtCudaPlan P,
-                                                             const float* __restrict__ queries,
-                                                             float* __restrict__ partial_o,
-                                                             float* __restrict__ partial_lse) {
+__global__ void __launch_bounds__(kTileThreads)
+    tile_kernel(KvrtCudaKvLayer L, KvrtCudaPlan P, const float* __restrict__ queries, float* __restrict__ partial_o,
+                float* __restrict__ partial_lse) {
   constexpr int KS = D + TileShared::kKeyPad;  // K row stride in shared memory [floats]
   constexpr int CC = D / 64;                   // float4 column groups per thread in P.V
   extern __shared__ __align__(16) unsigned char tile_smem[];
@@ -302,8 +303,8 @@ __global__ void __launch_bounds__(kTileThreads) tile_kernel(KvrtCudaKvLayer L, K
     row_l[t] = 0.f;
   }
 
-  const int rg = t / 16;        // rows 4rg .. 4rg+3
-  const int kc = t % 16;        // keys kc and kc+16 (scores); columns 4kc + 64c (P.V)
+  const int rg = t / 16;  // rows 4rg .. 4rg+3
+  const int kc = t % 16;  // keys kc and kc+16 (scores); columns 4kc + 64c (P.V)
   float acc[4][CC][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)
@@ -485,8 +486,8 @@ cudaError_t launch_sequences(const KvrtCudaKvLayer& L, const KvrtCudaPlan& P, co
 // the default 48 KiB of dynamic shared memory.
 template <auto Kernel>
 cudaError_t allow_shared_bytes(size_t bytes) {
-  static cudaError_t configured = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(bytes));
+  static cudaError_t configured =
+      cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   return configured;
 }
 
@@ -512,11 +513,20 @@ template <class S, int D>
 cudaError_t launch_for_width(const KvrtCudaKvLayer& L, const KvrtCudaPlan& P, const float* q, float* po, float* pl) {
   cudaError_t rc;
   switch (L.q_heads / L.kv_heads) {
-    case 1: rc = launch_sequences<S, D, 1>(L, P, q, po, pl); break;
-    case 2: rc = launch_sequences<S, D, 2>(L, P, q, po, pl); break;
-    case 4: rc = launch_sequences<S, D, 4>(L, P, q, po, pl); break;
-    case 8: rc = launch_sequences<S, D, 8>(L, P, q, po, pl); break;
-    default: return cudaErrorInvalidValue;
+    case 1:
+      rc = launch_sequences<S, D, 1>(L, P, q, po, pl);
+      break;
+    case 2:
+      rc = launch_sequences<S, D, 2>(L, P, q, po, pl);
+      break;
+    case 4:
+      rc = launch_sequences<S, D, 4>(L, P, q, po, pl);
+      break;
+    case 8:
+      rc = launch_sequences<S, D, 8>(L, P, q, po, pl);
+      break;
+    default:
+      return cudaErrorInvalidValue;
   }
   if (rc != cudaSuccess) return rc;
   return launch_tiles<S, D>(L, P, q, po, pl);
@@ -525,9 +535,12 @@ cudaError_t launch_for_width(const KvrtCudaKvLayer& L, const KvrtCudaPlan& P, co
 template <class S>
 cudaError_t launch_for_dtype(const KvrtCudaKvLayer& L, const KvrtCudaPlan& P, const float* q, float* po, float* pl) {
   switch (L.head_dim) {
-    case 64: return launch_for_width<S, 64>(L, P, q, po, pl);
-    case 128: return launch_for_width<S, 128>(L, P, q, po, pl);
-    default: return cudaErrorInvalidValue;
+    case 64:
+      return launch_for_width<S, 64>(L, P, q, po, pl);
+    case 128:
+      return launch_for_width<S, 128>(L, P, q, po, pl);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -535,19 +548,26 @@ cudaError_t launch_for_dtype(const KvrtCudaKvLayer& L, const KvrtCudaPlan& P, co
 
 extern "C" {
 
-int kvrt_cuda_attention(const KvrtCudaKvLayer* layer, const KvrtCudaPlan* plan, const float* queries,
-                        float* outputs, float* lse, float* partial_o, float* partial_lse) {
+int kvrt_cuda_attention(const KvrtCudaKvLayer* layer, const KvrtCudaPlan* plan, const float* queries, float* outputs,
+                        float* lse, float* partial_o, float* partial_lse) {
   cudaError_t rc;
   switch (layer->dtype) {
-    case 0: rc = launch_for_dtype<float>(*layer, *plan, queries, partial_o, partial_lse); break;
-    case 1: rc = launch_for_dtype<__half>(*layer, *plan, queries, partial_o, partial_lse); break;
-    case 2: rc = launch_for_dtype<__nv_bfloat16>(*layer, *plan, queries, partial_o, partial_lse); break;
-    default: return static_cast<int>(cudaErrorInvalidValue);
+    case 0:
+      rc = launch_for_dtype<float>(*layer, *plan, queries, partial_o, partial_lse);
+      break;
+    case 1:
+      rc = launch_for_dtype<__half>(*layer, *plan, queries, partial_o, partial_lse);
+      break;
+    case 2:
+      rc = launch_for_dtype<__nv_bfloat16>(*layer, *plan, queries, partial_o, partial_lse);
+      break;
+    default:
+      return static_cast<int>(cudaErrorInvalidValue);
   }
   if (rc != cudaSuccess) return static_cast<int>(rc);
   if (plan->sequences == 0) return 0;
-  merge_kernel<<<plan->sequences * layer->q_heads, layer->head_dim>>>(*plan, layer->q_heads, layer->head_dim,
-                                                                      partial_o, partial_lse, outputs, lse);
+  merge_kernel<<<plan->sequences * layer->q_heads, layer->head_dim>>>(*plan, layer->q_heads, layer->head_dim, partial_o,
+                                                                      partial_lse, outputs, lse);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -610,7 +630,8 @@ __device__ __forceinline__ uint64_t mix64(uint64_t z) {  // splitmix64 finaliser
 
 template <class S>
 __global__ void fill_uniform_kernel(S* dst, uint64_t elements, uint64_t seed) {
-  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < elements; i += uint64_t{gridDim.x} * blockDim.x) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < elements;
+       i += uint64_t{gridDim.x} * blockDim.x) {
     const float u = static_cast<float>(mix64(seed + i) >> 40) * (1.0f / 16777216.0f);  // [0, 1)
     dst[i] = static_cast<S>(2.0f * u - 1.0f);
   }
@@ -634,10 +655,17 @@ __global__ void fma_probe_kernel(float* sink, int iterations) {
 
 extern "C" int kvrt_cuda_fill_uniform(void* dst, uint64_t elements, int dtype, uint64_t seed) {
   switch (dtype) {
-    case 0: fill_uniform_kernel<float><<<1024, 256>>>(static_cast<float*>(dst), elements, seed); break;
-    case 1: fill_uniform_kernel<__half><<<1024, 256>>>(static_cast<__half*>(dst), elements, seed); break;
-    case 2: fill_uniform_kernel<__nv_bfloat16><<<1024, 256>>>(static_cast<__nv_bfloat16*>(dst), elements, seed); break;
-    default: return static_cast<int>(cudaErrorInvalidValue);
+    case 0:
+      fill_uniform_kernel<float><<<1024, 256>>>(static_cast<float*>(dst), elements, seed);
+      break;
+    case 1:
+      fill_uniform_kernel<__half><<<1024, 256>>>(static_cast<__half*>(dst), elements, seed);
+      break;
+    case 2:
+      fill_uniform_kernel<__nv_bfloat16><<<1024, 256>>>(static_cast<__nv_bfloat16*>(dst), elements, seed);
+      break;
+    default:
+      return static_cast<int>(cudaErrorInvalidValue);
   }
   const cudaError_t rc = cudaGetLastError();
   return static_cast<int>(rc != cudaSuccess ? rc : cudaDeviceSynchronize());

@@ -17,8 +17,8 @@ extern "C" {
 struct KvrtCudaKvLayer {
   const void* k;
   const void* v;
-  int dtype;          // 0 fp32, 1 fp16, 2 bf16
-  uint32_t head_dim;  // d = d_qk = d_v [lanes]: 64 or 128
+  int dtype;              // 0 fp32, 1 fp16, 2 bf16
+  uint32_t head_dim;      // d = d_qk = d_v [lanes]: 64 or 128
   uint64_t slot_stride;   // [elements]
   uint64_t token_stride;  // [elements]
   uint64_t head_stride;   // [elements]
@@ -35,7 +35,7 @@ struct KvrtCudaPlan {
   uint32_t sequence_item_count;
   const kvrt::executor::PlanTileItem* tile_items;
   uint32_t tile_item_count;
-  const uint32_t* merge_offsets;   // [sequences + 1]
+  const uint32_t* merge_offsets;  // [sequences + 1]
   const uint32_t* merge_partials;
   uint32_t sequences;
   uint32_t tile_rows;  // tile_sequences x G, <= 64

@@ -81,8 +81,7 @@ CudaDeviceProbe probe_cuda_device() {
     return p;
   }
   char name[256];
-  if (int rc = kvrt_cuda_device_info(0, name, sizeof name, &p.compute_capability_major,
-                                     &p.compute_capability_minor);
+  if (int rc = kvrt_cuda_device_info(0, name, sizeof name, &p.compute_capability_major, &p.compute_capability_minor);
       rc != 0) {
     p.reason = std::string("no CUDA device: ") + kvrt_cuda_error_string(rc);
     return p;

@@ -53,8 +53,8 @@ Result<executor::DecodeReceipt> decode_on_device(KernelState& st, const executor
   options.kernel_block_tokens = args.options.kernel_block_tokens;
   options.partition_tokens = args.options.partition_tokens;
   DeviceAttentionReceipt r;
-  KVRT_TRY_ASSIGN(r, cuda_paged_decode(DeviceKvLayer{view}, args.heads, args.requests, q, out, lse, options,
-                                       st.workspace));
+  KVRT_TRY_ASSIGN(
+      r, cuda_paged_decode(DeviceKvLayer{view}, args.heads, args.requests, q, out, lse, options, st.workspace));
   if (int rc = kvrt_cuda_memcpy_d2h(args.outputs.data(), out.data, args.outputs.size_bytes()); rc != 0)
     return cuda_error("cudaMemcpy (outputs)", rc);
   if (!args.lse.empty())
@@ -65,9 +65,9 @@ Result<executor::DecodeReceipt> decode_on_device(KernelState& st, const executor
   executor::DecodeReceipt receipt;
   receipt.kernel_block_tokens = options.kernel_block_tokens == 0 ? view.block_tokens : options.kernel_block_tokens;
   receipt.kv_rows = r.key_rows_read;
-  receipt.kv_bytes = r.key_rows_read * view.kv_heads *
-                     (uint64_t{view.k.head_dim} * scalar_bytes(view.k.dtype) +
-                      uint64_t{view.v.head_dim} * scalar_bytes(view.v.dtype));
+  receipt.kv_bytes =
+      r.key_rows_read * view.kv_heads *
+      (uint64_t{view.k.head_dim} * scalar_bytes(view.k.dtype) + uint64_t{view.v.head_dim} * scalar_bytes(view.v.dtype));
   return receipt;
 }
 

@@ -8,8 +8,7 @@ namespace kvrt::gpu {
 
 Result<CudaIpcHandle> cuda_ipc_export(void* device_ptr) {
   CudaIpcHandle h;
-  if (int rc = kvrt_cuda_ipc_export(device_ptr, h.bytes.data()); rc != 0)
-    return cuda_error("cudaIpcGetMemHandle", rc);
+  if (int rc = kvrt_cuda_ipc_export(device_ptr, h.bytes.data()); rc != 0) return cuda_error("cudaIpcGetMemHandle", rc);
   return h;
 }
 
@@ -17,8 +16,7 @@ CudaIpcMapping::~CudaIpcMapping() { kvrt_cuda_ipc_close(ptr_); }
 
 Result<std::unique_ptr<CudaIpcMapping>> cuda_ipc_import(const CudaIpcHandle& handle) {
   void* p = nullptr;
-  if (int rc = kvrt_cuda_ipc_import(handle.bytes.data(), &p); rc != 0)
-    return cuda_error("cudaIpcOpenMemHandle", rc);
+  if (int rc = kvrt_cuda_ipc_import(handle.bytes.data(), &p); rc != 0) return cuda_error("cudaIpcOpenMemHandle", rc);
   return std::make_unique<CudaIpcMapping>(p);
 }
 

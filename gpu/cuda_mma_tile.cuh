@@ -86,19 +86,18 @@ struct MmaTileShared {
 };
 
 template <class S, int D>
-__global__ void __launch_bounds__(kMmaThreads) mma_tile_kernel(KvrtCudaKvLayer L, KvrtCudaPlan P,
-                                                                const float* __restrict__ queries,
-                                                                float* __restrict__ partial_o,
-                                                                float* __restrict__ partial_lse) {
+__global__ void __launch_bounds__(kMmaThreads)
+    mma_tile_kernel(KvrtCudaKvLayer L, KvrtCudaPlan P, const float* __restrict__ queries, float* __restrict__ partial_o,
+                    float* __restrict__ partial_lse) {
   using Terms = MmaTerms<S>;
   constexpr int T = Terms::kCount;
-  constexpr int LD = D + 8;            // shared row stride [elements]: conflict-free fragment loads
-  constexpr int NT = kMmaKeys / 8;     // n-tiles of S per key tile
-  constexpr int OT = D / 8;            // n-tiles of O
+  constexpr int LD = D + 8;         // shared row stride [elements]: conflict-free fragment loads
+  constexpr int NT = kMmaKeys / 8;  // n-tiles of S per key tile
+  constexpr int OT = D / 8;         // n-tiles of O
   constexpr int CPR = D * static_cast<int>(sizeof(S)) / 16;  // 16-byte copies per row
   extern __shared__ __align__(16) unsigned char mma_smem[];
-  S* qs = reinterpret_cast<S*>(mma_smem);                // [T][64][LD]
-  S* ring = qs + T * kTileRows * LD;                     // [2][K,V][32][LD]
+  S* qs = reinterpret_cast<S*>(mma_smem);                                          // [T][64][LD]
+  S* ring = qs + T * kTileRows * LD;                                               // [2][K,V][32][LD]
   uint64_t* key_rows = reinterpret_cast<uint64_t*>(ring + 2 * 2 * kMmaKeys * LD);  // [2][32]
 
   const PlanTileItem item = P.tile_items[blockIdx.x];
@@ -143,7 +142,7 @@ __global__ void __launch_bounds__(kMmaThreads) mma_tile_kernel(KvrtCudaKvLayer L
 #pragma unroll
   for (int n = 0; n < OT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   float m_row[2] = {-INFINITY, -INFINITY}, l_row[2] = {0.f, 0.f};  // rows g and g+8
-  const bool active = warp * 16 < rows;  // a warp of padding rows only keeps the barriers
+  const bool active = warp * 16 < rows;                            // a warp of padding rows only keeps the barriers
 
   resolve(0, 0);
   __syncthreads();

@@ -23,7 +23,8 @@ Result<std::vector<CudaIpcHandle>> check_gpu_pool_attachments(const std::vector<
                         gpu_pool_field(g, "cuda_device"));
     Result<CudaIpcHandle> handle = CudaIpcHandle::from_hex(a.cuda_ipc_handle);
     if (!handle.ok())
-      return make_error(ErrorCode::invalid_argument, "pool " + std::to_string(a.pool.value) + ": " + handle.error().reason,
+      return make_error(ErrorCode::invalid_argument,
+                        "pool " + std::to_string(a.pool.value) + ": " + handle.error().reason,
                         gpu_pool_field(g, "cuda_ipc_handle"));
     handles.push_back(*handle);
   }

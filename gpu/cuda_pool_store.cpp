@@ -29,15 +29,20 @@ struct DevicePool {
   PoolId pool;
   PoolGeneration generation;
   shm::PoolRowPlan rows;
-  uint8_t* device = nullptr;                // byte 0 of the layout (the header)
+  uint8_t* device = nullptr;                 // byte 0 of the layout (the header)
   std::unique_ptr<CudaIpcMapping> imported;  // set on an importer: closes the mapping
   bool owned = false;                        // cudaMalloc'd here: freed by the store
 
   DevicePool(CacheGroupId g, PoolId p, PoolGeneration gen, shm::PoolRowPlan plan)
       : group(g), pool(p), generation(gen), rows(std::move(plan)) {}
   DevicePool(DevicePool&& o) noexcept
-      : group(o.group), pool(o.pool), generation(o.generation), rows(std::move(o.rows)),
-        device(std::exchange(o.device, nullptr)), imported(std::move(o.imported)), owned(std::exchange(o.owned, false)) {}
+      : group(o.group),
+        pool(o.pool),
+        generation(o.generation),
+        rows(std::move(o.rows)),
+        device(std::exchange(o.device, nullptr)),
+        imported(std::move(o.imported)),
+        owned(std::exchange(o.owned, false)) {}
   DevicePool& operator=(DevicePool&&) = delete;
   DevicePool(const DevicePool&) = delete;
   ~DevicePool() {
@@ -114,7 +119,8 @@ Result<CudaPools> create_cuda_pools(const CacheLayoutManifest& manifest, const B
     for (const CacheGroupLayout& candidate : manifest.cache_groups)
       if (candidate.group_id == c.group) group = &candidate;
     if (group == nullptr)
-      return make_error(ErrorCode::unknown_group, "cache group " + std::to_string(c.group.value) + " is not in the layout",
+      return make_error(ErrorCode::unknown_group,
+                        "cache group " + std::to_string(c.group.value) + " is not in the layout",
                         "groups[" + std::to_string(g) + "].group");
     shm::PoolShape shape;
     KVRT_TRY_ASSIGN(shape, shm::pool_shape(manifest, c.group, c.capacity_blocks));

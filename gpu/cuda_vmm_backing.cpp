@@ -148,8 +148,8 @@ class DriverVmmBacking final : public CudaVmmBacking {
       return make_error(ErrorCode::coordinate_out_of_range, "range outside the reservation", "offset");
     for (uint64_t p = va_offset / page_bytes_; p <= (va_offset + bytes - 1) / page_bytes_; ++p)
       if (!mapped_[p])
-        return make_error(ErrorCode::page_not_mapped,
-                          "page " + std::to_string(p) + " of the reservation is not mapped", "offset");
+        return make_error(ErrorCode::page_not_mapped, "page " + std::to_string(p) + " of the reservation is not mapped",
+                          "offset");
     return Status::success();
   }
 
@@ -168,9 +168,9 @@ class DriverVmmBacking final : public CudaVmmBacking {
   }
 
   int device_;
-  uint64_t base_ = 0;            // device virtual address of the reservation
-  uint64_t reserved_bytes_ = 0;  // [bytes of address space]
-  uint64_t page_bytes_ = 0;      // G [bytes]
+  uint64_t base_ = 0;              // device virtual address of the reservation
+  uint64_t reserved_bytes_ = 0;    // [bytes of address space]
+  uint64_t page_bytes_ = 0;        // G [bytes]
   std::vector<uint64_t> handles_;  // handle id -> CUmemGenericAllocationHandle
   std::vector<bool> mapped_;       // reservation page -> mapped
 };

@@ -167,8 +167,8 @@ int kvrt_vmm_import_fd(int device, int fd, uint64_t* handle) {
 const char* kvrt_vmm_error_string(int code) {
   if (code < 0) return cudaGetErrorString(static_cast<cudaError_t>(-code));
   const char* text = nullptr;
-  if (driver().error_string != nullptr &&
-      driver().error_string(static_cast<CUresult>(code), &text) == CUDA_SUCCESS && text != nullptr)
+  if (driver().error_string != nullptr && driver().error_string(static_cast<CUresult>(code), &text) == CUDA_SUCCESS &&
+      text != nullptr)
     return text;
   static thread_local char unknown[48];
   std::snprintf(unknown, sizeof unknown, "CUresult %d", code);

@@ -86,20 +86,35 @@ std::vector<uint8_t> encode(const ExecutableReuseReceipt& value);
 template <class T>
 Result<T> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits = {});
 
-template <> Result<ErrorMessage> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<CacheLayoutManifest> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<CacheCompatibilityManifest> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<CacheIsolationNamespace> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<PhysicalBlockHandle> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<PhysicalRef> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<AllocationTxn> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<AllocationReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<ReleaseResult> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<PrefixMatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<RadixSchedulerHandoffReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<MappedFrontierReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<PromptModuleReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<SessionReuseReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<ExecutableReuseReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<ErrorMessage> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<CacheLayoutManifest> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<CacheCompatibilityManifest> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<CacheIsolationNamespace> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<PhysicalBlockHandle> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<PhysicalRef> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<AllocationTxn> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<AllocationReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<ReleaseResult> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<PrefixMatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<RadixSchedulerHandoffReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<MappedFrontierReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<PromptModuleReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<SessionReuseReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<ExecutableReuseReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
 
 }  // namespace kvrt::codec

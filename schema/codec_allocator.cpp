@@ -6,9 +6,9 @@
 namespace kvrt::codec {
 namespace {
 
-using detail::ReadContext;
 using detail::read_all;
 using detail::read_enum;
+using detail::ReadContext;
 
 // Wire enum ordinals must equal the C++ values (both travel as numbers).
 static_assert(uint16_t(wire::AllocationOperation::ALLOCATE) == uint8_t(AllocationOperation::allocate));
@@ -20,7 +20,8 @@ static_assert(uint16_t(wire::AllocationOperation::CANCEL) == uint8_t(AllocationO
 static_assert(uint16_t(wire::AllocationOperation::RELEASE) == uint8_t(AllocationOperation::release));
 static_assert(uint16_t(wire::AllocationOperation::TOUCH) == uint8_t(AllocationOperation::touch));
 static_assert(uint16_t(wire::AllocationOperation::EVICT) == uint8_t(AllocationOperation::evict));
-static_assert(uint16_t(wire::AllocationOperation::PUBLISH_CACHE_KEY) == uint8_t(AllocationOperation::publish_cache_key));
+static_assert(uint16_t(wire::AllocationOperation::PUBLISH_CACHE_KEY) ==
+              uint8_t(AllocationOperation::publish_cache_key));
 static_assert(uint16_t(wire::AllocationOperation::COMMIT_ROWS) == uint8_t(AllocationOperation::commit_rows));
 static_assert(kAllocationOperationMax == uint8_t(AllocationOperation::commit_rows));
 static_assert(uint16_t(wire::TransactionPhase::VALIDATED) == uint8_t(TransactionPhase::validated));
@@ -51,7 +52,8 @@ static_assert(detail::field_count<PhysicalBlockHandle>() == 4, "update common.ca
 static_assert(detail::field_count<AllocationTxn>() == 11, "update allocator.capnp AllocationTxn and this codec");
 static_assert(detail::field_count<RefcountDelta>() == 3, "update allocator.capnp RefcountDelta and this codec");
 static_assert(detail::field_count<TableEntryUpdate>() == 3, "update allocator.capnp TableEntryUpdate and this codec");
-static_assert(detail::field_count<AllocationReceipt>() == 19, "update allocator.capnp AllocationReceipt and this codec");
+static_assert(detail::field_count<AllocationReceipt>() == 19,
+              "update allocator.capnp AllocationReceipt and this codec");
 static_assert(detail::field_count<ReleaseResult>() == 13, "update allocator.capnp ReleaseResult and this codec");
 
 template <class ListBuilder>
@@ -160,7 +162,8 @@ Status read(ReadContext& ctx, wire::AllocationReceipt::Reader r, AllocationRecei
   out.published_entries.reserve(entries.size());
   for (auto e : entries) {
     ctx.at("published_entries.handle");
-    out.published_entries.push_back(TableEntryUpdate{e.getLogicalBlock(), detail::read(e.getHandle()), e.getValidRows()});
+    out.published_entries.push_back(
+        TableEntryUpdate{e.getLogicalBlock(), detail::read(e.getHandle()), e.getValidRows()});
   }
   ctx.at("evicted_handles");
   out.evicted_handles = read_all(r.getEvictedHandles());
@@ -231,11 +234,10 @@ Result<AllocationTxn> decode(std::span<const uint8_t> bytes, const DecodeLimits&
 }
 template <>
 Result<AllocationReceipt> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
-  return detail::decode_body<AllocationReceipt>(
-      bytes, limits, wire::Envelope::ALLOCATION_RECEIPT, "AllocationReceipt",
-      [](ReadContext& ctx, wire::Envelope::Reader e, AllocationReceipt& out) {
-        return detail::read(ctx, e.getAllocationReceipt(), out);
-      });
+  return detail::decode_body<AllocationReceipt>(bytes, limits, wire::Envelope::ALLOCATION_RECEIPT, "AllocationReceipt",
+                                                [](ReadContext& ctx, wire::Envelope::Reader e, AllocationReceipt& out) {
+                                                  return detail::read(ctx, e.getAllocationReceipt(), out);
+                                                });
 }
 template <>
 Result<ReleaseResult> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-
 #include <string_view>
 
 #include "schema/codec_parts.hpp"
@@ -21,36 +20,66 @@ constexpr uint64_t kSegmentTableWordsMax = 257;
 
 const char* body_name(wire::Envelope::Which w) {
   switch (w) {
-    case wire::Envelope::TYPED_ERROR: return "ErrorMessage";
-    case wire::Envelope::CACHE_LAYOUT_MANIFEST: return "CacheLayoutManifest";
-    case wire::Envelope::CACHE_COMPATIBILITY_MANIFEST: return "CacheCompatibilityManifest";
-    case wire::Envelope::CACHE_ISOLATION_NAMESPACE: return "CacheIsolationNamespace";
-    case wire::Envelope::PHYSICAL_BLOCK_HANDLE: return "PhysicalBlockHandle";
-    case wire::Envelope::PHYSICAL_REF: return "PhysicalRef";
-    case wire::Envelope::ALLOCATION_TXN: return "AllocationTxn";
-    case wire::Envelope::ALLOCATION_RECEIPT: return "AllocationReceipt";
-    case wire::Envelope::RELEASE_RESULT: return "ReleaseResult";
-    case wire::Envelope::PREFIX_MATCH_RECEIPT: return "PrefixMatchReceipt";
-    case wire::Envelope::RADIX_SCHEDULER_HANDOFF_RECEIPT: return "RadixSchedulerHandoffReceipt";
-    case wire::Envelope::MAPPED_FRONTIER_RECEIPT: return "MappedFrontierReceipt";
-    case wire::Envelope::PROMPT_MODULE_RECEIPT: return "PromptModuleReceipt";
-    case wire::Envelope::SESSION_REUSE_RECEIPT: return "SessionReuseReceipt";
-    case wire::Envelope::EXECUTABLE_REUSE_RECEIPT: return "ExecutableReuseReceipt";
-    case wire::Envelope::ALLOCATOR_BATCH: return "AllocatorBatch";
-    case wire::Envelope::ALLOCATOR_BATCH_RECEIPT: return "AllocatorBatchReceipt";
-    case wire::Envelope::PREFIX_BATCH: return "PrefixBatch";
-    case wire::Envelope::PREFIX_BATCH_RECEIPT: return "PrefixBatchReceipt";
-    case wire::Envelope::HELLO_REQUEST: return "HelloRequest";
-    case wire::Envelope::SESSION_RECEIPT: return "SessionReceipt";
-    case wire::Envelope::AUTHORIZE_REQUEST: return "AuthorizeRequest";
-    case wire::Envelope::NAMESPACE_GRANT_RECEIPT: return "NamespaceGrantReceipt";
-    case wire::Envelope::OWNER_STATS: return "OwnerStats";
-    case wire::Envelope::MAPPER_BATCH: return "MapperBatch";
-    case wire::Envelope::MAPPER_BATCH_RECEIPT: return "MapperBatchReceipt";
-    case wire::Envelope::EXECUTE_BATCH: return "ExecuteBatch";
-    case wire::Envelope::EXECUTE_BATCH_RECEIPT: return "ExecuteBatchReceipt";
-    case wire::Envelope::REUSE_BATCH: return "ReuseBatch";
-    case wire::Envelope::REUSE_BATCH_RECEIPT: return "ReuseBatchReceipt";
+    case wire::Envelope::TYPED_ERROR:
+      return "ErrorMessage";
+    case wire::Envelope::CACHE_LAYOUT_MANIFEST:
+      return "CacheLayoutManifest";
+    case wire::Envelope::CACHE_COMPATIBILITY_MANIFEST:
+      return "CacheCompatibilityManifest";
+    case wire::Envelope::CACHE_ISOLATION_NAMESPACE:
+      return "CacheIsolationNamespace";
+    case wire::Envelope::PHYSICAL_BLOCK_HANDLE:
+      return "PhysicalBlockHandle";
+    case wire::Envelope::PHYSICAL_REF:
+      return "PhysicalRef";
+    case wire::Envelope::ALLOCATION_TXN:
+      return "AllocationTxn";
+    case wire::Envelope::ALLOCATION_RECEIPT:
+      return "AllocationReceipt";
+    case wire::Envelope::RELEASE_RESULT:
+      return "ReleaseResult";
+    case wire::Envelope::PREFIX_MATCH_RECEIPT:
+      return "PrefixMatchReceipt";
+    case wire::Envelope::RADIX_SCHEDULER_HANDOFF_RECEIPT:
+      return "RadixSchedulerHandoffReceipt";
+    case wire::Envelope::MAPPED_FRONTIER_RECEIPT:
+      return "MappedFrontierReceipt";
+    case wire::Envelope::PROMPT_MODULE_RECEIPT:
+      return "PromptModuleReceipt";
+    case wire::Envelope::SESSION_REUSE_RECEIPT:
+      return "SessionReuseReceipt";
+    case wire::Envelope::EXECUTABLE_REUSE_RECEIPT:
+      return "ExecutableReuseReceipt";
+    case wire::Envelope::ALLOCATOR_BATCH:
+      return "AllocatorBatch";
+    case wire::Envelope::ALLOCATOR_BATCH_RECEIPT:
+      return "AllocatorBatchReceipt";
+    case wire::Envelope::PREFIX_BATCH:
+      return "PrefixBatch";
+    case wire::Envelope::PREFIX_BATCH_RECEIPT:
+      return "PrefixBatchReceipt";
+    case wire::Envelope::HELLO_REQUEST:
+      return "HelloRequest";
+    case wire::Envelope::SESSION_RECEIPT:
+      return "SessionReceipt";
+    case wire::Envelope::AUTHORIZE_REQUEST:
+      return "AuthorizeRequest";
+    case wire::Envelope::NAMESPACE_GRANT_RECEIPT:
+      return "NamespaceGrantReceipt";
+    case wire::Envelope::OWNER_STATS:
+      return "OwnerStats";
+    case wire::Envelope::MAPPER_BATCH:
+      return "MapperBatch";
+    case wire::Envelope::MAPPER_BATCH_RECEIPT:
+      return "MapperBatchReceipt";
+    case wire::Envelope::EXECUTE_BATCH:
+      return "ExecuteBatch";
+    case wire::Envelope::EXECUTE_BATCH_RECEIPT:
+      return "ExecuteBatchReceipt";
+    case wire::Envelope::REUSE_BATCH:
+      return "ReuseBatch";
+    case wire::Envelope::REUSE_BATCH_RECEIPT:
+      return "ReuseBatchReceipt";
   }
   return nullptr;  // a union discriminant this build does not know
 }
@@ -192,13 +221,11 @@ void write(wire::StateDigest::Builder b, const StateDigest& v) {
 StateDigest read(wire::StateDigest::Reader r) { return StateDigest{r.getLo(), r.getHi()}; }
 
 Status check_input_size(std::span<const uint8_t> bytes, const DecodeLimits& limits, const char* type) {
-  if (bytes.empty())
-    return make_error(ErrorCode::decode_failed, std::string(type) + ": empty input", type);
+  if (bytes.empty()) return make_error(ErrorCode::decode_failed, std::string(type) + ": empty input", type);
   if (bytes.size() % sizeof(capnp::word) != 0)
-    return make_error(ErrorCode::decode_failed,
-                      std::string(type) + ": " + std::to_string(bytes.size()) +
-                          " bytes is not a whole number of 8-byte words",
-                      type);
+    return make_error(
+        ErrorCode::decode_failed,
+        std::string(type) + ": " + std::to_string(bytes.size()) + " bytes is not a whole number of 8-byte words", type);
   // Rejecting before the copy keeps a hostile length from costing memory; the
   // traversal limit still bounds what is read from an accepted buffer.
   const uint64_t max_bytes = (limits.traversal_limit_words + kSegmentTableWordsMax) * sizeof(capnp::word);
@@ -238,11 +265,11 @@ Status check_envelope(const capnp::FlatArrayMessageReader& reader, kj::ArrayPtr<
                       "Envelope.schema_version");
   if (envelope.which() != expected) {
     const char* got = body_name(envelope.which());
-    return make_error(ErrorCode::decode_failed,
-                      std::string("expected a ") + type + " message, got " +
-                          (got ? std::string("a ") + got : "unknown body " +
-                                                               std::to_string(static_cast<unsigned>(envelope.which()))),
-                      "Envelope.body");
+    return make_error(
+        ErrorCode::decode_failed,
+        std::string("expected a ") + type + " message, got " +
+            (got ? std::string("a ") + got : "unknown body " + std::to_string(static_cast<unsigned>(envelope.which()))),
+        "Envelope.body");
   }
   return Status::success();
 }

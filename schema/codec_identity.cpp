@@ -7,8 +7,8 @@
 namespace kvrt::codec {
 namespace {
 
-using detail::ReadContext;
 using detail::read_enum;
+using detail::ReadContext;
 using detail::text;
 
 // Wire enum ordinals must equal the C++ values (both travel as numbers).
@@ -43,8 +43,10 @@ constexpr uint8_t kSideInputKindMax = uint8_t(SideInputKind::prompt_embedding);
 // A field added to a core type must be added to the schema and to both
 // directions below; these counts make the build say so.
 static_assert(detail::field_count<CacheGroupLayout>() == 9, "update identity.capnp CacheGroupLayout and this codec");
-static_assert(detail::field_count<CacheLayoutManifest>() == 17, "update identity.capnp CacheLayoutManifest and this codec");
-static_assert(detail::field_count<CacheIsolationNamespace>() == 6, "update identity.capnp CacheIsolationNamespace and this codec");
+static_assert(detail::field_count<CacheLayoutManifest>() == 17,
+              "update identity.capnp CacheLayoutManifest and this codec");
+static_assert(detail::field_count<CacheIsolationNamespace>() == 6,
+              "update identity.capnp CacheIsolationNamespace and this codec");
 static_assert(detail::field_count<SideInputIdentity>() == 4, "update identity.capnp SideInputIdentity and this codec");
 static_assert(detail::field_count<CacheCompatibilityManifest>() == 16,
               "update identity.capnp CacheCompatibilityManifest and this codec");

@@ -7,8 +7,8 @@
 namespace kvrt::codec {
 namespace {
 
-using detail::ReadContext;
 using detail::read_enum;
+using detail::ReadContext;
 
 // Wire enum ordinals must equal the C++ values (both travel as numbers).
 static_assert(uint16_t(wire::KvTensorKind::KEY) == uint8_t(KvTensorKind::key));
@@ -119,7 +119,8 @@ Status read(ReadContext& ctx, wire::MappedFrontierReceipt::Reader r, MappedFront
 }  // namespace detail
 
 std::vector<uint8_t> encode(const MappedFrontierReceipt& value) {
-  return detail::encode_envelope([&](wire::Envelope::Builder e) { detail::write(e.initMappedFrontierReceipt(), value); });
+  return detail::encode_envelope(
+      [&](wire::Envelope::Builder e) { detail::write(e.initMappedFrontierReceipt(), value); });
 }
 
 template <>

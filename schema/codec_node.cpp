@@ -218,11 +218,10 @@ Result<SessionReceipt> decode(std::span<const uint8_t> bytes, const DecodeLimits
 }
 template <>
 Result<AuthorizeRequest> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
-  return detail::decode_body<AuthorizeRequest>(
-      bytes, limits, wire::Envelope::AUTHORIZE_REQUEST, "AuthorizeRequest",
-      [](ReadContext& ctx, wire::Envelope::Reader e, AuthorizeRequest& out) {
-        return read(ctx, e.getAuthorizeRequest(), out);
-      });
+  return detail::decode_body<AuthorizeRequest>(bytes, limits, wire::Envelope::AUTHORIZE_REQUEST, "AuthorizeRequest",
+                                               [](ReadContext& ctx, wire::Envelope::Reader e, AuthorizeRequest& out) {
+                                                 return read(ctx, e.getAuthorizeRequest(), out);
+                                               });
 }
 template <>
 Result<NamespaceGrantReceipt> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
@@ -234,10 +233,9 @@ Result<NamespaceGrantReceipt> decode(std::span<const uint8_t> bytes, const Decod
 }
 template <>
 Result<OwnerStats> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
-  return detail::decode_body<OwnerStats>(bytes, limits, wire::Envelope::OWNER_STATS, "OwnerStats",
-                                         [](ReadContext& ctx, wire::Envelope::Reader e, OwnerStats& out) {
-                                           return read(ctx, e.getOwnerStats(), out);
-                                         });
+  return detail::decode_body<OwnerStats>(
+      bytes, limits, wire::Envelope::OWNER_STATS, "OwnerStats",
+      [](ReadContext& ctx, wire::Envelope::Reader e, OwnerStats& out) { return read(ctx, e.getOwnerStats(), out); });
 }
 
 }  // namespace kvrt::codec

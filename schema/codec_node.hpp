@@ -36,20 +36,35 @@ std::vector<uint8_t> encode(const MapperBatchReceipt& value);
 std::vector<uint8_t> encode(const ExecuteBatch& value);
 std::vector<uint8_t> encode(const ExecuteBatchReceipt& value);
 
-template <> Result<AllocatorBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<MapperBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<MapperBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<ExecuteBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<ExecuteBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<AllocatorBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<PrefixBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<PrefixBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<ReuseBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<ReuseBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<HelloRequest> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<SessionReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<AuthorizeRequest> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<NamespaceGrantReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
-template <> Result<OwnerStats> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<AllocatorBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<MapperBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<MapperBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<ExecuteBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<ExecuteBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<AllocatorBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<PrefixBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<PrefixBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<ReuseBatch> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<ReuseBatchReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<HelloRequest> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<SessionReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<AuthorizeRequest> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<NamespaceGrantReceipt> decode(std::span<const uint8_t>, const DecodeLimits&);
+template <>
+Result<OwnerStats> decode(std::span<const uint8_t>, const DecodeLimits&);
 
 }  // namespace kvrt::codec

@@ -15,10 +15,10 @@
 namespace kvrt::codec {
 namespace {
 
-using detail::ReadContext;
 using detail::read_all;
 using detail::read_element;
 using detail::read_enum;
+using detail::ReadContext;
 
 // ReleaseOp.reason travels as allocator.capnp's ReleaseReason (codec_allocator.cpp
 // checks every enumerant); re-checked here because this file relies on it too.
@@ -260,8 +260,7 @@ void put(wire::AllocatorOp::Builder b, const ReadTableOp& v) { write(b.initReadT
 // `member`, constructing it in place in the variant. Every read() it may call
 // is declared above (unqualified lookup happens at this definition).
 template <class Op, class Variant, class Get>
-Status read_as(const ReadContext& parent, const char* list, uint32_t index, const char* member, Variant& out,
-               Get get) {
+Status read_as(const ReadContext& parent, const char* list, uint32_t index, const char* member, Variant& out, Get get) {
   return read_element(parent, list, index, member,
                       [&](ReadContext& ctx) { return read(ctx, get(), out.template emplace<Op>()); });
 }
@@ -269,14 +268,20 @@ Status read_as(const ReadContext& parent, const char* list, uint32_t index, cons
 Status read_op(const ReadContext& batch, uint32_t i, wire::AllocatorOp::Reader r, AllocatorOp& out) {
   using W = wire::AllocatorOp;
   switch (r.which()) {
-    case W::ALLOCATE: return read_as<AllocateOp>(batch, "ops", i, "allocate", out, [&] { return r.getAllocate(); });
-    case W::APPEND: return read_as<AppendOp>(batch, "ops", i, "append", out, [&] { return r.getAppend(); });
+    case W::ALLOCATE:
+      return read_as<AllocateOp>(batch, "ops", i, "allocate", out, [&] { return r.getAllocate(); });
+    case W::APPEND:
+      return read_as<AppendOp>(batch, "ops", i, "append", out, [&] { return r.getAppend(); });
     case W::COMMIT_ROWS:
       return read_as<CommitRowsOp>(batch, "ops", i, "commit_rows", out, [&] { return r.getCommitRows(); });
-    case W::FORK: return read_as<ForkOp>(batch, "ops", i, "fork", out, [&] { return r.getFork(); });
-    case W::TRUNCATE: return read_as<TruncateOp>(batch, "ops", i, "truncate", out, [&] { return r.getTruncate(); });
-    case W::RELEASE: return read_as<ReleaseOp>(batch, "ops", i, "release", out, [&] { return r.getRelease(); });
-    case W::TOUCH: return read_as<TouchOp>(batch, "ops", i, "touch", out, [&] { return r.getTouch(); });
+    case W::FORK:
+      return read_as<ForkOp>(batch, "ops", i, "fork", out, [&] { return r.getFork(); });
+    case W::TRUNCATE:
+      return read_as<TruncateOp>(batch, "ops", i, "truncate", out, [&] { return r.getTruncate(); });
+    case W::RELEASE:
+      return read_as<ReleaseOp>(batch, "ops", i, "release", out, [&] { return r.getRelease(); });
+    case W::TOUCH:
+      return read_as<TouchOp>(batch, "ops", i, "touch", out, [&] { return r.getTouch(); });
     case W::ACQUIRE_LEASE:
       return read_as<AcquireLeaseOp>(batch, "ops", i, "acquire_lease", out, [&] { return r.getAcquireLease(); });
     case W::RELEASE_LEASE:
@@ -301,7 +306,8 @@ Status read_outcome(const ReadContext& receipt, uint32_t i, wire::AllocatorOutco
   using W = wire::AllocatorOutcome;
   const char* list = "outcomes";
   switch (r.which()) {
-    case W::ERROR: return read_as<Error>(receipt, list, i, "error", out, [&] { return r.getError(); });
+    case W::ERROR:
+      return read_as<Error>(receipt, list, i, "error", out, [&] { return r.getError(); });
     case W::ALLOCATION_RECEIPT:
       return read_as<AllocationReceipt>(receipt, list, i, "allocation_receipt", out,
                                         [&] { return r.getAllocationReceipt(); });
@@ -327,9 +333,8 @@ void write(wire::AllocatorBatch::Builder b, const AllocatorBatch& v) {
   detail::write_op_batch(b, v, [](auto element, const auto& op) { put(element, op); });
 }
 Status read(ReadContext& ctx, wire::AllocatorBatch::Reader r, AllocatorBatch& out) {
-  return detail::read_op_batch(ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& op) {
-    return read_op(c, i, element, op);
-  });
+  return detail::read_op_batch(
+      ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& op) { return read_op(c, i, element, op); });
 }
 
 void write(wire::AllocatorBatchReceipt::Builder b, const AllocatorBatchReceipt& v) {

@@ -11,8 +11,8 @@
 namespace kvrt::codec {
 namespace {
 
-using detail::ReadContext;
 using detail::read_element;
+using detail::ReadContext;
 
 static_assert(detail::field_count<DecodeAttentionOp>() == 5, "update node.capnp DecodeAttentionOp and this codec");
 static_assert(detail::field_count<AttentionOutput>() == 7, "update node.capnp AttentionOutput and this codec");

@@ -13,9 +13,9 @@
 namespace kvrt::codec {
 namespace {
 
-using detail::ReadContext;
 using detail::read_element;
 using detail::read_enum;
+using detail::ReadContext;
 
 constexpr uint8_t kReleaseModeMax = uint8_t(ReleaseMode::unmap_now);
 constexpr uint8_t kFeasibilityMax = uint8_t(MappingFeasibility::insufficient_handles);
@@ -124,8 +124,7 @@ Status read(ReadContext& ctx, wire::StepResult::Reader r, StepResult& out) {
 }
 
 template <class Alternative, class Variant, class Get>
-Status read_as(const ReadContext& parent, const char* list, uint32_t index, const char* member, Variant& out,
-               Get get) {
+Status read_as(const ReadContext& parent, const char* list, uint32_t index, const char* member, Variant& out, Get get) {
   return read_element(parent, list, index, member,
                       [&](ReadContext& ctx) { return read(ctx, get(), out.template emplace<Alternative>()); });
 }
@@ -133,10 +132,14 @@ Status read_as(const ReadContext& parent, const char* list, uint32_t index, cons
 Status read_op(const ReadContext& batch, uint32_t i, wire::MapperOp::Reader r, MapperOp& out) {
   using W = wire::MapperOp;
   switch (r.which()) {
-    case W::ALLOC: return read_as<MapperAllocOp>(batch, "ops", i, "alloc", out, [&] { return r.getAlloc(); });
-    case W::STEP: return read_as<MapperStepOp>(batch, "ops", i, "step", out, [&] { return r.getStep(); });
-    case W::APPEND: return read_as<MapperAppendOp>(batch, "ops", i, "append", out, [&] { return r.getAppend(); });
-    case W::FREE: return read_as<MapperFreeOp>(batch, "ops", i, "free", out, [&] { return r.getFree(); });
+    case W::ALLOC:
+      return read_as<MapperAllocOp>(batch, "ops", i, "alloc", out, [&] { return r.getAlloc(); });
+    case W::STEP:
+      return read_as<MapperStepOp>(batch, "ops", i, "step", out, [&] { return r.getStep(); });
+    case W::APPEND:
+      return read_as<MapperAppendOp>(batch, "ops", i, "append", out, [&] { return r.getAppend(); });
+    case W::FREE:
+      return read_as<MapperFreeOp>(batch, "ops", i, "free", out, [&] { return r.getFree(); });
   }
   const ReadContext element(batch, "ops", i);
   return make_error(ErrorCode::unknown_enum,
@@ -154,7 +157,9 @@ Status read_outcome(const ReadContext& receipt, uint32_t i, wire::MapperOutcome:
       return read_as<SlotBinding>(receipt, "outcomes", i, "slot_binding", out, [&] { return r.getSlotBinding(); });
     case W::STEP_RESULT:
       return read_as<StepResult>(receipt, "outcomes", i, "step_result", out, [&] { return r.getStepResult(); });
-    case W::DONE: out.emplace<MapperDone>(); return Status::success();
+    case W::DONE:
+      out.emplace<MapperDone>();
+      return Status::success();
   }
   const ReadContext element(receipt, "outcomes", i);
   return make_error(ErrorCode::unknown_enum,
@@ -168,9 +173,8 @@ void write(wire::MapperBatch::Builder b, const MapperBatch& v) {
   detail::write_op_batch(b, v, [](auto element, const auto& op) { put(element, op); });
 }
 Status read(ReadContext& ctx, wire::MapperBatch::Reader r, MapperBatch& out) {
-  return detail::read_op_batch(ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& op) {
-    return read_op(c, i, element, op);
-  });
+  return detail::read_op_batch(
+      ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& op) { return read_op(c, i, element, op); });
 }
 
 void write(wire::MapperBatchReceipt::Builder b, const MapperBatchReceipt& v) {
@@ -193,10 +197,9 @@ std::vector<uint8_t> encode(const MapperBatchReceipt& value) {
 
 template <>
 Result<MapperBatch> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
-  return detail::decode_body<MapperBatch>(bytes, limits, wire::Envelope::MAPPER_BATCH, "MapperBatch",
-                                          [](ReadContext& ctx, wire::Envelope::Reader e, MapperBatch& out) {
-                                            return read(ctx, e.getMapperBatch(), out);
-                                          });
+  return detail::decode_body<MapperBatch>(
+      bytes, limits, wire::Envelope::MAPPER_BATCH, "MapperBatch",
+      [](ReadContext& ctx, wire::Envelope::Reader e, MapperBatch& out) { return read(ctx, e.getMapperBatch(), out); });
 }
 template <>
 Result<MapperBatchReceipt> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {

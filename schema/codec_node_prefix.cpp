@@ -30,9 +30,9 @@ Status read(ReadContext&, wire::PrefixPublishReceipt::Reader r, PrefixPublishRec
 
 namespace {
 
-using detail::ReadContext;
 using detail::read_element;
 using detail::read_enum;
+using detail::ReadContext;
 using detail::text;
 using detail::to_string;
 
@@ -96,8 +96,7 @@ void put(wire::PrefixOutcome::Builder b, const PrefixPublishReceipt& v) { detail
 // Reads element `index` of `list` as alternative T through union member
 // `member`, constructing it in place in the variant.
 template <class T, class Variant, class Get>
-Status read_as(const ReadContext& parent, const char* list, uint32_t index, const char* member, Variant& out,
-               Get get) {
+Status read_as(const ReadContext& parent, const char* list, uint32_t index, const char* member, Variant& out, Get get) {
   return read_element(parent, list, index, member,
                       [&](ReadContext& ctx) { return read(ctx, get(), out.template emplace<T>()); });
 }
@@ -136,9 +135,8 @@ void write(wire::PrefixBatch::Builder b, const PrefixBatch& v) {
   detail::write_op_batch(b, v, [](auto element, const auto& op) { put(element, op); });
 }
 Status read(ReadContext& ctx, wire::PrefixBatch::Reader r, PrefixBatch& out) {
-  return detail::read_op_batch(ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& op) {
-    return read_op(c, i, element, op);
-  });
+  return detail::read_op_batch(
+      ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& op) { return read_op(c, i, element, op); });
 }
 
 void write(wire::PrefixBatchReceipt::Builder b, const PrefixBatchReceipt& v) {
@@ -161,10 +159,9 @@ std::vector<uint8_t> encode(const PrefixBatchReceipt& value) {
 
 template <>
 Result<PrefixBatch> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
-  return detail::decode_body<PrefixBatch>(bytes, limits, wire::Envelope::PREFIX_BATCH, "PrefixBatch",
-                                          [](ReadContext& ctx, wire::Envelope::Reader e, PrefixBatch& out) {
-                                            return read(ctx, e.getPrefixBatch(), out);
-                                          });
+  return detail::decode_body<PrefixBatch>(
+      bytes, limits, wire::Envelope::PREFIX_BATCH, "PrefixBatch",
+      [](ReadContext& ctx, wire::Envelope::Reader e, PrefixBatch& out) { return read(ctx, e.getPrefixBatch(), out); });
 }
 template <>
 Result<PrefixBatchReceipt> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {

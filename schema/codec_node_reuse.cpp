@@ -16,9 +16,9 @@
 namespace kvrt::codec {
 namespace {
 
-using detail::ReadContext;
 using detail::read_element;
 using detail::read_enum;
+using detail::ReadContext;
 using detail::text;
 using detail::to_string;
 
@@ -221,8 +221,7 @@ void put(wire::ReuseOutcome::Builder b, const ReuseReleaseReceipt& v) { write(b.
 // Reads element `index` of `list` as alternative T through union member
 // `member`, constructing it in place in the variant.
 template <class T, class Variant, class Get>
-Status read_as(const ReadContext& parent, const char* list, uint32_t index, const char* member, Variant& out,
-               Get get) {
+Status read_as(const ReadContext& parent, const char* list, uint32_t index, const char* member, Variant& out, Get get) {
   return read_element(parent, list, index, member,
                       [&](ReadContext& ctx) { return read(ctx, get(), out.template emplace<T>()); });
 }
@@ -264,9 +263,8 @@ void write(wire::ReuseBatch::Builder b, const ReuseBatch& v) {
   detail::write_op_batch(b, v, [](auto element, const auto& op) { put(element, op); });
 }
 Status read(ReadContext& ctx, wire::ReuseBatch::Reader r, ReuseBatch& out) {
-  return detail::read_op_batch(ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& op) {
-    return read_op(c, i, element, op);
-  });
+  return detail::read_op_batch(
+      ctx, r, out, [](ReadContext& c, unsigned i, auto element, auto& op) { return read_op(c, i, element, op); });
 }
 
 void write(wire::ReuseBatchReceipt::Builder b, const ReuseBatchReceipt& v) {
@@ -289,18 +287,16 @@ std::vector<uint8_t> encode(const ReuseBatchReceipt& value) {
 
 template <>
 Result<ReuseBatch> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
-  return detail::decode_body<ReuseBatch>(bytes, limits, wire::Envelope::REUSE_BATCH, "ReuseBatch",
-                                         [](ReadContext& ctx, wire::Envelope::Reader e, ReuseBatch& out) {
-                                           return read(ctx, e.getReuseBatch(), out);
-                                         });
+  return detail::decode_body<ReuseBatch>(
+      bytes, limits, wire::Envelope::REUSE_BATCH, "ReuseBatch",
+      [](ReadContext& ctx, wire::Envelope::Reader e, ReuseBatch& out) { return read(ctx, e.getReuseBatch(), out); });
 }
 template <>
 Result<ReuseBatchReceipt> decode(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
-  return detail::decode_body<ReuseBatchReceipt>(
-      bytes, limits, wire::Envelope::REUSE_BATCH_RECEIPT, "ReuseBatchReceipt",
-      [](ReadContext& ctx, wire::Envelope::Reader e, ReuseBatchReceipt& out) {
-        return read(ctx, e.getReuseBatchReceipt(), out);
-      });
+  return detail::decode_body<ReuseBatchReceipt>(bytes, limits, wire::Envelope::REUSE_BATCH_RECEIPT, "ReuseBatchReceipt",
+                                                [](ReadContext& ctx, wire::Envelope::Reader e, ReuseBatchReceipt& out) {
+                                                  return read(ctx, e.getReuseBatchReceipt(), out);
+                                                });
 }
 
 }  // namespace kvrt::codec

@@ -7,14 +7,14 @@
 // `out` and names a failing field through ctx; a Cap'n Proto exception is
 // left to the caller's boundary (decode_envelope or read_element).
 #include "schema/allocator.capnp.h"
-#include "schema/mapper.capnp.h"
 #include "schema/codec_support.hpp"
+#include "schema/mapper.capnp.h"
 #include "schema/node.capnp.h"
 #include "schema/reuse.capnp.h"
 #include "services/allocator/block_allocator.hpp"
-#include "services/receipts/mapped_frontier_receipt.hpp"
 #include "services/protocol/prefix_ops.hpp"
 #include "services/protocol/trace_context.hpp"
+#include "services/receipts/mapped_frontier_receipt.hpp"
 
 namespace kvrt::codec::detail {
 

@@ -7,10 +7,10 @@
 namespace kvrt::codec {
 namespace {
 
-using detail::ReadContext;
 using detail::read_all;
 using detail::read_digest;
 using detail::read_enum;
+using detail::ReadContext;
 using detail::text;
 
 // Wire enum ordinals must equal the C++ values (both travel as numbers).
@@ -27,7 +27,8 @@ static_assert(kReuseSourceMax == uint8_t(ReuseSource::session));
 // directions below; these counts make the build say so.
 static_assert(detail::field_count<MatchedBlockBundle>() == 2, "update reuse.capnp MatchedBlockBundle");
 static_assert(detail::field_count<PrefixMatchReceipt>() == 21, "update reuse.capnp PrefixMatchReceipt");
-static_assert(detail::field_count<RadixSchedulerHandoffReceipt>() == 17, "update reuse.capnp RadixSchedulerHandoffReceipt");
+static_assert(detail::field_count<RadixSchedulerHandoffReceipt>() == 17,
+              "update reuse.capnp RadixSchedulerHandoffReceipt");
 static_assert(detail::field_count<PhysicalRef>() == 4, "update common.capnp PhysicalRef");
 static_assert(detail::field_count<PromptModuleReceipt>() == 11, "update reuse.capnp PromptModuleReceipt");
 static_assert(detail::field_count<TokenInterval>() == 2, "update common.capnp TokenInterval");
@@ -297,7 +298,8 @@ Status read(ReadContext& ctx, wire::ExecutableReuseReceipt::Reader r, Executable
   ctx.at("pool_generations");
   auto pools = r.getPoolGenerations();
   out.pool_generations.reserve(pools.size());
-  for (auto p : pools) out.pool_generations.push_back(PoolGenerationRef{PoolId{p.getPool()}, PoolGeneration{p.getGeneration()}});
+  for (auto p : pools)
+    out.pool_generations.push_back(PoolGenerationRef{PoolId{p.getPool()}, PoolGeneration{p.getGeneration()}});
   ctx.at("covered_interval");
   out.covered_interval = detail::read(r.getCoveredInterval());
   ctx.at("physical_handles");
@@ -321,7 +323,8 @@ std::vector<uint8_t> encode(const PrefixMatchReceipt& value) {
   return detail::encode_envelope([&](wire::Envelope::Builder e) { detail::write(e.initPrefixMatchReceipt(), value); });
 }
 std::vector<uint8_t> encode(const RadixSchedulerHandoffReceipt& value) {
-  return detail::encode_envelope([&](wire::Envelope::Builder e) { write(e.initRadixSchedulerHandoffReceipt(), value); });
+  return detail::encode_envelope(
+      [&](wire::Envelope::Builder e) { write(e.initRadixSchedulerHandoffReceipt(), value); });
 }
 std::vector<uint8_t> encode(const PromptModuleReceipt& value) {
   return detail::encode_envelope([&](wire::Envelope::Builder e) { write(e.initPromptModuleReceipt(), value); });
@@ -330,7 +333,8 @@ std::vector<uint8_t> encode(const SessionReuseReceipt& value) {
   return detail::encode_envelope([&](wire::Envelope::Builder e) { write(e.initSessionReuseReceipt(), value); });
 }
 std::vector<uint8_t> encode(const ExecutableReuseReceipt& value) {
-  return detail::encode_envelope([&](wire::Envelope::Builder e) { detail::write(e.initExecutableReuseReceipt(), value); });
+  return detail::encode_envelope(
+      [&](wire::Envelope::Builder e) { detail::write(e.initExecutableReuseReceipt(), value); });
 }
 
 template <>

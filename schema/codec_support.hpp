@@ -125,10 +125,10 @@ Status read_digest(ReadContext& ctx, const char* field, capnp::Data::Reader d, S
 template <class E>
 Status read_enum(ReadContext& ctx, const char* field, uint16_t raw, uint8_t max, E& out) {
   if (raw > max)
-    return make_error(ErrorCode::unknown_enum,
-                      ctx.field_path(field) + ": value " + std::to_string(raw) + " is not one of 0.." +
-                          std::to_string(max),
-                      ctx.field_path(field));
+    return make_error(
+        ErrorCode::unknown_enum,
+        ctx.field_path(field) + ": value " + std::to_string(raw) + " is not one of 0.." + std::to_string(max),
+        ctx.field_path(field));
   out = static_cast<E>(raw);
   return Status::success();
 }
@@ -243,8 +243,8 @@ Status read_element(const ReadContext& parent, const char* list_field, uint32_t 
 // read(ctx, envelope). Any kj::Exception (malformed input) or allocation
 // failure becomes a typed Error; nothing escapes.
 template <class T, class Read>
-Result<T> decode_envelope(std::span<const uint8_t> bytes, const DecodeLimits& limits,
-                          wire::Envelope::Which expected, const char* type, Read&& read_body) {
+Result<T> decode_envelope(std::span<const uint8_t> bytes, const DecodeLimits& limits, wire::Envelope::Which expected,
+                          const char* type, Read&& read_body) {
   if (auto s = check_input_size(bytes, limits, type); !s.ok()) return s.error();
   ReadContext ctx(type);
   try {

@@ -15,7 +15,9 @@ struct AnyField {
 };
 
 template <class T, class... Args>
-concept brace_initializable_from = requires { T{std::declval<Args>()...}; };
+concept brace_initializable_from = requires {
+  T{std::declval<Args>()...};
+};
 
 template <class T, class... Args>
 constexpr size_t field_count_from() {

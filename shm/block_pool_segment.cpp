@@ -28,8 +28,7 @@ Result<Plan> plan_pool(const CacheLayoutManifest& manifest, const PoolSegmentOpt
   KVRT_TRY_ASSIGN(geometry, PoolGeometry::plan(shape));
   ProcessIdentity self;
   KVRT_TRY_ASSIGN(self, current_process_identity());
-  plan.info = PoolSegmentInfo{options.pool_id, options.pool_generation, group, manifest.digest(), self,
-                              geometry};
+  plan.info = PoolSegmentInfo{options.pool_id, options.pool_generation, group, manifest.digest(), self, geometry};
   return plan;
 }
 
@@ -122,8 +121,8 @@ using detail::SegmentMapping;
 Result<std::unique_ptr<SegmentMapping>> create_at(const Plan& plan) {
   auto created = SegmentFile::create(plan.name);
   if (!created.ok()) return created.error();
-  auto m = std::unique_ptr<SegmentMapping>(
-      new SegmentMapping{std::move(created).value(), {}, plan.info, /*owner=*/true});
+  auto m =
+      std::unique_ptr<SegmentMapping>(new SegmentMapping{std::move(created).value(), {}, plan.info, /*owner=*/true});
 
   const PoolSegmentHeader header = make_header(plan.info);
   // 1. Owner on record first, via pwrite: no page is touched through a

@@ -32,8 +32,8 @@
 namespace kvrt::shm {
 
 struct PoolSegmentOptions {
-  PoolSegmentName name;            // namespace, its generation, instance, and name.group:
-                                   // the manifest's cache group this pool holds
+  PoolSegmentName name;  // namespace, its generation, instance, and name.group:
+                         // the manifest's cache group this pool holds
   PoolId pool_id;
   PoolGeneration pool_generation;  // bumped by the allocator whenever a pool is rebuilt
   PoolCapacity capacity;           // from config: blocks, or a byte budget (see capacity_in_blocks)
@@ -52,12 +52,12 @@ struct PoolBlockRef {
 // What start-up found at a segment's name (create_or_replace, inspect).
 struct SegmentInspection {
   std::string name;
-  bool owner_recorded = false;                   // the format-stable prefix was written
-  ProcessIdentity owner;                         // valid when owner_recorded
-  OwnerState owner_state = OwnerState::alive;    // meaningful when owner_recorded
-  bool published = false;                        // ready flag set
+  bool owner_recorded = false;                    // the format-stable prefix was written
+  ProcessIdentity owner;                          // valid when owner_recorded
+  OwnerState owner_state = OwnerState::alive;     // meaningful when owner_recorded
+  bool published = false;                         // ready flag set
   std::optional<PoolGeneration> pool_generation;  // when published
-  uint64_t file_bytes = 0;                       // [bytes]
+  uint64_t file_bytes = 0;                        // [bytes]
 };
 
 struct CreatedSegment;

@@ -8,9 +8,9 @@
 // so a config never states two sizes that could disagree. The byte form is
 // converted with capacity_in_blocks() (pool_geometry.hpp). Like toml_reader.hpp,
 // include this only from .cpp files (toml++ is a heavy header).
-#include <string>
-
 #include <toml++/toml.h>
+
+#include <string>
 
 #include "services/common/toml_reader.hpp"
 #include "shm/pool_geometry.hpp"

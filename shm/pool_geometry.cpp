@@ -43,8 +43,8 @@ Result<uint32_t> capacity_in_blocks(const CacheLayoutManifest& manifest, PoolCap
   }
   if (blocks == 0) return make_error(ErrorCode::config_field, "a pool needs at least one block", "capacity");
   if (blocks > UINT32_MAX)
-    return make_error(ErrorCode::config_field,
-                      std::to_string(blocks) + " blocks exceed the 32-bit physical slot index", "capacity");
+    return make_error(ErrorCode::config_field, std::to_string(blocks) + " blocks exceed the 32-bit physical slot index",
+                      "capacity");
   return static_cast<uint32_t>(blocks);
 }
 
@@ -53,8 +53,7 @@ Result<PoolShape> pool_shape(const CacheLayoutManifest& manifest, CacheGroupId g
   const CacheGroupLayout* g = manifest.group(group);
   if (g == nullptr)
     return make_error(ErrorCode::unknown_group,
-                      "cache group " + std::to_string(group.value) + " is not in the manifest",
-                      "cache_group");
+                      "cache group " + std::to_string(group.value) + " is not in the manifest", "cache_group");
   PoolShape s;
   s.layers = g->layers();
   s.kv_heads = g->kv_heads_local;
@@ -147,7 +146,7 @@ Result<uint64_t> PoolGeometry::byte_offset(PhysicalSlot block, const KvCoordinat
   by_axis[static_cast<size_t>(TensorAxis::kv_head)] = c.kv_head;
   by_axis[static_cast<size_t>(TensorAxis::head_dim)] = c.lane;
   const uint64_t element = tensor_.element_offset(tensor_.declared(by_axis));  // E_g [elements]
-  return tensor_offset(c.kind) + uint64_t{scalar_bytes(c.kind)} * element;    // base + b * E_g
+  return tensor_offset(c.kind) + uint64_t{scalar_bytes(c.kind)} * element;     // base + b * E_g
 }
 
 Result<ByteRun> PoolGeometry::lane_run(PhysicalSlot block, const KvCoordinate& c, uint32_t lane_count) const {

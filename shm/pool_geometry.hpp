@@ -24,7 +24,7 @@
 
 namespace kvrt::shm {
 
-inline constexpr uint64_t kHeaderBytes = 4096;     // [bytes] header region at offset 0
+inline constexpr uint64_t kHeaderBytes = 4096;      // [bytes] header region at offset 0
 inline constexpr uint64_t kTensorAlignment = 4096;  // [bytes] alignment of K and V bases
 
 // Configured pool size (issue 3: "capacity comes from config, bytes or blocks").
@@ -47,14 +47,14 @@ Result<uint32_t> capacity_in_blocks(const CacheLayoutManifest& manifest, PoolCap
 // What a pool's header records about its shape; enough to rebuild the geometry
 // in a process that holds no manifest (the layout digest pins the rest).
 struct PoolShape {
-  uint32_t layers = 0;        // L_g [layers]
-  uint32_t kv_heads = 0;      // H_kv,g local [heads]
-  uint32_t head_dim = 0;      // d_h [lanes]
+  uint32_t layers = 0;    // L_g [layers]
+  uint32_t kv_heads = 0;  // H_kv,g local [heads]
+  uint32_t head_dim = 0;  // d_h [lanes]
   ScalarType k_dtype = ScalarType::fp16;
   ScalarType v_dtype = ScalarType::fp16;
   std::array<TensorAxis, kTensorAxisCount> axis_order{};  // outermost first
-  uint32_t block_tokens = 0;     // P_a [tokens / block]
-  uint32_t capacity_blocks = 0;  // physical_slot extent [blocks]
+  uint32_t block_tokens = 0;                              // P_a [tokens / block]
+  uint32_t capacity_blocks = 0;                           // physical_slot extent [blocks]
   friend bool operator==(const PoolShape&, const PoolShape&) = default;
 };
 // Errors: invalid_manifest / unknown_group from the manifest.

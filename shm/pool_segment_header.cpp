@@ -84,8 +84,12 @@ Result<PoolSegmentInfo> decode_header(const PoolSegmentHeader& h, uint64_t file_
                        std::to_string(h.segment_bytes) + (file_bytes < h.segment_bytes ? " (truncated)" : ""),
                    "segment_bytes");
 
-  PoolSegmentInfo info{PoolId{h.pool_id}, PoolGeneration{h.pool_generation}, CacheGroupId{h.cache_group_id},
-                       Sha256Digest{}, ProcessIdentity{h.owner_pid, h.owner_start_time}, g};
+  PoolSegmentInfo info{PoolId{h.pool_id},
+                       PoolGeneration{h.pool_generation},
+                       CacheGroupId{h.cache_group_id},
+                       Sha256Digest{},
+                       ProcessIdentity{h.owner_pid, h.owner_start_time},
+                       g};
   std::memcpy(info.layout_digest.bytes.data(), h.layout_digest, sizeof h.layout_digest);
   return info;
 }

@@ -34,9 +34,9 @@ struct PoolSegmentHeader {
   // that an owner is on record from the first microseconds (stale detection).
   uint64_t magic;
   uint32_t format_version;
-  uint32_t ready;            // 0 until published; 1 after (release store, acquire load)
+  uint32_t ready;  // 0 until published; 1 after (release store, acquire load)
   int32_t owner_pid;
-  uint32_t prefix_reserved;  // zero
+  uint32_t prefix_reserved;   // zero
   uint64_t owner_start_time;  // /proc/<pid>/stat field 22 [clock ticks since boot]
   // Format 1 body.
   uint32_t header_bytes;  // kHeaderBytes
@@ -51,13 +51,13 @@ struct PoolSegmentHeader {
   uint32_t capacity_blocks;   // [blocks]
   uint8_t k_dtype;            // ScalarType value
   uint8_t v_dtype;
-  uint8_t axis_order[5];      // TensorAxis values, outermost first
-  uint8_t body_reserved[5];   // zero; pads the byte fields to an 8-byte boundary
-  uint64_t k_offset;          // [bytes] from the segment start
+  uint8_t axis_order[5];     // TensorAxis values, outermost first
+  uint8_t body_reserved[5];  // zero; pads the byte fields to an 8-byte boundary
+  uint64_t k_offset;         // [bytes] from the segment start
   uint64_t k_bytes;
   uint64_t v_offset;
   uint64_t v_bytes;
-  uint64_t segment_bytes;     // [bytes] file size the owner allocated
+  uint64_t segment_bytes;  // [bytes] file size the owner allocated
 };
 static_assert(std::is_standard_layout_v<PoolSegmentHeader> && std::is_trivially_copyable_v<PoolSegmentHeader>);
 static_assert(offsetof(PoolSegmentHeader, ready) == 12 && offsetof(PoolSegmentHeader, owner_pid) == 16 &&

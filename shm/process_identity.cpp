@@ -23,9 +23,12 @@ std::optional<std::string> read_stat(const std::string& path) {
 
 std::string_view to_string(OwnerState s) {
   switch (s) {
-    case OwnerState::alive: return "alive";
-    case OwnerState::exited: return "exited";
-    case OwnerState::pid_reused: return "pid_reused";
+    case OwnerState::alive:
+      return "alive";
+    case OwnerState::exited:
+      return "exited";
+    case OwnerState::pid_reused:
+      return "pid_reused";
   }
   return "unknown";
 }

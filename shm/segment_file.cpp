@@ -61,8 +61,8 @@ Result<SegmentFile> SegmentFile::open(std::string_view name, bool writable) {
   auto impl = std::make_unique<Impl>();
   impl->name = std::string(name);
   try {
-    impl->shm = bip::shared_memory_object(bip::open_only, impl->name.c_str(),
-                                          writable ? bip::read_write : bip::read_only);
+    impl->shm =
+        bip::shared_memory_object(bip::open_only, impl->name.c_str(), writable ? bip::read_write : bip::read_only);
   } catch (const bip::interprocess_exception& e) {
     if (e.get_error_code() == bip::not_found_error)
       return make_error(ErrorCode::io, "no shared-memory segment named " + impl->name + " (missing)", "segment");
@@ -154,8 +154,7 @@ Status SegmentFile::reserve(uint64_t bytes) {
   while (rc == EINTR);
   if (rc != 0) {
     if (is_capacity_errno(rc)) return exhausted("posix_fallocate: " + system_message(rc));
-    return make_error(ErrorCode::io, "posix_fallocate on " + impl_->name + " failed: " + system_message(rc),
-                      "segment");
+    return make_error(ErrorCode::io, "posix_fallocate on " + impl_->name + " failed: " + system_message(rc), "segment");
   }
   return Status::success();
 }

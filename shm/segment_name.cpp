@@ -38,8 +38,7 @@ std::string escape_name_component(std::string_view raw) {
 Result<std::string> pool_segment_name(const PoolSegmentName& parts) {
   if (parts.namespace_name.empty())
     return make_error(ErrorCode::invalid_argument, "cache namespace name is empty", "namespace_name");
-  if (parts.instance.empty())
-    return make_error(ErrorCode::invalid_argument, "instance id is empty", "instance");
+  if (parts.instance.empty()) return make_error(ErrorCode::invalid_argument, "instance id is empty", "instance");
   std::string name = "/kvrt.";
   name += escape_name_component(parts.namespace_name);
   name += ".g" + std::to_string(parts.namespace_generation.value);

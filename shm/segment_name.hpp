@@ -22,7 +22,7 @@ struct PoolSegmentName {
   std::string namespace_name;  // cache namespace (spec 0x0CE); any bytes, escaped
   NamespaceGeneration namespace_generation;
   CacheGroupId group;
-  std::string instance;        // node instance id, see make_instance_id(); any bytes, escaped
+  std::string instance;  // node instance id, see make_instance_id(); any bytes, escaped
 };
 
 // The segment name, with a leading '/' as shm_open(3) expects. Bytes outside

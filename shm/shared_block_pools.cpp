@@ -12,8 +12,8 @@ Result<BlockAllocatorConfig> shared_pools_allocator_config(const CacheLayoutMani
   const size_t groups = manifest.cache_groups.size();
   if (!options.block_id_bases.empty() && options.block_id_bases.size() != groups)
     return make_error(ErrorCode::config_field,
-                      std::to_string(options.block_id_bases.size()) + " block id bases for " +
-                          std::to_string(groups) + " cache groups",
+                      std::to_string(options.block_id_bases.size()) + " block id bases for " + std::to_string(groups) +
+                          " cache groups",
                       "block_id_bases");
   if (uint64_t{options.first_pool_id.value} + groups - 1 > UINT32_MAX)
     return make_error(ErrorCode::config_field,

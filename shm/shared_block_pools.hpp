@@ -35,13 +35,13 @@
 namespace kvrt::shm {
 
 struct SharedBlockPoolsOptions {
-  std::string namespace_name;                 // cache namespace (0x0CE)
+  std::string namespace_name;  // cache namespace (0x0CE)
   NamespaceGeneration namespace_generation;
-  std::string instance;                       // node instance, e.g. make_instance_id()
-  PoolCapacity capacity;                      // per group pool [blocks], or a budget [bytes] for whole bundles
-  PoolId first_pool_id{1};                    // group index g gets pool first_pool_id + g
-  PoolGeneration pool_generation{1};          // of every group's pool
-  std::vector<uint32_t> block_id_bases;       // per group index; empty: 0 for every group (block id == slot)
+  std::string instance;                  // node instance, e.g. make_instance_id()
+  PoolCapacity capacity;                 // per group pool [blocks], or a budget [bytes] for whole bundles
+  PoolId first_pool_id{1};               // group index g gets pool first_pool_id + g
+  PoolGeneration pool_generation{1};     // of every group's pool
+  std::vector<uint32_t> block_id_bases;  // per group index; empty: 0 for every group (block id == slot)
 
   // Allocator policy; the group pools and block_size (P_a) come from the
   // manifest and the pools. See allocator_config.hpp.

@@ -20,8 +20,8 @@ namespace kvrt::shm {
 class SharedPoolStore : public BlockPayloadStore {
  public:
   virtual uint32_t group_count() const = 0;
-  virtual uint32_t block_tokens() const = 0;                 // P_a [tokens / block]
-  virtual uint32_t capacity_blocks() const = 0;              // per group pool [blocks]
+  virtual uint32_t block_tokens() const = 0;                   // P_a [tokens / block]
+  virtual uint32_t capacity_blocks() const = 0;                // per group pool [blocks]
   virtual uint64_t row_bytes(uint32_t group_index) const = 0;  // B_row,g [bytes / token], K plus V
   virtual CacheGroupId group(uint32_t group_index) const = 0;  // the manifest's cache group of a pool
 

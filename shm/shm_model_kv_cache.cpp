@@ -27,8 +27,8 @@ Result<std::unique_ptr<ShmModelKvCache>> ShmModelKvCache::create(ShmPayloadStore
     const std::string field = "segments[" + std::to_string(g) + "]";
     if (segment.group() != group.group_id)
       return make_error(ErrorCode::incompatible,
-                        "the pool holds cache group " + std::to_string(segment.group().value) + ", the layout's group " +
-                            std::to_string(g) + " is " + std::to_string(group.group_id.value),
+                        "the pool holds cache group " + std::to_string(segment.group().value) +
+                            ", the layout's group " + std::to_string(g) + " is " + std::to_string(group.group_id.value),
                         field + ".group");
     // The digest pins dtypes, axis order and P_a, i.e. everything the views
     // below take from the segment's geometry.
@@ -45,8 +45,9 @@ Result<std::unique_ptr<ShmModelKvCache>> ShmModelKvCache::create(ShmPayloadStore
     auto* k_bytes = reinterpret_cast<std::byte*>(k.data());
     auto* v_bytes = reinterpret_cast<std::byte*>(v.data());
     for (uint32_t l = 0; l < group.layers(); ++l) {
-      auto view = executor::paged_kv_view(geometry.tensor(), l, executor::KvTensorBytes{k_bytes, k.size(), group.k_dtype},
-                                          executor::KvTensorBytes{v_bytes, v.size(), group.v_dtype});
+      auto view =
+          executor::paged_kv_view(geometry.tensor(), l, executor::KvTensorBytes{k_bytes, k.size(), group.k_dtype},
+                                  executor::KvTensorBytes{v_bytes, v.size(), group.v_dtype});
       if (!view.ok()) {
         Error e = view.error();
         e.field = field + "." + e.field;
@@ -85,10 +86,10 @@ Status ShmModelKvCache::read_canonical_row(uint32_t group_index, uint32_t slot, 
   // Checked in the interface's order and names (model_kv_cache.hpp) before
   // the store's own check, which names the row "row_range".
   if (group_index >= store_->group_count())
-    return make_error(ErrorCode::unknown_group,
-                      "group index " + std::to_string(group_index) + " of " + std::to_string(store_->group_count()) +
-                          " groups",
-                      "group_index");
+    return make_error(
+        ErrorCode::unknown_group,
+        "group index " + std::to_string(group_index) + " of " + std::to_string(store_->group_count()) + " groups",
+        "group_index");
   if (slot >= store_->capacity_blocks())
     return make_error(ErrorCode::coordinate_out_of_range,
                       "slot " + std::to_string(slot) + " >= " + std::to_string(store_->capacity_blocks()) + " slots",

@@ -43,8 +43,7 @@ class ShmModelKvCache final : public model::ModelKvCache {
   // Errors: those of ShmPayloadStore::check_rows (unknown_group
   // "group_index", coordinate_out_of_range "slot" / "row_range"), and
   // invalid_argument ("out") when out is not B_row,g bytes.
-  Status read_canonical_row(uint32_t group_index, uint32_t slot, uint32_t row,
-                            std::span<uint8_t> out) const override;
+  Status read_canonical_row(uint32_t group_index, uint32_t slot, uint32_t row, std::span<uint8_t> out) const override;
 
   ShmModelKvCache(const ShmModelKvCache&) = delete;
   ShmModelKvCache& operator=(const ShmModelKvCache&) = delete;
@@ -54,7 +53,7 @@ class ShmModelKvCache final : public model::ModelKvCache {
 
   ShmPayloadStore* store_;  // borrowed
   CacheLayoutManifest layout_;
-  std::vector<executor::PagedKvView> views_;  // [model layer], into the store's mappings
+  std::vector<executor::PagedKvView> views_;   // [model layer], into the store's mappings
   std::vector<std::byte*> k_bases_, v_bases_;  // [model layer] writable addresses of views_[l].k/v.base
 };
 

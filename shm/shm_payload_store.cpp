@@ -9,13 +9,9 @@
 namespace kvrt::shm {
 namespace {
 
-std::string segment_field(uint32_t g, const char* field) {
-  return "segments[" + std::to_string(g) + "]." + field;
-}
+std::string segment_field(uint32_t g, const char* field) { return "segments[" + std::to_string(g) + "]." + field; }
 
-std::string config_field(uint32_t g, const char* field) {
-  return "groups[" + std::to_string(g) + "]." + field;
-}
+std::string config_field(uint32_t g, const char* field) { return "groups[" + std::to_string(g) + "]." + field; }
 
 }  // namespace
 

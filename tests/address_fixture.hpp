@@ -1,16 +1,16 @@
 #pragma once
 // Shared by the [address] suites: loads the Loop 4 fixture (config/layouts/
 // two-group-tp2.toml + config/snapshots/loop4-fixture.toml) and builds queries.
-#include <catch2/catch.hpp>
 #include <sys/wait.h>
 
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
 
-#include "tests/kvrt_cli.hpp"
 #include "services/address/address_translator.hpp"
 #include "services/address/snapshot_loader.hpp"
 #include "services/identity/layout_loader.hpp"
+#include "tests/kvrt_cli.hpp"
 
 namespace kvrt::test {
 
@@ -67,6 +67,5 @@ inline PoolDescriptor& descriptor_of(TranslationSnapshot& s, uint32_t group, uin
   FAIL("fixture has no descriptor " << id);
   return pool_of(s, group).descriptors.front();
 }
-
 
 }  // namespace kvrt::test

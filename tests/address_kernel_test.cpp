@@ -2,9 +2,8 @@
 // split into kernel blocks, the ragged block-table ledger, and how BLOCK_SIZE
 // shapes the pinned paged-attention kernel. Each figure is compared with a
 // derivation that walks tokens or cells one by one.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <vector>
 

@@ -7,9 +7,8 @@
 //    strides involved;
 //  - evaluates the 0x03C / 0x03I conditions by scanning the snapshot, and
 //    reports the first failing one in the spec's order.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -45,8 +44,8 @@ TranslationSnapshot random_snapshot(Rng& rng) {
     gl.head_dim = static_cast<uint32_t>(pick(rng, 1, 4));
     gl.k_dtype = dtypes[pick(rng, 0, 2)];
     gl.v_dtype = dtypes[pick(rng, 0, 2)];
-    gl.axis_order = {TensorAxis::layer_local, TensorAxis::physical_slot, TensorAxis::token_offset,
-                     TensorAxis::kv_head, TensorAxis::head_dim};
+    gl.axis_order = {TensorAxis::layer_local, TensorAxis::physical_slot, TensorAxis::token_offset, TensorAxis::kv_head,
+                     TensorAxis::head_dim};
     std::shuffle(gl.axis_order.begin(), gl.axis_order.end(), rng);
     m.cache_groups.push_back(gl);
 
@@ -232,10 +231,10 @@ TEST_CASE("randomised translator matches a brute-force materialised tensor", "[a
     }
   }
   // Every branch of the order was exercised.
-  for (ErrorCode c : {ErrorCode::ok, ErrorCode::unknown_request, ErrorCode::stale_table_version,
-                      ErrorCode::request_not_visible, ErrorCode::coordinate_out_of_range,
-                      ErrorCode::table_out_of_bounds, ErrorCode::unknown_physical, ErrorCode::stale_physical,
-                      ErrorCode::row_not_valid}) {
+  for (ErrorCode c :
+       {ErrorCode::ok, ErrorCode::unknown_request, ErrorCode::stale_table_version, ErrorCode::request_not_visible,
+        ErrorCode::coordinate_out_of_range, ErrorCode::table_out_of_bounds, ErrorCode::unknown_physical,
+        ErrorCode::stale_physical, ErrorCode::row_not_valid}) {
     INFO(to_string(c));
     CHECK(outcomes[c] > 0);
   }

@@ -107,8 +107,7 @@ TEST_CASE("0x03G: request visibility dominates shared physical validity", "[addr
   CHECK(rejected.error().code == ErrorCode::request_not_visible);
   CHECK(rejected.error().field == "token");
   // B's visible rows in its last block: 25 - 16 = 9 (offsets 0..8).
-  for (uint64_t token = 16; token < 32; ++token)
-    CHECK(t.translate(query("B", token, 24)).ok() == (token - 16 < 9));
+  for (uint64_t token = 16; token < 32; ++token) CHECK(t.translate(query("B", token, 24)).ok() == (token - 16 < 9));
 
   // The reverse failure: the request sees the row, the block has not committed it.
   auto uncommitted = snapshot;
@@ -301,8 +300,8 @@ TEST_CASE("a bad snapshot file names the file, line and field", "[address]") {
   CHECK(reuse.error().field == "pools[0].descriptors[1].slot");
   CHECK(reuse.error().reason.rfind("reuse.toml:12:", 0) == 0);  // the second descriptor's slot
 
-  auto typo = parse_translation_snapshot(head + "[[pools]]\ngroup = 0\npool_id = 10\npool_generaton = 4\n",
-                                         "typo.toml", layout);
+  auto typo = parse_translation_snapshot(head + "[[pools]]\ngroup = 0\npool_id = 10\npool_generaton = 4\n", "typo.toml",
+                                         layout);
   REQUIRE(!typo.ok());
   CHECK(typo.error().code == ErrorCode::config_field);
   CHECK(typo.error().field == "pools[0].pool_generaton");

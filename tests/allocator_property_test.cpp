@@ -3,9 +3,8 @@
 // validate() after every step, every failed or rolled-back operation leaving
 // the digest unchanged, and the K/V bytes every request can see compared with
 // a brute-force reference of who wrote each of its rows.
-#include <catch2/catch.hpp>
-
 #include <array>
+#include <catch2/catch.hpp>
 #include <map>
 #include <random>
 
@@ -95,8 +94,7 @@ struct PropertyRun {
       for (uint32_t t = 0; t < m.history.size(); ++t) {
         const BlockMeta b = al.block(table[t / kP]).value();
         if (t % kP >= b.valid_rows) continue;
-        REQUIRE(rows.matches(store, g, slot_of(table[t / kP], g), t % kP, 1, m.history[t].lineage,
-                             m.history[t].token));
+        REQUIRE(rows.matches(store, g, slot_of(table[t / kP], g), t % kP, 1, m.history[t].lineage, m.history[t].token));
       }
     }
   }
@@ -141,8 +139,10 @@ struct PropertyRun {
       REQUIRE(s.ok());
       if (r.outcome != AllocationOutcome::committed) {
         REQUIRE(al.digest() == before);
-        if (r.outcome == AllocationOutcome::rolled_back) ++rolled_back;
-        else ++capacity, pressure = true;
+        if (r.outcome == AllocationOutcome::rolled_back)
+          ++rolled_back;
+        else
+          ++capacity, pressure = true;
         return;
       }
       ModelRequest m{next_lineage++, {}};
@@ -160,10 +160,10 @@ struct PropertyRun {
       const uint32_t t = static_cast<uint32_t>(m.history.size());
       if (pick(6) == 0) al.faults().arm("after_reserve_group_" + std::to_string(pick(2)));
       const bool inline_rows = pick(4) != 0;
-      Status s = al.append(AppendArgs{fence, inline_rows ? rows.rows_for(m.lineage, t)
-                                                         : std::span<const std::span<const uint8_t>>{},
-                                      {}},
-                           r);
+      Status s = al.append(
+          AppendArgs{
+              fence, inline_rows ? rows.rows_for(m.lineage, t) : std::span<const std::span<const uint8_t>>{}, {}},
+          r);
       al.faults().disarm_all();
       if (!s.ok()) {  // COW over rows not yet committed: a typed rejection
         REQUIRE(s.error().code == ErrorCode::row_not_valid);
@@ -172,8 +172,10 @@ struct PropertyRun {
       }
       if (r.outcome != AllocationOutcome::committed) {
         REQUIRE(al.digest() == before);
-        if (r.outcome == AllocationOutcome::rolled_back) ++rolled_back;
-        else ++capacity, pressure = true;
+        if (r.outcome == AllocationOutcome::rolled_back)
+          ++rolled_back;
+        else
+          ++capacity, pressure = true;
         return;
       }
       m.history.push_back({m.lineage, t});
@@ -238,19 +240,38 @@ struct PropertyRun {
       ++committed;
     } else {  // malformed transitions: each a typed error, state unchanged
       switch (pick(6)) {
-        case 0: expect_unchanged(before, al.append(AppendArgs{{fence.request, fence.generation,
-                                                                TableVersion{fence.table_version.value + 1}}, {}, {}}, r)); break;
-        case 1: expect_unchanged(before, al.append(AppendArgs{{fence.request, RequestGeneration{fence.generation.value + 1},
-                                                                fence.table_version}, {}, {}}, r)); break;
+        case 0:
+          expect_unchanged(
+              before,
+              al.append(
+                  AppendArgs{{fence.request, fence.generation, TableVersion{fence.table_version.value + 1}}, {}, {}},
+                  r));
+          break;
+        case 1:
+          expect_unchanged(
+              before,
+              al.append(
+                  AppendArgs{
+                      {fence.request, RequestGeneration{fence.generation.value + 1}, fence.table_version}, {}, {}},
+                  r));
+          break;
         case 2: {
           auto h = al.table(RequestId{id}, 0).value()[0];
           h.generation = BlockGeneration{h.generation.value + 1};
-          expect_unchanged(before, al.acquire_lease(h).ok() ? Status{} : Status{make_error(ErrorCode::stale_physical, "")});
+          expect_unchanged(before,
+                           al.acquire_lease(h).ok() ? Status{} : Status{make_error(ErrorCode::stale_physical, "")});
           break;
         }
-        case 3: expect_unchanged(before, al.truncate(TruncateArgs{fence, 0, static_cast<uint32_t>(m.history.size()) + 1}, rr)); break;
-        case 4: expect_unchanged(before, al.release_lease(LeaseId{0xFFFFFFFFFFull})); break;
-        default: expect_unchanged(before, al.allocate(AllocateArgs{0, {}, {}}, r)); break;
+        case 3:
+          expect_unchanged(before,
+                           al.truncate(TruncateArgs{fence, 0, static_cast<uint32_t>(m.history.size()) + 1}, rr));
+          break;
+        case 4:
+          expect_unchanged(before, al.release_lease(LeaseId{0xFFFFFFFFFFull}));
+          break;
+        default:
+          expect_unchanged(before, al.allocate(AllocateArgs{0, {}, {}}, r));
+          break;
       }
     }
   }
@@ -260,13 +281,12 @@ struct PropertyRun {
 
 TEST_CASE("randomised allocator transitions validate and match a reference model", "[allocator][property]") {
   // Four seeds under the default queue policy, two under vLLM's single queue.
-  const std::pair<uint64_t, FreeQueuePolicy> runs[] = {
-      {20261130, FreeQueuePolicy::free_first_then_oldest_evictable},
-      {7, FreeQueuePolicy::free_first_then_oldest_evictable},
-      {424242, FreeQueuePolicy::free_first_then_oldest_evictable},
-      {99, FreeQueuePolicy::free_first_then_oldest_evictable},
-      {5150, FreeQueuePolicy::single_lru_queue},
-      {31337, FreeQueuePolicy::single_lru_queue}};
+  const std::pair<uint64_t, FreeQueuePolicy> runs[] = {{20261130, FreeQueuePolicy::free_first_then_oldest_evictable},
+                                                       {7, FreeQueuePolicy::free_first_then_oldest_evictable},
+                                                       {424242, FreeQueuePolicy::free_first_then_oldest_evictable},
+                                                       {99, FreeQueuePolicy::free_first_then_oldest_evictable},
+                                                       {5150, FreeQueuePolicy::single_lru_queue},
+                                                       {31337, FreeQueuePolicy::single_lru_queue}};
   for (const auto& [seed, policy] : runs) {
     INFO("seed " << seed << " policy " << int(policy));
     PropertyRun run(seed, policy);
@@ -289,8 +309,8 @@ TEST_CASE("randomised allocator transitions validate and match a reference model
         for (auto& [id, m] : run.model) run.check_contents(id);
     }
     for (auto& [id, m] : run.model) run.check_contents(id);
-    INFO("committed " << run.committed << " failed " << run.failed << " capacity " << run.capacity
-                      << " rolled back " << run.rolled_back);
+    INFO("committed " << run.committed << " failed " << run.failed << " capacity " << run.capacity << " rolled back "
+                      << run.rolled_back);
     CHECK(run.committed > 10000);
     CHECK(run.failed > 100);
     CHECK(run.rolled_back > 10);

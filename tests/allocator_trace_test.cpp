@@ -22,10 +22,10 @@ BlockAllocatorConfig loop5_config() {
   BlockAllocatorConfig c;
   c.block_size = 16;
   c.initial_epoch = 41;
-  c.groups.push_back(GroupPoolConfig{CacheGroupId{0}, PoolId{10}, PoolGeneration{1}, 4, 1000, 48 * 1024,
-                                     {1, 1, 8, 11}});
-  c.groups.push_back(GroupPoolConfig{CacheGroupId{1}, PoolId{11}, PoolGeneration{7}, 4, 2000, 16 * 1024,
-                                     {1, 1, 11, 5}});
+  c.groups.push_back(
+      GroupPoolConfig{CacheGroupId{0}, PoolId{10}, PoolGeneration{1}, 4, 1000, 48 * 1024, {1, 1, 8, 11}});
+  c.groups.push_back(
+      GroupPoolConfig{CacheGroupId{1}, PoolId{11}, PoolGeneration{7}, 4, 2000, 16 * 1024, {1, 1, 11, 5}});
   return c;
 }
 

@@ -3,7 +3,6 @@
 // one deployment over the Loop 4 layout, three workers, and the authority
 // built from them.
 #include <catch2/catch.hpp>
-
 #include <string>
 #include <vector>
 
@@ -19,7 +18,8 @@ inline const std::string kTenantB = "prod-eu1/tenant-b";
 // node started), tenant-b at 1 with a salt drawn at start-up.
 inline AuthorizationConfig two_tenant_config() {
   AuthorizationConfig c;
-  c.namespaces.push_back(NamespaceConfig{"prod-eu1", "tenant-a", "b5f0c2d9e4a17733", PublicationPolicy::tenant_shared, 4});
+  c.namespaces.push_back(
+      NamespaceConfig{"prod-eu1", "tenant-a", "b5f0c2d9e4a17733", PublicationPolicy::tenant_shared, 4});
   c.namespaces.push_back(NamespaceConfig{"prod-eu1", "tenant-b", std::nullopt, PublicationPolicy::tenant_shared, 1});
   c.principals.push_back(PrincipalConfig{"worker-a", {kTenantA}, std::nullopt});
   c.principals.push_back(PrincipalConfig{"worker-b", {kTenantB}, std::nullopt});

@@ -101,9 +101,8 @@ TEST_CASE("0x0CE negative fixtures are all refused", "[authorization][reuse][tel
   }
   {
     INFO("raw_prompt_in_metrics");
-    CHECK(validate_metric_labels(std::vector<MetricLabel>{{"request", "tell me about my diagnosis"}})
-              .error()
-              .reason == "raw_prompt_in_metrics");
+    CHECK(validate_metric_labels(std::vector<MetricLabel>{{"request", "tell me about my diagnosis"}}).error().reason ==
+          "raw_prompt_in_metrics");
     ++refused;
   }
   {

@@ -5,7 +5,6 @@
 // operation the owner validates; a failed operation leaves its digest
 // unchanged; success or failure agrees with the model.
 #include <catch2/catch.hpp>
-
 #include <map>
 #include <random>
 #include <set>

@@ -2,7 +2,6 @@
 // 0x0CE "Authorization Before Lookup"): tokens, grants, capabilities,
 // principal revocation and holds.
 #include <catch2/catch.hpp>
-
 #include <set>
 
 #include "authorization_fixture.hpp"

@@ -1,21 +1,20 @@
 // spawn_tied_child (services/common/child_process.hpp): output redirection,
 // typed errors for every step that can fail, and the death signal that ends
 // a child when the thread that spawned it exits.
+#include "services/common/child_process.hpp"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <catch2/catch.hpp>
-
-#include "services/common/child_process.hpp"
 
 namespace kvrt {
 namespace {

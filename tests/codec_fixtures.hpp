@@ -6,7 +6,6 @@
 // filled<T>(seed) varies the numbers with the seed. Also: the list of codec
 // types and the safety contract every malformed input must meet.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <span>
 #include <string>
@@ -33,7 +32,9 @@ class Numbers {
     // Embedded NUL, UTF-8 and a number: text is bytes with a length, not a C string.
     return std::string(stem) + std::string("\0\xce\xbb-", 4) + std::to_string(next_++);
   }
-  PhysicalBlockHandle handle() { return {PoolId{u32()}, CacheGroupId{u32()}, PhysicalBlockId{u32()}, BlockGeneration{u32()}}; }
+  PhysicalBlockHandle handle() {
+    return {PoolId{u32()}, CacheGroupId{u32()}, PhysicalBlockId{u32()}, BlockGeneration{u32()}};
+  }
   PhysicalRef ref() { return {CacheGroupId{u32()}, PoolId{u32()}, PoolGeneration{u32()}, PhysicalBlockId{u32()}}; }
 
  private:
@@ -66,8 +67,8 @@ inline CacheLayoutManifest filled(uint64_t seed) {
     group.head_dim = n.u32();
     group.k_dtype = g == 0 ? ScalarType::bf16 : ScalarType::int8;
     group.v_dtype = g == 0 ? ScalarType::fp8_e4m3 : ScalarType::fp32;
-    group.axis_order = {TensorAxis::head_dim, TensorAxis::kv_head, TensorAxis::token_offset,
-                        TensorAxis::physical_slot, TensorAxis::layer_local};
+    group.axis_order = {TensorAxis::head_dim, TensorAxis::kv_head, TensorAxis::token_offset, TensorAxis::physical_slot,
+                        TensorAxis::layer_local};
     group.stride_identity = n.text("stride");
     m.cache_groups.push_back(group);
   }
@@ -164,7 +165,8 @@ inline AllocationReceipt filled(uint64_t seed) {
   r.copied_rows = n.u32();
   r.copy_payload_bytes = n.u64();
   r.refcount_deltas = {RefcountDelta{n.handle(), n.u32(), n.u32()}, RefcountDelta{n.handle(), n.u32(), n.u32()}};
-  r.published_entries = {TableEntryUpdate{n.u32(), n.handle(), n.u32()}, TableEntryUpdate{n.u32(), n.handle(), n.u32()}};
+  r.published_entries = {TableEntryUpdate{n.u32(), n.handle(), n.u32()},
+                         TableEntryUpdate{n.u32(), n.handle(), n.u32()}};
   r.evicted_handles = {n.handle()};
   r.allocator_epoch_after = Epoch{n.u64()};
   r.append_path = AppendPath::copy_on_write;
@@ -263,8 +265,9 @@ inline MappedFrontierReceipt filled(uint64_t seed) {
   r.valid_tokens = n.u32();
   r.retained_mapping_reused = true;
   r.old_kv_semantically_valid = true;  // never true in a real receipt; here it proves the bit travels
-  r.new_mappings = {PageMapping{n.u32(), KvTensorKind::value, n.u32(), PageHandleId{n.u64()}, BlockGeneration{n.u32()}},
-                    PageMapping{n.u32(), KvTensorKind::value, n.u32(), PageHandleId{n.u64()}, BlockGeneration{n.u32()}}};
+  r.new_mappings = {
+      PageMapping{n.u32(), KvTensorKind::value, n.u32(), PageHandleId{n.u64()}, BlockGeneration{n.u32()}},
+      PageMapping{n.u32(), KvTensorKind::value, n.u32(), PageHandleId{n.u64()}, BlockGeneration{n.u32()}}};
   r.reclaimed_bundles = {ReclaimedPageBundle{RequestSlot{n.u32()}, SlotGeneration{n.u64()}, n.u32(), n.u32()}};
   r.mapping_path = MappingPath::asynchronous;
   r.ready_before_use = true;

@@ -79,12 +79,16 @@ inline PrefixBatch filled(uint64_t seed) {
   PrefixBatch b;
   b.trace = trace(n);
   // Token ids are signed 32-bit: the extremes and a negative id travel.
-  b.ops.push_back(PrefixMatchOp{n.text("namespace"), RequestId{n.u64()}, RequestGeneration{n.u32()},
-                                {static_cast<TokenId>(n.u32()), std::numeric_limits<TokenId>::max(), -7,
-                                 std::numeric_limits<TokenId>::min()},
-                                LogitsPath::no_logits});
-  b.ops.push_back(PrefixPublishOp{n.text("namespace"), RequestId{n.u64()},
-                                  {static_cast<TokenId>(n.u32()), static_cast<TokenId>(n.u32()), -1}, n.u32(),
+  b.ops.push_back(PrefixMatchOp{
+      n.text("namespace"),
+      RequestId{n.u64()},
+      RequestGeneration{n.u32()},
+      {static_cast<TokenId>(n.u32()), std::numeric_limits<TokenId>::max(), -7, std::numeric_limits<TokenId>::min()},
+      LogitsPath::no_logits});
+  b.ops.push_back(PrefixPublishOp{n.text("namespace"),
+                                  RequestId{n.u64()},
+                                  {static_cast<TokenId>(n.u32()), static_cast<TokenId>(n.u32()), -1},
+                                  n.u32(),
                                   n.u32()});
   return b;
 }
@@ -177,8 +181,11 @@ inline MapperBatchReceipt filled(uint64_t seed) {
   r.trace = trace(n);
   r.outcomes.push_back(filled<codec::ErrorMessage>(seed).error);
   r.outcomes.push_back(SlotBinding{RequestSlot{n.u32()}, SlotGeneration{n.u64()}, n.u32(), true});
-  r.outcomes.push_back(StepResult{MappingFeasibility::insufficient_handles, n.u32(), n.u32(),
-                                  {filled<MappedFrontierReceipt>(seed + 300), filled<MappedFrontierReceipt>(seed + 400)}});
+  r.outcomes.push_back(
+      StepResult{MappingFeasibility::insufficient_handles,
+                 n.u32(),
+                 n.u32(),
+                 {filled<MappedFrontierReceipt>(seed + 300), filled<MappedFrontierReceipt>(seed + 400)}});
   r.outcomes.push_back(MapperDone{});
   return r;
 }
@@ -222,14 +229,20 @@ inline ReuseBatch filled(uint64_t seed) {
   b.ops.reserve(4);
   // Token ids are signed 32-bit: the extremes and a negative id travel.
   b.ops.emplace_back(std::in_place_type<ReuseAcquireOp>,
-                     ReuseAcquireOp{n.text("namespace"), RequestId{n.u64()}, RequestGeneration{n.u32()},
+                     ReuseAcquireOp{n.text("namespace"),
+                                    RequestId{n.u64()},
+                                    RequestGeneration{n.u32()},
                                     {static_cast<TokenId>(n.u32()), std::numeric_limits<TokenId>::max(), -3,
                                      std::numeric_limits<TokenId>::min()},
-                                    LogitsPath::no_logits, true});
+                                    LogitsPath::no_logits,
+                                    true});
   b.ops.emplace_back(std::in_place_type<ReuseAcquireOp>,
-                     ReuseAcquireOp{n.text("other-namespace"), RequestId{n.u64()}, RequestGeneration{n.u32()},
+                     ReuseAcquireOp{n.text("other-namespace"),
+                                    RequestId{n.u64()},
+                                    RequestGeneration{n.u32()},
                                     {static_cast<TokenId>(n.u32()), static_cast<TokenId>(n.u32())},
-                                    LogitsPath::logits_required, false});
+                                    LogitsPath::logits_required,
+                                    false});
   // Steps 9-10 for two attempts: one whose work did not run (executed at
   // neither its C++ nor its wire default) and one whose work ran.
   b.ops.emplace_back(std::in_place_type<ReuseReleaseOp>, ReuseReleaseOp{ExecutionSnapshotVersion{41}, false});
@@ -252,7 +265,8 @@ inline ReuseBatchReceipt filled(uint64_t seed) {
   r.outcomes.push_back(filled<codec::ErrorMessage>(seed).error);
   r.outcomes.push_back(filled<ExecutableReuseReceipt>(seed + 100));  // every list non-empty
   // Neither step nor reason at its default (authorize, no_candidate).
-  r.outcomes.push_back(ReuseRejectionReceipt{ReuseStep::acquire_leases, RejectionReason::lease_incomplete,
+  r.outcomes.push_back(ReuseRejectionReceipt{ReuseStep::acquire_leases,
+                                             RejectionReason::lease_incomplete,
                                              n.text("leases cover 3 of 4 handles"),
                                              {LeaseId{n.u64()}, LeaseId{n.u64()}}});
   // Every field non-default: both lists filled, a radix path lease (bit 63

@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <limits>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <thread>
@@ -420,14 +420,14 @@ TEST_CASE("node protocol: a reuse batch and its receipt are never decoded as ano
   kind_error(codec::decode<ReuseBatchReceipt>(codec::encode(filled<PrefixBatchReceipt>())), "PrefixBatchReceipt");
   kind_error(codec::decode<ReuseBatchReceipt>(codec::encode(filled<ExecutableReuseReceipt>())),
              "ExecutableReuseReceipt");
-  kind_error(codec::decode<ReuseBatchReceipt>(codec::encode(filled<AllocatorBatchReceipt>())),
-             "AllocatorBatchReceipt");
+  kind_error(codec::decode<ReuseBatchReceipt>(codec::encode(filled<AllocatorBatchReceipt>())), "AllocatorBatchReceipt");
   // Even an empty batch keeps its kind.
   kind_error(codec::decode<PrefixBatch>(codec::encode(ReuseBatch{})), "ReuseBatch");
   kind_error(codec::decode<ReuseBatch>(codec::encode(PrefixBatch{})), "PrefixBatch");
 }
 
-TEST_CASE("node protocol: a bad reuse step, reason or source is unknown_enum naming the field", "[codec][reuse-codec]") {
+TEST_CASE("node protocol: a bad reuse step, reason or source is unknown_enum naming the field",
+          "[codec][reuse-codec]") {
   // ReuseStep counts from 1: wire value 0 is as unknown as one past finish.
   for (uint16_t step : {uint16_t{0}, uint16_t{kReuseStepCount + 1}, uint16_t{999}}) {
     INFO("step " << step);
@@ -472,7 +472,8 @@ TEST_CASE("node protocol: a bad reuse step, reason or source is unknown_enum nam
   CHECK(c.field == "ReuseBatchReceipt.outcomes[0].error.code");
 }
 
-TEST_CASE("node protocol: a malformed reuse message is a typed error naming element and field", "[codec][reuse-codec]") {
+TEST_CASE("node protocol: a malformed reuse message is a typed error naming element and field",
+          "[codec][reuse-codec]") {
   // ReuseRejectionReceipt's pointer section is {detail, leasesReleased}:
   // leasesReleased becomes a struct pointer.
   const auto leases = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {

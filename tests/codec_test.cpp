@@ -6,6 +6,8 @@
 //
 // The crafted messages are built with the generated Cap'n Proto classes, so
 // this test (unlike any core) includes schema/*.capnp.h.
+#include "schema/codec.hpp"
+
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
@@ -13,7 +15,6 @@
 #include <cstring>
 
 #include "codec_fixtures.hpp"
-#include "schema/codec.hpp"
 #include "schema/kvrt.capnp.h"
 #include "schema/reuse.capnp.h"
 
@@ -232,7 +233,8 @@ TEST_CASE("an unknown enum value is a typed error naming the field", "[codec]") 
   auto envelope = message.initRoot<wire::Envelope>();
   envelope.setSchemaVersion(codec::wire_schema_version());
   auto receipt = envelope.initPrefixMatchReceipt();
-  receipt.setCompatibilityManifestSha256(capnp::Data::Reader(filled<PrefixMatchReceipt>().receipt_sha256.bytes.data(), 32));
+  receipt.setCompatibilityManifestSha256(
+      capnp::Data::Reader(filled<PrefixMatchReceipt>().receipt_sha256.bytes.data(), 32));
   receipt.setReceiptSha256(capnp::Data::Reader(filled<PrefixMatchReceipt>().receipt_sha256.bytes.data(), 32));
   receipt.setLogitsPath(static_cast<wire::LogitsPath>(kLogitsPathMax + 1));
   auto r = codec::decode<PrefixMatchReceipt>(build(message));
@@ -274,8 +276,8 @@ TEST_CASE("an unknown error code is a typed error, a known one travels", "[codec
   CHECK(r.error().field == "ErrorMessage.code");
 
   // encode(Error) and encode(ErrorMessage) are the same message.
-  const Error stale = make_error(ErrorCode::stale_generation, "namespace generation 3 is not current 4",
-                                 "namespace_generation");
+  const Error stale =
+      make_error(ErrorCode::stale_generation, "namespace generation 3 is not current 4", "namespace_generation");
   CHECK(codec::encode(stale) == codec::encode(codec::ErrorMessage{stale}));
   CHECK(codec::decode<codec::ErrorMessage>(codec::encode(stale))->error == stale);
 }

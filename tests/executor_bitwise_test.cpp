@@ -15,9 +15,8 @@
 //      against chunks of 64 (64 G rows), row by row.
 //
 // Every case prints its seed and trial on failure.
-#include <catch2/catch.hpp>
-
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <numeric>
 

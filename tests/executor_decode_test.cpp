@@ -104,8 +104,8 @@ TEST_CASE("split-K partitions reduce exactly to the one-partition row", "[execut
     }
   }
   // One long request alone would leave a worker idle: the automatic plan splits it.
-  const PagedScenario single = make_paged_scenario(PlainPoolShape{0, 16, 1, 32, 32, ScalarType::fp32, ScalarType::fp32},
-                                                   {5000}, rng, false);
+  const PagedScenario single =
+      make_paged_scenario(PlainPoolShape{0, 16, 1, 32, 32, ScalarType::fp32, ScalarType::fp32}, {5000}, rng, false);
   const auto q1 = widened(random_values<float>(4 * 32, rng, 2.0));
   const DecodeOutcome auto_split = run_decode<double>(single, HeadMapping{4, 1}, q1, {}, &pool);
   CHECK(auto_split.receipt.partitions > 1);

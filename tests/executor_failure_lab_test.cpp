@@ -30,8 +30,7 @@ struct LabWorkload {
   PlainPool pool;
   std::vector<float> q;
   explicit LabWorkload(SharedPrefixWorkload workload)
-      : w(std::move(workload)),
-        pool(PlainPoolShape{w.slot_count, 8, 2, 16, 16, ScalarType::fp32, ScalarType::fp32}) {
+      : w(std::move(workload)), pool(PlainPoolShape{w.slot_count, 8, 2, 16, 16, ScalarType::fp32, ScalarType::fp32}) {
     std::mt19937_64 rng(0x0BB);
     for (const auto& c : w.snapshot.chunks)
       for (const auto& r : c.runs) pool.fill_block(r.slot, r.rows, rng);
@@ -170,7 +169,8 @@ TEST_CASE("failure lab 0x0BN: granularity and traversal refusals of paged kernel
   auto decode = [&](const std::vector<DecodeRequest>& requests, const HeadMapping& h, AttentionOptions o,
                     const PagedKvView& v) {
     std::vector<float> out = poisoned<float>(requests.size() * h.q_heads * 16);
-    auto r = paged_decode(v, DecodeArgs{h, requests, std::span<const float>(q.data(), requests.size() * h.q_heads * 16), out, {}, o});
+    auto r = paged_decode(
+        v, DecodeArgs{h, requests, std::span<const float>(q.data(), requests.size() * h.q_heads * 16), out, {}, o});
     CHECK(all_nan(out));
     return r;
   };
@@ -208,7 +208,8 @@ TEST_CASE("failure lab 0x0BN: granularity and traversal refusals of paged kernel
   // GQA mapping the pool cannot serve.
   expect(decode(sc.decode_requests(), HeadMapping{4, 4}, {}, sc.pool.view()), ErrorCode::executor_head_mapping,
          "heads.kv_heads");
-  expect(decode(sc.decode_requests(), HeadMapping{3, 2}, {}, sc.pool.view()), ErrorCode::executor_head_mapping, "heads");
+  expect(decode(sc.decode_requests(), HeadMapping{3, 2}, {}, sc.pool.view()), ErrorCode::executor_head_mapping,
+         "heads");
   // A request with nothing visible.
   sc.contexts[1] = 0;
   expect(decode(sc.decode_requests(), heads, {}, sc.pool.view()), ErrorCode::executor_frontier_mismatch,
@@ -243,7 +244,8 @@ TEST_CASE("failure lab: buffers, dtypes and views are checked before any read", 
   PlainPoolShape fp8 = shape;
   fp8.slot_count = 4;
   fp8.k_dtype = ScalarType::fp8_e4m3;
-  auto v = plain_kv_view(fp8, KvTensorBytes{bytes.data(), bytes.size(), {}}, KvTensorBytes{bytes.data(), bytes.size(), {}});
+  auto v =
+      plain_kv_view(fp8, KvTensorBytes{bytes.data(), bytes.size(), {}}, KvTensorBytes{bytes.data(), bytes.size(), {}});
   REQUIRE_FALSE(v.ok());
   CHECK(v.error().code == ErrorCode::executor_unsupported_dtype);
   CHECK(v.error().field == "k.dtype");
@@ -260,7 +262,8 @@ TEST_CASE("failure lab: block tables resolved from a TranslationSnapshot keep 0x
           "[executor][failure_lab]") {
   auto layout = load_layout_manifest(std::string(KVRT_SOURCE_DIR) + "/config/layouts/two-group-tp2.toml");
   REQUIRE(layout.ok());
-  auto loaded = load_translation_snapshot(std::string(KVRT_SOURCE_DIR) + "/config/snapshots/loop4-fixture.toml", *layout);
+  auto loaded =
+      load_translation_snapshot(std::string(KVRT_SOURCE_DIR) + "/config/snapshots/loop4-fixture.toml", *layout);
   REQUIRE(loaded.ok());
   TranslationSnapshot s = *loaded;
   auto ok = resolve_block_table(s, "A", CacheGroupId{1});

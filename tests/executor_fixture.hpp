@@ -2,9 +2,8 @@
 // Shared by the [executor] suites: plain process-local pools filled with
 // seeded random K/V rows, poisoned buffers, and the error metric the suites
 // compare kernels with the FP64 reference by.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -54,10 +53,12 @@ class PlainPool {
   }
   void set_row(uint32_t slot, uint32_t row, uint32_t head, std::span<const float> k, std::span<const float> v) {
     const uint64_t token = uint64_t{slot} * shape_.block_tokens + row;
-    executor::narrow_scalars(shape_.k_dtype, k.data(), k.size(),
-                             k_.data() + ((token * shape_.kv_heads + head) * shape_.qk_dim) * scalar_bytes(shape_.k_dtype));
-    executor::narrow_scalars(shape_.v_dtype, v.data(), v.size(),
-                             v_.data() + ((token * shape_.kv_heads + head) * shape_.v_dim) * scalar_bytes(shape_.v_dtype));
+    executor::narrow_scalars(
+        shape_.k_dtype, k.data(), k.size(),
+        k_.data() + ((token * shape_.kv_heads + head) * shape_.qk_dim) * scalar_bytes(shape_.k_dtype));
+    executor::narrow_scalars(
+        shape_.v_dtype, v.data(), v.size(),
+        v_.data() + ((token * shape_.kv_heads + head) * shape_.v_dim) * scalar_bytes(shape_.v_dtype));
   }
   // Fills rows [0, rows) of a slot.
   void fill_block(uint32_t slot, uint32_t rows, std::mt19937_64& rng) {

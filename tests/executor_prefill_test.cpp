@@ -55,8 +55,8 @@ TEST_CASE("paged prefill of a suffix matches the causal FP64 reference", "[execu
     reference_prefill(sc.pool.view(), heads, requests, q64, want, want_lse);
     for (const uint32_t chunk : {1u, 7u, 64u}) {
       const uint32_t p_k = (rng() & 1) ? shape.block_tokens : shape.block_tokens / 2;
-      INFO("seed " << seed << " trial " << trial << " chunk " << chunk << " P_k " << p_k << " P_a " << shape.block_tokens
-                   << " dtype " << to_string(shape.k_dtype));
+      INFO("seed " << seed << " trial " << trial << " chunk " << chunk << " P_k " << p_k << " P_a "
+                   << shape.block_tokens << " dtype " << to_string(shape.k_dtype));
       double lse_err = 0;
       CHECK(prefill_error<float>(sc, requests, heads, q64, chunk, p_k, &pool, want, want_lse, &lse_err) <= 1e-5);
       CHECK(lse_err <= 1e-5);

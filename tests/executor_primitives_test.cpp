@@ -1,9 +1,8 @@
 // [executor] the building blocks: hand-written fp16/bf16 conversions, the
 // exact merge and its empty identity (0x0BA), the thread pool, the blocked
 // matrix multiply the benchmark's compute roof uses.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -99,8 +98,7 @@ TEST_CASE("bf16 narrowing is the nearest value, ties to even", "[executor][conve
     if (!std::isnan(bf16_to_float(uint16_t(b)))) CHECK((float_bits(bf16_to_float(uint16_t(b))) >> 16) == b);
 }
 
-TEST_CASE("the merge is exact, never averages, and the empty partition is a two-sided identity",
-          "[executor][merge]") {
+TEST_CASE("the merge is exact, never averages, and the empty partition is a two-sided identity", "[executor][merge]") {
   // Scores and values of 7 keys split into partitions [0,3) [3,3) [3,7).
   const double s[7] = {0.3, -2.0, 5.5, 1.0, 4.9, -40.0, 2.2};
   const double v[7] = {1, 2, 3, 4, 5, 6, 7};

@@ -91,8 +91,8 @@ TEST_CASE("random prefix trees: both designs equal the monolithic row, ledgers h
   // One workspace for every call, its storage poisoned with NaN first: a
   // schedule that read a partial-state cell it had not written would show it.
   Workspace workspace;
-  for (const auto slot : {Workspace::Slot::valid, Workspace::Slot::m, Workspace::Slot::l, Workspace::Slot::u,
-                          Workspace::Slot::lse}) {
+  for (const auto slot :
+       {Workspace::Slot::valid, Workspace::Slot::m, Workspace::Slot::l, Workspace::Slot::u, Workspace::Slot::lse}) {
     const auto cells = workspace.take<double>(slot, 1 << 16);
     std::fill(cells.begin(), cells.end(), std::numeric_limits<double>::quiet_NaN());
   }
@@ -109,8 +109,8 @@ TEST_CASE("random prefix trees: both designs equal the monolithic row, ledgers h
     const RandomTree tree = random_tree(rng, contract);
     const ExecutionSnapshot& s = tree.snapshot;
     REQUIRE(s.validate().ok());
-    PlainPool pp(PlainPoolShape{tree.slots, tree.block_tokens, contract.heads.kv_heads, contract.qk_dim,
-                                contract.v_dim, contract.k_dtype, contract.v_dtype});
+    PlainPool pp(PlainPoolShape{tree.slots, tree.block_tokens, contract.heads.kv_heads, contract.qk_dim, contract.v_dim,
+                                contract.k_dtype, contract.v_dtype});
     for (const auto& [slot, row] : tree.rows) pp.fill_row(slot, row, rng);
     // Rows a run lists as committed but no chunk reads stay NaN: never read.
     const PagedKvView view = pp.view();
@@ -121,16 +121,19 @@ TEST_CASE("random prefix trees: both designs equal the monolithic row, ledgers h
     reference_snapshot(view, s, q64, want, want_lse);
     for (const bool hydragen : {true, false}) {
       INFO((hydragen ? "Hydragen" : "ChunkAttention") << " B " << batch << " chunks " << s.chunks.size() << " P_a "
-                                                       << tree.block_tokens << " tau " << contract.shared_threshold);
+                                                      << tree.block_tokens << " tau " << contract.shared_threshold);
       std::vector<double> out = poisoned<double>(want.size()), lse = poisoned<double>(rows);
       const SharedPrefixArgs64 args{&s, s.fence(), contract.heads, q64, out, lse};
-      auto r = hydragen ? hydragen_attention(view, args, &pool, &workspace) : chunk_attention(view, args, &pool, &workspace);
+      auto r =
+          hydragen ? hydragen_attention(view, args, &pool, &workspace) : chunk_attention(view, args, &pool, &workspace);
       REQUIRE(r.ok());
       CHECK(max_row_relative_error<double>(out, want, contract.v_dim) <= 1e-12);
       CHECK(max_abs_error<double>(lse, want_lse) <= 1e-12);
       std::vector<float> q(q64.begin(), q64.end()), out32 = poisoned<float>(want.size());
       const SharedPrefixArgs args32{&s, s.fence(), contract.heads, q, out32, {}};
-      REQUIRE((hydragen ? hydragen_attention(view, args32, &pool, &workspace) : chunk_attention(view, args32, &pool, &workspace)).ok());
+      REQUIRE((hydragen ? hydragen_attention(view, args32, &pool, &workspace)
+                        : chunk_attention(view, args32, &pool, &workspace))
+                  .ok());
       CHECK(max_row_relative_error<float>(out32, want, contract.v_dim) <= 1e-5);
       // Ledger identities against brute force.
       const SharedPrefixLedger& l = r->ledger;
@@ -150,8 +153,12 @@ TEST_CASE("random prefix trees: both designs equal the monolithic row, ledgers h
     ExecutionSnapshot bad = s;
     SnapshotFence fence = s.fence();
     switch (rng() % 5) {
-      case 0: fence.tree_version += 1; break;
-      case 1: bad.sequences[rng() % batch].context_tokens += 1 + rng() % 3; break;
+      case 0:
+        fence.tree_version += 1;
+        break;
+      case 1:
+        bad.sequences[rng() % batch].context_tokens += 1 + rng() % 3;
+        break;
       case 2: {
         SnapshotChunk& c = bad.chunks[rng() % bad.chunks.size()];
         c.coverage_end = c.coverage_end == batch ? c.coverage_end - 1 : c.coverage_end + 1;

@@ -6,7 +6,6 @@
 // interruptions inflate it less; the spread between runs is still the
 // machine's, see docs/benchmarks.md.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <cstdio>
 
@@ -53,9 +52,10 @@ TEST_CASE("attention timings per storage dtype (prints, asserts nothing)", "[.][
       for (const unsigned threads : {1u, 2u}) {
         ThreadPool pool(threads);
         const double s = best_seconds(5, 10, [&] { REQUIRE(paged_decode(sc.pool.view(), args, &pool).ok()); });
-        std::printf("[executor-speed] %s paged decode, 16K rows, H_q 32 H_kv 8 d 128, %u thread(s): %.3f ms, %.2f GB/s of "
-                    "stored K+V\n",
-                    name(dtype), threads, s * 1e3, bytes / s / 1e9);
+        std::printf(
+            "[executor-speed] %s paged decode, 16K rows, H_q 32 H_kv 8 d 128, %u thread(s): %.3f ms, %.2f GB/s of "
+            "stored K+V\n",
+            name(dtype), threads, s * 1e3, bytes / s / 1e9);
       }
       // A 128-token suffix over 4K cached rows: the tile kernel's wide path.
       const PagedScenario sc4 = make_paged_scenario(shape, {4096}, rng, false);
@@ -85,9 +85,10 @@ TEST_CASE("attention timings per storage dtype (prints, asserts nothing)", "[.][
       const double s = best_seconds(5, 200, [&] {
         REQUIRE(paged_prefill(sc.pool.view(), PrefillArgs{heads, requests, q, out, lse, 64, 0}, &pool).ok());
       });
-      std::printf("[executor-speed] %s model-shaped decode (prefill of 1 row x 16 sequences over 300 rows, H_kv 2 G 2 "
-                  "d 16), 1 thread: %.1f us per call\n",
-                  name(dtype), s * 1e6);
+      std::printf(
+          "[executor-speed] %s model-shaped decode (prefill of 1 row x 16 sequences over 300 rows, H_kv 2 G 2 "
+          "d 16), 1 thread: %.1f us per call\n",
+          name(dtype), s * 1e6);
     }
   }
 }

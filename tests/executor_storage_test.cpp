@@ -6,7 +6,6 @@
 // translator, the segment's byte_offset, the mapper's 0x06C translate), never
 // from the view's strides.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 
 #include "services/address/address_translator.hpp"
@@ -30,8 +29,8 @@ using namespace kvrt::executor;
 std::string source(const std::string& relative) { return std::string(KVRT_SOURCE_DIR) + "/" + relative; }
 
 // One monolithic row in binary64 from explicitly gathered K and V rows.
-void gathered_row(const std::vector<std::vector<double>>& k, const std::vector<std::vector<double>>& v,
-                  const double* q, double* out) {
+void gathered_row(const std::vector<std::vector<double>>& k, const std::vector<std::vector<double>>& v, const double* q,
+                  double* out) {
   const size_t dk = k.front().size(), dv = v.front().size();
   std::vector<double> s(k.size());
   double best = -1e300, z = 0;
@@ -161,7 +160,8 @@ TEST_CASE("decode reads a shared-memory block pool in place", "[executor][storag
   const HeadMapping heads{8, 4};
   const auto q64 = widened(random_values<float>(8 * 128, rng, 2.0));
   std::vector<double> want(8 * 128);
-  for (uint32_t j = 0; j < 8; ++j) gathered_row(k[heads.kv_head_of(j)], v[heads.kv_head_of(j)], &q64[j * 128], &want[j * 128]);
+  for (uint32_t j = 0; j < 8; ++j)
+    gathered_row(k[heads.kv_head_of(j)], v[heads.kv_head_of(j)], &q64[j * 128], &want[j * 128]);
   const std::vector<DecodeRequest> requests{{KvBlockTable{slots, valid, ctx}}};
   std::vector<float> q(q64.begin(), q64.end()), out = poisoned<float>(want.size());
   for (const uint32_t p_k : {16u, 4u}) {
@@ -185,7 +185,9 @@ TEST_CASE("0x0BJ: page groups of Llama-3-8B rows, and the 1,025th-token staircas
     REQUIRE(g.ok());
     CHECK(g->row_bytes() == 2048);
     CHECK(g->tokens_per_page() == group_bytes / 2048);  // P_G = G / B_row
-    auto waste = [&](uint32_t tokens) { return uint64_t{g->pages_for_tokens(tokens)} * group_bytes - tokens * 2048ull; };
+    auto waste = [&](uint32_t tokens) {
+      return uint64_t{g->pages_for_tokens(tokens)} * group_bytes - tokens * 2048ull;
+    };
     CHECK(g->pages_for_tokens(1024) == 1024 * 2048 / group_bytes);
     CHECK(waste(1024) == 0);
     // One more token opens a page group and wastes all but one row of it.
@@ -208,7 +210,8 @@ TEST_CASE("contiguous decode reads the mapper's virtual tensors with plain strid
   VmmMapper& m = *made.value();
   const std::vector<uint32_t> contexts{1025, 300};
   std::vector<SlotBinding> bindings;
-  for (uint32_t r = 0; r < 2; ++r) bindings.push_back(m.alloc_reqid(RequestId{r + 1}, RequestGeneration{1}, contexts[r]).value());
+  for (uint32_t r = 0; r < 2; ++r)
+    bindings.push_back(m.alloc_reqid(RequestId{r + 1}, RequestGeneration{1}, contexts[r]).value());
   REQUIRE(m.step({{RequestId{1}, 600}, {RequestId{2}, 300}}, MappingPath::synchronous).ok());
   REQUIRE(m.step({{RequestId{1}, 1025}, {RequestId{2}, 300}}, MappingPath::synchronous).ok());
   const uint32_t layer = 1;

@@ -6,7 +6,6 @@
 // rows; the tiling property (each sequence's partials cover its path's keys
 // exactly once, in order) is checked directly on random shapes.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <limits>
 #include <random>
@@ -21,14 +20,14 @@ namespace kvrt::test {
 namespace {
 
 // Keys [key_begin, key_begin + count) of a plan chunk as pool locations.
-std::vector<KeyLocation> item_keys(const AttentionWorkPlan& plan, uint32_t chunk, uint32_t key_begin,
-                                   uint32_t count) {
+std::vector<KeyLocation> item_keys(const AttentionWorkPlan& plan, uint32_t chunk, uint32_t key_begin, uint32_t count) {
   const PlanChunk& c = plan.chunks[chunk];
   std::vector<KeyLocation> keys;
   for (uint32_t k = key_begin; k < key_begin + count; ++k) {
     for (uint32_t r = c.run_begin; r < c.run_begin + c.run_count; ++r) {
       const PlanRowRun& run = plan.runs[r];
-      if (k >= run.key_begin && k < run.key_begin + run.rows) keys.push_back({run.slot, run.first_row + (k - run.key_begin)});
+      if (k >= run.key_begin && k < run.key_begin + run.rows)
+        keys.push_back({run.slot, run.first_row + (k - run.key_begin)});
     }
   }
   REQUIRE(keys.size() == count);  // every key in exactly one run
@@ -45,11 +44,12 @@ void interpret(const AttentionWorkPlan& plan, const PagedKvView& view, const Hea
     const auto keys = item_keys(plan, chunk, key_begin, count);
     for (uint32_t h = 0; h < heads.q_heads; ++h) {
       const uint64_t row = uint64_t{partial} * heads.q_heads + h;
-      reference_row(view, heads.kv_head_of(h), &q[(uint64_t{sequence} * heads.q_heads + h) * dq], keys,
-                    &po[row * dv], &pl[row]);
+      reference_row(view, heads.kv_head_of(h), &q[(uint64_t{sequence} * heads.q_heads + h) * dq], keys, &po[row * dv],
+                    &pl[row]);
     }
   };
-  for (const PlanSequenceItem& i : plan.sequence_items) run_item(i.chunk, i.sequence, i.key_begin, i.key_count, i.partial);
+  for (const PlanSequenceItem& i : plan.sequence_items)
+    run_item(i.chunk, i.sequence, i.key_begin, i.key_count, i.partial);
   for (const PlanTileItem& i : plan.tile_items)
     for (uint32_t s = 0; s < i.sequence_count; ++s)
       run_item(i.chunk, i.sequence_begin + s, i.key_begin, i.key_count, i.partial + s);
@@ -211,7 +211,7 @@ TEST_CASE("work plan: random shared-prefix shapes tile every path exactly once",
     shape.block_tokens = 16;
     shape.chunk_tokens = 16u << (rng() % 3);
     const uint32_t g = 1u << (rng() % 4);
-    shape.contract = ExecutionContract{HeadMapping{2 * g, 2}, 8, 8, ScalarType::fp32, ScalarType::fp32,
+    shape.contract = ExecutionContract{HeadMapping{2 * g, 2},           8, 8, ScalarType::fp32, ScalarType::fp32,
                                        static_cast<uint32_t>(rng() % 4)};
     auto w = build_shared_prefix_workload(shape);
     REQUIRE(w.ok());

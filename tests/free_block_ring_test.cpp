@@ -1,13 +1,12 @@
 // [allocator][ring] FreeBlockRing, the FIFO of FREE blocks (issue 3): a
 // seeded random walk of every operation, single and bulk, across the wrap
 // point, against std::deque as the reference; the seed is printed on failure.
-#include <catch2/catch.hpp>
+#include "services/allocator/free_block_ring.hpp"
 
+#include <catch2/catch.hpp>
 #include <deque>
 #include <random>
 #include <vector>
-
-#include "services/allocator/free_block_ring.hpp"
 
 namespace kvrt {
 namespace {

@@ -5,7 +5,6 @@
 // poisoned (NaN) before every launch, and pools carry NaN in every padding
 // row, so an unwritten output or a padding read fails.
 #include <catch2/catch.hpp>
-
 #include <random>
 
 #include "services/executor/reference_attention.hpp"
@@ -57,7 +56,9 @@ double lse_error(const std::vector<float>& got, const std::vector<double>& want)
   return worst;
 }
 
-const char* dtype_name(ScalarType t) { return t == ScalarType::fp32 ? "fp32" : t == ScalarType::fp16 ? "fp16" : "bf16"; }
+const char* dtype_name(ScalarType t) {
+  return t == ScalarType::fp32 ? "fp32" : t == ScalarType::fp16 ? "fp16" : "bf16";
+}
 
 }  // namespace
 
@@ -87,7 +88,8 @@ TEST_CASE("cuda paged decode: random shapes against the FP64 reference", "[gpu][
       }
 }
 
-TEST_CASE("cuda cascade: the 0x0BE tree at kernel widths reproduces its monolithic rows", "[gpu][attention][memcheck]") {
+TEST_CASE("cuda cascade: the 0x0BE tree at kernel widths reproduces its monolithic rows",
+          "[gpu][attention][memcheck]") {
   for (ScalarType dtype : {ScalarType::fp32, ScalarType::bf16}) {
     INFO("dtype " << dtype_name(dtype));
     FourSequenceTree tree(64, 64, dtype, HeadMapping{4, 2});
@@ -151,8 +153,8 @@ TEST_CASE("cuda cascade: shared-prefix batches agree with the reference and with
 
 TEST_CASE("cuda launchers refuse bad arguments before touching the device", "[gpu][attention][memcheck]") {
   std::mt19937_64 rng(77);
-  auto sc = make_paged_scenario(PlainPoolShape{0, 16, 2, 64, 64, ScalarType::fp16, ScalarType::fp16}, {40, 70}, rng,
-                                false);
+  auto sc =
+      make_paged_scenario(PlainPoolShape{0, 16, 2, 64, 64, ScalarType::fp16, ScalarType::fp16}, {40, 70}, rng, false);
   DevicePool pool(sc.pool);
   const auto requests = sc.decode_requests();
   const auto q = random_queries(2 * 4 * 64, rng);
@@ -191,13 +193,13 @@ TEST_CASE("cuda launchers refuse bad arguments before touching the device", "[gp
   stale.tree_version += 1;
   DeviceBytes tq = device_floats(random_queries(4 * 4 * 64, rng)), tout(4 * 4 * 64 * sizeof(float));
   tout.poison();
-  auto r = gpu::cuda_shared_prefix(tree_pool.layer, tree.snapshot, stale, HeadMapping{4, 2}, tq.floats(),
-                                   tout.floats(), {}, {}, ws);
+  auto r = gpu::cuda_shared_prefix(tree_pool.layer, tree.snapshot, stale, HeadMapping{4, 2}, tq.floats(), tout.floats(),
+                                   {}, {}, ws);
   REQUIRE(!r.ok());
   CHECK(r.error().code == ErrorCode::executor_stale_snapshot);
   // A head width the kernels do not take.
-  auto narrow = make_paged_scenario(PlainPoolShape{0, 16, 2, 32, 32, ScalarType::fp16, ScalarType::fp16}, {40},
-                                    rng, false);
+  auto narrow =
+      make_paged_scenario(PlainPoolShape{0, 16, 2, 32, 32, ScalarType::fp16, ScalarType::fp16}, {40}, rng, false);
   DevicePool narrow_pool(narrow.pool);
   const auto narrow_requests = narrow.decode_requests();
   auto n = gpu::cuda_paged_decode(narrow_pool.layer, HeadMapping{4, 2}, narrow_requests, dq.floats(),

@@ -2,10 +2,10 @@
 // the same seeded input, byte for byte, and the mapper's CUDA page backing
 // (gpu/cuda_vmm_backing.hpp) through a map / write / read / export / unmap
 // round trip (check_vmm_mapper below).
-#include <catch2/catch.hpp>
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -73,9 +73,9 @@ kvrt::MapperConfig vmm_config(uint64_t g) {
   return c;
 }
 
-#define VMM_REQUIRE(expr, what)                   \
-  do {                                            \
-    auto vmm_status_ = (expr);                    \
+#define VMM_REQUIRE(expr, what)                                    \
+  do {                                                             \
+    auto vmm_status_ = (expr);                                     \
     if (!vmm_status_.ok()) return fail(what, vmm_status_.error()); \
   } while (0)
 

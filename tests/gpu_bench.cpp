@@ -84,11 +84,13 @@ struct KvShape {
 struct BenchPool {
   BenchPool(const KvShape& s, uint32_t slots)
       : shape{slots, s.block_tokens, s.kv_heads, s.d, s.d, ScalarType::fp16, ScalarType::fp16},
-        k(shape.k_elements() * 2), v(shape.v_elements() * 2) {
+        k(shape.k_elements() * 2),
+        v(shape.v_elements() * 2) {
     check(kvrt_cuda_fill_uniform(k.p, shape.k_elements(), 1, 1), "fill K");
     check(kvrt_cuda_fill_uniform(v.p, shape.v_elements(), 1, 2), "fill V");
-    auto view = executor::plain_kv_view(shape, {static_cast<const std::byte*>(k.p), shape.k_elements() * 2, ScalarType::fp16},
-                                        {static_cast<const std::byte*>(v.p), shape.v_elements() * 2, ScalarType::fp16});
+    auto view =
+        executor::plain_kv_view(shape, {static_cast<const std::byte*>(k.p), shape.k_elements() * 2, ScalarType::fp16},
+                                {static_cast<const std::byte*>(v.p), shape.v_elements() * 2, ScalarType::fp16});
     if (!view.ok()) std::exit(1);
     layer.view = *view;
   }
@@ -118,8 +120,10 @@ double time_plan(const gpu::DeviceKvLayer& layer, const HeadMapping& heads, cons
 int run_gpu_bench(int argc, char** argv) {
   bool quick = false, json = false;
   for (int i = 2; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strcmp(argv[i], "--json") == 0) json = true;
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strcmp(argv[i], "--json") == 0)
+      json = true;
   }
   std::vector<BenchRow> rows;
   const CudaDeviceProbe probe = probe_cuda_device();
@@ -179,7 +183,8 @@ int run_gpu_bench(int argc, char** argv) {
     uint32_t b, s;
   };
   const std::vector<CascadeShape> cascades =
-      quick ? std::vector<CascadeShape>{{8, 1024}} : std::vector<CascadeShape>{{32, 4096}, {8, 4096}, {64, 4096}, {32, 16384}};
+      quick ? std::vector<CascadeShape>{{8, 1024}}
+            : std::vector<CascadeShape>{{32, 4096}, {8, 4096}, {64, 4096}, {32, 16384}};
   for (const CascadeShape& c : cascades) {
     executor::SharedPrefixShape shape;
     shape.prefix_tokens = c.s;
@@ -215,8 +220,8 @@ int run_gpu_bench(int argc, char** argv) {
     const std::string tag = "cascade_b" + std::to_string(c.b) + "_s" + std::to_string(c.s);
     rows.push_back({tag + "_us", cascade * 1e6, "us", "paged_decode", paged * 1e6, paged / cascade});
     rows.push_back({tag + "_partition", double(best_partition), "keys", "", 0, 0});
-    rows.push_back({tag + "_over_ideal", (paged / cascade) / (paged_floor / cascade_floor), "fraction",
-                    "ideal_speedup", paged_floor / cascade_floor, (paged / cascade) / (paged_floor / cascade_floor)});
+    rows.push_back({tag + "_over_ideal", (paged / cascade) / (paged_floor / cascade_floor), "fraction", "ideal_speedup",
+                    paged_floor / cascade_floor, (paged / cascade) / (paged_floor / cascade_floor)});
   }
 
   // COW block copy: 64 KiB blocks (P_a = 16 rows of K and V), disjoint.
@@ -230,8 +235,8 @@ int run_gpu_bench(int argc, char** argv) {
     for (uint64_t i = 0; i < n; ++i) copies.push_back({i * block, (n + i) * block, block});
     auto launch = [&] { (void)(*gpu)->copy_ranges(**buf, copies); };
     const double rate = 2.0 * n * block / median_seconds(launch, 5);
-    rows.push_back({"cow_copy_over_copy", rate / copy_rate, "fraction", "copy_bandwidth", copy_rate / 1e9,
-                    rate / copy_rate});
+    rows.push_back(
+        {"cow_copy_over_copy", rate / copy_rate, "fraction", "copy_bandwidth", copy_rate / 1e9, rate / copy_rate});
   }
 
   if (json) {

@@ -2,7 +2,6 @@
 // Shared by the CUDA device checks (kvrt_gpu_tests): device buffers and
 // device copies of the [executor] suites' plain pools.
 #include <catch2/catch.hpp>
-
 #include <cstddef>
 #include <cstring>
 #include <span>
@@ -18,9 +17,7 @@ namespace kvrt::test {
 // cudaMalloc memory, freed by the destructor.
 class DeviceBytes {
  public:
-  explicit DeviceBytes(size_t bytes) : bytes_(bytes) {
-    REQUIRE(kvrt_cuda_malloc(&ptr_, bytes == 0 ? 16 : bytes) == 0);
-  }
+  explicit DeviceBytes(size_t bytes) : bytes_(bytes) { REQUIRE(kvrt_cuda_malloc(&ptr_, bytes == 0 ? 16 : bytes) == 0); }
   ~DeviceBytes() {
     if (ptr_ != nullptr) kvrt_cuda_free(ptr_);
   }
@@ -47,8 +44,7 @@ class DeviceBytes {
 
 // A host PlainPool copied to the device, with the device view of its layer.
 struct DevicePool {
-  explicit DevicePool(PlainPool& host)
-      : k(host.k_bytes().size()), v(host.v_bytes().size()) {
+  explicit DevicePool(PlainPool& host) : k(host.k_bytes().size()), v(host.v_bytes().size()) {
     k.upload(host.k_bytes().data(), host.k_bytes().size());
     v.upload(host.v_bytes().data(), host.v_bytes().size());
     const auto& s = host.shape();

@@ -9,19 +9,20 @@
 //   - VMM pages (the mapper's CUDA backing): a handle exported as a POSIX fd
 //     is inherited by a child (--vmm-child), which imports and maps it and
 //     checks the bytes against a digest the parent passes on its command line.
-#include <catch2/catch.hpp>
-#include <spawn.h>
+#include "tests/gpu_ipc_checks.hpp"
+
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <random>
 #include <string>
 
 #include "gpu/cuda_ipc.hpp"
 #include "gpu/cuda_vmm_backing.hpp"
 #include "tests/gpu_fixture.hpp"
-#include "tests/gpu_ipc_checks.hpp"
 
 extern char** environ;
 
@@ -90,8 +91,8 @@ int run_ipc_child(int argc, char** argv) {
     mapped[i] = std::move(m).value();
   }
   const PlainPoolShape& s = sc.paged.pool.shape();
-  const gpu::DeviceKvLayer layer =
-      layer_over(s, mapped[0]->data(), sc.paged.pool.k_bytes().size(), mapped[1]->data(), sc.paged.pool.v_bytes().size());
+  const gpu::DeviceKvLayer layer = layer_over(s, mapped[0]->data(), sc.paged.pool.k_bytes().size(), mapped[1]->data(),
+                                              sc.paged.pool.v_bytes().size());
   void* dq = nullptr;
   if (kvrt_cuda_malloc(&dq, sc.queries.size() * sizeof(float)) != 0 ||
       kvrt_cuda_memcpy_h2d(dq, sc.queries.data(), sc.queries.size() * sizeof(float)) != 0)
@@ -115,7 +116,8 @@ int run_vmm_child(int argc, char** argv) {
   auto view = map_cuda_peer_view(0, fds, bytes);
   if (!view.ok()) return std::fprintf(stderr, "child: %s\n", view.error().describe().c_str()), 3;
   std::vector<uint8_t> page(bytes);
-  if (auto s = (*view)->read(0, page); !s.ok()) return std::fprintf(stderr, "child: %s\n", s.error().describe().c_str()), 4;
+  if (auto s = (*view)->read(0, page); !s.ok())
+    return std::fprintf(stderr, "child: %s\n", s.error().describe().c_str()), 4;
   return std::to_string(fnv1a(page)) == argv[4] ? 0 : 5;
 }
 
@@ -172,8 +174,8 @@ TEST_CASE("cuda vmm: a page handle exported as an fd is mapped by another proces
   auto fd = dev.export_handle_fd(1);
   REQUIRE(fd.ok());
   REQUIRE(fcntl(*fd, F_SETFD, 0) == 0);  // inherited by the child across exec
-  const int status = spawn_and_wait({"kvrt_gpu_tests", "--vmm-child", std::to_string(*fd), std::to_string(*g),
-                                     std::to_string(fnv1a(bytes))});
+  const int status = spawn_and_wait(
+      {"kvrt_gpu_tests", "--vmm-child", std::to_string(*fd), std::to_string(*g), std::to_string(fnv1a(bytes))});
   close(*fd);
   dev.release();
   REQUIRE(status == 0);

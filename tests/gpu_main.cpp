@@ -6,7 +6,6 @@
 // --ipc-child and --vmm-child are the other process of the [ipc] checks.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <cstring>
 

@@ -7,9 +7,8 @@
 // pools against its CPU kernel over shared-memory pools holding the same
 // rows. The import by another process runs in gpu/run-device-checks.sh (a
 // node and worker processes).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <random>
 
@@ -141,9 +140,9 @@ TEST_CASE("cuda pools: the node executor's CUDA kernel equals its CPU kernel ove
       for (uint32_t j = 0; j < blocks; ++j) {
         const uint32_t slot = (5 * j + 3) % 12;  // scattered blocks
         const uint32_t valid = std::min(P, context - j * P);
-        table.groups[g].push_back(BlockTableEntry{
-            PhysicalBlockHandle{config.groups[g].pool, config.groups[g].group, PhysicalBlockId{slot}, BlockGeneration{1}},
-            valid, 0});
+        table.groups[g].push_back(BlockTableEntry{PhysicalBlockHandle{config.groups[g].pool, config.groups[g].group,
+                                                                      PhysicalBlockId{slot}, BlockGeneration{1}},
+                                                  valid, 0});
       }
     for (uint32_t layer = 0; layer < layout.layer_count(); layer += 5) {
       INFO("context " << context << " layer " << layer);

@@ -3,7 +3,6 @@
 // (config/layouts/two-group-tp2.toml), one tenant namespace, and the 16 token
 // ids of 0x01A's "Source-To-Tensor Rejection Trace".
 #include <catch2/catch.hpp>
-
 #include <string>
 #include <vector>
 

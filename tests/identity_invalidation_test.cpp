@@ -4,7 +4,6 @@
 // publications are rejected, admissions go to the successor, and an
 // old-generation manifest never compares compatible with a successor one.
 #include <catch2/catch.hpp>
-
 #include <map>
 #include <random>
 
@@ -28,16 +27,19 @@ GenerationFacts successor_for(InvalidationCause cause, GenerationFacts f, uint64
       f.layout.model_generation += 1;
       f.layout.logical_cache_abi_sha256 = sha256("weights-v" + tag).hex();
       break;
-    case InvalidationCause::adapter: f.artifact.adapter_identity = "lora:support-bot@" + tag; break;
-    case InvalidationCause::transform: f.artifact.weight_transform_identity = "fused-qkv-v" + tag; break;
+    case InvalidationCause::adapter:
+      f.artifact.adapter_identity = "lora:support-bot@" + tag;
+      break;
+    case InvalidationCause::transform:
+      f.artifact.weight_transform_identity = "fused-qkv-v" + tag;
+      break;
     case InvalidationCause::positions:
       f.artifact.position_contract_sha256 = contract_digest("rope theta=" + tag + "000000");
       f.layout.position_contract_id = "rope-theta" + tag + "m-v1";
       break;
     case InvalidationCause::representation:
-      f.layout.cache_groups[0].k_dtype = f.layout.cache_groups[0].k_dtype == ScalarType::fp8_e4m3
-                                             ? ScalarType::fp16
-                                             : ScalarType::fp8_e4m3;
+      f.layout.cache_groups[0].k_dtype =
+          f.layout.cache_groups[0].k_dtype == ScalarType::fp8_e4m3 ? ScalarType::fp16 : ScalarType::fp8_e4m3;
       f.layout.quantization_schema = "fp8-per-tensor-v" + tag;
       break;
     case InvalidationCause::shard:
@@ -49,19 +51,25 @@ GenerationFacts successor_for(InvalidationCause cause, GenerationFacts f, uint64
 }
 
 struct Expected {
-  CompatibilityField field;   // first failing field, old vs successor manifest
-  const char* layout_field;   // explain_layout_mismatch's field, when the layout differs
+  CompatibilityField field;  // first failing field, old vs successor manifest
+  const char* layout_field;  // explain_layout_mismatch's field, when the layout differs
 };
 
 Expected expected_for(InvalidationCause cause) {
   using F = CompatibilityField;
   switch (cause) {
-    case InvalidationCause::weights: return {F::cache_abi_sha256, "logical_cache_abi_sha256"};
-    case InvalidationCause::adapter: return {F::adapter_identity, nullptr};
-    case InvalidationCause::transform: return {F::weight_transform_identity, nullptr};
-    case InvalidationCause::positions: return {F::cache_layout_sha256, "position_contract_id"};
-    case InvalidationCause::representation: return {F::cache_layout_sha256, "cache_groups[0].k_dtype"};
-    case InvalidationCause::shard: return {F::cache_layout_sha256, "tp_rank"};
+    case InvalidationCause::weights:
+      return {F::cache_abi_sha256, "logical_cache_abi_sha256"};
+    case InvalidationCause::adapter:
+      return {F::adapter_identity, nullptr};
+    case InvalidationCause::transform:
+      return {F::weight_transform_identity, nullptr};
+    case InvalidationCause::positions:
+      return {F::cache_layout_sha256, "position_contract_id"};
+    case InvalidationCause::representation:
+      return {F::cache_layout_sha256, "cache_groups[0].k_dtype"};
+    case InvalidationCause::shard:
+      return {F::cache_layout_sha256, "tp_rank"};
   }
   return {F::cache_abi_sha256, nullptr};
 }
@@ -152,7 +160,8 @@ TEST_CASE("each invalidation cause produces a successor generation", "[identity]
 
 TEST_CASE("a generation with no live owner is reclaimed at invalidation", "[identity][invalidation]") {
   auto reg = registry_with_tenant();
-  auto receipt = reg.invalidate(kName, InvalidationCause::adapter, successor_for(InvalidationCause::adapter, base_facts()));
+  auto receipt =
+      reg.invalidate(kName, InvalidationCause::adapter, successor_for(InvalidationCause::adapter, base_facts()));
   REQUIRE(receipt.ok());
   CHECK(receipt->old_reclaimed);
   CHECK(receipt->old_live_admissions == 0);
@@ -189,7 +198,8 @@ TEST_CASE("an invalidation that changes nothing its cause owns is rejected, stat
   auto broken = successor_for(InvalidationCause::shard, base_facts());
   broken.layout.tp_rank = 5;  // outside tp_world_size 2
   CHECK(reg.invalidate(kName, InvalidationCause::shard, broken).error().field == "tp_rank");
-  CHECK(reg.invalidate("prod-eu1/nobody", InvalidationCause::adapter, successor_for(InvalidationCause::adapter, base_facts()))
+  CHECK(reg.invalidate("prod-eu1/nobody", InvalidationCause::adapter,
+                       successor_for(InvalidationCause::adapter, base_facts()))
             .error()
             .field == "cache_isolation_namespace");
   CHECK(reg.state_digest() == before);

@@ -1,9 +1,8 @@
 // Seeded randomised properties of the 0x01A identity checks (STYLE.md habit 7):
 // compatible() against a brute-force field-by-field reference, and
 // diff_layouts() against the set of layout fields actually mutated.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <functional>
 #include <random>
 #include <set>
@@ -32,17 +31,35 @@ void flip_hex(std::string& hex, std::mt19937_64& rng) {
 void mutate(CompatibilityField f, CacheCompatibilityManifest& m, std::mt19937_64& rng) {
   using F = CompatibilityField;
   switch (f) {
-    case F::cache_abi_sha256: flip_hex(m.cache_abi_sha256, rng); break;
-    case F::cache_layout_sha256: m.cache_layout_sha256.bytes[rng() % 32] ^= uint8_t(1u << (rng() % 8)); break;
-    case F::model_generation: m.model_generation += 1 + rng() % 3; break;
-    case F::adapter_identity: m.adapter_identity += "lora"; break;
-    case F::weight_transform_identity: m.weight_transform_identity += "fuse-qkv"; break;
-    case F::position_contract_sha256: flip_hex(m.position_contract_sha256, rng); break;
+    case F::cache_abi_sha256:
+      flip_hex(m.cache_abi_sha256, rng);
+      break;
+    case F::cache_layout_sha256:
+      m.cache_layout_sha256.bytes[rng() % 32] ^= uint8_t(1u << (rng() % 8));
+      break;
+    case F::model_generation:
+      m.model_generation += 1 + rng() % 3;
+      break;
+    case F::adapter_identity:
+      m.adapter_identity += "lora";
+      break;
+    case F::weight_transform_identity:
+      m.weight_transform_identity += "fuse-qkv";
+      break;
+    case F::position_contract_sha256:
+      flip_hex(m.position_contract_sha256, rng);
+      break;
     case F::covered_token_ids:
       switch (rng() % 3) {
-        case 0: m.covered_token_ids[rng() % m.covered_token_ids.size()] ^= 1u + uint32_t(rng() % 1000); break;
-        case 1: m.covered_token_ids.push_back(uint32_t(rng() % 128000)); break;
-        default: m.covered_token_ids.pop_back(); break;
+        case 0:
+          m.covered_token_ids[rng() % m.covered_token_ids.size()] ^= 1u + uint32_t(rng() % 1000);
+          break;
+        case 1:
+          m.covered_token_ids.push_back(uint32_t(rng() % 128000));
+          break;
+        default:
+          m.covered_token_ids.pop_back();
+          break;
       }
       break;
     case F::input_side_data_identity:
@@ -51,19 +68,33 @@ void mutate(CompatibilityField f, CacheCompatibilityManifest& m, std::mt19937_64
       } else {
         auto& s = m.input_side_data[rng() % m.input_side_data.size()];
         switch (rng() % 4) {
-          case 0: s.identity += "'"; break;
-          case 1: s.token_offset += 1; break;
-          case 2: s.token_count += 1; break;
+          case 0:
+            s.identity += "'";
+            break;
+          case 1:
+            s.token_offset += 1;
+            break;
+          case 2:
+            s.token_count += 1;
+            break;
           default:
             s.kind = s.kind == SideInputKind::prompt_embedding ? SideInputKind::multimodal_feature
-                                                                : SideInputKind::prompt_embedding;
+                                                               : SideInputKind::prompt_embedding;
         }
       }
       break;
-    case F::cache_isolation_namespace: m.cache_isolation_namespace += "-b"; break;
-    case F::namespace_generation: m.namespace_generation.value += 1 + rng() % 3; break;
-    case F::cache_salt: m.cache_salt += "!"; break;
-    case F::publication_generation: m.publication_generation += 1; break;
+    case F::cache_isolation_namespace:
+      m.cache_isolation_namespace += "-b";
+      break;
+    case F::namespace_generation:
+      m.namespace_generation.value += 1 + rng() % 3;
+      break;
+    case F::cache_salt:
+      m.cache_salt += "!";
+      break;
+    case F::publication_generation:
+      m.publication_generation += 1;
+      break;
   }
 }
 
@@ -95,8 +126,7 @@ std::optional<CompatibilityField> reference_first_difference(const CacheCompatib
 
 }  // namespace
 
-TEST_CASE("random field mutations: the first mutated field in spec order is reported",
-          "[identity][compat][property]") {
+TEST_CASE("random field mutations: the first mutated field in spec order is reported", "[identity][compat][property]") {
   const uint64_t seed = property_seed();
   INFO("seed " << seed);
   std::mt19937_64 rng(seed);
@@ -126,8 +156,7 @@ TEST_CASE("random field mutations: the first mutated field in spec order is repo
   }
 }
 
-TEST_CASE("random layout mutations: diff_layouts names exactly the mutated fields",
-          "[identity][layout][property]") {
+TEST_CASE("random layout mutations: diff_layouts names exactly the mutated fields", "[identity][layout][property]") {
   using A = LayoutAspect;
   struct Mutation {
     std::string field;
@@ -142,8 +171,7 @@ TEST_CASE("random layout mutations: diff_layouts names exactly the mutated field
       {"cache_groups[0].kv_heads_local", A::ownership, [](auto& m) { m.cache_groups[0].kv_heads_local = 8; }},
       {"cache_groups[1].head_dim", A::logical, [](auto& m) { m.cache_groups[1].head_dim = 64; }},
       {"cache_groups[0].k_dtype", A::representation, [](auto& m) { m.cache_groups[0].k_dtype = ScalarType::bf16; }},
-      {"cache_groups[1].v_dtype", A::representation,
-       [](auto& m) { m.cache_groups[1].v_dtype = ScalarType::fp8_e4m3; }},
+      {"cache_groups[1].v_dtype", A::representation, [](auto& m) { m.cache_groups[1].v_dtype = ScalarType::fp8_e4m3; }},
       {"cache_groups[0].axis_order", A::representation,
        [](auto& m) { std::swap(m.cache_groups[0].axis_order[3], m.cache_groups[0].axis_order[4]); }},
       {"cache_groups[1].stride_identity", A::representation,

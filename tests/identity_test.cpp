@@ -183,7 +183,8 @@ TEST_CASE("multimodal and prompt-embedding side inputs are equality-bearing", "[
   }
   SECTION("the order in which side inputs are supplied does not matter") {
     auto a = text_input();
-    a.side_inputs = {{SideInputKind::prompt_embedding, "pe:1", 8, 2}, {SideInputKind::multimodal_feature, "mm:1", 0, 4}};
+    a.side_inputs = {{SideInputKind::prompt_embedding, "pe:1", 8, 2},
+                     {SideInputKind::multimodal_feature, "mm:1", 0, 4}};
     auto b = a;
     std::swap(b.side_inputs[0], b.side_inputs[1]);
     CHECK(compatible(base_manifest(a), base_manifest(b)).ok());
@@ -191,15 +192,14 @@ TEST_CASE("multimodal and prompt-embedding side inputs are equality-bearing", "[
   }
 }
 
-TEST_CASE("tokenizer, chat template, request id and sampling policy are provenance only",
-          "[identity][compat]") {
+TEST_CASE("tokenizer, chat template, request id and sampling policy are provenance only", "[identity][compat]") {
   const auto producer = base_manifest();
   auto in = text_input("req-77");
   in.provenance.tokenizer_revision = "tok-r2";
   in.provenance.chat_template_revision = "chat-r9";
   in.provenance.sampling_policy = "temperature=0 top_p=1 stop=[]";
   const auto consumer = base_manifest(in);
-  CHECK_FALSE(producer == consumer);  // they are recorded ...
+  CHECK_FALSE(producer == consumer);           // they are recorded ...
   CHECK(compatible(producer, consumer).ok());  // ... but never decide reuse
   CHECK(compatibility_digest(producer) == compatibility_digest(consumer));
 }
@@ -207,14 +207,14 @@ TEST_CASE("tokenizer, chat template, request id and sampling policy are provenan
 TEST_CASE("the first failing field in spec order is reported", "[identity][compat]") {
   const auto base = base_manifest();
   auto two = base;
-  two.publication_generation += 1;    // spec position 12
-  two.adapter_identity = "lora:x";   // spec position 4
+  two.publication_generation += 1;  // spec position 12
+  two.adapter_identity = "lora:x";  // spec position 4
   require_rejected(base, two, CompatibilityField::adapter_identity);
 
   auto three = base;
-  three.covered_token_ids[15] ^= 1;                 // position 7
-  three.cache_layout_sha256.bytes[31] ^= 0x01;     // position 2
-  three.cache_salt = "another-salt";                // position 11
+  three.covered_token_ids[15] ^= 1;             // position 7
+  three.cache_layout_sha256.bytes[31] ^= 0x01;  // position 2
+  three.cache_salt = "another-salt";            // position 11
   require_rejected(base, three, CompatibilityField::cache_layout_sha256);
 
   auto gen = base;
@@ -228,8 +228,9 @@ TEST_CASE("reasons carry both operands but never token values or salts", "[ident
   auto tokens = base;
   tokens.covered_token_ids[5] = 99999;
   const auto vt = compatible(base, tokens);
-  CHECK(vt.error.reason == "covered_token_ids differs: first difference at token index 5 (producer 16 tokens "
-                           "vs consumer 16 tokens; token values withheld)");
+  CHECK(vt.error.reason ==
+        "covered_token_ids differs: first difference at token index 5 (producer 16 tokens "
+        "vs consumer 16 tokens; token values withheld)");
   CHECK_FALSE(contains(vt.error.reason, "35308"));
 
   auto salt = base;

@@ -5,10 +5,9 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
-
-#include <catch2/catch.hpp>
 
 namespace kvrt::test {
 

@@ -1,11 +1,10 @@
 // `kvrt ledger` end to end: the built binary (KVRT_BINARY) prints one JSON
 // object whose figures are the 0x0D worked ledger, and rejects bad input with
 // exit code 2.
-#include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>

@@ -2,7 +2,6 @@
 // Shared helpers of the [ledger] suites: the shipped scenario and layouts, and
 // exact byte figures written the way the spec writes them (4.625 MiB, 480 KiB).
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "services/common/units.hpp"

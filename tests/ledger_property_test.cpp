@@ -3,7 +3,6 @@
 // ids and the set of (block, offset) rows any request can see; every
 // reconciliation identity must hold. Also the typed rejections of bad input.
 #include <catch2/catch.hpp>
-
 #include <random>
 #include <set>
 
@@ -54,10 +53,10 @@ std::vector<RequestView> branching_family(std::mt19937_64& rng, uint32_t P) {
 
 // The brute-force reference, written from the spec's set definitions (0x02D).
 struct Reference {
-  std::set<uint32_t> union_ids;                      // U
+  std::set<uint32_t> union_ids;                       // U
   std::set<std::pair<uint32_t, uint64_t>> rows_seen;  // (block, offset) any view can read
-  uint64_t references = 0;                           // N_ref
-  uint64_t logical_rows = 0;                         // sum_r T_r
+  uint64_t references = 0;                            // N_ref
+  uint64_t logical_rows = 0;                          // sum_r T_r
   uint64_t reserved_rows = 0;
 };
 
@@ -204,8 +203,8 @@ TEST_CASE("bad ledger input is a typed error naming the field", "[ledger]") {
   // Explicit v_p: A sees 16 rows of block 101, so 9 valid rows would let A read
   // rows that were never committed (0x03G).
   LedgerInput explicit_rows = good;
-  explicit_rows.valid_rows = ValidRowsByBlock{{PhysicalBlockId{100}, 16}, {PhysicalBlockId{101}, 9},
-                                              {PhysicalBlockId{102}, 1}};
+  explicit_rows.valid_rows =
+      ValidRowsByBlock{{PhysicalBlockId{100}, 16}, {PhysicalBlockId{101}, 9}, {PhysicalBlockId{102}, 1}};
   CHECK(field_of(explicit_rows) == "valid_rows[101]");
   explicit_rows.valid_rows->at(PhysicalBlockId{101}) = 17;
   CHECK(field_of(explicit_rows) == "valid_rows[101]");

@@ -335,8 +335,7 @@ TEST_CASE("0x0D model-wide capacity pressure", "[ledger]") {
   CHECK(decode_growth_rows(0, DecodeStop::ordinary_stop) == 0);
 
   CHECK(capacity_pressure(*row, {.prompt_tokens = 0}).error().field == "prompt_tokens");
-  CHECK(capacity_pressure(*row, {.prompt_tokens = 10, .prefix_hit_tokens = 11}).error().field ==
-        "prefix_hit_tokens");
+  CHECK(capacity_pressure(*row, {.prompt_tokens = 10, .prefix_hit_tokens = 11}).error().field == "prefix_hit_tokens");
 }
 
 TEST_CASE("0x09B block-size sensitivity and full-block hits", "[ledger]") {

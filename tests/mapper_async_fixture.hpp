@@ -126,8 +126,8 @@ inline bool shows_pool_page(std::byte* base, int pool_fd, uint64_t va_offset, ui
 // prefetching_backing.hpp (unmapped address, free handle). With
 // `published_only` it checks the core's pages only: those are stable while a
 // background batch may still be mapping others, so the check runs concurrently.
-inline void check_os_view(const VmmMapper& m, MemfdBacking& pool, const PrefetchingBacking* prefetch,
-                          uint8_t marker, bool published_only = false) {
+inline void check_os_view(const VmmMapper& m, MemfdBacking& pool, const PrefetchingBacking* prefetch, uint8_t marker,
+                          bool published_only = false) {
   const MapperGeometry& g = m.geometry();
   const uint64_t page_bytes = g.config().page_group_bytes;
   std::byte* base = m.reservation_base();

@@ -11,12 +11,12 @@
 // show their handle, prefetched pages their planned one, the rest PROT_NONE;
 // the synchronous one every eighth); every odd operation the core's pages
 // only, while a background batch may still be mapping others.
-#include "tests/mapper_async_fixture.hpp"
-
 #include <algorithm>
 #include <map>
 #include <random>
 #include <vector>
+
+#include "tests/mapper_async_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::test;
@@ -49,10 +49,17 @@ std::vector<StepRequest> random_batch(std::mt19937& rng, const std::map<uint64_t
     if (rng() % 3 != 0) batch.push_back({RequestId{id}, random_target(rng, r.valid, max_tokens, tokens_per_page)});
   std::shuffle(batch.begin(), batch.end(), rng);
   switch (rng() % 16) {  // now and then a step the core must reject as a whole
-    case 0: batch.push_back({RequestId{next_id + 7}, 1}); break;         // unknown request
-    case 1: if (!batch.empty()) batch.push_back(batch.front()); break;    // duplicate
-    case 2: if (!batch.empty()) batch.back().target_tokens = max_tokens + 1; break;
-    default: break;
+    case 0:
+      batch.push_back({RequestId{next_id + 7}, 1});
+      break;  // unknown request
+    case 1:
+      if (!batch.empty()) batch.push_back(batch.front());
+      break;  // duplicate
+    case 2:
+      if (!batch.empty()) batch.back().target_tokens = max_tokens + 1;
+      break;
+    default:
+      break;
   }
   return batch;
 }
@@ -102,9 +109,9 @@ PrefetchStats run_seed(uint32_t seed, const MapperConfig& c, bool flaky) {
           // decode prediction; sometimes a wrong one; sometimes none.
           const uint32_t dice = rng() % 8;
           std::vector<StepRequest> predicted = next_decode_step(batch, c.max_tokens);
-          if (dice == 0) predicted = random_batch(rng, live, c.max_tokens, s.mapper->geometry().tokens_per_page(), next_id);
-          if (dice != 1)
-            REQUIRE(a.prefetch->prefetch(a.mapper->plan_frontier_mappings(predicted)).ok());
+          if (dice == 0)
+            predicted = random_batch(rng, live, c.max_tokens, s.mapper->geometry().tokens_per_page(), next_id);
+          if (dice != 1) REQUIRE(a.prefetch->prefetch(a.mapper->plan_frontier_mappings(predicted)).ok());
         }
       }
     } else if (kind < 8 && !live.empty()) {

@@ -3,9 +3,9 @@
 // finds every new page already mapped, a stale prefetch is revoked before its
 // handle shows anywhere else, a refused background map changes timing only,
 // and every transition moves the digest by exactly what changed.
-#include "tests/mapper_async_fixture.hpp"
-
 #include <vector>
+
+#include "tests/mapper_async_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::test;
@@ -71,7 +71,7 @@ TEST_CASE("async mapping: steady decode finds every new page already mapped", "[
   CHECK(prefill == 4 * 4);
   CHECK(decode == 11 * 4);
   const PrefetchStats st = a.prefetch->stats();
-  CHECK(st.hits == decode);            // every decode page was mapped ahead ...
+  CHECK(st.hits == decode);              // every decode page was mapped ahead ...
   CHECK(st.foreground_maps == prefill);  // ... so only the prefill mapped on the owner thread
   CHECK(st.background_maps == decode);
   CHECK(st.background_failures == 0);
@@ -130,7 +130,7 @@ TEST_CASE("async mapping: a stale prefetch is revoked before its handle shows el
   const PrefetchStats st = a.prefetch->stats();
   CHECK(st.hits == 0);
   CHECK(st.foreground_revokes == 4);
-  CHECK(st.foreground_maps == 8 + 4);  // the first step's two bundles, then Y's page 1
+  CHECK(st.foreground_maps == 8 + 4);       // the first step's two bundles, then Y's page 1
   CHECK(a.prefetch->prefetched().empty());  // 12-15 were replaced by MAP_FIXED
   check_os_view(*a.mapper, *a.pool, a.prefetch, 0xC4);
   CHECK_FALSE(readable(a.mapper->reservation_base() + a.mapper->geometry().page_offset(0, 0, 1)));

@@ -3,8 +3,6 @@
 // worker process, given only the pool's memfd (SCM_RIGHTS) and the receipts'
 // page table, reads the same rows through its own contiguous view. Plus the
 // typed rejections of a foreign, stale or malformed pool message.
-#include "tests/mapper_fixture.hpp"
-
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -20,6 +18,7 @@
 #include "services/common/digest.hpp"
 #include "services/mapper/memfd_backing.hpp"
 #include "services/mapper/page_pool_channel.hpp"
+#include "tests/mapper_fixture.hpp"
 #include "tests/mapper_peer_protocol.hpp"
 
 extern char** environ;

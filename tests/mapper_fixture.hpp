@@ -1,7 +1,6 @@
 #pragma once
 // Shared helpers of the [mapper] tests (spec 0x06-0x06I, issue 6).
 #include <catch2/catch.hpp>
-
 #include <memory>
 
 #include "services/mapper/vmm_mapper.hpp"

@@ -2,8 +2,6 @@
 // pages"): rows written through one slot's contiguous virtual view land in
 // the sealed memfd pool at the handle's offset, even though the slot's pages
 // are backed by non-adjacent handles.
-#include "tests/mapper_fixture.hpp"
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "services/mapper/memfd_backing.hpp"
+#include "tests/mapper_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::test;

@@ -4,9 +4,8 @@
 // slot generations, retained capacity != prefix identity, feasibility) and
 // from the lifecycle's own preconditions. Each case checks the error code,
 // then that digest, ledgers and epoch did not move.
-#include "tests/mapper_fixture.hpp"
-
 #include "services/mapper/memfd_backing.hpp"
+#include "tests/mapper_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::test;
@@ -59,9 +58,8 @@ TEST_CASE("0x06I: use before map and read before map", "[mapper]") {
   expect_rejected(s, ErrorCode::page_not_mapped,
                   [&](VmmMapper& m) { return m.append_rows(req('B'), s.b.generation, 5); });
   // 2. Translating B's token 4 hits a reserved but unmapped page.
-  expect_rejected(s, ErrorCode::page_not_mapped, [&](VmmMapper& m) {
-    return m.translate(req('B'), s.b.generation, 0, KvTensorKind::key, 4, 0, 0);
-  });
+  expect_rejected(s, ErrorCode::page_not_mapped,
+                  [&](VmmMapper& m) { return m.translate(req('B'), s.b.generation, 0, KvTensorKind::key, 4, 0, 0); });
   // 3. C writes rows before any step published its frontier (target 0).
   expect_rejected(s, ErrorCode::page_not_mapped,
                   [&](VmmMapper& m) { return m.append_rows(req('C'), s.c.generation, 1); });
@@ -116,11 +114,13 @@ TEST_CASE("0x06I: stale slot generation and retained mapping as a prefix hit", "
 TEST_CASE("0x06I: malformed step, alloc and free", "[mapper]") {
   Scene s;
   // 12. Beyond T_max.
-  expect_rejected(s, ErrorCode::coordinate_out_of_range,
-                  [&](VmmMapper& m) { return m.step({{req('B'), 13}}, MappingPath::synchronous); });
+  expect_rejected(s, ErrorCode::coordinate_out_of_range, [&](VmmMapper& m) {
+    return m.step({{req('B'), 13}}, MappingPath::synchronous);
+  });
   // 13. Below rows already written.
-  expect_rejected(s, ErrorCode::invalid_argument,
-                  [&](VmmMapper& m) { return m.step({{req('B'), 2}}, MappingPath::synchronous); });
+  expect_rejected(s, ErrorCode::invalid_argument, [&](VmmMapper& m) {
+    return m.step({{req('B'), 2}}, MappingPath::synchronous);
+  });
   // 14. One request twice.
   expect_rejected(s, ErrorCode::duplicate_axis, [&](VmmMapper& m) {
     return m.step({{req('B'), 3}, {req('B'), 4}}, MappingPath::synchronous);
@@ -133,12 +133,10 @@ TEST_CASE("0x06I: malformed step, alloc and free", "[mapper]") {
   expect_rejected(s, ErrorCode::invalid_argument,
                   [&](VmmMapper& m) { return m.append_rows(req('B'), s.b.generation, 2); });
   // 17. Binding a request that is already bound.
-  expect_rejected(s, ErrorCode::invalid_argument,
-                  [&](VmmMapper& m) { return m.alloc_reqid(req('B'), gen1(), 1); });
+  expect_rejected(s, ErrorCode::invalid_argument, [&](VmmMapper& m) { return m.alloc_reqid(req('B'), gen1(), 1); });
   // 18. Every slot active.
   REQUIRE(s.m->alloc_reqid(req('F'), gen1(), 0).ok());
-  expect_rejected(s, ErrorCode::slots_exhausted,
-                  [&](VmmMapper& m) { return m.alloc_reqid(req('G'), gen1(), 0); });
+  expect_rejected(s, ErrorCode::slots_exhausted, [&](VmmMapper& m) { return m.alloc_reqid(req('G'), gen1(), 0); });
   // 19. Freeing twice; shutting down with active requests.
   REQUIRE(s.m->free_reqid(req('F'), SlotGeneration{1}, ReleaseMode::retain).ok());
   expect_rejected(s, ErrorCode::unknown_request,

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: kvrt_mapper_peer G N_handle pool_generation offset bytes seed\n");
     return 2;
   }
-  const kvrt::PagePoolIdentity expected{g, handles, kvrt::PoolGeneration{static_cast<kvrt::PoolGeneration::rep_type>(generation)}};
+  const kvrt::PagePoolIdentity expected{g, handles,
+                                        kvrt::PoolGeneration{static_cast<kvrt::PoolGeneration::rep_type>(generation)}};
   auto pool = kvrt::receive_page_pool(kvrt::test::kMapperPeerSocketFd, expected);
   if (!pool.ok()) {
     std::fprintf(stderr, "receive: %s\n", pool.error().describe().c_str());

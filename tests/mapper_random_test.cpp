@@ -1,10 +1,10 @@
 // Seeded randomised alloc / step / append / free sequences on the mapper,
 // validate() after every operation, checked against an independent model of
 // each request's valid rows and of step feasibility (0x06A ledgers, 0x06D).
-#include "tests/mapper_fixture.hpp"
-
 #include <map>
 #include <random>
+
+#include "tests/mapper_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::test;
@@ -52,8 +52,7 @@ void run_seed(uint32_t seed, const MapperConfig& config) {
         bool dup = false;
         for (const StepRequest& r : batch) dup |= r.request.value == it->first;
         if (dup) continue;
-        const uint32_t target =
-            std::uniform_int_distribution<uint32_t>(it->second.valid, config.max_tokens)(rng);
+        const uint32_t target = std::uniform_int_distribution<uint32_t>(it->second.valid, config.max_tokens)(rng);
         batch.push_back({RequestId{it->first}, target});
       }
       for (const StepRequest& r : batch) {
@@ -85,8 +84,7 @@ void run_seed(uint32_t seed, const MapperConfig& config) {
       }
     } else if (kind < 8 && !live.empty()) {  // append rows up to (or past) the frontier
       auto it = pick();
-      const uint32_t rows =
-          std::uniform_int_distribution<uint32_t>(it->second.valid, it->second.target + 1)(rng);
+      const uint32_t rows = std::uniform_int_distribution<uint32_t>(it->second.valid, it->second.target + 1)(rng);
       const Status s = m.append_rows(RequestId{it->first}, it->second.generation, rows);
       if (rows <= it->second.target) {
         REQUIRE(s.ok());

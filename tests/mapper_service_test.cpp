@@ -3,13 +3,13 @@
 // sessions confined to their own slots with the state digest unchanged by a
 // refusal, a dead session's slots freed, and the page offer a worker maps
 // showing the node's bytes at the node's offsets.
-#include <catch2/catch.hpp>
+#include "services/node/mapper_service.hpp"
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 
 #include "services/mapper/memfd_backing.hpp"
-#include "services/node/mapper_service.hpp"
 
 namespace kvrt::test {
 namespace {
@@ -80,8 +80,7 @@ TEST_CASE("mapper service: a batch answers every operation in order, failures al
   REQUIRE(svc->validate().ok());
 }
 
-TEST_CASE("mapper service: a session never touches another's slot, and a refusal changes nothing",
-          "[mapper][node]") {
+TEST_CASE("mapper service: a session never touches another's slot, and a refusal changes nothing", "[mapper][node]") {
   auto svc = make_service();
   const SessionId a{1}, b{2};
   const SlotBinding x =
@@ -95,8 +94,7 @@ TEST_CASE("mapper service: a session never touches another's slot, and a refusal
   // A step naming one own and one foreign request is refused whole.
   outcome_as<SlotBinding>(svc->apply_one(b, MapperAllocOp{RequestId{2}, RequestGeneration{1}, 10}));
   const StateDigest with_b = svc->core().digest();
-  CHECK(error_of(svc->apply_one(
-            b, MapperStepOp{{StepRequest{RequestId{2}, 10}, StepRequest{RequestId{1}, 400}}})) ==
+  CHECK(error_of(svc->apply_one(b, MapperStepOp{{StepRequest{RequestId{2}, 10}, StepRequest{RequestId{1}, 400}}})) ==
         ErrorCode::not_owner);
   CHECK(svc->core().digest() == with_b);
   CHECK(before != with_b);  // b's own alloc did change it
@@ -137,10 +135,10 @@ TEST_CASE("mapper service: the page offer rebuilds the node's view byte for byte
   const SessionId a{1};
   std::vector<SlotBinding> bound;
   for (uint64_t r = 1; r <= 3; ++r)
-    bound.push_back(outcome_as<SlotBinding>(svc->apply_one(a, MapperAllocOp{RequestId{r}, RequestGeneration{1},
-                                                                            static_cast<uint32_t>(100 * r)})));
-  outcome_as<StepResult>(svc->apply_one(
-      a, MapperStepOp{{StepRequest{RequestId{1}, 100}, StepRequest{RequestId{2}, 200}, StepRequest{RequestId{3}, 300}}}));
+    bound.push_back(outcome_as<SlotBinding>(
+        svc->apply_one(a, MapperAllocOp{RequestId{r}, RequestGeneration{1}, static_cast<uint32_t>(100 * r)})));
+  outcome_as<StepResult>(svc->apply_one(a, MapperStepOp{{StepRequest{RequestId{1}, 100}, StepRequest{RequestId{2}, 200},
+                                                         StepRequest{RequestId{3}, 300}}}));
   // The node writes seeded bytes into every mapped page of its reservation.
   const uint64_t g = svc->geometry().config().page_group_bytes;
   const PagePoolOffer offer = svc->page_offer();
@@ -165,8 +163,7 @@ TEST_CASE("mapper service: the page offer rebuilds the node's view byte for byte
 
 namespace kvrt::test {
 
-TEST_CASE("mapper view: a step's pages map in one call beyond the socket message's entry bound",
-          "[mapper][node]") {
+TEST_CASE("mapper view: a step's pages map in one call beyond the socket message's entry bound", "[mapper][node]") {
   // 64 slots of 4096 tokens: 8192 view pages. A view maps 5000 of them at
   // once (more than kPagePoolMaxEntries, which bounds only the SCM_RIGHTS
   // message), all onto the pool's 48 handles, and each shows its handle.
@@ -191,7 +188,8 @@ TEST_CASE("mapper view: a step's pages map in one call beyond the socket message
   // Write through virtual page h (handle h) and read through virtual page
   // h + 48 (the same handle).
   for (uint32_t h = 0; h < c.handle_count; ++h) std::memset(view->base() + uint64_t{h} * g, int(h + 1), 16);
-  for (uint32_t h = 0; h < c.handle_count; ++h) CHECK(std::to_integer<int>(view->base()[uint64_t{h + 48} * g]) == int(h + 1));
+  for (uint32_t h = 0; h < c.handle_count; ++h)
+    CHECK(std::to_integer<int>(view->base()[uint64_t{h + 48} * g]) == int(h + 1));
   // A bad entry anywhere refuses the whole table, mapping nothing.
   pages.back().handle = c.handle_count;
   CHECK(view->map_pages((*svc)->pool_fd(), empty.identity, pages).error().field == "handle");

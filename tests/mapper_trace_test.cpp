@@ -26,11 +26,10 @@
 // The per-operation ledgers (kTrace below) are derived by hand from 64 B per
 // token over 2L tensors and 256 B per bundle: mapped = valid + slack +
 // retained and 768 = mapped + free hold on every row.
-#include "tests/mapper_fixture.hpp"
-
 #include <vector>
 
 #include "schema/codec.hpp"
+#include "tests/mapper_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::test;
@@ -212,8 +211,8 @@ TEST_CASE("0x06F 24-operation trace: 5 maps, 5 unmaps, retained reuse, D reclaim
   CHECK(loc->address.offset_in_page == 14);
   CHECK(loc->address.reservation_offset == 3 * (3 * 192) + 0 * 192 + 142);  // 1870
   CHECK(loc->address.reservation_offset == 1870);
-  CHECK(loc->handle.value == 11);                 // (slot 0, V1, q=2) -> H11
-  CHECK(loc->pool_offset == 11 * 64 + 14);        // H11 + 14 B
+  CHECK(loc->handle.value == 11);           // (slot 0, V1, q=2) -> H11
+  CHECK(loc->pool_offset == 11 * 64 + 14);  // H11 + 14 B
 
   REQUIRE(m->append_rows(req('D'), d->generation, 9).ok());  // 22: only now row 8 commits
   check_row(*m, op++);

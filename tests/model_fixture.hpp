@@ -3,7 +3,6 @@
 // seeded token sequences, block tables, and bitwise dumps of what a forward()
 // left in a cache.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <memory>
 #include <span>

@@ -155,8 +155,7 @@ std::vector<uint8_t> canonical_row(const ModelKvCache& cache, uint32_t g, const 
 
 }  // namespace
 
-TEST_CASE("shared-prefix decode follows forward(): same greedy tokens, logits and rows within the bounds",
-          "[model]") {
+TEST_CASE("shared-prefix decode follows forward(): same greedy tokens, logits and rows within the bounds", "[model]") {
   const CacheLayoutManifest layout = model_layout();
   // The ulp check below reads rows as fp16 scalars.
   for (const CacheGroupLayout& g : layout.cache_groups)
@@ -236,11 +235,12 @@ TEST_CASE("shared-prefix decode follows forward(): same greedy tokens, logits an
     CHECK(canonical_rows(*shared_cache, b.blocks[0], c.document_rows) == document);
     CHECK(canonical_rows(*plain_cache, b.blocks[0], c.document_rows) == document);
   }
-  std::printf("[model] shared-prefix decode vs forward(): worst logit difference %.3g of max |logit|, worst K/V row "
-              "difference %.3g (%u fp16 ulps at most, any magnitude); %llu of %llu new group rows not bitwise equal; "
-              "%llu greedy near-tie flips in %llu sequence-steps\n",
-              worst_logits, worst_row, worst_ulps, (unsigned long long)inexact_rows, (unsigned long long)rows,
-              (unsigned long long)flips, (unsigned long long)steps);
+  std::printf(
+      "[model] shared-prefix decode vs forward(): worst logit difference %.3g of max |logit|, worst K/V row "
+      "difference %.3g (%u fp16 ulps at most, any magnitude); %llu of %llu new group rows not bitwise equal; "
+      "%llu greedy near-tie flips in %llu sequence-steps\n",
+      worst_logits, worst_row, worst_ulps, (unsigned long long)inexact_rows, (unsigned long long)rows,
+      (unsigned long long)flips, (unsigned long long)steps);
   // 0 observed; each flip is checked against its margin above, and more
   // than one in 192 steps would mean the differences are not rounding-sized.
   CHECK(flips <= 1);
@@ -365,8 +365,7 @@ TEST_CASE("forward_shared_prefix refuses bad arguments before writing any row", 
   }
 }
 
-TEST_CASE("shared-prefix decode throughput against forward() (prints rows/s, asserts nothing)",
-          "[.][model-speed]") {
+TEST_CASE("shared-prefix decode throughput against forward() (prints rows/s, asserts nothing)", "[.][model-speed]") {
   using Clock = std::chrono::steady_clock;
   const CacheLayoutManifest layout = model_layout();
   constexpr uint32_t kSequences = 8, kDocument = 768, kSteps = 32;
@@ -394,11 +393,12 @@ TEST_CASE("shared-prefix decode throughput against forward() (prints rows/s, ass
     }
     const double plain_rate = kSequences * kSteps / seconds[0], shared_rate = kSequences * kSteps / seconds[1];
     // Contexts at the last step: the document, a question of 3 + 7 s rows, kSteps decoded rows.
-    std::printf("[model-speed] threads %u, %u sequences over a %u-row document, %u steps, last contexts %zu..%zu "
-                "[rows/s]: forward() %.0f, forward_shared_prefix() %.0f (x%.2f); document K/V rows read per step "
-                "(all layers): %u vs %u\n",
-                threads, kSequences, kDocument, kSteps, b.tokens.front().size(), b.tokens.back().size(), plain_rate,
-                shared_rate, shared_rate / plain_rate, kDocument * layout.layer_count() * kSequences,
-                kDocument * layout.layer_count());
+    std::printf(
+        "[model-speed] threads %u, %u sequences over a %u-row document, %u steps, last contexts %zu..%zu "
+        "[rows/s]: forward() %.0f, forward_shared_prefix() %.0f (x%.2f); document K/V rows read per step "
+        "(all layers): %u vs %u\n",
+        threads, kSequences, kDocument, kSteps, b.tokens.front().size(), b.tokens.back().size(), plain_rate,
+        shared_rate, shared_rate / plain_rate, kDocument * layout.layer_count() * kSequences,
+        kDocument * layout.layer_count());
   }
 }

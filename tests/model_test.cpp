@@ -172,7 +172,8 @@ TEST_CASE("a process-private cache and shared-memory pools hold the same rows af
   CHECK((*shared)->slot_count() == kSlots);
 
   const ReferenceModel model = make_model(seeded_config(11, 2), layout);
-  const std::vector<TokenId> a = seeded_tokens(1, 45, model.config().vocab), b = seeded_tokens(2, 23, model.config().vocab);
+  const std::vector<TokenId> a = seeded_tokens(1, 45, model.config().vocab),
+                             b = seeded_tokens(2, 23, model.config().vocab);
   const SequenceBlocks blocks_a = blocks_for(layout, 45, 0), blocks_b = blocks_for(layout, 23, 5);
   const ForwardChunk chunks[] = {{&blocks_a, a, 0}, {&blocks_b, b, 0}};
   auto local_logits = model.forward(*local, chunks);
@@ -221,7 +222,8 @@ TEST_CASE("fp32 / bf16 storage and strided axis orders keep invariance and share
 
   const ReferenceModel model = make_model(seeded_config(13), layout);
   const ReferenceModel threaded = make_model(seeded_config(13, 3), layout);
-  const std::vector<TokenId> a = seeded_tokens(3, 70, model.config().vocab), b = seeded_tokens(4, 21, model.config().vocab);
+  const std::vector<TokenId> a = seeded_tokens(3, 70, model.config().vocab),
+                             b = seeded_tokens(4, 21, model.config().vocab);
   const SequenceBlocks blocks_a = blocks_for(layout, 70, 0), blocks_b = blocks_for(layout, 21, 6);
   auto whole = make_cache(layout, 10);
   const std::vector<float> whole_logits = forward_rows(model, *whole, blocks_a, a, 0);
@@ -229,7 +231,8 @@ TEST_CASE("fp32 / bf16 storage and strided axis orders keep invariance and share
 
   auto decode = make_cache(layout, 10);
   std::vector<float> last;
-  for (uint32_t row = 0; row < 70; ++row) last = forward_rows(model, *decode, blocks_a, std::span(a).first(row + 1), row);
+  for (uint32_t row = 0; row < 70; ++row)
+    last = forward_rows(model, *decode, blocks_a, std::span(a).first(row + 1), row);
   CHECK(same_bits(last, whole_logits));
   CHECK(canonical_rows(*decode, blocks_a, 70) == whole_rows);
 
@@ -337,15 +340,17 @@ TEST_CASE("reference model throughput (prints rows/s, asserts nothing)", "[.][mo
     for (uint32_t s = 0; s < kSeqs; ++s)
       forward_rows(model, *single, blocks[s], std::span<const TokenId>(seqs[s]).first(kPrompt), 0);
     t0 = Clock::now();
-    for (uint32_t s = 0; s < kSeqs; ++s) forward_rows(model, *single, blocks[s], std::span<const TokenId>(seqs[s]).first(kPrompt + 32), kPrompt);
+    for (uint32_t s = 0; s < kSeqs; ++s)
+      forward_rows(model, *single, blocks[s], std::span<const TokenId>(seqs[s]).first(kPrompt + 32), kPrompt);
     const double suffix = rate(kSeqs * 32, t0);
     t0 = Clock::now();
     for (uint32_t s = 0; s < kSeqs; ++s)
       for (uint32_t r = kPrompt + 32; r < kPrompt + 40; ++r)
         forward_rows(model, *single, blocks[s], std::span<const TokenId>(seqs[s]).first(r + 1), r);
     const double decode_single = rate(kSeqs * 8, t0);
-    std::printf("[model-speed] threads %u [rows/s]: batched prefill 16x%u %.0f, batched decode at %u..%u %.0f; "
-                "single request: 32-row suffix over %u %.0f, decode %.0f\n",
-                threads, kPrompt, prefill, kPrompt, kPrompt + kDecode, decode, kPrompt, suffix, decode_single);
+    std::printf(
+        "[model-speed] threads %u [rows/s]: batched prefill 16x%u %.0f, batched decode at %u..%u %.0f; "
+        "single request: 32-row suffix over %u %.0f, decode %.0f\n",
+        threads, kPrompt, prefill, kPrompt, kPrompt + kDecode, decode, kPrompt, suffix, decode_single);
   }
 }

@@ -151,7 +151,8 @@ TEST_CASE("a client on the session channel gets the middleman's answers", "[node
 
   // The same batch through each transport: equal receipts but for the ids
   // and digests that name each session's own request.
-  const AllocatorBatch batch{TraceContext{7, 1, 0}, {AllocateOp{20, {}, std::nullopt}, AllocateOp{0, {}, std::nullopt}}};
+  const AllocatorBatch batch{TraceContext{7, 1, 0},
+                             {AllocateOp{20, {}, std::nullopt}, AllocateOp{0, {}, std::nullopt}}};
   Result<AllocatorBatchReceipt> a = fast->allocator(batch);
   Result<AllocatorBatchReceipt> b = slow.allocator(batch);
   REQUIRE(a.ok());
@@ -168,7 +169,8 @@ TEST_CASE("a client on the session channel gets the middleman's answers", "[node
 
   // A session holds only its own: the fast session cannot release the slow one's request.
   const RequestFence foreign{rb.request_id, rb.request_generation, rb.table_version_after};
-  Result<AllocatorBatchReceipt> refused = fast->allocator(AllocatorBatch{{}, {ReleaseOp{foreign, ReleaseReason::finished}}});
+  Result<AllocatorBatchReceipt> refused =
+      fast->allocator(AllocatorBatch{{}, {ReleaseOp{foreign, ReleaseReason::finished}}});
   REQUIRE(refused.ok());
   CHECK(std::get<Error>(refused->outcomes.at(0)).code == ErrorCode::not_owner);
 

@@ -24,7 +24,8 @@ struct AttachedPools {
       : layout(load_layout_manifest(d.layout_path).value()) {
     std::vector<shm::BlockPoolSegment> segments;
     for (const PoolAttachment& p : client.session().pools)
-      segments.push_back(shm::BlockPoolSegment::attach(p.segment_name, p.generation, client.session().layout_sha256).value());
+      segments.push_back(
+          shm::BlockPoolSegment::attach(p.segment_name, p.generation, client.session().layout_sha256).value());
     store.emplace(shm::ShmPayloadStore::create(std::move(segments)).value());
     cache = shm::ShmModelKvCache::create(*store, layout).value();
   }
@@ -104,7 +105,8 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
     const std::vector<uint32_t> valid{16, 16, 8};
     const executor::DecodeRequest req{executor::KvBlockTable{slots[g], valid, 40}};
     std::vector<float> out(4 * 16), lse(4);
-    const executor::DecodeArgs args{executor::HeadMapping{4, 2}, std::span(&req, 1), batch.ops[i].queries, out, lse, {}};
+    const executor::DecodeArgs args{
+        executor::HeadMapping{4, 2}, std::span(&req, 1), batch.ops[i].queries, out, lse, {}};
     REQUIRE(executor::paged_decode(pools.cache->layer_view(layer), args).ok());
     CHECK(same_bits(got.outputs, out));
     CHECK(same_bits(got.lse, lse));
@@ -137,7 +139,8 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
   CHECK(error_of(*refused, 2) == ErrorCode::executor_shape_mismatch);
   CHECK(error_of(*refused, 3) == ErrorCode::executor_head_mapping);
   CHECK(same_bits(output_of(*refused, 4).outputs, output_of(*run, 0).outputs));  // the batch went on
-  for (const auto& garbage : {std::vector<uint8_t>{}, std::vector<uint8_t>(40, 0x5a), codec::encode(HelloRequest{"x", "y", 1})}) {
+  for (const auto& garbage :
+       {std::vector<uint8_t>{}, std::vector<uint8_t>(40, 0x5a), codec::encode(HelloRequest{"x", "y", 1})}) {
     Result<std::vector<uint8_t>> reply = a->raw(RawRoute::executor, garbage);
     REQUIRE(reply.ok());
     Result<codec::ErrorMessage> e = codec::decode<codec::ErrorMessage>(*reply);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -14,8 +15,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <catch2/catch.hpp>
 
 #include "actors/client.hpp"
 #include "actors/node_runtime.hpp"
@@ -124,8 +123,8 @@ class NodeProcess {
   static std::vector<std::string> node_args(const std::string& config, const std::string& descriptor,
                                             std::vector<std::string> extra, std::vector<std::string> global) {
     std::vector<std::string> args = std::move(global);
-    const std::vector<std::string> node{"node", "--config", std::string(KVRT_SOURCE_DIR) + "/" + config,
-                                        "--descriptor", descriptor};
+    const std::vector<std::string> node{"node", "--config", std::string(KVRT_SOURCE_DIR) + "/" + config, "--descriptor",
+                                        descriptor};
     args.insert(args.end(), node.begin(), node.end());
     args.insert(args.end(), extra.begin(), extra.end());
     return args;

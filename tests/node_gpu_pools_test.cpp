@@ -83,9 +83,7 @@ TEST_CASE("a node configured for GPU pools starts with handles in its descriptor
 
 TEST_CASE("a worker refuses malformed GPU pool attachments before it imports anything", "[node][gpu_pools]") {
   SessionReceipt session;
-  SECTION("no pool") {
-    require_refused(session, ErrorCode::invalid_argument, "pools");
-  }
+  SECTION("no pool") { require_refused(session, ErrorCode::invalid_argument, "pools"); }
   SECTION("GPU and shared-memory pools mixed") {
     session.pools.push_back(gpu_pool(0, kWellFormedHandle));
     session.pools.push_back(PoolAttachment{CacheGroupId{1}, PoolId{2}, PoolGeneration{1}, "/kvrt.x", 1 << 20});
@@ -162,8 +160,8 @@ TEST_CASE("the executor runs the decode kernel it is given (the CUDA one on a GP
     uint64_t context = 0;
   };
   auto seen = std::make_shared<Seen>();
-  auto recording = [seen](const executor::PagedKvView& view, const executor::DecodeArgs& args)
-      -> Result<executor::DecodeReceipt> {
+  auto recording = [seen](const executor::PagedKvView& view,
+                          const executor::DecodeArgs& args) -> Result<executor::DecodeReceipt> {
     ++seen->calls;
     seen->view_base = view.k.base;
     const executor::KvBlockTable& t = args.requests[0].table;
@@ -177,16 +175,17 @@ TEST_CASE("the executor runs the decode kernel it is given (the CUDA one on a GP
     r.kv_bytes = 640;
     return r;
   };
-  std::unique_ptr<ExecutorService> executor =
-      ExecutorService::create(layout, views, base, 4, recording).value();
+  std::unique_ptr<ExecutorService> executor = ExecutorService::create(layout, views, base, 4, recording).value();
 
   BlockTableView table;
   table.fence.table_version = TableVersion{3};
   table.context_tokens = 20;
   table.groups.resize(layout.cache_groups.size());
   for (auto& entries : table.groups) {
-    entries.push_back(BlockTableEntry{PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1007}, BlockGeneration{1}}, 16, 0});
-    entries.push_back(BlockTableEntry{PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1002}, BlockGeneration{1}}, 4, 0});
+    entries.push_back(BlockTableEntry{
+        PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1007}, BlockGeneration{1}}, 16, 0});
+    entries.push_back(BlockTableEntry{
+        PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1002}, BlockGeneration{1}}, 4, 0});
   }
   DecodeAttentionOp op;
   op.request = RequestId{9};
@@ -197,8 +196,8 @@ TEST_CASE("the executor runs the decode kernel it is given (the CUDA one on a GP
   Result<AttentionOutput> out = executor->decode(op, table);
   REQUIRE(out.ok());
   CHECK(seen->calls == 1);
-  CHECK(seen->view_base == &marker[layer]);                     // the layer's own view
-  CHECK(seen->slots == std::vector<uint32_t>{7, 2});             // block id - the group's base
+  CHECK(seen->view_base == &marker[layer]);           // the layer's own view
+  CHECK(seen->slots == std::vector<uint32_t>{7, 2});  // block id - the group's base
   CHECK(seen->valid == std::vector<uint32_t>{16, 4});
   CHECK(seen->context == 20);
   CHECK(out->kv_rows == 20);

@@ -15,7 +15,6 @@
 namespace kvrt::test {
 namespace {
 
-
 MapperBatchReceipt call(Client& c, std::vector<MapperOp> ops) {
   Result<MapperBatchReceipt> r = c.mapper(MapperBatch{TraceContext{3, 4, 0}, std::move(ops)});
   INFO((r.ok() ? std::string("ok") : r.error().describe()));
@@ -34,7 +33,6 @@ ErrorCode error_of(const MapperBatchReceipt& r, size_t i) {
   const auto* e = std::get_if<Error>(&r.outcomes.at(i));
   return e == nullptr ? ErrorCode::ok : e->code;
 }
-
 
 }  // namespace
 
@@ -79,17 +77,17 @@ TEST_CASE("node mapper: receipts over the wire and a worker view that shows the 
   REQUIRE(std::memcmp(rv->base() + k0, rows.data(), bytes) == 0);
 
   // The reader may not step, append to or free the writer's request.
-  const MapperBatchReceipt refused = call(*reader, {MapperStepOp{{StepRequest{RequestId{1}, 900}}},
-                                                    MapperAppendOp{RequestId{1}, slot.generation, 10},
-                                                    MapperFreeOp{RequestId{1}, slot.generation}});
+  const MapperBatchReceipt refused =
+      call(*reader, {MapperStepOp{{StepRequest{RequestId{1}, 900}}}, MapperAppendOp{RequestId{1}, slot.generation, 10},
+                     MapperFreeOp{RequestId{1}, slot.generation}});
   CHECK(error_of(refused, 0) == ErrorCode::not_owner);
   CHECK(error_of(refused, 1) == ErrorCode::not_owner);
   CHECK(error_of(refused, 2) == ErrorCode::not_owner);
   CHECK(n.stat("mapper", "active_slots") == 1);
 
   // Malformed bytes: a typed error, and the mapper keeps serving.
-  for (const auto& garbage : {std::vector<uint8_t>{}, std::vector<uint8_t>(64, 0xa5),
-                              codec::encode(HelloRequest{"x", "y", 1})}) {
+  for (const auto& garbage :
+       {std::vector<uint8_t>{}, std::vector<uint8_t>(64, 0xa5), codec::encode(HelloRequest{"x", "y", 1})}) {
     Result<std::vector<uint8_t>> reply = reader->raw(RawRoute::mapper, garbage);
     REQUIRE(reply.ok());
     Result<codec::ErrorMessage> e = codec::decode<codec::ErrorMessage>(*reply);

@@ -30,8 +30,7 @@ inline PrefixMatchReceipt match(Client& c, const std::string& ns, const std::vec
 inline PrefixPublishReceipt serve_and_publish(Client& c, const std::vector<TokenId>& prompt, RequestFence* fence_out) {
   const AllocationReceipt r = allocation(c, AllocateOp{static_cast<uint32_t>(prompt.size()), {}, std::nullopt});
   const RequestFence fence{r.request_id, r.request_generation, r.table_version_after};
-  const AllocationReceipt committed =
-      allocation(c, CommitRowsOp{fence, static_cast<uint32_t>(prompt.size())});
+  const AllocationReceipt committed = allocation(c, CommitRowsOp{fence, static_cast<uint32_t>(prompt.size())});
   if (fence_out) *fence_out = RequestFence{fence.request, fence.generation, committed.table_version_after};
   Result<PrefixBatchReceipt> p = c.prefix(PrefixBatch{
       {}, {PrefixPublishOp{"test/shared", fence.request, prompt, 0, static_cast<uint32_t>(prompt.size() / 16)}}});
@@ -51,7 +50,8 @@ inline std::vector<TokenId> prompt_of(TokenId seed, size_t n) {
 // Every handle of a match receipt, bundle-major, as AllocateOp::prefix_hit takes them.
 inline std::vector<PhysicalBlockHandle> hit_handles(const PrefixMatchReceipt& m) {
   std::vector<PhysicalBlockHandle> hit;
-  for (const auto& bundle : m.matched_group_handles) hit.insert(hit.end(), bundle.handles.begin(), bundle.handles.end());
+  for (const auto& bundle : m.matched_group_handles)
+    hit.insert(hit.end(), bundle.handles.begin(), bundle.handles.end());
   return hit;
 }
 

@@ -5,9 +5,8 @@
 // block, refcount delta 0, no live request or lease.
 #include <filesystem>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tests/node_fixture.hpp"
 
@@ -15,8 +14,16 @@ namespace kvrt::test {
 namespace {
 
 std::vector<std::string> worker_args(const NodeProcess& node, int index, double seconds, int seed) {
-  return {"worker",     "--node",     node.descriptor_path(), "--principal", "worker-" + std::to_string(index),
-          "--duration", std::to_string(seconds), "--seed", std::to_string(seed), "--json"};
+  return {"worker",
+          "--node",
+          node.descriptor_path(),
+          "--principal",
+          "worker-" + std::to_string(index),
+          "--duration",
+          std::to_string(seconds),
+          "--seed",
+          std::to_string(seed),
+          "--json"};
 }
 
 nlohmann::json summary_of(const KvrtProcess& p) {
@@ -83,8 +90,9 @@ TEST_CASE("a worker killed with SIGKILL mid-transaction is reclaimed while the o
     // The victim is connected and working before the clock starts, however
     // loaded the machine is.
     KvrtProcess victim(worker_args(node, 1, 5.0, 200 + round), dir.file("victim.log"));
-    await_stats(node, [&](const NodeStats& x) { return x.value("node", "sessions_opened") == 2 * round + 1; },
-                std::chrono::seconds(30));
+    await_stats(
+        node, [&](const NodeStats& x) { return x.value("node", "sessions_opened") == 2 * round + 1; },
+        std::chrono::seconds(30));
     KvrtProcess survivor(worker_args(node, 0, 1.5, 100 + round), dir.file("survivor.log"));
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
     // Freeze the victim mid-work, let the survivor finish (it releases all
@@ -129,9 +137,8 @@ TEST_CASE("a hung worker (SIGSTOP) is detected by heartbeats and reclaimed", "[n
   }
   REQUIRE(held > 0);
   // connection_timeout_ms = 2500 in the test configuration.
-  const NodeStats s =
-      await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; },
-                  std::chrono::seconds(15));
+  const NodeStats s = await_stats(
+      node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; }, std::chrono::seconds(15));
   require_quiescent(s);
   CHECK(s.value("allocator", "requests_reclaimed") == held);
   hung.signal(SIGKILL);
@@ -157,19 +164,22 @@ TEST_CASE("a node refuses a bad configuration, naming file and field, and starts
 
 namespace kvrt::test {
 
-TEST_CASE("tracing: node and worker --trace files hold Chrome trace events with flows from a worker's call to the owner's slice",
-          "[node][process][trace]") {
+TEST_CASE(
+    "tracing: node and worker --trace files hold Chrome trace events with flows from a worker's call to the owner's "
+    "slice",
+    "[node][process][trace]") {
   ScratchDir dir("node-trace");
   NodeProcess node(dir, {"--trace", dir.file("node-trace.json")});
-  std::vector<std::string> args = {"worker", "--node", node.descriptor_path(), "--principal", "worker-0",
-                                   "--requests", "6", "--trace", dir.file("worker-trace.json")};
+  std::vector<std::string> args = {"worker",      "--node",   node.descriptor_path(),
+                                   "--principal", "worker-0", "--requests",
+                                   "6",           "--trace",  dir.file("worker-trace.json")};
   KvrtProcess worker(args, dir.file("worker.log"));
   INFO(worker.output());
   REQUIRE(worker.wait() == 0);
   REQUIRE(node.stop() == 0);
-  KvrtProcess merge({"trace-merge", "--out", dir.file("merged.json"), dir.file("node-trace.json"),
-                     dir.file("worker-trace.json")},
-                    dir.file("merge.log"));
+  KvrtProcess merge(
+      {"trace-merge", "--out", dir.file("merged.json"), dir.file("node-trace.json"), dir.file("worker-trace.json")},
+      dir.file("merge.log"));
   REQUIRE(merge.wait() == 0);
   std::ifstream in(dir.file("merged.json"));
   const nlohmann::json trace = nlohmann::json::parse(in);
@@ -200,7 +210,8 @@ namespace kvrt::test {
 // spdlog lines carry the trace id of the message they are about (issue 5):
 // at debug level every answered batch names its owner, session, trace and
 // span, and how many of its operations ended in a typed error.
-TEST_CASE("node --log-level debug: each answered batch logs its session, trace and span ids", "[node][process][trace]") {
+TEST_CASE("node --log-level debug: each answered batch logs its session, trace and span ids",
+          "[node][process][trace]") {
   ScratchDir dir("node-debug-log");
   NodeProcess node(dir, {}, "tests/data/node/node-test.toml", {"--log-level", "debug"});
   uint64_t session = 0;
@@ -228,12 +239,10 @@ TEST_CASE("node --log-level debug: each answered batch logs its session, trace a
   const std::string log = node.log();
   INFO(log);
   CHECK(log.find("actor=allocator session=" + std::to_string(session) +
-                 " trace=1234abcd5678ef01 span=0000000000000077 answered ops=2 typed_errors=1") !=
-        std::string::npos);
+                 " trace=1234abcd5678ef01 span=0000000000000077 answered ops=2 typed_errors=1") != std::string::npos);
   // The untraced release: trace 0, one operation, no error.
   CHECK(log.find("actor=allocator session=" + std::to_string(session) +
-                 " trace=0000000000000000 span=0000000000000000 answered ops=1 typed_errors=0") !=
-        std::string::npos);
+                 " trace=0000000000000000 span=0000000000000000 answered ops=1 typed_errors=0") != std::string::npos);
 }
 
 }  // namespace kvrt::test

@@ -8,7 +8,6 @@
 namespace kvrt::test {
 namespace {
 
-
 template <class T>
 const T& outcome_as(const AllocatorBatchReceipt& r, size_t i) {
   INFO((std::holds_alternative<Error>(r.outcomes.at(i)) ? std::get<Error>(r.outcomes[i]).describe() : "receipt"));
@@ -35,7 +34,10 @@ TEST_CASE("malformed bytes get a typed error and the node keeps serving", "[node
   InProcessNode n(dir);
   auto client = n.connect("worker-0");
   const std::vector<std::vector<uint8_t>> garbage = {
-      {}, {0x00}, {0xff, 0xff, 0xff, 0xff, 0x00, 0x01, 0x02, 0x03}, std::vector<uint8_t>(4096, 0xa5),
+      {},
+      {0x00},
+      {0xff, 0xff, 0xff, 0xff, 0x00, 0x01, 0x02, 0x03},
+      std::vector<uint8_t>(4096, 0xa5),
       codec::encode(HelloRequest{"x", "y", 1})};  // a message of another kind
   for (RawRoute route : {RawRoute::allocator, RawRoute::prefix, RawRoute::authorize}) {
     for (const auto& bytes : garbage) {
@@ -61,9 +63,10 @@ TEST_CASE("stale receipts are refused with their reason and change nothing", "[n
   const RequestFence current{a.request_id, c.request_generation, c.table_version_after};
   // The old table version, a wrong generation, an old allocator epoch.
   const AllocatorBatchReceipt stale = call(
-      *client, {CommitRowsOp{fresh, 20}, ReleaseOp{RequestFence{a.request_id, RequestGeneration{99}, current.table_version},
-                                                   ReleaseReason::finished},
-                AllocateOp{4, {}, Epoch{1}}});
+      *client,
+      {CommitRowsOp{fresh, 20},
+       ReleaseOp{RequestFence{a.request_id, RequestGeneration{99}, current.table_version}, ReleaseReason::finished},
+       AllocateOp{4, {}, Epoch{1}}});
   CHECK(error_of(stale, 0).code == ErrorCode::stale_table_version);
   CHECK(error_of(stale, 1).code == ErrorCode::stale_generation);
   CHECK(error_of(stale, 2).code == ErrorCode::stale_generation);  // the epoch is a generation of the allocator
@@ -80,8 +83,8 @@ TEST_CASE("a session touches only what it holds, and looks up only what it was g
   const AllocationReceipt r = outcome_as<AllocationReceipt>(call(*a, {AllocateOp{40, {}, std::nullopt}}), 0);
   const RequestFence fence{r.request_id, r.request_generation, r.table_version_after};
   // Another session cannot release, append to or read the request.
-  const AllocatorBatchReceipt foreign = call(*b, {ReleaseOp{fence, ReleaseReason::finished}, AppendOp{fence, {}, {}},
-                                                 ReadTableOp{fence.request}});
+  const AllocatorBatchReceipt foreign =
+      call(*b, {ReleaseOp{fence, ReleaseReason::finished}, AppendOp{fence, {}, {}}, ReadTableOp{fence.request}});
   for (size_t i = 0; i < 3; ++i) CHECK(error_of(foreign, i).code == ErrorCode::not_owner);
 
   // A lookup before any grant is refused before the index sees it.
@@ -105,8 +108,10 @@ TEST_CASE("a session touches only what it holds, and looks up only what it was g
   // The owner publishes its committed blocks; a second session of the same
   // namespace then hits them, another namespace does not.
   const AllocationReceipt committed = outcome_as<AllocationReceipt>(call(*a, {CommitRowsOp{fence, 40}}), 0);
-  Result<PrefixBatchReceipt> published = a->prefix(PrefixBatch{
-      {}, {PrefixPublishOp{"test/shared", fence.request, std::vector<TokenId>(prompt.begin(), prompt.begin() + 40), 0, 2}}});
+  Result<PrefixBatchReceipt> published =
+      a->prefix(PrefixBatch{{},
+                            {PrefixPublishOp{"test/shared", fence.request,
+                                             std::vector<TokenId>(prompt.begin(), prompt.begin() + 40), 0, 2}}});
   REQUIRE(published.ok());
   REQUIRE(std::holds_alternative<PrefixPublishReceipt>(published->outcomes[0]));
   CHECK(std::get<PrefixPublishReceipt>(published->outcomes[0]).published == 2 * 2);  // 2 blocks x 2 groups
@@ -136,8 +141,8 @@ TEST_CASE("a batch of operations is answered by one receipt with one outcome eac
   for (size_t i = 0; i < 64; ++i) {
     const AllocationReceipt& a = outcome_as<AllocationReceipt>(r, i);
     CHECK(a.context_tokens_after == i + 1);
-    releases.push_back(ReleaseOp{RequestFence{a.request_id, a.request_generation, a.table_version_after},
-                                 ReleaseReason::finished});
+    releases.push_back(
+        ReleaseOp{RequestFence{a.request_id, a.request_generation, a.table_version_after}, ReleaseReason::finished});
   }
   const AllocatorBatchReceipt done = call(*client, releases);
   for (size_t i = 0; i < 64; ++i) CHECK(std::holds_alternative<ReleaseResult>(done.outcomes[i]));

@@ -43,7 +43,8 @@ TEST_CASE("node radix: publications lease pages, matches reuse them, the budget 
   CHECK(match(*c, "test/other", prompt).runtime_hit_tokens == 0);
 
   // A releases: its blocks stay cached (the node's leases hold them).
-  Result<AllocatorBatchReceipt> released = a->allocator(AllocatorBatch{{}, {ReleaseOp{a_fence, ReleaseReason::finished}}});
+  Result<AllocatorBatchReceipt> released =
+      a->allocator(AllocatorBatch{{}, {ReleaseOp{a_fence, ReleaseReason::finished}}});
   REQUIRE(released.ok());
   REQUIRE(std::holds_alternative<ReleaseResult>(released->outcomes.at(0)));
   CHECK(match(*b, "test/shared", prompt).runtime_hit_tokens == 32);
@@ -69,12 +70,13 @@ TEST_CASE("node radix: publications lease pages, matches reuse them, the budget 
 }
 
 TEST_CASE("node radix: a bad prefix_index is refused naming the field", "[node][radix]") {
-  Result<NodeConfig> c = parse_node_config("[node]\nlayout = \"x.toml\"\nblocks_per_group = 8\nprefix_index = \"trie\"\n",
-                                           "bad.toml");
+  Result<NodeConfig> c =
+      parse_node_config("[node]\nlayout = \"x.toml\"\nblocks_per_group = 8\nprefix_index = \"trie\"\n", "bad.toml");
   REQUIRE_FALSE(c.ok());
   CHECK(c.error().reason.find("prefix_index") != std::string::npos);
   Result<NodeConfig> over = parse_node_config(
-      "[node]\nlayout = \"x.toml\"\nblocks_per_group = 8\nprefix_index = \"radix\"\nradix_budget_blocks = 9\n", "bad.toml");
+      "[node]\nlayout = \"x.toml\"\nblocks_per_group = 8\nprefix_index = \"radix\"\nradix_budget_blocks = 9\n",
+      "bad.toml");
   REQUIRE_FALSE(over.ok());
   CHECK(over.error().reason.find("radix_budget_blocks") != std::string::npos);
 }

@@ -11,8 +11,8 @@
 namespace kvrt::test {
 
 TEST_CASE("node reuse funnel: lookups, refusals and presented hits land in their stages", "[node][funnel]") {
-  const std::string config = GENERATE(std::string("tests/data/node/node-test.toml"),
-                                      std::string("tests/data/node/node-radix-test.toml"));
+  const std::string config =
+      GENERATE(std::string("tests/data/node/node-test.toml"), std::string("tests/data/node/node-radix-test.toml"));
   INFO("config " << config);
   ScratchDir dir("node-funnel");
   InProcessNode n(dir, config);

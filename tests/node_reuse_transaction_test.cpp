@@ -44,9 +44,9 @@ TEST_CASE("node reuse transaction: a receipt leases exactly the hit, and its lea
   const ReuseBatchReceipt r = reuse(*b, {acquire("test/shared", prompt), witnessed});
   REQUIRE(r.outcomes.size() == 2);
   for (const ReuseOutcome& o : r.outcomes) {
-    INFO((std::holds_alternative<Error>(o) ? std::get<Error>(o).describe()
+    INFO((std::holds_alternative<Error>(o)                   ? std::get<Error>(o).describe()
           : std::holds_alternative<ReuseRejectionReceipt>(o) ? std::get<ReuseRejectionReceipt>(o).detail
-                                                               : std::string("receipt")));
+                                                             : std::string("receipt")));
     REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(o));
   }
   const auto& receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
@@ -72,9 +72,8 @@ TEST_CASE("node reuse transaction: a receipt leases exactly the hit, and its lea
   // (step 10 for a reuse that publishes nothing new).
   CHECK(allocation(*b, AllocateOp{40, receipt.physical_handles, std::nullopt}).outcome == AllocationOutcome::committed);
   // Steps 9-10: the first receipt's rows were used, the second's not.
-  const ReuseBatchReceipt released =
-      reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true},
-                 ReuseReleaseOp{second.execution_snapshot_version, false}});
+  const ReuseBatchReceipt released = reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true},
+                                                ReuseReleaseOp{second.execution_snapshot_version, false}});
   REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(released.outcomes.at(0)));
   REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(released.outcomes.at(1)));
   const auto& done = std::get<ReuseReleaseReceipt>(released.outcomes[0]);
@@ -115,9 +114,9 @@ TEST_CASE("node reuse transaction: refusals name their step and bucket, and take
   CHECK(d.leases_released.empty());
 
   // A prompt nothing was published for, and one shorter than a block: misses.
-  const ReuseBatchReceipt missed =
-      reuse(*a, {acquire("test/shared", prompt_of(11, 40)), acquire("test/shared", prompt_of(9, 10)),
-                 ReuseAcquireOp{"test/shared", RequestId{0}, RequestGeneration{0}, {}, LogitsPath::logits_required, false}});
+  const ReuseBatchReceipt missed = reuse(
+      *a, {acquire("test/shared", prompt_of(11, 40)), acquire("test/shared", prompt_of(9, 10)),
+           ReuseAcquireOp{"test/shared", RequestId{0}, RequestGeneration{0}, {}, LogitsPath::logits_required, false}});
   for (size_t i = 0; i < 2; ++i) {
     REQUIRE(std::holds_alternative<ReuseRejectionReceipt>(missed.outcomes.at(i)));
     CHECK(std::get<ReuseRejectionReceipt>(missed.outcomes[i]).bucket() == ReuseBucket::index_miss);
@@ -273,10 +272,10 @@ void successor_round(const std::string& config) {
   }
   SECTION("a committed successor is published, then the leases go back") {
     // Malformed successors first: typed errors, and the attempt stays open.
-    const ReuseBatchReceipt bad = reuse(
-        *b, {ReuseReleaseOp{receipt.execution_snapshot_version, false, ReuseSuccessor{fence.request, longer, 4}},
-             ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, longer, 1}},
-             ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, prompt, 4}}});
+    const ReuseBatchReceipt bad =
+        reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, false, ReuseSuccessor{fence.request, longer, 4}},
+                   ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, longer, 1}},
+                   ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, prompt, 4}}});
     for (const ReuseOutcome& o : bad.outcomes) {
       REQUIRE(std::holds_alternative<Error>(o));
       CHECK(std::get<Error>(o).code == ErrorCode::invalid_argument);

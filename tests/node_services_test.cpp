@@ -3,7 +3,6 @@
 // these classes, so driving them directly is the owners' protocol, message by
 // message, with no scheduler in the way. Randomised with a printed seed.
 #include <catch2/catch.hpp>
-
 #include <map>
 #include <random>
 
@@ -100,7 +99,8 @@ TEST_CASE("random multi-session allocator traffic: ownership holds and ending ev
         requests.push_back(Held{h.session, RequestFence{r->request_id, r->request_generation, r->table_version_after}});
     } else if (kind == 5) {
       const size_t i = rng() % requests.size();
-      const AllocatorOutcome o = svc.apply_one(requests[i].session, ReleaseOp{requests[i].fence, ReleaseReason::finished});
+      const AllocatorOutcome o =
+          svc.apply_one(requests[i].session, ReleaseOp{requests[i].fence, ReleaseReason::finished});
       INFO((std::holds_alternative<Error>(o) ? std::get<Error>(o).describe() : std::string("receipt")));
       CHECK(std::holds_alternative<ReleaseResult>(o));
       requests.erase(requests.begin() + static_cast<long>(i));
@@ -113,7 +113,8 @@ TEST_CASE("random multi-session allocator traffic: ownership holds and ending ev
       }
     } else if (!leases.empty()) {
       const size_t i = rng() % leases.size();
-      CHECK(std::holds_alternative<LeaseReleaseReceipt>(svc.apply_one(leases[i].first, ReleaseLeaseOp{leases[i].second})));
+      CHECK(std::holds_alternative<LeaseReleaseReceipt>(
+          svc.apply_one(leases[i].first, ReleaseLeaseOp{leases[i].second})));
       leases.erase(leases.begin() + static_cast<long>(i));
     }
     const Status v = svc.validate();
@@ -199,11 +200,11 @@ TEST_CASE("the prefix owner answers a lookup only under a current grant, before 
 
 TEST_CASE("the authorization owner opens sessions from tokens and ends grants with the last session",
           "[node][services][authorization]") {
-  const AuthorizationConfig config =
-      parse_authorization_config("[[namespace]]\ndeployment = \"d\"\ntenant = \"t\"\nsalt = \"s\"\n\n"
-                                 "[[principal]]\nname = \"w\"\nnamespaces = [\"d/t\"]\n",
-                                 "inline.toml")
-          .value();
+  const AuthorizationConfig config = parse_authorization_config(
+                                         "[[namespace]]\ndeployment = \"d\"\ntenant = \"t\"\nsalt = \"s\"\n\n"
+                                         "[[principal]]\nname = \"w\"\nnamespaces = [\"d/t\"]\n",
+                                         "inline.toml")
+                                         .value();
   Result<NamespaceAuthority> authority = NamespaceAuthority::create(config, base_facts());
   REQUIRE(authority.ok());
   std::vector<IssuedToken> tokens = authority->take_issued_tokens();

@@ -3,9 +3,7 @@
 // reconstructs the index's present (digest, group) keys after every
 // operation of a random workload, with and without duplicate publication.
 #include <catch2/catch.hpp>
-
 #include <nlohmann/json.hpp>
-
 #include <random>
 #include <set>
 

@@ -5,7 +5,6 @@
 // bundles -> commit the prefill rows -> publish the full blocks, and the
 // immutable tail under the partial-tail policy).
 #include <catch2/catch.hpp>
-
 #include <numeric>
 #include <span>
 #include <vector>
@@ -32,8 +31,8 @@ inline BlockAllocatorConfig rig_allocator_config(const PrefixRigOptions& o) {
   c.block_size = o.block_tokens;
   c.queue_policy = o.queue;
   for (uint32_t g = 0; g < o.groups; ++g)
-    c.groups.push_back(GroupPoolConfig{CacheGroupId{g}, PoolId{10 + g}, PoolGeneration{1}, o.blocks,
-                                       1000 * (g + 1), o.row_bytes_per_group, {}});
+    c.groups.push_back(GroupPoolConfig{
+        CacheGroupId{g}, PoolId{10 + g}, PoolGeneration{1}, o.blocks, 1000 * (g + 1), o.row_bytes_per_group, {}});
   return c;
 }
 
@@ -71,7 +70,9 @@ inline std::vector<TokenId> iota_tokens(uint32_t n, TokenId start = 100) {
 class PrefixRig {
  public:
   explicit PrefixRig(const PrefixRigOptions& o = {})
-      : options(o), alloc(BlockAllocator::create(rig_allocator_config(o)).value()), index(make_index(o)),
+      : options(o),
+        alloc(BlockAllocator::create(rig_allocator_config(o)).value()),
+        index(make_index(o)),
         scope(index.local_scope().value()) {}
   PrefixRig(const PrefixRig&) = delete;
   PrefixRig& operator=(const PrefixRig&) = delete;
@@ -103,24 +104,22 @@ class PrefixRig {
     index.extend_hashes(scope, tokens, p, hashes);
     std::vector<PhysicalBlockHandle> hit;
     const uint32_t P = options.block_tokens;
-    const uint32_t hits = index.match_full_blocks(hashes, static_cast<uint32_t>((tokens.size() - 1) / P), tokens,
-                                                  &alloc, &hit);
+    const uint32_t hits =
+        index.match_full_blocks(hashes, static_cast<uint32_t>((tokens.size() - 1) / P), tokens, &alloc, &hit);
     AllocationReceipt r;
     REQUIRE(alloc.allocate(AllocateArgs{static_cast<uint32_t>(tokens.size()), hit, {}}, r).ok());
     REQUIRE(r.outcome == AllocationOutcome::committed);
     absorb();
     const RequestId id = r.request_id;
     REQUIRE(alloc.commit_rows(CommitRowsArgs{alloc.fence(id).value(), static_cast<uint32_t>(tokens.size())}, r).ok());
-    auto published = index.publish_blocks(scope, alloc,
-                                          PrefixPublishArgs{id, tokens, hashes, &p, hits,
-                                                            static_cast<uint32_t>(hashes.size())});
+    auto published = index.publish_blocks(
+        scope, alloc, PrefixPublishArgs{id, tokens, hashes, &p, hits, static_cast<uint32_t>(hashes.size())});
     INFO((published.ok() ? std::string("ok") : published.error().describe()));
     REQUIRE(published.ok());
     const uint32_t tail_rows = static_cast<uint32_t>(tokens.size() % P);
     if (publish_tail && tail_rows > 0) {
-      auto t = index.publish_tail(scope, alloc,
-                                  PrefixTailArgs{id, tokens, hashes, &p, static_cast<uint32_t>(tokens.size() / P),
-                                                 tail_rows});
+      auto t = index.publish_tail(
+          scope, alloc, PrefixTailArgs{id, tokens, hashes, &p, static_cast<uint32_t>(tokens.size() / P), tail_rows});
       INFO((t.ok() ? std::string("ok") : t.error().describe()));
       REQUIRE(t.ok());
     }

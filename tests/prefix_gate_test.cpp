@@ -7,7 +7,6 @@
 // one scope, and authorization is this gate, checked before any digest.) Also the two
 // allocator queries the index relies on (holds_cache_key, cache_keys_dropped).
 #include <catch2/catch.hpp>
-
 #include <type_traits>
 
 #include "services/identity/isolation_namespace.hpp"
@@ -62,9 +61,9 @@ TEST_CASE("gate: the namespace gate (0x01A legal order) in front of the index", 
   const RequestId id = r.request_id;
   REQUIRE(alloc.commit_rows(CommitRowsArgs{alloc.fence(id).value(), 48}, r).ok());
   REQUIRE(index.publish_blocks(scope, alloc, PrefixPublishArgs{id, tokens, chain, &plan, 0, 3}).ok());
-  const auto m = index.lookup(scope, PrefixLookupArgs{RequestId{7}, RequestGeneration{1}, tokens, &plan,
-                                                      LogitsPath::logits_required, {}},
-                              &alloc);
+  const auto m = index.lookup(
+      scope, PrefixLookupArgs{RequestId{7}, RequestGeneration{1}, tokens, &plan, LogitsPath::logits_required, {}},
+      &alloc);
   REQUIRE(m.ok());
   CHECK(m->lengths.runtime == 32);
   CHECK(m->receipt.namespace_id == name);
@@ -73,9 +72,10 @@ TEST_CASE("gate: the namespace gate (0x01A legal order) in front of the index", 
 
   // Other tokens than the authorized covered interval.
   const std::vector<TokenId> other = iota_tokens(48, 2);
-  CHECK(index.lookup(scope, PrefixLookupArgs{RequestId{7}, RequestGeneration{1}, other, &plan,
-                                             LogitsPath::logits_required, {}},
-                     &alloc)
+  CHECK(index
+            .lookup(scope,
+                    PrefixLookupArgs{RequestId{7}, RequestGeneration{1}, other, &plan, LogitsPath::logits_required, {}},
+                    &alloc)
             .error()
             .field == "covered_token_ids");
   // A manifest with another salt is refused before any digest is probed.
@@ -93,9 +93,9 @@ TEST_CASE("gate: the namespace gate (0x01A legal order) in front of the index", 
   GenerationFacts successor = base_facts();
   successor.artifact.adapter_identity = "adapter-v2";
   REQUIRE(registry.invalidate(name, InvalidationCause::adapter, successor).ok());
-  const auto stale_lookup = index.lookup(scope, PrefixLookupArgs{RequestId{7}, RequestGeneration{1}, tokens, &plan,
-                                                                 LogitsPath::logits_required, {}},
-                                         &alloc);
+  const auto stale_lookup = index.lookup(
+      scope, PrefixLookupArgs{RequestId{7}, RequestGeneration{1}, tokens, &plan, LogitsPath::logits_required, {}},
+      &alloc);
   CHECK(stale_lookup.error().code == ErrorCode::stale_generation);
   CHECK(stale_lookup.error().field == "namespace_generation");
   CHECK(index.publish_blocks(scope, alloc, PrefixPublishArgs{id, tokens, chain, &plan, 0, 3}).error().code ==
@@ -105,9 +105,9 @@ TEST_CASE("gate: the namespace gate (0x01A legal order) in front of the index", 
   const PrefixScope next = index.open_scope(registry.manifest_for(next_ticket, input).value()).value();
   CHECK_FALSE(next.root() == scope.root());
   const BlockExtrasPlan next_plan = index.extras_plan(next, {}).value();
-  const auto fresh = index.lookup(next, PrefixLookupArgs{RequestId{8}, RequestGeneration{1}, tokens, &next_plan,
-                                                         LogitsPath::logits_required, {}},
-                                  &alloc);
+  const auto fresh = index.lookup(
+      next, PrefixLookupArgs{RequestId{8}, RequestGeneration{1}, tokens, &next_plan, LogitsPath::logits_required, {}},
+      &alloc);
   REQUIRE(fresh.ok());
   CHECK(fresh->lengths.runtime == 0);
   CHECK(fresh->lengths.semantic == 0);

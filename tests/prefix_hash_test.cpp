@@ -3,10 +3,9 @@
 // independently here; the SHA-extension pipeline agrees with OpenSSL EVP bit
 // for bit; a change propagates to every descendant; extras land where 0x07B
 // says; the digest table keeps its probe sequences under random churn.
-#include <catch2/catch.hpp>
-
 #include <xxhash.h>
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <unordered_map>
@@ -86,7 +85,8 @@ TEST_CASE("each chain digest is the family hash of the documented message", "[pr
         parent = chain[i];
       }
       if (family == HashFamily::xxh3_128)
-        for (const auto& d : chain) CHECK(std::all_of(d.bytes.begin() + 16, d.bytes.end(), [](uint8_t b) { return b == 0; }));
+        for (const auto& d : chain)
+          CHECK(std::all_of(d.bytes.begin() + 16, d.bytes.end(), [](uint8_t b) { return b == 0; }));
       // With extras (an adapter on every block, a salt on block 0) the
       // message carries E_i's 32-byte key before the flags byte.
       RequestExtras extras;

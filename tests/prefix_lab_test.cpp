@@ -115,8 +115,9 @@ TEST_CASE("lab: stale generations never hit, and stale receipts are rejected", "
   CHECK(absorbed.removed == 3);
   CHECK(rig.index.cached_blocks() == 0);
   CHECK(rig.index.check_receipt(m.receipt, nullptr).error().code == ErrorCode::stale_generation);
-  CHECK(rig.index.absorb(std::vector<AllocatorEvent>{AllocatorEvent{AllocatorEvent::Kind::cache_key_evicted,
-                                                                     r.evicted_handles[0], 1ull << 32}})
+  CHECK(rig.index
+            .absorb(std::vector<AllocatorEvent>{
+                AllocatorEvent{AllocatorEvent::Kind::cache_key_evicted, r.evicted_handles[0], 1ull << 32}})
             .unknown == 1);
   REQUIRE(rig.index.validate(&rig.alloc).ok());
 }
@@ -213,19 +214,22 @@ TEST_CASE("lab: malformed publications change nothing", "[prefix][lab]") {
   const RequestId id = r.request_id;
   Digests before = digests(rig);
   // Rows not committed yet: publication waits for the valid frontier.
-  require_rejected(rig, before, rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 0, 2}),
+  require_rejected(rig, before,
+                   rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 0, 2}),
                    ErrorCode::row_not_valid, "end_block");
   REQUIRE(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(id).value(), 40}, r).ok());
   before = digests(rig);
-  require_rejected(rig, before, rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 0, 3}),
+  require_rejected(rig, before,
+                   rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 0, 3}),
                    ErrorCode::invalid_argument, "end_block");  // block 2 is partial
-  require_rejected(rig, before, rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 2, 1}),
+  require_rejected(rig, before,
+                   rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 2, 1}),
                    ErrorCode::invalid_argument, "first_block");
-  require_rejected(rig, before,
-                   rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{RequestId{99}, a, chain, &plan, 0, 2}),
-                   ErrorCode::unknown_request, "request");
-  require_rejected(rig, before,
-                   rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{id, a, chain, &plan, 2, 8}),
+  require_rejected(
+      rig, before,
+      rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{RequestId{99}, a, chain, &plan, 0, 2}),
+      ErrorCode::unknown_request, "request");
+  require_rejected(rig, before, rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{id, a, chain, &plan, 2, 8}),
                    ErrorCode::invalid_argument, "policy");
   REQUIRE(rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 0, 2}).ok());
   // Republishing is idempotent; another identity for a tagged block is refused.
@@ -235,8 +239,10 @@ TEST_CASE("lab: malformed publications change nothing", "[prefix][lab]") {
   CHECK(again->published == 0);
   before = digests(rig);
   const std::vector<BlockHash> other = rig.chain(iota_tokens(40, 7000));
-  require_rejected(rig, before, rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, iota_tokens(40, 7000), other, &plan, 0, 1}),
-                   ErrorCode::invalid_argument, "end_block");
+  require_rejected(
+      rig, before,
+      rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, iota_tokens(40, 7000), other, &plan, 0, 1}),
+      ErrorCode::invalid_argument, "end_block");
   // An index over another shape of allocator.
   PrefixRig single;
   require_rejected(single, digests(single),
@@ -255,7 +261,8 @@ TEST_CASE("lab: partial tails only under their policy and within 0 < v < P", "[p
   const Digests before = digests(rig);
   require_rejected(rig, before, rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{id, a, chain, &plan, 2, 0}),
                    ErrorCode::invalid_argument, "valid_rows");
-  require_rejected(rig, before, rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{id, a, chain, &plan, 2, 16}),
+  require_rejected(rig, before,
+                   rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{id, a, chain, &plan, 2, 16}),
                    ErrorCode::invalid_argument, "valid_rows");
   require_rejected(rig, before, rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{id, a, chain, &plan, 2, 9}),
                    ErrorCode::invalid_argument, "valid_rows");  // beyond the 40 tokens

@@ -2,9 +2,8 @@
 // lookups over an allocator, each compared with the spec's arithmetic
 // written out here: the four lengths, N_new and the capacity ledger, and the
 // partial-tail copy-rows intent carried out by the allocator's copy-on-write.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 
 #include "services/common/units.hpp"
 #include "tests/prefix_fixture.hpp"
@@ -31,8 +30,8 @@ void check_receipt_lengths(const PrefixMatch& m, const PrefixLengths& want) {
 
 PrefixRigOptions loop6_options(ReusePolicy policy = ReusePolicy::full_block) {
   PrefixRigOptions o;
-  o.groups = 2;                          // every hit covers both cache groups (0x07C)
-  o.row_bytes_per_group = 32 * 1024;     // B_row = 64 KiB per token over the two groups
+  o.groups = 2;                       // every hit covers both cache groups (0x07C)
+  o.row_bytes_per_group = 32 * 1024;  // B_row = 64 KiB per token over the two groups
   o.policy = policy;
   return o;
 }

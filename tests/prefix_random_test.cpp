@@ -6,7 +6,6 @@
 // index's. After every lookup: the four lengths, the hit bundles and the
 // receipt agree with lengths derived from the reference's scans.
 #include <catch2/catch.hpp>
-
 #include <random>
 
 #include "services/common/units.hpp"
@@ -80,7 +79,8 @@ class Driver {
     const BlockExtrasPlan plan = rig.plan(extras_of(r));
     std::vector<BlockHash> chain;
     rig.index.extend_hashes(rig.scope, r.tokens, plan, chain);
-    const auto out = rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{r.id, r.tokens, chain, &plan, first, end});
+    const auto out =
+        rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{r.id, r.tokens, chain, &plan, first, end});
     INFO((out.ok() ? std::string("ok") : out.error().describe()));
     REQUIRE(out.ok());
     for (uint32_t j = first; j < end; ++j)
@@ -117,8 +117,9 @@ class Driver {
     if (a.outcome != AllocationOutcome::committed) return;  // out of capacity: nothing changed
     drain();
     r.id = a.request_id;
-    REQUIRE(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(r.id).value(), static_cast<uint32_t>(r.tokens.size())}, a)
-                .ok());
+    REQUIRE(
+        rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(r.id).value(), static_cast<uint32_t>(r.tokens.size())}, a)
+            .ok());
     publish(r, m.full_hit_blocks, static_cast<uint32_t>(r.tokens.size()) / P);
     REQUIRE(rig.alloc.table(r.id, 0).value().size() == blocks);
     running.push_back(std::move(r));
@@ -161,7 +162,8 @@ class Driver {
       std::vector<BlockHash> chain;
       rig.index.extend_hashes(rig.scope, r.tokens, plan, chain);
       const uint32_t block = static_cast<uint32_t>(r.tokens.size() / P);
-      REQUIRE(rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{r.id, r.tokens, chain, &plan, block, v}).ok());
+      REQUIRE(
+          rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{r.id, r.tokens, chain, &plan, block, v}).ok());
       const RefIdentity id{r.salt, r.lora, r.tokens, v, true};
       for (uint32_t g = 0; g < G; ++g)
         if (rig.options.publish_duplicates || !ref.present(id, g))
@@ -182,8 +184,9 @@ class Driver {
     if (a.outcome != AllocationOutcome::committed) return;
     drain();
     r.tokens.push_back(static_cast<TokenId>(rng() % 3));
-    REQUIRE(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(r.id).value(), static_cast<uint32_t>(r.tokens.size())}, a)
-                .ok());
+    REQUIRE(
+        rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(r.id).value(), static_cast<uint32_t>(r.tokens.size())}, a)
+            .ok());
     if (r.tokens.size() % P == 0) {
       const uint32_t block = static_cast<uint32_t>(r.tokens.size() / P) - 1;
       publish(r, block, block + 1);
@@ -220,7 +223,8 @@ TEST_CASE("prefix index agrees with a brute-force reference on random workloads"
     for (ReusePolicy policy : {ReusePolicy::full_block, ReusePolicy::immutable_partial_tail})
       for (bool witness : {true, false})
         for (bool duplicates : {false, true})
-          for (FreeQueuePolicy queue : {FreeQueuePolicy::free_first_then_oldest_evictable, FreeQueuePolicy::single_lru_queue}) {
+          for (FreeQueuePolicy queue :
+               {FreeQueuePolicy::free_first_then_oldest_evictable, FreeQueuePolicy::single_lru_queue}) {
             PrefixRigOptions o;
             o.groups = groups;
             o.blocks = 24;

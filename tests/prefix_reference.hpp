@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "services/prefix/block_hash.hpp"
 #include "services/prefix/prefix_lengths.hpp"
 #include "services/receipts/physical_block_handle.hpp"
-#include "services/prefix/block_hash.hpp"
 
 namespace kvrt::test {
 
@@ -31,9 +31,9 @@ struct RefBlock {
 };
 
 struct RefLookup {
-  uint32_t indexed_full = 0;  // full blocks present in every group, contiguous from block 0
-  uint32_t extension = 0;     // rows of the best child of the last matched block
-  std::vector<PhysicalBlockHandle> handles;        // earliest stored block per group, bundle-major
+  uint32_t indexed_full = 0;                 // full blocks present in every group, contiguous from block 0
+  uint32_t extension = 0;                    // rows of the best child of the last matched block
+  std::vector<PhysicalBlockHandle> handles;  // earliest stored block per group, bundle-major
   // Every child with the longest common prefix (ties may resolve either
   // way): its earliest stored block per group.
   std::vector<std::vector<PhysicalBlockHandle>> best_children;

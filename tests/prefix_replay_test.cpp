@@ -5,11 +5,12 @@
 // literal model of vLLM v1's block pool (tests/prefix_vllm_model.hpp), with
 // every state field reconciled and validate() after every op under both
 // profiles; bad lines change nothing.
-#include <catch2/catch.hpp>
+#include "services/replay/prefix_replay.hpp"
 
 #include <sys/wait.h>
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -17,9 +18,8 @@
 #include <sstream>
 
 #include "tests/kvrt_cli.hpp"
-#include "tests/replay_fixture.hpp"
-#include "services/replay/prefix_replay.hpp"
 #include "tests/prefix_vllm_model.hpp"
+#include "tests/replay_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::test;
@@ -48,8 +48,11 @@ const PrefixReplayOptions kKvrt{PrefixReplayProfile::kvrt, true};
 
 // The state fields FORMAT.md prints after every op.
 json state_of(const json& line) {
-  return json{{"free", line["free"]}, {"cached", line["cached"]}, {"evictable", line["evictable"]},
-              {"hash_keys", line["hash_keys"]}, {"running", line["running"]}};
+  return json{{"free", line["free"]},
+              {"cached", line["cached"]},
+              {"evictable", line["evictable"]},
+              {"hash_keys", line["hash_keys"]},
+              {"running", line["running"]}};
 }
 
 }  // namespace
@@ -86,7 +89,8 @@ TEST_CASE("the kvrt binary replays the demo, bad command lines exit 2", "[prefix
   CHECK(run_binary("replay prefix --profile vllm '" + path + "'", code) ==
         read_file(kvrt::test::kReplayDataDir + "prefix_demo.expected.jsonl"));
   CHECK(code == 0);
-  const std::vector<json> no_ids = parse_lines(run_binary("replay prefix --profile vllm --no-ids - < '" + path + "'", code));
+  const std::vector<json> no_ids =
+      parse_lines(run_binary("replay prefix --profile vllm --no-ids - < '" + path + "'", code));
   CHECK(code == 0);
   REQUIRE(no_ids.size() == 17);
   for (const json& line : no_ids) CHECK_FALSE(line.contains("block_ids"));
@@ -106,7 +110,7 @@ TEST_CASE("kvrt profile on the demo: same hits where nothing was evicted, no dup
   for (size_t k = 0; k < kv.size(); ++k) {
     INFO(kv[k].dump());
     CHECK(kv[k]["cached"] == kv[k]["hash_keys"]);
-    CHECK(kv[k]["free"] == vl[k]["free"]);        // the same blocks are in use
+    CHECK(kv[k]["free"] == vl[k]["free"]);  // the same blocks are in use
     CHECK(kv[k]["running"] == vl[k]["running"]);
   }
   // Lines 1-13 evict nothing under either profile, so the hits agree.
@@ -144,10 +148,9 @@ TEST_CASE("bad prefix lines print an error and change nothing", "[prefix][replay
     REQUIRE(out.size() == 19);
     const json after_first = state_of(out[0]);
     const std::vector<std::pair<size_t, std::string>> errors{
-        {1, "ParseError"},  {2, "WrongType"},     {3, "MissingField"}, {4, "UnknownOp"},
-        {5, "MissingField"}, {6, "WrongType"},    {7, "InvalidValue"}, {8, "InvalidValue"},
-        {9, "WrongType"},   {10, "MissingField"}, {11, "WrongType"},   {12, "InvalidValue"},
-        {13, "InvalidValue"}, {14, "InvalidValue"}, {15, "InvalidValue"}};
+        {1, "ParseError"}, {2, "WrongType"},     {3, "MissingField"},  {4, "UnknownOp"},     {5, "MissingField"},
+        {6, "WrongType"},  {7, "InvalidValue"},  {8, "InvalidValue"},  {9, "WrongType"},     {10, "MissingField"},
+        {11, "WrongType"}, {12, "InvalidValue"}, {13, "InvalidValue"}, {14, "InvalidValue"}, {15, "InvalidValue"}};
     for (const auto& [k, type] : errors) {
       INFO(out[k].dump());
       CHECK(out[k]["i"] == k);
@@ -192,7 +195,7 @@ TEST_CASE("a decode step without a block preempts the request and frees its bloc
     CHECK_FALSE(out[3].contains("block_ids"));
     CHECK(out[3]["running"] == 1);
     CHECK(out[3]["free"] == 2);
-    CHECK(out[3]["cached"] == 2);  // [1,2,3,4] and [5,6,7,8] stay cached
+    CHECK(out[3]["cached"] == 2);      // [1,2,3,4] and [5,6,7,8] stay cached
     CHECK(out[4]["hit_tokens"] == 8);  // preempted blocks still hit
     CHECK(out[5]["hit_tokens"] == 4);  // the logits cap: at most floor(7 / 4) blocks
     CHECK(out[5]["admitted"] == true);

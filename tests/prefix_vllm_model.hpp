@@ -13,12 +13,11 @@
 #include <algorithm>
 #include <list>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace kvrt::test {
 
@@ -95,8 +94,10 @@ class VllmPrefixModel {
     running_.clear();
   }
 
-  Hash hash_of(const std::vector<int64_t>& tokens, size_t block, const std::string& salt, const std::string& lora) const {
-    return Hash{salt, lora, std::vector<int64_t>(tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>((block + 1) * P_))};
+  Hash hash_of(const std::vector<int64_t>& tokens, size_t block, const std::string& salt,
+               const std::string& lora) const {
+    return Hash{salt, lora,
+                std::vector<int64_t>(tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>((block + 1) * P_))};
   }
 
   // find_longest_cache_hit with max_cache_hit_length = len - 1.

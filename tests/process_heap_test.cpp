@@ -1,11 +1,10 @@
 // keep_heap_for_serving (process_heap.hpp): a freed large message buffer stays
 // in the process for the next message instead of going back to the OS.
-#include <catch2/catch.hpp>
+#include "services/common/process_heap.hpp"
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
-
-#include "services/common/process_heap.hpp"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -27,8 +26,8 @@ TEST_CASE("a serving heap keeps a freed 8 MiB buffer for reuse", "[process_heap]
   const size_t mapped_while_held = mallinfo2().hblkhd;
   const size_t heap_while_held = mallinfo2().arena;
   std::free(p);
-  CHECK(mapped_while_held < kBuffer);             // not a separate mapping
-  CHECK(heap_while_held >= kBuffer);              // carved from the heap
-  CHECK(mallinfo2().arena == heap_while_held);    // and the heap kept it
+  CHECK(mapped_while_held < kBuffer);           // not a separate mapping
+  CHECK(heap_while_held >= kBuffer);            // carved from the heap
+  CHECK(mallinfo2().arena == heap_while_held);  // and the heap kept it
 #endif
 }

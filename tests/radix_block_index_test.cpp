@@ -4,12 +4,11 @@
 // namespaces never meet, the budget evicts least-recently-used leaves and
 // returns their leases, a refused lease withdraws the adoption; and a seeded
 // random trace against a reference map of every cached page prefix.
-#include <catch2/catch.hpp>
+#include "services/radix/radix_block_index.hpp"
 
+#include <catch2/catch.hpp>
 #include <map>
 #include <random>
-
-#include "services/radix/radix_block_index.hpp"
 
 namespace kvrt::test {
 namespace {
@@ -25,14 +24,16 @@ struct FakeBlocks {
     std::vector<std::vector<PhysicalBlockHandle>> out(n);
     for (auto& page : out)
       for (uint32_t g = 0; g < kG; ++g)
-        page.push_back(PhysicalBlockHandle{PoolId{g}, CacheGroupId{g}, PhysicalBlockId{next_block++}, BlockGeneration{1}});
+        page.push_back(
+            PhysicalBlockHandle{PoolId{g}, CacheGroupId{g}, PhysicalBlockId{next_block++}, BlockGeneration{1}});
     return out;
   }
   std::vector<std::vector<std::optional<LeaseId>>> leases(const RadixAdoption& a, int refuse_at = -1) {
     std::vector<std::vector<std::optional<LeaseId>>> out(a.pages.size());
     int k = 0;
     for (auto& page : out)
-      for (uint32_t g = 0; g < kG; ++g, ++k) page.push_back(k == refuse_at ? std::nullopt : std::optional(LeaseId{next_lease++}));
+      for (uint32_t g = 0; g < kG; ++g, ++k)
+        page.push_back(k == refuse_at ? std::nullopt : std::optional(LeaseId{next_lease++}));
     return out;
   }
 };
@@ -204,8 +205,7 @@ TEST_CASE("radix blocks: a random trace agrees with a map of every cached page p
   REQUIRE(idx.validate().ok());
 }
 
-TEST_CASE("radix blocks: a locked path survives eviction, and only retractions move the version",
-          "[radix][blocks]") {
+TEST_CASE("radix blocks: a locked path survives eviction, and only retractions move the version", "[radix][blocks]") {
   RadixBlockIndex idx = make(100);
   FakeBlocks blocks;
   auto a = idx.adopt(1, tokens({1, 2, 3, 4, 5}), blocks.pages(5));

@@ -2,7 +2,6 @@
 // Shared helpers of the [radix] suites: the 24-slot teaching index of spec
 // 0x08F and small conversions.
 #include <catch2/catch.hpp>
-
 #include <vector>
 
 #include "services/radix/radix_index.hpp"

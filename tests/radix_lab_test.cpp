@@ -20,7 +20,7 @@ struct Snapshot {
 };
 
 Snapshot snapshot(const RadixIndex& ix) {
-  return Snapshot{ix.state_digest(), ix.version(), ix.tree().ledger(), ix.pool().free_count(),
+  return Snapshot{ix.state_digest(),         ix.version(),           ix.tree().ledger(), ix.pool().free_count(),
                   ix.pool().private_count(), ix.pool().tree_count(), ix.lease_count()};
 }
 
@@ -167,11 +167,11 @@ TEST_CASE("0x08I path/slot and suffix mismatch in a re-signed receipt", "[radix]
                    ErrorCode::path_slot_mismatch, "prefix_slot_ids");
   require_rejected(lab.ix, before, lab.ix.verify_handoff(resigned([](auto& h) { h.path_node_ids = node_ids({2}); })),
                    ErrorCode::path_slot_mismatch, "path_node_ids");
-  require_rejected(lab.ix, before,
-                   lab.ix.verify_handoff(resigned([](auto& h) { h.suffix_interval = TokenInterval{3, 5}; })),
+  require_rejected(lab.ix, before, lab.ix.verify_handoff(resigned([](auto& h) {
+    h.suffix_interval = TokenInterval{3, 5};
+  })),
                    ErrorCode::path_slot_mismatch, "suffix_interval");
-  require_rejected(lab.ix, before,
-                   lab.ix.verify_handoff(resigned([](auto& h) { h.lock_lease_id = LeaseId{999}; })),
+  require_rejected(lab.ix, before, lab.ix.verify_handoff(resigned([](auto& h) { h.lock_lease_id = LeaseId{999}; })),
                    ErrorCode::unknown_lease, "lease");
   require_rejected(lab.ix, before,
                    lab.ix.verify_handoff(resigned([](auto& h) { h.request_generation = RequestGeneration{4}; })),

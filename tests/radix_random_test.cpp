@@ -2,7 +2,6 @@
 // brute-force reference of radix_reference.hpp (a list of stored sequences),
 // with validate() after every operation.
 #include <catch2/catch.hpp>
-
 #include <random>
 
 #include "tests/radix_fixture.hpp"
@@ -122,8 +121,8 @@ void differential_run(uint64_t seed, const RadixOptions& options, int ops) {
 }  // namespace
 
 TEST_CASE("radix tree matches a brute-force list of sequences under every policy", "[radix][random]") {
-  const EvictionPolicy policies[] = {EvictionPolicy::lru,  EvictionPolicy::lfu,      EvictionPolicy::fifo,
-                                     EvictionPolicy::mru,  EvictionPolicy::filo,     EvictionPolicy::priority,
+  const EvictionPolicy policies[] = {EvictionPolicy::lru, EvictionPolicy::lfu,  EvictionPolicy::fifo,
+                                     EvictionPolicy::mru, EvictionPolicy::filo, EvictionPolicy::priority,
                                      EvictionPolicy::slru};
   uint64_t seed = 20261130;
   for (EvictionPolicy policy : policies)

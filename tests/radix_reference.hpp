@@ -67,8 +67,8 @@ class ReferenceIndex {
 
   void lock(uint64_t extra, std::vector<TokenId> path) { locks_.push_back(Seq{extra, std::move(path), {}}); }
   void unlock(uint64_t extra, const std::vector<TokenId>& path) {
-    const auto it = std::find_if(locks_.begin(), locks_.end(),
-                                 [&](const Seq& l) { return l.extra == extra && l.tokens == path; });
+    const auto it =
+        std::find_if(locks_.begin(), locks_.end(), [&](const Seq& l) { return l.extra == extra && l.tokens == path; });
     if (it != locks_.end()) locks_.erase(it);
   }
 

@@ -2,11 +2,12 @@
 // its expected output value for value, through the library under both
 // profiles and through the kvrt binary; random traces built from the format's
 // rules keep every state field reconciled; bad lines change nothing.
-#include <catch2/catch.hpp>
+#include "services/replay/radix_replay.hpp"
 
 #include <sys/wait.h>
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -14,7 +15,6 @@
 
 #include "tests/kvrt_cli.hpp"
 #include "tests/replay_fixture.hpp"
-#include "services/replay/radix_replay.hpp"
 
 using namespace kvrt;
 using nlohmann::json;
@@ -61,15 +61,17 @@ TEST_CASE("the radix demo trace reproduces its expected output through the libra
   // Without --indices the lines are the same minus "indices".
   std::vector<json> no_indices = expected;
   for (json& line : no_indices) line.erase("indices");
-  require_same_lines(parse_lines(replay_text(trace, RadixReplayOptions{RadixReplayProfile::sglang, false})), no_indices);
+  require_same_lines(parse_lines(replay_text(trace, RadixReplayOptions{RadixReplayProfile::sglang, false})),
+                     no_indices);
 }
 
 TEST_CASE("kvrt replay radix reproduces the demo through the binary", "[radix][replay][cli]") {
   int code = -1;
-  const std::string out =
-      run_binary("replay radix --profile sglang --indices '" + kvrt::test::kReplayDataDir + "radix_demo.trace.jsonl'", code);
+  const std::string out = run_binary(
+      "replay radix --profile sglang --indices '" + kvrt::test::kReplayDataDir + "radix_demo.trace.jsonl'", code);
   CHECK(code == 0);
-  require_same_lines(parse_lines(out), parse_lines(read_file(kvrt::test::kReplayDataDir + "radix_demo.expected.jsonl")));
+  require_same_lines(parse_lines(out),
+                     parse_lines(read_file(kvrt::test::kReplayDataDir + "radix_demo.expected.jsonl")));
   run_binary("replay radix --profile vllm -", code);
   CHECK(code == 2);
   run_binary("replay radix /nonexistent/trace.jsonl", code);
@@ -99,9 +101,9 @@ TEST_CASE("bad radix trace lines print a typed error and change nothing", "[radi
   REQUIRE(out.size() == 15);
   CHECK(out[0]["i"] == 0);
   const std::vector<std::pair<uint64_t, std::string>> errors{
-      {3, "ParseError"},    {4, "WrongType"},     {5, "MissingField"}, {6, "UnknownOp"},     {7, "MissingField"},
-      {8, "WrongType"},     {9, "WrongType"},     {10, "WrongType"},   {11, "UnknownHandle"}, {13, "HandleInUse"},
-      {14, "InvalidValue"}, {15, "MissingField"}};
+      {3, "ParseError"},     {4, "WrongType"},    {5, "MissingField"},  {6, "UnknownOp"},
+      {7, "MissingField"},   {8, "WrongType"},    {9, "WrongType"},     {10, "WrongType"},
+      {11, "UnknownHandle"}, {13, "HandleInUse"}, {14, "InvalidValue"}, {15, "MissingField"}};
   size_t k = 1;
   for (const auto& [line, type] : errors) {
     INFO(out[k].dump());
@@ -169,15 +171,24 @@ TEST_CASE("random radix traces keep every state field reconciled", "[radix][repl
       json line;
       const unsigned dice = rng() % 100;
       const char* policies[] = {"lru", "lfu", "fifo", "mru", "filo", "priority", "slru"};
-      if (dice < 3) line = {{"op", "config"}, {"eviction_policy", policies[rng() % 7]}};
-      else if (dice < 35) line = {{"op", "insert"}, {"tokens", tokens()}, {"priority", int(rng() % 5) - 2}};
-      else if (dice < 55) line = {{"op", "match"}, {"tokens", tokens()}};
-      else if (dice < 68) line = {{"op", "lock"}, {"tokens", tokens()}};
-      else if (dice < 80) line = {{"op", "unlock"}, {"handle", names.empty() ? std::string("none") : names[rng() % names.size()]}};
-      else if (dice < 90) line = {{"op", "evict"}, {"n", rng() % 8}};
-      else if (dice < 95) line = {{"op", "trim"}, {"max_total", rng() % 20}};
-      else if (dice < 97) line = {{"op", "reset"}};
-      else line = {{"op", "match"}, {"tokens", "oops"}};
+      if (dice < 3)
+        line = {{"op", "config"}, {"eviction_policy", policies[rng() % 7]}};
+      else if (dice < 35)
+        line = {{"op", "insert"}, {"tokens", tokens()}, {"priority", int(rng() % 5) - 2}};
+      else if (dice < 55)
+        line = {{"op", "match"}, {"tokens", tokens()}};
+      else if (dice < 68)
+        line = {{"op", "lock"}, {"tokens", tokens()}};
+      else if (dice < 80)
+        line = {{"op", "unlock"}, {"handle", names.empty() ? std::string("none") : names[rng() % names.size()]}};
+      else if (dice < 90)
+        line = {{"op", "evict"}, {"n", rng() % 8}};
+      else if (dice < 95)
+        line = {{"op", "trim"}, {"max_total", rng() % 20}};
+      else if (dice < 97)
+        line = {{"op", "reset"}};
+      else
+        line = {{"op", "match"}, {"tokens", "oops"}};
       if (rng() % 5 == 0 && line.contains("tokens") && line["tokens"].is_array()) line["extra_key"] = "lora-a";
       INFO("step " << step << " " << line.dump());
 

@@ -2,7 +2,6 @@
 // table, the incremental eviction order, splits with lock copying, extra-key
 // isolation, page alignment and the victim order of every policy.
 #include <catch2/catch.hpp>
-
 #include <map>
 #include <random>
 #include <set>
@@ -111,9 +110,12 @@ TEST_CASE("EvictionOrder pops in the order of a sorted set under arbitrary updat
         const bool old = rng() % 5 == 0;  // an out-of-order key
         const uint64_t tick = old ? clock - rng() % 5000 : ++clock;
         switch (mode) {
-          case Keys::random: return {rng() % 4, (rng() % 100000) << 20 | step};
-          case Keys::rising: return {0, tick << 20 | step};
-          case Keys::falling: return {0, ~(tick << 20 | step)};
+          case Keys::random:
+            return {rng() % 4, (rng() % 100000) << 20 | step};
+          case Keys::rising:
+            return {0, tick << 20 | step};
+          case Keys::falling:
+            return {0, ~(tick << 20 | step)};
         }
         return {};
       };
@@ -180,8 +182,7 @@ TEST_CASE("radix tree: slots of evicted nodes are reused lowest index first", "[
   CHECK(tree.validate().ok());
 }
 
-TEST_CASE("0x08B/0x08D a split under a lock copies the count, the handle unlocks through the new parent",
-          "[radix]") {
+TEST_CASE("0x08B/0x08D a split under a lock copies the count, the handle unlocks through the new parent", "[radix]") {
   RadixTree tree = RadixTree::create(RadixOptions{}).value();
   const std::vector<TokenId> chat{10, 11, 12, 13, 20, 21};
   const RadixInsertResult ins = tree.insert({chat, 0}, slots({1, 2, 3, 4, 5, 6})).value();
@@ -296,7 +297,7 @@ TEST_CASE("0x08E eviction is whole-edge and exposes parents within the call", "[
   uint64_t next = 1;
   (void)tree.insert({std::vector<TokenId>{1, 2, 3, 4}, 0}, fresh_slots(next, 4)).value();  // slots 1-4
   (void)tree.insert({std::vector<TokenId>{1, 2, 9}, 0}, fresh_slots(next, 3)).value();     // [9] -> 7
-  CHECK(tree.ledger().nodes == 3);  // [1 2], [3 4], [9]
+  CHECK(tree.ledger().nodes == 3);                                                         // [1 2], [3 4], [9]
   CHECK(tree.ledger().leaf_ready_tokens == 3);
   Recorder rec;
   const RadixEvictResult r = tree.evict(1, &rec);  // oldest leaf [3 4]: 2 tokens for a target of 1

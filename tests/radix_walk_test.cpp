@@ -73,24 +73,24 @@ Walk run_walk() {
              sys_c = request(6), handoff_req = request(7, 4);
   keep(w, publish_fresh(w.index, chat_a, {10, 11, 12, 13, 20, 21}, RadixPublication::unfinished));  // r01
   w.lease_a = *w.r.back().lease;
-  keep(w, w.index.probe({fewshot, {10, 11, 12, 99}, 0}));    // r02
-  keep(w, w.index.acquire({fewshot, {10, 11, 12, 99}, 0}));  // r03
-  keep(w, w.index.release(*w.r.back().lease));               // r04
+  keep(w, w.index.probe({fewshot, {10, 11, 12, 99}, 0}));                                           // r02
+  keep(w, w.index.acquire({fewshot, {10, 11, 12, 99}, 0}));                                         // r03
+  keep(w, w.index.release(*w.r.back().lease));                                                      // r04
   keep(w, publish_fresh(w.index, chat_b, {10, 11, 12, 13, 30, 31}, RadixPublication::unfinished));  // r05
   w.lease_b = *w.r.back().lease;
-  keep(w, w.index.probe({probe, {10, 11, 12, 13}, 0}));  // r06
+  keep(w, w.index.probe({probe, {10, 11, 12, 13}, 0}));                                         // r06
   keep(w, w.index.publish(extend(w, chat_a, w.lease_a, {10, 11, 12, 13, 20, 21, 22, 23}, 2)));  // r07
-  keep(w, publish_fresh(w.index, sys_b, {50, 51, 52}, RadixPublication::finished));  // r08
-  keep(w, publish_fresh(w.index, sys_c, {50, 51, 60}, RadixPublication::finished));  // r09
-  keep(w, w.index.probe({chat_b, {10, 11, 12, 13, 30, 31}, 0}));  // r10
-  keep(w, w.index.probe({sys_c, {50, 51, 60}, 0}));               // r11
-  keep(w, w.index.evict(1));                                      // r12
-  keep(w, w.index.probe({fewshot, {10, 11, 12, 99}, 0}));         // r13
-  keep(w, w.index.evict(3));                                      // r14
-  keep(w, w.index.release(w.lease_a));                            // r15
-  keep(w, w.index.release(w.lease_b));                            // r16
-  keep(w, w.index.evict(4));                                      // r17
-  RadixHandoffArgs h;                                             // r18
+  keep(w, publish_fresh(w.index, sys_b, {50, 51, 52}, RadixPublication::finished));             // r08
+  keep(w, publish_fresh(w.index, sys_c, {50, 51, 60}, RadixPublication::finished));             // r09
+  keep(w, w.index.probe({chat_b, {10, 11, 12, 13, 30, 31}, 0}));                                // r10
+  keep(w, w.index.probe({sys_c, {50, 51, 60}, 0}));                                             // r11
+  keep(w, w.index.evict(1));                                                                    // r12
+  keep(w, w.index.probe({fewshot, {10, 11, 12, 99}, 0}));                                       // r13
+  keep(w, w.index.evict(3));                                                                    // r14
+  keep(w, w.index.release(w.lease_a));                                                          // r15
+  keep(w, w.index.release(w.lease_b));                                                          // r16
+  keep(w, w.index.evict(4));                                                                    // r17
+  RadixHandoffArgs h;                                                                           // r18
   h.request = handoff_req;
   h.prompt = {10, 11, 12, 13, 30, 31, 40};
   Result<RadixHandoff> handed = w.index.handoff(h);
@@ -128,7 +128,7 @@ TEST_CASE("0x08C r05: insert releases the duplicate input slots [7, 8, 9, 10]", 
   CHECK(r05.protected_len == 0);
   CHECK(r05.prefix_len == 4);
   CHECK(r05.duplicate_slots_released == slots({7, 8, 9, 10}));  // S_in[0:p]
-  CHECK(r05.published_slots == slots({11, 12}));                 // S_in[p:] -> [30, 31]
+  CHECK(r05.published_slots == slots({11, 12}));                // S_in[p:] -> [30, 31]
   // [13, 20, 21] -> [4, 5, 6] split again at one token.
   REQUIRE(r05.splits.size() == 1);
   CHECK(r05.splits[0] == RadixSplit{RadixNodeId{3}, RadixNodeId{1}, 1, 4});
@@ -161,15 +161,15 @@ TEST_CASE("0x08E r14 and r17: whole-edge eviction exposes parents within the sam
   CHECK(r12.evicted_slots == slots({17}));
 
   const RadixMutationReceipt& r14 = w.r[13];
-  CHECK(r14.evicted_nodes == node_ids({8, 7}));          // leaf [60], then its parent [50, 51]
-  CHECK(r14.evicted_slots == slots({20, 15, 16}));       // three rows in two steps
+  CHECK(r14.evicted_nodes == node_ids({8, 7}));     // leaf [60], then its parent [50, 51]
+  CHECK(r14.evicted_slots == slots({20, 15, 16}));  // three rows in two steps
   // Locked chat paths survive both calls: neither chat leaf (5, 4) nor any
   // node on their paths (1, 2, 3) is a victim while the leases are held.
   for (const RadixMutationReceipt* r : {&r12, &r14})
     for (RadixNodeId n : r->evicted_nodes) CHECK((n.value >= 6 && n.value <= 8));
 
   const RadixMutationReceipt& r17 = w.r[16];
-  CHECK(r17.evicted_nodes == node_ids({5, 1}));          // [22, 23], then exposed [20, 21]
+  CHECK(r17.evicted_nodes == node_ids({5, 1}));  // [22, 23], then exposed [20, 21]
   CHECK(r17.evicted_slots == slots({13, 14, 5, 6}));
 }
 

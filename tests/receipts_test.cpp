@@ -88,8 +88,10 @@ TEST_CASE("a mapped frontier covers only its ready generation and mapped rows", 
 
 TEST_CASE("refcount deltas report the signed change", "[receipts]") {
   // 0x05B: the old tail bundle goes from 2 references to 1.
-  RefcountDelta old_tail{PhysicalBlockHandle{PoolId{0}, CacheGroupId{0}, PhysicalBlockId{1002}, BlockGeneration{9}}, 2, 1};
+  RefcountDelta old_tail{PhysicalBlockHandle{PoolId{0}, CacheGroupId{0}, PhysicalBlockId{1002}, BlockGeneration{9}}, 2,
+                         1};
   CHECK(old_tail.delta() == -1);
-  RefcountDelta new_tail{PhysicalBlockHandle{PoolId{0}, CacheGroupId{0}, PhysicalBlockId{1003}, BlockGeneration{12}}, 0, 1};
+  RefcountDelta new_tail{PhysicalBlockHandle{PoolId{0}, CacheGroupId{0}, PhysicalBlockId{1003}, BlockGeneration{12}}, 0,
+                         1};
   CHECK(new_tail.delta() == 1);
 }

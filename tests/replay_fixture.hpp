@@ -2,13 +2,12 @@
 // Shared helpers of the `kvrt replay` suites: the demo traces copied from
 // ../shared/replay (so the suite needs nothing outside the repository), and
 // JSON-lines reading for value-by-value comparison (key order does not matter).
+#include <catch2/catch.hpp>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
 namespace kvrt::test {
 

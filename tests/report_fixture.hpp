@@ -4,16 +4,15 @@
 // latency samples whose percentiles are obvious, a --compare table), scratch
 // directories, and the SVG plot-area convention of svg_canvas.hpp read back
 // independently of the writer.
-#include <catch2/catch.hpp>
+#include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "services/common/units.hpp"
 #include "services/report/run_report.hpp"
@@ -30,9 +29,9 @@ namespace fs = std::filesystem;
 inline void spec_funnel(RunReport& r) {
   ReuseFunnel f;
   const std::pair<RejectionReason, int> rejections[] = {
-      {RejectionReason::namespace_denied, 1},     {RejectionReason::no_candidate, 2},
-      {RejectionReason::semantic_mismatch, 1},    {RejectionReason::layout_mismatch, 1},
-      {RejectionReason::stale_tree_version, 1},   {RejectionReason::mapping_frontier_lag, 1},
+      {RejectionReason::namespace_denied, 1},      {RejectionReason::no_candidate, 2},
+      {RejectionReason::semantic_mismatch, 1},     {RejectionReason::layout_mismatch, 1},
+      {RejectionReason::stale_tree_version, 1},    {RejectionReason::mapping_frontier_lag, 1},
       {RejectionReason::stale_snapshot_version, 1}};
   for (const auto& [reason, n] : rejections)
     for (int i = 0; i < n; ++i) f.record(FunnelOutcome::rejected(reason));
@@ -136,7 +135,9 @@ inline double x_px(const PlotArea& a, double v) {
   const auto s = [&](double x) { return a.log10 ? std::log10(x) : x; };
   return a.x + (s(v) - s(a.x_min)) / (s(a.x_max) - s(a.x_min)) * a.width;
 }
-inline double y_px(const PlotArea& a, double v) { return a.y + a.height - (v - a.y_min) / (a.y_max - a.y_min) * a.height; }
+inline double y_px(const PlotArea& a, double v) {
+  return a.y + a.height - (v - a.y_min) / (a.y_max - a.y_min) * a.height;
+}
 constexpr double kPx = 0.006;  // coordinates are written with two decimals
 
 inline std::vector<std::pair<double, double>> points(const XmlElement* polyline) {
@@ -166,10 +167,14 @@ inline bool has_text(const XmlElement& svg, std::string_view css_class, const st
 inline std::string as_xml_text(std::string_view s) {
   std::string out = "<t>";
   for (char c : s) {
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else out.push_back(c);
+    if (c == '&')
+      out += "&amp;";
+    else if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else
+      out.push_back(c);
   }
   return out + "</t>";
 }

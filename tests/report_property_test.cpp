@@ -2,13 +2,11 @@
 // reports with hostile strings (markup, control characters, malformed UTF-8)
 // and extreme or non-finite figures always give parseable JSON, well-formed
 // SVG and printable text. The seed is printed with every failure.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "services/report/report_format.hpp"
 #include "services/report/report_latency.hpp"
@@ -22,10 +20,37 @@ using namespace kvrt::report_test;
 
 namespace {
 std::string random_text(std::mt19937_64& rng) {
-  static const std::vector<std::string> kPieces = {
-      "a", "Z", "0", " ", "-", "_", "<", ">", "&", "\"", "'", "|", "*", "#", "\\", "`", "]]>", "&amp;",
-      "\n", "\t", "\x01", "\x1b", "\x7f", "\xff", "\xc3", "\xed\xa0\x80", "\xc3\xa9", "\xc2\xb5", "\xe2\x80\x94",
-      "\xf0\x9f\x98\x80", "\xef\xbf\xbe"};
+  static const std::vector<std::string> kPieces = {"a",
+                                                   "Z",
+                                                   "0",
+                                                   " ",
+                                                   "-",
+                                                   "_",
+                                                   "<",
+                                                   ">",
+                                                   "&",
+                                                   "\"",
+                                                   "'",
+                                                   "|",
+                                                   "*",
+                                                   "#",
+                                                   "\\",
+                                                   "`",
+                                                   "]]>",
+                                                   "&amp;",
+                                                   "\n",
+                                                   "\t",
+                                                   "\x01",
+                                                   "\x1b",
+                                                   "\x7f",
+                                                   "\xff",
+                                                   "\xc3",
+                                                   "\xed\xa0\x80",
+                                                   "\xc3\xa9",
+                                                   "\xc2\xb5",
+                                                   "\xe2\x80\x94",
+                                                   "\xf0\x9f\x98\x80",
+                                                   "\xef\xbf\xbe"};
   std::string out;
   const size_t n = std::uniform_int_distribution<size_t>(0, 12)(rng);
   for (size_t i = 0; i < n; ++i) out += kPieces[std::uniform_int_distribution<size_t>(0, kPieces.size() - 1)(rng)];
@@ -33,19 +58,28 @@ std::string random_text(std::mt19937_64& rng) {
 }
 uint64_t random_count(std::mt19937_64& rng) {
   switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
-    case 0: return 0;
-    case 1: return std::uniform_int_distribution<uint64_t>(0, 100)(rng);
-    case 2: return std::uniform_int_distribution<uint64_t>(0, 1ull << 40)(rng);
-    default: return std::uniform_int_distribution<uint64_t>(0, 1ull << 62)(rng);
+    case 0:
+      return 0;
+    case 1:
+      return std::uniform_int_distribution<uint64_t>(0, 100)(rng);
+    case 2:
+      return std::uniform_int_distribution<uint64_t>(0, 1ull << 40)(rng);
+    default:
+      return std::uniform_int_distribution<uint64_t>(0, 1ull << 62)(rng);
   }
 }
 double random_real(std::mt19937_64& rng) {
   switch (std::uniform_int_distribution<int>(0, 9)(rng)) {
-    case 0: return std::nan("");
-    case 1: return INFINITY;
-    case 2: return -1;
-    case 3: return 0;
-    default: return std::uniform_real_distribution<double>(0, 1e4)(rng);
+    case 0:
+      return std::nan("");
+    case 1:
+      return INFINITY;
+    case 2:
+      return -1;
+    case 3:
+      return 0;
+    default:
+      return std::uniform_real_distribution<double>(0, 1e4)(rng);
   }
 }
 RunReport random_report(std::mt19937_64& rng) {
@@ -54,7 +88,8 @@ RunReport random_report(std::mt19937_64& rng) {
   r.started_at = random_text(rng), r.first_mismatch = random_text(rng), r.trace_path = random_text(rng);
   r.workers = static_cast<uint32_t>(random_count(rng));
   r.wall_s = random_real(rng);
-  r.requests = random_count(rng), r.prefill_rows_computed = random_count(rng), r.prefill_rows_reused = random_count(rng);
+  r.requests = random_count(rng), r.prefill_rows_computed = random_count(rng),
+  r.prefill_rows_reused = random_count(rng);
   r.reused_by_hash_chain = random_count(rng), r.reused_by_radix = random_count(rng);
   r.shared_prefix_rows_read_once = random_count(rng), r.shared_prefix_rows_per_request = random_count(rng);
   const auto small = [&](size_t max) { return std::uniform_int_distribution<size_t>(0, max)(rng); };
@@ -78,8 +113,8 @@ RunReport random_report(std::mt19937_64& rng) {
     r.worker_rows.push_back({random_text(rng), random_count(rng), random_count(rng), random_count(rng),
                              random_count(rng), random_real(rng)});
   for (size_t i = small(5); i > 0; --i)
-    r.comparison.push_back({random_text(rng), random_count(rng), random_count(rng), random_count(rng),
-                            random_real(rng), small(1) == 1});
+    r.comparison.push_back(
+        {random_text(rng), random_count(rng), random_count(rng), random_count(rng), random_real(rng), small(1) == 1});
   r.exact = small(1) == 1;
   r.leaked_blocks = static_cast<int64_t>(random_count(rng)) - (1ll << 20);
   return r;

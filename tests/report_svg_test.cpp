@@ -2,13 +2,11 @@
 // values lie where the documented coordinate convention puts them, recomputed
 // here from the plot-area attributes (the largest bar spans the plot, t = max
 // lies on the right edge, histogram bars on log10-spaced bin edges).
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "services/report/report_format.hpp"
 #include "services/report/report_latency.hpp"
@@ -58,8 +56,8 @@ TEST_CASE("utilisation.svg: samples map to time and block coordinates", "[report
   const XmlElement svg = well_formed(render_utilisation_svg(r));
   const PlotArea a = plot_area(svg.all("rect", "plot-area").at(0));
   CHECK(a.x_min == 0);
-  CHECK(a.x_max == 4.0);     // the last sample's time
-  CHECK(a.y_max >= 128);     // capacity fits under the top tick
+  CHECK(a.x_max == 4.0);  // the last sample's time
+  CHECK(a.y_max >= 128);  // capacity fits under the top tick
   const auto lines = svg.all("polyline", "series");
   REQUIRE(lines.size() == 3);
   CHECK(lines[0]->attr("data-series") == "used (live + in transaction)");
@@ -71,8 +69,8 @@ TEST_CASE("utilisation.svg: samples map to time and block coordinates", "[report
     CHECK(used[i].first == Approx(x_px(a, r.timeline[i].t_s)).margin(kPx));
     CHECK(used[i].second == Approx(y_px(a, static_cast<double>(r.timeline[i].used_blocks))).margin(kPx));
   }
-  CHECK(used.front().first == Approx(a.x).margin(kPx));             // t = 0 on the left edge
-  CHECK(used.back().first == Approx(a.x + a.width).margin(kPx));    // t = max on the right edge
+  CHECK(used.front().first == Approx(a.x).margin(kPx));           // t = 0 on the left edge
+  CHECK(used.back().first == Approx(a.x + a.width).margin(kPx));  // t = max on the right edge
   CHECK(points(lines[1]).back().second == Approx(y_px(a, 32)).margin(kPx));
   CHECK(has_text(svg, "axis-label", "[s]"));
   CHECK(has_text(svg, "axis-label", "[blocks]"));
@@ -119,4 +117,3 @@ TEST_CASE("latency.svg: one histogram per owner on shared log bins", "[report]")
   CHECK(svg.all("line", "marker").size() == 2 * owners.size());
   CHECK(has_text(svg, "axis-label", "[\u00b5s]"));
 }
-

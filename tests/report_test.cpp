@@ -2,13 +2,11 @@
 // numbers whose derived figures (ratios, percentiles, histogram bins) the
 // tests recompute on their own; the written files read back (nlohmann for
 // JSON, report_xml.hpp for SVG); failures as typed io errors.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "services/report/report_format.hpp"
 #include "services/report/report_latency.hpp"
@@ -42,8 +40,8 @@ TEST_CASE("percentile is the nearest rank of the sorted samples", "[report]") {
     }
   }
   CHECK(percentile({}, 50) == 0);
-  CHECK(percentile({5, 1, 3}, 150) == 5);   // clamped to 100
-  CHECK(percentile({5, 1, 3}, -3) == 1);    // clamped to 0: the minimum
+  CHECK(percentile({5, 1, 3}, 150) == 5);            // clamped to 100
+  CHECK(percentile({5, 1, 3}, -3) == 1);             // clamped to 0: the minimum
   CHECK(percentile({std::nan(""), 2, 4}, 50) == 2);  // NaN is not a sample
 }
 
@@ -92,8 +90,8 @@ TEST_CASE("latency bins follow the 1-2-5 series and count like a linear scan", "
 TEST_CASE("summary_json carries the required keys and ratios derived independently", "[report]") {
   const RunReport r = known_report();
   const nlohmann::json j = summary_json(r);
-  for (const char* key : {"exact", "leaked_blocks", "prefill_rows_computed", "prefill_rows_reused",
-                          "pool_utilisation", "requests", "workers"})
+  for (const char* key : {"exact", "leaked_blocks", "prefill_rows_computed", "prefill_rows_reused", "pool_utilisation",
+                          "requests", "workers"})
     CHECK(j.contains(key));
   CHECK(j["exact"] == true);
   CHECK(j["requests"] == 120);
@@ -157,10 +155,11 @@ TEST_CASE("summary_text leads with the verdict and labels every figure", "[repor
   const auto lines = std::count(text.begin(), text.end(), '\n');
   CHECK(lines >= 20);
   CHECK(lines <= 40);
-  for (const char* expected : {"75.0 % of prompt rows reused", "hash chain 18000 rows, radix 11000 rows",
-                               "unattributed 1000 rows", "requests 12 > authorized 11", "executed 4",
-                               "index_miss 2", "24.00 MiB", "0.00 MiB (482 bytes)", "validate ok", "4.00x", "p99 [us]", "0 leaked blocks",
-                               "baseline no_reuse", "n/a", "trace: out/trace.json", "(4.00x fewer reads)"})
+  for (const char* expected :
+       {"75.0 % of prompt rows reused", "hash chain 18000 rows, radix 11000 rows", "unattributed 1000 rows",
+        "requests 12 > authorized 11", "executed 4", "index_miss 2", "24.00 MiB", "0.00 MiB (482 bytes)", "validate ok",
+        "4.00x", "p99 [us]", "0 leaked blocks", "baseline no_reuse", "n/a", "trace: out/trace.json",
+        "(4.00x fewer reads)"})
     CHECK_THAT(text, Catch::Contains(expected));
 
   r.exact = false;
@@ -197,8 +196,8 @@ TEST_CASE("write_report writes report.json, report.md and three SVGs", "[report]
   }
 
   const std::string md = slurp(dir / "report.md");
-  for (const char* section : {"# kvrt run report", "## Verdict", "## Work", "## Reuse", "## Reuse funnel",
-                              "## Memory", "## Latency", "## Workers", "## Comparison", "## Node after shutdown"})
+  for (const char* section : {"# kvrt run report", "## Verdict", "## Work", "## Reuse", "## Reuse funnel", "## Memory",
+                              "## Latency", "## Workers", "## Comparison", "## Node after shutdown"})
     CHECK_THAT(md, Catch::Contains(section));
   for (const char* embed : {"](utilisation.svg)", "](funnel.svg)", "](latency.svg)"})
     CHECK_THAT(md, Catch::Contains(embed));
@@ -276,8 +275,8 @@ TEST_CASE("write_report failures are io errors naming the path", "[report]") {
 
 TEST_CASE("text cleaners keep valid UTF-8 and escape XML", "[report]") {
   CHECK(sanitize_utf8("a\xC3\xA9\xE2\x80\x94z") == "a\xC3\xA9\xE2\x80\x94z");
-  CHECK(sanitize_utf8("\xC0\xAF") == "\uFFFD\uFFFD");        // overlong '/'
-  CHECK(sanitize_utf8("\xED\xA0\x80") == "\uFFFD\uFFFD\uFFFD");  // a surrogate
+  CHECK(sanitize_utf8("\xC0\xAF") == "\uFFFD\uFFFD");                      // overlong '/'
+  CHECK(sanitize_utf8("\xED\xA0\x80") == "\uFFFD\uFFFD\uFFFD");            // a surrogate
   CHECK(sanitize_utf8("\xF4\x90\x80\x80") == "\uFFFD\uFFFD\uFFFD\uFFFD");  // beyond U+10FFFF
   CHECK(sanitize_utf8("tab\there") == "tab\there");
   CHECK(printable("a\nb\x1b\x7f") == "a\uFFFDb\uFFFD\uFFFD");
@@ -293,4 +292,3 @@ TEST_CASE("text cleaners keep valid UTF-8 and escape XML", "[report]") {
   CHECK(mib_text(482) == "0.00 MiB (482 bytes)");
   CHECK(mib_text(0) == "0.00 MiB");
 }
-

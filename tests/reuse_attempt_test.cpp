@@ -282,7 +282,8 @@ TEST_CASE("step 6: declared modules need equal tokens, positions, schema and ABI
   ReuseScenario s = x.happy;
   s.hit().source = ReuseSource::prompt_module;
   s.hit().covered_interval = {4, 12};
-  s.hit().token_witness = covered_tokens_digest(std::span<const uint32_t>(s.key.manifest.covered_token_ids.data() + 4, 8));
+  s.hit().token_witness =
+      covered_tokens_digest(std::span<const uint32_t>(s.key.manifest.covered_token_ids.data() + 4, 8));
   s.versions.valid_frontier_tokens = 12;
   s.snapshot.bound_interval = {4, 12};
   PromptModuleReceipt m;
@@ -331,7 +332,8 @@ TEST_CASE("step 6: a session resumes only its exact history 0..H", "[reuse]") {
   r.semantic_digest = reuse_semantic_digest(s.key.manifest);
   r.layout_digest = s.key.manifest.cache_layout_sha256;
   r.covered_interval = {0, 16};
-  r.covered_tokens_digest = covered_tokens_digest(std::span<const uint32_t>(s.key.manifest.covered_token_ids.data(), 16));
+  r.covered_tokens_digest =
+      covered_tokens_digest(std::span<const uint32_t>(s.key.manifest.covered_token_ids.data(), 16));
   r.position_truncation_contract = "absolute-no-truncation";
   r.resume_prefill_tokens = 16;
   const SessionIntervalAnswer good{r, "absolute-no-truncation"};

@@ -21,8 +21,12 @@ struct ScriptedOwners {
 
   ReuseAcquireOp op() const {
     const auto& tokens = happy.key.manifest.covered_token_ids;
-    return ReuseAcquireOp{kTenantA, RequestId{77}, RequestGeneration{1},
-                          std::vector<TokenId>(tokens.begin(), tokens.end()), LogitsPath::logits_required, true};
+    return ReuseAcquireOp{kTenantA,
+                          RequestId{77},
+                          RequestGeneration{1},
+                          std::vector<TokenId>(tokens.begin(), tokens.end()),
+                          LogitsPath::logits_required,
+                          true};
   }
   ReuseKeyAnswer key() const { return ReuseKeyAnswer{happy.authorization, happy.key}; }
   CandidateReply candidate() const { return CandidateReply(happy.candidate); }
@@ -54,13 +58,15 @@ inline ReuseCandidate radix_candidate(const ScriptedOwners& x) {
 
 // Runs one op of `x` to its receipt (radix when `radix`) and holds the
 // attempt open for session 1; returns the receipt.
-inline ExecutableReuseReceipt hold_one(const ScriptedOwners& x, OpenReuseAttempts& open, bool radix, uint64_t snapshot) {
+inline ExecutableReuseReceipt hold_one(const ScriptedOwners& x, OpenReuseAttempts& open, bool radix,
+                                       uint64_t snapshot) {
   ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
   run.bind(open, SessionId{1});
   (void)run.key_requests();
   run.on_keys({x.key()});
   (void)run.candidate_requests();
-  run.on_candidates({CandidateReply(CandidateAnswer(radix ? radix_candidate(x) : std::get<ReuseCandidate>(x.happy.candidate)))});
+  run.on_candidates(
+      {CandidateReply(CandidateAnswer(radix ? radix_candidate(x) : std::get<ReuseCandidate>(x.happy.candidate)))});
   (void)run.lease_requests();
   run.on_leases({x.leases({LeaseId{snapshot * 10 + 1}, LeaseId{snapshot * 10 + 2}})});
   if (radix) {

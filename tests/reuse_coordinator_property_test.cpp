@@ -39,12 +39,12 @@ namespace {
 // What the script decides for one op.
 enum class Fate : uint8_t {
   receipt,
-  denied,           // step 1
-  miss,             // step 3
-  blocks_refused,   // step 4, allocator
-  path_refused,     // step 4, radix owner (radix ops only)
-  version_moved,    // step 5
-  abi_drift,        // step 8
+  denied,          // step 1
+  miss,            // step 3
+  blocks_refused,  // step 4, allocator
+  path_refused,    // step 4, radix owner (radix ops only)
+  version_moved,   // step 5
+  abi_drift,       // step 8
 };
 
 struct ScriptedOp {
@@ -69,8 +69,8 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
   ReuseBatch batch;
   for (ScriptedOp& s : script) {
     s.radix = rng() % 2 == 0;
-    const Fate fates[] = {Fate::receipt, Fate::receipt, Fate::denied, Fate::miss, Fate::blocks_refused,
-                          Fate::path_refused, Fate::version_moved, Fate::abi_drift};
+    const Fate fates[] = {Fate::receipt,        Fate::receipt,      Fate::denied,        Fate::miss,
+                          Fate::blocks_refused, Fate::path_refused, Fate::version_moved, Fate::abi_drift};
     s.fate = fates[rng() % 8];
     if (s.fate == Fate::path_refused && !s.radix) s.fate = Fate::receipt;
     batch.ops.push_back(ReuseAcquireOp{kTenantA, RequestId{77}, RequestGeneration{1},
@@ -207,11 +207,14 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
       run.on_stage_failed(make_error(ErrorCode::rpc_failed, "index down"));
       for (size_t i : at) ended.insert(i);
     } else if (!at.empty()) {
-      const bool moved = std::all_of(at.begin(), at.end(), [&](size_t i) { return script[i].fate == Fate::version_moved; });
+      const bool moved =
+          std::all_of(at.begin(), at.end(), [&](size_t i) { return script[i].fate == Fate::version_moved; });
       run.on_index_version(ReuseIndexVersion{moved ? 8u : 7u, TreeVersion{0}});
       for (size_t i : at)
-        if (moved) ended.insert(i);
-        else if (script[i].fate == Fate::version_moved) script[i].fate = Fate::receipt;  // the batch saw no move
+        if (moved)
+          ended.insert(i);
+        else if (script[i].fate == Fate::version_moved)
+          script[i].fate = Fate::receipt;  // the batch saw no move
     }
   }
   // Stage 6: snapshots.
@@ -257,13 +260,25 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
     } else if (const auto* rej = std::get_if<ReuseRejectionReceipt>(&o)) {
       ++rejections;
       switch (script[i].fate) {
-        case Fate::denied: CHECK(rej->reason == RejectionReason::namespace_denied); break;
-        case Fate::miss: CHECK(rej->reason == RejectionReason::no_candidate); break;
+        case Fate::denied:
+          CHECK(rej->reason == RejectionReason::namespace_denied);
+          break;
+        case Fate::miss:
+          CHECK(rej->reason == RejectionReason::no_candidate);
+          break;
         case Fate::blocks_refused:
-        case Fate::path_refused: CHECK(rej->reason == RejectionReason::lease_unavailable); break;
-        case Fate::version_moved: CHECK(rej->reason == RejectionReason::stale_index_version); break;
-        case Fate::abi_drift: CHECK(rej->reason == RejectionReason::snapshot_evidence_drift); break;
-        case Fate::receipt: FAIL("a receipt was scripted"); break;
+        case Fate::path_refused:
+          CHECK(rej->reason == RejectionReason::lease_unavailable);
+          break;
+        case Fate::version_moved:
+          CHECK(rej->reason == RejectionReason::stale_index_version);
+          break;
+        case Fate::abi_drift:
+          CHECK(rej->reason == RejectionReason::snapshot_evidence_drift);
+          break;
+        case Fate::receipt:
+          FAIL("a receipt was scripted");
+          break;
       }
       // It names exactly the leases its op was granted.
       std::set<uint64_t> named;
@@ -303,12 +318,12 @@ namespace {
 
 // What the script decides for one release op.
 enum class ReleaseFate : uint8_t {
-  plain,              // no successor
-  published,          // successor published after the generation read
-  nothing_new,        // successor publication made nothing visible
-  refused,            // the index refused the successor
-  malformed,          // a successor that cannot be one (typed error, attempt stays open)
-  unknown_snapshot,   // names no held attempt
+  plain,             // no successor
+  published,         // successor published after the generation read
+  nothing_new,       // successor publication made nothing visible
+  refused,           // the index refused the successor
+  malformed,         // a successor that cannot be one (typed error, attempt stays open)
+  unknown_snapshot,  // names no held attempt
 };
 
 }  // namespace
@@ -377,7 +392,8 @@ TEST_CASE("reuse coordinator property: release ops end each held attempt once, a
     const std::vector<PrefixOp> pubs = run.successor_requests();
     std::vector<size_t> publishing;
     for (size_t i = 0; i < fates.size(); ++i)
-      if (fates[i] == ReleaseFate::published || fates[i] == ReleaseFate::nothing_new || fates[i] == ReleaseFate::refused)
+      if (fates[i] == ReleaseFate::published || fates[i] == ReleaseFate::nothing_new ||
+          fates[i] == ReleaseFate::refused)
         publishing.push_back(i);
     REQUIRE(pubs.size() == publishing.size());
     if (!pubs.empty()) {

@@ -78,10 +78,11 @@ TEST_CASE("reuse coordinator: a rejection after the leases hands them back for r
     RejectionReason reason;
     ReuseStep step;
   };
-  const Case c = GENERATE(Case{"index version moved", RejectionReason::stale_index_version, ReuseStep::validate_versions},
-                          Case{"pool generation moved", RejectionReason::stale_pool_generation, ReuseStep::validate_versions},
-                          Case{"rows not valid", RejectionReason::frontier_not_valid, ReuseStep::validate_versions},
-                          Case{"kernel ABI drift", RejectionReason::snapshot_evidence_drift, ReuseStep::freeze_snapshot});
+  const Case c =
+      GENERATE(Case{"index version moved", RejectionReason::stale_index_version, ReuseStep::validate_versions},
+               Case{"pool generation moved", RejectionReason::stale_pool_generation, ReuseStep::validate_versions},
+               Case{"rows not valid", RejectionReason::frontier_not_valid, ReuseStep::validate_versions},
+               Case{"kernel ABI drift", RejectionReason::snapshot_evidence_drift, ReuseStep::freeze_snapshot});
   INFO(c.what);
   ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
   (void)run.key_requests();
@@ -256,7 +257,6 @@ TEST_CASE("reuse coordinator: a path refused after the blocks were leased hands 
   CHECK(run.leases_to_release().paths.empty());
 }
 
-
 TEST_CASE("reuse coordinator: release ops end their attempts at steps 9 and 10", "[reuse][coordinator]") {
   ScriptedOwners x;
   OpenReuseAttempts open;
@@ -276,8 +276,8 @@ TEST_CASE("reuse coordinator: release ops end their attempts at steps 9 and 10",
   run.bind(open, SessionId{1});
   CHECK(open.size() == 0);  // taken: a second release of any of them is refused
   const ReuseBatchRun::LeaseReturn back = run.release_requests();
-  CHECK(back.blocks == std::vector<LeaseId>{LeaseId{411}, LeaseId{412}, LeaseId{421}, LeaseId{422}, LeaseId{431},
-                                            LeaseId{432}});
+  CHECK(back.blocks ==
+        std::vector<LeaseId>{LeaseId{411}, LeaseId{412}, LeaseId{421}, LeaseId{422}, LeaseId{431}, LeaseId{432}});
   CHECK(back.paths == std::vector<LeaseId>{LeaseId{kPathLeaseBit | 42}});
   // The allocator had lost lease 412 (say, reclaimed); everything else was held.
   run.on_released({1, 0, 1, 1, 1, 1}, {1});

@@ -5,7 +5,6 @@
 // answers on the happy path of the executable-reuse transaction (0x0CD).
 // Tests copy a ReuseScenario and change the one answer they are about.
 #include <catch2/catch.hpp>
-
 #include <optional>
 
 #include "authorization_fixture.hpp"
@@ -51,16 +50,26 @@ struct ReuseScenario {
   // The answer for step s (1-based), as the reuse coordinator would pass it.
   StepEvidence evidence(ReuseStep s) const {
     switch (s) {
-      case ReuseStep::authorize: return StepEvidence(std::in_place_index<0>, authorization);
-      case ReuseStep::build_key: return StepEvidence(std::in_place_index<1>, key);
-      case ReuseStep::lookup_candidate: return StepEvidence(std::in_place_index<2>, candidate);
-      case ReuseStep::acquire_leases: return StepEvidence(std::in_place_index<3>, leases);
-      case ReuseStep::validate_versions: return StepEvidence(std::in_place_index<4>, versions);
-      case ReuseStep::validate_positions: return StepEvidence(std::in_place_index<5>, positions);
-      case ReuseStep::await_mapping: return StepEvidence(std::in_place_index<6>, mapping);
-      case ReuseStep::freeze_snapshot: return StepEvidence(std::in_place_index<7>, snapshot);
-      case ReuseStep::execute: return StepEvidence(std::in_place_index<8>, execution);
-      case ReuseStep::finish: return StepEvidence(std::in_place_index<9>, completion);
+      case ReuseStep::authorize:
+        return StepEvidence(std::in_place_index<0>, authorization);
+      case ReuseStep::build_key:
+        return StepEvidence(std::in_place_index<1>, key);
+      case ReuseStep::lookup_candidate:
+        return StepEvidence(std::in_place_index<2>, candidate);
+      case ReuseStep::acquire_leases:
+        return StepEvidence(std::in_place_index<3>, leases);
+      case ReuseStep::validate_versions:
+        return StepEvidence(std::in_place_index<4>, versions);
+      case ReuseStep::validate_positions:
+        return StepEvidence(std::in_place_index<5>, positions);
+      case ReuseStep::await_mapping:
+        return StepEvidence(std::in_place_index<6>, mapping);
+      case ReuseStep::freeze_snapshot:
+        return StepEvidence(std::in_place_index<7>, snapshot);
+      case ReuseStep::execute:
+        return StepEvidence(std::in_place_index<8>, execution);
+      case ReuseStep::finish:
+        return StepEvidence(std::in_place_index<9>, completion);
     }
     FAIL("unknown step");
     return StepEvidence(std::in_place_index<0>, authorization);

@@ -7,7 +7,6 @@
 // unchanged and close it, every rejection lands in exactly one bucket, and
 // the funnel over all attempts stays monotone with each difference one bucket.
 #include <catch2/catch.hpp>
-
 #include <random>
 
 #include "reuse_fixture.hpp"
@@ -33,32 +32,41 @@ const std::vector<std::vector<Mutation>>& rejections() {
                 [](ReuseScenario& s) {
                   s.authorization = AuthorizationDenied{make_error(ErrorCode::authorization_namespace_closed, "purge")};
                 }},
-               {RejectionReason::principal_revoked, [](ReuseScenario& s) {
+               {RejectionReason::principal_revoked,
+                [](ReuseScenario& s) {
                   s.authorization = AuthorizationDenied{make_error(ErrorCode::authorization_principal_revoked, "gone")};
                 }}},
-      /* 2 */ {{RejectionReason::cross_namespace_key, [](ReuseScenario& s) { s.key.manifest.cache_salt = "x"; }},
-               {RejectionReason::stale_namespace_generation,
-                [](ReuseScenario& s) { s.key.manifest.namespace_generation = NamespaceGeneration{2}; }}},
-      /* 3 */ {{RejectionReason::no_candidate, [](ReuseScenario& s) { s.candidate = IndexMiss{}; }},
-               {RejectionReason::semantic_mismatch, [](ReuseScenario& s) { s.hit().semantic_digest = sha256("m"); }},
-               {RejectionReason::layout_mismatch, [](ReuseScenario& s) { s.hit().layout_digest = sha256("l"); }},
-               {RejectionReason::isolation_mismatch, [](ReuseScenario& s) { s.hit().namespace_name = kTenantB; }},
-               {RejectionReason::collision_witness_missing, [](ReuseScenario& s) { s.hit().token_witness.reset(); }},
-               {RejectionReason::collision_witness_mismatch, [](ReuseScenario& s) { s.hit().token_witness = sha256("w"); }},
-               {RejectionReason::stale_candidate_generation,
-                [](ReuseScenario& s) { s.hit().namespace_generation = NamespaceGeneration{3}; }}},
-      /* 4 */ {{RejectionReason::lease_unavailable, [](ReuseScenario& s) { s.leases = LeaseRefused{"busy"}; }},
-               {RejectionReason::lease_incomplete, [](ReuseScenario& s) { s.lease_grant().covered_handles.clear(); }}},
-      /* 5 */ {{RejectionReason::stale_index_version, [](ReuseScenario& s) { s.versions.index_version = 9; }},
-               {RejectionReason::stale_tree_version, [](ReuseScenario& s) { s.versions.tree_version = TreeVersion{1}; }},
-               {RejectionReason::stale_pool_generation,
-                [](ReuseScenario& s) { s.versions.pool_generations[0].generation = PoolGeneration{9}; }},
-               {RejectionReason::frontier_not_valid, [](ReuseScenario& s) { s.versions.valid_frontier_tokens = 3; }}},
+      /* 2 */
+      {{RejectionReason::cross_namespace_key, [](ReuseScenario& s) { s.key.manifest.cache_salt = "x"; }},
+       {RejectionReason::stale_namespace_generation,
+        [](ReuseScenario& s) { s.key.manifest.namespace_generation = NamespaceGeneration{2}; }}},
+      /* 3 */
+      {{RejectionReason::no_candidate, [](ReuseScenario& s) { s.candidate = IndexMiss{}; }},
+       {RejectionReason::semantic_mismatch, [](ReuseScenario& s) { s.hit().semantic_digest = sha256("m"); }},
+       {RejectionReason::layout_mismatch, [](ReuseScenario& s) { s.hit().layout_digest = sha256("l"); }},
+       {RejectionReason::isolation_mismatch, [](ReuseScenario& s) { s.hit().namespace_name = kTenantB; }},
+       {RejectionReason::collision_witness_missing, [](ReuseScenario& s) { s.hit().token_witness.reset(); }},
+       {RejectionReason::collision_witness_mismatch, [](ReuseScenario& s) { s.hit().token_witness = sha256("w"); }},
+       {RejectionReason::stale_candidate_generation,
+        [](ReuseScenario& s) { s.hit().namespace_generation = NamespaceGeneration{3}; }}},
+      /* 4 */
+      {{RejectionReason::lease_unavailable, [](ReuseScenario& s) { s.leases = LeaseRefused{"busy"}; }},
+       {RejectionReason::lease_incomplete, [](ReuseScenario& s) { s.lease_grant().covered_handles.clear(); }}},
+      /* 5 */
+      {{RejectionReason::stale_index_version, [](ReuseScenario& s) { s.versions.index_version = 9; }},
+       {RejectionReason::stale_tree_version, [](ReuseScenario& s) { s.versions.tree_version = TreeVersion{1}; }},
+       {RejectionReason::stale_pool_generation,
+        [](ReuseScenario& s) { s.versions.pool_generations[0].generation = PoolGeneration{9}; }},
+       {RejectionReason::frontier_not_valid, [](ReuseScenario& s) { s.versions.valid_frontier_tokens = 3; }}},
       /* 6 */ {},
       /* 7 */ {{RejectionReason::mapping_frontier_lag, [](ReuseScenario& s) { s.mapping.ready_frontier_tokens = 20; }}},
-      /* 8 */ {{RejectionReason::stale_snapshot_version,
-                [](ReuseScenario& s) { s.snapshot.planned_version = ExecutionSnapshotVersion{1}; }},
-               {RejectionReason::snapshot_evidence_drift, [](ReuseScenario& s) { s.snapshot.bound_interval = {0, 8}; }}},
+      /* 8 */
+      {{RejectionReason::stale_snapshot_version,
+        [](ReuseScenario& s) { s.snapshot.planned_version = ExecutionSnapshotVersion{1}; }},
+       {RejectionReason::snapshot_evidence_drift,
+        [](ReuseScenario& s) {
+          s.snapshot.bound_interval = {0, 8};
+        }}},
       /* 9 */ {{RejectionReason::execution_failed, [](ReuseScenario& s) { s.execution.succeeded = false; }}},
       /* 10 */ {},
   };
@@ -68,16 +76,36 @@ const std::vector<std::vector<Mutation>>& rejections() {
 // Evidence that is malformed for this attempt at each step (a typed error).
 void malform(ReuseScenario& s, ReuseStep step) {
   switch (step) {
-    case ReuseStep::authorize: s.authorization = AuthorizationDenied{make_error(ErrorCode::io, "x")}; break;
-    case ReuseStep::build_key: s.key.manifest.covered_token_ids.clear(); break;
-    case ReuseStep::lookup_candidate: s.hit().covered_interval = {0, 99}; break;
-    case ReuseStep::acquire_leases: s.lease_grant().leases.clear(); break;
-    case ReuseStep::validate_versions: s.versions.pool_generations.clear(); break;
-    case ReuseStep::validate_positions: s.positions = ModulePositionAnswer{}; break;
-    case ReuseStep::await_mapping: s.mapping.required_frontier_tokens = 1; break;
-    case ReuseStep::freeze_snapshot: s.snapshot.kernel_abi_id.clear(); break;
-    case ReuseStep::execute: s.execution.executed_version = ExecutionSnapshotVersion{7}; break;
-    case ReuseStep::finish: s.completion = LeasesReleased{}; break;
+    case ReuseStep::authorize:
+      s.authorization = AuthorizationDenied{make_error(ErrorCode::io, "x")};
+      break;
+    case ReuseStep::build_key:
+      s.key.manifest.covered_token_ids.clear();
+      break;
+    case ReuseStep::lookup_candidate:
+      s.hit().covered_interval = {0, 99};
+      break;
+    case ReuseStep::acquire_leases:
+      s.lease_grant().leases.clear();
+      break;
+    case ReuseStep::validate_versions:
+      s.versions.pool_generations.clear();
+      break;
+    case ReuseStep::validate_positions:
+      s.positions = ModulePositionAnswer{};
+      break;
+    case ReuseStep::await_mapping:
+      s.mapping.required_frontier_tokens = 1;
+      break;
+    case ReuseStep::freeze_snapshot:
+      s.snapshot.kernel_abi_id.clear();
+      break;
+    case ReuseStep::execute:
+      s.execution.executed_version = ExecutionSnapshotVersion{7};
+      break;
+    case ReuseStep::finish:
+      s.completion = LeasesReleased{};
+      break;
   }
 }
 

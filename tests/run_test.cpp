@@ -3,15 +3,14 @@
 // node and worker processes serving every request shape with the reference
 // model, whose verdict must be exact with nothing leaked after shutdown, and
 // bad files that must start nothing.
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 
 #include "actors/engine_worker.hpp"
 #include "services/node/node_config.hpp"

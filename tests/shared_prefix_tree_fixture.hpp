@@ -65,5 +65,4 @@ struct FourSequenceTree {
   }
 };
 
-
 }  // namespace kvrt::test

@@ -17,15 +17,15 @@ using namespace kvrt::shm::test;
 namespace {
 
 using Axes = std::vector<TensorAxis>;
-const Axes kSlotMajor{TensorAxis::physical_slot, TensorAxis::layer_local, TensorAxis::token_offset,
-                      TensorAxis::kv_head, TensorAxis::head_dim};
+const Axes kSlotMajor{TensorAxis::physical_slot, TensorAxis::layer_local, TensorAxis::token_offset, TensorAxis::kv_head,
+                      TensorAxis::head_dim};
 const Axes kLayerMajor{TensorAxis::layer_local, TensorAxis::physical_slot, TensorAxis::token_offset,
                        TensorAxis::kv_head, TensorAxis::head_dim};
 
 // Element index of (slot, layer, token, head, lane), written out for the two
 // orders two-group-tp2.toml declares (g0 slot-major, g1 layer-major).
-uint64_t expected_element(const Axes& order, uint64_t S, uint64_t L, uint64_t P, uint64_t H, uint64_t D,
-                          uint64_t slot, uint64_t layer, uint64_t token, uint64_t head, uint64_t lane) {
+uint64_t expected_element(const Axes& order, uint64_t S, uint64_t L, uint64_t P, uint64_t H, uint64_t D, uint64_t slot,
+                          uint64_t layer, uint64_t token, uint64_t head, uint64_t lane) {
   if (order == kSlotMajor) return (((slot * L + layer) * P + token) * H + head) * D + lane;
   REQUIRE(order == kLayerMajor);
   return (((layer * S + slot) * P + token) * H + head) * D + lane;
@@ -35,8 +35,8 @@ uint64_t expected_element(const Axes& order, uint64_t S, uint64_t L, uint64_t P,
 
 TEST_CASE("segment names are injective, bounded and scoped by instance", "[shm]") {
   const auto name_of = [](std::string ns, std::string instance) {
-    return pool_segment_name(PoolSegmentName{std::move(ns), NamespaceGeneration{3}, CacheGroupId{1},
-                                             std::move(instance)});
+    return pool_segment_name(
+        PoolSegmentName{std::move(ns), NamespaceGeneration{3}, CacheGroupId{1}, std::move(instance)});
   };
   CHECK(name_of("tenant/a", "i1").value() == "/kvrt.tenant~2Fa.g3.c1.i1");
   // Plain replacement of '/' would collide with this one.
@@ -117,9 +117,9 @@ TEST_CASE("byte offsets agree with an independent evaluation of 0x03E for both a
       REQUIRE(*got == expected);
     }
     // The last element of V ends exactly at the end of the V tensor.
-    auto last = pool->byte_offset(PoolBlockRef{PoolId{group + 1}, PoolGeneration{5}, PhysicalSlot{kSlots - 1}},
-                                  KvCoordinate{TensorKind::V, uint32_t(L - 1), uint32_t(P - 1), uint32_t(H - 1),
-                                               uint32_t(D - 1)});
+    auto last = pool->byte_offset(
+        PoolBlockRef{PoolId{group + 1}, PoolGeneration{5}, PhysicalSlot{kSlots - 1}},
+        KvCoordinate{TensorKind::V, uint32_t(L - 1), uint32_t(P - 1), uint32_t(H - 1), uint32_t(D - 1)});
     REQUIRE(last.ok());
     CHECK(*last + 2 == v_base + pool->geometry().tensor_bytes(TensorKind::V));
   }
@@ -155,7 +155,7 @@ TEST_CASE("addressing rejects other pools, stale generations and out-of-range co
   CHECK(stale.field == "pool_generation");
 
   const std::pair<KvCoordinate, const char*> outside[] = {
-      {{TensorKind::K, 8, 3, 1, 4}, "layer_local"},   // g1 has 8 layers
+      {{TensorKind::K, 8, 3, 1, 4}, "layer_local"},    // g1 has 8 layers
       {{TensorKind::K, 2, 16, 1, 4}, "token_offset"},  // P = 16
       {{TensorKind::V, 2, 3, 4, 4}, "kv_head"},        // 4 local heads
       {{TensorKind::V, 2, 3, 1, 128}, "lane"},         // d_h = 128

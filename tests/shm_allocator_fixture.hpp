@@ -6,7 +6,6 @@
 // canonical order says it goes. That reader shares no code with
 // ShmPayloadStore's row plans, so agreement between the two is evidence.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <string>
 #include <vector>

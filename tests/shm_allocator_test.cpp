@@ -6,9 +6,8 @@
 // copy-on-write of 0x05C must copy the source's real bytes, and the same trace
 // on a HostPayloadStore must hold the same canonical rows and reach the same
 // state digest.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <functional>
 
 #include "services/allocator/block_allocator.hpp"
@@ -34,7 +33,7 @@ using LineageOf = std::function<uint64_t(uint32_t token)>;
 
 struct Trace {
   RequestFence a, d;
-  AllocationReceipt cow;                 // D's copy-on-write append of token 45
+  AllocationReceipt cow;                            // D's copy-on-write append of token 45
   std::vector<PhysicalBlockHandle> a_tail, d_tail;  // per group, after the trace
 };
 
@@ -202,9 +201,8 @@ TEST_CASE("rows keep the canonical order under any declared axis order", "[shm][
     store.write_rows(g, 1, 2, 7, written);
     CHECK(read_block_rows(store, g, 1, 2, 7, B) == written);
     for (uint32_t i = 0; i < 7; ++i) {
-      const bool by_elements =
-          row_by_elements(store.segment(g), store.block_ref(g, 1), 2 + i, layout.cache_groups[g]) ==
-          seeded_row(B, 5, 100 + i, g);
+      const bool by_elements = row_by_elements(store.segment(g), store.block_ref(g, 1), 2 + i,
+                                               layout.cache_groups[g]) == seeded_row(B, 5, 100 + i, g);
       CHECK(by_elements);
     }
     // copy_rows moves rows [0, 9) of slot 1 to slot 2, K and V, real bytes.
@@ -271,8 +269,7 @@ TEST_CASE("zero-on-recycle clears a recycled block's bytes and its old handle go
   REQUIRE(al.validate().ok());
 }
 
-TEST_CASE("the pools factory and the store refuse what does not match, leaving nothing behind",
-          "[shm][allocator]") {
+TEST_CASE("the pools factory and the store refuse what does not match, leaving nothing behind", "[shm][allocator]") {
   const auto layout = two_group_layout();
 
   SECTION("the allocator config names the pools the options describe") {
@@ -345,8 +342,8 @@ TEST_CASE("the pools factory and the store refuse what does not match, leaving n
   SECTION("a live segment at one group's name fails the whole creation and removes the rest") {
     const auto options = shared_options(2);
     PoolSegmentOptions squatter;
-    squatter.name = PoolSegmentName{options.namespace_name, options.namespace_generation, CacheGroupId{1},
-                                    options.instance};
+    squatter.name =
+        PoolSegmentName{options.namespace_name, options.namespace_generation, CacheGroupId{1}, options.instance};
     squatter.pool_id = PoolId{99};
     squatter.pool_generation = PoolGeneration{1};
     squatter.capacity = PoolCapacity::blocks(2);

@@ -6,13 +6,12 @@
 // generation and the layout digest from its command line, and the (group,
 // slot, rows) positions that this process took from the allocator's receipts,
 // never from its own state. It answers with a SHA-256 on a pipe.
-#include <catch2/catch.hpp>
-
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <functional>
 #include <map>
 #include <optional>
@@ -89,8 +88,8 @@ class ReceiptTables {
 // Rows [0, tokens) of a request at the positions its receipts name: one span
 // per (group, logical block), with the slot that pools.locate() gives for the
 // receipt's handle. The receipt tables must equal the allocator's own.
-std::vector<store_peer::RowSpan> spans_of(ReceiptTables& receipts, const SharedBlockPools& pools,
-                                          RequestId request, uint32_t tokens) {
+std::vector<store_peer::RowSpan> spans_of(ReceiptTables& receipts, const SharedBlockPools& pools, RequestId request,
+                                          uint32_t tokens) {
   std::vector<store_peer::RowSpan> spans;
   for (uint32_t g = 0; g < pools.store().group_count(); ++g) {
     const auto& table = receipts.table(request, g);
@@ -208,9 +207,8 @@ TEST_CASE("the allocator commits rows a peer process wrote at receipt positions"
   }
   const auto spans = spans_of(receipts, *pools, b.request, 36);
   REQUIRE(spans.size() == 6);  // 3 logical blocks x 2 groups
-  for (const auto& s : spans) CHECK(al.block(receipts.table(b.request, s.group)[s.first_token / kP].handle)
-                                        .value()
-                                        .valid_rows == 0);
+  for (const auto& s : spans)
+    CHECK(al.block(receipts.table(b.request, s.group)[s.first_token / kP].handle).value().valid_rows == 0);
 
   const uint64_t lineage = 7;
   const PeerResult wrote = run_peer(peer_args("write", *pools, spans, PoolGeneration{2}, lineage));

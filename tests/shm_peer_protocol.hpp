@@ -68,8 +68,7 @@ struct PoolName {
 // Visits the selected bytes in a fixed order (selection order, K then V,
 // increasing offset), so both processes walk them identically.
 template <class Pool, class F>
-Status for_each_selected_span(Pool& pool, PoolName named, const std::vector<RowSelection>& rows,
-                              F&& f) {
+Status for_each_selected_span(Pool& pool, PoolName named, const std::vector<RowSelection>& rows, F&& f) {
   for (const auto& r : rows) {
     for (TensorKind kind : {TensorKind::K, TensorKind::V}) {
       const PoolBlockRef ref{named.id, named.generation, PhysicalSlot{r.block}};
@@ -79,8 +78,10 @@ Status for_each_selected_span(Pool& pool, PoolName named, const std::vector<RowS
       runs.for_each([&](ByteRun run) {
         if (!status.ok()) return;
         auto span = pool.bytes(run);
-        if (!span.ok()) status = span.error();
-        else f(*span);
+        if (!span.ok())
+          status = span.error();
+        else
+          f(*span);
       });
       KVRT_TRY(status);
     }
@@ -89,8 +90,8 @@ Status for_each_selected_span(Pool& pool, PoolName named, const std::vector<RowS
 }
 
 // Fills the selection with bytes of a seeded stream; returns their digest.
-inline Result<Sha256Digest> write_seeded(BlockPoolSegment& pool, PoolName named,
-                                         const std::vector<RowSelection>& rows, uint64_t seed) {
+inline Result<Sha256Digest> write_seeded(BlockPoolSegment& pool, PoolName named, const std::vector<RowSelection>& rows,
+                                         uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::string written;
   KVRT_TRY(for_each_selected_span(pool, named, rows, [&](std::span<uint8_t> span) {

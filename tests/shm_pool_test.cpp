@@ -153,8 +153,8 @@ TEST_CASE("attach rejects stale generations, other layouts, missing and malforme
   CHECK(mismatch.error().code == ErrorCode::incompatible);
   CHECK(mismatch.error().field == "layout_digest");
 
-  auto missing = BlockPoolSegment::attach("/kvrt.shm-test.missing." + make_instance_id(), PoolGeneration{4},
-                                          layout.digest());
+  auto missing =
+      BlockPoolSegment::attach("/kvrt.shm-test.missing." + make_instance_id(), PoolGeneration{4}, layout.digest());
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().code == ErrorCode::io);
 

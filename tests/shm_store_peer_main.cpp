@@ -98,8 +98,8 @@ int main(int argc, char** argv) {
     std::vector<uint8_t> bytes(s.rows * row_bytes);
     if (writing) {
       for (uint32_t i = 0; i < s.rows; ++i)
-        test::RowWriter::fill(std::span<uint8_t>(bytes).subspan(i * row_bytes, row_bytes), lineage,
-                              s.first_token + i, s.group);
+        test::RowWriter::fill(std::span<uint8_t>(bytes).subspan(i * row_bytes, row_bytes), lineage, s.first_token + i,
+                              s.group);
       store->write_rows(s.group, s.slot, s.first_row, s.rows, bytes);
     } else {
       store->read_rows(s.group, s.slot, s.first_row, s.rows, bytes);

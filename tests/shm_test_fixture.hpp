@@ -2,7 +2,6 @@
 // Fixtures for the [shm] suites: the shipped layouts and pool options with an
 // instance id unique to this run, so parallel runs and CI never share a name.
 #include <catch2/catch.hpp>
-
 #include <string>
 
 #include "services/identity/layout_loader.hpp"

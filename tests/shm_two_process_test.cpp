@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "tests/peer_process.hpp"
 #include "shm_peer_protocol.hpp"
 #include "shm_test_fixture.hpp"
+#include "tests/peer_process.hpp"
 
 extern char** environ;
 
@@ -24,9 +24,7 @@ namespace {
 
 using kvrt::test::PeerResult;
 
-PeerResult run_peer(const std::vector<std::string>& args) {
-  return kvrt::test::run_peer_program(KVRT_SHM_PEER, args);
-}
+PeerResult run_peer(const std::vector<std::string>& args) { return kvrt::test::run_peer_program(KVRT_SHM_PEER, args); }
 
 std::vector<std::string> peer_args(const char* mode, const BlockPoolSegment& pool, PoolGeneration generation,
                                    const std::vector<peer::RowSelection>& rows) {

@@ -1,7 +1,6 @@
 // Joint alert predicates of spec 0x0CF over two successive counter snapshots.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 
 #include "services/telemetry/alert_predicates.hpp"
 #include "services/telemetry/reuse_funnel.hpp"

@@ -27,12 +27,12 @@ TEST_CASE("the 0x0CF gauge fixture: 12 = 3 + 2 + 5 + 2 and 9 - 9 = 0", "[telemet
   pool.pool = PoolId{1};
   pool.capacity_blocks = 12;
   pool.blocks = {
-      block(500, ObservedBlockState::live, 2),    block(501, ObservedBlockState::live, 2),
-      block(502, ObservedBlockState::live, 2),    block(503, ObservedBlockState::live, 1),
-      block(504, ObservedBlockState::live, 2),    block(505, ObservedBlockState::evictable, 0),
+      block(500, ObservedBlockState::live, 2),      block(501, ObservedBlockState::live, 2),
+      block(502, ObservedBlockState::live, 2),      block(503, ObservedBlockState::live, 1),
+      block(504, ObservedBlockState::live, 2),      block(505, ObservedBlockState::evictable, 0),
       block(506, ObservedBlockState::evictable, 0), block(507, ObservedBlockState::reserved, 0),
-      block(508, ObservedBlockState::copying, 0), block(509, ObservedBlockState::free, 0),
-      block(510, ObservedBlockState::free, 0),    block(511, ObservedBlockState::free, 0),
+      block(508, ObservedBlockState::copying, 0),   block(509, ObservedBlockState::free, 0),
+      block(510, ObservedBlockState::free, 0),      block(511, ObservedBlockState::free, 0),
   };
   for (uint32_t id : {500, 501, 502, 500, 501, 503, 504}) pool.request_map_refs.push_back(PhysicalBlockId{id});
   for (uint32_t id : {502, 504}) pool.lease_refs.push_back(PhysicalBlockId{id});

@@ -2,7 +2,6 @@
 // brute-force reference: every outcome is kept, and each stage count is
 // recomputed by asking, attempt by attempt, whether it passed that stage.
 #include <catch2/catch.hpp>
-
 #include <random>
 
 #include "services/telemetry/reuse_funnel.hpp"
@@ -26,8 +25,7 @@ TEST_CASE("random funnel outcomes match a brute-force stage count", "[telemetry]
     // Reference: attempt passed stage k iff it executed or its bucket index >= k.
     for (size_t k = 0; k < kFunnelStageCount; ++k) {
       uint64_t passed = 0;
-      for (const FunnelOutcome& x : outcomes)
-        passed += x.executed || static_cast<size_t>(bucket_of(x.reason)) >= k;
+      for (const FunnelOutcome& x : outcomes) passed += x.executed || static_cast<size_t>(bucket_of(x.reason)) >= k;
       INFO("stage " << to_string(static_cast<FunnelStage>(k)));
       CHECK(funnel.counts().stage[k] == passed);
     }

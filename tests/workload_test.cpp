@@ -4,16 +4,15 @@
 // derivation from the file's sizes; shared prefixes are shared exactly where
 // the format promises; bad files give typed errors naming file, line and
 // field; and randomly mutated files never crash the loader.
-#include <catch2/catch.hpp>
+#include "services/workload/workload.hpp"
 
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
 #include <set>
 #include <sstream>
-
-#include "services/workload/workload.hpp"
 
 using namespace kvrt;
 using namespace kvrt::workload;
@@ -186,14 +185,14 @@ TEST_CASE("jobs_for_worker partitions the jobs for every worker count", "[worklo
       }
     }
     for (size_t i = 0; i < owners.size(); ++i) CHECK(owners[i] == 1);  // union = all, disjoint
-    CHECK(jobs_for_worker(w, n, n).empty());                            // outside w < n: nothing
+    CHECK(jobs_for_worker(w, n, n).empty());                           // outside w < n: nothing
   }
   CHECK(jobs_for_worker(w, 0, 0).empty());
 }
 
 TEST_CASE("request and token counts match a hand derivation from the sizes", "[workload]") {
   // Fixed lengths ([x, x]) so every figure follows from the file by arithmetic.
-  const uint64_t C = 3, S = 2, SP = 40, T = 4, U = 7, D1 = 3;   // chat
+  const uint64_t C = 3, S = 2, SP = 40, T = 4, U = 7, D1 = 3;  // chat
   const uint64_t P = 2, PT = 50, Q = 5, QT = 9, D2 = 4;        // few_shot
   const uint64_t F = 3, FT = 30, B = 5, D3 = 6;                // fork
   const uint64_t DOC = 2, DT = 200, DQ = 6, DQT = 11, D4 = 2;  // long_document
@@ -208,8 +207,7 @@ TEST_CASE("request and token counts match a hand derivation from the sizes", "[w
     << "[[fork]]\ntenant = \"d/t\"\nprompts = " << F << "\nprompt_tokens = [" << FT << ", " << FT
     << "]\nbranches = " << B << "\ndecode_tokens = " << D3 << "\n"
     << "[[long_document]]\ntenant = \"d/t\"\ndocuments = " << DOC << "\ndocument_tokens = " << DT
-    << "\nquestions = " << DQ << "\nquestion_tokens = [" << DQT << ", " << DQT << "]\ndecode_tokens = " << D4
-    << "\n";
+    << "\nquestions = " << DQ << "\nquestion_tokens = [" << DQT << ", " << DQT << "]\ndecode_tokens = " << D4 << "\n";
   const Workload w = parse_ok(s.str());
   check_invariants(w);
 
@@ -395,8 +393,9 @@ TEST_CASE("bad workload files give typed errors naming file, line and field", "[
 TEST_CASE("randomly mutated workload files load or fail with a typed error", "[workload]") {
   // std::mt19937_64's output sequence is fixed by the standard; only raw
   // outputs are used (distributions are implementation-defined).
-  const char* replacements[] = {"0", "1", "2", "-1", "17", "65537", "100001", "9223372036854775807",
-                                "99999999999999999999", "[1, 2]", "\"x\"", "1.5", "true"};
+  const char* replacements[] = {
+      "0",      "1",     "2",   "-1",  "17", "65537", "100001", "9223372036854775807", "99999999999999999999",
+      "[1, 2]", "\"x\"", "1.5", "true"};
   const char inserts[] = {'[', ']', '"', '=', ',', '#', '\n', '/', '0'};
   int loaded = 0, rejected = 0;
   for (const std::string& f : shipped_files()) {
@@ -415,8 +414,12 @@ TEST_CASE("randomly mutated workload files load or fail with a typed error", "[w
       for (int m = 0; m < mutations; ++m) {
         const size_t i = rng() % lines.size();
         switch (rng() % 5) {
-          case 0: lines.erase(lines.begin() + static_cast<long>(i)); break;  // delete a line
-          case 1: lines.insert(lines.begin() + static_cast<long>(i), lines[i]); break;  // duplicate it
+          case 0:
+            lines.erase(lines.begin() + static_cast<long>(i));
+            break;  // delete a line
+          case 1:
+            lines.insert(lines.begin() + static_cast<long>(i), lines[i]);
+            break;   // duplicate it
           case 2: {  // change the number (or value) after '='
             const size_t eq = lines[i].find('=');
             if (eq != std::string::npos)

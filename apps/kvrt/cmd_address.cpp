@@ -5,10 +5,9 @@
 // A rejected read prints its typed error and exits 2.
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "apps/kvrt/subcommand_registry.hpp"
 #include "services/address/address_translator.hpp"
@@ -88,8 +87,8 @@ void print_trace(const AddressReceipt& r) {
   for (size_t a = 0; a < r.geometry.shape.size(); ++a)
     shape << (a ? ", " : "") << r.geometry.shape[a] << " " << to_string(r.geometry.axis_order[a]);
   shape << "]";
-  std::cout << "request " << r.request << " (id " << r.request_id.value << ") table version "
-            << r.table_version.value << ", context " << r.context_length << " tokens\n"
+  std::cout << "request " << r.request << " (id " << r.request_id.value << ") table version " << r.table_version.value
+            << ", context " << r.context_length << " tokens\n"
             << "read    token " << r.query.token << ", layer " << r.query.layer << ", " << kind << " head "
             << r.query.head << ", lane " << r.query.lane << "\n"
             << " 1. layer " << r.query.layer << " selects " << g << ", whose layer range is [" << r.group_layer_start
@@ -100,8 +99,8 @@ void print_trace(const AddressReceipt& r) {
             << " 5. " << r.request << "." << g << ".table[v=" << r.table_version.value << "][" << r.logical_block
             << "] -> physical block " << r.physical_id.value << "\n"
             << " 6. descriptor(" << r.physical_id.value << ") -> pool " << r.pool_id.value << " generation "
-            << r.pool_generation.value << ", physical slot " << r.physical_slot.value << ", valid_rows "
-            << r.valid_rows << "\n"
+            << r.pool_generation.value << ", physical slot " << r.physical_slot.value << ", valid_rows " << r.valid_rows
+            << "\n"
             << " 7. slot_id = " << r.physical_slot.value << " * " << r.block_size << " + " << r.token_offset << " = "
             << r.slot_id << "\n"
             << " 8. " << g << " " << kind << " shape = " << shape.str() << "\n"
@@ -128,7 +127,8 @@ int run_address(const AddressOptions& o) {
   if (!translator.ok()) return fail(translator.error());
 
   auto kind = tensor_kind_from_string(o.kind);
-  if (!kind) return fail(make_error(ErrorCode::invalid_argument, "kind must be K or V, got \"" + o.kind + "\"", "kind"));
+  if (!kind)
+    return fail(make_error(ErrorCode::invalid_argument, "kind must be K or V, got \"" + o.kind + "\"", "kind"));
   AddressQuery q;
   q.request = o.request;
   if (o.table_version) q.expected_table_version = TableVersion{*o.table_version};
@@ -146,24 +146,26 @@ int run_address(const AddressOptions& o) {
   return 0;
 }
 
-const SubcommandRegistration kRegistration{"address", [](CLI::App& parent) {
-  auto opts = std::make_shared<AddressOptions>();
-  auto* sub = parent.add_subcommand(
-      "address", "Translate a (request, token, layer, K/V, head, lane) read to its slot id and byte address (0x03I)");
-  sub->add_option("--layout", opts->layout, "layout manifest TOML")->capture_default_str();
-  sub->add_option("--snapshot", opts->snapshot, "translation snapshot TOML (pools, descriptors, request tables)")
-      ->capture_default_str();
-  sub->add_option("--request", opts->request, "request name")->capture_default_str();
-  sub->add_option("--token", opts->token, "logical token position")->capture_default_str();
-  sub->add_option("--layer", opts->layer, "model layer")->capture_default_str();
-  sub->add_option("--kind", opts->kind, "K or V")->capture_default_str();
-  sub->add_option("--head", opts->head, "local K/V head")->capture_default_str();
-  sub->add_option("--lane", opts->lane, "head-dimension lane")->capture_default_str();
-  sub->add_option("--table-version", opts->table_version,
-                  "table version the read was planned against; a superseded one is rejected");
-  sub->add_flag("--json", opts->json, "print one JSON object");
-  return [opts] { return run_address(*opts); };
-}};
+const SubcommandRegistration kRegistration{
+    "address", [](CLI::App& parent) {
+      auto opts = std::make_shared<AddressOptions>();
+      auto* sub = parent.add_subcommand(
+          "address",
+          "Translate a (request, token, layer, K/V, head, lane) read to its slot id and byte address (0x03I)");
+      sub->add_option("--layout", opts->layout, "layout manifest TOML")->capture_default_str();
+      sub->add_option("--snapshot", opts->snapshot, "translation snapshot TOML (pools, descriptors, request tables)")
+          ->capture_default_str();
+      sub->add_option("--request", opts->request, "request name")->capture_default_str();
+      sub->add_option("--token", opts->token, "logical token position")->capture_default_str();
+      sub->add_option("--layer", opts->layer, "model layer")->capture_default_str();
+      sub->add_option("--kind", opts->kind, "K or V")->capture_default_str();
+      sub->add_option("--head", opts->head, "local K/V head")->capture_default_str();
+      sub->add_option("--lane", opts->lane, "head-dimension lane")->capture_default_str();
+      sub->add_option("--table-version", opts->table_version,
+                      "table version the read was planned against; a superseded one is rejected");
+      sub->add_flag("--json", opts->json, "print one JSON object");
+      return [opts] { return run_address(*opts); };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

@@ -7,10 +7,9 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "apps/kvrt/subcommand_registry.hpp"
 #include "services/address/kernel_block_split.hpp"
@@ -25,7 +24,7 @@ struct KernelBlocksOptions {
   uint32_t allocator_block = 32;  // P_a [tokens]
   uint32_t kernel_block = 16;     // P_k [tokens]
   std::vector<uint64_t> lengths{64, 63, 17, 1};
-  uint64_t context = 2049;  // T [tokens]
+  uint64_t context = 2049;   // T [tokens]
   uint32_t partition = 512;  // P_part [tokens]
   std::vector<uint32_t> block_sizes{8, 16, 32};
   uint32_t warp = 32;
@@ -64,35 +63,34 @@ int run_kernel_blocks(const KernelBlocksOptions& o) {
                           {"thread_group_size", g.thread_group_size},
                           {"tokens_per_thread_group", g.tokens_per_thread_group},
                           {"value_vector_width", g.value_vector_width}});
-    nlohmann::json out{
-        {"split",
-         {{"allocator_block_size", split->allocator_block_size},
-          {"kernel_block_size", split->kernel_block_size},
-          {"q", split->split_factor},
-          {"allocator_ids", o.allocator_ids},
-          {"kernel_ids", split->kernel_ids}}},
-        {"ragged_table",
-         {{"lengths", o.lengths},
-          {"blocks_per_row", ledger->blocks_per_row},
-          {"rows", ledger->rows},
-          {"max_blocks", ledger->max_blocks},
-          {"dense_cells", ledger->dense_cells},
-          {"used_cells", ledger->used_cells},
-          {"padding_cells", ledger->padding_cells},
-          {"dense_bytes", ledger->dense_bytes()},
-          {"used_bytes", ledger->used_bytes()},
-          {"padding_bytes", ledger->padding_bytes()}}},
-        {"geometry",
-         {{"context_length", o.context},
-          {"partition_size", o.partition},
-          {"warp_size", o.warp},
-          {"scalar_bytes", o.scalar_bytes},
-          {"rows", geometry}}}};
+    nlohmann::json out{{"split",
+                        {{"allocator_block_size", split->allocator_block_size},
+                         {"kernel_block_size", split->kernel_block_size},
+                         {"q", split->split_factor},
+                         {"allocator_ids", o.allocator_ids},
+                         {"kernel_ids", split->kernel_ids}}},
+                       {"ragged_table",
+                        {{"lengths", o.lengths},
+                         {"blocks_per_row", ledger->blocks_per_row},
+                         {"rows", ledger->rows},
+                         {"max_blocks", ledger->max_blocks},
+                         {"dense_cells", ledger->dense_cells},
+                         {"used_cells", ledger->used_cells},
+                         {"padding_cells", ledger->padding_cells},
+                         {"dense_bytes", ledger->dense_bytes()},
+                         {"used_bytes", ledger->used_bytes()},
+                         {"padding_bytes", ledger->padding_bytes()}}},
+                       {"geometry",
+                        {{"context_length", o.context},
+                         {"partition_size", o.partition},
+                         {"warp_size", o.warp},
+                         {"scalar_bytes", o.scalar_bytes},
+                         {"rows", geometry}}}};
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::cout << "kernel block split (0x0AC)  P_a=" << split->allocator_block_size
-            << " P_k=" << split->kernel_block_size << " q=" << split->split_factor << "\n"
+  std::cout << "kernel block split (0x0AC)  P_a=" << split->allocator_block_size << " P_k=" << split->kernel_block_size
+            << " q=" << split->split_factor << "\n"
             << "  allocator ids " << list(o.allocator_ids) << " -> kernel ids " << list(split->kernel_ids) << "\n"
             << "ragged block table (0x0AB)  P_k=" << o.kernel_block << ", lengths " << list(o.lengths) << " tokens\n"
             << "  blocks per row " << list(ledger->blocks_per_row) << ", B=" << ledger->rows
@@ -114,28 +112,29 @@ int run_kernel_blocks(const KernelBlocksOptions& o) {
   return 0;
 }
 
-const SubcommandRegistration kRegistration{"kernel-blocks", [](CLI::App& parent) {
-  auto opts = std::make_shared<KernelBlocksOptions>();
-  auto* sub = parent.add_subcommand(
-      "kernel-blocks", "Kernel block split, ragged block-table ledger and paged-kernel geometry (0x0A-0x0AC)");
-  sub->add_option("--allocator-ids", opts->allocator_ids, "allocator block ids to split")
-      ->delimiter(',')
-      ->capture_default_str();
-  sub->add_option("--allocator-block", opts->allocator_block, "P_a [tokens]")->capture_default_str();
-  sub->add_option("--kernel-block", opts->kernel_block, "P_k [tokens]; must divide P_a")->capture_default_str();
-  sub->add_option("--lengths", opts->lengths, "context lengths of the ragged batch [tokens]")
-      ->delimiter(',')
-      ->capture_default_str();
-  sub->add_option("--context", opts->context, "T for the kernel geometry [tokens]")->capture_default_str();
-  sub->add_option("--partition", opts->partition, "P_part [tokens]")->capture_default_str();
-  sub->add_option("--block-sizes", opts->block_sizes, "kernel BLOCK_SIZE values")
-      ->delimiter(',')
-      ->capture_default_str();
-  sub->add_option("--warp", opts->warp, "warp size [threads]")->capture_default_str();
-  sub->add_option("--scalar-bytes", opts->scalar_bytes, "bytes per K/V scalar")->capture_default_str();
-  sub->add_flag("--json", opts->json, "print one JSON object");
-  return [opts] { return run_kernel_blocks(*opts); };
-}};
+const SubcommandRegistration kRegistration{
+    "kernel-blocks", [](CLI::App& parent) {
+      auto opts = std::make_shared<KernelBlocksOptions>();
+      auto* sub = parent.add_subcommand(
+          "kernel-blocks", "Kernel block split, ragged block-table ledger and paged-kernel geometry (0x0A-0x0AC)");
+      sub->add_option("--allocator-ids", opts->allocator_ids, "allocator block ids to split")
+          ->delimiter(',')
+          ->capture_default_str();
+      sub->add_option("--allocator-block", opts->allocator_block, "P_a [tokens]")->capture_default_str();
+      sub->add_option("--kernel-block", opts->kernel_block, "P_k [tokens]; must divide P_a")->capture_default_str();
+      sub->add_option("--lengths", opts->lengths, "context lengths of the ragged batch [tokens]")
+          ->delimiter(',')
+          ->capture_default_str();
+      sub->add_option("--context", opts->context, "T for the kernel geometry [tokens]")->capture_default_str();
+      sub->add_option("--partition", opts->partition, "P_part [tokens]")->capture_default_str();
+      sub->add_option("--block-sizes", opts->block_sizes, "kernel BLOCK_SIZE values")
+          ->delimiter(',')
+          ->capture_default_str();
+      sub->add_option("--warp", opts->warp, "warp size [threads]")->capture_default_str();
+      sub->add_option("--scalar-bytes", opts->scalar_bytes, "bytes per K/V scalar")->capture_default_str();
+      sub->add_flag("--json", opts->json, "print one JSON object");
+      return [opts] { return run_kernel_blocks(*opts); };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

@@ -23,7 +23,7 @@ struct LedgerOptions {
   std::optional<std::string> pool_blocks;  // [blocks]
   bool shared_prefix = false;
   bool no_shared_prefix = false;
-  std::optional<std::string> prompt_tokens;     // model-wide capacity pressure (0x0D)
+  std::optional<std::string> prompt_tokens;  // model-wide capacity pressure (0x0D)
   std::optional<std::string> hit_tokens;
   std::optional<std::string> generated_tokens;
   bool json = false;
@@ -37,8 +37,8 @@ Result<uint64_t> parse_count(std::string_view text, const std::string& field) {
   if (ec == std::errc::result_out_of_range)
     return make_error(ErrorCode::invalid_argument, "'" + std::string(text) + "' exceeds 2^64 - 1", field);
   if (text.empty() || ec != std::errc{} || ptr != end)
-    return make_error(ErrorCode::invalid_argument,
-                      "'" + std::string(text) + "' is not an unsigned decimal integer", field);
+    return make_error(ErrorCode::invalid_argument, "'" + std::string(text) + "' is not an unsigned decimal integer",
+                      field);
   return value;
 }
 
@@ -82,8 +82,7 @@ Result<std::optional<CapacityPressure>> pressure_for(const LedgerOptions& o, con
   CapacityPressureInput in;
   KVRT_TRY_ASSIGN(in.prompt_tokens, parse_count(*o.prompt_tokens, "--prompt-tokens"));
   if (o.hit_tokens) KVRT_TRY_ASSIGN(in.prefix_hit_tokens, parse_count(*o.hit_tokens, "--hit-tokens"));
-  if (o.generated_tokens)
-    KVRT_TRY_ASSIGN(in.generated_tokens, parse_count(*o.generated_tokens, "--generated-tokens"));
+  if (o.generated_tokens) KVRT_TRY_ASSIGN(in.generated_tokens, parse_count(*o.generated_tokens, "--generated-tokens"));
   CapacityPressure c;
   KVRT_TRY_ASSIGN(c, capacity_pressure(row, in));
   return std::optional<CapacityPressure>{c};
@@ -108,26 +107,27 @@ int run_ledger(const LedgerOptions& o) {
   return 0;
 }
 
-const SubcommandRegistration kRegistration{"ledger", [](CLI::App& parent) {
-  auto opts = std::make_shared<LedgerOptions>();
-  auto* sub = parent.add_subcommand(
-      "ledger", "Print the byte ledgers of spec 0x02 (default: the 0x0D TP-local worked ledger)");
-  sub->add_option("--scenario", opts->scenario, "ledger scenario TOML")->capture_default_str();
-  sub->add_option("--layout", opts->layout, "layout manifest TOML (overrides the scenario's)");
-  sub->add_option("--lengths", opts->lengths, "committed rows per request A, B, C, ...: 33,25,16");
-  sub->add_option("--reserved", opts->reserved,
-                  "rectangular reserved rows per request: 64,48,32 (default with --lengths: the lengths)");
-  sub->add_option("--pool-blocks", opts->pool_blocks, "provisioned pool blocks");
-  auto* shared = sub->add_flag("--shared-prefix", opts->shared_prefix,
-                               "nested exact-prefix family: shorter requests share the longest's blocks");
-  auto* priv = sub->add_flag("--no-shared-prefix", opts->no_shared_prefix, "every request owns private blocks");
-  shared->excludes(priv);
-  sub->add_option("--prompt-tokens", opts->prompt_tokens, "capacity pressure: prompt length [tokens]");
-  sub->add_option("--hit-tokens", opts->hit_tokens, "capacity pressure: exact prefix hit [tokens]");
-  sub->add_option("--generated-tokens", opts->generated_tokens, "capacity pressure: response length [tokens]");
-  sub->add_flag("--json", opts->json, "print one JSON object (bytes, rows, blocks)");
-  return [opts] { return run_ledger(*opts); };
-}};
+const SubcommandRegistration kRegistration{
+    "ledger", [](CLI::App& parent) {
+      auto opts = std::make_shared<LedgerOptions>();
+      auto* sub = parent.add_subcommand(
+          "ledger", "Print the byte ledgers of spec 0x02 (default: the 0x0D TP-local worked ledger)");
+      sub->add_option("--scenario", opts->scenario, "ledger scenario TOML")->capture_default_str();
+      sub->add_option("--layout", opts->layout, "layout manifest TOML (overrides the scenario's)");
+      sub->add_option("--lengths", opts->lengths, "committed rows per request A, B, C, ...: 33,25,16");
+      sub->add_option("--reserved", opts->reserved,
+                      "rectangular reserved rows per request: 64,48,32 (default with --lengths: the lengths)");
+      sub->add_option("--pool-blocks", opts->pool_blocks, "provisioned pool blocks");
+      auto* shared = sub->add_flag("--shared-prefix", opts->shared_prefix,
+                                   "nested exact-prefix family: shorter requests share the longest's blocks");
+      auto* priv = sub->add_flag("--no-shared-prefix", opts->no_shared_prefix, "every request owns private blocks");
+      shared->excludes(priv);
+      sub->add_option("--prompt-tokens", opts->prompt_tokens, "capacity pressure: prompt length [tokens]");
+      sub->add_option("--hit-tokens", opts->hit_tokens, "capacity pressure: exact prefix hit [tokens]");
+      sub->add_option("--generated-tokens", opts->generated_tokens, "capacity pressure: response length [tokens]");
+      sub->add_flag("--json", opts->json, "print one JSON object (bytes, rows, blocks)");
+      return [opts] { return run_ledger(*opts); };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

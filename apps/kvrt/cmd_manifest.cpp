@@ -1,7 +1,6 @@
 // `kvrt manifest`: loads and validates a layout manifest, prints its groups,
 // row bytes (0x02A) and canonical digest (cache_layout_sha256, 0x01A).
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "apps/kvrt/subcommand_registry.hpp"
@@ -57,18 +56,18 @@ int run_manifest(const ManifestOptions& o) {
     std::cout << "group " << g.group_id.value << "             layers [" << g.layer_start << "," << g.layer_end
               << ") heads " << g.kv_heads_local << " d_h " << g.head_dim << " K " << to_string(g.k_dtype) << " V "
               << to_string(g.v_dtype) << "  B_row = " << format_kib(g.row_bytes()) << " KiB/token\n";
-  std::cout << "B_row,rank          " << format_kib(m->row_bytes()) << " KiB/token ("
-            << m->row_bytes() << " bytes)\n";
+  std::cout << "B_row,rank          " << format_kib(m->row_bytes()) << " KiB/token (" << m->row_bytes() << " bytes)\n";
   return 0;
 }
 
-const SubcommandRegistration kRegistration{"manifest", [](CLI::App& parent) {
-  auto opts = std::make_shared<ManifestOptions>();
-  auto* sub = parent.add_subcommand("manifest", "Validate a layout manifest and print its digest and row bytes");
-  sub->add_option("--layout", opts->layout, "layout manifest TOML")->capture_default_str();
-  sub->add_flag("--json", opts->json, "print one JSON object");
-  return [opts] { return run_manifest(*opts); };
-}};
+const SubcommandRegistration kRegistration{
+    "manifest", [](CLI::App& parent) {
+      auto opts = std::make_shared<ManifestOptions>();
+      auto* sub = parent.add_subcommand("manifest", "Validate a layout manifest and print its digest and row bytes");
+      sub->add_option("--layout", opts->layout, "layout manifest TOML")->capture_default_str();
+      sub->add_flag("--json", opts->json, "print one JSON object");
+      return [opts] { return run_manifest(*opts); };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

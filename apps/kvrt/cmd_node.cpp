@@ -16,30 +16,31 @@ struct NodeCli {
   int port = -1;
 };
 
-SubcommandRegistration node_command{"node", [](CLI::App& parent) -> std::function<int()> {
-  auto opts = std::make_shared<NodeCli>();
-  CLI::App* sub = parent.add_subcommand(
-      "node", "Run a node: pools, owner actors, the gateway on loopback (stops on SIGINT/SIGTERM)");
-  sub->add_option("--config", opts->config, "node configuration TOML")->capture_default_str();
-  sub->add_option("--descriptor", opts->descriptor, "where to write the node descriptor for workers")
-      ->capture_default_str();
-  sub->add_option("--trace", opts->trace, "write a Chrome trace-event JSON (Perfetto) here");
-  sub->add_option("--port", opts->port, "listen port (overrides [node] port; 0 = any free port)");
-  return [opts] {
-    NodeRunOptions o;
-    o.config_path = default_config_path(opts->config);
-    o.descriptor_path = opts->descriptor;
-    o.trace_path = opts->trace;
-    o.port_override = opts->port;
-    o.on_ready = [opts] {
-      std::cout << "kvrt node: serving; descriptor " << opts->descriptor << " (stop with Ctrl-C or SIGTERM)"
-                << std::endl;
-    };
-    const Status st = run_node(o);
-    if (!st.ok()) return report_error("node", st.error());
-    return 0;
-  };
-}};
+SubcommandRegistration node_command{
+    "node", [](CLI::App& parent) -> std::function<int()> {
+      auto opts = std::make_shared<NodeCli>();
+      CLI::App* sub = parent.add_subcommand(
+          "node", "Run a node: pools, owner actors, the gateway on loopback (stops on SIGINT/SIGTERM)");
+      sub->add_option("--config", opts->config, "node configuration TOML")->capture_default_str();
+      sub->add_option("--descriptor", opts->descriptor, "where to write the node descriptor for workers")
+          ->capture_default_str();
+      sub->add_option("--trace", opts->trace, "write a Chrome trace-event JSON (Perfetto) here");
+      sub->add_option("--port", opts->port, "listen port (overrides [node] port; 0 = any free port)");
+      return [opts] {
+        NodeRunOptions o;
+        o.config_path = default_config_path(opts->config);
+        o.descriptor_path = opts->descriptor;
+        o.trace_path = opts->trace;
+        o.port_override = opts->port;
+        o.on_ready = [opts] {
+          std::cout << "kvrt node: serving; descriptor " << opts->descriptor << " (stop with Ctrl-C or SIGTERM)"
+                    << std::endl;
+        };
+        const Status st = run_node(o);
+        if (!st.ok()) return report_error("node", st.error());
+        return 0;
+      };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

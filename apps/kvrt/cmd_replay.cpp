@@ -88,19 +88,20 @@ int run_mode(const ReplayMode& mode, const ReplayCli& cli) {
   return 0;
 }
 
-const SubcommandRegistration kRegistration{"replay", [](CLI::App& parent) {
-  auto* replay = parent.add_subcommand("replay", "Replay a JSON-lines index trace (../shared/replay/FORMAT.md)");
-  replay->require_subcommand(1);
-  auto cli = std::make_shared<ReplayCli>();
-  auto selected = std::make_shared<const ReplayMode*>(nullptr);
-  for (const ReplayMode& mode : kModes) {
-    auto* sub = replay->add_subcommand(mode.name, mode.description);
-    mode.add_options(*sub, *cli);
-    sub->add_option("FILE", cli->file, "trace file, or - for stdin")->capture_default_str();
-    sub->callback([selected, &mode] { *selected = &mode; });
-  }
-  return [cli, selected] { return *selected == nullptr ? 2 : run_mode(**selected, *cli); };
-}};
+const SubcommandRegistration kRegistration{
+    "replay", [](CLI::App& parent) {
+      auto* replay = parent.add_subcommand("replay", "Replay a JSON-lines index trace (../shared/replay/FORMAT.md)");
+      replay->require_subcommand(1);
+      auto cli = std::make_shared<ReplayCli>();
+      auto selected = std::make_shared<const ReplayMode*>(nullptr);
+      for (const ReplayMode& mode : kModes) {
+        auto* sub = replay->add_subcommand(mode.name, mode.description);
+        mode.add_options(*sub, *cli);
+        sub->add_option("FILE", cli->file, "trace file, or - for stdin")->capture_default_str();
+        sub->callback([selected, &mode] { *selected = &mode; });
+      }
+      return [cli, selected] { return *selected == nullptr ? 2 : run_mode(**selected, *cli); };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "actors/run_driver.hpp"
@@ -56,10 +55,9 @@ class ProgressLine {
     const double f = p.requests_total == 0 ? 0.0 : static_cast<double>(p.requests_done) / p.requests_total;
     const int width = 30, filled = static_cast<int>(f * width);
     std::fprintf(stderr, "%s%-10s [%s%s] %5.1f%%  %llu/%llu requests  %llu rows  %.1f s%s", tty_ ? "\r" : "",
-                 p.phase.c_str(), std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-                 100.0 * f, static_cast<unsigned long long>(p.requests_done),
-                 static_cast<unsigned long long>(p.requests_total), static_cast<unsigned long long>(p.rows_computed),
-                 p.elapsed_s, tty_ ? "" : "\n");
+                 p.phase.c_str(), std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), 100.0 * f,
+                 static_cast<unsigned long long>(p.requests_done), static_cast<unsigned long long>(p.requests_total),
+                 static_cast<unsigned long long>(p.rows_computed), p.elapsed_s, tty_ ? "" : "\n");
     std::fflush(stderr);
     drawn_ = true;
     if (p.finished && tty_) {
@@ -105,19 +103,20 @@ int run_command(const RunCli& cli) {
   return report->exact ? 0 : 1;
 }
 
-SubcommandRegistration run_subcommand{"run", [](CLI::App& parent) -> std::function<int()> {
-  auto opts = std::make_shared<RunCli>();
-  CLI::App* sub = parent.add_subcommand("run", "Serve a workload with a node and N worker processes, end to end");
-  sub->add_option("--config", opts->config, "run config ([run], [model]); default config/run.toml");
-  sub->add_option("--workload", opts->workload, "workload file (default: [run] workload)");
-  sub->add_option("--workers", opts->workers, "worker processes (default: [run] workers)");
-  sub->add_option("--out", opts->out, "report directory (default runs/<UTC timestamp>)");
-  sub->add_option("--trace", opts->trace, "write the merged Perfetto trace of node and workers here");
-  sub->add_flag("--compare", opts->compare, "also replay under each reuse mode and print the comparison");
-  sub->add_flag("--json", opts->json, "print the summary as one JSON object");
-  sub->add_flag("--quiet", opts->quiet, "no progress bar");
-  return [opts] { return run_command(*opts); };
-}};
+SubcommandRegistration run_subcommand{
+    "run", [](CLI::App& parent) -> std::function<int()> {
+      auto opts = std::make_shared<RunCli>();
+      CLI::App* sub = parent.add_subcommand("run", "Serve a workload with a node and N worker processes, end to end");
+      sub->add_option("--config", opts->config, "run config ([run], [model]); default config/run.toml");
+      sub->add_option("--workload", opts->workload, "workload file (default: [run] workload)");
+      sub->add_option("--workers", opts->workers, "worker processes (default: [run] workers)");
+      sub->add_option("--out", opts->out, "report directory (default runs/<UTC timestamp>)");
+      sub->add_option("--trace", opts->trace, "write the merged Perfetto trace of node and workers here");
+      sub->add_flag("--compare", opts->compare, "also replay under each reuse mode and print the comparison");
+      sub->add_flag("--json", opts->json, "print the summary as one JSON object");
+      sub->add_flag("--quiet", opts->quiet, "no progress bar");
+      return [opts] { return run_command(*opts); };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

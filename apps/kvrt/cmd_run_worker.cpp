@@ -62,23 +62,25 @@ int run_worker_process(const RunWorkerCli& cli) {
   return 0;
 }
 
-SubcommandRegistration run_worker_command{"run-worker", [](CLI::App& parent) -> std::function<int()> {
-  auto opts = std::make_shared<RunWorkerCli>();
-  CLI::App* sub = parent.add_subcommand("run-worker", "One worker process of `kvrt run` (started by kvrt run)");
-  sub->add_option("--node", opts->node, "node descriptor")->required();
-  sub->add_option("--principal", opts->principal, "this worker's principal")->required();
-  sub->add_option("--config", opts->config, "run config ([run], [model])")->required();
-  sub->add_option("--workload", opts->workload, "workload file")->required();
-  sub->add_option("--index", opts->index, "this worker's index")->required();
-  sub->add_option("--workers", opts->workers, "worker count")->required();
-  sub->add_option("--in-flight", opts->in_flight, "requests batched per iteration")->capture_default_str();
-  sub->add_option("--result", opts->result, "write the result JSON here")->required();
-  sub->add_option("--trace", opts->trace, "write a Chrome trace-event JSON here");
-  sub->add_flag("--no-reuse", opts->no_reuse, "no prefix lookups or publication (baseline)");
-  sub->add_flag("--no-verify", opts->no_verify, "skip the no-reuse replay of every request");
-  sub->add_flag("--no-shared-prefix", opts->no_shared_prefix, "decode every request on its own (no 0x0BC batching)");
-  return [opts] { return run_worker_process(*opts); };
-}};
+SubcommandRegistration run_worker_command{
+    "run-worker", [](CLI::App& parent) -> std::function<int()> {
+      auto opts = std::make_shared<RunWorkerCli>();
+      CLI::App* sub = parent.add_subcommand("run-worker", "One worker process of `kvrt run` (started by kvrt run)");
+      sub->add_option("--node", opts->node, "node descriptor")->required();
+      sub->add_option("--principal", opts->principal, "this worker's principal")->required();
+      sub->add_option("--config", opts->config, "run config ([run], [model])")->required();
+      sub->add_option("--workload", opts->workload, "workload file")->required();
+      sub->add_option("--index", opts->index, "this worker's index")->required();
+      sub->add_option("--workers", opts->workers, "worker count")->required();
+      sub->add_option("--in-flight", opts->in_flight, "requests batched per iteration")->capture_default_str();
+      sub->add_option("--result", opts->result, "write the result JSON here")->required();
+      sub->add_option("--trace", opts->trace, "write a Chrome trace-event JSON here");
+      sub->add_flag("--no-reuse", opts->no_reuse, "no prefix lookups or publication (baseline)");
+      sub->add_flag("--no-verify", opts->no_verify, "skip the no-reuse replay of every request");
+      sub->add_flag("--no-shared-prefix", opts->no_shared_prefix,
+                    "decode every request on its own (no 0x0BC batching)");
+      return [opts] { return run_worker_process(*opts); };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

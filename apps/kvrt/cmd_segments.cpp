@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "apps/kvrt/subcommand_registry.hpp"
@@ -29,8 +28,8 @@ struct SegmentsOptions {
 
 struct SegmentRow {
   std::string name;
-  std::string owner = "-";   // pid, or "none recorded"
-  std::string state = "-";   // alive, exited, pid_reused; or what stopped the inspection
+  std::string owner = "-";  // pid, or "none recorded"
+  std::string state = "-";  // alive, exited, pid_reused; or what stopped the inspection
   std::string generation = "-";
   uint64_t bytes = 0;
   bool removed = false;
@@ -77,8 +76,8 @@ int run_segments(const SegmentsOptions& o) {
     if (n.starts_with("kvrt.")) names.push_back(n);
   }
   if (ec)
-    return report_error("segments", make_error(ErrorCode::io, std::string("cannot list ") + kShmDir + ": " +
-                                                                  ec.message(), "dir"));
+    return report_error("segments",
+                        make_error(ErrorCode::io, std::string("cannot list ") + kShmDir + ": " + ec.message(), "dir"));
   std::sort(names.begin(), names.end());
   std::vector<SegmentRow> rows;
   rows.reserve(names.size());
@@ -105,15 +104,17 @@ int run_segments(const SegmentsOptions& o) {
   return 0;
 }
 
-const SubcommandRegistration kRegistration{"segments", [](CLI::App& parent) {
-  auto opts = std::make_shared<SegmentsOptions>();
-  auto* sub = parent.add_subcommand("segments", "List kvrt pool segments in /dev/shm and their owners; "
-                                                "--remove-stale unlinks those whose owner is gone");
-  sub->add_flag("--remove-stale", opts->remove_stale,
-                "unlink segments whose recorded owner has exited (or whose pid was reused)");
-  sub->add_flag("--json", opts->json, "print one JSON object");
-  return [opts] { return run_segments(*opts); };
-}};
+const SubcommandRegistration kRegistration{
+    "segments", [](CLI::App& parent) {
+      auto opts = std::make_shared<SegmentsOptions>();
+      auto* sub = parent.add_subcommand("segments",
+                                        "List kvrt pool segments in /dev/shm and their owners; "
+                                        "--remove-stale unlinks those whose owner is gone");
+      sub->add_flag("--remove-stale", opts->remove_stale,
+                    "unlink segments whose recorded owner has exited (or whose pid was reused)");
+      sub->add_flag("--json", opts->json, "print one JSON object");
+      return [opts] { return run_segments(*opts); };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

@@ -5,7 +5,6 @@
 // then each owner's values.
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "actors/client.hpp"
@@ -75,13 +74,14 @@ int run_stats(const StatsCli& cli) {
   return 0;
 }
 
-SubcommandRegistration stats_command{"stats", [](CLI::App& parent) -> std::function<int()> {
-  auto opts = std::make_shared<StatsCli>();
-  CLI::App* sub = parent.add_subcommand("stats", "Print every owner's gauges and counters from a running node");
-  sub->add_option("--node", opts->node, "node descriptor written by `kvrt node`")->capture_default_str();
-  sub->add_flag("--json", opts->json, "print one JSON object");
-  return [opts] { return run_stats(*opts); };
-}};
+SubcommandRegistration stats_command{
+    "stats", [](CLI::App& parent) -> std::function<int()> {
+      auto opts = std::make_shared<StatsCli>();
+      CLI::App* sub = parent.add_subcommand("stats", "Print every owner's gauges and counters from a running node");
+      sub->add_option("--node", opts->node, "node descriptor written by `kvrt node`")->capture_default_str();
+      sub->add_flag("--json", opts->json, "print one JSON object");
+      return [opts] { return run_stats(*opts); };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

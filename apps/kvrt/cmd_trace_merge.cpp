@@ -5,7 +5,6 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "apps/kvrt/subcommand_registry.hpp"
@@ -37,13 +36,14 @@ int run_trace_merge(const TraceMergeCli& cli) {
   return 0;
 }
 
-SubcommandRegistration trace_merge_command{"trace-merge", [](CLI::App& parent) -> std::function<int()> {
-  auto opts = std::make_shared<TraceMergeCli>();
-  CLI::App* sub = parent.add_subcommand("trace-merge", "Merge the node's and workers' Chrome trace files into one");
-  sub->add_option("--out", opts->out, "merged trace file")->capture_default_str();
-  sub->add_option("inputs", opts->inputs, "trace files written with --trace")->required();
-  return [opts] { return run_trace_merge(*opts); };
-}};
+SubcommandRegistration trace_merge_command{
+    "trace-merge", [](CLI::App& parent) -> std::function<int()> {
+      auto opts = std::make_shared<TraceMergeCli>();
+      CLI::App* sub = parent.add_subcommand("trace-merge", "Merge the node's and workers' Chrome trace files into one");
+      sub->add_option("--out", opts->out, "merged trace file")->capture_default_str();
+      sub->add_option("inputs", opts->inputs, "trace files written with --trace")->required();
+      return [opts] { return run_trace_merge(*opts); };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

@@ -3,7 +3,6 @@
 // random shared-prefix workload against a node (actors/worker_runtime.hpp).
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "actors/worker_runtime.hpp"
@@ -25,8 +24,8 @@ struct WorkerCli {
 int run_worker_command(WorkerCli& cli) {
   Result<NodeDescriptor> node = read_node_descriptor(cli.node);
   if (!node.ok()) return report_error("worker", node.error());
-  Result<std::string> token = read_token_file(cli.token_file.empty() ? node->token_path(cli.principal)
-                                                                     : cli.token_file);
+  Result<std::string> token =
+      read_token_file(cli.token_file.empty() ? node->token_path(cli.principal) : cli.token_file);
   if (!token.ok()) return report_error("worker", token.error());
   cli.workload.token_hex = *token;
   if (cli.workload.worker_name == "worker") cli.workload.worker_name = cli.principal;
@@ -56,31 +55,34 @@ int run_worker_command(WorkerCli& cli) {
     std::cout << cli.workload.worker_name << ": " << s->requests << " requests, " << s->hit_tokens << "/"
               << s->prompt_tokens << " prompt tokens reused, " << s->reused_rows_checked << " reused rows checked, "
               << s->reuse_mismatches << " mismatches, " << s->successors_published << " successors published, "
-              << s->operation_errors << " errors, " << s->round_trips
-              << " round trips in " << s->wall_s << " s" << std::endl;
+              << s->operation_errors << " errors, " << s->round_trips << " round trips in " << s->wall_s << " s"
+              << std::endl;
     if (!s->first_error.empty()) std::cout << "  first error: " << s->first_error << std::endl;
   }
   return s->reuse_mismatches == 0 ? 0 : 1;
 }
 
-SubcommandRegistration worker_command{"worker", [](CLI::App& parent) -> std::function<int()> {
-  auto opts = std::make_shared<WorkerCli>();
-  CLI::App* sub = parent.add_subcommand("worker", "Run one worker process against a node (shared-prefix workload)");
-  sub->add_option("--node", opts->node, "node descriptor written by `kvrt node`")->capture_default_str();
-  sub->add_option("--principal", opts->principal, "principal whose token file the node wrote")->capture_default_str();
-  sub->add_option("--token-file", opts->token_file, "read the token from this file instead");
-  sub->add_option("--namespace", opts->workload.namespace_name, "cache namespace (default: the first allowed)");
-  sub->add_option("--duration", opts->workload.duration_s, "seconds to keep starting requests")->capture_default_str();
-  sub->add_option("--requests", opts->workload.max_requests, "stop after this many requests (0: no limit)");
-  sub->add_option("--seed", opts->workload.seed, "this worker's random choices")->capture_default_str();
-  sub->add_option("--workload-seed", opts->workload.workload_seed, "shared system prompts")->capture_default_str();
-  sub->add_option("--in-flight", opts->workload.in_flight, "requests batched per iteration")->capture_default_str();
-  sub->add_option("--decode-tokens", opts->workload.decode_tokens, "tokens decoded per request")
-      ->capture_default_str();
-  sub->add_option("--trace", opts->trace, "write a Chrome trace-event JSON here");
-  sub->add_flag("--json", opts->json, "print the summary as one JSON object");
-  return [opts] { return run_worker_command(*opts); };
-}};
+SubcommandRegistration worker_command{
+    "worker", [](CLI::App& parent) -> std::function<int()> {
+      auto opts = std::make_shared<WorkerCli>();
+      CLI::App* sub = parent.add_subcommand("worker", "Run one worker process against a node (shared-prefix workload)");
+      sub->add_option("--node", opts->node, "node descriptor written by `kvrt node`")->capture_default_str();
+      sub->add_option("--principal", opts->principal, "principal whose token file the node wrote")
+          ->capture_default_str();
+      sub->add_option("--token-file", opts->token_file, "read the token from this file instead");
+      sub->add_option("--namespace", opts->workload.namespace_name, "cache namespace (default: the first allowed)");
+      sub->add_option("--duration", opts->workload.duration_s, "seconds to keep starting requests")
+          ->capture_default_str();
+      sub->add_option("--requests", opts->workload.max_requests, "stop after this many requests (0: no limit)");
+      sub->add_option("--seed", opts->workload.seed, "this worker's random choices")->capture_default_str();
+      sub->add_option("--workload-seed", opts->workload.workload_seed, "shared system prompts")->capture_default_str();
+      sub->add_option("--in-flight", opts->workload.in_flight, "requests batched per iteration")->capture_default_str();
+      sub->add_option("--decode-tokens", opts->workload.decode_tokens, "tokens decoded per request")
+          ->capture_default_str();
+      sub->add_option("--trace", opts->trace, "write a Chrome trace-event JSON here");
+      sub->add_flag("--json", opts->json, "print the summary as one JSON object");
+      return [opts] { return run_worker_command(*opts); };
+    }};
 
 }  // namespace
 }  // namespace kvrt::app

@@ -35,15 +35,20 @@ std::string col(uint64_t v, int width) { return col(std::to_string(v), width); }
 // What the two right-hand terms of each 0x0D identity are called when printed.
 std::pair<const char*, const char*> identity_terms(LedgerIdentity id) {
   switch (id) {
-    case LedgerIdentity::reserved_is_logical_plus_slack: return {"logical references", "rectangular slack"};
-    case LedgerIdentity::request_view_is_logical_plus_tail: return {"logical references", "request-view tail"};
-    case LedgerIdentity::unique_capacity_is_materialized_plus_tail: return {"unique materialized", "unique tail"};
+    case LedgerIdentity::reserved_is_logical_plus_slack:
+      return {"logical references", "rectangular slack"};
+    case LedgerIdentity::request_view_is_logical_plus_tail:
+      return {"logical references", "request-view tail"};
+    case LedgerIdentity::unique_capacity_is_materialized_plus_tail:
+      return {"unique materialized", "unique tail"};
     case LedgerIdentity::request_view_is_unique_capacity_plus_avoided:
       return {"unique capacity", "reference capacity avoided by sharing"};
     case LedgerIdentity::logical_is_materialized_plus_deduplicated:
       return {"unique materialized", "deduplicated payload"};
-    case LedgerIdentity::pool_is_live_plus_idle: return {"live unique", "idle reusable"};
-    default: return {"first term", "second term"};
+    case LedgerIdentity::pool_is_live_plus_idle:
+      return {"live unique", "idle reusable"};
+    default:
+      return {"first term", "second term"};
   }
 }
 
@@ -77,8 +82,9 @@ void print_rows_and_requests(std::ostream& out, const LedgerReport& r) {
         << kib(g.row_bytes) << "/token\n";
   out << "  B_row     " << kib(row.row_bytes) << "/token (" << row.row_bytes << " bytes) on this rank\n"
       << "  block     P = " << row.block_rows << " rows -> " << mib(row.block_bytes) << " per block\n\n";
-  out << "Requests (" << (r.scenario.shared_prefix ? "nested exact prefix: shorter requests share the longest's blocks"
-                                                    : "private blocks: no sharing")
+  out << "Requests ("
+      << (r.scenario.shared_prefix ? "nested exact prefix: shorter requests share the longest's blocks"
+                                   : "private blocks: no sharing")
       << ")\n  req       T_r  T_max  blocks\n";
   for (const RequestView& v : r.input.requests)
     out << "  " << std::left << std::setw(5) << v.label << std::right << col(v.committed_rows, 8)
@@ -108,8 +114,8 @@ void print_payload_ledgers(std::ostream& out, const ByteLedgers& l) {
       << "Sharing savings (0x02D; the two need not be equal)\n"
       << "  logical payload deduplicated       " << col(std::to_string(save.deduplicated_rows), 6) << " rows  "
       << mib_signed(save.deduplicated_bytes) << "\n"
-      << "  reference capacity avoided         " << col(save.avoided_rows, 6) << " slots "
-      << mib(save.avoided_bytes) << " (" << save.avoided_blocks << " blocks)\n\n";
+      << "  reference capacity avoided         " << col(save.avoided_rows, 6) << " slots " << mib(save.avoided_bytes)
+      << " (" << save.avoided_blocks << " blocks)\n\n";
 }
 
 void print_identities_and_pool(std::ostream& out, const LedgerReport& r) {
@@ -163,9 +169,10 @@ void print_arena_and_tail(std::ostream& out, const LedgerReport& r) {
   out << "  candidate " << mib(a.contiguous.candidate_bytes) << " contiguous: "
       << (a.contiguous.accepted() ? "accepted at " + mib(a.contiguous.placement->offset)
                                   : "rejected (largest free extent " + mib(a.contiguous.largest_free_bytes) + ")")
-      << "\n  candidate " << mib(a.block_pool.candidate_bytes) << " in the block pool: "
-      << (a.block_pool.accepted() ? "accepted" : "rejected") << " (" << a.block_pool.blocks_needed << " blocks of "
-      << mib(a.block_pool.block_bytes) << " needed, " << a.block_pool.free_blocks << " idle)\n\n";
+      << "\n  candidate " << mib(a.block_pool.candidate_bytes)
+      << " in the block pool: " << (a.block_pool.accepted() ? "accepted" : "rejected") << " ("
+      << a.block_pool.blocks_needed << " blocks of " << mib(a.block_pool.block_bytes) << " needed, "
+      << a.block_pool.free_blocks << " idle)\n\n";
   out << "Expected tail waste (0x02G; terminal occupancy uniform on 1..P)\n"
       << "  (P-1)/2 = " << r.expected_tail_rows.to_string() << " slots x " << kib(r.ledgers.row.row_bytes) << " = "
       << fraction_bytes(r.expected_tail_bytes) << " per independent terminal block\n"
@@ -177,8 +184,8 @@ void print_pressure(std::ostream& out, const CapacityPressure& c) {
   out << "\nCapacity pressure (0x0D model-wide illustration)\n"
       << "  prompt      " << c.prompt_tokens << " tokens = " << c.prompt_blocks << " blocks of " << mib(c.block_bytes)
       << ", " << mib(c.prompt_bytes) << "\n"
-      << "  prefix hit  " << c.hit_blocks << " full blocks: " << c.prefill_tokens_skipped
-      << " prefill tokens skipped, " << c.new_prompt_tokens << " to compute\n"
+      << "  prefix hit  " << c.hit_blocks << " full blocks: " << c.prefill_tokens_skipped << " prefill tokens skipped, "
+      << c.new_prompt_tokens << " to compute\n"
       << "  decode      " << c.generated_tokens << " generated tokens grow the cache by " << c.decode_rows_ordinary
       << " rows = " << mib(c.decode_bytes_ordinary) << " (ordinary stop), at most " << c.decode_rows_repair
       << " rows = " << mib(c.decode_bytes_repair) << " (repair append)\n";
@@ -239,13 +246,13 @@ nlohmann::json ledger_report_json(const LedgerReport& r, const std::optional<Cap
                           {"second_bytes", c.second_bytes},
                           {"holds", c.holds()}});
   nlohmann::json free_extents = nlohmann::json::array();
-  for (const Extent& e : r.arena.arena.free_extents()) free_extents.push_back({{"offset", e.offset}, {"bytes", e.bytes}});
+  for (const Extent& e : r.arena.arena.free_extents())
+    free_extents.push_back({{"offset", e.offset}, {"bytes", e.bytes}});
   const ExternalFragmentation& f = r.arena.fragmentation;
-  nlohmann::json fragmentation{
-      {"state", f.state == FragmentationState::applicable ? "applicable" : "not_applicable"},
-      {"total_free_bytes", f.total_free_bytes},
-      {"largest_free_bytes", f.largest_free_bytes},
-      {"ratio", f.ratio ? fraction_json(*f.ratio) : nlohmann::json(nullptr)}};
+  nlohmann::json fragmentation{{"state", f.state == FragmentationState::applicable ? "applicable" : "not_applicable"},
+                               {"total_free_bytes", f.total_free_bytes},
+                               {"largest_free_bytes", f.largest_free_bytes},
+                               {"ratio", f.ratio ? fraction_json(*f.ratio) : nlohmann::json(nullptr)}};
   const MetadataLedger& m = l.metadata;
   nlohmann::json out{
       {"scenario", r.scenario.origin},
@@ -253,52 +260,85 @@ nlohmann::json ledger_report_json(const LedgerReport& r, const std::optional<Cap
       {"manifest_id", r.manifest_id},
       {"shared_prefix", r.scenario.shared_prefix},
       {"requests", requests_json(r.input)},
-      {"row", {{"row_bytes", l.row.row_bytes}, {"block_rows", l.row.block_rows}, {"block_bytes", l.row.block_bytes},
-               {"groups", groups}}},
-      {"rectangular", {{"logical_rows", l.rectangular.logical_rows}, {"reserved_rows", l.rectangular.reserved_rows},
-                       {"slack_rows", l.rectangular.slack_rows}, {"logical_bytes", l.rectangular.logical_bytes},
-                       {"reserved_bytes", l.rectangular.reserved_bytes}, {"slack_bytes", l.rectangular.slack_bytes}}},
-      {"request_view", {{"reference_blocks", l.request_view.reference_blocks},
-                        {"slot_rows", l.request_view.slot_rows}, {"logical_rows", l.request_view.logical_rows},
-                        {"tail_rows", l.request_view.tail_rows}, {"capacity_bytes", l.request_view.capacity_bytes},
-                        {"logical_bytes", l.request_view.logical_bytes}, {"tail_bytes", l.request_view.tail_bytes}}},
-      {"unique_physical", {{"block_ids", unique_ids}, {"unique_blocks", l.unique.unique_blocks},
-                           {"full_blocks", l.unique.full_blocks}, {"slot_rows", l.unique.slot_rows},
-                           {"materialized_rows", l.unique.materialized_rows}, {"tail_rows", l.unique.tail_rows},
-                           {"capacity_bytes", l.unique.capacity_bytes},
-                           {"materialized_bytes", l.unique.materialized_bytes}, {"tail_bytes", l.unique.tail_bytes}}},
-      {"sharing_savings", {{"deduplicated_rows", l.savings.deduplicated_rows},
-                           {"deduplicated_bytes", l.savings.deduplicated_bytes},
-                           {"avoided_blocks", l.savings.avoided_blocks}, {"avoided_rows", l.savings.avoided_rows},
-                           {"avoided_bytes", l.savings.avoided_bytes}}},
-      {"pool", {{"provisioned_blocks", l.pool.provisioned_blocks}, {"live_blocks", l.pool.live_blocks},
-                {"idle_blocks", l.pool.idle_blocks}, {"provisioned_bytes", l.pool.provisioned_bytes},
-                {"live_bytes", l.pool.live_bytes}, {"idle_bytes", l.pool.idle_bytes}}},
-      {"metadata", {{"record_bytes", {{"request_map_entry", m.record_sizes.request_map_entry},
-                                      {"block_descriptor", m.record_sizes.block_descriptor},
-                                      {"cached_hash_entry", m.record_sizes.cached_hash_entry},
-                                      {"valid_tail_record", m.record_sizes.valid_tail_record},
-                                      {"free_queue_entry", m.record_sizes.free_queue_entry},
-                                      {"fixed", m.record_sizes.fixed}}},
-                    {"counts", {{"request_block_refs", m.counts.request_block_refs},
-                                {"pool_blocks", m.counts.pool_blocks}, {"cached_hashes", m.counts.cached_hashes},
-                                {"live_requests", m.counts.live_requests},
-                                {"free_queue_entries", m.counts.free_queue_entries}}},
-                    {"request_map_bytes", m.request_map_bytes}, {"descriptor_bytes", m.descriptor_bytes},
-                    {"cached_hash_bytes", m.cached_hash_bytes}, {"valid_tail_bytes", m.valid_tail_bytes},
-                    {"free_queue_bytes", m.free_queue_bytes}, {"fixed_bytes", m.fixed_bytes},
-                    {"total_bytes", m.total_bytes}}},
+      {"row",
+       {{"row_bytes", l.row.row_bytes},
+        {"block_rows", l.row.block_rows},
+        {"block_bytes", l.row.block_bytes},
+        {"groups", groups}}},
+      {"rectangular",
+       {{"logical_rows", l.rectangular.logical_rows},
+        {"reserved_rows", l.rectangular.reserved_rows},
+        {"slack_rows", l.rectangular.slack_rows},
+        {"logical_bytes", l.rectangular.logical_bytes},
+        {"reserved_bytes", l.rectangular.reserved_bytes},
+        {"slack_bytes", l.rectangular.slack_bytes}}},
+      {"request_view",
+       {{"reference_blocks", l.request_view.reference_blocks},
+        {"slot_rows", l.request_view.slot_rows},
+        {"logical_rows", l.request_view.logical_rows},
+        {"tail_rows", l.request_view.tail_rows},
+        {"capacity_bytes", l.request_view.capacity_bytes},
+        {"logical_bytes", l.request_view.logical_bytes},
+        {"tail_bytes", l.request_view.tail_bytes}}},
+      {"unique_physical",
+       {{"block_ids", unique_ids},
+        {"unique_blocks", l.unique.unique_blocks},
+        {"full_blocks", l.unique.full_blocks},
+        {"slot_rows", l.unique.slot_rows},
+        {"materialized_rows", l.unique.materialized_rows},
+        {"tail_rows", l.unique.tail_rows},
+        {"capacity_bytes", l.unique.capacity_bytes},
+        {"materialized_bytes", l.unique.materialized_bytes},
+        {"tail_bytes", l.unique.tail_bytes}}},
+      {"sharing_savings",
+       {{"deduplicated_rows", l.savings.deduplicated_rows},
+        {"deduplicated_bytes", l.savings.deduplicated_bytes},
+        {"avoided_blocks", l.savings.avoided_blocks},
+        {"avoided_rows", l.savings.avoided_rows},
+        {"avoided_bytes", l.savings.avoided_bytes}}},
+      {"pool",
+       {{"provisioned_blocks", l.pool.provisioned_blocks},
+        {"live_blocks", l.pool.live_blocks},
+        {"idle_blocks", l.pool.idle_blocks},
+        {"provisioned_bytes", l.pool.provisioned_bytes},
+        {"live_bytes", l.pool.live_bytes},
+        {"idle_bytes", l.pool.idle_bytes}}},
+      {"metadata",
+       {{"record_bytes",
+         {{"request_map_entry", m.record_sizes.request_map_entry},
+          {"block_descriptor", m.record_sizes.block_descriptor},
+          {"cached_hash_entry", m.record_sizes.cached_hash_entry},
+          {"valid_tail_record", m.record_sizes.valid_tail_record},
+          {"free_queue_entry", m.record_sizes.free_queue_entry},
+          {"fixed", m.record_sizes.fixed}}},
+        {"counts",
+         {{"request_block_refs", m.counts.request_block_refs},
+          {"pool_blocks", m.counts.pool_blocks},
+          {"cached_hashes", m.counts.cached_hashes},
+          {"live_requests", m.counts.live_requests},
+          {"free_queue_entries", m.counts.free_queue_entries}}},
+        {"request_map_bytes", m.request_map_bytes},
+        {"descriptor_bytes", m.descriptor_bytes},
+        {"cached_hash_bytes", m.cached_hash_bytes},
+        {"valid_tail_bytes", m.valid_tail_bytes},
+        {"free_queue_bytes", m.free_queue_bytes},
+        {"fixed_bytes", m.fixed_bytes},
+        {"total_bytes", m.total_bytes}}},
       {"identities", identities},
-      {"arena", {{"arena_bytes", r.arena.arena.arena_bytes()}, {"allocated_bytes", r.arena.arena.allocated_bytes()},
-                 {"free_extents", free_extents}, {"external_fragmentation", fragmentation},
-                 {"candidate_bytes", r.arena.contiguous.candidate_bytes},
-                 {"contiguous_accepted", r.arena.contiguous.accepted()},
-                 {"block_pool", {{"block_bytes", r.arena.block_pool.block_bytes},
-                                 {"blocks_needed", r.arena.block_pool.blocks_needed},
-                                 {"free_blocks", r.arena.block_pool.free_blocks},
-                                 {"accepted", r.arena.block_pool.accepted()}}}}},
-      {"expected_tail_waste", {{"rows", fraction_json(r.expected_tail_rows)},
-                               {"bytes", fraction_json(r.expected_tail_bytes)}}},
+      {"arena",
+       {{"arena_bytes", r.arena.arena.arena_bytes()},
+        {"allocated_bytes", r.arena.arena.allocated_bytes()},
+        {"free_extents", free_extents},
+        {"external_fragmentation", fragmentation},
+        {"candidate_bytes", r.arena.contiguous.candidate_bytes},
+        {"contiguous_accepted", r.arena.contiguous.accepted()},
+        {"block_pool",
+         {{"block_bytes", r.arena.block_pool.block_bytes},
+          {"blocks_needed", r.arena.block_pool.blocks_needed},
+          {"free_blocks", r.arena.block_pool.free_blocks},
+          {"accepted", r.arena.block_pool.accepted()}}}}},
+      {"expected_tail_waste",
+       {{"rows", fraction_json(r.expected_tail_rows)}, {"bytes", fraction_json(r.expected_tail_bytes)}}},
   };
   if (pressure)
     out["capacity_pressure"] = {{"prompt_tokens", pressure->prompt_tokens},

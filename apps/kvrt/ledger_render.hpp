@@ -2,10 +2,9 @@
 // Rendering of `kvrt ledger` (cmd_ledger.cpp): a human table with exact
 // MiB/KiB decimals and the 0x0D identities, or one JSON object with every
 // figure in bytes (plus rows and blocks).
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
-
-#include <nlohmann/json.hpp>
 
 #include "services/ledger/capacity_pressure.hpp"
 #include "services/ledger/ledger_report.hpp"

@@ -40,8 +40,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "kvrt 0.1.0");
   std::string log_level = "warn";
-  app.add_option("--log-level", log_level, "spdlog level: trace, debug, info, warn, error, off")
-      ->capture_default_str();
+  app.add_option("--log-level", log_level, "spdlog level: trace, debug, info, warn, error, off")->capture_default_str();
 
   auto& entries = subcommand_entries();
   std::sort(entries.begin(), entries.end(), [](auto& a, auto& b) { return a.name < b.name; });

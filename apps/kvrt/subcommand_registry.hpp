@@ -1,11 +1,10 @@
 #pragma once
 // Each `kvrt <subcommand>` lives in its own cmd_*.cpp and registers itself with
 // a static SubcommandRegistration, so adding a subcommand edits no central list.
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "services/common/error.hpp"
 

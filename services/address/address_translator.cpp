@@ -31,8 +31,8 @@ Result<const PoolDescriptor*> resolve_physical(const GroupPool& pool, const Grou
   const std::string ref = "physical block " + num(id.value);
   if (table.pool_id != pool.pool_id)
     return make_error(ErrorCode::unknown_physical,
-                      ref + " is scoped by pool " + num(table.pool_id.value) + ", but group " +
-                          num(pool.group.value) + " reads pool " + num(pool.pool_id.value),
+                      ref + " is scoped by pool " + num(table.pool_id.value) + ", but group " + num(pool.group.value) +
+                          " reads pool " + num(pool.pool_id.value),
                       "table.pool_id");
   if (table.pool_generation != pool.pool_generation) {
     const bool older = table.pool_generation < pool.pool_generation;
@@ -83,10 +83,10 @@ Result<AddressReceipt> AddressTranslator::translate(const AddressQuery& q) const
   // 0x03C: the layer selects exactly one group; block and offset follow from P_g.
   const CacheGroupLayout* group = s.layout.group_for_layer(q.layer);
   if (group == nullptr)
-    return make_error(ErrorCode::coordinate_out_of_range,
-                      "layer " + num(q.layer) + " belongs to no cache group (model has " +
-                          num(s.layout.layer_count()) + " layers)",
-                      "layer");
+    return make_error(
+        ErrorCode::coordinate_out_of_range,
+        "layer " + num(q.layer) + " belongs to no cache group (model has " + num(s.layout.layer_count()) + " layers)",
+        "layer");
   out.group = group->group_id;
   out.group_layer_start = group->layer_start;
   out.group_layer_end = group->layer_end;
@@ -102,8 +102,8 @@ Result<AddressReceipt> AddressTranslator::translate(const AddressQuery& q) const
   // Step 2: table bounds.
   if (out.logical_block >= table->blocks.size())
     return make_error(ErrorCode::table_out_of_bounds,
-                      "logical block " + num(out.logical_block) + " is beyond request " + request->name +
-                          "'s g" + num(group->group_id.value) + " table of " + num(table->blocks.size()) + " blocks",
+                      "logical block " + num(out.logical_block) + " is beyond request " + request->name + "'s g" +
+                          num(group->group_id.value) + " table of " + num(table->blocks.size()) + " blocks",
                       "token");
   const PhysicalBlockId id = table->blocks[out.logical_block];
 

@@ -52,26 +52,26 @@ struct AddressReceipt {
   CacheGroupId group;
   uint32_t group_layer_start = 0;
   uint32_t group_layer_end = 0;
-  uint32_t layer_local = 0;     // layer - group.layer_start
-  uint32_t block_size = 0;      // P_g [tokens / block]
-  uint64_t logical_block = 0;   // token // P_g
-  uint32_t token_offset = 0;    // token % P_g [rows]
+  uint32_t layer_local = 0;    // layer - group.layer_start
+  uint32_t block_size = 0;     // P_g [tokens / block]
+  uint64_t logical_block = 0;  // token // P_g
+  uint32_t token_offset = 0;   // token % P_g [rows]
   // Physical identity (0x03A) and its descriptor.
   PoolId pool_id;
   PoolGeneration pool_generation;
   PhysicalBlockId physical_id;
   PhysicalSlot physical_slot;
-  uint32_t valid_rows = 0;      // [rows]
-  uint64_t slot_id = 0;         // slot * P_g + token_offset [token rows of the pool] (0x03D)
+  uint32_t valid_rows = 0;  // [rows]
+  uint64_t slot_id = 0;     // slot * P_g + token_offset [token rows of the pool] (0x03D)
   // Bytes (0x03E).
-  TensorGeometry geometry;                               // shape and strides, declared order
-  std::array<uint64_t, kTensorAxisCount> coordinate{};   // I_g, declared order
-  uint64_t element_offset = 0;  // [elements]
-  uint32_t scalar_bytes = 0;    // [bytes / element]
-  uint64_t byte_offset = 0;     // [bytes]
-  uint64_t tensor_base = 0;     // [byte address]
-  uint64_t tensor_end = 0;      // one past the tensor's last byte [byte address]
-  uint64_t byte_address = 0;    // [byte address]
+  TensorGeometry geometry;                              // shape and strides, declared order
+  std::array<uint64_t, kTensorAxisCount> coordinate{};  // I_g, declared order
+  uint64_t element_offset = 0;                          // [elements]
+  uint32_t scalar_bytes = 0;                            // [bytes / element]
+  uint64_t byte_offset = 0;                             // [bytes]
+  uint64_t tensor_base = 0;                             // [byte address]
+  uint64_t tensor_end = 0;                              // one past the tensor's last byte [byte address]
+  uint64_t byte_address = 0;                            // [byte address]
 };
 
 // A translator over one validated snapshot. Construction validates; a failed

@@ -4,8 +4,8 @@
 
 namespace kvrt {
 
-Result<KernelBlockSplit> split_allocator_blocks(std::span<const uint64_t> allocator_ids,
-                                                uint32_t allocator_block_size, uint32_t kernel_block_size) {
+Result<KernelBlockSplit> split_allocator_blocks(std::span<const uint64_t> allocator_ids, uint32_t allocator_block_size,
+                                                uint32_t kernel_block_size) {
   if (allocator_block_size == 0)
     return make_error(ErrorCode::invalid_argument, "allocator block size must be positive", "allocator_block_size");
   if (kernel_block_size == 0)

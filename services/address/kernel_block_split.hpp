@@ -23,7 +23,7 @@ struct KernelBlockSplit {
 
 // Errors: invalid_argument (a zero block size, or a kernel id past 2^64 - 1),
 // kernel_block_not_divisor (P_a % P_k != 0).
-Result<KernelBlockSplit> split_allocator_blocks(std::span<const uint64_t> allocator_ids,
-                                                uint32_t allocator_block_size, uint32_t kernel_block_size);
+Result<KernelBlockSplit> split_allocator_blocks(std::span<const uint64_t> allocator_ids, uint32_t allocator_block_size,
+                                                uint32_t kernel_block_size);
 
 }  // namespace kvrt

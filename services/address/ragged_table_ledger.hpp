@@ -18,14 +18,14 @@ namespace kvrt {
 inline constexpr uint32_t kInt32TableEntryBytes = 4;  // [bytes / block-table cell]
 
 struct RaggedTableLedger {
-  uint32_t kernel_block_size = 0;              // P_k [tokens / block]
-  uint32_t entry_bytes = 0;                    // [bytes / cell]
-  std::vector<uint64_t> blocks_per_row;        // n_r [blocks]
-  uint64_t rows = 0;                           // B [requests]
-  uint64_t max_blocks = 0;                     // n_max [blocks]
-  uint64_t dense_cells = 0;                    // B * n_max [cells]
-  uint64_t used_cells = 0;                     // sum n_r [cells]
-  uint64_t padding_cells = 0;                  // dense - used [cells]
+  uint32_t kernel_block_size = 0;        // P_k [tokens / block]
+  uint32_t entry_bytes = 0;              // [bytes / cell]
+  std::vector<uint64_t> blocks_per_row;  // n_r [blocks]
+  uint64_t rows = 0;                     // B [requests]
+  uint64_t max_blocks = 0;               // n_max [blocks]
+  uint64_t dense_cells = 0;              // B * n_max [cells]
+  uint64_t used_cells = 0;               // sum n_r [cells]
+  uint64_t padding_cells = 0;            // dense - used [cells]
 
   uint64_t dense_bytes() const { return dense_cells * entry_bytes; }
   uint64_t used_bytes() const { return used_cells * entry_bytes; }

@@ -84,8 +84,8 @@ Result<GroupPool> read_pool(const TomlReader& r, const toml::table& t, const std
   KVRT_TRY_ASSIGN(descs, table_array(r, t, where, "descriptors", false));
   for (size_t i = 0; descs != nullptr && i < descs->size(); ++i) {
     PoolDescriptor d;
-    KVRT_TRY_ASSIGN(d, read_descriptor(r, *descs->get(i)->as_table(), dotted(where, at("descriptors", i)),
-                                       p.pool_generation));
+    KVRT_TRY_ASSIGN(
+        d, read_descriptor(r, *descs->get(i)->as_table(), dotted(where, at("descriptors", i)), p.pool_generation));
     p.descriptors.push_back(d);
   }
   return p;
@@ -159,9 +159,9 @@ Result<TranslationSnapshot> from_reader(const TomlReader& r, const CacheLayoutMa
   KVRT_TRY_ASSIGN(manifest_id, r.string(root, "", "layout_manifest_id"));
   // A snapshot's slots and bases mean nothing under another layout.
   if (manifest_id != layout.manifest_id) {
-    Error e = r.field_error(root.get("layout_manifest_id"), "", "layout_manifest_id",
-                            "snapshot was built for layout \"" + manifest_id + "\", not \"" + layout.manifest_id +
-                                "\"");
+    Error e =
+        r.field_error(root.get("layout_manifest_id"), "", "layout_manifest_id",
+                      "snapshot was built for layout \"" + manifest_id + "\", not \"" + layout.manifest_id + "\"");
     e.code = ErrorCode::incompatible;
     return e;
   }

@@ -39,8 +39,7 @@ std::array<uint64_t, kTensorAxisCount> row_major_strides(const std::array<uint64
   return strides;
 }
 
-std::optional<TensorGeometry> tensor_geometry(const CacheGroupLayout& group, uint32_t block_size,
-                                              uint32_t slot_count) {
+std::optional<TensorGeometry> tensor_geometry(const CacheGroupLayout& group, uint32_t block_size, uint32_t slot_count) {
   KVRT_ASSERT(group.axis_order.size() == kTensorAxisCount, "tensor_geometry needs a validated axis order");
   AxisValues by_axis{};
   by_axis[static_cast<size_t>(TensorAxis::layer_local)] = group.layers();

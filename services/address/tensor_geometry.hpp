@@ -46,8 +46,7 @@ struct TensorGeometry {
 //   kv_head = H_kv,local, head_dim = d_h.
 // Returns nullopt when the element count overflows 64 bits (a caller error
 // the snapshot validator reports).
-std::optional<TensorGeometry> tensor_geometry(const CacheGroupLayout& group, uint32_t block_size,
-                                              uint32_t slot_count);
+std::optional<TensorGeometry> tensor_geometry(const CacheGroupLayout& group, uint32_t block_size, uint32_t slot_count);
 
 // S_a = prod_{b > a} D_b for a declared-order shape (row-major, 0x03E).
 std::array<uint64_t, kTensorAxisCount> row_major_strides(const std::array<uint64_t, kTensorAxisCount>& shape);

@@ -126,16 +126,18 @@ Status validate_request(const TranslationSnapshot& s, size_t ri) {
   }
   if (r.tables.size() != s.layout.cache_groups.size())
     return make_error(ErrorCode::unknown_group,
-                      "request " + r.name + " has " + std::to_string(r.tables.size()) + " group tables; the layout has " +
-                          std::to_string(s.layout.cache_groups.size()) + " cache groups",
+                      "request " + r.name + " has " + std::to_string(r.tables.size()) +
+                          " group tables; the layout has " + std::to_string(s.layout.cache_groups.size()) +
+                          " cache groups",
                       where + ".tables");
   for (size_t ti = 0; ti < r.tables.size(); ++ti) {
     const GroupTable& t = r.tables[ti];
     const std::string tw = where + "." + at("tables", ti);
     if (s.layout.group(t.group) == nullptr)
-      return make_error(ErrorCode::unknown_group,
-                        "request " + r.name + " has a table for undeclared cache group " + std::to_string(t.group.value),
-                        tw + ".group");
+      return make_error(
+          ErrorCode::unknown_group,
+          "request " + r.name + " has a table for undeclared cache group " + std::to_string(t.group.value),
+          tw + ".group");
     for (size_t tj = 0; tj < ti; ++tj)
       if (r.tables[tj].group == t.group)
         return make_error(ErrorCode::unknown_group,

@@ -20,10 +20,10 @@ namespace kvrt {
 // Resolves one physical block identity to its current slot (0x03A: "a later
 // descriptor resolves it to a current pool slot").
 struct PoolDescriptor {
-  PhysicalBlockId physical_id;       // identity, scoped by (pool id, pool generation)
-  PoolGeneration pool_generation;    // must equal its pool's current generation
-  PhysicalSlot slot;                 // position in the pool [blocks], < slot_count
-  uint32_t valid_rows = 0;           // committed token rows [rows], <= block size (0x03C)
+  PhysicalBlockId physical_id;     // identity, scoped by (pool id, pool generation)
+  PoolGeneration pool_generation;  // must equal its pool's current generation
+  PhysicalSlot slot;               // position in the pool [blocks], < slot_count
+  uint32_t valid_rows = 0;         // committed token rows [rows], <= block size (0x03C)
   // Loop 3 accounting bundle (0x03B: one all-layer 1 MiB block refined into
   // one physical block per group). Optional; when two groups' descriptors at
   // the same logical block both carry one, they must agree.

@@ -47,8 +47,8 @@ Status BlockAllocator::resolve_bundles(std::span<const PhysicalBlockHandle> hand
   scratch_slots_.clear();
   if (handles.size() % G != 0)
     return make_error(ErrorCode::invalid_argument,
-                      std::to_string(handles.size()) + " handles do not form whole bundles of " +
-                          std::to_string(G) + " cache groups (a half-bundle is never published, 0x04E)",
+                      std::to_string(handles.size()) + " handles do not form whole bundles of " + std::to_string(G) +
+                          " cache groups (a half-bundle is never published, 0x04E)",
                       "prefix_hit");
   Status status;
   for (size_t i = 0; i < handles.size() && status.ok(); ++i) {
@@ -71,16 +71,15 @@ Status BlockAllocator::resolve_bundles(std::span<const PhysicalBlockHandle> hand
     const uint32_t need = rows_needed(static_cast<uint32_t>(i / G));
     if (b.valid_rows < need) {
       status = make_error(ErrorCode::row_not_valid,
-                          "block " + std::to_string(handles[i].block.value) + " has " +
-                              std::to_string(b.valid_rows) + " valid rows, " + std::to_string(need) +
-                              " are needed",
+                          "block " + std::to_string(handles[i].block.value) + " has " + std::to_string(b.valid_rows) +
+                              " valid rows, " + std::to_string(need) + " are needed",
                           "bundles[" + std::to_string(i / G) + "]");
       break;
     }
     if (b.reserved_pad != 0) {  // seen already in this call
-      status = make_error(ErrorCode::invalid_argument,
-                          "block " + std::to_string(handles[i].block.value) + " appears twice",
-                          "bundles[" + std::to_string(i / G) + "]");
+      status =
+          make_error(ErrorCode::invalid_argument, "block " + std::to_string(handles[i].block.value) + " appears twice",
+                     "bundles[" + std::to_string(i / G) + "]");
       break;
     }
     b.reserved_pad = 1;
@@ -150,8 +149,7 @@ void BlockAllocator::record_eviction(const Reservation& res, AllocationReceipt& 
   digest_.remove_digest(cache_key_image(res.group_index, res.slot, b.cache_key));
 }
 
-PhysicalBlockHandle BlockAllocator::publish_fresh(const Reservation& res, uint16_t valid_rows,
-                                                  AllocationReceipt& out) {
+PhysicalBlockHandle BlockAllocator::publish_fresh(const Reservation& res, uint16_t valid_rows, AllocationReceipt& out) {
   if (res.from_state == BlockState::evictable) record_eviction(res, out);
   publish_reserved(res, valid_rows);
   const PhysicalBlockHandle h = handle_of(res.group_index, res.slot);
@@ -213,8 +211,7 @@ Status BlockAllocator::allocate(const AllocateArgs& a, AllocationReceipt& out) {
   if (a.expected_epoch && a.expected_epoch->value != epoch_) [[unlikely]]
     return check_epoch(a.expected_epoch);
   const uint32_t G = group_count(), P = block_size();
-  if (a.prompt_rows == 0)
-    return make_error(ErrorCode::invalid_argument, "prompt_rows must be positive", "prompt_rows");
+  if (a.prompt_rows == 0) return make_error(ErrorCode::invalid_argument, "prompt_rows must be positive", "prompt_rows");
   const uint32_t need = static_cast<uint32_t>(ceil_div(a.prompt_rows, P));
   const uint32_t hit_bundles = static_cast<uint32_t>(a.prefix_hit.size() / G);
   if (a.prefix_hit.size() % G == 0 && hit_bundles > need)
@@ -301,10 +298,9 @@ Status BlockAllocator::append(const AppendArgs& a, AllocationReceipt& out) {
   const bool with_rows = !a.rows.empty();
   if (with_rows) {
     if (a.rows.size() != G)
-      return make_error(ErrorCode::invalid_argument,
-                        "rows for " + std::to_string(a.rows.size()) + " cache groups, the layout has " +
-                            std::to_string(G),
-                        "rows");
+      return make_error(
+          ErrorCode::invalid_argument,
+          "rows for " + std::to_string(a.rows.size()) + " cache groups, the layout has " + std::to_string(G), "rows");
     for (uint32_t g = 0; g < G; ++g)
       if (a.rows[g].size() != pools_[g].config.row_bytes)
         return make_error(ErrorCode::invalid_argument,

@@ -94,12 +94,12 @@ Status BlockAllocator::truncate(const TruncateArgs& a, ReleaseResult& out) {
                           std::to_string(r.context_tokens),
                       "to_token");
   if (a.from_token >= a.to_token)
-    return make_error(ErrorCode::invalid_argument,
-                      "empty truncation range [" + std::to_string(a.from_token) + "," + std::to_string(a.to_token) + ")",
-                      "from_token");
+    return make_error(
+        ErrorCode::invalid_argument,
+        "empty truncation range [" + std::to_string(a.from_token) + "," + std::to_string(a.to_token) + ")",
+        "from_token");
   if (a.from_token == 0)
-    return make_error(ErrorCode::invalid_argument, "truncating every token is a release, not a truncate",
-                      "from_token");
+    return make_error(ErrorCode::invalid_argument, "truncating every token is a release, not a truncate", "from_token");
   begin_release(out, TransactionId{next_transaction_++}, digest());
   out.request_id = a.fence.request;
   out.request_generation = a.fence.generation;
@@ -135,8 +135,7 @@ Status BlockAllocator::release(const ReleaseArgs& a, ReleaseResult& out) {
     return check_fence(a.fence);
   if (a.reason != ReleaseReason::finished && a.reason != ReleaseReason::cancelled &&
       a.reason != ReleaseReason::preempted)
-    return make_error(ErrorCode::invalid_argument, "release reason must be finished, cancelled or preempted",
-                      "reason");
+    return make_error(ErrorCode::invalid_argument, "release reason must be finished, cancelled or preempted", "reason");
   const uint32_t index = static_cast<uint32_t>(a.fence.request.value);
   RequestRecord& r = requests_[index];
   begin_release(out, TransactionId{next_transaction_++}, digest());
@@ -193,8 +192,7 @@ Status BlockAllocator::publish_cache_key(const PhysicalBlockHandle& handle, uint
   BlockMeta& b = pools_[g].blocks[slot];
   if (b.state != BlockState::live)
     return make_error(ErrorCode::unknown_physical,
-                      "block " + std::to_string(handle.block.value) + " is not referenced by any request",
-                      "handle");
+                      "block " + std::to_string(handle.block.value) + " is not referenced by any request", "handle");
   // The index publishes only rows that are committed (issue 4).
   if (b.valid_rows == 0)
     return make_error(ErrorCode::row_not_valid,

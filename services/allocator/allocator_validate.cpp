@@ -10,7 +10,9 @@
 namespace kvrt {
 
 namespace {
-Error broken(const std::string& what) { return make_error(ErrorCode::invariant_violated, "allocator invariant: " + what, "validate"); }
+Error broken(const std::string& what) {
+  return make_error(ErrorCode::invariant_violated, "allocator invariant: " + what, "validate");
+}
 }  // namespace
 
 StateDigest BlockAllocator::recompute_digest() const {
@@ -52,8 +54,8 @@ Status BlockAllocator::validate() const {
         if (slot >= pools_[g].capacity()) return broken("table entry out of pool");
         const BlockMeta& b = pools_[g].blocks[slot];
         if (b.state != BlockState::live)
-          return broken("request " + std::to_string(i) + " maps block " + std::to_string(slot) +
-                        " of group " + std::to_string(g) + " that is not LIVE (unpublished or free)");
+          return broken("request " + std::to_string(i) + " maps block " + std::to_string(slot) + " of group " +
+                        std::to_string(g) + " that is not LIVE (unpublished or free)");
         ++derived[g][slot];
         // Cross-group valid rows of one bundle agree.
         if (g > 0 && b.valid_rows != pools_[0].blocks[r.tables[0][j]].valid_rows)
@@ -125,8 +127,7 @@ Status BlockAllocator::validate() const {
           return broken("referenced block in the LRU queue");
     } else {
       if (ring_members.size() != free || p.free_ring.size() != free) return broken("free ring size mismatch");
-      if (lru_members.size() != evictable || p.lru_queue.size() != evictable)
-        return broken("LRU queue size mismatch");
+      if (lru_members.size() != evictable || p.lru_queue.size() != evictable) return broken("LRU queue size mismatch");
       for (uint32_t b : ring_members)
         if (p.blocks[b].state != BlockState::free) return broken("non-FREE block in the free ring");
       for (uint32_t b : lru_members)

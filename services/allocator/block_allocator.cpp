@@ -2,9 +2,9 @@
 // and the incrementally maintained state digest. The operations live in
 // allocator_grow.cpp (allocate, append, fork, touch, commit_rows) and
 // allocator_shrink.cpp (truncate, release, evict, cache keys, leases).
-#include "services/allocator/block_allocator_hot.hpp"
-
 #include <string>
+
+#include "services/allocator/block_allocator_hot.hpp"
 
 namespace kvrt {
 
@@ -68,10 +68,10 @@ Status BlockAllocator::check_fence(const RequestFence& f) const {
 
 Status BlockAllocator::check_epoch(const std::optional<Epoch>& expected) const {
   if (expected && expected->value != epoch_)
-    return make_error(ErrorCode::stale_generation,
-                      "allocator is at epoch " + std::to_string(epoch_) + ", transaction expected " +
-                          std::to_string(expected->value),
-                      "allocator_epoch");
+    return make_error(
+        ErrorCode::stale_generation,
+        "allocator is at epoch " + std::to_string(epoch_) + ", transaction expected " + std::to_string(expected->value),
+        "allocator_epoch");
   return Status::success();
 }
 
@@ -87,14 +87,14 @@ Result<uint32_t> BlockAllocator::resolve(const PhysicalBlockHandle& h, uint32_t 
                       "handle.group");
   const Pool& p = pools_[g];
   if (h.pool != p.config.pool)
-    return make_error(ErrorCode::unknown_physical,
-                      "pool " + std::to_string(h.pool.value) + " does not serve cache group " +
-                          std::to_string(h.group.value),
-                      "handle.pool");
+    return make_error(
+        ErrorCode::unknown_physical,
+        "pool " + std::to_string(h.pool.value) + " does not serve cache group " + std::to_string(h.group.value),
+        "handle.pool");
   const uint64_t id = h.block.value;
   if (id < p.config.block_id_base || id >= uint64_t{p.config.block_id_base} + p.capacity())
-    return make_error(ErrorCode::unknown_physical, "block " + std::to_string(id) + " is not in pool " +
-                                                       std::to_string(h.pool.value),
+    return make_error(ErrorCode::unknown_physical,
+                      "block " + std::to_string(id) + " is not in pool " + std::to_string(h.pool.value),
                       "handle.block");
   const uint32_t slot = static_cast<uint32_t>(id - p.config.block_id_base);
   const BlockMeta& b = p.blocks[slot];

@@ -47,11 +47,11 @@ enum class BlockState : uint8_t { free = 0, evictable = 1, live = 2, reserved = 
 
 // Per-block metadata, 32 bytes.
 struct BlockMeta {
-  QueueLinks links;             // free or evictable queue membership
-  uint64_t cache_key = 0;       // weak cache identity from the prefix index; 0 = none
-  uint32_t refcount = 0;        // request-map references + active leases
-  uint32_t generation = 1;      // advanced when the block is recycled to a new owner
-  uint16_t valid_rows = 0;      // committed K/V rows [0, valid_rows) [rows]
+  QueueLinks links;         // free or evictable queue membership
+  uint64_t cache_key = 0;   // weak cache identity from the prefix index; 0 = none
+  uint32_t refcount = 0;    // request-map references + active leases
+  uint32_t generation = 1;  // advanced when the block is recycled to a new owner
+  uint16_t valid_rows = 0;  // committed K/V rows [0, valid_rows) [rows]
   BlockState state = BlockState::free;
   uint8_t reserved_pad = 0;
 };
@@ -195,8 +195,8 @@ class BlockAllocator {
     FreeBlockRing free_ring;
     BlockQueue lru_queue;
     uint32_t live = 0;
-    uint32_t peak_live = 0;      // high-water mark of live since creation [blocks]
-    uint32_t evictable = 0;      // blocks in state EVICTABLE
+    uint32_t peak_live = 0;  // high-water mark of live since creation [blocks]
+    uint32_t evictable = 0;  // blocks in state EVICTABLE
     uint32_t in_transaction = 0;
     uint32_t capacity() const { return static_cast<uint32_t>(blocks.size()); }
     uint32_t unreferenced() const { return free_ring.size() + lru_queue.size(); }
@@ -329,8 +329,8 @@ class BlockAllocator {
   // cover `rows_needed(i)`.
   template <class RowsNeeded>
   Status resolve_bundles(std::span<const PhysicalBlockHandle> handles, RowsNeeded rows_needed);
-  void unlink_evictable_hits();   // scratch_slots_ with refcount 0 leave the evictable queue (logged)
-  void relink_evictable_hits();   // exact undo of unlink_evictable_hits
+  void unlink_evictable_hits();  // scratch_slots_ with refcount 0 leave the evictable queue (logged)
+  void relink_evictable_hits();  // exact undo of unlink_evictable_hits
   uint64_t bundle_row_bytes() const;
 
   BlockAllocatorConfig config_;
@@ -350,7 +350,7 @@ class BlockAllocator {
   std::vector<AllocatorEvent> events_;
   uint64_t drained_events_ = 0;  // events handed out by drain_events() [events]
   std::vector<Reservation> scratch_log_;
-  std::vector<uint32_t> scratch_slots_;  // resolved bundle slots, bundle-major
+  std::vector<uint32_t> scratch_slots_;         // resolved bundle slots, bundle-major
   std::vector<uint32_t> scratch_unreferenced_;  // blocks a release left unreferenced, in order
   std::vector<std::pair<uint32_t, BlockQueue::Unlinked>> scratch_unlinked_;
 };

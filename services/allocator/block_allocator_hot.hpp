@@ -65,7 +65,8 @@ inline StateDigest BlockAllocator::cache_key_image(uint32_t g, uint32_t slot, ui
 
 inline StateDigest BlockAllocator::block_image(uint32_t g, uint32_t slot) const {
   const BlockMeta& b = pools_[g].blocks[slot];
-  const StateDigest counters = MultisetDigest::scaled(block_coefficient(g, slot), block_counter(b.generation, b.valid_rows));
+  const StateDigest counters =
+      MultisetDigest::scaled(block_coefficient(g, slot), block_counter(b.generation, b.valid_rows));
   const StateDigest key = cache_key_image(g, slot, b.cache_key);
   return StateDigest{counters.lo + key.lo, counters.hi + key.hi};
 }
@@ -220,8 +221,8 @@ inline void BlockAllocator::finish_receipt(AllocationReceipt& out, const Request
   out.allocator_epoch_after = Epoch{epoch_};
 }
 
-inline void BlockAllocator::record_delta(std::vector<RefcountDelta>& deltas, uint32_t g, uint32_t slot,
-                                         uint32_t before, uint32_t after) const {
+inline void BlockAllocator::record_delta(std::vector<RefcountDelta>& deltas, uint32_t g, uint32_t slot, uint32_t before,
+                                         uint32_t after) const {
   deltas.push_back(RefcountDelta{handle_of(g, slot), before, after});
 }
 

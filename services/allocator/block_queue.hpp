@@ -30,7 +30,10 @@ class BlockQueue {
     QueueLinks& l = links(b);
     l.prev = tail_;
     l.next = kNoBlock;
-    if (tail_ != kNoBlock) links(tail_).next = b; else head_ = b;
+    if (tail_ != kNoBlock)
+      links(tail_).next = b;
+    else
+      head_ = b;
     tail_ = b;
     ++size_;
   }
@@ -40,7 +43,10 @@ class BlockQueue {
     QueueLinks& l = links(b);
     l.prev = kNoBlock;
     l.next = head_;
-    if (head_ != kNoBlock) links(head_).prev = b; else tail_ = b;
+    if (head_ != kNoBlock)
+      links(head_).prev = b;
+    else
+      tail_ = b;
     head_ = b;
     ++size_;
   }
@@ -48,8 +54,14 @@ class BlockQueue {
   template <class LinksOf>
   void remove(uint32_t b, LinksOf&& links) {
     QueueLinks& l = links(b);
-    if (l.prev != kNoBlock) links(l.prev).next = l.next; else head_ = l.next;
-    if (l.next != kNoBlock) links(l.next).prev = l.prev; else tail_ = l.prev;
+    if (l.prev != kNoBlock)
+      links(l.prev).next = l.next;
+    else
+      head_ = l.next;
+    if (l.next != kNoBlock)
+      links(l.next).prev = l.prev;
+    else
+      tail_ = l.prev;
     l.prev = l.next = kNoBlock;
     KVRT_ASSERT(size_ > 0, "remove from an empty BlockQueue");
     --size_;
@@ -71,8 +83,14 @@ class BlockQueue {
     QueueLinks& l = links(u.block);
     l.prev = u.prev;
     l.next = u.next;
-    if (u.prev != kNoBlock) links(u.prev).next = u.block; else head_ = u.block;
-    if (u.next != kNoBlock) links(u.next).prev = u.block; else tail_ = u.block;
+    if (u.prev != kNoBlock)
+      links(u.prev).next = u.block;
+    else
+      head_ = u.block;
+    if (u.next != kNoBlock)
+      links(u.next).prev = u.block;
+    else
+      tail_ = u.block;
     ++size_;
   }
 

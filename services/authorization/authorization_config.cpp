@@ -50,7 +50,8 @@ Result<std::vector<const toml::table*>> table_array(const TomlReader& r, const c
   if (arr == nullptr) return r.field_error(node, "", key, std::string("must be an array of tables ([[") + key + "]])");
   for (size_t i = 0; i < arr->size(); ++i) {
     const toml::table* t = arr->get(i)->as_table();
-    if (t == nullptr) return r.field_error(arr->get(i), "", std::string(key) + "[" + std::to_string(i) + "]", "must be a table");
+    if (t == nullptr)
+      return r.field_error(arr->get(i), "", std::string(key) + "[" + std::to_string(i) + "]", "must be a table");
     out.push_back(t);
   }
   return out;
@@ -119,8 +120,9 @@ Result<AuthorizationConfig> read_authorization_config(const TomlReader& r) {
     KVRT_TRY_ASSIGN(policy, r.string(t, where, "publication_policy", "tenant_shared"));
     auto p = policy_from_string(policy);
     if (!p)
-      return r.field_error(t.get("publication_policy"), where, "publication_policy",
-                           "unknown value \"" + policy + "\"; expected private_to_request, tenant_shared, deployment_shared");
+      return r.field_error(
+          t.get("publication_policy"), where, "publication_policy",
+          "unknown value \"" + policy + "\"; expected private_to_request, tenant_shared, deployment_shared");
     n.publication_policy = *p;
     int64_t generation = 0;
     KVRT_TRY_ASSIGN(generation, r.integer(t, where, "generation", 1, 1));
@@ -131,7 +133,8 @@ Result<AuthorizationConfig> read_authorization_config(const TomlReader& r) {
       return r.field_error(t.get(key), where, key, s.error().reason);
     }
     if (!names.insert(namespace_name(as_isolation(n))).second)
-      return r.field_error(&t, where, "tenant", "namespace \"" + namespace_name(as_isolation(n)) + "\" is configured twice");
+      return r.field_error(&t, where, "tenant",
+                           "namespace \"" + namespace_name(as_isolation(n)) + "\" is configured twice");
     c.namespaces.push_back(std::move(n));
   }
 
@@ -162,7 +165,8 @@ Result<AuthorizationConfig> read_authorization_config(const TomlReader& r) {
       KVRT_TRY_ASSIGN(hex, r.string(t, where, "token_sha256"));
       Sha256Digest d;
       if (!Sha256Digest::from_hex(hex, d))
-        return r.field_error(t.get("token_sha256"), where, "token_sha256", "must be 64 hex digits (SHA-256 of the token)");
+        return r.field_error(t.get("token_sha256"), where, "token_sha256",
+                             "must be 64 hex digits (SHA-256 of the token)");
       if (!digests.insert(d).second)
         return r.field_error(t.get("token_sha256"), where, "token_sha256", "two principals share one token digest");
       p.token_sha256 = d;

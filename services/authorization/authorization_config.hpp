@@ -37,13 +37,13 @@ struct NamespaceConfig {
   std::string tenant;
   std::optional<std::string> salt;  // nullopt: drawn at start-up
   PublicationPolicy publication_policy = PublicationPolicy::tenant_shared;
-  uint64_t generation = 1;          // initial namespace generation (>= 1)
+  uint64_t generation = 1;  // initial namespace generation (>= 1)
 };
 
 struct PrincipalConfig {
-  std::string name;                         // [A-Za-z0-9._-], 1..64 characters
-  std::vector<std::string> namespaces;      // "deployment/tenant", each configured, no duplicates
-  std::optional<Sha256Digest> token_sha256; // nullopt: the node issues a token
+  std::string name;                          // [A-Za-z0-9._-], 1..64 characters
+  std::vector<std::string> namespaces;       // "deployment/tenant", each configured, no duplicates
+  std::optional<Sha256Digest> token_sha256;  // nullopt: the node issues a token
 };
 
 struct AuthorizationConfig {

@@ -17,8 +17,10 @@ Error unauthenticated(std::string reason) {
 
 std::string_view to_string(HoldKind k) {
   switch (k) {
-    case HoldKind::lease: return "lease";
-    case HoldKind::executable_receipt: return "executable_receipt";
+    case HoldKind::lease:
+      return "lease";
+    case HoldKind::executable_receipt:
+      return "executable_receipt";
   }
   return "unknown_hold_kind";
 }
@@ -73,7 +75,7 @@ std::vector<IssuedToken> NamespaceAuthority::take_issued_tokens() {
 }
 
 const NamespaceAuthority::NamespaceState* NamespaceAuthority::find_namespace(std::string_view name,
-                                                                              NamespaceId* id_out) const {
+                                                                             NamespaceId* id_out) const {
   for (size_t i = 0; i < namespaces_.size(); ++i)
     if (namespaces_[i].name == name) {
       if (id_out != nullptr) *id_out = NamespaceId{static_cast<uint32_t>(i)};
@@ -108,8 +110,8 @@ Result<PrincipalId> NamespaceAuthority::authenticate(const BearerToken& token) c
   if (match == 0) return unauthenticated("the bearer token matches no principal");
   const Principal& p = principals_.at(PrincipalId{match});
   if (p.barred)
-    return make_error(ErrorCode::authorization_principal_revoked, "the token of principal \"" + p.name + "\" was revoked",
-                      "principal");
+    return make_error(ErrorCode::authorization_principal_revoked,
+                      "the token of principal \"" + p.name + "\" was revoked", "principal");
   return PrincipalId{match};
 }
 
@@ -123,8 +125,8 @@ Result<AuthorizedLookup> NamespaceAuthority::authorize(PrincipalId principal, st
   auto pit = principals_.find(principal);
   if (pit == principals_.end()) return unauthenticated(principal_text(principal) + " is not configured");
   if (pit->second.barred)
-    return make_error(ErrorCode::authorization_principal_revoked,
-                      "principal \"" + pit->second.name + "\" was revoked", "principal");
+    return make_error(ErrorCode::authorization_principal_revoked, "principal \"" + pit->second.name + "\" was revoked",
+                      "principal");
   NamespaceId nid;
   const NamespaceState* ns = find_namespace(name, &nid);
   if (ns == nullptr)
@@ -135,8 +137,8 @@ Result<AuthorizedLookup> NamespaceAuthority::authorize(PrincipalId principal, st
                       "principal \"" + pit->second.name + "\" may not use namespace \"" + ns->name + "\"", "namespace");
   if (!ns->admitting)
     return make_error(ErrorCode::authorization_namespace_closed,
-                      "namespace \"" + ns->name + "\" generation " +
-                          std::to_string(current_generation(*ns).value) + " stopped admitting (purge in progress)",
+                      "namespace \"" + ns->name + "\" generation " + std::to_string(current_generation(*ns).value) +
+                          " stopped admitting (purge in progress)",
                       "namespace");
   const auto key = std::make_pair(principal, nid);
   if (auto it = grant_by_principal_namespace_.find(key); it != grant_by_principal_namespace_.end())
@@ -154,8 +156,8 @@ Status NamespaceAuthority::check(const AuthorizedLookup& lookup) const {
   auto pit = principals_.find(g.principal);
   if (pit == principals_.end()) return unauthenticated(principal_text(g.principal) + " is not configured");
   if (pit->second.barred)
-    return make_error(ErrorCode::authorization_principal_revoked,
-                      "principal \"" + pit->second.name + "\" was revoked", "principal");
+    return make_error(ErrorCode::authorization_principal_revoked, "principal \"" + pit->second.name + "\" was revoked",
+                      "principal");
   if (g.namespace_id.value >= namespaces_.size() || namespaces_[g.namespace_id.value].name != g.namespace_name)
     return make_error(ErrorCode::authorization_grant_ended, "the grant names no configured namespace", "namespace");
   const NamespaceState& ns = namespaces_[g.namespace_id.value];

@@ -57,8 +57,8 @@ struct HoldRecord {
   PrincipalId principal;
   std::string namespace_name;
   NamespaceGeneration generation;
-  uint64_t subject = 0;      // the caller's id of the thing held (LeaseId value, request id, ...)
-  AdmissionTicket ticket;    // the registry admission that keeps the generation from being reclaimed
+  uint64_t subject = 0;    // the caller's id of the thing held (LeaseId value, request id, ...)
+  AdmissionTicket ticket;  // the registry admission that keeps the generation from being reclaimed
 };
 
 // Receipt of ending a principal's grants (worker disconnected or died) and,
@@ -131,8 +131,8 @@ class NamespaceAuthority {
   // Old generations the allocator may now reclaim (registry step 6 of 0x01A).
   std::vector<ReclamationRecord> drain_reclamations() { return registry_.drain_reclamations(); }
 
-  Status validate() const;                // namespace_authority_validate.cpp
-  Sha256Digest state_digest() const;      // canonical: a failed operation leaves it unchanged
+  Status validate() const;            // namespace_authority_validate.cpp
+  Sha256Digest state_digest() const;  // canonical: a failed operation leaves it unchanged
 
  private:
   struct Principal {
@@ -166,7 +166,7 @@ class NamespaceAuthority {
   Result<PurgeStepReceipt> purge_step(PurgeProgress& p, NamespaceId ns, PurgeStep step);
 
   CacheNamespaceRegistry registry_;
-  std::vector<NamespaceState> namespaces_;               // index = NamespaceId
+  std::vector<NamespaceState> namespaces_;  // index = NamespaceId
   std::map<PrincipalId, Principal> principals_;
   std::map<GrantId, GrantRecord> grants_;
   std::map<std::pair<PrincipalId, NamespaceId>, GrantId> grant_by_principal_namespace_;

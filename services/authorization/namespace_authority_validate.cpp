@@ -104,7 +104,9 @@ Sha256Digest NamespaceAuthority::state_digest() const {
   w.digest("registry", registry_.state_digest());
   w.begin_list("namespaces", namespaces_.size());
   for (const NamespaceState& ns : namespaces_)
-    w.str("name", ns.name).digest("salt", ns.salt_digest).u8("admitting", ns.admitting)
+    w.str("name", ns.name)
+        .digest("salt", ns.salt_digest)
+        .u8("admitting", ns.admitting)
         .u64("open_purge", ns.open_purge ? ns.open_purge->value : 0);
   w.begin_list("principals", principals_.size());
   for (const auto& [id, p] : principals_) {
@@ -114,22 +116,34 @@ Sha256Digest NamespaceAuthority::state_digest() const {
   }
   w.begin_list("grants", grants_.size());
   for (const auto& [id, g] : grants_)
-    w.u64("id", id.value).u64("principal", g.principal.value).u32("ns", g.namespace_id.value)
+    w.u64("id", id.value)
+        .u64("principal", g.principal.value)
+        .u32("ns", g.namespace_id.value)
         .u64("generation", g.generation.value);
   w.begin_list("holds", holds_.size());
   for (const auto& [id, h] : holds_)
-    w.u64("id", id.value).u8("kind", static_cast<uint8_t>(h.kind)).u64("principal", h.principal.value)
-        .str("ns", h.namespace_name).u64("generation", h.generation.value).u64("subject", h.subject)
+    w.u64("id", id.value)
+        .u8("kind", static_cast<uint8_t>(h.kind))
+        .u64("principal", h.principal.value)
+        .str("ns", h.namespace_name)
+        .u64("generation", h.generation.value)
+        .u64("subject", h.subject)
         .u64("ticket", h.ticket.ticket_id);
   w.begin_list("purges", purges_.size());
   for (const auto& [id, p] : purges_) {
-    w.u64("id", id.value).str("ns", p.namespace_name).u64("purged", p.purged_generation.value)
-        .u64("successor", p.successor_generation.value).u8("last_step", static_cast<uint8_t>(p.last_step));
+    w.u64("id", id.value)
+        .str("ns", p.namespace_name)
+        .u64("purged", p.purged_generation.value)
+        .u64("successor", p.successor_generation.value)
+        .u8("last_step", static_cast<uint8_t>(p.last_step));
     w.begin_list("pending", p.pending.size());
     for (const PurgeWorkItem& x : p.pending) w.u64("item", x.id.value);
   }
-  w.u64("next_principal", next_principal_id_).u64("next_grant", next_grant_id_).u64("next_hold", next_hold_id_)
-      .u64("next_purge", next_purge_id_).u64("next_work", next_work_id_);
+  w.u64("next_principal", next_principal_id_)
+      .u64("next_grant", next_grant_id_)
+      .u64("next_hold", next_hold_id_)
+      .u64("next_purge", next_purge_id_)
+      .u64("next_work", next_work_id_);
   return w.finish();
 }
 

@@ -25,9 +25,9 @@ namespace kvrt {
 struct NamespaceGrant {
   PrincipalId principal;
   NamespaceId namespace_id;
-  std::string namespace_name;       // "deployment/tenant" (isolation_namespace.hpp namespace_name)
-  NamespaceGeneration generation;   // the generation the grant admits; current when issued
-  Sha256Digest salt_digest;         // cache_salt_digest(salt): lets a gate compare salts without holding one
+  std::string namespace_name;      // "deployment/tenant" (isolation_namespace.hpp namespace_name)
+  NamespaceGeneration generation;  // the generation the grant admits; current when issued
+  Sha256Digest salt_digest;        // cache_salt_digest(salt): lets a gate compare salts without holding one
   GrantId grant_id;
 
   friend bool operator==(const NamespaceGrant&, const NamespaceGrant&) = default;

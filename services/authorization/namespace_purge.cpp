@@ -18,7 +18,12 @@ Error pending(const PurgeProgress& p, PurgeStep step, std::string what) {
 std::string describe_pending(const std::vector<PurgeWorkItem>& items) {
   std::string out = std::to_string(items.size()) + " work item(s) unacknowledged:";
   for (const PurgeWorkItem& w : items)
-    out.append(" ").append(to_string(w.kind)).append("@").append(w.owner).append("#").append(std::to_string(w.id.value));
+    out.append(" ")
+        .append(to_string(w.kind))
+        .append("@")
+        .append(w.owner)
+        .append("#")
+        .append(std::to_string(w.id.value));
   return out;
 }
 
@@ -34,31 +39,44 @@ Status check_owner_names(const std::vector<std::string>& names, const char* fiel
 
 std::string_view to_string(PurgeStep s) {
   switch (s) {
-    case PurgeStep::stop_admitting: return "stop_admitting";
-    case PurgeStep::advance_generation: return "advance_generation";
-    case PurgeStep::invalidate_index: return "invalidate_index";
-    case PurgeStep::drain_leases: return "drain_leases";
-    case PurgeStep::release_physical: return "release_physical";
-    case PurgeStep::remove_external_copies: return "remove_external_copies";
-    case PurgeStep::complete: return "complete";
+    case PurgeStep::stop_admitting:
+      return "stop_admitting";
+    case PurgeStep::advance_generation:
+      return "advance_generation";
+    case PurgeStep::invalidate_index:
+      return "invalidate_index";
+    case PurgeStep::drain_leases:
+      return "drain_leases";
+    case PurgeStep::release_physical:
+      return "release_physical";
+    case PurgeStep::remove_external_copies:
+      return "remove_external_copies";
+    case PurgeStep::complete:
+      return "complete";
   }
   return "unknown_purge_step";
 }
 
 std::string_view to_string(PurgeWorkKind k) {
   switch (k) {
-    case PurgeWorkKind::drop_index_entries: return "drop_index_entries";
-    case PurgeWorkKind::cancel_lease: return "cancel_lease";
-    case PurgeWorkKind::release_physical_objects: return "release_physical_objects";
-    case PurgeWorkKind::remove_external_copies: return "remove_external_copies";
+    case PurgeWorkKind::drop_index_entries:
+      return "drop_index_entries";
+    case PurgeWorkKind::cancel_lease:
+      return "cancel_lease";
+    case PurgeWorkKind::release_physical_objects:
+      return "release_physical_objects";
+    case PurgeWorkKind::remove_external_copies:
+      return "remove_external_copies";
   }
   return "unknown_purge_work_kind";
 }
 
 std::string_view to_string(PhysicalReleaseMode m) {
   switch (m) {
-    case PhysicalReleaseMode::release: return "release";
-    case PhysicalReleaseMode::overwrite: return "overwrite";
+    case PhysicalReleaseMode::release:
+      return "release";
+    case PhysicalReleaseMode::overwrite:
+      return "overwrite";
   }
   return "unknown_physical_release_mode";
 }
@@ -213,9 +231,10 @@ Status NamespaceAuthority::acknowledge_purge_work(PurgeId id, PurgeWorkId item) 
                                 ? "a cancel_lease item completes when its hold is released, not by acknowledgement"
                                 : "work item " + std::to_string(item.value) + " was already acknowledged",
                             "work_item");
-    return make_error(ErrorCode::invalid_argument,
-                      "work item " + std::to_string(item.value) + " does not belong to purge " + std::to_string(id.value),
-                      "work_item");
+    return make_error(
+        ErrorCode::invalid_argument,
+        "work item " + std::to_string(item.value) + " does not belong to purge " + std::to_string(id.value),
+        "work_item");
   }
   p.pending.erase(w);
   return Status::success();

@@ -77,17 +77,17 @@ struct PurgeRequest {
   bool cancel_live_leases = false;                                       // step 4: cancel, or wait
   std::vector<std::string> physical_owners{"allocator"};                 // step 5, one item each
   PhysicalReleaseMode physical_mode = PhysicalReleaseMode::release;
-  std::vector<std::string> external_tiers;                               // step 6, one item each
+  std::vector<std::string> external_tiers;  // step 6, one item each
 };
 
 struct PurgeWorkItem {
   PurgeWorkId id;
   PurgeWorkKind kind = PurgeWorkKind::drop_index_entries;
-  std::string owner;                  // the owner that must act ("prefix_index", "allocator", ...)
+  std::string owner;  // the owner that must act ("prefix_index", "allocator", ...)
   std::string namespace_name;
-  NamespaceGeneration generation;     // g: the purged generation
-  std::optional<HoldId> hold;         // cancel_lease: the lease's hold
-  uint64_t subject = 0;               // cancel_lease: the caller's lease id value
+  NamespaceGeneration generation;                                    // g: the purged generation
+  std::optional<HoldId> hold;                                        // cancel_lease: the lease's hold
+  uint64_t subject = 0;                                              // cancel_lease: the caller's lease id value
   PhysicalReleaseMode physical_mode = PhysicalReleaseMode::release;  // release_physical_objects only
 
   friend bool operator==(const PurgeWorkItem&, const PurgeWorkItem&) = default;
@@ -98,11 +98,11 @@ struct PurgeStepReceipt {
   PurgeId purge;
   PurgeStep step = PurgeStep::stop_admitting;
   std::string namespace_name;
-  NamespaceGeneration purged_generation;     // g
-  NamespaceGeneration successor_generation;  // g+1 from step 2 on; 0 at step 1
-  std::vector<PurgeWorkItem> work_items;     // issued by this step
-  uint64_t live_leases = 0;                  // lease holds of g when the step ran [holds]
-  uint64_t live_receipts = 0;                // executable-receipt holds of g when the step ran [holds]
+  NamespaceGeneration purged_generation;            // g
+  NamespaceGeneration successor_generation;         // g+1 from step 2 on; 0 at step 1
+  std::vector<PurgeWorkItem> work_items;            // issued by this step
+  uint64_t live_leases = 0;                         // lease holds of g when the step ran [holds]
+  uint64_t live_receipts = 0;                       // executable-receipt holds of g when the step ran [holds]
   std::optional<InvalidationReceipt> invalidation;  // step 2 only
 
   friend bool operator==(const PurgeStepReceipt&, const PurgeStepReceipt&) = default;
@@ -115,9 +115,9 @@ struct PurgeProgress {
   NamespaceGeneration purged_generation;
   NamespaceGeneration successor_generation;  // 0 until step 2
   PurgeRequest request;
-  PurgeStep last_step = PurgeStep::stop_admitting;   // the last step performed
-  std::vector<PurgeWorkItem> pending;                // acknowledgeable items not yet acknowledged
-  std::vector<PurgeStepReceipt> receipts;            // one per performed step, in order
+  PurgeStep last_step = PurgeStep::stop_admitting;  // the last step performed
+  std::vector<PurgeWorkItem> pending;               // acknowledgeable items not yet acknowledged
+  std::vector<PurgeStepReceipt> receipts;           // one per performed step, in order
 
   bool completed() const { return last_step == PurgeStep::complete; }
 };

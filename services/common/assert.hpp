@@ -5,12 +5,11 @@
 #include <string_view>
 
 namespace kvrt::detail {
-[[noreturn]] void assertion_failed(const char* expr, const char* file, int line,
-                                   std::string_view message);
+[[noreturn]] void assertion_failed(const char* expr, const char* file, int line, std::string_view message);
 }
 
-#define KVRT_ASSERT(cond, message)                                               \
-  do {                                                                           \
-    if (!(cond)) [[unlikely]]                                                    \
-      ::kvrt::detail::assertion_failed(#cond, __FILE__, __LINE__, (message));    \
+#define KVRT_ASSERT(cond, message)                                            \
+  do {                                                                        \
+    if (!(cond)) [[unlikely]]                                                 \
+      ::kvrt::detail::assertion_failed(#cond, __FILE__, __LINE__, (message)); \
   } while (0)

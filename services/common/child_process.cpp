@@ -29,14 +29,20 @@ struct ChildFailure {
   ::_exit(127);
 }
 
-int open_output(const std::string& path) { return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644); }
+int open_output(const std::string& path) {
+  return ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
 
 const char* step_name(int step) {
   switch (step) {
-    case 1: return "set its death signal";
-    case 2: return "open its standard output";
-    case 3: return "open its standard error";
-    default: return "execute";
+    case 1:
+      return "set its death signal";
+    case 2:
+      return "open its standard output";
+    case 3:
+      return "open its standard error";
+    default:
+      return "execute";
   }
 }
 
@@ -54,8 +60,8 @@ Result<pid_t> spawn_tied_child(const std::string& program, const std::vector<std
   argv.push_back(nullptr);
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0)
-    return make_error(ErrorCode::io, std::string("cannot create a pipe to start ") + program + ": " + std::strerror(errno),
-                      "program");
+    return make_error(ErrorCode::io,
+                      std::string("cannot create a pipe to start ") + program + ": " + std::strerror(errno), "program");
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {

@@ -16,45 +16,45 @@ enum class ErrorCode : uint16_t {
 
   // Input and configuration (1xx).
   invalid_argument = 100,
-  config_parse = 101,        // a TOML file is malformed (file:line:column in reason)
-  config_field = 102,        // a field is missing, of the wrong type or out of range
-  io = 103,                  // a file could not be read or written
+  config_parse = 101,  // a TOML file is malformed (file:line:column in reason)
+  config_field = 102,  // a field is missing, of the wrong type or out of range
+  io = 103,            // a file could not be read or written
 
   // Identity and compatibility, spec 0x01A (2xx).
-  invalid_manifest = 200,    // a manifest violates its own structural rules
-  incompatible = 201,        // producer/consumer differ on an equality-bearing field
-  stale_generation = 202,    // a namespace/model/pool generation is not current
+  invalid_manifest = 200,  // a manifest violates its own structural rules
+  incompatible = 201,      // producer/consumer differ on an equality-bearing field
+  stale_generation = 202,  // a namespace/model/pool generation is not current
 
   // Address translation, spec 0x03I rejection order (3xx).
-  request_not_visible = 300,   // token outside the request's logical context
-  table_out_of_bounds = 301,   // logical block beyond the group table
-  unknown_physical = 302,      // physical id has no descriptor in this pool
-  stale_physical = 303,        // descriptor exists under another pool generation
-  row_not_valid = 304,         // token offset at/after the physical valid frontier
+  request_not_visible = 300,  // token outside the request's logical context
+  table_out_of_bounds = 301,  // logical block beyond the group table
+  unknown_physical = 302,     // physical id has no descriptor in this pool
+  stale_physical = 303,       // descriptor exists under another pool generation
+  row_not_valid = 304,        // token offset at/after the physical valid frontier
   coordinate_out_of_range = 305,
-  layer_gap = 306,             // a layer belongs to no cache group, or to two
+  layer_gap = 306,  // a layer belongs to no cache group, or to two
   duplicate_axis = 307,
-  table_length_drift = 308,    // group tables of one request disagree in length
+  table_length_drift = 308,  // group tables of one request disagree in length
   overlapping_tensors = 309,
   stale_table_version = 310,
   kernel_block_not_divisor = 311,
   unknown_request = 312,
   unknown_group = 313,
   address_out_of_tensor = 314,
-  slot_reuse = 315,            // two live descriptors of one pool claim one physical slot
-  bundle_mismatch = 316,       // one logical block names different Loop 3 bundles in two groups
+  slot_reuse = 315,       // two live descriptors of one pool claim one physical slot
+  bundle_mismatch = 316,  // one logical block names different Loop 3 bundles in two groups
 
   // Codec (4xx).
-  decode_failed = 400,       // bytes are not a valid message of the expected type
-  message_too_large = 401,   // exceeds the reader's traversal or nesting limit
+  decode_failed = 400,      // bytes are not a valid message of the expected type
+  message_too_large = 401,  // exceeds the reader's traversal or nesting limit
   unknown_enum = 402,
 
   // Accounting ledgers, spec 0x02B-0x02G and 0x0D (5xx).
   ledger_identity_broken = 500,  // a reconciliation identity of 0x0D fails (field names it)
 
   // Physical storage: shared-memory pool segments (DESIGN.md layer 4) (6xx).
-  storage_exhausted = 600,   // the host cannot back the requested bytes (e.g. /dev/shm full)
-  segment_in_use = 601,      // a named segment belongs to a live owner and is kept
+  storage_exhausted = 600,  // the host cannot back the requested bytes (e.g. /dev/shm full)
+  segment_in_use = 601,     // a named segment belongs to a live owner and is kept
 
   // Prefix and radix indexes, spec 0x07-0x08 (7xx).
   unknown_node = 700,            // a radix node id/reference names no live node
@@ -89,14 +89,14 @@ enum class ErrorCode : uint16_t {
   // Kernel executor, spec 0x0A-0x0BN (11xx). Address-level refusals keep their
   // 3xx codes (row_not_valid for a read past a physical valid frontier,
   // kernel_block_not_divisor for P_k not dividing P_a, stale_physical, ...).
-  executor_stale_snapshot = 1100,     // snapshot tree version/digest differs from the caller's fence (0x0BB)
-  executor_coverage_overlap = 1101,   // a key position or a sequence is covered twice (0x0BA, 0x0BB)
-  executor_coverage_gap = 1102,       // a key position or a sequence is covered by no chunk (0x0BA, 0x0BB)
-  executor_head_mapping = 1103,       // H_q, H_kv or the GQA group disagree between queries, snapshot and pool
-  executor_frontier_mismatch = 1104,  // a sequence's context frontier disagrees with what its path or table covers
-  executor_shape_mismatch = 1105,     // a query/output/LSE buffer or head width disagrees with the arguments
-  executor_unsupported_dtype = 1106,  // a storage dtype the executor has no conversion for (fp8, int8)
-  executor_view_out_of_bounds = 1107, // a pool view whose strides/extents reach past its bytes
+  executor_stale_snapshot = 1100,      // snapshot tree version/digest differs from the caller's fence (0x0BB)
+  executor_coverage_overlap = 1101,    // a key position or a sequence is covered twice (0x0BA, 0x0BB)
+  executor_coverage_gap = 1102,        // a key position or a sequence is covered by no chunk (0x0BA, 0x0BB)
+  executor_head_mapping = 1103,        // H_q, H_kv or the GQA group disagree between queries, snapshot and pool
+  executor_frontier_mismatch = 1104,   // a sequence's context frontier disagrees with what its path or table covers
+  executor_shape_mismatch = 1105,      // a query/output/LSE buffer or head width disagrees with the arguments
+  executor_unsupported_dtype = 1106,   // a storage dtype the executor has no conversion for (fp8, int8)
+  executor_view_out_of_bounds = 1107,  // a pool view whose strides/extents reach past its bytes
 
   // Namespace / authorization owner, spec 0x0CE (12xx).
   authorization_unauthenticated = 1200,    // a bearer token matches no live principal
@@ -110,17 +110,17 @@ enum class ErrorCode : uint16_t {
   authorization_unknown_hold = 1208,       // a lease/receipt hold that is not live (released twice)
 
   // Executable-reuse transaction, spec 0x0CD (13xx).
-  reuse_step_out_of_order = 1300,   // evidence for a step other than the attempt's next one
-  reuse_attempt_closed = 1301,      // a step after the attempt was rejected or completed
-  reuse_evidence_mismatch = 1302,   // evidence that cannot belong to this attempt (ids, leases, interval)
+  reuse_step_out_of_order = 1300,  // evidence for a step other than the attempt's next one
+  reuse_attempt_closed = 1301,     // a step after the attempt was rejected or completed
+  reuse_evidence_mismatch = 1302,  // evidence that cannot belong to this attempt (ids, leases, interval)
 
   // Node runtime (14xx, issue 5): sessions and the actor transport.
-  not_owner = 1400,          // the object belongs to another worker session
-  node_unreachable = 1401,   // the node (or its gateway) cannot be reached or refused the connection
-  rpc_timeout = 1402,        // no receipt within the caller's deadline
-  rpc_failed = 1403,         // the transport answered an error instead of a receipt (field: CAF's text)
-  session_ended = 1404,      // the worker's session was closed by the node
-  descriptor_invalid = 1405, // a node descriptor file is missing, unreadable or malformed
+  not_owner = 1400,           // the object belongs to another worker session
+  node_unreachable = 1401,    // the node (or its gateway) cannot be reached or refused the connection
+  rpc_timeout = 1402,         // no receipt within the caller's deadline
+  rpc_failed = 1403,          // the transport answered an error instead of a receipt (field: CAF's text)
+  session_ended = 1404,       // the worker's session was closed by the node
+  descriptor_invalid = 1405,  // a node descriptor file is missing, unreadable or malformed
 
   // Telemetry, spec 0x0CE "Telemetry Hygiene" and 0x0CF (15xx).
   telemetry_forbidden_label = 1500,     // a metric label carries a raw prompt, token list or unsalted key

@@ -60,17 +60,15 @@ class [[nodiscard]] Status {
 }  // namespace kvrt
 
 // Propagate a typed error from an expression returning Result<T> (or Status).
-#define KVRT_TRY_ASSIGN(lhs, expr)              \
-  do {                                          \
-    auto kvrt_try_result_ = (expr);             \
-    if (!kvrt_try_result_.ok())                 \
-      return kvrt_try_result_.error();          \
-    lhs = std::move(kvrt_try_result_).value();  \
+#define KVRT_TRY_ASSIGN(lhs, expr)                               \
+  do {                                                           \
+    auto kvrt_try_result_ = (expr);                              \
+    if (!kvrt_try_result_.ok()) return kvrt_try_result_.error(); \
+    lhs = std::move(kvrt_try_result_).value();                   \
   } while (0)
 
-#define KVRT_TRY(expr)                          \
-  do {                                          \
-    auto kvrt_try_status_ = (expr);             \
-    if (!kvrt_try_status_.ok())                 \
-      return kvrt_try_status_.error();          \
+#define KVRT_TRY(expr)                                           \
+  do {                                                           \
+    auto kvrt_try_status_ = (expr);                              \
+    if (!kvrt_try_status_.ok()) return kvrt_try_status_.error(); \
   } while (0)

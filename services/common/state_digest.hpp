@@ -41,10 +41,10 @@ class MultisetDigest {
   static StateDigest image(const Entry& e) {
     using detail::mum;
     // Two independent lanes; each word enters both through a different key.
-    const uint64_t lo = mum(mum(e.w0 ^ 0xa0761d6478bd642full, e.w1 ^ 0xe7037ed1a0b428dbull) ^ e.w2,
-                            e.w3 ^ 0x8ebc6af09c88c6e3ull);
-    const uint64_t hi = mum(mum(e.w0 ^ 0x589965cc75374cc3ull, e.w1 ^ 0x1d8e4e27c47d124full) ^ e.w3,
-                            e.w2 ^ 0x9e3779b97f4a7c15ull);
+    const uint64_t lo =
+        mum(mum(e.w0 ^ 0xa0761d6478bd642full, e.w1 ^ 0xe7037ed1a0b428dbull) ^ e.w2, e.w3 ^ 0x8ebc6af09c88c6e3ull);
+    const uint64_t hi =
+        mum(mum(e.w0 ^ 0x589965cc75374cc3ull, e.w1 ^ 0x1d8e4e27c47d124full) ^ e.w3, e.w2 ^ 0x9e3779b97f4a7c15ull);
     return StateDigest{lo, hi};
   }
 
@@ -71,10 +71,10 @@ class MultisetDigest {
     // One 64x64->128 product per lane; the rotated factor brings the
     // identity's high bits into the product's low half.
     const uint64_t x = identity ^ kind;
-    const unsigned __int128 p = static_cast<unsigned __int128>(x ^ 0xa0761d6478bd642full) *
-                                (((x << 29) | (x >> 35)) ^ 0xe7037ed1a0b428dbull);
-    const unsigned __int128 q = static_cast<unsigned __int128>(x ^ 0x8ebc6af09c88c6e3ull) *
-                                (((x << 41) | (x >> 23)) ^ 0x589965cc75374cc3ull);
+    const unsigned __int128 p =
+        static_cast<unsigned __int128>(x ^ 0xa0761d6478bd642full) * (((x << 29) | (x >> 35)) ^ 0xe7037ed1a0b428dbull);
+    const unsigned __int128 q =
+        static_cast<unsigned __int128>(x ^ 0x8ebc6af09c88c6e3ull) * (((x << 41) | (x >> 23)) ^ 0x589965cc75374cc3ull);
     return Coefficients{{static_cast<uint64_t>(p) | 1, static_cast<uint64_t>(q) | 1},
                         {static_cast<uint64_t>(p >> 64) | 1, static_cast<uint64_t>(q >> 64) | 1}};
   }
@@ -82,8 +82,8 @@ class MultisetDigest {
   // (the two halves of one product): half the multiplies of coefficients().
   static StateDigest coefficient(uint64_t kind, uint64_t identity) {
     const uint64_t x = identity ^ kind;
-    const unsigned __int128 p = static_cast<unsigned __int128>(x ^ 0x8ebc6af09c88c6e3ull) *
-                                (((x << 29) | (x >> 35)) ^ 0x1d8e4e27c47d124full);
+    const unsigned __int128 p =
+        static_cast<unsigned __int128>(x ^ 0x8ebc6af09c88c6e3ull) * (((x << 29) | (x >> 35)) ^ 0x1d8e4e27c47d124full);
     return StateDigest{static_cast<uint64_t>(p) | 1, static_cast<uint64_t>(p >> 64) | 1};
   }
   // c * k in each lane (mod 2^64): a counter's term, or a step of it.

@@ -24,10 +24,10 @@ Result<TomlReader> TomlReader::parse(std::string_view text, const std::string& o
     return TomlReader(std::move(t), origin);
   } catch (const toml::parse_error& e) {
     const auto& b = e.source().begin;
-    return make_error(ErrorCode::config_parse,
-                      origin + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) + ": " +
-                          std::string(e.description()),
-                      origin);
+    return make_error(
+        ErrorCode::config_parse,
+        origin + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) + ": " + std::string(e.description()),
+        origin);
   }
 }
 
@@ -53,9 +53,9 @@ Result<int64_t> TomlReader::integer(const toml::table& table, const std::string&
   auto v = node->value<int64_t>();
   if (!node->is_integer() || !v) return field_error(node, where, field, "must be an integer");
   if (*v < min || *v > max)
-    return field_error(node, where, field,
-                       "value " + std::to_string(*v) + " is outside [" + std::to_string(min) + ", " +
-                           std::to_string(max) + "]");
+    return field_error(
+        node, where, field,
+        "value " + std::to_string(*v) + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
   return *v;
 }
 
@@ -94,8 +94,7 @@ Result<std::vector<int64_t>> TomlReader::integer_array(const toml::table& table,
   std::vector<int64_t> out;
   for (size_t i = 0; i < arr->size(); ++i) {
     const toml::node& e = *arr->get(i);
-    if (!e.is_integer())
-      return field_error(&e, where, field + "[" + std::to_string(i) + "]", "must be an integer");
+    if (!e.is_integer()) return field_error(&e, where, field + "[" + std::to_string(i) + "]", "must be an integer");
     out.push_back(*e.value<int64_t>());
   }
   return out;
@@ -110,8 +109,7 @@ Result<std::vector<std::string>> TomlReader::string_array(const toml::table& tab
   std::vector<std::string> out;
   for (size_t i = 0; i < arr->size(); ++i) {
     const toml::node& e = *arr->get(i);
-    if (!e.is_string())
-      return field_error(&e, where, field + "[" + std::to_string(i) + "]", "must be a string");
+    if (!e.is_string()) return field_error(&e, where, field + "[" + std::to_string(i) + "]", "must be a string");
     out.emplace_back(*e.value<std::string_view>());
   }
   return out;

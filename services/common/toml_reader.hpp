@@ -2,12 +2,12 @@
 // Reads TOML configuration with errors that name the file, line, column and
 // field, so a bad config file is fixed in one look and starts nothing.
 // Include only from .cpp files: toml++ is a heavy header.
+#include <toml++/toml.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <toml++/toml.h>
 
 #include "services/common/result.hpp"
 

@@ -9,8 +9,7 @@ Status check_copy_ranges(uint64_t buffer_bytes, std::span<const ByteRangeCopy> c
   for (size_t i = 0; i < copies.size(); ++i) {
     const auto& c = copies[i];
     const std::string where = "copies[" + std::to_string(i) + "]";
-    if (c.bytes > buffer_bytes || c.src_offset > buffer_bytes - c.bytes ||
-        c.dst_offset > buffer_bytes - c.bytes)
+    if (c.bytes > buffer_bytes || c.src_offset > buffer_bytes - c.bytes || c.dst_offset > buffer_bytes - c.bytes)
       return make_error(ErrorCode::invalid_argument,
                         "range of " + std::to_string(c.bytes) + " bytes at src " + std::to_string(c.src_offset) +
                             " / dst " + std::to_string(c.dst_offset) + " exceeds buffer of " +
@@ -39,8 +38,8 @@ class HostBuffer final : public BackendBuffer {
 Status check_span(const BackendBuffer& b, uint64_t offset, uint64_t bytes) {
   if (bytes > b.size_bytes() || offset > b.size_bytes() - bytes)
     return make_error(ErrorCode::invalid_argument,
-                      std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
-                          " exceed buffer of " + std::to_string(b.size_bytes()) + " bytes",
+                      std::to_string(bytes) + " bytes at offset " + std::to_string(offset) + " exceed buffer of " +
+                          std::to_string(b.size_bytes()) + " bytes",
                       "offset");
   return Status::success();
 }

@@ -20,10 +20,10 @@ Result<ResolvedBlockTable> block_table_from_allocator(const BlockAllocator& allo
     const PhysicalBlockHandle& h = handles[j];
     out.group = h.group;
     if (h.block.value < block_id_base)
-      return make_error(ErrorCode::coordinate_out_of_range,
-                        "block id " + std::to_string(h.block.value) + " below the pool's base " +
-                            std::to_string(block_id_base),
-                        "block_id_base");
+      return make_error(
+          ErrorCode::coordinate_out_of_range,
+          "block id " + std::to_string(h.block.value) + " below the pool's base " + std::to_string(block_id_base),
+          "block_id_base");
     BlockMeta meta;
     KVRT_TRY_ASSIGN(meta, allocator.block(h));
     out.slots.push_back(h.block.value - block_id_base);

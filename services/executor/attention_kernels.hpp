@@ -36,7 +36,7 @@ struct KvRows {
   const T* const* k = nullptr;  // [n] rows of d_qk lanes
   const T* const* v = nullptr;  // [n] rows of d_v lanes
   uint32_t n = 0;
-  uint64_t first_position = 0;  // [tokens]
+  uint64_t first_position = 0;               // [tokens]
   const std::byte* const* next_k = nullptr;  // [next_n] first byte of each next K row, or null
   const std::byte* const* next_v = nullptr;  // [next_n] first byte of each next V row
   uint32_t next_n = 0;
@@ -87,8 +87,7 @@ constexpr uint64_t tile_scratch_elements(uint32_t window_rows, uint32_t m_pad) {
 
 // qt[x][r] = q_rows[r][x] * scale for r < rows; zero for rows <= r < m_pad.
 template <class T>
-void pack_transposed_queries(const T* const* q_rows, uint32_t rows, uint32_t m_pad, uint32_t qk_dim, T scale,
-                             T* qt) {
+void pack_transposed_queries(const T* const* q_rows, uint32_t rows, uint32_t m_pad, uint32_t qk_dim, T scale, T* qt) {
   for (uint32_t x = 0; x < qk_dim; ++x) {
     T* out = qt + uint64_t{x} * m_pad;
     for (uint32_t r = 0; r < rows; ++r) out[r] = q_rows[r][x] * scale;

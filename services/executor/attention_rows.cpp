@@ -166,7 +166,8 @@ template <class T, int R>
 KVRT_INLINE void rows_group(const T* q, uint32_t row0, uint32_t real, uint32_t dk, uint32_t dv, const KvRows<T>& kv,
                             RowsState<T> st, T* scores) {
   const T* q_row[R];
-  for (int r = 0; r < R; ++r) q_row[r] = q + uint64_t{row0 + std::min<uint32_t>(static_cast<uint32_t>(r), real - 1)} * dk;
+  for (int r = 0; r < R; ++r)
+    q_row[r] = q + uint64_t{row0 + std::min<uint32_t>(static_cast<uint32_t>(r), real - 1)} * dk;
   RowsState<T> sub{st.valid + row0, st.m + row0, st.l + row0, st.acc + uint64_t{row0} * dv};
   // A padded group (3 real rows run as 4) works on copies of its states in
   // scratch past the scores, so the repeated row never overwrites a real one.

@@ -132,9 +132,9 @@ KVRT_INLINE void tile_attend_impl(const T* qt, uint32_t rows, uint32_t m_pad, ui
   constexpr int W = kLanes<T>;
   const uint32_t n = kv.n;
   if (n == 0 || rows == 0) return;
-  T* pt = scratch;                              // [n][m_pad] scores, then probabilities
-  T* col_max = scratch + uint64_t{n} * m_pad;   // [m_pad]
-  T* shift = col_max + m_pad;                   // [m_pad]
+  T* pt = scratch;                             // [n][m_pad] scores, then probabilities
+  T* col_max = scratch + uint64_t{n} * m_pad;  // [m_pad]
+  T* shift = col_max + m_pad;                  // [m_pad]
   const T neg_inf = -std::numeric_limits<T>::infinity();
 
   // 1. S^T = K Q^T: pairs of vectors of columns, then a last single vector.
@@ -158,7 +158,9 @@ KVRT_INLINE void tile_attend_impl(const T* qt, uint32_t rows, uint32_t m_pad, ui
   //    and exp(-inf - -inf) is never formed.
   for (uint32_t r = 0; r < rows; ++r) {
     const uint64_t visible =
-        key_limit == nullptr ? n : (key_limit[r] <= kv.first_position ? 0 : std::min<uint64_t>(n, key_limit[r] - kv.first_position));
+        key_limit == nullptr
+            ? n
+            : (key_limit[r] <= kv.first_position ? 0 : std::min<uint64_t>(n, key_limit[r] - kv.first_position));
     T m_new = col_max[r];
     if (st.valid[r] != 0) {
       m_new = std::max(st.m[r], col_max[r]);
@@ -190,12 +192,24 @@ KVRT_INLINE void tile_attend_impl(const T* qt, uint32_t rows, uint32_t m_pad, ui
   // 6. acc += P V, in tiles of up to 6 rows, each exactly as tall as the rows it has.
   for (uint32_t r0 = 0; r0 < rows; r0 += kTileRows) {
     switch (std::min(kTileRows, rows - r0)) {
-      case 1: output_rows<T, 1>(r0, pt, m_pad, kv, st.acc, dv); break;
-      case 2: output_rows<T, 2>(r0, pt, m_pad, kv, st.acc, dv); break;
-      case 3: output_rows<T, 3>(r0, pt, m_pad, kv, st.acc, dv); break;
-      case 4: output_rows<T, 4>(r0, pt, m_pad, kv, st.acc, dv); break;
-      case 5: output_rows<T, 5>(r0, pt, m_pad, kv, st.acc, dv); break;
-      default: output_rows<T, 6>(r0, pt, m_pad, kv, st.acc, dv); break;
+      case 1:
+        output_rows<T, 1>(r0, pt, m_pad, kv, st.acc, dv);
+        break;
+      case 2:
+        output_rows<T, 2>(r0, pt, m_pad, kv, st.acc, dv);
+        break;
+      case 3:
+        output_rows<T, 3>(r0, pt, m_pad, kv, st.acc, dv);
+        break;
+      case 4:
+        output_rows<T, 4>(r0, pt, m_pad, kv, st.acc, dv);
+        break;
+      case 5:
+        output_rows<T, 5>(r0, pt, m_pad, kv, st.acc, dv);
+        break;
+      default:
+        output_rows<T, 6>(r0, pt, m_pad, kv, st.acc, dv);
+        break;
     }
   }
 }

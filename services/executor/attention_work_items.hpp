@@ -30,7 +30,7 @@ struct PlanRowRun {
 struct PlanChunk {
   uint32_t run_begin = 0;  // index of its first PlanRowRun
   uint32_t run_count = 0;
-  uint32_t tokens = 0;     // T_c [keys]
+  uint32_t tokens = 0;          // T_c [keys]
   uint32_t coverage_begin = 0;  // sequences [coverage_begin, coverage_end) read it
   uint32_t coverage_end = 0;
 };
@@ -53,8 +53,8 @@ struct PlanSequenceItem {
 // key_count). Sequence s writes partial `partial + (s - sequence_begin)`.
 struct PlanTileItem {
   uint32_t chunk = 0;
-  uint32_t key_begin = 0;       // [keys], chunk-relative
-  uint32_t key_count = 0;       // [keys], >= 1
+  uint32_t key_begin = 0;  // [keys], chunk-relative
+  uint32_t key_count = 0;  // [keys], >= 1
   uint32_t sequence_begin = 0;
   uint32_t sequence_count = 0;  // >= 1
   uint32_t partial = 0;

@@ -78,7 +78,8 @@ uint32_t tile_sequences_for(uint32_t requested, const HeadMapping& heads) {
 }
 
 // An empty plan with P_k, P_part and the tile width resolved and checked.
-Result<AttentionWorkPlan> start_plan(const PagedKvView& view, const HeadMapping& heads, const WorkPlanOptions& options) {
+Result<AttentionWorkPlan> start_plan(const PagedKvView& view, const HeadMapping& heads,
+                                     const WorkPlanOptions& options) {
   auto pk = kernel_block_tokens_for(view, options.kernel_block_tokens);
   if (!pk.ok()) return pk.error();
   auto part = partition_tokens_for(options.partition_tokens, *pk);
@@ -133,8 +134,8 @@ Result<AttentionWorkPlan> plan_shared_prefix(const PagedKvView& view, const Exec
   AttentionWorkPlan plan = std::move(started).value();
   for (const SnapshotChunk& c : snapshot.chunks) {
     if (c.tokens() > std::numeric_limits<uint32_t>::max()) return too_large("chunk tokens");
-    PlanChunk chunk{static_cast<uint32_t>(plan.runs.size()), 0, static_cast<uint32_t>(c.tokens()),
-                    c.coverage_begin, c.coverage_end};
+    PlanChunk chunk{static_cast<uint32_t>(plan.runs.size()), 0, static_cast<uint32_t>(c.tokens()), c.coverage_begin,
+                    c.coverage_end};
     uint32_t key = 0;
     for (const KvRowRun& r : c.runs) {
       if (r.rows == 0) continue;  // a device search over runs needs every run non-empty

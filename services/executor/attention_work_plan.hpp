@@ -43,10 +43,10 @@ struct AttentionWorkPlan {
   std::vector<uint32_t> merge_offsets;  // [sequences + 1]
   std::vector<uint32_t> merge_partials;
   uint32_t sequences = 0;
-  uint32_t partial_count = 0;     // partials the launch writes [partials]
+  uint32_t partial_count = 0;        // partials the launch writes [partials]
   uint32_t kernel_block_tokens = 0;  // P_k used [keys]
-  uint32_t partition_tokens = 0;  // P_part used [keys]
-  uint32_t tile_sequences = 0;    // used [sequences per tile]
+  uint32_t partition_tokens = 0;     // P_part used [keys]
+  uint32_t tile_sequences = 0;       // used [sequences per tile]
 
   // Keys a launch reads from the pool, summed over work items (one read of a
   // chunk-first partition serves its whole tile) [key rows per K/V head].

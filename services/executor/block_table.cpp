@@ -17,15 +17,14 @@ Result<ResolvedBlockTable> resolve_block_table(const TranslationSnapshot& snapsh
   const GroupTable* table = tables->table(group);
   const GroupPool* pool = snapshot.pool(group);
   if (table == nullptr || pool == nullptr)
-    return make_error(ErrorCode::unknown_group, "request has no table or pool for cache group " +
-                                                    std::to_string(group.value), "group");
+    return make_error(ErrorCode::unknown_group,
+                      "request has no table or pool for cache group " + std::to_string(group.value), "group");
   const uint32_t block_tokens = snapshot.block_size();
   const uint64_t needed = ceil_div(tables->context_length, block_tokens);
   if (needed > table->blocks.size())
     return make_error(ErrorCode::table_out_of_bounds,
                       "context of " + std::to_string(tables->context_length) + " tokens needs " +
-                          std::to_string(needed) + " blocks but the table has " +
-                          std::to_string(table->blocks.size()),
+                          std::to_string(needed) + " blocks but the table has " + std::to_string(table->blocks.size()),
                       "tables.blocks");
   ResolvedBlockTable out;
   out.request_id = tables->request_id;
@@ -37,14 +36,14 @@ Result<ResolvedBlockTable> resolve_block_table(const TranslationSnapshot& snapsh
   // The table's scope (pool id, generation) must be the pool's current one:
   // a table published before its pool was recycled names a dead generation.
   if (table->pool_id != pool->pool_id)
-    return make_error(ErrorCode::unknown_physical,
-                      "table names pool " + std::to_string(table->pool_id.value) + ", not " +
-                          std::to_string(pool->pool_id.value),
-                      "tables.pool_id");
+    return make_error(
+        ErrorCode::unknown_physical,
+        "table names pool " + std::to_string(table->pool_id.value) + ", not " + std::to_string(pool->pool_id.value),
+        "tables.pool_id");
   if (table->pool_generation != pool->pool_generation)
     return make_error(ErrorCode::stale_physical,
-                      "table names pool generation " + std::to_string(table->pool_generation.value) +
-                          ", current is " + std::to_string(pool->pool_generation.value),
+                      "table names pool generation " + std::to_string(table->pool_generation.value) + ", current is " +
+                          std::to_string(pool->pool_generation.value),
                       "tables.pool_generation");
   for (uint64_t j = 0; j < needed; ++j) {
     const auto field = [j] { return std::string("tables.blocks[").append(std::to_string(j)).append("]"); };
@@ -80,10 +79,10 @@ Status check_block_table(const KvBlockTable& t, const PagedKvView& view, uint32_
     return make_error(ErrorCode::executor_frontier_mismatch, "a request with no visible token has nothing to attend",
                       field + ".context_tokens");
   if (t.slots.size() != t.valid_rows.size())
-    return make_error(ErrorCode::executor_shape_mismatch,
-                      std::to_string(t.slots.size()) + " slots but " + std::to_string(t.valid_rows.size()) +
-                          " valid-row entries",
-                      field + ".valid_rows");
+    return make_error(
+        ErrorCode::executor_shape_mismatch,
+        std::to_string(t.slots.size()) + " slots but " + std::to_string(t.valid_rows.size()) + " valid-row entries",
+        field + ".valid_rows");
   const uint32_t p_a = view.block_tokens;
   const uint64_t needed = ceil_div(t.context_tokens, p_a);
   if (needed > t.slots.size())

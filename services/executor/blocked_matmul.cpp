@@ -13,11 +13,11 @@ using simd::splat;
 using simd::store;
 using V = simd::Vec<float>;
 
-constexpr uint32_t kMr = 6;    // micro-tile rows
-constexpr uint32_t kNr = 16;   // micro-tile columns (two vectors)
-constexpr uint32_t kKc = 256;  // K slab [elements]: a 6 x 256 A strip and a 256 x 16 B strip fit L1
-constexpr uint32_t kMc = 96;   // rows per parallel block, a multiple of kMr
-constexpr uint32_t kNc = 1024; // columns per packed B panel
+constexpr uint32_t kMr = 6;     // micro-tile rows
+constexpr uint32_t kNr = 16;    // micro-tile columns (two vectors)
+constexpr uint32_t kKc = 256;   // K slab [elements]: a 6 x 256 A strip and a 256 x 16 B strip fit L1
+constexpr uint32_t kMc = 96;    // rows per parallel block, a multiple of kMr
+constexpr uint32_t kNc = 1024;  // columns per packed B panel
 
 // c_tile[6][16] = sum_k a_strip[k][6] * b_strip[k][16].
 KVRT_INLINE void micro_kernel(uint32_t kc, const float* ap, const float* bp, float* tile) {
@@ -41,8 +41,8 @@ KVRT_INLINE void micro_kernel(uint32_t kc, const float* ap, const float* bp, flo
 
 // One kMc x nc block of C for one K slab.
 KVRT_SIMD_CLONES
-void block_product(uint32_t mc, uint32_t nc, uint32_t kc, const float* a, uint64_t lda, const float* bpack,
-                   float* c, uint64_t ldc, float* apack) {
+void block_product(uint32_t mc, uint32_t nc, uint32_t kc, const float* a, uint64_t lda, const float* bpack, float* c,
+                   uint64_t ldc, float* apack) {
   const uint32_t strips = (mc + kMr - 1) / kMr;
   for (uint32_t s = 0; s < strips; ++s)
     for (uint32_t p = 0; p < kc; ++p)

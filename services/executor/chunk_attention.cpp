@@ -40,7 +40,8 @@ Result<SharedPrefixReceipt> chunk_attention_impl(const PagedKvView& view, const 
   // Every materialised row is written by the chunk-first phase before the
   // sequence-first phase reads it.
   Workspace local;
-  PartialBuffer<T> partial = PartialBuffer<T>::take(workspace != nullptr ? *workspace : local, md.partial_rows * hq, dv);
+  PartialBuffer<T> partial =
+      PartialBuffer<T>::take(workspace != nullptr ? *workspace : local, md.partial_rows * hq, dv);
 
   ThreadPool inline_pool(1);
   ThreadPool& threads = pool != nullptr ? *pool : inline_pool;
@@ -115,8 +116,8 @@ Result<SharedPrefixReceipt> chunk_attention(const PagedKvView& view, const Share
                                             Workspace* workspace) {
   return chunk_attention_impl(view, args, pool, workspace);
 }
-Result<SharedPrefixReceipt> chunk_attention(const PagedKvView& view, const SharedPrefixArgs64& args,
-                                            ThreadPool* pool, Workspace* workspace) {
+Result<SharedPrefixReceipt> chunk_attention(const PagedKvView& view, const SharedPrefixArgs64& args, ThreadPool* pool,
+                                            Workspace* workspace) {
   return chunk_attention_impl(view, args, pool, workspace);
 }
 

@@ -28,11 +28,11 @@ namespace kvrt::executor {
 // The host-side metadata of the chunk-first phase (0x0BD's
 // build_chunk_first_metadata): one entry per materialised chunk.
 struct ChunkFirstMetadata {
-  std::vector<uint32_t> chunk;   // chunk index
-  std::vector<uint32_t> begins;  // coverage begin
-  std::vector<uint32_t> ends;    // coverage end
-  std::vector<uint64_t> offsets; // first partial row [rows]
-  uint64_t partial_rows = 0;     // [rows] (per query head)
+  std::vector<uint32_t> chunk;    // chunk index
+  std::vector<uint32_t> begins;   // coverage begin
+  std::vector<uint32_t> ends;     // coverage end
+  std::vector<uint64_t> offsets;  // first partial row [rows]
+  uint64_t partial_rows = 0;      // [rows] (per query head)
 };
 ChunkFirstMetadata build_chunk_first_metadata(const ExecutionSnapshot& snapshot);
 

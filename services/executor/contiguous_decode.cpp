@@ -22,8 +22,8 @@ Result<DecodeReceipt> contiguous_impl(const PagedKvView& view, const ContiguousD
     const ContiguousRequest& req = a.requests[r];
     if (req.context_tokens > view.block_tokens)
       return make_error(ErrorCode::row_not_valid,
-                        "context of " + std::to_string(req.context_tokens) + " tokens exceeds the reservation's T_max " +
-                            std::to_string(view.block_tokens),
+                        "context of " + std::to_string(req.context_tokens) +
+                            " tokens exceeds the reservation's T_max " + std::to_string(view.block_tokens),
                         "requests[" + std::to_string(r) + "].context_tokens");
     slots[r] = req.slot;
     valid[r] = static_cast<uint32_t>(req.context_tokens);
@@ -51,8 +51,8 @@ Result<DecodeReceipt> contiguous_decode(const PagedKvView& view, const Contiguou
                                         Workspace* workspace) {
   return contiguous_impl(view, args, pool, workspace);
 }
-Result<DecodeReceipt> contiguous_decode(const PagedKvView& view, const ContiguousDecodeArgs64& args,
-                                        ThreadPool* pool, Workspace* workspace) {
+Result<DecodeReceipt> contiguous_decode(const PagedKvView& view, const ContiguousDecodeArgs64& args, ThreadPool* pool,
+                                        Workspace* workspace) {
   return contiguous_impl(view, args, pool, workspace);
 }
 

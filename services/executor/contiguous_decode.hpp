@@ -30,9 +30,9 @@ template <class T>
 struct ContiguousDecodeArgsT {
   HeadMapping heads;
   std::span<const ContiguousRequest> requests;
-  std::span<const T> queries;  // [B][H_q][d]
-  std::span<T> outputs;        // [B][H_q][d]
-  std::span<T> lse;            // [B][H_q] or empty
+  std::span<const T> queries;     // [B][H_q][d]
+  std::span<T> outputs;           // [B][H_q][d]
+  std::span<T> lse;               // [B][H_q] or empty
   uint32_t partition_tokens = 0;  // P_part as in AttentionOptions (0: automatic)
 };
 using ContiguousDecodeArgs = ContiguousDecodeArgsT<float>;

@@ -58,7 +58,8 @@ Status ExecutionSnapshot::validate() const {
   for (uint64_t c = 0; c < chunks.size(); ++c) {
     const SnapshotChunk& ch = chunks[c];
     if (ch.tokens() == 0)
-      return make_error(ErrorCode::invalid_argument, "chunk " + ch.name + " holds no rows", indexed("chunks", c) + ".runs");
+      return make_error(ErrorCode::invalid_argument, "chunk " + ch.name + " holds no rows",
+                        indexed("chunks", c) + ".runs");
     if (ch.coverage_begin >= ch.coverage_end)
       return make_error(ErrorCode::executor_coverage_gap, "chunk " + ch.name + " covers no sequence",
                         indexed("chunks", c) + ".coverage");
@@ -76,8 +77,8 @@ Status ExecutionSnapshot::validate() const {
     for (uint64_t k = 0; k < seq.path.size(); ++k) {
       const uint32_t c = seq.path[k];
       if (c >= chunks.size())
-        return make_error(ErrorCode::coordinate_out_of_range, "path names chunk " + std::to_string(c) + " of " +
-                                                                  std::to_string(chunks.size()),
+        return make_error(ErrorCode::coordinate_out_of_range,
+                          "path names chunk " + std::to_string(c) + " of " + std::to_string(chunks.size()),
                           field + indexed(".path", k));
       const SnapshotChunk& ch = chunks[c];
       if (ch.first_position < next)
@@ -138,23 +139,23 @@ Status ExecutionSnapshot::validate_for(const PagedKvView& view, const SnapshotFe
                           ", snapshot is of version " + std::to_string(tree_version),
                       "tree_version");
   if (expected.tree_state_digest != tree_state_digest)
-    return make_error(ErrorCode::executor_stale_snapshot,
-                      "tree-state digest " + tree_state_digest.hex() + " is not the planned " +
-                          expected.tree_state_digest.hex(),
-                      "tree_state_digest");
+    return make_error(
+        ErrorCode::executor_stale_snapshot,
+        "tree-state digest " + tree_state_digest.hex() + " is not the planned " + expected.tree_state_digest.hex(),
+        "tree_state_digest");
   KVRT_TRY(check_head_mapping(contract.heads, view.kv_heads, "contract.heads"));
   if (!(query_heads == contract.heads))
     return make_error(ErrorCode::executor_head_mapping,
-                      "queries use H_q = " + std::to_string(query_heads.q_heads) + ", H_kv = " +
-                          std::to_string(query_heads.kv_heads) + " but the snapshot contracts H_q = " +
-                          std::to_string(contract.heads.q_heads) + ", H_kv = " +
-                          std::to_string(contract.heads.kv_heads),
+                      "queries use H_q = " + std::to_string(query_heads.q_heads) +
+                          ", H_kv = " + std::to_string(query_heads.kv_heads) +
+                          " but the snapshot contracts H_q = " + std::to_string(contract.heads.q_heads) +
+                          ", H_kv = " + std::to_string(contract.heads.kv_heads),
                       "contract.heads");
   if (contract.qk_dim != view.k.head_dim || contract.v_dim != view.v.head_dim)
     return make_error(ErrorCode::executor_shape_mismatch,
-                      "contract widths d_qk = " + std::to_string(contract.qk_dim) + ", d_v = " +
-                          std::to_string(contract.v_dim) + " but the pool holds " + std::to_string(view.k.head_dim) +
-                          ", " + std::to_string(view.v.head_dim),
+                      "contract widths d_qk = " + std::to_string(contract.qk_dim) +
+                          ", d_v = " + std::to_string(contract.v_dim) + " but the pool holds " +
+                          std::to_string(view.k.head_dim) + ", " + std::to_string(view.v.head_dim),
                       "contract.qk_dim");
   if (contract.k_dtype != view.k.dtype || contract.v_dtype != view.v.dtype)
     return make_error(ErrorCode::executor_shape_mismatch, "contract dtypes differ from the pool's", "contract.k_dtype");

@@ -123,8 +123,8 @@ Result<SharedPrefixReceipt> hydragen_impl(const PagedKvView& view, const SharedP
 
 }  // namespace
 
-Result<SharedPrefixReceipt> hydragen_attention(const PagedKvView& view, const SharedPrefixArgs& args,
-                                               ThreadPool* pool, Workspace* workspace) {
+Result<SharedPrefixReceipt> hydragen_attention(const PagedKvView& view, const SharedPrefixArgs& args, ThreadPool* pool,
+                                               Workspace* workspace) {
   return hydragen_impl(view, args, pool, workspace);
 }
 Result<SharedPrefixReceipt> hydragen_attention(const PagedKvView& view, const SharedPrefixArgs64& args,

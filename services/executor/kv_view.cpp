@@ -29,7 +29,8 @@ Status check_bytes(const KvTensorView& t, uint64_t bytes, unsigned __int128 from
 
 Status check_source(const KvTensorBytes& s, TensorKind kind) {
   const bool is_k = kind == TensorKind::K;
-  if (s.data == nullptr) return make_error(ErrorCode::invalid_argument, "null tensor pointer", is_k ? "k.data" : "v.data");
+  if (s.data == nullptr)
+    return make_error(ErrorCode::invalid_argument, "null tensor pointer", is_k ? "k.data" : "v.data");
   return check_storage_dtype(s.dtype, is_k ? "k.dtype" : "v.dtype");
 }
 
@@ -88,8 +89,7 @@ Result<PagedKvView> paged_kv_view(const TranslationSnapshot& snapshot, uint32_t 
   const TensorGeometry geometry = snapshot.geometry(*group, *pool);
   auto bytes_of = [&](TensorKind kind) {
     const uint64_t base = pool->base(kind);
-    return KvTensorBytes{reinterpret_cast<const std::byte*>(base),
-                         snapshot.tensor_end(*group, *pool, kind) - base,
+    return KvTensorBytes{reinterpret_cast<const std::byte*>(base), snapshot.tensor_end(*group, *pool, kind) - base,
                          kind == TensorKind::K ? group->k_dtype : group->v_dtype};
   };
   return paged_kv_view(geometry, model_layer - group->layer_start, bytes_of(TensorKind::K), bytes_of(TensorKind::V));

@@ -31,15 +31,17 @@ namespace kvrt::executor {
 struct KvTensorView {
   const std::byte* base = nullptr;  // element (slot 0, row 0, head 0, lane 0) of this layer
   ScalarType dtype = ScalarType::fp32;
-  uint32_t head_dim = 0;        // lanes per head, d_qk for K and d_v for V [scalars]
-  uint64_t slot_stride = 0;     // [elements] between slots
-  uint64_t token_stride = 0;    // [elements] between token rows of one slot
-  uint64_t head_stride = 0;     // [elements] between K/V heads
-  uint64_t lane_stride = 0;     // [elements] between lanes; 1 is the contiguous fast path
+  uint32_t head_dim = 0;      // lanes per head, d_qk for K and d_v for V [scalars]
+  uint64_t slot_stride = 0;   // [elements] between slots
+  uint64_t token_stride = 0;  // [elements] between token rows of one slot
+  uint64_t head_stride = 0;   // [elements] between K/V heads
+  uint64_t lane_stride = 0;   // [elements] between lanes; 1 is the contiguous fast path
 
   // fp32 is 4 bytes, fp16/bf16 2 (the storage dtypes a view can hold);
   // inline because every row address needs it.
-  uint32_t scalar_bytes() const { return dtype == ScalarType::fp32 ? 4 : dtype == ScalarType::fp8_e4m3 || dtype == ScalarType::int8 ? 1 : 2; }
+  uint32_t scalar_bytes() const {
+    return dtype == ScalarType::fp32 ? 4 : dtype == ScalarType::fp8_e4m3 || dtype == ScalarType::int8 ? 1 : 2;
+  }
   // First lane of one row of one head [byte address].
   const std::byte* row(uint64_t slot, uint64_t token, uint32_t head) const {
     return base + (slot * slot_stride + token * token_stride + uint64_t{head} * head_stride) * scalar_bytes();

@@ -41,11 +41,11 @@ struct StateRef {
 template <class T>
 struct PartialStates {
   uint32_t rows = 0;
-  uint32_t v_dim = 0;             // d_v [lanes]
-  std::vector<uint64_t> valid;    // [rows]
-  std::vector<T> m;               // [rows]
-  std::vector<T> l;               // [rows]
-  std::vector<T> u;               // [rows][v_dim]
+  uint32_t v_dim = 0;           // d_v [lanes]
+  std::vector<uint64_t> valid;  // [rows]
+  std::vector<T> m;             // [rows]
+  std::vector<T> l;             // [rows]
+  std::vector<T> u;             // [rows][v_dim]
 
   void reset(uint32_t row_count, uint32_t lanes) {
     rows = row_count;

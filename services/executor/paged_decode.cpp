@@ -13,8 +13,8 @@ namespace kvrt::executor {
 Status check_head_mapping(const HeadMapping& heads, uint32_t pool_kv_heads, const std::string& field) {
   if (heads.q_heads == 0 || heads.kv_heads == 0 || heads.q_heads % heads.kv_heads != 0)
     return make_error(ErrorCode::executor_head_mapping,
-                      "H_q = " + std::to_string(heads.q_heads) + " is not a positive multiple of H_kv = " +
-                          std::to_string(heads.kv_heads),
+                      "H_q = " + std::to_string(heads.q_heads) +
+                          " is not a positive multiple of H_kv = " + std::to_string(heads.kv_heads),
                       field);
   if (heads.kv_heads != pool_kv_heads)
     return make_error(ErrorCode::executor_head_mapping,

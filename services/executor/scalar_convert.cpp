@@ -32,10 +32,10 @@ Status check_storage_dtype(ScalarType dtype, const char* field) {
 namespace {
 
 using simd::Vec;
-using Lanes32 = simd::VecOf<float>::itype;                                // 8 x int32
-typedef uint32_t ULanes32 __attribute__((vector_size(32)));               // 8 x uint32
-typedef uint16_t Storage16 __attribute__((vector_size(16)));              // 8 x binary16 / bfloat16
-constexpr std::size_t kGroup = 8;                                         // lanes per vector step [scalars]
+using Lanes32 = simd::VecOf<float>::itype;                    // 8 x int32
+typedef uint32_t ULanes32 __attribute__((vector_size(32)));   // 8 x uint32
+typedef uint16_t Storage16 __attribute__((vector_size(16)));  // 8 x binary16 / bfloat16
+constexpr std::size_t kGroup = 8;                             // lanes per vector step [scalars]
 
 // fp16_to_float on eight lanes: the same three candidates and the same
 // selection, so each lane's bits equal the scalar function's
@@ -95,7 +95,8 @@ KVRT_INLINE void widen_rows_as(const void* src, std::ptrdiff_t row_stride, std::
   }
   const std::byte* s = static_cast<const std::byte*>(src);
   const std::ptrdiff_t row_bytes = row_stride * (D == ScalarType::fp32 ? 4 : 2);
-  for (std::size_t r = 0; r < rows; ++r) widen_row<D>(s + std::ptrdiff_t(r) * row_bytes, lane_stride, lanes, dst + r * lanes);
+  for (std::size_t r = 0; r < rows; ++r)
+    widen_row<D>(s + std::ptrdiff_t(r) * row_bytes, lane_stride, lanes, dst + r * lanes);
 }
 
 // fp16 runs. Under x86-64-v3 (function multi-versioning, chosen at load
@@ -113,9 +114,9 @@ void widen_fp16_rows(const void* src, std::ptrdiff_t row_stride, std::ptrdiff_t 
 }
 
 #ifdef KVRT_F16C_VERSION
-__attribute__((target("arch=x86-64-v3")))
-void widen_fp16_rows(const void* src, std::ptrdiff_t row_stride, std::ptrdiff_t lane_stride, std::size_t rows,
-                     std::size_t lanes, float* dst) {
+__attribute__((target("arch=x86-64-v3"))) void widen_fp16_rows(const void* src, std::ptrdiff_t row_stride,
+                                                               std::ptrdiff_t lane_stride, std::size_t rows,
+                                                               std::size_t lanes, float* dst) {
   if (lane_stride != 1) return widen_rows_as<ScalarType::fp16>(src, row_stride, lane_stride, rows, lanes, dst);
   if (row_stride == std::ptrdiff_t(lanes)) {  // one contiguous run
     lanes *= rows;

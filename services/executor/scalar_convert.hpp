@@ -67,10 +67,10 @@ inline uint16_t float_to_fp16(float f) {
     // Result is subnormal or zero: value / 2^-24, rounded to an integer.
     // Adding 0.5 (as 2^-1 in units of 2^-24) via the float shifter 2^-1 * ...
     // is avoided; instead shift the 24-bit significand with RNE by hand.
-    if (magnitude < 0x33000000u) return sign;  // < 2^-25: rounds to zero (2^-25 itself ties to even 0)
-    const uint32_t exponent = magnitude >> 23;        // 102..112
+    if (magnitude < 0x33000000u) return sign;   // < 2^-25: rounds to zero (2^-25 itself ties to even 0)
+    const uint32_t exponent = magnitude >> 23;  // 102..112
     const uint32_t significand = (magnitude & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126u - exponent;           // 14..24: to units of 2^-24
+    const uint32_t shift = 126u - exponent;  // 14..24: to units of 2^-24
     const uint32_t kept = significand >> shift;
     const uint32_t rest = significand & ((1u << shift) - 1u);
     const uint32_t half = 1u << (shift - 1u);

@@ -49,8 +49,9 @@ Status check_shared_prefix_args(const PagedKvView& view, const SharedPrefixArgsT
 // Ledger widths of a pool view, with partial outputs kept in T.
 template <class T>
 LedgerWidths ledger_widths(const PagedKvView& view) {
-  return LedgerWidths{uint64_t{view.k.head_dim} * view.k.scalar_bytes() + uint64_t{view.v.head_dim} * view.v.scalar_bytes(),
-                      static_cast<uint32_t>(sizeof(T)), static_cast<uint32_t>(sizeof(T))};
+  return LedgerWidths{
+      uint64_t{view.k.head_dim} * view.k.scalar_bytes() + uint64_t{view.v.head_dim} * view.v.scalar_bytes(),
+      static_cast<uint32_t>(sizeof(T)), static_cast<uint32_t>(sizeof(T))};
 }
 
 }  // namespace kvrt::executor

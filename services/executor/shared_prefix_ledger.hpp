@@ -30,15 +30,15 @@ struct LedgerWidths {
 };
 
 struct SharedPrefixLedger {
-  uint64_t logical_pairs = 0;      // [rows]
-  uint64_t unique_rows = 0;        // [rows]
-  uint64_t saved_reads = 0;        // [rows]
-  uint64_t partial_rows = 0;       // [rows]
-  uint64_t partial_row_bytes = 0;  // d_v b_O + 2 b_state [bytes]
-  uint64_t partial_bytes = 0;      // [bytes]
-  uint64_t baseline_kv_bytes = 0;  // logical_pairs * kv_row_bytes [bytes]
-  uint64_t shared_kv_bytes = 0;    // unique_rows * kv_row_bytes [bytes]
-  uint64_t chunks = 0;             // chunk objects the shared schedule visits [chunks]
+  uint64_t logical_pairs = 0;        // [rows]
+  uint64_t unique_rows = 0;          // [rows]
+  uint64_t saved_reads = 0;          // [rows]
+  uint64_t partial_rows = 0;         // [rows]
+  uint64_t partial_row_bytes = 0;    // d_v b_O + 2 b_state [bytes]
+  uint64_t partial_bytes = 0;        // [bytes]
+  uint64_t baseline_kv_bytes = 0;    // logical_pairs * kv_row_bytes [bytes]
+  uint64_t shared_kv_bytes = 0;      // unique_rows * kv_row_bytes [bytes]
+  uint64_t chunks = 0;               // chunk objects the shared schedule visits [chunks]
   uint64_t materialised_chunks = 0;  // chunks with coverage > tau [chunks]
 };
 

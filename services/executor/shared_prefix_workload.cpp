@@ -37,8 +37,8 @@ Result<SharedPrefixWorkload> build_shared_prefix_workload(const SharedPrefixShap
   };
   std::vector<uint32_t> prefix_path;
   for (uint32_t p = 0; p < shape.prefix_tokens; p += shape.chunk_tokens)
-    prefix_path.push_back(
-        add_chunk("prefix." + std::to_string(p / shape.chunk_tokens), p, std::min(shape.chunk_tokens, shape.prefix_tokens - p)));
+    prefix_path.push_back(add_chunk("prefix." + std::to_string(p / shape.chunk_tokens), p,
+                                    std::min(shape.chunk_tokens, shape.prefix_tokens - p)));
   for (uint32_t r = 0; r < shape.suffix_tokens.size(); ++r) {
     SnapshotSequence q;
     q.request = RequestId{r + 1};

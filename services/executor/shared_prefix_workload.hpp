@@ -19,17 +19,17 @@
 namespace kvrt::executor {
 
 struct SharedPrefixShape {
-  uint32_t prefix_tokens = 0;             // S [tokens]
-  std::vector<uint32_t> suffix_tokens;    // U_r [tokens], one per sequence (B = size)
-  uint32_t chunk_tokens = 0;              // P_c [tokens]
-  uint32_t block_tokens = 16;             // P_a of the pool [tokens / block]
-  ExecutionContract contract;             // heads, widths, dtypes, tau
+  uint32_t prefix_tokens = 0;           // S [tokens]
+  std::vector<uint32_t> suffix_tokens;  // U_r [tokens], one per sequence (B = size)
+  uint32_t chunk_tokens = 0;            // P_c [tokens]
+  uint32_t block_tokens = 16;           // P_a of the pool [tokens / block]
+  ExecutionContract contract;           // heads, widths, dtypes, tau
   uint64_t tree_version = 1;
 };
 
 struct SharedPrefixWorkload {
-  ExecutionSnapshot snapshot;                // coverage assigned, validates
-  uint32_t slot_count = 0;                   // pool blocks the layout uses [blocks]
+  ExecutionSnapshot snapshot;                      // coverage assigned, validates
+  uint32_t slot_count = 0;                         // pool blocks the layout uses [blocks]
   std::vector<std::vector<uint32_t>> table_slots;  // per sequence, when aligned
   std::vector<std::vector<uint32_t>> table_valid;  // committed rows per entry
   // Block tables over table_slots/table_valid (views into this object).

@@ -58,9 +58,9 @@ class ThreadPool {
   const std::function<void(std::size_t, unsigned)>* job_ = nullptr;
   std::size_t items_ = 0;
   std::atomic<std::size_t> next_{0};
-  uint64_t job_serial_ = 0;               // bumped per job (under mutex_) so a worker joins each job once
-  std::atomic<uint64_t> posted_{0};       // job_serial_, readable while spinning
-  std::atomic<unsigned> busy_{0};         // helpers inside the current job (changed under mutex_)
+  uint64_t job_serial_ = 0;          // bumped per job (under mutex_) so a worker joins each job once
+  std::atomic<uint64_t> posted_{0};  // job_serial_, readable while spinning
+  std::atomic<unsigned> busy_{0};    // helpers inside the current job (changed under mutex_)
   std::vector<std::jthread> threads_;
 };
 

@@ -37,9 +37,9 @@ enum class SideInputKind : uint8_t { multimodal_feature = 0, prompt_embedding = 
 
 struct SideInputIdentity {
   SideInputKind kind = SideInputKind::multimodal_feature;
-  std::string identity;      // feature id or SHA-256 of the embedding tensor
-  uint32_t token_offset = 0; // first covered token position [tokens]
-  uint32_t token_count = 0;  // covered positions [tokens]
+  std::string identity;       // feature id or SHA-256 of the embedding tensor
+  uint32_t token_offset = 0;  // first covered token position [tokens]
+  uint32_t token_count = 0;   // covered positions [tokens]
 
   friend bool operator==(const SideInputIdentity&, const SideInputIdentity&) = default;
 };
@@ -54,7 +54,7 @@ struct CacheCompatibilityManifest {
   std::string position_contract_sha256;
   std::vector<uint32_t> covered_token_ids;  // exact token ids of the covered interval
   std::vector<SideInputIdentity> input_side_data;
-  std::string cache_isolation_namespace;   // deployment/tenant namespace name
+  std::string cache_isolation_namespace;  // deployment/tenant namespace name
   NamespaceGeneration namespace_generation;
   std::string cache_salt;
   uint64_t publication_generation = 0;

@@ -15,25 +15,29 @@ std::optional<Enum> lookup(const std::array<std::string_view, N>& names, std::st
 
 constexpr std::array<std::string_view, 5> kScalarNames{"fp32", "fp16", "bf16", "fp8_e4m3", "int8"};
 constexpr std::array<std::string_view, 3> kModeNames{"rectangular", "paged_blocks", "virtual_pages"};
-constexpr std::array<std::string_view, 5> kAxisNames{"layer_local", "physical_slot", "token_offset",
-                                                     "kv_head", "head_dim"};
+constexpr std::array<std::string_view, 5> kAxisNames{"layer_local", "physical_slot", "token_offset", "kv_head",
+                                                     "head_dim"};
 constexpr std::array<std::string_view, 2> kHashNames{"sha256", "xxh3_128"};
 
 bool is_hex64(std::string_view s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return s.size() == 64 &&
+         std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 }  // namespace
 
 uint32_t scalar_bytes(ScalarType t) {
   switch (t) {
-    case ScalarType::fp32: return 4;
-    case ScalarType::fp16: return 2;
-    case ScalarType::bf16: return 2;
-    case ScalarType::fp8_e4m3: return 1;
-    case ScalarType::int8: return 1;
+    case ScalarType::fp32:
+      return 4;
+    case ScalarType::fp16:
+      return 2;
+    case ScalarType::bf16:
+      return 2;
+    case ScalarType::fp8_e4m3:
+      return 1;
+    case ScalarType::int8:
+      return 1;
   }
   KVRT_ASSERT(false, "unknown ScalarType");
   return 0;
@@ -42,7 +46,9 @@ uint32_t scalar_bytes(ScalarType t) {
 std::string_view to_string(ScalarType t) { return kScalarNames.at(static_cast<size_t>(t)); }
 std::optional<ScalarType> scalar_type_from_string(std::string_view s) { return lookup<ScalarType>(kScalarNames, s); }
 std::string_view to_string(PhysicalMode m) { return kModeNames.at(static_cast<size_t>(m)); }
-std::optional<PhysicalMode> physical_mode_from_string(std::string_view s) { return lookup<PhysicalMode>(kModeNames, s); }
+std::optional<PhysicalMode> physical_mode_from_string(std::string_view s) {
+  return lookup<PhysicalMode>(kModeNames, s);
+}
 std::string_view to_string(TensorAxis a) { return kAxisNames.at(static_cast<size_t>(a)); }
 std::optional<TensorAxis> tensor_axis_from_string(std::string_view s) { return lookup<TensorAxis>(kAxisNames, s); }
 std::string_view to_string(HashFamily h) { return kHashNames.at(static_cast<size_t>(h)); }
@@ -103,10 +109,9 @@ Status CacheLayoutManifest::validate() const {
     return make_error(ErrorCode::invalid_manifest, "virtual_pages mode needs physical_page_bytes > 0",
                       "physical_page_bytes");
   if (tp_world_size == 0 || tp_rank >= tp_world_size)
-    return make_error(ErrorCode::invalid_manifest,
-                      "tp_rank " + std::to_string(tp_rank) + " is outside tp_world_size " +
-                          std::to_string(tp_world_size),
-                      "tp_rank");
+    return make_error(
+        ErrorCode::invalid_manifest,
+        "tp_rank " + std::to_string(tp_rank) + " is outside tp_world_size " + std::to_string(tp_world_size), "tp_rank");
   if (position_contract_id.empty())
     return make_error(ErrorCode::invalid_manifest, "position_contract_id is empty", "position_contract_id");
   if (quantization_schema.empty())
@@ -121,13 +126,13 @@ Status CacheLayoutManifest::validate() const {
     const std::string where = "cache_groups[" + std::to_string(i) + "]";
     for (size_t j = 0; j < i; ++j)
       if (cache_groups[j].group_id == g.group_id)
-        return make_error(ErrorCode::invalid_manifest,
-                          "duplicate cache group id " + std::to_string(g.group_id.value), where + ".id");
+        return make_error(ErrorCode::invalid_manifest, "duplicate cache group id " + std::to_string(g.group_id.value),
+                          where + ".id");
     if (g.layer_end <= g.layer_start)
-      return make_error(ErrorCode::invalid_manifest,
-                        "empty layer interval [" + std::to_string(g.layer_start) + "," +
-                            std::to_string(g.layer_end) + ")",
-                        where + ".layers");
+      return make_error(
+          ErrorCode::invalid_manifest,
+          "empty layer interval [" + std::to_string(g.layer_start) + "," + std::to_string(g.layer_end) + ")",
+          where + ".layers");
     if (g.kv_heads_local == 0 || g.head_dim == 0)
       return make_error(ErrorCode::invalid_manifest, "kv_heads_local and head_dim must be positive",
                         where + ".kv_heads_local");
@@ -151,17 +156,16 @@ Status CacheLayoutManifest::validate() const {
                         where + ".stride_identity");
     by_start.push_back(&g);
   }
-  std::sort(by_start.begin(), by_start.end(),
-            [](auto* a, auto* b) { return a->layer_start < b->layer_start; });
+  std::sort(by_start.begin(), by_start.end(), [](auto* a, auto* b) { return a->layer_start < b->layer_start; });
   uint32_t next = 0;
   for (const auto* g : by_start) {
     if (g->layer_start != next)
-      return make_error(ErrorCode::layer_gap,
-                        g->layer_start > next
-                            ? "layers [" + std::to_string(next) + "," + std::to_string(g->layer_start) +
-                                  ") belong to no cache group"
-                            : "layer " + std::to_string(g->layer_start) + " belongs to two cache groups",
-                        "cache_groups");
+      return make_error(
+          ErrorCode::layer_gap,
+          g->layer_start > next
+              ? "layers [" + std::to_string(next) + "," + std::to_string(g->layer_start) + ") belong to no cache group"
+              : "layer " + std::to_string(g->layer_start) + " belongs to two cache groups",
+          "cache_groups");
     next = g->layer_end;
   }
   return Status::success();

@@ -32,15 +32,16 @@ std::optional<Error> compare_tokens(const std::vector<uint32_t>& p, const std::v
   size_t i = 0;
   while (i < p.size() && i < c.size() && p[i] == c[i]) ++i;
   return mismatch(CompatibilityField::covered_token_ids,
-                  "first difference at token index " + std::to_string(i) + " (producer " +
-                      std::to_string(p.size()) + " tokens vs consumer " + std::to_string(c.size()) +
-                      " tokens; token values withheld)");
+                  "first difference at token index " + std::to_string(i) + " (producer " + std::to_string(p.size()) +
+                      " tokens vs consumer " + std::to_string(c.size()) + " tokens; token values withheld)");
 }
 
 std::string_view kind_name(SideInputKind k) {
   switch (k) {
-    case SideInputKind::multimodal_feature: return "multimodal_feature";
-    case SideInputKind::prompt_embedding: return "prompt_embedding";
+    case SideInputKind::multimodal_feature:
+      return "multimodal_feature";
+    case SideInputKind::prompt_embedding:
+      return "prompt_embedding";
   }
   return "unknown_side_input_kind";
 }
@@ -50,8 +51,8 @@ std::optional<Error> compare_side_inputs(const std::vector<SideInputIdentity>& p
   constexpr auto kField = CompatibilityField::input_side_data_identity;
   if (p == c) return std::nullopt;
   if (p.size() != c.size())
-    return mismatch(kField, "producer has " + std::to_string(p.size()) + " side inputs vs consumer " +
-                                std::to_string(c.size()));
+    return mismatch(
+        kField, "producer has " + std::to_string(p.size()) + " side inputs vs consumer " + std::to_string(c.size()));
   size_t i = 0;
   while (p[i] == c[i]) ++i;  // sizes are equal and the vectors differ, so some i < size differs
   const std::string at = "entry " + std::to_string(i) + " ";
@@ -79,18 +80,30 @@ std::string salt_fingerprint(std::string_view salt) {
 
 std::string_view to_string(CompatibilityField f) {
   switch (f) {
-    case CompatibilityField::cache_abi_sha256: return "cache_abi_sha256";
-    case CompatibilityField::cache_layout_sha256: return "cache_layout_sha256";
-    case CompatibilityField::model_generation: return "model_generation";
-    case CompatibilityField::adapter_identity: return "adapter_identity";
-    case CompatibilityField::weight_transform_identity: return "weight_transform_identity";
-    case CompatibilityField::position_contract_sha256: return "position_contract_sha256";
-    case CompatibilityField::covered_token_ids: return "covered_token_ids";
-    case CompatibilityField::input_side_data_identity: return "input_side_data_identity";
-    case CompatibilityField::cache_isolation_namespace: return "cache_isolation_namespace";
-    case CompatibilityField::namespace_generation: return "namespace_generation";
-    case CompatibilityField::cache_salt: return "cache_salt";
-    case CompatibilityField::publication_generation: return "publication_generation";
+    case CompatibilityField::cache_abi_sha256:
+      return "cache_abi_sha256";
+    case CompatibilityField::cache_layout_sha256:
+      return "cache_layout_sha256";
+    case CompatibilityField::model_generation:
+      return "model_generation";
+    case CompatibilityField::adapter_identity:
+      return "adapter_identity";
+    case CompatibilityField::weight_transform_identity:
+      return "weight_transform_identity";
+    case CompatibilityField::position_contract_sha256:
+      return "position_contract_sha256";
+    case CompatibilityField::covered_token_ids:
+      return "covered_token_ids";
+    case CompatibilityField::input_side_data_identity:
+      return "input_side_data_identity";
+    case CompatibilityField::cache_isolation_namespace:
+      return "cache_isolation_namespace";
+    case CompatibilityField::namespace_generation:
+      return "namespace_generation";
+    case CompatibilityField::cache_salt:
+      return "cache_salt";
+    case CompatibilityField::publication_generation:
+      return "publication_generation";
   }
   return "unknown_compatibility_field";
 }
@@ -98,17 +111,22 @@ std::string_view to_string(CompatibilityField f) {
 std::optional<Error> compare_field(CompatibilityField f, const Manifest& p, const Manifest& c) {
   using F = CompatibilityField;
   switch (f) {
-    case F::cache_abi_sha256: return compare_text(f, p.cache_abi_sha256, c.cache_abi_sha256);
+    case F::cache_abi_sha256:
+      return compare_text(f, p.cache_abi_sha256, c.cache_abi_sha256);
     case F::cache_layout_sha256:
       return compare_text(f, p.cache_layout_sha256.hex(), c.cache_layout_sha256.hex());
-    case F::model_generation: return compare_number(f, p.model_generation, c.model_generation);
-    case F::adapter_identity: return compare_text(f, p.adapter_identity, c.adapter_identity, true);
+    case F::model_generation:
+      return compare_number(f, p.model_generation, c.model_generation);
+    case F::adapter_identity:
+      return compare_text(f, p.adapter_identity, c.adapter_identity, true);
     case F::weight_transform_identity:
       return compare_text(f, p.weight_transform_identity, c.weight_transform_identity, true);
     case F::position_contract_sha256:
       return compare_text(f, p.position_contract_sha256, c.position_contract_sha256);
-    case F::covered_token_ids: return compare_tokens(p.covered_token_ids, c.covered_token_ids);
-    case F::input_side_data_identity: return compare_side_inputs(p.input_side_data, c.input_side_data);
+    case F::covered_token_ids:
+      return compare_tokens(p.covered_token_ids, c.covered_token_ids);
+    case F::input_side_data_identity:
+      return compare_side_inputs(p.input_side_data, c.input_side_data);
     case F::cache_isolation_namespace:
       return compare_text(f, p.cache_isolation_namespace, c.cache_isolation_namespace);
     case F::namespace_generation:
@@ -121,8 +139,8 @@ std::optional<Error> compare_field(CompatibilityField f, const Manifest& p, cons
       return compare_number(f, p.publication_generation, c.publication_generation);
   }
   // A value outside the enum is a caller's corrupt input, not a match.
-  return make_error(ErrorCode::invalid_argument,
-                    "unknown compatibility field " + std::to_string(static_cast<int>(f)), "field");
+  return make_error(ErrorCode::invalid_argument, "unknown compatibility field " + std::to_string(static_cast<int>(f)),
+                    "field");
 }
 
 CompatibilityVerdict compatible_on(std::span<const CompatibilityField> fields, const Manifest& producer,

@@ -41,12 +41,18 @@ inline constexpr size_t kCompatibilityFieldCount = 12;
 
 // Every equality-bearing field in spec order: compatible() walks this array.
 inline constexpr std::array<CompatibilityField, kCompatibilityFieldCount> kCompatibilityFieldOrder{
-    CompatibilityField::cache_abi_sha256,          CompatibilityField::cache_layout_sha256,
-    CompatibilityField::model_generation,          CompatibilityField::adapter_identity,
-    CompatibilityField::weight_transform_identity, CompatibilityField::position_contract_sha256,
-    CompatibilityField::covered_token_ids,         CompatibilityField::input_side_data_identity,
-    CompatibilityField::cache_isolation_namespace, CompatibilityField::namespace_generation,
-    CompatibilityField::cache_salt,                CompatibilityField::publication_generation,
+    CompatibilityField::cache_abi_sha256,
+    CompatibilityField::cache_layout_sha256,
+    CompatibilityField::model_generation,
+    CompatibilityField::adapter_identity,
+    CompatibilityField::weight_transform_identity,
+    CompatibilityField::position_contract_sha256,
+    CompatibilityField::covered_token_ids,
+    CompatibilityField::input_side_data_identity,
+    CompatibilityField::cache_isolation_namespace,
+    CompatibilityField::namespace_generation,
+    CompatibilityField::cache_salt,
+    CompatibilityField::publication_generation,
 };
 
 // The name reported in Error::field (the spec's name; equal to the struct
@@ -81,8 +87,7 @@ CompatibilityVerdict compatible_on(std::span<const CompatibilityField> fields,
 // semantic_cache_compatible(producer, consumer) of 0x01A. The verdict (which
 // field fails, if any) is symmetric in its two arguments; only the roles in
 // the reason text swap.
-CompatibilityVerdict compatible(const CacheCompatibilityManifest& producer,
-                                const CacheCompatibilityManifest& consumer);
+CompatibilityVerdict compatible(const CacheCompatibilityManifest& producer, const CacheCompatibilityManifest& consumer);
 
 // compatible(), and when the layout digest is the failing field, names the
 // layout field that differs (explain_layout_mismatch) in the reason and in

@@ -13,9 +13,7 @@ bool is_lower_hex64(std::string_view s) {
          std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-auto side_input_key(const SideInputIdentity& s) {
-  return std::tie(s.token_offset, s.kind, s.token_count, s.identity);
-}
+auto side_input_key(const SideInputIdentity& s) { return std::tie(s.token_offset, s.kind, s.token_count, s.identity); }
 
 }  // namespace
 
@@ -33,8 +31,7 @@ Status validate_compatibility_manifest(const CacheCompatibilityManifest& m) {
   if (m.covered_token_ids.empty())
     return make_error(ErrorCode::invalid_manifest, "the covered interval has no tokens", "covered_token_ids");
   if (m.cache_isolation_namespace.empty())
-    return make_error(ErrorCode::invalid_manifest, "cache_isolation_namespace is empty",
-                      "cache_isolation_namespace");
+    return make_error(ErrorCode::invalid_manifest, "cache_isolation_namespace is empty", "cache_isolation_namespace");
   const uint64_t covered = m.covered_token_ids.size();  // [tokens]
   for (size_t i = 0; i < m.input_side_data.size(); ++i) {
     const auto& s = m.input_side_data[i];

@@ -19,22 +19,28 @@ bool layout_aspect_changed(const GenerationFacts& a, const GenerationFacts& b, L
 }
 
 Error unchanged(InvalidationCause cause, std::string_view fact, std::string detail) {
-  return make_error(ErrorCode::invalid_argument,
-                    "invalidation cause " + std::string(to_string(cause)) + " does not change " +
-                        std::string(fact) + ": " + detail,
-                    std::string(fact));
+  return make_error(
+      ErrorCode::invalid_argument,
+      "invalidation cause " + std::string(to_string(cause)) + " does not change " + std::string(fact) + ": " + detail,
+      std::string(fact));
 }
 
 }  // namespace
 
 std::string_view to_string(InvalidationCause c) {
   switch (c) {
-    case InvalidationCause::weights: return "weights";
-    case InvalidationCause::adapter: return "adapter";
-    case InvalidationCause::transform: return "transform";
-    case InvalidationCause::positions: return "positions";
-    case InvalidationCause::representation: return "representation";
-    case InvalidationCause::shard: return "shard";
+    case InvalidationCause::weights:
+      return "weights";
+    case InvalidationCause::adapter:
+      return "adapter";
+    case InvalidationCause::transform:
+      return "transform";
+    case InvalidationCause::positions:
+      return "positions";
+    case InvalidationCause::representation:
+      return "representation";
+    case InvalidationCause::shard:
+      return "shard";
   }
   return "unknown_invalidation_cause";
 }
@@ -72,8 +78,7 @@ Status check_invalidation(InvalidationCause cause, const GenerationFacts& curren
   const auto& b = successor.artifact;
   switch (cause) {
     case InvalidationCause::weights:
-      if (new_model == old_model)
-        return unchanged(cause, "model_generation", "both " + std::to_string(old_model));
+      if (new_model == old_model) return unchanged(cause, "model_generation", "both " + std::to_string(old_model));
       return Status::success();
     case InvalidationCause::adapter:
       if (a.adapter_identity == b.adapter_identity)

@@ -53,8 +53,7 @@ std::vector<std::string> changed_facts(const GenerationFacts& current, const Gen
 // must change at least one fact its cause owns (an invalidation that changes
 // nothing it claims to would be a relabelling). Other facts may change too;
 // the receipt lists them all. ErrorCode::invalid_argument naming the fact.
-Status check_invalidation(InvalidationCause cause, const GenerationFacts& current,
-                          const GenerationFacts& successor);
+Status check_invalidation(InvalidationCause cause, const GenerationFacts& current, const GenerationFacts& successor);
 
 // Immutable record of one invalidation (STYLE.md habit 5).
 struct InvalidationReceipt {

@@ -7,8 +7,7 @@ Status require_name_part(std::string_view value, const char* field) {
   if (value.empty()) return make_error(ErrorCode::invalid_argument, std::string(field) + " is empty", field);
   if (value.find('/') != std::string_view::npos)
     return make_error(ErrorCode::invalid_argument,
-                      std::string(field) + " \"" + std::string(value) + "\" contains '/', the name separator",
-                      field);
+                      std::string(field) + " \"" + std::string(value) + "\" contains '/', the name separator", field);
   return Status::success();
 }
 
@@ -16,9 +15,12 @@ Status require_name_part(std::string_view value, const char* field) {
 
 std::string_view to_string(PublicationPolicy p) {
   switch (p) {
-    case PublicationPolicy::private_to_request: return "private_to_request";
-    case PublicationPolicy::tenant_shared: return "tenant_shared";
-    case PublicationPolicy::deployment_shared: return "deployment_shared";
+    case PublicationPolicy::private_to_request:
+      return "private_to_request";
+    case PublicationPolicy::tenant_shared:
+      return "tenant_shared";
+    case PublicationPolicy::deployment_shared:
+      return "deployment_shared";
   }
   return "unknown_publication_policy";
 }

@@ -6,9 +6,8 @@ namespace kvrt {
 namespace {
 
 template <class Enum, class Parse>
-Result<Enum> parse_enum(const TomlReader& r, const toml::table& t, const std::string& where,
-                        const std::string& field, std::optional<std::string> fallback, Parse parse,
-                        const char* allowed) {
+Result<Enum> parse_enum(const TomlReader& r, const toml::table& t, const std::string& where, const std::string& field,
+                        std::optional<std::string> fallback, Parse parse, const char* allowed) {
   auto s = r.string(t, where, field, std::move(fallback));
   if (!s.ok()) return s.error();
   auto v = parse(*s);
@@ -47,8 +46,8 @@ Result<CacheLayoutManifest> from_reader(const TomlReader& r) {
   KVRT_TRY_ASSIGN(m.position_contract_id, r.string(root, "", "position_contract_id"));
   KVRT_TRY_ASSIGN(v, r.integer(root, "", "allocator_revision", 1, 0, UINT32_MAX));
   m.allocator_revision = static_cast<uint32_t>(v);
-  KVRT_TRY_ASSIGN(m.hash_family, parse_enum<HashFamily>(r, root, "", "hash_family", "sha256",
-                                                        hash_family_from_string, "sha256, xxh3_128"));
+  KVRT_TRY_ASSIGN(m.hash_family, parse_enum<HashFamily>(r, root, "", "hash_family", "sha256", hash_family_from_string,
+                                                        "sha256, xxh3_128"));
 
   const toml::node* groups_node = root.get("cache_groups");
   const toml::array* groups = groups_node ? groups_node->as_array() : nullptr;
@@ -74,18 +73,18 @@ Result<CacheLayoutManifest> from_reader(const TomlReader& r) {
     KVRT_TRY_ASSIGN(v, r.integer(*gt, where, "head_dim", std::nullopt, 1, 1 << 16));
     g.head_dim = static_cast<uint32_t>(v);
     const char* dtypes = "fp32, fp16, bf16, fp8_e4m3, int8";
-    KVRT_TRY_ASSIGN(g.k_dtype, parse_enum<ScalarType>(r, *gt, where, "k_dtype", std::nullopt,
-                                                      scalar_type_from_string, dtypes));
-    KVRT_TRY_ASSIGN(g.v_dtype, parse_enum<ScalarType>(r, *gt, where, "v_dtype", std::nullopt,
-                                                      scalar_type_from_string, dtypes));
+    KVRT_TRY_ASSIGN(g.k_dtype,
+                    parse_enum<ScalarType>(r, *gt, where, "k_dtype", std::nullopt, scalar_type_from_string, dtypes));
+    KVRT_TRY_ASSIGN(g.v_dtype,
+                    parse_enum<ScalarType>(r, *gt, where, "v_dtype", std::nullopt, scalar_type_from_string, dtypes));
     std::vector<std::string> axes;
     KVRT_TRY_ASSIGN(axes, r.string_array(*gt, where, "axis_order"));
     for (const auto& a : axes) {
       auto axis = tensor_axis_from_string(a);
       if (!axis)
-        return r.field_error(gt->get("axis_order"), where, "axis_order",
-                             "unknown axis \"" + a +
-                                 "\"; expected layer_local, physical_slot, token_offset, kv_head, head_dim");
+        return r.field_error(
+            gt->get("axis_order"), where, "axis_order",
+            "unknown axis \"" + a + "\"; expected layer_local, physical_slot, token_offset, kv_head, head_dim");
       g.axis_order.push_back(*axis);
     }
     KVRT_TRY_ASSIGN(g.stride_identity, r.string(*gt, where, "stride_identity", "row_major"));

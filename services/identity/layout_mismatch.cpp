@@ -45,8 +45,7 @@ class DiffCollector {
     add(aspect, std::move(field), quote_operand(p), quote_operand(c), describe_operands(p, c));
   }
   std::vector<LayoutFieldDifference> take() {
-    std::stable_sort(out_.begin(), out_.end(),
-                     [](const auto& a, const auto& b) { return a.aspect < b.aspect; });
+    std::stable_sort(out_.begin(), out_.end(), [](const auto& a, const auto& b) { return a.aspect < b.aspect; });
     return std::move(out_);
   }
 
@@ -75,11 +74,16 @@ void diff_group(DiffCollector& d, size_t index, const CacheGroupLayout& p, const
 
 std::string_view to_string(LayoutAspect a) {
   switch (a) {
-    case LayoutAspect::ownership: return "ownership";
-    case LayoutAspect::representation: return "representation";
-    case LayoutAspect::position: return "position";
-    case LayoutAspect::logical: return "logical";
-    case LayoutAspect::label: return "label";
+    case LayoutAspect::ownership:
+      return "ownership";
+    case LayoutAspect::representation:
+      return "representation";
+    case LayoutAspect::position:
+      return "position";
+    case LayoutAspect::logical:
+      return "logical";
+    case LayoutAspect::label:
+      return "label";
   }
   return "unknown_layout_aspect";
 }
@@ -118,8 +122,8 @@ Status explain_layout_mismatch(const CacheLayoutManifest& producer, const CacheL
   const auto diffs = diff_layouts(producer, consumer);
   if (diffs.empty()) return Status::success();
   const auto& first = diffs.front();
-  std::string reason = "cache layout differs in " + std::string(to_string(first.aspect)) + " field " +
-                       first.field + ": " + first.operands;
+  std::string reason = "cache layout differs in " + std::string(to_string(first.aspect)) + " field " + first.field +
+                       ": " + first.operands;
   if (diffs.size() > 1) {
     reason += "; also differs:";
     for (size_t i = 1; i < diffs.size(); ++i) reason += " " + diffs[i].field;

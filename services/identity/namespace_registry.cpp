@@ -13,10 +13,14 @@ namespace {
 // The equality-bearing fields a namespace generation fixes; the covered
 // tokens, side inputs and publication generation belong to each request.
 constexpr std::array<CompatibilityField, 9> kGenerationFields{
-    CompatibilityField::cache_abi_sha256,          CompatibilityField::cache_layout_sha256,
-    CompatibilityField::model_generation,          CompatibilityField::adapter_identity,
-    CompatibilityField::weight_transform_identity, CompatibilityField::position_contract_sha256,
-    CompatibilityField::cache_isolation_namespace, CompatibilityField::namespace_generation,
+    CompatibilityField::cache_abi_sha256,
+    CompatibilityField::cache_layout_sha256,
+    CompatibilityField::model_generation,
+    CompatibilityField::adapter_identity,
+    CompatibilityField::weight_transform_identity,
+    CompatibilityField::position_contract_sha256,
+    CompatibilityField::cache_isolation_namespace,
+    CompatibilityField::namespace_generation,
     CompatibilityField::cache_salt,
 };
 
@@ -55,9 +59,12 @@ std::string gen_text(NamespaceGeneration g) { return std::to_string(g.value); }
 
 std::string_view to_string(GenerationState s) {
   switch (s) {
-    case GenerationState::current: return "current";
-    case GenerationState::frozen: return "frozen";
-    case GenerationState::reclaimed: return "reclaimed";
+    case GenerationState::current:
+      return "current";
+    case GenerationState::frozen:
+      return "frozen";
+    case GenerationState::reclaimed:
+      return "reclaimed";
   }
   return "unknown_generation_state";
 }

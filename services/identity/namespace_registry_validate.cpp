@@ -46,8 +46,8 @@ Status CacheNamespaceRegistry::validate() const {
     const auto& gens = entry.generations;
     if (gens.empty()) return broken(name, "namespace has no generation");
     if (entry.history.size() != gens.size() - 1)
-      return broken(name, std::to_string(entry.history.size()) + " receipts for " + std::to_string(gens.size()) +
-                              " generations");
+      return broken(
+          name, std::to_string(entry.history.size()) + " receipts for " + std::to_string(gens.size()) + " generations");
     for (size_t i = 0; i < gens.size(); ++i) {
       const auto& r = gens[i];
       const std::string where = name + "@" + std::to_string(r.generation().value);

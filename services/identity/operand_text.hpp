@@ -25,7 +25,6 @@ std::string quote_operand(std::string_view v, bool empty_means_none = false);
 
 // "producer X vs consumer Y", abbreviated for long values as
 // "producer \"...9b1c4e...\" vs consumer \"...9b1d00...\" (64 vs 64 chars, first difference at char 40)".
-std::string describe_operands(std::string_view producer, std::string_view consumer,
-                              bool empty_means_none = false);
+std::string describe_operands(std::string_view producer, std::string_view consumer, bool empty_means_none = false);
 
 }  // namespace kvrt

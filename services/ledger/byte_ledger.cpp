@@ -35,11 +35,10 @@ Status check_valid_rows(const ValidRowsByBlock& valid, const std::map<PhysicalBl
     if (it == valid.end())
       return bad("referenced block " + std::to_string(p.value) + " has no valid-row count", block_field(p));
     if (it->second > block_rows)
-      return bad(std::to_string(it->second) + " valid rows exceed P = " + std::to_string(block_rows),
-                 block_field(p));
+      return bad(std::to_string(it->second) + " valid rows exceed P = " + std::to_string(block_rows), block_field(p));
     if (it->second < tally.visible_max)
-      return bad("a request sees " + std::to_string(tally.visible_max) + " rows of block " +
-                     std::to_string(p.value) + " but only " + std::to_string(it->second) + " are valid",
+      return bad("a request sees " + std::to_string(tally.visible_max) + " rows of block " + std::to_string(p.value) +
+                     " but only " + std::to_string(it->second) + " are valid",
                  block_field(p));
   }
   return Status::success();
@@ -73,9 +72,9 @@ Result<ByteLedgers> compute_byte_ledgers(const CacheLayoutManifest& manifest, co
   if (input.valid_rows) KVRT_TRY(check_valid_rows(valid, tallies, P));
 
   if (input.pool_blocks > kMaxLedgerPoolBlocks)
-    return bad(std::to_string(input.pool_blocks) + " pool blocks exceed the bound of " +
-                   std::to_string(kMaxLedgerPoolBlocks),
-               "pool_blocks");
+    return bad(
+        std::to_string(input.pool_blocks) + " pool blocks exceed the bound of " + std::to_string(kMaxLedgerPoolBlocks),
+        "pool_blocks");
   if (input.pool_blocks < tallies.size())
     return bad("pool of " + std::to_string(input.pool_blocks) + " blocks cannot hold " +
                    std::to_string(tallies.size()) + " live unique blocks",
@@ -83,9 +82,8 @@ Result<ByteLedgers> compute_byte_ledgers(const CacheLayoutManifest& manifest, co
   // Every row figure is at most max(sum T_max, N_ref * P, N_pool * P); bound its
   // byte product once so that no later multiplication can overflow (signed
   // deduplicated bytes included).
-  const unsigned __int128 max_rows =
-      std::max({reserved_rows, static_cast<unsigned __int128>(reference_blocks) * P,
-                static_cast<unsigned __int128>(input.pool_blocks) * P});
+  const unsigned __int128 max_rows = std::max({reserved_rows, static_cast<unsigned __int128>(reference_blocks) * P,
+                                               static_cast<unsigned __int128>(input.pool_blocks) * P});
   if (max_rows * B > static_cast<unsigned __int128>(std::numeric_limits<int64_t>::max()))
     return bad("ledger byte figures would exceed 2^63 - 1 bytes", "requests");
 
@@ -146,12 +144,11 @@ Result<ByteLedgers> compute_byte_ledgers(const CacheLayoutManifest& manifest, co
 
   // 0x02E / 0x09B metadata: one record per table entry, provisioned block, full
   // unique block (hash), live request and free block.
-  out.metadata = compute_metadata_ledger(input.record_sizes,
-                                         MetadataCounts{.request_block_refs = view.reference_blocks,
-                                                        .pool_blocks = pool.provisioned_blocks,
-                                                        .cached_hashes = uniq.full_blocks,
-                                                        .live_requests = input.requests.size(),
-                                                        .free_queue_entries = pool.idle_blocks});
+  out.metadata = compute_metadata_ledger(input.record_sizes, MetadataCounts{.request_block_refs = view.reference_blocks,
+                                                                            .pool_blocks = pool.provisioned_blocks,
+                                                                            .cached_hashes = uniq.full_blocks,
+                                                                            .live_requests = input.requests.size(),
+                                                                            .free_queue_entries = pool.idle_blocks});
   return out;
 }
 

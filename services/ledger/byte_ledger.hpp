@@ -37,35 +37,35 @@ struct LedgerInput {
   MetadataRecordSizes record_sizes;
 };
 
-struct RectangularLedger {  // 0x02B
-  uint64_t logical_rows = 0;   // sum_r T_r
-  uint64_t reserved_rows = 0;  // sum_r T_max,r
-  uint64_t slack_rows = 0;     // sum_r (T_max,r - T_r)
-  uint64_t logical_bytes = 0;  // M_logical,ref
-  uint64_t reserved_bytes = 0; // M_rect,reserved
-  uint64_t slack_bytes = 0;    // M_rect,slack
+struct RectangularLedger {      // 0x02B
+  uint64_t logical_rows = 0;    // sum_r T_r
+  uint64_t reserved_rows = 0;   // sum_r T_max,r
+  uint64_t slack_rows = 0;      // sum_r (T_max,r - T_r)
+  uint64_t logical_bytes = 0;   // M_logical,ref
+  uint64_t reserved_bytes = 0;  // M_rect,reserved
+  uint64_t slack_bytes = 0;     // M_rect,slack
 };
 
-struct PagedRequestViewLedger {  // 0x02C
+struct PagedRequestViewLedger {   // 0x02C
   uint64_t reference_blocks = 0;  // N_ref = sum_r ceil(T_r / P) [block-table entries]
   uint64_t slot_rows = 0;         // N_ref * P [token slots]
   uint64_t logical_rows = 0;      // sum over references of visible rows (= sum_r T_r)
   uint64_t tail_rows = 0;         // sum over references of (P - visible rows)
   uint64_t capacity_bytes = 0;    // M_paged,ref
   uint64_t logical_bytes = 0;
-  uint64_t tail_bytes = 0;        // M_tail,ref
+  uint64_t tail_bytes = 0;  // M_tail,ref
 };
 
-struct UniquePhysicalLedger {  // 0x02D
+struct UniquePhysicalLedger {              // 0x02D
   std::vector<PhysicalBlockId> block_ids;  // U, ascending
-  uint64_t unique_blocks = 0;      // N_unique = |U|
-  uint64_t full_blocks = 0;        // blocks with v_p == P (hashable, 0x09B N_full)
-  uint64_t slot_rows = 0;          // N_unique * P
-  uint64_t materialized_rows = 0;  // sum_p v_p
-  uint64_t tail_rows = 0;          // sum_p (P - v_p)
-  uint64_t capacity_bytes = 0;     // M_capacity,unique
-  uint64_t materialized_bytes = 0; // M_materialized,unique
-  uint64_t tail_bytes = 0;         // M_tail,unique
+  uint64_t unique_blocks = 0;              // N_unique = |U|
+  uint64_t full_blocks = 0;                // blocks with v_p == P (hashable, 0x09B N_full)
+  uint64_t slot_rows = 0;                  // N_unique * P
+  uint64_t materialized_rows = 0;          // sum_p v_p
+  uint64_t tail_rows = 0;                  // sum_p (P - v_p)
+  uint64_t capacity_bytes = 0;             // M_capacity,unique
+  uint64_t materialized_bytes = 0;         // M_materialized,unique
+  uint64_t tail_bytes = 0;                 // M_tail,unique
 };
 
 struct SharingSavings {  // 0x02D: two savings ledgers that need not be equal
@@ -80,7 +80,7 @@ struct SharingSavings {  // 0x02D: two savings ledgers that need not be equal
   uint64_t avoided_bytes = 0;
 };
 
-struct PoolLedger {  // 0x02C
+struct PoolLedger {                 // 0x02C
   uint64_t provisioned_blocks = 0;  // N_pool
   uint64_t live_blocks = 0;         // N_live = reachable unique blocks
   uint64_t idle_blocks = 0;         // N_free: reusable, not fragmentation by itself

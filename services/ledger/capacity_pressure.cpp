@@ -3,7 +3,6 @@
 #include <limits>
 #include <string>
 
-
 namespace kvrt {
 
 ExactFraction expected_tail_waste_rows(uint32_t block_rows) {
@@ -48,8 +47,7 @@ Result<CapacityPressure> capacity_pressure(const RowLedger& row, const CapacityP
                       "prefix_hit_tokens");
   const unsigned __int128 rows = static_cast<unsigned __int128>(in.prompt_tokens) + in.generated_tokens;
   if (rows * row.row_bytes > std::numeric_limits<int64_t>::max())
-    return make_error(ErrorCode::invalid_argument, "prompt and decode bytes would exceed 2^63 - 1",
-                      "generated_tokens");
+    return make_error(ErrorCode::invalid_argument, "prompt and decode bytes would exceed 2^63 - 1", "generated_tokens");
   CapacityPressure c;
   c.row_bytes = row.row_bytes;
   c.block_rows = row.block_rows;

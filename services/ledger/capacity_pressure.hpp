@@ -40,9 +40,9 @@ struct CapacityPressureInput {
 };
 
 struct CapacityPressure {
-  uint64_t row_bytes = 0;               // B_row [bytes / token]
-  uint32_t block_rows = 0;              // P [rows / block]
-  uint64_t block_bytes = 0;             // P * B_row
+  uint64_t row_bytes = 0;    // B_row [bytes / token]
+  uint32_t block_rows = 0;   // P [rows / block]
+  uint64_t block_bytes = 0;  // P * B_row
   uint64_t prompt_tokens = 0;
   uint64_t prompt_blocks = 0;           // ceil(S_prompt / P)
   uint64_t prompt_bytes = 0;            // S_prompt * B_row
@@ -50,9 +50,9 @@ struct CapacityPressure {
   uint64_t prefill_tokens_skipped = 0;  // hit_blocks * P
   uint64_t new_prompt_tokens = 0;       // S_prompt - skipped
   uint64_t generated_tokens = 0;
-  uint64_t decode_rows_ordinary = 0;    // n - 1
+  uint64_t decode_rows_ordinary = 0;  // n - 1
   uint64_t decode_bytes_ordinary = 0;
-  uint64_t decode_rows_repair = 0;      // n (the upper bound)
+  uint64_t decode_rows_repair = 0;  // n (the upper bound)
   uint64_t decode_bytes_repair = 0;
 };
 

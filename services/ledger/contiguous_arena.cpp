@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <string>
 
-
 namespace kvrt {
 
 Result<ContiguousArena> ContiguousArena::create(uint64_t arena_bytes, std::vector<Extent> allocated) {
-  if (arena_bytes == 0)
-    return make_error(ErrorCode::invalid_argument, "an arena has at least one byte", "arena_bytes");
+  if (arena_bytes == 0) return make_error(ErrorCode::invalid_argument, "an arena has at least one byte", "arena_bytes");
   for (size_t i = 0; i < allocated.size(); ++i) {
     const Extent& e = allocated[i];
     const std::string field = "allocated[" + std::to_string(i) + "]";
@@ -28,10 +26,10 @@ Result<ContiguousArena> ContiguousArena::create(uint64_t arena_bytes, std::vecto
   for (size_t k = 0; k < order.size(); ++k) {
     const Extent& e = allocated[order[k]];
     if (e.offset < cursor)
-      return make_error(ErrorCode::invalid_argument,
-                        "extent at offset " + std::to_string(e.offset) + " overlaps the extent ending at " +
-                            std::to_string(cursor),
-                        "allocated[" + std::to_string(order[k]) + "]");
+      return make_error(
+          ErrorCode::invalid_argument,
+          "extent at offset " + std::to_string(e.offset) + " overlaps the extent ending at " + std::to_string(cursor),
+          "allocated[" + std::to_string(order[k]) + "]");
     if (e.offset > cursor) free.push_back(Extent{cursor, e.offset - cursor});
     sorted.push_back(e);
     cursor = e.offset + e.bytes;

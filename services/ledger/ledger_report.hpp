@@ -26,7 +26,7 @@ struct ArenaReport {
 struct LedgerReport {
   LedgerScenario scenario;  // as applied (after any command-line overrides)
   std::string manifest_id;
-  LedgerInput input;        // the request views the ledgers were computed from
+  LedgerInput input;  // the request views the ledgers were computed from
   ByteLedgers ledgers;
   std::vector<IdentityCheck> identities;  // all hold: the report is built only if they reconcile
   ArenaReport arena;

@@ -15,9 +15,9 @@
 namespace kvrt {
 
 struct ArenaScenario {
-  uint64_t arena_bytes = 0;        // [bytes]
-  std::vector<Extent> allocated;   // allocated extents [bytes]
-  uint64_t candidate_bytes = 0;    // next contiguous request [bytes]
+  uint64_t arena_bytes = 0;       // [bytes]
+  std::vector<Extent> allocated;  // allocated extents [bytes]
+  uint64_t candidate_bytes = 0;   // next contiguous request [bytes]
 };
 
 struct LedgerScenario {
@@ -27,8 +27,8 @@ struct LedgerScenario {
   std::vector<uint64_t> reserved_rows;  // T_max,r [rows]
   bool shared_prefix = true;            // nested exact-prefix family, else private blocks
   uint32_t first_block_id = 100;
-  uint64_t pool_blocks = 0;             // N_pool [blocks]
-  MetadataRecordSizes record_sizes;     // [bytes / record]
+  uint64_t pool_blocks = 0;          // N_pool [blocks]
+  MetadataRecordSizes record_sizes;  // [bytes / record]
   ArenaScenario arena;
 };
 

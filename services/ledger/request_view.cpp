@@ -10,9 +10,7 @@
 namespace kvrt {
 namespace {
 
-std::string request_field(size_t i, const char* member) {
-  return "requests[" + std::to_string(i) + "]." + member;
-}
+std::string request_field(size_t i, const char* member) { return "requests[" + std::to_string(i) + "]." + member; }
 
 Error bad(std::string reason, std::string field) {
   return make_error(ErrorCode::invalid_argument, std::move(reason), std::move(field));
@@ -35,9 +33,9 @@ Status validate_request_views(const std::vector<RequestView>& views, uint32_t bl
   if (block_rows == 0) return bad("block size P must be positive", "block_rows");
   if (views.empty()) return bad("a ledger needs at least one live request", "requests");
   if (views.size() > kMaxLedgerRequests)
-    return bad(std::to_string(views.size()) + " requests exceed the ledger bound of " +
-                   std::to_string(kMaxLedgerRequests),
-               "requests");
+    return bad(
+        std::to_string(views.size()) + " requests exceed the ledger bound of " + std::to_string(kMaxLedgerRequests),
+        "requests");
   std::set<RequestId> ids;
   std::unordered_map<PhysicalBlockId, size_t> logical_index_of;  // block -> index in every table
   uint64_t references = 0;
@@ -54,8 +52,8 @@ Status validate_request_views(const std::vector<RequestView>& views, uint32_t bl
     const uint64_t needed = ceil_div(v.committed_rows, block_rows);
     if (v.blocks.size() != needed)
       return bad("table has " + std::to_string(v.blocks.size()) + " blocks but ceil(" +
-                     std::to_string(v.committed_rows) + " / " + std::to_string(block_rows) + ") = " +
-                     std::to_string(needed),
+                     std::to_string(v.committed_rows) + " / " + std::to_string(block_rows) +
+                     ") = " + std::to_string(needed),
                  request_field(i, "blocks"));
     references += v.blocks.size();
     if (references > kMaxLedgerReferenceBlocks)
@@ -65,8 +63,7 @@ Status validate_request_views(const std::vector<RequestView>& views, uint32_t bl
     for (size_t j = 0; j < v.blocks.size(); ++j) {
       const PhysicalBlockId p = v.blocks[j];
       const std::string field = request_field(i, "blocks") + "[" + std::to_string(j) + "]";
-      if (!own.insert(p).second)
-        return bad("block " + std::to_string(p.value) + " appears twice in one table", field);
+      if (!own.insert(p).second) return bad("block " + std::to_string(p.value) + " appears twice in one table", field);
       auto [it, fresh] = logical_index_of.emplace(p, j);
       if (!fresh && it->second != j)
         return bad("block " + std::to_string(p.value) + " is logical block " + std::to_string(j) +

@@ -73,13 +73,13 @@ class AsyncMappingWorker {
   std::mutex mutex_;
   std::condition_variable work_ready_;
   std::condition_variable work_done_;
-  std::vector<MappingJob> pending_;         // guarded by mutex_
-  std::vector<MappingJobResult> results_;   // guarded by mutex_
-  bool has_work_ = false;                   // guarded by mutex_
-  bool done_ = false;                       // guarded by mutex_
-  bool stop_ = false;                       // guarded by mutex_
-  uint64_t busy_ns_ = 0;                    // guarded by mutex_
-  std::thread thread_;                      // started last, after every field above
+  std::vector<MappingJob> pending_;        // guarded by mutex_
+  std::vector<MappingJobResult> results_;  // guarded by mutex_
+  bool has_work_ = false;                  // guarded by mutex_
+  bool done_ = false;                      // guarded by mutex_
+  bool stop_ = false;                      // guarded by mutex_
+  uint64_t busy_ns_ = 0;                   // guarded by mutex_
+  std::thread thread_;                     // started last, after every field above
 };
 
 }  // namespace kvrt

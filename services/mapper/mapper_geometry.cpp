@@ -34,8 +34,8 @@ Result<MapperGeometry> MapperGeometry::make(const MapperConfig& c) {
   g.slot_range_bytes_ = c.page_group_bytes * ceil_div(uint64_t{c.max_tokens} * g.row_bytes_, c.page_group_bytes);
   // Handles move as complete K/V-layer bundles (0x06D); a remainder could never be mapped.
   if (c.handle_count == 0 || c.handle_count % g.tensor_count() != 0)
-    return config_error("N_handle = " + std::to_string(c.handle_count) + " is not a positive multiple of 2L = " +
-                            std::to_string(g.tensor_count()),
+    return config_error("N_handle = " + std::to_string(c.handle_count) +
+                            " is not a positive multiple of 2L = " + std::to_string(g.tensor_count()),
                         "handle_count");
   return g;
 }

@@ -25,11 +25,11 @@ struct MapperConfig {
 
 // Where one scalar lives (0x06C).
 struct KvScalarAddress {
-  uint32_t tensor_index = 0;       // 2*layer + kind
-  uint64_t offset_in_slot = 0;     // u [bytes within the slot's subrange]
-  uint32_t page_index = 0;         // q = floor(u / G) [pages]
-  uint64_t offset_in_page = 0;     // delta = u mod G [bytes]
-  uint64_t reservation_offset = 0; // A_VA - reservation base [bytes]
+  uint32_t tensor_index = 0;        // 2*layer + kind
+  uint64_t offset_in_slot = 0;      // u [bytes within the slot's subrange]
+  uint32_t page_index = 0;          // q = floor(u / G) [pages]
+  uint64_t offset_in_page = 0;      // delta = u mod G [bytes]
+  uint64_t reservation_offset = 0;  // A_VA - reservation base [bytes]
 };
 
 class MapperGeometry {
@@ -38,30 +38,27 @@ class MapperGeometry {
   static Result<MapperGeometry> make(const MapperConfig& config);
 
   const MapperConfig& config() const { return config_; }
-  uint32_t tensor_count() const { return 2 * config_.local_layers; }       // 2L
-  uint64_t row_bytes() const { return row_bytes_; }                        // B_tensor,row [bytes]
-  uint32_t tokens_per_page() const { return tokens_per_page_; }            // P_tokens
-  uint64_t slot_range_bytes() const { return slot_range_bytes_; }          // R [bytes]
+  uint32_t tensor_count() const { return 2 * config_.local_layers; }  // 2L
+  uint64_t row_bytes() const { return row_bytes_; }                   // B_tensor,row [bytes]
+  uint32_t tokens_per_page() const { return tokens_per_page_; }       // P_tokens
+  uint64_t slot_range_bytes() const { return slot_range_bytes_; }     // R [bytes]
   uint32_t pages_per_slot() const { return static_cast<uint32_t>(slot_range_bytes_ / config_.page_group_bytes); }
   uint64_t tensor_bytes() const { return uint64_t{config_.request_slots} * slot_range_bytes_; }  // B R
-  uint64_t virtual_reserved_bytes() const { return tensor_count() * tensor_bytes(); }  // M_VA = 2LBR
+  uint64_t virtual_reserved_bytes() const { return tensor_count() * tensor_bytes(); }            // M_VA = 2LBR
   uint64_t physical_pool_bytes() const { return uint64_t{config_.handle_count} * config_.page_group_bytes; }
   uint64_t bundle_bytes() const { return tensor_count() * config_.page_group_bytes; }  // 2LG
   uint32_t bundle_count() const { return config_.handle_count / tensor_count(); }
   // N_r,pages = ceil(T_r / P_tokens) [pages]
   uint32_t pages_for_tokens(uint32_t tokens) const;
 
-  uint32_t tensor_index(uint32_t layer, KvTensorKind kind) const {
-    return 2 * layer + static_cast<uint32_t>(kind);
-  }
+  uint32_t tensor_index(uint32_t layer, KvTensorKind kind) const { return 2 * layer + static_cast<uint32_t>(kind); }
   // Offset of (tensor, slot, page q) from the reservation base [bytes].
   uint64_t page_offset(uint32_t tensor, uint32_t slot, uint32_t page) const {
-    return tensor * tensor_bytes() + uint64_t{slot} * slot_range_bytes_ +
-           uint64_t{page} * config_.page_group_bytes;
+    return tensor * tensor_bytes() + uint64_t{slot} * slot_range_bytes_ + uint64_t{page} * config_.page_group_bytes;
   }
   // 0x06C address of one scalar; rejects coordinates outside the tensor.
-  Result<KvScalarAddress> locate(uint32_t layer, KvTensorKind kind, uint32_t slot, uint32_t token,
-                                 uint32_t head, uint32_t lane) const;
+  Result<KvScalarAddress> locate(uint32_t layer, KvTensorKind kind, uint32_t slot, uint32_t token, uint32_t head,
+                                 uint32_t lane) const;
 
  private:
   MapperConfig config_;

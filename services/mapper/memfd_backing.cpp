@@ -80,8 +80,7 @@ Status MemfdBacking::unmap(uint64_t va_offset, uint64_t bytes) {
   if (base_ == nullptr) return make_error(ErrorCode::invalid_argument, "backing not created", "backing");
   if (va_offset + bytes > reserved_bytes_)
     return make_error(ErrorCode::coordinate_out_of_range, "unmap outside reservation", "offset");
-  void* at = mmap(base_ + va_offset, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-                  -1, 0);
+  void* at = mmap(base_ + va_offset, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
   if (at == MAP_FAILED) return os_error("mmap(unmap)", errno);
   return Status::success();
 }

@@ -23,8 +23,8 @@ struct WireHeader {
   uint64_t page_group_bytes;  // G [bytes]
   uint64_t handle_count;      // N_handle [handles]
   uint64_t pool_generation;
-  uint32_t view_pages;        // [pages]
-  uint32_t entry_count;       // [entries following]
+  uint32_t view_pages;   // [pages]
+  uint32_t entry_count;  // [entries following]
 };
 struct WireEntry {
   uint32_t virtual_page;
@@ -55,8 +55,8 @@ Status require_seqpacket(int socket_fd) {
   socklen_t len = sizeof type;
   if (getsockopt(socket_fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) return os_error("getsockopt(SO_TYPE)", errno);
   if (type != SOCK_SEQPACKET)
-    return make_error(ErrorCode::invalid_argument, "page-pool channel needs a SOCK_SEQPACKET socket (message boundaries)",
-                      "socket_type");
+    return make_error(ErrorCode::invalid_argument,
+                      "page-pool channel needs a SOCK_SEQPACKET socket (message boundaries)", "socket_type");
   return Status::success();
 }
 
@@ -72,10 +72,10 @@ Status validate_pages(const PagePoolIdentity& identity, uint32_t view_pages, con
   std::set<uint32_t> seen;
   for (const ViewPage& p : pages) {
     if (p.virtual_page >= view_pages)
-      return make_error(ErrorCode::coordinate_out_of_range,
-                        "virtual page " + std::to_string(p.virtual_page) + " >= view of " +
-                            std::to_string(view_pages) + " pages",
-                        "virtual_page");
+      return make_error(
+          ErrorCode::coordinate_out_of_range,
+          "virtual page " + std::to_string(p.virtual_page) + " >= view of " + std::to_string(view_pages) + " pages",
+          "virtual_page");
     if (p.handle >= identity.handle_count)
       return make_error(ErrorCode::coordinate_out_of_range,
                         "handle " + std::to_string(p.handle) + " >= N_handle " + std::to_string(identity.handle_count),
@@ -107,8 +107,13 @@ Status send_page_pool(int socket_fd, int pool_fd, const PagePoolOffer& offer) {
   if (pool_fd < 0) return make_error(ErrorCode::invalid_argument, "no pool fd to send", "pool_fd");
   KVRT_TRY(validate_pages(offer.identity, offer.view_pages, offer.pages));
   std::vector<std::byte> payload(sizeof(WireHeader) + offer.pages.size() * sizeof(WireEntry));
-  const WireHeader header{kPagePoolMagic,          kPagePoolWireVersion,      0, offer.identity.page_group_bytes,
-                          offer.identity.handle_count, offer.identity.generation.value, offer.view_pages,
+  const WireHeader header{kPagePoolMagic,
+                          kPagePoolWireVersion,
+                          0,
+                          offer.identity.page_group_bytes,
+                          offer.identity.handle_count,
+                          offer.identity.generation.value,
+                          offer.view_pages,
                           static_cast<uint32_t>(offer.pages.size())};
   std::memcpy(payload.data(), &header, sizeof header);
   for (size_t i = 0; i < offer.pages.size(); ++i) {
@@ -206,9 +211,10 @@ Result<ReceivedPagePool> receive_page_pool(int socket_fd, const PagePoolIdentity
                       "entry_count");
   if (header.page_group_bytes != expected.page_group_bytes || header.handle_count != expected.handle_count)
     return make_error(ErrorCode::incompatible,
-                      "pool of " + std::to_string(header.handle_count) + " x " + std::to_string(header.page_group_bytes) +
-                          " B, expected " + std::to_string(expected.handle_count) + " x " +
-                          std::to_string(expected.page_group_bytes) + " B",
+                      "pool of " + std::to_string(header.handle_count) + " x " +
+                          std::to_string(header.page_group_bytes) + " B, expected " +
+                          std::to_string(expected.handle_count) + " x " + std::to_string(expected.page_group_bytes) +
+                          " B",
                       header.page_group_bytes != expected.page_group_bytes ? "page_group_bytes" : "handle_count");
   if (header.pool_generation != expected.generation.value)
     return make_error(ErrorCode::stale_generation,
@@ -222,8 +228,8 @@ Result<ReceivedPagePool> receive_page_pool(int socket_fd, const PagePoolIdentity
   const uint64_t pool_bytes = header.handle_count * header.page_group_bytes;
   if (static_cast<uint64_t>(st.st_size) != pool_bytes)
     return make_error(ErrorCode::pool_size_mismatch,
-                      "fd holds " + std::to_string(st.st_size) + " B, header says N_handle x G = " +
-                          std::to_string(pool_bytes) + " B",
+                      "fd holds " + std::to_string(st.st_size) +
+                          " B, header says N_handle x G = " + std::to_string(pool_bytes) + " B",
                       "pool_fd");
   const int seals = fcntl(pool.fd, F_GET_SEALS);
   if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
@@ -246,10 +252,10 @@ Result<PoolView> PoolView::map(int pool_fd, const PagePoolIdentity& identity, ui
                                const std::vector<ViewPage>& pages) {
   const uint64_t g = identity.page_group_bytes;
   if (g == 0 || g % os_page_bytes() != 0)
-    return make_error(ErrorCode::config_field,
-                      "G = " + std::to_string(g) + " B is not a multiple of the OS page (" +
-                          std::to_string(os_page_bytes()) + " B)",
-                      "page_group_bytes");
+    return make_error(
+        ErrorCode::config_field,
+        "G = " + std::to_string(g) + " B is not a multiple of the OS page (" + std::to_string(os_page_bytes()) + " B)",
+        "page_group_bytes");
   KVRT_TRY(validate_pages(identity, view_pages, pages));
   const uint64_t bytes = uint64_t{view_pages} * g;
   void* reserved = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -269,7 +275,8 @@ Status PoolView::map_pages(int pool_fd, const PagePoolIdentity& identity, const 
   const uint64_t g = identity.page_group_bytes;
   if (base_ == nullptr) return make_error(ErrorCode::invalid_argument, "the view is not mapped", "view");
   if (g == 0 || bytes_ % g != 0)
-    return make_error(ErrorCode::incompatible, "G = " + std::to_string(g) + " B does not tile this view", "page_group_bytes");
+    return make_error(ErrorCode::incompatible, "G = " + std::to_string(g) + " B does not tile this view",
+                      "page_group_bytes");
   KVRT_TRY(validate_pages(identity, static_cast<uint32_t>(bytes_ / g), pages, /*in_message=*/false));
   for (const ViewPage& p : pages) {
     void* at = mmap(base_ + uint64_t{p.virtual_page} * g, g, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, pool_fd,

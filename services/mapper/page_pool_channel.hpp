@@ -50,8 +50,8 @@ struct ViewPage {
 // Everything a worker needs to rebuild the view.
 struct PagePoolOffer {
   PagePoolIdentity identity;
-  uint32_t view_pages = 0;       // length of the contiguous view [pages]
-  std::vector<ViewPage> pages;   // mapped pages; the rest stay PROT_NONE
+  uint32_t view_pages = 0;      // length of the contiguous view [pages]
+  std::vector<ViewPage> pages;  // mapped pages; the rest stay PROT_NONE
 };
 
 // The page table of a MapperGeometry's whole reservation for the receipts'

@@ -16,7 +16,6 @@ namespace {
 
 Error os_error(const std::string& what) { return make_error(ErrorCode::io, what + ": " + std::strerror(errno), what); }
 
-
 }  // namespace
 
 Result<std::unique_ptr<PagePoolServer>> PagePoolServer::start(const std::string& socket_path, int pool_fd,

@@ -69,7 +69,8 @@ class PrefetchTable {
       auto next = batch.begin();
       for (const Entry& e : by_va_) {
         if (!e.live) continue;
-        for (; next != batch.end() && next->va_offset <= e.mapping.va_offset; ++next) merged.push_back(Entry{*next, true});
+        for (; next != batch.end() && next->va_offset <= e.mapping.va_offset; ++next)
+          merged.push_back(Entry{*next, true});
         const bool replaced = (!merged.empty() && merged.back().mapping.va_offset == e.mapping.va_offset) ||
                               std::binary_search(new_pools.begin(), new_pools.end(), e.mapping.pool_offset);
         if (!replaced) merged.push_back(e);
@@ -126,7 +127,7 @@ class PrefetchTable {
     pool_index_current_ = true;
   }
 
-  std::vector<Entry> by_va_;     // sorted by va_offset; dead entries until the next insert
+  std::vector<Entry> by_va_;        // sorted by va_offset; dead entries until the next insert
   std::vector<PoolEntry> by_pool_;  // sorted by pool_offset; valid when pool_index_current_
   bool pool_index_current_ = true;
   size_t live_ = 0;

@@ -136,8 +136,9 @@ Status PrefetchingBacking::prefetch(const std::vector<PlannedMapping>& plan) {
   settle();
   if (!poisoned_.ok()) return poisoned_;
   const auto planned = [&](const PlannedMapping& m) {
-    auto it = std::lower_bound(by_va.begin(), by_va.end(), m,
-                               [](const PlannedMapping& a, const PlannedMapping& b) { return a.va_offset < b.va_offset; });
+    auto it = std::lower_bound(by_va.begin(), by_va.end(), m, [](const PlannedMapping& a, const PlannedMapping& b) {
+      return a.va_offset < b.va_offset;
+    });
     return it != by_va.end() && *it == m;
   };
   std::vector<MappingJob> jobs;

@@ -38,15 +38,15 @@
 namespace kvrt {
 
 struct PrefetchStats {
-  uint64_t planned = 0;             // pairs handed to prefetch() [mappings]
-  uint64_t background_maps = 0;     // maps done by the background thread
-  uint64_t background_unmaps = 0;   // stale prefetched pages revoked by it
-  uint64_t background_failures = 0; // background maps or unmaps the OS refused
-  uint64_t hits = 0;                // owner map() calls satisfied without a system call
-  uint64_t foreground_maps = 0;     // owner map() calls that had to map synchronously
-  uint64_t foreground_revokes = 0;  // prefetched pages the owner unmapped itself
-  uint64_t await_ns = 0;            // owner time blocked waiting for a batch [ns]
-  uint64_t background_ns = 0;       // background thread time executing jobs [ns]
+  uint64_t planned = 0;              // pairs handed to prefetch() [mappings]
+  uint64_t background_maps = 0;      // maps done by the background thread
+  uint64_t background_unmaps = 0;    // stale prefetched pages revoked by it
+  uint64_t background_failures = 0;  // background maps or unmaps the OS refused
+  uint64_t hits = 0;                 // owner map() calls satisfied without a system call
+  uint64_t foreground_maps = 0;      // owner map() calls that had to map synchronously
+  uint64_t foreground_revokes = 0;   // prefetched pages the owner unmapped itself
+  uint64_t await_ns = 0;             // owner time blocked waiting for a batch [ns]
+  uint64_t background_ns = 0;        // background thread time executing jobs [ns]
 };
 
 class PrefetchingBacking final : public PageBacking {

@@ -59,8 +59,7 @@ uint64_t VmmMapper::retained_bundle_count() const {
   return n;
 }
 
-Result<SlotBinding> VmmMapper::alloc_reqid(RequestId request, RequestGeneration generation,
-                                           uint32_t expected_tokens) {
+Result<SlotBinding> VmmMapper::alloc_reqid(RequestId request, RequestGeneration generation, uint32_t expected_tokens) {
   KVRT_TRY(require_reserved());
   for (const SlotRecord& s : slots_)
     if (s.active && s.request == request)
@@ -264,8 +263,9 @@ Status VmmMapper::check_readable(RequestId request, SlotGeneration generation, u
     return make_error(ErrorCode::page_not_mapped, "read beyond the mapped frontier", "tokens");
   if (tokens > slot.valid_tokens)
     return make_error(ErrorCode::rows_not_valid,
-                      "this slot generation wrote " + std::to_string(slot.valid_tokens) + " rows; a retained "
-                      "mapping is capacity, not K/V (0x06E)",
+                      "this slot generation wrote " + std::to_string(slot.valid_tokens) +
+                          " rows; a retained "
+                          "mapping is capacity, not K/V (0x06E)",
                       "tokens");
   return Status::success();
 }
@@ -310,8 +310,7 @@ Status VmmMapper::shutdown() {
 }
 
 Result<PhysicalLocation> VmmMapper::translate(RequestId request, SlotGeneration generation, uint32_t layer,
-                                              KvTensorKind kind, uint32_t token, uint32_t head,
-                                              uint32_t lane) const {
+                                              KvTensorKind kind, uint32_t token, uint32_t head, uint32_t lane) const {
   KVRT_TRY(require_reserved());
   uint32_t s = 0;
   KVRT_TRY_ASSIGN(s, find_active(request, generation));

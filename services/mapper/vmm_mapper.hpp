@@ -46,7 +46,7 @@ enum class MappingFeasibility : uint8_t { ready = 0, insufficient_handles = 1 };
 struct SlotBinding {
   RequestSlot slot;
   SlotGeneration generation;
-  uint32_t retained_pages = 0;        // pages kept from an inactive owner [pages per tensor]
+  uint32_t retained_pages = 0;  // pages kept from an inactive owner [pages per tensor]
   bool retained_mapping_reused = false;
   friend bool operator==(const SlotBinding&, const SlotBinding&) = default;
 };
@@ -59,8 +59,8 @@ struct StepRequest {
 
 struct StepResult {
   MappingFeasibility feasibility = MappingFeasibility::ready;
-  uint32_t bundles_needed = 0;     // new page bundles this step needs [bundles]
-  uint32_t bundles_available = 0;  // free + reclaimable inactive bundles [bundles]
+  uint32_t bundles_needed = 0;                  // new page bundles this step needs [bundles]
+  uint32_t bundles_available = 0;               // free + reclaimable inactive bundles [bundles]
   std::vector<MappedFrontierReceipt> receipts;  // one per request when ready
   friend bool operator==(const StepResult&, const StepResult&) = default;
 };
@@ -74,9 +74,9 @@ struct PhysicalLocation {
 
 struct HandleRecord {
   HandleState state = HandleState::created_free;
-  RequestSlot slot;        // valid while mapped
-  uint32_t tensor = 0;     // 2*layer + kind, valid while mapped
-  uint32_t page = 0;       // q, valid while mapped
+  RequestSlot slot;            // valid while mapped
+  uint32_t tensor = 0;         // 2*layer + kind, valid while mapped
+  uint32_t page = 0;           // q, valid while mapped
   BlockGeneration generation;  // +1 on every map: fences stale receipts
 };
 
@@ -85,8 +85,8 @@ struct SlotRecord {
   RequestId request;
   RequestGeneration request_generation;
   SlotGeneration generation;
-  uint32_t target_tokens = 0;  // frontier of the latest step [tokens]
-  uint32_t valid_tokens = 0;   // rows this generation wrote [tokens]
+  uint32_t target_tokens = 0;                    // frontier of the latest step [tokens]
+  uint32_t valid_tokens = 0;                     // rows this generation wrote [tokens]
   std::vector<std::vector<PageHandleId>> pages;  // page q -> handle per tensor (2L)
 };
 
@@ -120,7 +120,7 @@ class VmmMapper {
   std::vector<PlannedMapping> plan_frontier_mappings(const std::vector<StepRequest>& next) const;
 
   MappingLedger ledger() const;
-  Status validate() const;  // ledgers, both state machines, page tables, digest
+  Status validate() const;                                // ledgers, both state machines, page tables, digest
   StateDigest digest() const { return digest_.value(); }  // O(1), maintained incrementally
   StateDigest recompute_digest() const;                   // O(slots + handles), from scratch
   const MapperGeometry& geometry() const { return geometry_; }
@@ -168,7 +168,7 @@ class VmmMapper {
   MapperPhase phase_ = MapperPhase::unreserved;
   std::vector<SlotRecord> slots_;
   std::vector<HandleRecord> handles_;
-  std::set<uint64_t> free_handles_;  // lowest first: a deterministic trace (0x06F)
+  std::set<uint64_t> free_handles_;    // lowest first: a deterministic trace (0x06F)
   std::vector<bool> reused_retained_;  // per slot: this generation started on retained pages
   uint64_t bundle_maps_ = 0;
   uint64_t bundle_unmaps_ = 0;

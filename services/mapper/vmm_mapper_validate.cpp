@@ -180,10 +180,10 @@ Status VmmMapper::verify_receipt(const MappedFrontierReceipt& r) const {
     const bool current = m.page_index < slot.pages.size() && slot.pages[m.page_index][t] == m.handle &&
                          handles_[m.handle.value].generation == m.handle_generation;
     if (!current)
-      return make_error(ErrorCode::stale_generation,
-                        "handle " + std::to_string(m.handle.value) + " no longer backs page q=" +
-                            std::to_string(m.page_index),
-                        "new_mappings");
+      return make_error(
+          ErrorCode::stale_generation,
+          "handle " + std::to_string(m.handle.value) + " no longer backs page q=" + std::to_string(m.page_index),
+          "new_mappings");
   }
   if (!r.ready_before_use || r.mapped_pages > slot.pages.size() ||
       uint64_t{r.mapped_pages} * geometry_.tokens_per_page() < r.target_tokens)

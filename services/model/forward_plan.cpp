@@ -40,10 +40,10 @@ Status check_chunk(const ForwardChunk& chunk, size_t c, const CacheLayoutManifes
                       field + ".first_row");
   for (uint64_t i = 0; i < tokens; ++i)
     if (chunk.tokens[i] < 0 || uint32_t(chunk.tokens[i]) >= vocab)
-      return make_error(ErrorCode::invalid_argument,
-                        "token " + std::to_string(chunk.tokens[i]) + " is outside the vocabulary [0, " +
-                            std::to_string(vocab) + ")",
-                        field + ".tokens[" + std::to_string(i) + "]");
+      return make_error(
+          ErrorCode::invalid_argument,
+          "token " + std::to_string(chunk.tokens[i]) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")",
+          field + ".tokens[" + std::to_string(i) + "]");
   const auto& tables = chunk.blocks->slots;
   if (tables.size() != layout.cache_groups.size())
     return make_error(ErrorCode::unknown_group,
@@ -60,10 +60,10 @@ Status check_chunk(const ForwardChunk& chunk, size_t c, const CacheLayoutManifes
                         field + ".blocks.slots[" + std::to_string(g) + "]");
     for (uint64_t j = 0; j < blocks; ++j)
       if (tables[g][j] >= slot_count)
-        return make_error(ErrorCode::coordinate_out_of_range,
-                          "slot " + std::to_string(tables[g][j]) + " >= " + std::to_string(slot_count) +
-                              " slots of the cache",
-                          slot_field(c, g, j));
+        return make_error(
+            ErrorCode::coordinate_out_of_range,
+            "slot " + std::to_string(tables[g][j]) + " >= " + std::to_string(slot_count) + " slots of the cache",
+            slot_field(c, g, j));
   }
   return Status::success();
 }

@@ -48,10 +48,8 @@ Result<std::unique_ptr<LocalModelKvCache>> LocalModelKvCache::create(const Cache
     const CacheGroupLayout& group = layout.cache_groups[g];
     const std::string field = "cache_groups[" + std::to_string(g) + "]";
     const std::optional<TensorGeometry> geometry = tensor_geometry(group, layout.allocator_block_size, slots);
-    const std::optional<uint64_t> k_bytes =
-        geometry ? tensor_bytes(*geometry, group.k_dtype) : std::nullopt;
-    const std::optional<uint64_t> v_bytes =
-        geometry ? tensor_bytes(*geometry, group.v_dtype) : std::nullopt;
+    const std::optional<uint64_t> k_bytes = geometry ? tensor_bytes(*geometry, group.k_dtype) : std::nullopt;
+    const std::optional<uint64_t> v_bytes = geometry ? tensor_bytes(*geometry, group.v_dtype) : std::nullopt;
     if (!k_bytes || !v_bytes)
       return make_error(ErrorCode::invalid_argument,
                         "the pool of " + std::to_string(slots) + " slots overflows 64-bit byte arithmetic", "slots");
@@ -90,10 +88,10 @@ std::byte* LocalModelKvCache::writable_v(uint32_t model_layer) {
 Status LocalModelKvCache::read_canonical_row(uint32_t group_index, uint32_t slot, uint32_t row,
                                              std::span<uint8_t> out) const {
   if (group_index >= layout_.cache_groups.size())
-    return make_error(ErrorCode::unknown_group,
-                      "group index " + std::to_string(group_index) + " of " +
-                          std::to_string(layout_.cache_groups.size()) + " groups",
-                      "group_index");
+    return make_error(
+        ErrorCode::unknown_group,
+        "group index " + std::to_string(group_index) + " of " + std::to_string(layout_.cache_groups.size()) + " groups",
+        "group_index");
   if (slot >= slots_)
     return make_error(ErrorCode::coordinate_out_of_range,
                       "slot " + std::to_string(slot) + " >= " + std::to_string(slots_) + " slots", "slot");

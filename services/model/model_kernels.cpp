@@ -71,8 +71,8 @@ void rope_rotate(float* v, uint32_t heads, uint32_t head_dim, const float* cos, 
   }
 }
 
-void store_heads(const executor::KvTensorView& t, std::byte* writable_base, uint64_t slot, uint64_t row,
-                 uint32_t heads, const float* src) {
+void store_heads(const executor::KvTensorView& t, std::byte* writable_base, uint64_t slot, uint64_t row, uint32_t heads,
+                 const float* src) {
   const uint32_t b = t.scalar_bytes();
   for (uint32_t h = 0; h < heads; ++h) {
     std::byte* dst = writable_base + (slot * t.slot_stride + row * t.token_stride + uint64_t{h} * t.head_stride) * b;

@@ -60,8 +60,7 @@ class LocalModelKvCache final : public ModelKvCache {
   const executor::PagedKvView& layer_view(uint32_t model_layer) const override;
   std::byte* writable_k(uint32_t model_layer) override;
   std::byte* writable_v(uint32_t model_layer) override;
-  Status read_canonical_row(uint32_t group_index, uint32_t slot, uint32_t row,
-                            std::span<uint8_t> out) const override;
+  Status read_canonical_row(uint32_t group_index, uint32_t slot, uint32_t row, std::span<uint8_t> out) const override;
 
   // Views point into the pools this object owns: neither copied nor moved.
   LocalModelKvCache(const LocalModelKvCache&) = delete;
@@ -78,8 +77,8 @@ class LocalModelKvCache final : public ModelKvCache {
   LocalModelKvCache(CacheLayoutManifest layout, uint32_t slots) : layout_(std::move(layout)), slots_(slots) {}
 
   CacheLayoutManifest layout_;
-  uint32_t slots_ = 0;                       // per group pool [blocks]
-  std::vector<GroupPool> pools_;             // [group index]
+  uint32_t slots_ = 0;                        // per group pool [blocks]
+  std::vector<GroupPool> pools_;              // [group index]
   std::vector<executor::PagedKvView> views_;  // [model layer]
 };
 

@@ -18,9 +18,9 @@ constexpr uint64_t kMaxKvWidth = 1u << 16;  // H_kv * d_h of one layer [scalars]
 
 Status check_size(uint64_t value, uint64_t max, const char* field) {
   if (value == 0 || value > max)
-    return make_error(ErrorCode::config_field,
-                      std::string(field) + " = " + std::to_string(value) + " is outside [1, " + std::to_string(max) + "]",
-                      field);
+    return make_error(
+        ErrorCode::config_field,
+        std::string(field) + " = " + std::to_string(value) + " is outside [1, " + std::to_string(max) + "]", field);
   return Status::success();
 }
 
@@ -78,10 +78,10 @@ Result<ModelShape> model_shape(const ModelConfig& config, const CacheLayoutManif
   // One rank's K/V is only part of each layer's heads; a model computing
   // all heads would write rows no pool of this rank holds.
   if (layout.tp_world_size != 1)
-    return make_error(ErrorCode::incompatible,
-                      "the reference model runs unsharded; the layout has tp_world_size " +
-                          std::to_string(layout.tp_world_size),
-                      "layout.tp_world_size");
+    return make_error(
+        ErrorCode::incompatible,
+        "the reference model runs unsharded; the layout has tp_world_size " + std::to_string(layout.tp_world_size),
+        "layout.tp_world_size");
   ModelShape shape;
   shape.vocab = config.vocab;
   shape.d_model = config.d_model;

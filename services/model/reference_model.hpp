@@ -108,9 +108,9 @@ class ReferenceModel {
   // ("shared_rows") when the tables do not share those blocks physically.
   // `reads`, when given, receives the call's shared-row reads (on success only).
   Result<std::vector<std::vector<float>>> forward_shared_prefix(ModelKvCache& cache,
-                                                               std::span<const ForwardChunk> chunks,
-                                                               uint32_t shared_rows,
-                                                               SharedPrefixReads* reads = nullptr) const;
+                                                                std::span<const ForwardChunk> chunks,
+                                                                uint32_t shared_rows,
+                                                                SharedPrefixReads* reads = nullptr) const;
 
   const ModelConfig& config() const;
   uint32_t layer_count() const;

@@ -140,8 +140,8 @@ executor::ExecutionSnapshot group_snapshot(const LayerShape& ls, const executor:
                                            uint32_t shared_rows, uint32_t p_a) {
   const uint32_t g = ls.group_index;
   executor::ExecutionSnapshot s;
-  s.contract = executor::ExecutionContract{executor::HeadMapping{ls.q_heads, ls.kv_heads}, ls.head_dim, ls.head_dim,
-                                           view.k.dtype, view.v.dtype, 1};
+  s.contract = executor::ExecutionContract{
+      executor::HeadMapping{ls.q_heads, ls.kv_heads}, ls.head_dim, ls.head_dim, view.k.dtype, view.v.dtype, 1};
   s.chunks.push_back(table_chunk("shared", chunks[0].blocks->slots[g], plan.valid_rows[g][0], 0, shared_rows, p_a));
   s.chunks[0].coverage_begin = 0;
   s.chunks[0].coverage_end = static_cast<uint32_t>(chunks.size());
@@ -167,9 +167,9 @@ executor::ExecutionSnapshot group_snapshot(const LayerShape& ls, const executor:
 }  // namespace
 
 Result<std::vector<std::vector<float>>> ReferenceModel::forward_shared_prefix(ModelKvCache& cache,
-                                                                             std::span<const ForwardChunk> chunks,
-                                                                             uint32_t shared_rows,
-                                                                             SharedPrefixReads* reads) const {
+                                                                              std::span<const ForwardChunk> chunks,
+                                                                              uint32_t shared_rows,
+                                                                              SharedPrefixReads* reads) const {
   const ModelShape& shape = weights_->shape;
   KVRT_TRY(check_model_cache(shape, layout_, cache));
   ForwardPlan plan;

@@ -248,13 +248,13 @@ Status AllocatorService::validate() const {
   KVRT_TRY(requests_.validate());
   KVRT_TRY(leases_.validate());
   if (requests_.size() != allocator_.live_requests())
-    return make_error(ErrorCode::invariant_violated,
-                      "the allocator holds " + std::to_string(allocator_.live_requests()) +
-                          " requests; sessions own " + std::to_string(requests_.size()));
+    return make_error(ErrorCode::invariant_violated, "the allocator holds " +
+                                                         std::to_string(allocator_.live_requests()) +
+                                                         " requests; sessions own " + std::to_string(requests_.size()));
   if (leases_.size() != allocator_.active_leases())
-    return make_error(ErrorCode::invariant_violated,
-                      "the allocator holds " + std::to_string(allocator_.active_leases()) +
-                          " leases; sessions own " + std::to_string(leases_.size()));
+    return make_error(ErrorCode::invariant_violated, "the allocator holds " +
+                                                         std::to_string(allocator_.active_leases()) +
+                                                         " leases; sessions own " + std::to_string(leases_.size()));
   return Status::success();
 }
 

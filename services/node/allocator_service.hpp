@@ -65,8 +65,8 @@ class AllocatorService {
   LeaseReleaseReceipt finish_lease(LeaseId lease);  // forgets a released lease, names its block
 
   BlockAllocator allocator_;
-  SessionHoldings<uint64_t> requests_{"request"};  // RequestId value -> session
-  SessionHoldings<uint64_t> leases_{"lease"};      // LeaseId value -> session
+  SessionHoldings<uint64_t> requests_{"request"};          // RequestId value -> session
+  SessionHoldings<uint64_t> leases_{"lease"};              // LeaseId value -> session
   std::map<uint64_t, PhysicalBlockHandle> lease_handles_;  // LeaseId value -> leased block
   uint64_t operations_ = 0;
   uint64_t errors_ = 0;

@@ -32,8 +32,7 @@ Result<OpenedSession> AuthorizationService::open_session(const HelloRequest& hel
 Result<IssuedGrant> AuthorizationService::authorize(SessionId session, const AuthorizeRequest& request) {
   const auto s = sessions_.find(session.value);
   if (s == sessions_.end())
-    return make_error(ErrorCode::session_ended, "session " + std::to_string(session.value) + " is not open",
-                      "session");
+    return make_error(ErrorCode::session_ended, "session " + std::to_string(session.value) + " is not open", "session");
   Result<AuthorizedLookup> lookup = authority_.authorize(s->second.principal, request.namespace_name);
   if (!lookup.ok()) {
     ++denied_;
@@ -67,8 +66,8 @@ ReuseKeyAnswer AuthorizationService::reuse_key(SessionId session, const ReuseKey
                              "session " + std::to_string(session.value) + " is not open", "session"));
   const auto g = s->second.grants.find(request.namespace_name);
   if (g == s->second.grants.end())
-    return denied(make_error(ErrorCode::authorization_namespace_denied,
-                             "this session holds no grant for the namespace", "namespace_name"));
+    return denied(make_error(ErrorCode::authorization_namespace_denied, "this session holds no grant for the namespace",
+                             "namespace_name"));
   if (Status held = authority_.check(g->second); !held.ok()) return denied(held.error());
   const GenerationRecord* rec = authority_.registry().find(g->second.namespace_name(), g->second.generation());
   if (rec == nullptr)
@@ -76,8 +75,8 @@ ReuseKeyAnswer AuthorizationService::reuse_key(SessionId session, const ReuseKey
                              "namespace_generation"));
   CoveredInput input;
   input.token_ids.assign(request.tokens.begin(), request.tokens.end());
-  Result<CacheCompatibilityManifest> m = build_compatibility_manifest(rec->facts.layout, rec->facts.artifact,
-                                                                      rec->isolation, input);
+  Result<CacheCompatibilityManifest> m =
+      build_compatibility_manifest(rec->facts.layout, rec->facts.artifact, rec->isolation, input);
   if (!m.ok()) return ReuseKeyAnswer{g->second, std::nullopt};  // the attempt's build_key step names the error
   return ReuseKeyAnswer{g->second, KeyEvidence{std::move(m).value()}};
 }
@@ -85,8 +84,7 @@ ReuseKeyAnswer AuthorizationService::reuse_key(SessionId session, const ReuseKey
 Status AuthorizationService::end_session(SessionId session, bool revoke) {
   const auto s = sessions_.find(session.value);
   if (s == sessions_.end())
-    return make_error(ErrorCode::session_ended, "session " + std::to_string(session.value) + " is not open",
-                      "session");
+    return make_error(ErrorCode::session_ended, "session " + std::to_string(session.value) + " is not open", "session");
   const PrincipalId principal = s->second.principal;
   sessions_.erase(s);
   ++sessions_ended_;

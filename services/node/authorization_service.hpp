@@ -26,8 +26,8 @@ struct OpenedSession {
 
 // A grant as the index owners must hear it (salt digest, not the salt).
 struct IssuedGrant {
-  NamespaceGrantReceipt receipt;     // for the worker
-  SessionNamespaceGrant for_indexes; // for the index owners
+  NamespaceGrantReceipt receipt;      // for the worker
+  SessionNamespaceGrant for_indexes;  // for the index owners
 };
 
 class AuthorizationService {

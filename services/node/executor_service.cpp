@@ -14,8 +14,8 @@ ExecutorService::ExecutorService(CacheLayoutManifest layout, std::vector<executo
 
 Result<std::unique_ptr<ExecutorService>> ExecutorService::create(const CacheLayoutManifest& layout,
                                                                  std::vector<executor::PagedKvView> layer_views,
-                                                                 std::vector<uint64_t> block_id_base,
-                                                                 unsigned threads, DecodeKernel kernel) {
+                                                                 std::vector<uint64_t> block_id_base, unsigned threads,
+                                                                 DecodeKernel kernel) {
   uint32_t layers = 0;
   for (const CacheGroupLayout& g : layout.cache_groups) layers = std::max(layers, g.layer_end);
   if (layer_views.size() != layers)
@@ -36,10 +36,10 @@ Result<AttentionOutput> ExecutorService::decode(const DecodeAttentionOp& op, con
     return e;
   };
   if (op.layer >= views_.size())
-    return fail(make_error(ErrorCode::coordinate_out_of_range,
-                           "layer " + std::to_string(op.layer) + " of a model with " + std::to_string(views_.size()) +
-                               " layers",
-                           "layer"));
+    return fail(make_error(
+        ErrorCode::coordinate_out_of_range,
+        "layer " + std::to_string(op.layer) + " of a model with " + std::to_string(views_.size()) + " layers",
+        "layer"));
   if (op.table_version.value != 0 && op.table_version != table.fence.table_version)
     return fail(make_error(ErrorCode::stale_table_version,
                            "the queries were computed against table version " + std::to_string(op.table_version.value) +
@@ -84,12 +84,9 @@ Status ExecutorService::validate() const {
 
 SnapshotAnswer ExecutorService::freeze_reuse(const ReuseSnapshotRequest& request) {
   const ExecutionSnapshotVersion version{++snapshots_frozen_};
-  return SnapshotAnswer{version,
-                        version,
-                        layout_.logical_cache_abi_sha256,
-                        request.planned_kernel_abi_id,
-                        request.handles,
-                        request.interval};
+  return SnapshotAnswer{
+      version,         version,         layout_.logical_cache_abi_sha256, request.planned_kernel_abi_id,
+      request.handles, request.interval};
 }
 
 OwnerStats ExecutorService::stats() const {

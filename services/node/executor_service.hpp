@@ -64,7 +64,7 @@ class ExecutorService {
   CacheLayoutManifest layout_;
   std::vector<executor::PagedKvView> views_;
   std::vector<uint64_t> block_id_base_;
-  DecodeKernel kernel_;          // empty: executor::paged_decode on the CPU
+  DecodeKernel kernel_;  // empty: executor::paged_decode on the CPU
   std::unique_ptr<executor::ThreadPool> pool_;
   uint64_t snapshots_frozen_ = 0;
   uint64_t executions_ = 0, errors_ = 0, kv_rows_ = 0, kv_bytes_ = 0;

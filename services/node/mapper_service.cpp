@@ -89,8 +89,8 @@ PagePoolOffer MapperService::page_offer() const {
     const SlotRecord& slot = mapper_->slot(s);
     for (uint32_t q = 0; q < slot.pages.size(); ++q)
       for (uint32_t t = 0; t < slot.pages[q].size(); ++t)
-        offer.pages.push_back(ViewPage{
-            static_cast<uint32_t>(geo.page_offset(t, s, q) / geo.config().page_group_bytes), slot.pages[q][t].value});
+        offer.pages.push_back(ViewPage{static_cast<uint32_t>(geo.page_offset(t, s, q) / geo.config().page_group_bytes),
+                                       slot.pages[q][t].value});
   }
   return offer;
 }

@@ -56,7 +56,7 @@ class MapperService {
   std::unique_ptr<VmmMapper> mapper_;
   MemfdBacking* backing_;  // owned by mapper_
   PoolGeneration generation_;
-  SessionHoldings<uint64_t> requests_{"request"};  // RequestId value -> session
+  SessionHoldings<uint64_t> requests_{"request"};       // RequestId value -> session
   std::map<uint64_t, SlotGeneration> slot_generation_;  // RequestId value -> its slot generation
   uint64_t operations_ = 0, errors_ = 0, insufficient_ = 0, sessions_reclaimed_ = 0;
 };

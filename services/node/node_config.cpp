@@ -14,8 +14,7 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
   NodeConfig c;
   c.config_path = reader.path();
   const toml::table* node = reader.root()["node"].as_table();
-  if (node == nullptr)
-    return make_error(ErrorCode::config_field, reader.path() + ": missing table [node]", "node");
+  if (node == nullptr) return make_error(ErrorCode::config_field, reader.path() + ": missing table [node]", "node");
   std::string layout;
   KVRT_TRY_ASSIGN(layout, reader.string(*node, "node", "layout"));
   const std::filesystem::path base = std::filesystem::path(reader.path()).parent_path();
@@ -54,8 +53,8 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
     return reader.field_error(node->get("prefix_index"), "node", "prefix_index",
                               "must be \"hash_chain\" or \"radix\", not \"" + c.prefix_index + "\"");
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "radix_budget_blocks", 0, 0, int64_t{1} << 24));
-  c.radix_budget_blocks = v == 0 ? static_cast<uint32_t>(std::max<uint64_t>(1, c.blocks_per_group / 2))
-                                 : static_cast<uint32_t>(v);
+  c.radix_budget_blocks =
+      v == 0 ? static_cast<uint32_t>(std::max<uint64_t>(1, c.blocks_per_group / 2)) : static_cast<uint32_t>(v);
   if (c.radix_budget_blocks > c.blocks_per_group)
     return reader.field_error(node->get("radix_budget_blocks"), "node", "radix_budget_blocks",
                               "exceeds blocks_per_group (" + std::to_string(c.blocks_per_group) + ")");

@@ -15,11 +15,11 @@ namespace kvrt {
 // tensors take cache group 0's layers, K/V heads, head width and K dtype;
 // the section sizes the reservation and the page pool.
 struct NodeMapperConfig {
-  bool enabled = false;            // the [mapper] table is present
-  uint32_t request_slots = 0;      // B [slots]
-  uint32_t max_tokens = 0;         // T_max [tokens per request]
-  uint64_t page_group_bytes = 0;   // G [bytes]; 0 = one OS page
-  uint32_t handle_count = 0;       // N_handle [page groups]
+  bool enabled = false;           // the [mapper] table is present
+  uint32_t request_slots = 0;     // B [slots]
+  uint32_t max_tokens = 0;        // T_max [tokens per request]
+  uint64_t page_group_bytes = 0;  // G [bytes]; 0 = one OS page
+  uint32_t handle_count = 0;      // N_handle [page groups]
 };
 
 struct NodeConfig {
@@ -31,9 +31,9 @@ struct NodeConfig {
   // that workers import through CUDA IPC (handles in the session receipt,
   // gpu/cuda_pool_store.hpp). With "cuda" the node's kernel executor runs
   // the CUDA decode kernel over them (gpu/cuda_decode_kernel.hpp).
-  std::string pool_backend = "shm";  // "shm" | "cuda"
-  std::string host = "127.0.0.1"; // loopback only by default: the node serves one host's workers
-  uint16_t port = 0;              // 0: any free port (the descriptor names the chosen one)
+  std::string pool_backend = "shm";       // "shm" | "cuda"
+  std::string host = "127.0.0.1";         // loopback only by default: the node serves one host's workers
+  uint16_t port = 0;                      // 0: any free port (the descriptor names the chosen one)
   uint32_t heartbeat_interval_ms = 250;   // middleman heartbeats: a hung worker is detected too
   uint32_t connection_timeout_ms = 2000;  // silence after which a worker counts as gone [ms]
   uint32_t scheduler_threads = 2;         // CAF worker threads [threads]
@@ -43,13 +43,13 @@ struct NodeConfig {
   // their queues for `scheduler_poll_attempts` empty polls before they sleep,
   // so a message that arrives while traffic flows is taken at once. Costs a
   // busy core while the node is in use (docs/benchmarks.md, rpc).
-  std::string scheduler = "sharing";      // "sharing" | "polling"
+  std::string scheduler = "sharing";  // "sharing" | "polling"
   uint32_t scheduler_poll_attempts = 1000000;
   // The session channel (services/protocol/channel_frame.hpp): workers call
   // their session through a Unix socket in the token directory instead of
   // the middleman. Off: every call goes through the middleman.
   bool session_channel = true;
-  uint32_t max_requests = 1 << 14;        // allocator request slots [requests]
+  uint32_t max_requests = 1 << 14;  // allocator request slots [requests]
   // The prefix-reuse owner: the hash-chain index (vLLM's design, weak
   // identity tags) or the radix index (SGLang's design over pages of P_a
   // tokens, holding leases on what it caches). Same messages either way.

@@ -6,9 +6,8 @@
 
 #include <cstdio>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace kvrt {
 
@@ -56,11 +55,16 @@ Status write_node_descriptor(const NodeDescriptor& d, const std::string& path) {
     j["pools"].push_back(std::move(pool));
   }
   if (d.mapper)
-    j["mapper"] = {{"local_layers", d.mapper->local_layers},   {"request_slots", d.mapper->request_slots},
-                   {"max_tokens", d.mapper->max_tokens},       {"kv_heads", d.mapper->kv_heads},
-                   {"head_dim", d.mapper->head_dim},           {"element_bytes", d.mapper->element_bytes},
-                   {"page_group_bytes", d.mapper->page_group_bytes}, {"handle_count", d.mapper->handle_count},
-                   {"pool_generation", d.mapper->pool_generation},   {"socket_path", d.mapper->socket_path}};
+    j["mapper"] = {{"local_layers", d.mapper->local_layers},
+                   {"request_slots", d.mapper->request_slots},
+                   {"max_tokens", d.mapper->max_tokens},
+                   {"kv_heads", d.mapper->kv_heads},
+                   {"head_dim", d.mapper->head_dim},
+                   {"element_bytes", d.mapper->element_bytes},
+                   {"page_group_bytes", d.mapper->page_group_bytes},
+                   {"handle_count", d.mapper->handle_count},
+                   {"pool_generation", d.mapper->pool_generation},
+                   {"socket_path", d.mapper->socket_path}};
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);

@@ -6,8 +6,8 @@
 // Written atomically (temporary file + rename), so a worker never reads half
 // a descriptor.
 #include <cstdint>
-#include <string>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "services/common/result.hpp"
@@ -31,12 +31,12 @@ struct NodeDescriptor {
   std::string host;
   uint16_t port = 0;
   uint32_t node_pid = 0;
-  std::string instance;       // shared-memory instance suffix
-  std::string layout_path;    // absolute
+  std::string instance;     // shared-memory instance suffix
+  std::string layout_path;  // absolute
   Sha256Digest layout_sha256;
   uint32_t block_tokens = 0;  // allocator block size [tokens]
   std::vector<PoolAttachment> pools;
-  std::string token_dir;      // <principal>.token files
+  std::string token_dir;  // <principal>.token files
   std::optional<MapperAttachment> mapper;
 
   std::string token_path(const std::string& principal) const { return token_dir + "/" + principal + ".token"; }

@@ -85,9 +85,9 @@ Result<DecidedPublication> PrefixService::decide_publication(SessionId session, 
   std::vector<BlockHash> hashes;
   index_.extend_hashes(scope_, op.tokens, plan, hashes);
   PublishOutcome outcome;
-  KVRT_TRY_ASSIGN(outcome, index_.publish_blocks(scope_, target,
-                                                 PrefixPublishArgs{op.request, op.tokens, hashes, &plan,
-                                                                   op.first_block, op.end_block}));
+  KVRT_TRY_ASSIGN(outcome, index_.publish_blocks(
+                               scope_, target,
+                               PrefixPublishArgs{op.request, op.tokens, hashes, &plan, op.first_block, op.end_block}));
   ++publications_;
   if (Result<SessionNamespaceGrant> g = grants_.current(session, op.namespace_name); g.ok())
     published_digests_.record(*g);
@@ -123,8 +123,8 @@ Result<CandidateAnswer> PrefixService::reuse_candidate(SessionId session, const 
   if (!m.ok()) return m.error();
   if (m->runtime_hit_tokens == 0) return CandidateAnswer(IndexMiss{});
   ReuseCandidate c;
-  KVRT_TRY_ASSIGN(c, candidate_of_hit(ReuseSource::prefix_index, op, *m, published_digests_,
-                                      index_.config().collision_witness));
+  KVRT_TRY_ASSIGN(
+      c, candidate_of_hit(ReuseSource::prefix_index, op, *m, published_digests_, index_.config().collision_witness));
   c.index_version = version;
   return CandidateAnswer(std::move(c));
 }

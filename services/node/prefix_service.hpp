@@ -35,7 +35,6 @@
 
 namespace kvrt {
 
-
 // A publication waiting for the allocator owner's table.
 struct PendingPublication {
   SessionId session;

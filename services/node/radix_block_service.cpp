@@ -12,8 +12,8 @@ namespace kvrt {
 Result<RadixBlockService> RadixBlockService::create(const CacheLayoutManifest& layout, uint32_t budget_blocks,
                                                     EvictionPolicy eviction) {
   const uint32_t groups = static_cast<uint32_t>(layout.cache_groups.size());
-  auto index = RadixBlockIndex::create(
-      RadixBlockIndexConfig{layout.allocator_block_size, groups, budget_blocks, eviction});
+  auto index =
+      RadixBlockIndex::create(RadixBlockIndexConfig{layout.allocator_block_size, groups, budget_blocks, eviction});
   if (!index.ok()) return index.error();
   return RadixBlockService(std::move(index).value(), layout.digest(), groups);
 }

@@ -37,7 +37,7 @@ namespace kvrt {
 
 // A publication waiting for the allocator's leases.
 struct RadixPublication {
-  PrefixPublishReceipt receipt;                    // published counted at confirm()
+  PrefixPublishReceipt receipt;  // published counted at confirm()
   RadixAdoption adoption;
   std::vector<PhysicalBlockHandle> lease_handles;  // adoption.pages x groups, page-major
 };
@@ -69,9 +69,7 @@ class RadixBlockService {
   // Step 10, or a rejected attempt: false for a lease the session does not hold.
   bool release_path(SessionId session, LeaseId lease);
   // Step 5: the tree's retraction version now.
-  ReuseIndexVersion reuse_version() const {
-    return ReuseIndexVersion{0, index_.retraction_version(), publications_};
-  }
+  ReuseIndexVersion reuse_version() const { return ReuseIndexVersion{0, index_.retraction_version(), publications_}; }
   // Phase 1: authorization and argument checks; ok means "read the table".
   Status check_publication(SessionId session, const PrefixPublishOp& op) const;
   // Phase 2: adopt pages [0, end_block) of the table. Errors: those of

@@ -21,9 +21,8 @@ ReuseBatchRun::ReuseBatchRun(ReuseBatch batch, std::vector<PoolGenerationRef> no
       end_with_error(i, make_error(ErrorCode::invalid_argument, "a reuse op names its prompt tokens", "tokens"));
       continue;
     }
-    Result<ReuseAttempt> a = ReuseAttempt::begin(ReuseRequest{acquire->request, acquire->request_generation,
-                                                              acquire->namespace_name,
-                                                              acquire->require_collision_witness});
+    Result<ReuseAttempt> a = ReuseAttempt::begin(ReuseRequest{
+        acquire->request, acquire->request_generation, acquire->namespace_name, acquire->require_collision_witness});
     if (!a.ok()) {
       end_with_error(i, a.error());
       continue;
@@ -53,10 +52,11 @@ void ReuseBatchRun::bind(OpenReuseAttempts& open, SessionId session) {
         const uint64_t rows = uint64_t{s.end_block} * block_tokens_;
         const uint32_t reused_end = a->receipt() ? a->receipt()->covered_interval.end : 0;
         std::string why;
-        if (!release->executed) why = "a successor of work that did not run (executed = false)";
+        if (!release->executed)
+          why = "a successor of work that did not run (executed = false)";
         else if (s.end_block == 0 || rows < reused_end)
-          why = "a successor of " + std::to_string(rows) + " rows does not contain the " +
-                std::to_string(reused_end) + " reused rows";
+          why = "a successor of " + std::to_string(rows) + " rows does not contain the " + std::to_string(reused_end) +
+                " reused rows";
         else if (s.tokens.size() < rows)
           why = "a successor of " + std::to_string(rows) + " rows names only " + std::to_string(s.tokens.size()) +
                 " tokens";
@@ -98,9 +98,13 @@ std::vector<PrefixOp> ReuseBatchRun::successor_requests() {
 void ReuseBatchRun::on_successors(const Result<PrefixBatchReceipt>& published) {
   for (size_t k = 0; k < stage_.size(); ++k) {
     OpRun& op = ops_[stage_[k]];
-    if (!published.ok()) op.successor = PrefixOutcome(published.error());
-    else if (k < published->outcomes.size()) op.successor = published->outcomes[k];
-    else op.successor = PrefixOutcome(make_error(ErrorCode::invalid_argument, "the index answered fewer outcomes than ops", "successor"));
+    if (!published.ok())
+      op.successor = PrefixOutcome(published.error());
+    else if (k < published->outcomes.size())
+      op.successor = published->outcomes[k];
+    else
+      op.successor = PrefixOutcome(
+          make_error(ErrorCode::invalid_argument, "the index answered fewer outcomes than ops", "successor"));
   }
   stage_.clear();
 }
@@ -146,8 +150,8 @@ void ReuseBatchRun::on_released(const std::vector<uint8_t>& blocks, const std::v
       } else if (const auto* e = std::get_if<Error>(&*op.successor)) {
         r.successor_refused = *e;
       } else {
-        r.successor_refused = make_error(ErrorCode::invalid_argument, "the index answered a publication with a match",
-                                         "successor");
+        r.successor_refused =
+            make_error(ErrorCode::invalid_argument, "the index answered a publication with a match", "successor");
       }
     }
     if (executed.ok() && executed->advanced()) {
@@ -216,7 +220,8 @@ void ReuseBatchRun::on_keys(const std::vector<ReuseKeyAnswer>& answers) {
   for (size_t k = 0; k < stage_.size(); ++k) {
     const size_t i = stage_[k];
     if (k >= answers.size()) {
-      end_with_error(i, make_error(ErrorCode::invariant_violated, "the authorization owner answered too few ops", "keys"));
+      end_with_error(i,
+                     make_error(ErrorCode::invariant_violated, "the authorization owner answered too few ops", "keys"));
       continue;
     }
     OpRun& op = ops_[i];
@@ -283,8 +288,7 @@ std::vector<ReuseLeaseRequest> ReuseBatchRun::lease_requests() {
   std::vector<ReuseLeaseRequest> out;
   for (size_t i : open_at(ReuseStep::acquire_leases)) {
     const ReuseCandidate& c = *ops_[i].candidate;
-    const uint32_t bundles =
-        cache_groups_ == 0 ? 0 : static_cast<uint32_t>(c.physical_handles.size() / cache_groups_);
+    const uint32_t bundles = cache_groups_ == 0 ? 0 : static_cast<uint32_t>(c.physical_handles.size() / cache_groups_);
     out.push_back(ReuseLeaseRequest{c.physical_handles, bundles});
   }
   return out;
@@ -294,7 +298,8 @@ void ReuseBatchRun::on_leases(const std::vector<ReuseLeaseAnswer>& answers) {
   for (size_t k = 0; k < stage_.size(); ++k) {
     const size_t i = stage_[k];
     if (k >= answers.size()) {
-      end_with_error(i, make_error(ErrorCode::invariant_violated, "the allocator owner answered too few ops", "leases"));
+      end_with_error(i,
+                     make_error(ErrorCode::invariant_violated, "the allocator owner answered too few ops", "leases"));
       continue;
     }
     OpRun& op = ops_[i];
@@ -347,8 +352,7 @@ void ReuseBatchRun::on_index_version(const ReuseIndexVersion& version) {
   for (size_t i : stage_) {
     OpRun& op = ops_[i];
     settle(i, op.attempt->validate_versions(VersionAnswer{version.index_version, version.tree_version,
-                                                          op.leased.pool_generations,
-                                                          op.leased.valid_frontier_tokens,
+                                                          op.leased.pool_generations, op.leased.valid_frontier_tokens,
                                                           version.publication_generation}));
     if (op.outcome) continue;
     settle(i, op.attempt->validate_positions(PositionAnswer(PositionsNotApplicable{})));
@@ -374,7 +378,8 @@ void ReuseBatchRun::on_snapshots(const std::vector<SnapshotAnswer>& answers) {
   for (size_t k = 0; k < stage_.size(); ++k) {
     const size_t i = stage_[k];
     if (k >= answers.size()) {
-      end_with_error(i, make_error(ErrorCode::invariant_violated, "the executor owner answered too few ops", "snapshot"));
+      end_with_error(i,
+                     make_error(ErrorCode::invariant_violated, "the executor owner answered too few ops", "snapshot"));
       continue;
     }
     settle(i, ops_[i].attempt->freeze_snapshot(answers[k]));
@@ -419,9 +424,9 @@ ReuseBatchReceipt ReuseBatchRun::receipt() const {
       continue;
     }
     std::string where = op.attempt ? std::string(to_string(op.attempt->next_step())) : "begin";
-    out.outcomes.emplace_back(std::in_place_type<Error>, make_error(ErrorCode::invariant_violated,
-                                                                    "the reuse sequence stopped before this op finished",
-                                                                    std::move(where)));
+    out.outcomes.emplace_back(std::in_place_type<Error>,
+                              make_error(ErrorCode::invariant_violated,
+                                         "the reuse sequence stopped before this op finished", std::move(where)));
   }
   return out;
 }
@@ -429,9 +434,11 @@ ReuseBatchReceipt ReuseBatchRun::receipt() const {
 std::vector<FunnelOutcome> ReuseBatchRun::funnel_outcomes() const {
   std::vector<FunnelOutcome> out;
   for (const OpRun& op : ops_) {
-    if (op.ended) out.push_back(*op.ended);
+    if (op.ended)
+      out.push_back(*op.ended);
     else if (op.outcome)
-      if (const auto* r = std::get_if<ReuseRejectionReceipt>(&*op.outcome)) out.push_back(FunnelOutcome::rejected(r->reason));
+      if (const auto* r = std::get_if<ReuseRejectionReceipt>(&*op.outcome))
+        out.push_back(FunnelOutcome::rejected(r->reason));
   }
   return out;
 }

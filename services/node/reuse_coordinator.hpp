@@ -135,10 +135,10 @@ class ReuseBatchRun {
     std::optional<ReuseOutcome> outcome;  // set when the op's sequence ended
     std::vector<LeaseId> release;         // leases to release when it ended without a receipt
     std::optional<ReuseCandidate> candidate;
-    std::string planned_abi;              // the consumer key's cache ABI
-    ReuseLeaseAnswer leased;              // step 4's answer, whose pool part step 5 reads
-    std::vector<LeaseId> pending;         // block leases granted while the path lease is awaited
-    std::optional<FunnelOutcome> ended;   // a release op's step 9
+    std::string planned_abi;                 // the consumer key's cache ABI
+    ReuseLeaseAnswer leased;                 // step 4's answer, whose pool part step 5 reads
+    std::vector<LeaseId> pending;            // block leases granted while the path lease is awaited
+    std::optional<FunnelOutcome> ended;      // a release op's step 9
     std::optional<PrefixOutcome> successor;  // a release op's publication (receipt or error)
   };
   const ReuseAcquireOp& acquire_op(size_t i) const;

@@ -30,9 +30,12 @@ std::optional<RejectionReason> hit_rejection(ErrorCode code) {
   switch (code) {
     // The block was recycled (new generation) or is no longer committed K/V.
     case ErrorCode::stale_physical:
-    case ErrorCode::unknown_physical: return RejectionReason::stale_candidate_generation;
-    case ErrorCode::row_not_valid: return RejectionReason::frontier_not_valid;
-    default: return std::nullopt;
+    case ErrorCode::unknown_physical:
+      return RejectionReason::stale_candidate_generation;
+    case ErrorCode::row_not_valid:
+      return RejectionReason::frontier_not_valid;
+    default:
+      return std::nullopt;
   }
 }
 

@@ -67,13 +67,13 @@ class HitFunnelCounters {
 };
 
 struct NodeReuseFunnel {
-  uint64_t requests = 0;            // N_req: lookups received
-  uint64_t authorized = 0;          // N_auth
-  uint64_t candidates = 0;          // N_cand: authorized lookups the index had a candidate for
-  uint64_t current = 0;             // N_gen: candidates not refused as stale (unsettled ones included)
-  uint64_t leased = 0;              // N_lease: candidates an allocation took by reference
-  uint64_t out_of_capacity = 0;     // candidates presented to an allocation that found no room
-  uint64_t unsettled = 0;           // candidates no allocation presented (yet)
+  uint64_t requests = 0;         // N_req: lookups received
+  uint64_t authorized = 0;       // N_auth
+  uint64_t candidates = 0;       // N_cand: authorized lookups the index had a candidate for
+  uint64_t current = 0;          // N_gen: candidates not refused as stale (unsettled ones included)
+  uint64_t leased = 0;           // N_lease: candidates an allocation took by reference
+  uint64_t out_of_capacity = 0;  // candidates presented to an allocation that found no room
+  uint64_t unsettled = 0;        // candidates no allocation presented (yet)
   std::array<uint64_t, kRejectionReasonCount> rejections{};  // by reason, over every rejected attempt
 };
 

@@ -41,7 +41,7 @@ struct ReuseLeaseRequest {
 struct ReuseLeaseAnswer {
   LeaseAnswer lease;
   std::vector<PoolGenerationRef> pool_generations;  // current g_pool of every pool the handles name
-  uint32_t valid_frontier_tokens = 0;  // rows [0, f) valid in every group, bundle by bundle [tokens]
+  uint32_t valid_frontier_tokens = 0;               // rows [0, f) valid in every group, bundle by bundle [tokens]
 };
 
 // Step 4, the radix index owner: a lock reference on the candidate's path

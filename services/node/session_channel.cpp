@@ -24,8 +24,7 @@ int write_channel_frame(int fd, ChannelFrameHeader header, std::span<const uint8
                         std::chrono::milliseconds stall) {
   header.payload_bytes = static_cast<uint32_t>(payload.size());
   const ChannelHeaderBytes h = write_channel_header(header);
-  iovec parts[2] = {{const_cast<uint8_t*>(h.data()), h.size()},
-                    {const_cast<uint8_t*>(payload.data()), payload.size()}};
+  iovec parts[2] = {{const_cast<uint8_t*>(h.data()), h.size()}, {const_cast<uint8_t*>(payload.data()), payload.size()}};
   size_t first = 0;
   while (first < 2) {
     msghdr m{};
@@ -51,7 +50,8 @@ int write_channel_frame(int fd, ChannelFrameHeader header, std::span<const uint8
   return 0;
 }
 
-Result<std::unique_ptr<SessionChannel>> SessionChannel::attach(const std::string& socket_path, const std::string& ticket,
+Result<std::unique_ptr<SessionChannel>> SessionChannel::attach(const std::string& socket_path,
+                                                               const std::string& ticket,
                                                                std::chrono::milliseconds timeout) {
   Result<sockaddr_un> address = unix_socket_address(socket_path, "channel_socket");
   if (!address.ok()) return address.error();
@@ -128,8 +128,9 @@ Result<std::vector<uint8_t>> SessionChannel::call(ChannelRoute route, std::span<
     return fail(e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
                 std::string(to_string(route)) + ": cannot send: " + std::strerror(e));
   if (const int e = fill_inbox(kChannelHeaderBytes, deadline); e != 0)
-    return fail(e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
-                std::string(to_string(route)) + (e == ETIMEDOUT ? ": no reply in time" : ": the node closed the channel"));
+    return fail(
+        e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
+        std::string(to_string(route)) + (e == ETIMEDOUT ? ": no reply in time" : ": the node closed the channel"));
   Result<ChannelFrameHeader> reply = read_channel_header(std::span<const uint8_t>(inbox_.data(), kChannelHeaderBytes));
   if (!reply.ok()) return fail(ErrorCode::rpc_failed, "malformed reply header: " + reply.error().reason);
   if (reply->sequence != request.sequence || reply->route != request.route)

@@ -66,8 +66,8 @@ BlockHash ChainHasher::digest_message(std::span<const uint8_t> message) const {
 }
 
 BlockHash ChainHasher::root(std::string_view scope_bytes) const {
-  return digest_message(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scope_bytes.data()),
-                                                 scope_bytes.size()));
+  return digest_message(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(scope_bytes.data()), scope_bytes.size()));
 }
 
 void ChainHasher::build_message(const BlockHash& parent, std::span<const TokenId> tokens,
@@ -123,8 +123,8 @@ void ChainHasher::extend_chain(const BlockHash& root, std::span<const TokenId> t
   std::vector<uint8_t> message;
   for (size_t i = hashes.size(); i < full; ++i) {
     const BlockHash& parent = i == 0 ? root : hashes[i - 1];
-    build_message(parent, tokens.subspan(i * block_tokens_, block_tokens_),
-                  extras.key(static_cast<uint32_t>(i)), nullptr, 0, message);
+    build_message(parent, tokens.subspan(i * block_tokens_, block_tokens_), extras.key(static_cast<uint32_t>(i)),
+                  nullptr, 0, message);
     hashes.push_back(digest_message(message));
   }
 }
@@ -166,7 +166,7 @@ void ChainHasher::extend_xxh3(const BlockHash& root, std::span<const TokenId> to
 void ChainHasher::extend_sha_ni(const BlockHash& root, std::span<const TokenId> tokens,
                                 std::vector<BlockHash>& hashes) const {
   const size_t full = tokens.size() / block_tokens_;
-  const size_t k = block_tokens_ / 16;                   // token compressions per block
+  const size_t k = block_tokens_ / 16;  // token compressions per block
   const uint64_t message_bits = (uint64_t{block_tokens_} * 4 + 32 + 1) * 8;
   const auto* bytes = reinterpret_cast<const uint8_t*>(tokens.data());
   static_assert(sizeof(TokenId) == 4, "messages encode 4-byte tokens");

@@ -40,8 +40,7 @@ enum class Sha256Path : uint8_t { automatic, portable };
 class ChainHasher {
  public:
   // Errors: block_tokens must be in [1, 65535] (config_field).
-  static Result<ChainHasher> create(HashFamily family, uint32_t block_tokens,
-                                    Sha256Path path = Sha256Path::automatic);
+  static Result<ChainHasher> create(HashFamily family, uint32_t block_tokens, Sha256Path path = Sha256Path::automatic);
 
   HashFamily family() const { return family_; }
   uint32_t block_tokens() const { return block_tokens_; }

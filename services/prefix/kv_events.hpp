@@ -28,7 +28,7 @@ struct KvBlockStored {
   std::vector<TokenId> token_ids;              // the tokens of those blocks, concatenated
   uint32_t block_size = 0;                     // P [tokens]; a partial tail lists fewer token ids
   std::optional<std::string> lora_name;
-  uint32_t group_index = 0;                    // cache group, in layout order
+  uint32_t group_index = 0;  // cache group, in layout order
   std::string medium = "GPU";
 
   friend bool operator==(const KvBlockStored&, const KvBlockStored&) = default;

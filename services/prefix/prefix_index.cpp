@@ -50,8 +50,8 @@ Result<PrefixScope> PrefixIndex::open_scope(const CacheCompatibilityManifest& co
   KVRT_TRY(config_.registry->authorize_lookup(consumer));
   if (consumer.cache_layout_sha256 != config_.layout_sha256)
     return make_error(ErrorCode::incompatible,
-                      "consumer layout " + consumer.cache_layout_sha256.hex() + " is not the layout this index serves (" +
-                          config_.layout_sha256.hex() + ")",
+                      "consumer layout " + consumer.cache_layout_sha256.hex() +
+                          " is not the layout this index serves (" + config_.layout_sha256.hex() + ")",
                       "cache_layout_sha256");
   PrefixScope s;
   s.namespace_id_ = consumer.cache_isolation_namespace;
@@ -117,8 +117,7 @@ Result<BlockExtrasPlan> PrefixIndex::extras_plan(const PrefixScope& scope, Reque
   KVRT_TRY(extras.validate());
   if (!scope.cache_salt().empty()) {
     if (!extras.cache_salt.empty() && extras.cache_salt != scope.cache_salt())
-      return make_error(ErrorCode::incompatible, "the request's cache salt is not its namespace's salt",
-                        "cache_salt");
+      return make_error(ErrorCode::incompatible, "the request's cache salt is not its namespace's salt", "cache_salt");
     extras.cache_salt = scope.cache_salt();
   }
   return BlockExtrasPlan(extras, config_.block_tokens);

@@ -46,9 +46,9 @@ namespace kvrt {
 
 struct PrefixIndexConfig {
   HashFamily hash_family = HashFamily::sha256;
-  uint32_t block_tokens = 16;   // P: hash block = allocator block [tokens]
-  uint32_t cache_groups = 1;    // G: groups every hit must cover (0x07C)
-  Sha256Digest layout_sha256;   // the layout the index serves (a scope root fact)
+  uint32_t block_tokens = 16;  // P: hash block = allocator block [tokens]
+  uint32_t cache_groups = 1;   // G: groups every hit must cover (0x07C)
+  Sha256Digest layout_sha256;  // the layout the index serves (a scope root fact)
   ReusePolicy policy = ReusePolicy::full_block;
   // 0x07F optional secondary witness: compare stored token ids on every
   // publication and hit, rejecting an equal digest over different tokens.
@@ -71,7 +71,7 @@ struct PrefixIndexConfig {
 struct PrefixLookupArgs {
   RequestId request_id;
   RequestGeneration request_generation;
-  std::span<const TokenId> tokens;  // the prompt, S_prompt tokens
+  std::span<const TokenId> tokens;          // the prompt, S_prompt tokens
   const BlockExtrasPlan* extras = nullptr;  // nullptr: no extras (the scope's salt still applies)
   LogitsPath logits_path = LogitsPath::logits_required;
   // The request's chain if already computed (vLLM keeps request.block_hashes);
@@ -85,9 +85,9 @@ struct PrefixLookupArgs {
 // the source bundle by reference with S_runtime rows, and its first divergent
 // append copies exactly these rows into a private bundle (copy-on-write).
 struct CopyRowsIntent {
-  uint32_t logical_block = 0;                // j of the shared block in the request [blocks]
-  std::vector<PhysicalBlockHandle> source;   // one handle per cache group
-  uint32_t rows = 0;                         // valid rows to copy, 0 < rows < P [rows]
+  uint32_t logical_block = 0;               // j of the shared block in the request [blocks]
+  std::vector<PhysicalBlockHandle> source;  // one handle per cache group
+  uint32_t rows = 0;                        // valid rows to copy, 0 < rows < P [rows]
 
   friend bool operator==(const CopyRowsIntent&, const CopyRowsIntent&) = default;
 };
@@ -100,25 +100,25 @@ struct PrefixMatch {
   std::vector<PhysicalBlockHandle> hit_handles;
   uint32_t full_hit_blocks = 0;
   std::optional<CopyRowsIntent> copy_intent;  // set when the receipt's copy rows > 0
-  std::vector<BlockHash> block_hashes;  // the prompt's full-block chain
+  std::vector<BlockHash> block_hashes;        // the prompt's full-block chain
 };
 
 struct PrefixPublishArgs {
-  RequestId request;                   // allocator request whose tables hold the blocks
-  std::span<const TokenId> tokens;     // the request's tokens from position 0
-  std::span<const BlockHash> hashes;   // its chain, at least through end_block
+  RequestId request;                  // allocator request whose tables hold the blocks
+  std::span<const TokenId> tokens;    // the request's tokens from position 0
+  std::span<const BlockHash> hashes;  // its chain, at least through end_block
   const BlockExtrasPlan* extras = nullptr;
-  uint32_t first_block = 0;            // publish full blocks [first_block, end_block)
+  uint32_t first_block = 0;  // publish full blocks [first_block, end_block)
   uint32_t end_block = 0;
 };
 
 struct PrefixTailArgs {
   RequestId request;
-  std::span<const TokenId> tokens;     // the request's tokens from position 0
-  std::span<const BlockHash> hashes;   // its chain through block - 1
+  std::span<const TokenId> tokens;    // the request's tokens from position 0
+  std::span<const BlockHash> hashes;  // its chain through block - 1
   const BlockExtrasPlan* extras = nullptr;
-  uint32_t block = 0;                  // logical block holding the tail
-  uint32_t valid_rows = 0;             // v: 0 < v < P committed rows [rows]
+  uint32_t block = 0;       // logical block holding the tail
+  uint32_t valid_rows = 0;  // v: 0 < v < P committed rows [rows]
 };
 
 struct PublishOutcome {
@@ -177,10 +177,8 @@ class PrefixIndex {
                                         const PrefixPublishArgs& args);
   Result<PublishOutcome> publish_blocks(const PrefixScope& scope, PublicationTarget& target,
                                         const PrefixPublishArgs& args);
-  Result<PublishOutcome> publish_tail(const PrefixScope& scope, BlockAllocator& allocator,
-                                      const PrefixTailArgs& args);
-  Result<PublishOutcome> publish_tail(const PrefixScope& scope, PublicationTarget& target,
-                                      const PrefixTailArgs& args);
+  Result<PublishOutcome> publish_tail(const PrefixScope& scope, BlockAllocator& allocator, const PrefixTailArgs& args);
+  Result<PublishOutcome> publish_tail(const PrefixScope& scope, PublicationTarget& target, const PrefixTailArgs& args);
 
   // --- weak identity --------------------------------------------------------
   // Drops the entries whose cache keys the allocator evicted (drain_events()).

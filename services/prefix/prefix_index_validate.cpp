@@ -31,14 +31,15 @@ Status PrefixIndex::validate(const BlockAllocator* allocator) const {
     if (((v->flags & DigestSlotValue::kTail) != 0) != rec.tail) return broken(at + " has the wrong tail flag");
     const auto group0 = std::find_if(rec.entries.begin(), rec.entries.end(),
                                      [&](uint32_t slot) { return entries_[slot].group_index == 0; });
-    const bool primary_ok = group0 == rec.entries.end()
-                                ? v->primary_key == 0
-                                : v->primary_key == entries_[*group0].cache_key && v->primary == entries_[*group0].handle;
+    const bool primary_ok = group0 == rec.entries.end() ? v->primary_key == 0
+                                                        : v->primary_key == entries_[*group0].cache_key &&
+                                                              v->primary == entries_[*group0].handle;
     if (!primary_ok) return broken(at + " has a primary block that is not its earliest group-0 block");
     if (rec.entries.empty()) return broken(at + " has no block");
     if (rec.tokens.size() != rec.valid_rows) return broken(at + " keeps a witness of the wrong length");
     if (!rec.tail && rec.valid_rows != P) return broken(at + " is a full block without P rows");
-    if (rec.tail && (rec.valid_rows == 0 || rec.valid_rows >= P || config_.policy != ReusePolicy::immutable_partial_tail))
+    if (rec.tail &&
+        (rec.valid_rows == 0 || rec.valid_rows >= P || config_.policy != ReusePolicy::immutable_partial_tail))
       return broken(at + " is a tail outside 0 < v < P or outside the partial-tail policy");
     uint64_t last_sequence = 0;
     for (uint32_t slot : rec.entries) {
@@ -118,7 +119,8 @@ Sha256Digest PrefixIndex::state_digest() const {
   std::vector<uint32_t> order;
   for (uint32_t r = 0; r < records_.size(); ++r)
     if (records_[r].live) order.push_back(r);
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return records_[a].digest < records_[b].digest; });
+  std::sort(order.begin(), order.end(),
+            [&](uint32_t a, uint32_t b) { return records_[a].digest < records_[b].digest; });
   CanonicalWriter w("kvrt.PrefixIndex.state.v1");
   w.u64("publication_generation", publication_generation_).begin_list("records", order.size());
   for (uint32_t r : order) {

@@ -43,9 +43,9 @@ uint32_t full_block_runtime(uint32_t semantic, uint32_t indexed, uint32_t cap, u
 Status check_lengths(const PrefixLengths& l) {
   const uint32_t bound = std::min({l.semantic, l.indexed, l.cap});
   if (l.runtime > bound)
-    return broken("S_runtime " + std::to_string(l.runtime) + " exceeds min(S_sem, S_indexed, S_cap) = " +
-                      std::to_string(bound),
-                  "runtime_hit_tokens");
+    return broken(
+        "S_runtime " + std::to_string(l.runtime) + " exceeds min(S_sem, S_indexed, S_cap) = " + std::to_string(bound),
+        "runtime_hit_tokens");
   if (l.semantic > l.prompt)
     return broken("S_sem " + std::to_string(l.semantic) + " exceeds S_prompt " + std::to_string(l.prompt),
                   "semantic_match_tokens");
@@ -56,8 +56,8 @@ Status check_lengths(const PrefixLengths& l) {
     return broken("S_cap " + std::to_string(l.cap) + " exceeds S_prompt " + std::to_string(l.prompt),
                   "reuse_cap_tokens");
   if (l.recompute != l.prompt - l.runtime)
-    return broken("S_recompute " + std::to_string(l.recompute) + " is not S_prompt - S_runtime = " +
-                      std::to_string(l.prompt - l.runtime),
+    return broken("S_recompute " + std::to_string(l.recompute) +
+                      " is not S_prompt - S_runtime = " + std::to_string(l.prompt - l.runtime),
                   "prompt_rows_recomputed");
   return Status::success();
 }

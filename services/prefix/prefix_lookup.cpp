@@ -123,8 +123,7 @@ Result<PrefixMatch> PrefixIndex::lookup(const PrefixScope& scope, const PrefixLo
   // longest common token prefix (0x07B: a change at position 37 gives 37).
   const BlockHash& parent = indexed_full == 0 ? scope.root() : m.block_hashes[indexed_full - 1];
   const uint64_t next_start = uint64_t{indexed_full} * P;
-  const std::span<const TokenId> next_tokens =
-      a.tokens.subspan(next_start, std::min<uint64_t>(P, prompt - next_start));
+  const std::span<const TokenId> next_tokens = a.tokens.subspan(next_start, std::min<uint64_t>(P, prompt - next_start));
   const Extension ext = best_child(parent, next_tokens, plan.key(indexed_full), currency);
 
   PrefixLengths& l = m.lengths;
@@ -145,9 +144,8 @@ Result<PrefixMatch> PrefixIndex::lookup(const PrefixScope& scope, const PrefixLo
   m.hit_handles.assign(walked.begin(), walked.begin() + uint64_t{k} * G);
   PrefixMatchReceipt& r = m.receipt;
   for (uint32_t i = 0; i < k; ++i)
-    r.matched_group_handles.push_back(
-        MatchedBlockBundle{i, std::vector<PhysicalBlockHandle>(walked.begin() + uint64_t{i} * G,
-                                                               walked.begin() + uint64_t{i + 1} * G)});
+    r.matched_group_handles.push_back(MatchedBlockBundle{
+        i, std::vector<PhysicalBlockHandle>(walked.begin() + uint64_t{i} * G, walked.begin() + uint64_t{i + 1} * G)});
   if (partial_rows > 0) {
     // The hit ends inside a published block: its leading rows are shared and
     // immutable, so the request gets them through a copy-rows intent (the
@@ -156,7 +154,8 @@ Result<PrefixMatch> PrefixIndex::lookup(const PrefixScope& scope, const PrefixLo
     if (k < indexed_full) {
       partial.handles.assign(walked.begin() + uint64_t{k} * G, walked.begin() + uint64_t{k + 1} * G);
     } else {
-      for (uint32_t g = 0; g < G; ++g) partial.handles.push_back(group_entry(records_[ext.record], g, currency)->handle);
+      for (uint32_t g = 0; g < G; ++g)
+        partial.handles.push_back(group_entry(records_[ext.record], g, currency)->handle);
     }
     m.hit_handles.insert(m.hit_handles.end(), partial.handles.begin(), partial.handles.end());
     m.copy_intent = CopyRowsIntent{k, partial.handles, partial_rows};
@@ -237,9 +236,8 @@ Status PrefixIndex::check_receipt(const PrefixMatchReceipt& r, const BlockAlloca
     const MatchedBlockBundle& b = r.matched_group_handles[i];
     const std::string where = "matched_group_handles[" + std::to_string(i) + "]";
     if (b.logical_block != i || b.handles.size() != G)
-      return make_error(ErrorCode::path_slot_mismatch, "bundle is not logical block " + std::to_string(i) +
-                                                           " with one handle per cache group",
-                        where);
+      return make_error(ErrorCode::path_slot_mismatch,
+                        "bundle is not logical block " + std::to_string(i) + " with one handle per cache group", where);
     for (uint32_t g = 0; g < G; ++g) {
       // Still indexed, in this group, and (with the allocator) current.
       const PhysicalBlockHandle& h = b.handles[g];

@@ -33,9 +33,9 @@ Result<PublishOutcome> PrefixIndex::publish_blocks(const PrefixScope& scope, Pub
                           std::to_string(a.tokens.size()) + " tokens (only full blocks are published)",
                       "end_block");
   if (a.hashes.size() < a.end_block)
-    return make_error(ErrorCode::invalid_argument, "the chain has " + std::to_string(a.hashes.size()) +
-                                                       " digests; blocks up to " + std::to_string(a.end_block) +
-                                                       " are published",
+    return make_error(ErrorCode::invalid_argument,
+                      "the chain has " + std::to_string(a.hashes.size()) + " digests; blocks up to " +
+                          std::to_string(a.end_block) + " are published",
                       "hashes");
   const uint32_t n = a.end_block - a.first_block;
   std::vector<BlockHash> parents(n);
@@ -126,8 +126,8 @@ Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, Publicatio
     for (uint32_t g = 0; g < G; ++g) {
       if (j >= tables[g].size())
         return make_error(ErrorCode::table_out_of_bounds,
-                          "request maps " + std::to_string(tables[g].size()) + " blocks in group " +
-                              std::to_string(g) + "; block " + std::to_string(j) + " is published",
+                          "request maps " + std::to_string(tables[g].size()) + " blocks in group " + std::to_string(g) +
+                              "; block " + std::to_string(j) + " is published",
                           "end_block");
       const PhysicalBlockHandle& h = tables[g][j];
       BlockMeta meta;
@@ -153,9 +153,9 @@ Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, Publicatio
       }
       bool present = false;
       if (!config_.publish_duplicates) {
-        present = existing != DigestTable::kMissing && group_entry(records_[existing], g, allocator.currency()) != nullptr;
-        for (const PendingEntry& p : pending)
-          present |= p.group == g && digests[p.block - first_block] == digests[k];
+        present =
+            existing != DigestTable::kMissing && group_entry(records_[existing], g, allocator.currency()) != nullptr;
+        for (const PendingEntry& p : pending) present |= p.group == g && digests[p.block - first_block] == digests[k];
       }
       if (present) {
         ++out.duplicates;
@@ -179,8 +179,8 @@ Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, Publicatio
     const uint32_t k = p.block - first_block;
     uint32_t r = table_.record_of(digests[k]);
     if (r == DigestTable::kMissing)
-      r = new_record(digests[k], parents[k], tokens.subspan(uint64_t{p.block} * P, valid_rows), extras[k],
-                     valid_rows, tail, p.block == 0);
+      r = new_record(digests[k], parents[k], tokens.subspan(uint64_t{p.block} * P, valid_rows), extras[k], valid_rows,
+                     tail, p.block == 0);
     const bool newly_present = !group_present(records_[r], p.group);
     const uint32_t slot = new_entry(r, p.group, p.handle);
     const Status tagged = allocator.publish_cache_key(p.handle, entries_[slot].cache_key);

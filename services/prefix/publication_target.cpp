@@ -7,10 +7,10 @@ namespace kvrt {
 Result<std::vector<PhysicalBlockHandle>> BlockTableSnapshotTarget::table(RequestId request,
                                                                          uint32_t group_index) const {
   if (request != request_)
-    return make_error(ErrorCode::unknown_request,
-                      "the snapshot holds request " + std::to_string(request_.value) + ", not " +
-                          std::to_string(request.value),
-                      "request");
+    return make_error(
+        ErrorCode::unknown_request,
+        "the snapshot holds request " + std::to_string(request_.value) + ", not " + std::to_string(request.value),
+        "request");
   if (group_index >= groups_.size())
     return make_error(ErrorCode::invalid_argument, "no cache group " + std::to_string(group_index), "group");
   std::vector<PhysicalBlockHandle> out;
@@ -41,8 +41,7 @@ Result<BlockMeta> BlockTableSnapshotTarget::block(const PhysicalBlockHandle& han
 }
 
 Status BlockTableSnapshotTarget::publish_cache_key(const PhysicalBlockHandle& handle, uint64_t cache_key) {
-  if (find(handle) == nullptr)
-    return make_error(ErrorCode::unknown_physical, "block is not in the snapshot", "handle");
+  if (find(handle) == nullptr) return make_error(ErrorCode::unknown_physical, "block is not in the snapshot", "handle");
   tags_.push_back(CacheKeyTag{handle, cache_key});
   return Status::success();
 }

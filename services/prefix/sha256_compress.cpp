@@ -78,8 +78,8 @@ KVRT_SHA_INLINE void compress_one(Lanes& l, const uint8_t* block) {
 }  // namespace
 
 bool sha_ni_available() {
-  static const bool available = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
-                                __builtin_cpu_supports("ssse3");
+  static const bool available =
+      __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3");
   return available;
 }
 

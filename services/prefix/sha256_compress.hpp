@@ -19,8 +19,8 @@ struct State {
   uint32_t h[8];
 };
 
-inline constexpr State kInitialState{{0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au, 0x510e527fu, 0x9b05688cu,
-                                      0x1f83d9abu, 0x5be0cd19u}};
+inline constexpr State kInitialState{
+    {0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au, 0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u}};
 
 bool sha_ni_available();
 

@@ -22,8 +22,8 @@
 namespace kvrt {
 
 struct AllocateOp {
-  uint32_t prompt_rows = 0;                      // logical rows of the new request [tokens]
-  std::vector<PhysicalBlockHandle> prefix_hit;   // bundle-major, as AllocateArgs
+  uint32_t prompt_rows = 0;                     // logical rows of the new request [tokens]
+  std::vector<PhysicalBlockHandle> prefix_hit;  // bundle-major, as AllocateArgs
   std::optional<Epoch> expected_epoch;
   friend bool operator==(const AllocateOp&, const AllocateOp&) = default;
 };

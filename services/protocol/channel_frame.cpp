@@ -54,14 +54,22 @@ Result<ChannelFrameHeader> read_channel_header(std::span<const uint8_t> bytes) {
 
 const char* to_string(ChannelRoute route) {
   switch (route) {
-    case ChannelRoute::attach: return "attach";
-    case ChannelRoute::allocator: return "allocator";
-    case ChannelRoute::prefix: return "prefix";
-    case ChannelRoute::authorize: return "authorize";
-    case ChannelRoute::mapper: return "mapper";
-    case ChannelRoute::executor: return "executor";
-    case ChannelRoute::reuse: return "reuse";
-    case ChannelRoute::ping: return "ping";
+    case ChannelRoute::attach:
+      return "attach";
+    case ChannelRoute::allocator:
+      return "allocator";
+    case ChannelRoute::prefix:
+      return "prefix";
+    case ChannelRoute::authorize:
+      return "authorize";
+    case ChannelRoute::mapper:
+      return "mapper";
+    case ChannelRoute::executor:
+      return "executor";
+    case ChannelRoute::reuse:
+      return "reuse";
+    case ChannelRoute::ping:
+      return "ping";
   }
   return "unknown";
 }

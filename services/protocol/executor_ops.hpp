@@ -27,10 +27,10 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
 
 struct DecodeAttentionOp {
   RequestId request;
-  TableVersion table_version;   // the version the queries were computed against; 0 = current
-  uint32_t layer = 0;           // model layer
-  uint32_t q_heads = 0;         // H_q; H_kv comes from the layout
-  std::vector<float> queries;   // [H_q][d_qk]
+  TableVersion table_version;  // the version the queries were computed against; 0 = current
+  uint32_t layer = 0;          // model layer
+  uint32_t q_heads = 0;        // H_q; H_kv comes from the layout
+  std::vector<float> queries;  // [H_q][d_qk]
   friend bool operator==(const DecodeAttentionOp& a, const DecodeAttentionOp& b) {
     return a.request == b.request && a.table_version == b.table_version && a.layer == b.layer &&
            a.q_heads == b.q_heads && same_bits(a.queries, b.queries);
@@ -39,7 +39,7 @@ struct DecodeAttentionOp {
 
 struct AttentionOutput {
   RequestId request;
-  TableVersion table_version;   // the table version executed
+  TableVersion table_version;  // the table version executed
   uint32_t layer = 0;
   uint32_t context_tokens = 0;  // keys attended [tokens]
   std::vector<float> outputs;   // [H_q][d_v]

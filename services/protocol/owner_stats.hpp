@@ -9,15 +9,15 @@
 namespace kvrt {
 
 struct StatValue {
-  std::string name;   // e.g. "pool0_free_blocks"
+  std::string name;  // e.g. "pool0_free_blocks"
   int64_t value = 0;
   friend bool operator==(const StatValue&, const StatValue&) = default;
 };
 
 struct OwnerStats {
-  std::string owner;          // "allocator", "prefix_index", ...
-  bool validate_ok = false;   // the owner's validate() on its current state
-  std::string validate_error; // empty when validate_ok
+  std::string owner;           // "allocator", "prefix_index", ...
+  bool validate_ok = false;    // the owner's validate() on its current state
+  std::string validate_error;  // empty when validate_ok
   std::vector<StatValue> values;
   friend bool operator==(const OwnerStats&, const OwnerStats&) = default;
 };

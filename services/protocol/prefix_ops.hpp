@@ -18,10 +18,10 @@
 namespace kvrt {
 
 struct PrefixMatchOp {
-  std::string namespace_name;           // the granted cache namespace
-  RequestId request;                    // the request the match is for (receipt provenance)
+  std::string namespace_name;  // the granted cache namespace
+  RequestId request;           // the request the match is for (receipt provenance)
   RequestGeneration request_generation;
-  std::vector<TokenId> tokens;          // the prompt, S_prompt tokens
+  std::vector<TokenId> tokens;  // the prompt, S_prompt tokens
   LogitsPath logits_path = LogitsPath::logits_required;
   friend bool operator==(const PrefixMatchOp&, const PrefixMatchOp&) = default;
 };
@@ -41,9 +41,9 @@ using PrefixOp = std::variant<PrefixMatchOp, PrefixPublishOp>;
 
 struct PrefixPublishReceipt {
   RequestId request;
-  uint32_t published = 0;   // (block, group) entries added
-  uint32_t duplicates = 0;  // left untagged: the digest was present already
-  uint32_t already = 0;     // already tagged with this digest
+  uint32_t published = 0;               // (block, group) entries added
+  uint32_t duplicates = 0;              // left untagged: the digest was present already
+  uint32_t already = 0;                 // already tagged with this digest
   uint64_t publication_generation = 0;  // the index's publication generation after
   friend bool operator==(const PrefixPublishReceipt&, const PrefixPublishReceipt&) = default;
 };

@@ -40,10 +40,10 @@
 namespace kvrt {
 
 struct ReuseAcquireOp {
-  std::string namespace_name;             // the cache namespace to reuse from
-  RequestId request;                      // receipt provenance (0 before allocation)
+  std::string namespace_name;  // the cache namespace to reuse from
+  RequestId request;           // receipt provenance (0 before allocation)
   RequestGeneration request_generation;
-  std::vector<TokenId> tokens;            // the prompt, S_prompt tokens
+  std::vector<TokenId> tokens;  // the prompt, S_prompt tokens
   LogitsPath logits_path = LogitsPath::logits_required;
   bool require_collision_witness = false;  // step 3 policy (0x07F)
   friend bool operator==(const ReuseAcquireOp&, const ReuseAcquireOp&) = default;
@@ -52,7 +52,7 @@ struct ReuseAcquireOp {
 struct ReuseRejectionReceipt {
   ReuseStep step = ReuseStep::authorize;
   RejectionReason reason = RejectionReason::no_candidate;
-  std::string detail;                  // operands; never tokens or salts
+  std::string detail;                    // operands; never tokens or salts
   std::vector<LeaseId> leases_released;  // leases the attempt took and the node released
   ReuseBucket bucket() const { return bucket_of(reason); }
   friend bool operator==(const ReuseRejectionReceipt&, const ReuseRejectionReceipt&) = default;
@@ -95,7 +95,7 @@ struct ReuseReleaseReceipt {
   // was published. Either way the leases went back.
   std::optional<PrefixPublishReceipt> successor = std::nullopt;
   std::optional<Error> successor_refused = std::nullopt;
-  bool published_successor = false;   // step 10 ended as a published successor
+  bool published_successor = false;  // step 10 ended as a published successor
   friend bool operator==(const ReuseReleaseReceipt&, const ReuseReleaseReceipt&) = default;
 };
 

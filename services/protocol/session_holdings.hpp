@@ -48,8 +48,7 @@ class SessionHoldings {
     if (session == kNodeSession) return Status::success();
     const auto it = owner_.find(key);
     if (it == owner_.end() || it->second == session) return Status::success();
-    return make_error(ErrorCode::not_owner,
-                      kind_ + " " + std::to_string(key) + " belongs to another session", field);
+    return make_error(ErrorCode::not_owner, kind_ + " " + std::to_string(key) + " belongs to another session", field);
   }
   std::vector<ObjectKey> held_by(SessionId session) const {
     const auto s = by_session_.find(session.value);

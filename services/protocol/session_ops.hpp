@@ -28,8 +28,8 @@ struct PoolAttachment {
   CacheGroupId group;
   PoolId pool;
   PoolGeneration generation;
-  std::string segment_name;   // POSIX shared-memory name; empty for a GPU pool
-  uint64_t segment_bytes = 0; // [bytes] of the segment, or of the GPU allocation (same layout)
+  std::string segment_name;    // POSIX shared-memory name; empty for a GPU pool
+  uint64_t segment_bytes = 0;  // [bytes] of the segment, or of the GPU allocation (same layout)
   // A GPU pool (`[node] pool_backend = "cuda"`): the CUDA IPC handle of its
   // allocation, 128 hex digits, and the node's device ordinal. Empty for a
   // pool in POSIX shared memory.
@@ -42,9 +42,9 @@ struct SessionReceipt {
   SessionId session;
   std::string principal;
   std::vector<std::string> allowed_namespaces;
-  Sha256Digest layout_sha256;            // the layout the node serves
-  uint32_t block_tokens = 0;             // allocator block size P [tokens]
-  std::vector<PoolAttachment> pools;     // one per cache group, manifest order
+  Sha256Digest layout_sha256;         // the layout the node serves
+  uint32_t block_tokens = 0;          // allocator block size P [tokens]
+  std::vector<PoolAttachment> pools;  // one per cache group, manifest order
   // The session channel (services/protocol/channel_frame.hpp): the socket a
   // worker may connect to instead of calling through the middleman, and the
   // ticket that binds a connection to this session. Empty: the node offers

@@ -33,9 +33,7 @@ size_t ChildIndex::locate(uint64_t hash, uint32_t child) const {
   }
 }
 
-void ChildIndex::replace(uint64_t hash, uint32_t from, uint32_t to) {
-  entries_[locate(hash, from)].child = to;
-}
+void ChildIndex::replace(uint64_t hash, uint32_t from, uint32_t to) { entries_[locate(hash, from)].child = to; }
 
 void ChildIndex::erase(uint64_t hash, uint32_t child) {
   uint64_t hole = locate(hash, child);

@@ -4,8 +4,7 @@
 
 namespace kvrt {
 
-EdgeSegment EdgeSegment::copy_of(EdgeStore& store, const TokenId* tokens, const TokenSlotId* slots,
-                                 uint32_t length) {
+EdgeSegment EdgeSegment::copy_of(EdgeStore& store, const TokenId* tokens, const TokenSlotId* slots, uint32_t length) {
   EdgeSegment e;
   const EdgeStore::Block block = store.acquire(block_words(length));
   e.words_ = block.words;

@@ -21,7 +21,6 @@
 #include <utility>
 
 #include "services/radix/edge_store.hpp"
-
 #include "services/radix/radix_options.hpp"
 #include "services/receipts/receipt_ids.hpp"
 

@@ -45,8 +45,8 @@ class EdgeStore {
   static size_t size_class(size_t words);
   static size_t class_words(size_t size_class);
 
-  std::vector<std::vector<uint64_t*>> free_;          // per class
-  std::vector<std::unique_ptr<uint64_t[]>> blocks_;   // every block ever acquired
+  std::vector<std::vector<uint64_t*>> free_;         // per class
+  std::vector<std::unique_ptr<uint64_t[]>> blocks_;  // every block ever acquired
   size_t reserved_words_ = 0;
 };
 

@@ -84,7 +84,7 @@ class EvictionOrder {
   using Packed = unsigned __int128;
   static constexpr size_t kArity = 4;
   static constexpr uint32_t kNone = UINT32_MAX;
-  static constexpr uint32_t kAbsent = UINT32_MAX;    // place_: not a candidate
+  static constexpr uint32_t kAbsent = UINT32_MAX;     // place_: not a candidate
   static constexpr uint32_t kInRun = UINT32_MAX - 1;  // place_: in the run
   static Packed pack(EvictionKey k) { return (Packed{k.major} << 64) | k.minor; }
   static EvictionKey unpack(Packed p) { return {static_cast<uint64_t>(p >> 64), static_cast<uint64_t>(p)}; }

@@ -192,7 +192,7 @@ Status RadixBlockIndex::validate() const {
       const uint32_t id = static_cast<uint32_t>(s / P);
       if (id >= pages_.size() || !pages_[id].live || s % P != k % P) {
         bad = make_error(ErrorCode::invariant_violated, "tree slot " + std::to_string(s + 1) + " at depth " +
-                                                  std::to_string(k) + " names no live page at its row");
+                                                            std::to_string(k) + " names no live page at its row");
         return;
       }
       ++seen[id];
@@ -205,16 +205,20 @@ Status RadixBlockIndex::validate() const {
     ++live;
     if (seen[id] != P)
       return make_error(ErrorCode::invariant_violated, "cached page " + std::to_string(id) + " is named by " +
-                                                 std::to_string(seen[id]) + " slots, not " + std::to_string(P));
+                                                           std::to_string(seen[id]) + " slots, not " +
+                                                           std::to_string(P));
     if (pages_[id].handles.size() != config_.groups)
-      return make_error(ErrorCode::invariant_violated, "cached page " + std::to_string(id) + " has a bundle of the wrong width");
+      return make_error(ErrorCode::invariant_violated,
+                        "cached page " + std::to_string(id) + " has a bundle of the wrong width");
     if (!pages_[id].leases.empty() && pages_[id].leases.size() != config_.groups)
-      return make_error(ErrorCode::invariant_violated, "cached page " + std::to_string(id) + " holds a partial set of leases");
+      return make_error(ErrorCode::invariant_violated,
+                        "cached page " + std::to_string(id) + " holds a partial set of leases");
   }
-  if (live != live_pages_) return make_error(ErrorCode::invariant_violated, "live page count disagrees with the registry");
+  if (live != live_pages_)
+    return make_error(ErrorCode::invariant_violated, "live page count disagrees with the registry");
   if (uint64_t{live} * P != tree_.ledger().total_tokens)
     return make_error(ErrorCode::invariant_violated, std::to_string(live) + " cached pages but " +
-                                               std::to_string(tree_.ledger().total_tokens) + " tree tokens");
+                                                         std::to_string(tree_.ledger().total_tokens) + " tree tokens");
   return Status::success();
 }
 

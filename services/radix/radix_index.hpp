@@ -32,7 +32,7 @@ namespace kvrt {
 struct RadixIndexConfig {
   uint32_t pool_slots = 0;  // |Ω| [slots]
   RadixOptions tree;
-  uint64_t row_bytes = 0;   // B_row of one token's K/V rows, for 0x08G estimates [bytes]
+  uint64_t row_bytes = 0;  // B_row of one token's K/V rows, for 0x08G estimates [bytes]
 };
 
 struct RadixRequestRef {
@@ -57,18 +57,18 @@ enum class RadixPublication : uint8_t { finished, unfinished };
 struct RadixPublishArgs {
   RadixRequestRef request;
   RadixPublication publication = RadixPublication::finished;
-  std::vector<TokenId> tokens;               // page aligned [tokens]
-  std::vector<TokenSlotId> append_slots;     // one per token of tokens[protected_len:]
+  std::vector<TokenId> tokens;            // page aligned [tokens]
+  std::vector<TokenSlotId> append_slots;  // one per token of tokens[protected_len:]
   uint64_t extra_key = 0;
   int64_t priority = 0;
-  std::optional<LeaseId> lease;              // the request's request lease
+  std::optional<LeaseId> lease;  // the request's request lease
 };
 
 struct RadixHandoffArgs {
   RadixRequestRef request;
-  std::vector<TokenId> prompt;               // S_prompt tokens
+  std::vector<TokenId> prompt;  // S_prompt tokens
   uint64_t extra_key = 0;
-  uint32_t free_private_tail_slots = 0;      // writable rows the request already owns [rows]
+  uint32_t free_private_tail_slots = 0;  // writable rows the request already owns [rows]
 };
 
 struct RadixHandoff {
@@ -82,8 +82,8 @@ struct RadixLease {
   LeaseId id;
   RadixRequestRef request;
   RadixLeaseKind kind = RadixLeaseKind::request;
-  RadixNodeRef terminal;        // lock reference sits on root -> terminal
-  uint32_t matched = 0;         // path length [tokens]
+  RadixNodeRef terminal;  // lock reference sits on root -> terminal
+  uint32_t matched = 0;   // path length [tokens]
   uint64_t extra_key = 0;
   TreeVersion granted_at;
 };

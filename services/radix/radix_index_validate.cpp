@@ -67,8 +67,8 @@ Status RadixIndex::validate() const {
     const auto it = derived_locks.find(n.id.value);
     const uint32_t expected = it == derived_locks.end() ? 0 : it->second;
     if (n.lock_count != expected && lock_error.empty())
-      lock_error = "node " + std::to_string(n.id.value) + " lock count " + std::to_string(n.lock_count) + " != " +
-                   std::to_string(expected) + " leases through it (0x08D)";
+      lock_error = "node " + std::to_string(n.id.value) + " lock count " + std::to_string(n.lock_count) +
+                   " != " + std::to_string(expected) + " leases through it (0x08D)";
   });
   if (!lock_error.empty()) return broken(lock_error);
   if (lease_digest.value() != lease_digest_.value()) return broken("lease digest drifted");

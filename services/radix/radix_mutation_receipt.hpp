@@ -37,10 +37,10 @@ std::string_view to_string(RadixMutationKind kind);
 
 struct RadixMutationReceipt {
   RadixMutationKind kind = RadixMutationKind::probe;
-  RequestId request_id;                  // 0 for evictions
+  RequestId request_id;  // 0 for evictions
   RequestGeneration request_generation;
-  TreeVersion version_before;            // predecessor
-  TreeVersion version_after;             // committed successor = version_before + 1
+  TreeVersion version_before;  // predecessor
+  TreeVersion version_after;   // committed successor = version_before + 1
   StateDigest state_before;
   StateDigest state_after;
 
@@ -51,20 +51,20 @@ struct RadixMutationReceipt {
   std::vector<RadixSplit> splits;         // structural mutations of this op
 
   // Publication facts (0x08C).
-  uint32_t protected_len = 0;             // tokens the request already referenced through its lease
-  uint32_t prefix_len = 0;                // tokens the tree already held
-  std::vector<RadixNodeId> created_nodes;  // new leaves
+  uint32_t protected_len = 0;                         // tokens the request already referenced through its lease
+  uint32_t prefix_len = 0;                            // tokens the tree already held
+  std::vector<RadixNodeId> created_nodes;             // new leaves
   std::vector<TokenSlotId> duplicate_slots_released;  // S_in[protected_len:prefix_len] -> free
   std::vector<TokenSlotId> published_slots;           // S_in[prefix_len:] -> tree-owned
   std::vector<TokenSlotId> reserved_slots;            // free -> private (reserve, claimed append slots)
   std::vector<TokenSlotId> released_private_slots;    // private -> free (release_private)
 
   // Lock facts (0x08D): the lease touched and the node its lock sat on.
-  std::optional<LeaseId> lease;            // acquired, moved or released
-  std::optional<LeaseId> exchanged_from;   // admit_handoff: the retired handoff lease
-  RadixNodeId lease_terminal_before;       // 0 when the lease is new
-  RadixNodeId lease_terminal_after;        // 0 when the lease ended
-  int64_t evictable_delta = 0;             // change of evictable tokens by lock moves
+  std::optional<LeaseId> lease;           // acquired, moved or released
+  std::optional<LeaseId> exchanged_from;  // admit_handoff: the retired handoff lease
+  RadixNodeId lease_terminal_before;      // 0 when the lease is new
+  RadixNodeId lease_terminal_after;       // 0 when the lease ended
+  int64_t evictable_delta = 0;            // change of evictable tokens by lock moves
 
   // Eviction facts (0x08E).
   std::vector<RadixNodeId> evicted_nodes;  // in eviction order

@@ -21,22 +21,22 @@ inline constexpr NodeIndex kNoNode = UINT32_MAX;
 // child-selector hash and the cached digest image of the node.
 struct alignas(64) RadixNode {
   // --- line 1 ---
-  NodeIndex parent = kNoNode;   // kNoNode for the root and for free arena slots
+  NodeIndex parent = kNoNode;  // kNoNode for the root and for free arena slots
   // lock(v) of 0x08D: leases whose path root -> terminal contains v.
   uint32_t lock_count = 0;
   uint32_t child_count = 0;
-  uint32_t depth = 0;           // tokens on the path above this edge [tokens]
-  EdgeSegment edge;             // incoming compressed edge E_v (empty for the root)
-  uint64_t selector = 0;        // child_key_hash(parent, extra_key, first page fingerprint)
-  StateDigest image;            // MultisetDigest image of this node's digest entry
+  uint32_t depth = 0;     // tokens on the path above this edge [tokens]
+  EdgeSegment edge;       // incoming compressed edge E_v (empty for the root)
+  uint64_t selector = 0;  // child_key_hash(parent, extra_key, first page fingerprint)
+  StateDigest image;      // MultisetDigest image of this node's digest entry
   // --- line 2 ---
-  uint64_t extra_key = 0;       // namespace of the sequence (0x08 child selector); 0 = none
+  uint64_t extra_key = 0;  // namespace of the sequence (0x08 child selector); 0 = none
   // Logical clock (radix_tree.hpp): last walk and creation ticks.
   uint64_t last_access = 0;
   uint64_t created = 0;
-  uint64_t hits = 0;            // walks by a match (RadixOptions::count_hits)
-  int64_t priority = 0;         // max request priority inserted through it
-  RadixNodeId id{};             // root is 0; numbered 1, 2, ... per tree in creation order
+  uint64_t hits = 0;                    // walks by a match (RadixOptions::count_hits)
+  int64_t priority = 0;                 // max request priority inserted through it
+  RadixNodeId id{};                     // root is 0; numbered 1, 2, ... per tree in creation order
   uint64_t first_page_fingerprint = 0;  // of the edge's first page
   bool live = false;
 

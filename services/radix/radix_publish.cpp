@@ -30,10 +30,10 @@ Result<RadixMutationReceipt> RadixIndex::publish(const RadixPublishArgs& a) {
                         "extra_key");
     if (a.tokens.size() < protected_len ||
         tree_.path_tokens(held->terminal) != std::vector<TokenId>(a.tokens.begin(), a.tokens.begin() + protected_len))
-      return make_error(ErrorCode::path_slot_mismatch,
-                        "tokens do not extend the " + std::to_string(protected_len) +
-                            "-token path the request's lease protects",
-                        "tokens");
+      return make_error(
+          ErrorCode::path_slot_mismatch,
+          "tokens do not extend the " + std::to_string(protected_len) + "-token path the request's lease protects",
+          "tokens");
   }
   if (a.tokens.size() % page != 0)
     return make_error(ErrorCode::page_misaligned,
@@ -50,12 +50,13 @@ Result<RadixMutationReceipt> RadixIndex::publish(const RadixPublishArgs& a) {
   std::unordered_set<uint64_t> seen;
   for (TokenSlotId s : a.append_slots) {
     const bool in_pool = pool_.contains(s);
-    const bool usable = in_pool && (pool_.state(s) == SlotState::free ||
-                                    (pool_.state(s) == SlotState::request_private && pool_.private_owner(s) == a.request.id));
+    const bool usable =
+        in_pool && (pool_.state(s) == SlotState::free ||
+                    (pool_.state(s) == SlotState::request_private && pool_.private_owner(s) == a.request.id));
     if (!usable || !seen.insert(s.value).second)
       return make_error(ErrorCode::owned_slot_reuse,
                         "slot " + std::to_string(s.value) +
-                            (!in_pool ? " is outside the pool"
+                            (!in_pool  ? " is outside the pool"
                              : !usable ? " is " + std::string(to_string(pool_.state(s))) +
                                              (pool_.state(s) == SlotState::request_private ? " to another request" : "")
                                        : " is listed twice") +

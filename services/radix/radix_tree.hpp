@@ -32,9 +32,9 @@
 #include "services/common/result.hpp"
 #include "services/common/state_digest.hpp"
 #include "services/radix/child_index.hpp"
-#include "services/radix/free_node_indices.hpp"
 #include "services/radix/edge_store.hpp"
 #include "services/radix/eviction_order.hpp"
+#include "services/radix/free_node_indices.hpp"
 #include "services/radix/radix_node.hpp"
 #include "services/radix/radix_options.hpp"
 
@@ -65,10 +65,10 @@ struct RadixMatchResult {
 };
 
 struct RadixInsertResult {
-  uint32_t stored_len = 0;   // page-aligned part of the key considered [tokens]
-  uint32_t prefix_len = 0;   // tokens already cached: their input slots are duplicates [tokens]
-  uint32_t inserted = 0;     // stored_len - prefix_len, now owned by the tree [tokens]
-  RadixNodeRef terminal;     // node ending at stored_len (root when 0)
+  uint32_t stored_len = 0;  // page-aligned part of the key considered [tokens]
+  uint32_t prefix_len = 0;  // tokens already cached: their input slots are duplicates [tokens]
+  uint32_t inserted = 0;    // stored_len - prefix_len, now owned by the tree [tokens]
+  RadixNodeRef terminal;    // node ending at stored_len (root when 0)
   std::optional<RadixNodeRef> new_leaf;
   std::optional<RadixSplit> split;
 };
@@ -148,7 +148,7 @@ class RadixTree {
 
   // Read access for owners, receipts and tests.
   bool is_live(RadixNodeRef ref) const;
-  const RadixNode& node(RadixNodeRef ref) const;  // asserts is_live
+  const RadixNode& node(RadixNodeRef ref) const;           // asserts is_live
   std::optional<RadixNodeRef> find(RadixNodeId id) const;  // O(nodes)
   RadixNodeRef root() const { return RadixNodeRef{kRootIndex, RadixNodeId{0}}; }
   RadixNodeRef parent_of(RadixNodeRef ref) const;
@@ -200,15 +200,15 @@ class RadixTree {
   void refresh_image(NodeIndex i);
 
   RadixOptions options_;
-  EdgeStore edges_;                   // memory of every edge; declared before nodes_, whose views point into it
-  std::vector<RadixNode> nodes_;      // arena; index 0 is the root
-  FreeNodeIndices free_nodes_;        // lowest index first (free_node_indices.hpp)
+  EdgeStore edges_;               // memory of every edge; declared before nodes_, whose views point into it
+  std::vector<RadixNode> nodes_;  // arena; index 0 is the root
+  FreeNodeIndices free_nodes_;    // lowest index first (free_node_indices.hpp)
   ChildIndex children_;
   EvictionOrder order_;
   static constexpr uint32_t kEvictLookahead = 4;  // victims whose node lines evict() requests ahead of their pop
   RadixLedger ledger_;
   MultisetDigest digest_;
-  uint64_t clock_ = 0;                // last tick handed out
+  uint64_t clock_ = 0;  // last tick handed out
   uint64_t next_node_id_ = 1;
 };
 

@@ -9,15 +9,21 @@ namespace kvrt {
 
 EvictionKey RadixTree::eviction_key(const RadixNode& n) const {
   switch (options_.eviction) {
-    case EvictionPolicy::lru: return {0, n.last_access};
-    case EvictionPolicy::lfu: return {n.hits, n.last_access};
-    case EvictionPolicy::fifo: return {0, n.created};
-    case EvictionPolicy::mru: return {0, ~n.last_access};
-    case EvictionPolicy::filo: return {0, ~n.created};
+    case EvictionPolicy::lru:
+      return {0, n.last_access};
+    case EvictionPolicy::lfu:
+      return {n.hits, n.last_access};
+    case EvictionPolicy::fifo:
+      return {0, n.created};
+    case EvictionPolicy::mru:
+      return {0, ~n.last_access};
+    case EvictionPolicy::filo:
+      return {0, ~n.created};
     case EvictionPolicy::priority:
       // Flip the sign bit so that signed priorities order as unsigned keys.
       return {static_cast<uint64_t>(n.priority) ^ (uint64_t{1} << 63), n.last_access};
-    case EvictionPolicy::slru: return {n.hits >= options_.slru_protected_hits ? 1u : 0u, n.last_access};
+    case EvictionPolicy::slru:
+      return {n.hits >= options_.slru_protected_hits ? 1u : 0u, n.last_access};
   }
   KVRT_ASSERT(false, "unhandled eviction policy");
   return {};
@@ -55,7 +61,7 @@ void RadixTree::remove_leaf(NodeIndex i, RadixEvictionSink* sink, RadixEvictResu
   n.edge.release(edges_);  // recycled without touching the edge's memory
   n.parent = kNoNode;
   n.image = StateDigest{};
-  n.live = false;          // the next allocate_node() rewrites every other field
+  n.live = false;  // the next allocate_node() rewrites every other field
   free_nodes_.release(i);
 
   RadixNode& p = nodes_[pi];
@@ -97,10 +103,10 @@ Result<RadixEvictResult> RadixTree::evict_leaf(RadixNodeId id, RadixEvictionSink
     return make_error(ErrorCode::locked_node_eviction,
                       name + " is protected by " + std::to_string(n.lock_count) + " lock reference(s) (0x08D)", "node");
   if (n.child_count > 0)
-    return make_error(ErrorCode::internal_node_eviction,
-                      name + " has " + std::to_string(n.child_count) +
-                          " child(ren); evicting it would disconnect their keys (0x08D)",
-                      "node");
+    return make_error(
+        ErrorCode::internal_node_eviction,
+        name + " has " + std::to_string(n.child_count) + " child(ren); evicting it would disconnect their keys (0x08D)",
+        "node");
   RadixEvictResult result;
   remove_leaf(ref->index, sink, result);
   return result;

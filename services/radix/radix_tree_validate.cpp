@@ -107,7 +107,8 @@ Status RadixTree::validate() const {
       return broken(node_name(n) + (candidate ? " is an unlocked leaf missing from" : " must not be in") +
                     " the eviction order");
     if (!candidate) continue;
-    if (order_.key_of(static_cast<NodeIndex>(i)) != eviction_key(n)) return broken(node_name(n) + " eviction key is stale");
+    if (order_.key_of(static_cast<NodeIndex>(i)) != eviction_key(n))
+      return broken(node_name(n) + " eviction key is stale");
     keys.push_back(eviction_key(n));
     derived.leaf_ready_tokens += n.length();
   }

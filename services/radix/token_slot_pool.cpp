@@ -11,9 +11,12 @@ constexpr uint64_t kTreeTag = uint64_t{0x54} << 56;     // 'T'
 
 std::string_view to_string(SlotState state) {
   switch (state) {
-    case SlotState::free: return "free";
-    case SlotState::request_private: return "request-private";
-    case SlotState::tree_owned: return "tree-owned";
+    case SlotState::free:
+      return "free";
+    case SlotState::request_private:
+      return "request-private";
+    case SlotState::tree_owned:
+      return "tree-owned";
   }
   return "unknown";
 }
@@ -109,13 +112,20 @@ Status TokenSlotPool::validate() const {
   MultisetDigest recomputed;
   for (uint64_t s = 1; s < state_.size(); ++s) {
     switch (state_[s]) {
-      case SlotState::free: ++free; break;
-      case SlotState::request_private: ++priv; recomputed.add(entry(s)); break;
-      case SlotState::tree_owned: ++tree; recomputed.add(entry(s)); break;
+      case SlotState::free:
+        ++free;
+        break;
+      case SlotState::request_private:
+        ++priv;
+        recomputed.add(entry(s));
+        break;
+      case SlotState::tree_owned:
+        ++tree;
+        recomputed.add(entry(s));
+        break;
     }
   }
-  if (free != free_count_ || priv != private_count_ || tree != tree_count_)
-    return broken("partition counters drifted");
+  if (free != free_count_ || priv != private_count_ || tree != tree_count_) return broken("partition counters drifted");
   if (free + priv + tree != size()) return broken("T + R + F != pool");
   // The free queue holds exactly the free slots, each once, linked both ways.
   uint32_t walked = 0;

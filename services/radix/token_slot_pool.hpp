@@ -62,9 +62,9 @@ class TokenSlotPool {
 
   // Index 0 of every array is the free list's sentinel.
   std::vector<SlotState> state_;
-  std::vector<RequestId> owner_;   // request of a private slot
-  std::vector<TokenId> token_;     // token of a tree-owned slot
-  std::vector<uint32_t> depth_;    // path depth of a tree-owned slot [tokens]
+  std::vector<RequestId> owner_;  // request of a private slot
+  std::vector<TokenId> token_;    // token of a tree-owned slot
+  std::vector<uint32_t> depth_;   // path depth of a tree-owned slot [tokens]
   std::vector<uint32_t> next_, prev_;
   uint32_t free_count_ = 0, private_count_ = 0, tree_count_ = 0;
   MultisetDigest digest_;

@@ -57,9 +57,9 @@ struct AllocationTxn {
   RequestGeneration expected_request_generation;  // fences a recycled request id
   TableVersion expected_table_version;            // fences a stale block-table view
   AllocationOperation operation = AllocationOperation::allocate;
-  RequestId fork_child;                           // fork only: the new request's id; 0 otherwise
-  uint32_t requested_rows = 0;  // allocate: prompt rows; append: rows appended (1);
-                                // truncate: context length kept [tokens]; 0 otherwise
+  RequestId fork_child;                               // fork only: the new request's id; 0 otherwise
+  uint32_t requested_rows = 0;                        // allocate: prompt rows; append: rows appended (1);
+                                                      // truncate: context length kept [tokens]; 0 otherwise
   std::vector<PhysicalBlockHandle> touched_handles;   // existing handles read or re-referenced
   std::vector<PhysicalBlockHandle> reserved_handles;  // new destinations, unpublished until step 8
   TransactionPhase publication_state = TransactionPhase::validated;
@@ -103,7 +103,7 @@ struct RefcountDelta {
 struct TableEntryUpdate {
   uint32_t logical_block = 0;  // index j in the request's group table [blocks]
   PhysicalBlockHandle handle;
-  uint32_t valid_rows = 0;     // valid-row frontier of the block after publication [rows]
+  uint32_t valid_rows = 0;  // valid-row frontier of the block after publication [rows]
 
   friend bool operator==(const TableEntryUpdate&, const TableEntryUpdate&) = default;
 };
@@ -111,27 +111,27 @@ struct TableEntryUpdate {
 struct AllocationReceipt {
   TransactionId transaction_id;
   AllocationOperation operation = AllocationOperation::allocate;
-  RequestId request_id;                      // request whose tables changed (fork: the child)
-  RequestGeneration request_generation;      // the request's generation after the transaction
-  TableVersion table_version_after;          // 0x05B: D successor table_version = 2
-  uint32_t context_tokens_after = 0;         // logical length after the transaction [tokens]
-  StateDigest predecessor_digest;            // committed allocator state before (0x04F); the
-                                             // incremental multiset digest of issue 3
-  StateDigest successor_digest;              // committed allocator state after
-  uint32_t useful_new_rows = 0;              // K/V rows the request gains [rows]
-  uint32_t new_physical_blocks = 0;          // blocks taken from pools, one per cache group
-                                             // per bundle [blocks]
-  uint32_t copied_rows = 0;                  // token rows copied by COW, each spanning every
-                                             // group [rows] (0x05A r)
-  uint64_t copy_payload_bytes = 0;           // copied_rows * sum_g B_row,g [bytes] (0x05A)
-  std::vector<RefcountDelta> refcount_deltas;       // every handle whose count changed
-  std::vector<TableEntryUpdate> published_entries;  // successor table entries written
-  std::vector<PhysicalBlockHandle> evicted_handles; // cached identities evicted to serve this txn
-  Epoch allocator_epoch_after;               // 0x05B: 43 -> 44; unchanged unless committed
+  RequestId request_id;                              // request whose tables changed (fork: the child)
+  RequestGeneration request_generation;              // the request's generation after the transaction
+  TableVersion table_version_after;                  // 0x05B: D successor table_version = 2
+  uint32_t context_tokens_after = 0;                 // logical length after the transaction [tokens]
+  StateDigest predecessor_digest;                    // committed allocator state before (0x04F); the
+                                                     // incremental multiset digest of issue 3
+  StateDigest successor_digest;                      // committed allocator state after
+  uint32_t useful_new_rows = 0;                      // K/V rows the request gains [rows]
+  uint32_t new_physical_blocks = 0;                  // blocks taken from pools, one per cache group
+                                                     // per bundle [blocks]
+  uint32_t copied_rows = 0;                          // token rows copied by COW, each spanning every
+                                                     // group [rows] (0x05A r)
+  uint64_t copy_payload_bytes = 0;                   // copied_rows * sum_g B_row,g [bytes] (0x05A)
+  std::vector<RefcountDelta> refcount_deltas;        // every handle whose count changed
+  std::vector<TableEntryUpdate> published_entries;   // successor table entries written
+  std::vector<PhysicalBlockHandle> evicted_handles;  // cached identities evicted to serve this txn
+  Epoch allocator_epoch_after;                       // 0x05B: 43 -> 44; unchanged unless committed
   AppendPath append_path = AppendPath::not_append;
   AllocationOutcome outcome = AllocationOutcome::committed;
-  std::string rollback_reason;               // the step or fault point that failed; empty
-                                             // unless outcome == rolled_back
+  std::string rollback_reason;  // the step or fault point that failed; empty
+                                // unless outcome == rolled_back
 
   friend bool operator==(const AllocationReceipt&, const AllocationReceipt&) = default;
 };

@@ -38,23 +38,23 @@ struct ExecutableReuseReceipt {
   RequestId request_id;
   RequestGeneration request_generation;
   ReuseSource source = ReuseSource::prefix_index;
-  std::string namespace_id;                 // authorized cache namespace
-  NamespaceGeneration namespace_generation; // g_ns
-  Sha256Digest semantic_digest;             // d_sem: compatibility manifest digest
-  Sha256Digest layout_digest;               // d_layout: layout manifest digest
-  uint64_t index_version = 0;               // v_index: prefix-index publication version
-  TreeVersion tree_version;                 // v_tree: radix-tree version (0 if not radix)
-  std::vector<PoolGenerationRef> pool_generations;  // g_pool of every pool dereferenced
-  TokenInterval covered_interval;           // rows reused [tokens]
-  std::vector<PhysicalBlockHandle> physical_handles;  // path_and_physical_refs: blocks read
-  std::vector<RadixNodeId> path_node_ids;   // radix path nodes leased (empty otherwise)
-  std::vector<LeaseId> leases;              // leases covering every handle and path node
-  bool collision_witness_verified = false;  // step 3: witness checked where policy requires it
-  uint32_t required_frontier_tokens = 0;    // f_required: rows the kernel dereferences [tokens]
-  uint32_t ready_frontier_tokens = 0;       // f_ready (f_map): rows mapped and ready [tokens];
-                                            // L_map = max(0, required - ready) must be 0 (0x0CF)
+  std::string namespace_id;                             // authorized cache namespace
+  NamespaceGeneration namespace_generation;             // g_ns
+  Sha256Digest semantic_digest;                         // d_sem: compatibility manifest digest
+  Sha256Digest layout_digest;                           // d_layout: layout manifest digest
+  uint64_t index_version = 0;                           // v_index: prefix-index publication version
+  TreeVersion tree_version;                             // v_tree: radix-tree version (0 if not radix)
+  std::vector<PoolGenerationRef> pool_generations;      // g_pool of every pool dereferenced
+  TokenInterval covered_interval;                       // rows reused [tokens]
+  std::vector<PhysicalBlockHandle> physical_handles;    // path_and_physical_refs: blocks read
+  std::vector<RadixNodeId> path_node_ids;               // radix path nodes leased (empty otherwise)
+  std::vector<LeaseId> leases;                          // leases covering every handle and path node
+  bool collision_witness_verified = false;              // step 3: witness checked where policy requires it
+  uint32_t required_frontier_tokens = 0;                // f_required: rows the kernel dereferences [tokens]
+  uint32_t ready_frontier_tokens = 0;                   // f_ready (f_map): rows mapped and ready [tokens];
+                                                        // L_map = max(0, required - ready) must be 0 (0x0CF)
   ExecutionSnapshotVersion execution_snapshot_version;  // v_exec
-  std::string kernel_abi_id;                // kernel ABI frozen with the snapshot (step 8)
+  std::string kernel_abi_id;                            // kernel ABI frozen with the snapshot (step 8)
 
   friend bool operator==(const ExecutableReuseReceipt&, const ExecutableReuseReceipt&) = default;
 };

@@ -26,7 +26,7 @@ inline constexpr uint8_t kMappingPathMax = 1;
 
 // One page of one tensor mapped by this step: (tensor, slot, page q) -> handle (0x06C).
 struct PageMapping {
-  uint32_t local_layer = 0;           // layer index local to this worker [layers]
+  uint32_t local_layer = 0;  // layer index local to this worker [layers]
   KvTensorKind tensor = KvTensorKind::key;
   uint32_t page_index = 0;            // q: page within the slot's subrange [pages]
   PageHandleId handle;                // physical handle of G bytes
@@ -51,13 +51,13 @@ struct ReclaimedPageBundle {
 //   phys_pool = mapped + free_handles
 // and the virtual reservation appears in neither equation.
 struct MappingLedger {
-  uint64_t virtual_reserved_bytes = 0;     // M_VA = 2 L B R [bytes of address space]
-  uint64_t physical_pool_bytes = 0;        // M_phys,pool = N_handle G [bytes]
-  uint64_t mapped_bytes = 0;               // M_mapped [bytes]
-  uint64_t active_valid_bytes = 0;         // M_active,valid: rows produced [bytes]
-  uint64_t active_slack_bytes = 0;         // M_active,slack [bytes]
-  uint64_t inactive_retained_bytes = 0;    // M_inactive,retained [bytes]
-  uint64_t free_handle_bytes = 0;          // M_free-handles [bytes]
+  uint64_t virtual_reserved_bytes = 0;   // M_VA = 2 L B R [bytes of address space]
+  uint64_t physical_pool_bytes = 0;      // M_phys,pool = N_handle G [bytes]
+  uint64_t mapped_bytes = 0;             // M_mapped [bytes]
+  uint64_t active_valid_bytes = 0;       // M_active,valid: rows produced [bytes]
+  uint64_t active_slack_bytes = 0;       // M_active,slack [bytes]
+  uint64_t inactive_retained_bytes = 0;  // M_inactive,retained [bytes]
+  uint64_t free_handle_bytes = 0;        // M_free-handles [bytes]
 
   friend bool operator==(const MappingLedger&, const MappingLedger&) = default;
 };
@@ -65,31 +65,30 @@ struct MappingLedger {
 struct MappedFrontierReceipt {
   RequestId request_id;
   RequestGeneration request_generation;
-  RequestSlot request_slot;            // the slot's row in the virtual tensors (cache_batch_idx)
-  SlotGeneration slot_generation;      // advanced when the slot is bound to a new request (0x06E)
-  Epoch mapper_epoch;                  // mapper state version this receipt was published at
-  uint32_t local_layers = 0;           // L: every frontier covers 2 L tensors [layers]
-  uint64_t page_group_bytes = 0;       // G [bytes / page]
-  uint32_t tokens_per_page = 0;        // P_tokens = G / B_tensor,row [tokens / page]
-  uint32_t target_tokens = 0;          // T_r: the frontier this receipt covers [tokens]
-  uint32_t mapped_pages = 0;           // pages per tensor now mapped for the slot [pages];
-                                       // at least ceil(T_r / P_tokens)
-  uint32_t valid_tokens = 0;           // K/V rows the current owner has written [tokens];
-                                       // 0 when a retained slot is re-bound (0x06E)
-  bool retained_mapping_reused = false;   // the slot kept pages from an inactive owner
-  bool old_kv_semantically_valid = false; // never true across owners (0x06E): reused
-                                          // mapping is capacity, not prefix identity
-  std::vector<PageMapping> new_mappings;  // pages mapped by this step, all 2 L tensors
+  RequestSlot request_slot;                // the slot's row in the virtual tensors (cache_batch_idx)
+  SlotGeneration slot_generation;          // advanced when the slot is bound to a new request (0x06E)
+  Epoch mapper_epoch;                      // mapper state version this receipt was published at
+  uint32_t local_layers = 0;               // L: every frontier covers 2 L tensors [layers]
+  uint64_t page_group_bytes = 0;           // G [bytes / page]
+  uint32_t tokens_per_page = 0;            // P_tokens = G / B_tensor,row [tokens / page]
+  uint32_t target_tokens = 0;              // T_r: the frontier this receipt covers [tokens]
+  uint32_t mapped_pages = 0;               // pages per tensor now mapped for the slot [pages];
+                                           // at least ceil(T_r / P_tokens)
+  uint32_t valid_tokens = 0;               // K/V rows the current owner has written [tokens];
+                                           // 0 when a retained slot is re-bound (0x06E)
+  bool retained_mapping_reused = false;    // the slot kept pages from an inactive owner
+  bool old_kv_semantically_valid = false;  // never true across owners (0x06E): reused
+                                           // mapping is capacity, not prefix identity
+  std::vector<PageMapping> new_mappings;   // pages mapped by this step, all 2 L tensors
   std::vector<ReclaimedPageBundle> reclaimed_bundles;
   MappingPath mapping_path = MappingPath::synchronous;
-  bool ready_before_use = false;       // every page above is mapped and visible (0x06D)
+  bool ready_before_use = false;  // every page above is mapped and visible (0x06D)
   MappingLedger ledger;
 
   // receipt.covers(request_generation, target_tokens) of 0x06D: the kernel may
   // read rows [0, tokens) of this request generation.
   bool covers(RequestGeneration generation, uint32_t tokens) const {
-    return ready_before_use && generation == request_generation &&
-           uint64_t{mapped_pages} * tokens_per_page >= tokens;
+    return ready_before_use && generation == request_generation && uint64_t{mapped_pages} * tokens_per_page >= tokens;
   }
 
   friend bool operator==(const MappedFrontierReceipt&, const MappedFrontierReceipt&) = default;

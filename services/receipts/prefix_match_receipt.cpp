@@ -27,7 +27,10 @@ Sha256Digest PrefixMatchReceipt::canonical_digest() const {
     w.u32("logical_block", bundle.logical_block);
     w.begin_list("handles", bundle.handles.size());
     for (const auto& h : bundle.handles)
-      w.u32("pool", h.pool.value).u32("group", h.group.value).u32("block", h.block.value).u32("generation", h.generation.value);
+      w.u32("pool", h.pool.value)
+          .u32("group", h.group.value)
+          .u32("block", h.block.value)
+          .u32("generation", h.generation.value);
   }
   w.u32("new_block_bundles", new_block_bundles)
       .u32("copy_valid_partial_rows", copy_valid_partial_rows)

@@ -39,26 +39,26 @@ struct MatchedBlockBundle {
 struct PrefixMatchReceipt {
   RequestId request_id;
   RequestGeneration request_generation;
-  IndexSnapshotId index_snapshot_id;          // index snapshot the lookup read
-  uint64_t index_publication_generation = 0;  // publication generation of that snapshot
-  Sha256Digest compatibility_manifest_sha256; // the consumer manifest the candidates passed
-  std::string namespace_id;                   // authorized cache namespace (0x01A, 0x0CE)
+  IndexSnapshotId index_snapshot_id;           // index snapshot the lookup read
+  uint64_t index_publication_generation = 0;   // publication generation of that snapshot
+  Sha256Digest compatibility_manifest_sha256;  // the consumer manifest the candidates passed
+  std::string namespace_id;                    // authorized cache namespace (0x01A, 0x0CE)
   NamespaceGeneration namespace_generation;
-  std::string policy_id;                      // reuse policy (full-block / partial-tail, 0x07D)
-  uint32_t alignment_tokens = 0;              // policy.alignment_tokens: hit granularity P [tokens]
+  std::string policy_id;          // reuse policy (full-block / partial-tail, 0x07D)
+  uint32_t alignment_tokens = 0;  // policy.alignment_tokens: hit granularity P [tokens]
   LogitsPath logits_path = LogitsPath::logits_required;
-  uint32_t prompt_tokens = 0;                 // S_prompt [tokens]
-  uint32_t semantic_match_tokens = 0;         // S_sem [tokens]
-  uint32_t indexed_match_tokens = 0;          // S_indexed [tokens]
-  uint32_t reuse_cap_tokens = 0;              // S_cap [tokens]
-  uint32_t runtime_hit_tokens = 0;            // S_runtime [tokens]
-  uint32_t prompt_rows_recomputed = 0;        // S_recompute = S_prompt - S_runtime [rows]
+  uint32_t prompt_tokens = 0;                             // S_prompt [tokens]
+  uint32_t semantic_match_tokens = 0;                     // S_sem [tokens]
+  uint32_t indexed_match_tokens = 0;                      // S_indexed [tokens]
+  uint32_t reuse_cap_tokens = 0;                          // S_cap [tokens]
+  uint32_t runtime_hit_tokens = 0;                        // S_runtime [tokens]
+  uint32_t prompt_rows_recomputed = 0;                    // S_recompute = S_prompt - S_runtime [rows]
   std::vector<MatchedBlockBundle> matched_group_handles;  // S_runtime / P bundles (full-block policy)
-  uint32_t new_block_bundles = 0;             // N_new = ceil(S_recompute / P) [bundles] (0x07G)
-  uint32_t copy_valid_partial_rows = 0;       // rows of an immutable partial tail to copy
-                                              // before a divergent write (0x07D) [rows]
-  LeaseId lease_id;                           // lease holding the matched handles (0x01A step 5)
-  Sha256Digest receipt_sha256;                // canonical_digest() of every other field
+  uint32_t new_block_bundles = 0;                         // N_new = ceil(S_recompute / P) [bundles] (0x07G)
+  uint32_t copy_valid_partial_rows = 0;                   // rows of an immutable partial tail to copy
+                                                          // before a divergent write (0x07D) [rows]
+  LeaseId lease_id;                                       // lease holding the matched handles (0x01A step 5)
+  Sha256Digest receipt_sha256;                            // canonical_digest() of every other field
 
   // Canonical SHA-256 over every field except receipt_sha256 (0x07G). A
   // producer stores it in receipt_sha256; a consumer recomputes and compares.

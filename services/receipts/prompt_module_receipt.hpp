@@ -15,8 +15,8 @@
 namespace kvrt {
 
 struct PromptModuleReceipt {
-  std::string schema_id;                  // the prompt schema (PML) that declares the module
-  uint64_t schema_generation = 0;         // advanced whenever the schema changes
+  std::string schema_id;           // the prompt schema (PML) that declares the module
+  uint64_t schema_generation = 0;  // advanced whenever the schema changes
   std::string module_id;
   Sha256Digest module_parameters_digest;  // parameters the module was rendered with
   std::vector<uint32_t> token_ids;        // exact token ids [token id per position]
@@ -25,7 +25,7 @@ struct PromptModuleReceipt {
   Sha256Digest layout_manifest_digest;    // CacheLayoutManifest of the stored bytes
   std::string namespace_id;               // authorized cache namespace
   NamespaceGeneration namespace_generation;
-  std::vector<PhysicalRef> physical_refs; // blocks holding the module's K/V, every cache group
+  std::vector<PhysicalRef> physical_refs;  // blocks holding the module's K/V, every cache group
 
   friend bool operator==(const PromptModuleReceipt&, const PromptModuleReceipt&) = default;
 };

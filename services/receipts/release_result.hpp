@@ -31,11 +31,11 @@ struct ReleaseResult {
   RequestId request_id;
   RequestGeneration request_generation;  // generation whose references were dropped
   ReleaseReason reason = ReleaseReason::finished;
-  StateDigest predecessor_digest;        // committed allocator state before (state_digest.hpp)
-  StateDigest successor_digest;          // committed allocator state after
-  uint32_t context_tokens_before = 0;    // logical length before [tokens]
-  uint32_t context_tokens_after = 0;     // kept length [tokens]: 0 unless truncated
-  TableVersion table_version_after;      // truncate publishes a new table version
+  StateDigest predecessor_digest;                      // committed allocator state before (state_digest.hpp)
+  StateDigest successor_digest;                        // committed allocator state after
+  uint32_t context_tokens_before = 0;                  // logical length before [tokens]
+  uint32_t context_tokens_after = 0;                   // kept length [tokens]: 0 unless truncated
+  TableVersion table_version_after;                    // truncate publishes a new table version
   std::vector<RefcountDelta> refcount_deltas;          // every handle whose count dropped
   std::vector<PhysicalBlockHandle> freed_handles;      // reached zero refs with no cache key: FREE
   std::vector<PhysicalBlockHandle> evictable_handles;  // reached zero refs with a cache key: EVICTABLE

@@ -16,8 +16,8 @@ namespace {
 
 constexpr uint32_t kDefaultBlockSize = 16;
 constexpr uint32_t kDefaultNumBlocks = 64;
-constexpr int64_t kMaxBlockSize = 4096;       // [tokens]
-constexpr int64_t kMaxNumBlocks = 1 << 22;    // [blocks] (128 MiB of allocator metadata)
+constexpr int64_t kMaxBlockSize = 4096;     // [tokens]
+constexpr int64_t kMaxNumBlocks = 1 << 22;  // [blocks] (128 MiB of allocator metadata)
 
 // "" is no salt / no adapter, as vLLM's truthiness tests.
 std::string or_empty(const std::optional<std::string>& s) { return s.value_or(std::string()); }
@@ -55,8 +55,7 @@ bool PrefixReplay::configure(uint32_t block_size, uint32_t num_blocks, uint32_t 
   ic.publish_duplicates = vllm;
   Result<PrefixIndex> index = PrefixIndex::create(ic);
   if (!allocator.ok() || !index.ok()) {
-    error = ReplayError{ReplayErrorType::invalid_value,
-                        (allocator.ok() ? index.error() : allocator.error()).reason};
+    error = ReplayError{ReplayErrorType::invalid_value, (allocator.ok() ? index.error() : allocator.error()).reason};
     return false;
   }
   allocator_.emplace(std::move(allocator).value());
@@ -82,8 +81,8 @@ std::vector<TokenId> PrefixReplay::token_ids(const std::vector<int64_t>& values)
 BlockExtrasPlan PrefixReplay::extras_plan(const std::optional<std::string>& salt,
                                           const std::optional<std::string>& lora) const {
   RequestExtras extras;
-  extras.cache_salt = or_empty(salt);  // FORMAT.md: an extra of block 0 only
-  extras.lora_name = or_empty(lora);   // an extra of every block
+  extras.cache_salt = or_empty(salt);                              // FORMAT.md: an extra of block 0 only
+  extras.lora_name = or_empty(lora);                               // an extra of every block
   return index_->extras_plan(*scope_, std::move(extras)).value();  // the local scope has no salt of its own
 }
 
@@ -105,8 +104,8 @@ nlohmann::ordered_json PrefixReplay::block_ids(RequestId id) const {
 
 PrefixReplayState PrefixReplay::state() const {
   const BlockAllocator::PoolCounts c = allocator_->counts(0);
-  return PrefixReplayState{uint64_t{c.free} + c.evictable, index_->cached_blocks(), c.evictable,
-                           index_->hash_keys(), running_.size()};
+  return PrefixReplayState{uint64_t{c.free} + c.evictable, index_->cached_blocks(), c.evictable, index_->hash_keys(),
+                           running_.size()};
 }
 
 void PrefixReplay::append_state(OutFields& out) const {
@@ -125,9 +124,9 @@ OpOutcome PrefixReplay::apply(const std::string& op, const nlohmann::json& line)
                       : op == "decode"  ? decode(f)
                       : op == "free"    ? free_request(f)
                       : op == "probe"   ? probe(f)
-                      : op == "reset"   ? reset()
-                                        : OpOutcome{ReplayError{ReplayErrorType::unknown_op,
-                                                                "prefix replay has no op '" + op + "'"}};
+                      : op == "reset"
+                          ? reset()
+                          : OpOutcome{ReplayError{ReplayErrorType::unknown_op, "prefix replay has no op '" + op + "'"}};
   if (auto* fields = std::get_if<OutFields>(&outcome)) append_state(*fields);
   return outcome;
 }
@@ -147,8 +146,8 @@ OpOutcome PrefixReplay::config(FieldReader& f) {
   if (model_len < 1 || model_len > INT32_MAX)
     return ReplayError{ReplayErrorType::invalid_value, "max_model_len must be in [1, 2^31 - 1] tokens"};
   ReplayError error;
-  if (!configure(static_cast<uint32_t>(block_size), static_cast<uint32_t>(num_blocks),
-                 static_cast<uint32_t>(model_len), error))
+  if (!configure(static_cast<uint32_t>(block_size), static_cast<uint32_t>(num_blocks), static_cast<uint32_t>(model_len),
+                 error))
     return error;
   OutFields out;
   out["usable_blocks"] = num_blocks_ - 1;
@@ -202,8 +201,8 @@ OpOutcome PrefixReplay::request(FieldReader& f) {
   const Status committed =
       allocator_->commit_rows(CommitRowsArgs{allocator_->fence(r.allocator_id).value(), r.prompt_tokens}, commit);
   KVRT_ASSERT(committed.ok(), "prefill rows of fresh private blocks commit: " + committed.error().describe());
-  const PrefixPublishArgs publish{r.allocator_id, r.tokens, r.hashes, &r.extras, hits,
-                                  static_cast<uint32_t>(r.hashes.size())};
+  const PrefixPublishArgs publish{r.allocator_id, r.tokens, r.hashes,
+                                  &r.extras,      hits,     static_cast<uint32_t>(r.hashes.size())};
   const Result<PublishOutcome> published = index_->publish_blocks(*scope_, *allocator_, publish);
   KVRT_ASSERT(published.ok(), "prompt publication: " + published.error().describe());
 
@@ -338,7 +337,8 @@ Status PrefixReplay::validate() const {
                   std::to_string(running_.size()) + " running");
   for (const auto& [id, r] : running_) {
     const Result<uint32_t> context = allocator_->context_tokens(r.allocator_id);
-    if (!context.ok() || *context != r.tokens.size()) return broken("request '" + id + "' context differs from its tokens");
+    if (!context.ok() || *context != r.tokens.size())
+      return broken("request '" + id + "' context differs from its tokens");
     if (r.hashes.size() > r.tokens.size() / block_size_) return broken("request '" + id + "' hashes a partial block");
   }
   const BlockAllocator::PoolCounts c = allocator_->counts(0);

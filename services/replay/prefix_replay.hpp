@@ -80,7 +80,7 @@ class PrefixReplay {
  private:
   struct Running {
     RequestId allocator_id;
-    std::vector<TokenId> tokens;   // prompt + decoded
+    std::vector<TokenId> tokens;  // prompt + decoded
     uint32_t prompt_tokens = 0;
     BlockExtrasPlan extras;
     std::vector<BlockHash> hashes;  // full-block chain so far (vLLM request.block_hashes)

@@ -72,9 +72,9 @@ OpOutcome RadixReplay::apply(const std::string& op, const nlohmann::json& line) 
                       : op == "unlock" ? unlock(f)
                       : op == "evict"  ? evict(f, false)
                       : op == "trim"   ? evict(f, true)
-                      : op == "reset"  ? reset()
-                                       : OpOutcome{ReplayError{ReplayErrorType::unknown_op,
-                                                               "radix replay has no op '" + op + "'"}};
+                      : op == "reset"
+                          ? reset()
+                          : OpOutcome{ReplayError{ReplayErrorType::unknown_op, "radix replay has no op '" + op + "'"}};
   if (auto* fields = std::get_if<OutFields>(&outcome)) append_state(*fields);
   return outcome;
 }
@@ -147,7 +147,8 @@ OpOutcome RadixReplay::lock(FieldReader& f) {
     return ReplayError{ReplayErrorType::handle_in_use, "handle '" + *name + "' is already locked; unlock it first"};
   if (!name) {
     // Auto handles h1, h2, ... skip names the trace chose itself.
-    do name = std::string("h").append(std::to_string(++auto_handles_));  // (g++ 12 -Wrestrict false positive on "h" + s)
+    do
+      name = std::string("h").append(std::to_string(++auto_handles_));  // (g++ 12 -Wrestrict false positive on "h" + s)
     while (handles_.contains(*name));
   }
   const uint64_t extra_id = extra_key_id(extra);
@@ -199,8 +200,7 @@ OpOutcome RadixReplay::evict(FieldReader& f, bool trim) {
   const int64_t amount = f.integer(trim ? "max_total" : "n");
   if (!f.ok()) return f.error();
   if (amount < 0 && options_.profile == RadixReplayProfile::kvrt)
-    return ReplayError{ReplayErrorType::invalid_value,
-                       std::string(trim ? "max_total" : "n") + " must be >= 0 tokens"};
+    return ReplayError{ReplayErrorType::invalid_value, std::string(trim ? "max_total" : "n") + " must be >= 0 tokens"};
   int64_t requested = amount;
   if (trim) {
     const auto total = static_cast<int64_t>(tree_.ledger().total_tokens);
@@ -235,9 +235,8 @@ Status RadixReplay::validate() const {
 
 replay::ReplaySummary run_radix_replay(std::istream& in, std::ostream& out, const RadixReplayOptions& options) {
   RadixReplay state(options);
-  return replay::run_trace(in, out, [&](const std::string& op, const nlohmann::json& line) {
-    return state.apply(op, line);
-  });
+  return replay::run_trace(in, out,
+                           [&](const std::string& op, const nlohmann::json& line) { return state.apply(op, line); });
 }
 
 }  // namespace kvrt

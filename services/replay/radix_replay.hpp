@@ -50,7 +50,7 @@ class RadixReplay {
     RadixNodeRef terminal;
     std::vector<int64_t> tokens;  // the lock op's tokens as written (for unlock by tokens)
     uint64_t extra_key = 0;
-    uint64_t sequence = 0;        // lock order, for "the most recent lock"
+    uint64_t sequence = 0;  // lock order, for "the most recent lock"
   };
 
   replay::OpOutcome config(replay::FieldReader& f);

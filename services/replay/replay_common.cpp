@@ -8,13 +8,20 @@ namespace kvrt::replay {
 
 std::string_view to_string(ReplayErrorType type) {
   switch (type) {
-    case ReplayErrorType::parse_error: return "ParseError";
-    case ReplayErrorType::unknown_op: return "UnknownOp";
-    case ReplayErrorType::missing_field: return "MissingField";
-    case ReplayErrorType::wrong_type: return "WrongType";
-    case ReplayErrorType::invalid_value: return "InvalidValue";
-    case ReplayErrorType::unknown_handle: return "UnknownHandle";
-    case ReplayErrorType::handle_in_use: return "HandleInUse";
+    case ReplayErrorType::parse_error:
+      return "ParseError";
+    case ReplayErrorType::unknown_op:
+      return "UnknownOp";
+    case ReplayErrorType::missing_field:
+      return "MissingField";
+    case ReplayErrorType::wrong_type:
+      return "WrongType";
+    case ReplayErrorType::invalid_value:
+      return "InvalidValue";
+    case ReplayErrorType::unknown_handle:
+      return "UnknownHandle";
+    case ReplayErrorType::handle_in_use:
+      return "HandleInUse";
   }
   return "Error";
 }

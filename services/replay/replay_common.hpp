@@ -10,25 +10,24 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace kvrt::replay {
 
 // The <Type> of an error line.
 enum class ReplayErrorType : uint8_t {
-  parse_error,    // the line is not JSON
-  unknown_op,     // "op" names no operation of this index
-  missing_field,  // a required field is absent
-  wrong_type,     // a field (or the line) has the wrong JSON type
-  invalid_value,  // right type, value out of the op's domain
-  unknown_handle, // names a lock handle / request that is not held
-  handle_in_use,  // names a lock handle that is already held
+  parse_error,     // the line is not JSON
+  unknown_op,      // "op" names no operation of this index
+  missing_field,   // a required field is absent
+  wrong_type,      // a field (or the line) has the wrong JSON type
+  invalid_value,   // right type, value out of the op's domain
+  unknown_handle,  // names a lock handle / request that is not held
+  handle_in_use,   // names a lock handle that is already held
 };
 std::string_view to_string(ReplayErrorType type);  // "ParseError", "UnknownOp", ...
 

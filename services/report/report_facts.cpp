@@ -44,9 +44,8 @@ ComparisonRatios comparison_ratios(const ComparisonRow& base, const ComparisonRo
 
 std::string verdict_line(const RunReport& r) {
   if (r.exact)
-    return "exact: yes \u2014 " + std::to_string(r.requests_verified) +
-           " requests verified against a no-reuse run, " + std::to_string(r.reused_rows_checked) +
-           " reused rows bitwise equal";
+    return "exact: yes \u2014 " + std::to_string(r.requests_verified) + " requests verified against a no-reuse run, " +
+           std::to_string(r.reused_rows_checked) + " reused rows bitwise equal";
   const std::string first = r.first_mismatch.empty() ? "not recorded" : printable(r.first_mismatch);
   return "exact: NO \u2014 first mismatch: " + first + " (" + std::to_string(r.token_mismatches) + " of " +
          std::to_string(r.requests_verified) + " requests generated other tokens, " +

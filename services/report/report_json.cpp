@@ -54,8 +54,8 @@ json sample_json(const UtilisationSample& s, bool with_ledger) {
 }
 
 json latency_summary_json(const OwnerLatencySummary& s) {
-  return json{{"calls", s.calls},     {"measured", s.measured}, {"p50_us", s.p50_us},
-              {"p90_us", s.p90_us},   {"p99_us", s.p99_us},     {"max_us", s.max_us}};
+  return json{{"calls", s.calls},   {"measured", s.measured}, {"p50_us", s.p50_us},
+              {"p90_us", s.p90_us}, {"p99_us", s.p99_us},     {"max_us", s.max_us}};
 }
 
 json comparison_json(const RunReport& r) {
@@ -104,8 +104,8 @@ nlohmann::json summary_json(const RunReport& r) {
   j["reused_unattributed"] = unattributed_reuse(r);
   j["shared_prefix_rows_read_once"] = r.shared_prefix_rows_read_once;
   j["shared_prefix_rows_per_request"] = r.shared_prefix_rows_per_request;
-  j["shared_prefix_read_saving"] = optional_number(saving_ratio(
-      static_cast<double>(r.shared_prefix_rows_per_request), static_cast<double>(r.shared_prefix_rows_read_once)));
+  j["shared_prefix_read_saving"] = optional_number(saving_ratio(static_cast<double>(r.shared_prefix_rows_per_request),
+                                                                static_cast<double>(r.shared_prefix_rows_read_once)));
   j["funnel"] = funnel_json(r);
   // Memory (0x02): the peak ledger and how many times smaller each ledger is
   // than the rectangular reservation.

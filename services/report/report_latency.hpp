@@ -35,7 +35,7 @@ struct LatencyBins {
   size_t bin_count() const { return edges_us.empty() ? 0 : edges_us.size() - 1; }
 };
 inline constexpr double kLowestLatencyEdgeUs = 1e-3;  // 1 ns: below it nothing is resolved
-inline constexpr size_t kMaxLatencyBins = 75;          // 25 decades
+inline constexpr size_t kMaxLatencyBins = 75;         // 25 decades
 
 // The bins that cover every finite sample of every owner, so that owners share
 // one axis: from the largest edge <= the smallest positive sample (at least

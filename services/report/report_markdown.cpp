@@ -73,8 +73,9 @@ void run_facts(std::string& out, const RunReport& r) {
 
 void verdict(std::string& out, const RunReport& r) {
   out += "## Verdict\n\n**" + md(verdict_line(r)) + "**\n\n";
-  out += "Exact means every request generated the tokens a run without reuse or sharing generated, and every "
-         "reused K/V row is bitwise equal to the recomputed one: fallback may lose reuse, never exactness (0x00B).\n\n";
+  out +=
+      "Exact means every request generated the tokens a run without reuse or sharing generated, and every "
+      "reused K/V row is bitwise equal to the recomputed one: fallback may lose reuse, never exactness (0x00B).\n\n";
   Table t{{"check", "compared", "mismatches"}, {}, {false, true, true}};
   t.rows = {{"generated tokens, per request", u(r.requests_verified) + " requests", u(r.token_mismatches)},
             {"reused K/V rows, bitwise", u(r.reused_rows_checked) + " rows", u(r.reused_row_mismatches)},
@@ -83,9 +84,10 @@ void verdict(std::string& out, const RunReport& r) {
                  " x 2^-10)",
              u(r.bounded_rows_checked) + " rows", "-"}};
   out += t.render();
-  out += "Decode rows computed with shared-prefix execution (0x0BC) are compared within two fp16 ulps (2^-9) "
-         "instead of bitwise: the LSE merge rounds differently from the monolithic kernel. Such rows are never "
-         "published for reuse, so every reused row stays bitwise.\n\n";
+  out +=
+      "Decode rows computed with shared-prefix execution (0x0BC) are compared within two fp16 ulps (2^-9) "
+      "instead of bitwise: the LSE merge rounds differently from the monolithic kernel. Such rows are never "
+      "published for reuse, so every reused row stays bitwise.\n\n";
   if (!r.first_mismatch.empty()) out += "First mismatch: " + md(r.first_mismatch) + "\n\n";
 }
 
@@ -99,8 +101,9 @@ void work_and_reuse(std::string& out, const RunReport& r) {
   out += work.render();
 
   out += "## Reuse\n\n";
-  out += "A prompt row is either computed by the model or read from the cache after an exact-prefix match, found by "
-         "the full-block hash chain (0x07B) or the radix tree (0x08A); reuse = reused / (reused + computed).\n\n";
+  out +=
+      "A prompt row is either computed by the model or read from the cache after an exact-prefix match, found by "
+      "the full-block hash chain (0x07B) or the radix tree (0x08A); reuse = reused / (reused + computed).\n\n";
   const uint64_t prompt_rows = r.prefill_rows_computed + r.prefill_rows_reused;
   Table reuse{{"prompt rows", "rows", "share"}, {}, {false, true, true}};
   reuse.rows = {{"computed by the model", u(r.prefill_rows_computed), share(r.prefill_rows_computed, prompt_rows)},
@@ -110,14 +113,16 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                 {"reused, found by the radix tree", u(r.reused_by_radix),
                  share(r.reused_by_radix, r.prefill_rows_reused) + " of reused"}};
   if (const uint64_t other = unattributed_reuse(r); other > 0)
-    reuse.rows.push_back({"reused, attributed to no index", u(other), share(other, r.prefill_rows_reused) + " of reused"});
+    reuse.rows.push_back(
+        {"reused, attributed to no index", u(other), share(other, r.prefill_rows_reused) + " of reused"});
   out += reuse.render();
   if (r.prefill_rows_forked > 0)
     out += "Fork branches (parallel sampling) hold their parent's " + u(r.prefill_rows_forked) +
            " prompt rows by reference, neither computed nor looked up; the first divergent write copies a shared "
            "tail block (copy-on-write, 0x05C).\n\n";
-  out += "Shared-prefix execution reads a prefix's K/V rows once for the whole batch instead of once per request; "
-         "the shared work is the same, the traversal is not (0x0BC, 0x0BI).\n\n";
+  out +=
+      "Shared-prefix execution reads a prefix's K/V rows once for the whole batch instead of once per request; "
+      "the shared work is the same, the traversal is not (0x0BC, 0x0BI).\n\n";
   Table shared{{"shared-prefix reads", "rows"}, {}, {false, true}};
   shared.rows = {{"read once per batch", u(r.shared_prefix_rows_read_once)},
                  {"had each request read them", u(r.shared_prefix_rows_per_request)},
@@ -129,9 +134,11 @@ void work_and_reuse(std::string& out, const RunReport& r) {
 
 void funnel(std::string& out, const RunReport& r) {
   out += "## Reuse funnel\n\n";
-  out += "Each reuse attempt is counted at every stage it reached; every difference between consecutive stages is "
-         "one rejection bucket, so a falling hit rate names the contract that failed (0x0CF).\n\n";
-  Table stages{{"stage", "attempts", "lost since the previous stage", "rejection bucket"}, {}, {false, true, true, false}};
+  out +=
+      "Each reuse attempt is counted at every stage it reached; every difference between consecutive stages is "
+      "one rejection bucket, so a falling hit rate names the contract that failed (0x0CF).\n\n";
+  Table stages{
+      {"stage", "attempts", "lost since the previous stage", "rejection bucket"}, {}, {false, true, true, false}};
   for (const auto& [name, count] : r.funnel_stages) stages.rows.push_back({md(name), u(count), "", ""});
   Table loose{{"rejection bucket", "attempts"}, {}, {false, true}};
   for (size_t b = 0; b < r.rejection_buckets.size(); ++b) {
@@ -143,8 +150,10 @@ void funnel(std::string& out, const RunReport& r) {
       loose.rows.push_back({md(name), u(count)});
     }
   }
-  if (stages.rows.empty()) out += "No reuse attempt was recorded.\n\n";
-  else out += stages.render();
+  if (stages.rows.empty())
+    out += "No reuse attempt was recorded.\n\n";
+  else
+    out += stages.render();
   if (!loose.rows.empty()) out += loose.render();
   out += "The node's own view of the same attempts: " + u(r.node_reuse_requests) + " lookups answered, " +
          u(r.node_reuse_candidates) + " with a candidate, " + u(r.node_reuse_leased) +
@@ -155,8 +164,9 @@ void funnel(std::string& out, const RunReport& r) {
 
 void memory(std::string& out, const RunReport& r) {
   out += "## Memory\n\n";
-  out += "Reference views, unique physical objects and the provisioned pool answer different capacity questions; "
-         "none replaces another (0x02). Figures are at the sample of peak used blocks.\n\n";
+  out +=
+      "Reference views, unique physical objects and the provisioned pool answer different capacity questions; "
+      "none replaces another (0x02). Figures are at the sample of peak used blocks.\n\n";
   const MemoryLedger& l = r.peak_ledger;
   const auto rect = static_cast<double>(l.rectangular_bytes);
   const auto saving = [&](uint64_t b) { return ratio_text(saving_ratio(rect, static_cast<double>(b))); };
@@ -175,8 +185,8 @@ void memory(std::string& out, const RunReport& r) {
   out += "Pool utilisation (peak used / capacity blocks): " + percent_text(r.pool_utilisation);
   if (const UtilisationSample* peak = peak_sample(r))
     out += ", " + u(peak->used_blocks) + " of " + u(peak->capacity_blocks) + " blocks used and " +
-           u(peak->evictable_blocks) + " evictable at t = " + fixed(peak->t_s, 3) + " s, over " +
-           u(r.timeline.size()) + " samples.\n\n";
+           u(peak->evictable_blocks) + " evictable at t = " + fixed(peak->t_s, 3) + " s, over " + u(r.timeline.size()) +
+           " samples.\n\n";
   else
     out += "; no timeline samples were taken.\n\n";
   out += "![Pool utilisation over time](" + std::string(kUtilisationSvg) + ")\n\n";
@@ -184,23 +194,28 @@ void memory(std::string& out, const RunReport& r) {
 
 void latency(std::string& out, const RunReport& r) {
   out += "## Latency\n\n";
-  out += "Receipt latency per owner as the workers saw it, one sample per call (a receipt records physical fact, "
-         "0x04D); percentiles by nearest rank, histogram bins on a log scale (1-2-5 edges).\n\n";
-  Table t{{"owner", "calls", "p50 [µs]", "p90 [µs]", "p99 [µs]", "max [µs]"}, {}, {false, true, true, true, true, true}};
+  out +=
+      "Receipt latency per owner as the workers saw it, one sample per call (a receipt records physical fact, "
+      "0x04D); percentiles by nearest rank, histogram bins on a log scale (1-2-5 edges).\n\n";
+  Table t{
+      {"owner", "calls", "p50 [µs]", "p90 [µs]", "p99 [µs]", "max [µs]"}, {}, {false, true, true, true, true, true}};
   for (const auto& owner : merge_owners(r.latencies)) {
     const OwnerLatencySummary s = summarise(owner);
-    t.rows.push_back({md(s.owner), u(s.calls), fixed(s.p50_us, 2), fixed(s.p90_us, 2), fixed(s.p99_us, 2),
-                      fixed(s.max_us, 2)});
+    t.rows.push_back(
+        {md(s.owner), u(s.calls), fixed(s.p50_us, 2), fixed(s.p90_us, 2), fixed(s.p99_us, 2), fixed(s.max_us, 2)});
   }
-  if (t.rows.empty()) out += "No latency samples were recorded.\n\n";
-  else out += t.render();
+  if (t.rows.empty())
+    out += "No latency samples were recorded.\n\n";
+  else
+    out += t.render();
   out += "![Receipt latency per owner](" + std::string(kLatencySvg) + ")\n\n";
 }
 
 void workers(std::string& out, const RunReport& r) {
   out += "## Workers\n\n";
-  out += "Each worker's share of the run: its requests, the prompt rows it computed or reused, the tokens it "
-         "generated.\n\n";
+  out +=
+      "Each worker's share of the run: its requests, the prompt rows it computed or reused, the tokens it "
+      "generated.\n\n";
   Table t{{"worker", "requests", "prompt rows computed", "prompt rows reused", "reuse", "generated tokens", "wall [s]"},
           {},
           {false, true, true, true, true, true, true}};
@@ -208,8 +223,10 @@ void workers(std::string& out, const RunReport& r) {
     t.rows.push_back({md(w.name), u(w.requests), u(w.prefill_rows_computed), u(w.prefill_rows_reused),
                       percent_text(reuse_ratio(w.prefill_rows_reused, w.prefill_rows_computed)), u(w.decode_tokens),
                       fixed(w.wall_s, 3)});
-  if (t.rows.empty()) out += "No worker reported.\n\n";
-  else out += t.render();
+  if (t.rows.empty())
+    out += "No worker reported.\n\n";
+  else
+    out += t.render();
 }
 
 void comparison(std::string& out, const RunReport& r) {
@@ -218,8 +235,10 @@ void comparison(std::string& out, const RunReport& r) {
     out += "No comparison: `kvrt run --compare` runs the same workload under each reuse mode.\n\n";
     return;
   }
-  out += "The same workload trace under each reuse mode, one contract changed at a time (0x0BL); saving = "
-         "baseline (" + md(r.comparison.front().mode) + ", the first row) / mode, > 1 is better.\n\n";
+  out +=
+      "The same workload trace under each reuse mode, one contract changed at a time (0x0BL); saving = "
+      "baseline (" +
+      md(r.comparison.front().mode) + ", the first row) / mode, > 1 is better.\n\n";
   Table t{{"mode", "prompt rows computed", "saving", "decode K/V read", "saving", "peak pool", "saving", "wall [s]",
            "saving", "all served"},
           {},
@@ -236,8 +255,9 @@ void comparison(std::string& out, const RunReport& r) {
 
 void node(std::string& out, const RunReport& r) {
   out += "## Node after shutdown\n\n";
-  out += "After every worker finished, no block may stay referenced and recorded refcounts must equal those "
-         "derived from reachability; a nonzero delta is an ownership-integrity alert, not a metric (0x0CF).\n\n";
+  out +=
+      "After every worker finished, no block may stay referenced and recorded refcounts must equal those "
+      "derived from reachability; a nonzero delta is an ownership-integrity alert, not a metric (0x0CF).\n\n";
   Table t{{"check", "value"}, {}, {false, true}};
   t.rows = {{"leaked blocks", std::to_string(r.leaked_blocks) + " blocks"},
             {"refcount delta (recorded - derived)", std::to_string(r.refcount_delta) + " references"},

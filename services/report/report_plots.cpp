@@ -32,8 +32,11 @@ std::string render_funnel_svg(const RunReport& r) {
   // One bar per stage in funnel order. Where stages and buckets line up as in
   // 0x0CF, the bar of stage b + 1 names the bucket that lost the difference
   // from stage b; buckets that do not line up become bars of their own.
-  svg::BarChart chart{"Reuse funnel (0x0CF): attempts reaching each stage", {"reuse attempts", ""}, {},
-                      "attempts reaching the stage", "rejected in a bucket (no stage to label)"};
+  svg::BarChart chart{"Reuse funnel (0x0CF): attempts reaching each stage",
+                      {"reuse attempts", ""},
+                      {},
+                      "attempts reaching the stage",
+                      "rejected in a bucket (no stage to label)"};
   for (const auto& [name, count] : r.funnel_stages)
     chart.bars.push_back(svg::Bar{name, static_cast<double>(count), "", false});
   for (size_t b = 0; b < r.rejection_buckets.size(); ++b) {
@@ -58,10 +61,10 @@ std::string render_latency_svg(const RunReport& r) {
     const OwnerLatencySummary s = summarise(owner);
     std::vector<svg::HistogramMarker> markers;
     if (s.measured > 0) markers = {{"p50", s.p50_us}, {"p99", s.p99_us}};
-    chart.panels.push_back(svg::HistogramPanel{
-        printable(s.owner) + " \u2014 " + std::to_string(s.calls) + " calls, p50 " + fixed(s.p50_us, 2) +
-            " \u00b5s, p99 " + fixed(s.p99_us, 2) + " \u00b5s",
-        bin_counts(owner.samples_us, bins), std::move(markers)});
+    chart.panels.push_back(svg::HistogramPanel{printable(s.owner) + " \u2014 " + std::to_string(s.calls) +
+                                                   " calls, p50 " + fixed(s.p50_us, 2) + " \u00b5s, p99 " +
+                                                   fixed(s.p99_us, 2) + " \u00b5s",
+                                               bin_counts(owner.samples_us, bins), std::move(markers)});
   }
   return svg::render_histogram(chart);
 }

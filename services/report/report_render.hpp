@@ -1,9 +1,8 @@
 #pragma once
 // The pieces write_report() assembles (issue 8), each a pure function of the
 // report so that tests can check a piece without touching the file system.
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "services/report/run_report.hpp"
 

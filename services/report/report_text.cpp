@@ -105,11 +105,10 @@ void append_latency(std::string& out, const RunReport& r) {
 
 void append_comparison(std::string& out, const RunReport& r) {
   if (r.comparison.empty()) return;
-  out += "comparison (saving = baseline " + printable(r.comparison.front().mode) +
-         " / mode, > 1 is better):\n";
+  out += "comparison (saving = baseline " + printable(r.comparison.front().mode) + " / mode, > 1 is better):\n";
   out += "  " + left("mode", 26) + right("rows computed", 14) + right("saving", 8) + right("KV read", 14) +
-         right("saving", 8) + right("peak pool", 14) + right("saving", 8) + right("wall [s]", 10) +
-         right("saving", 8) + right("all served", 11) + "\n";
+         right("saving", 8) + right("peak pool", 14) + right("saving", 8) + right("wall [s]", 10) + right("saving", 8) +
+         right("all served", 11) + "\n";
   for (const auto& row : r.comparison) {
     const ComparisonRatios q = comparison_ratios(r.comparison.front(), row);
     out += "  " + left(printable(row.mode), 26) + right(u(row.prefill_rows_computed), 14) +
@@ -127,11 +126,10 @@ std::string summary_text(const RunReport& r) {
   out += "run: workload " + printable(r.workload_name) + " (" + printable(r.workload_origin) + "), layout " +
          printable(r.layout_id) + ", " + u(r.workers) + " workers, " + fixed(r.wall_s, 2) + " s wall, started " +
          printable(r.started_at) + "\n";
-  out += "work: " + u(r.requests) + " requests, " + u(r.tokens_requested) + " tokens requested (" +
-         u(r.prompt_tokens) + " prompt + " + u(r.decode_tokens) + " generated)\n";
-  out += "prefill: " + u(r.prefill_rows_computed) + " rows computed, " + u(r.prefill_rows_reused) +
-         " rows reused (" + percent_text(reuse_ratio(r.prefill_rows_reused, r.prefill_rows_computed)) +
-         " of prompt rows reused)" +
+  out += "work: " + u(r.requests) + " requests, " + u(r.tokens_requested) + " tokens requested (" + u(r.prompt_tokens) +
+         " prompt + " + u(r.decode_tokens) + " generated)\n";
+  out += "prefill: " + u(r.prefill_rows_computed) + " rows computed, " + u(r.prefill_rows_reused) + " rows reused (" +
+         percent_text(reuse_ratio(r.prefill_rows_reused, r.prefill_rows_computed)) + " of prompt rows reused)" +
          (r.prefill_rows_forked > 0 ? ", " + u(r.prefill_rows_forked) + " rows shared by fork branches" : "") + "\n";
   out += "reused rows by index: hash chain " + u(r.reused_by_hash_chain) + " rows, radix " + u(r.reused_by_radix) +
          " rows";

@@ -5,11 +5,10 @@
 // object, and a report directory (report.json, report.md and SVG plots that
 // report.md embeds). Pure data in, files out: no actors, no processes.
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "services/common/result.hpp"
 
@@ -41,11 +40,11 @@ struct OwnerLatency {
 
 // One row of `--compare`: the same workload under one reuse mode.
 struct ComparisonRow {
-  std::string mode;                      // "no_reuse", "hash_chain", "radix", "radix_shared_prefix", "rectangular"
-  uint64_t prefill_rows_computed = 0;    // [rows]
-  uint64_t decode_kv_bytes_read = 0;     // [bytes]
-  uint64_t peak_pool_bytes = 0;          // [bytes]
-  double wall_s = 0;                     // [s]
+  std::string mode;                    // "no_reuse", "hash_chain", "radix", "radix_shared_prefix", "rectangular"
+  uint64_t prefill_rows_computed = 0;  // [rows]
+  uint64_t decode_kv_bytes_read = 0;   // [bytes]
+  uint64_t peak_pool_bytes = 0;        // [bytes]
+  double wall_s = 0;                   // [s]
   // Every request served without a typed error. Compare passes skip the
   // no-reuse replay (wall times compare serving alone); the main pass
   // carries the exactness verdict.
@@ -66,22 +65,22 @@ struct RunReport {
   std::string workload_name;
   std::string workload_origin;
   std::string layout_id;
-  std::string started_at;          // ISO 8601, UTC
+  std::string started_at;  // ISO 8601, UTC
   uint32_t workers = 0;
-  double wall_s = 0;               // workers started .. last worker done [s]
+  double wall_s = 0;  // workers started .. last worker done [s]
 
   // Work.
   uint64_t requests = 0;
-  uint64_t tokens_requested = 0;         // prompt + generated, every request [tokens]
-  uint64_t prompt_tokens = 0;            // [tokens]
-  uint64_t decode_tokens = 0;            // generated [tokens]
-  uint64_t prefill_rows_computed = 0;    // prompt rows the model computed [rows]
-  uint64_t prefill_rows_reused = 0;      // prompt rows read from the cache instead [rows]
-  uint64_t prefill_rows_forked = 0;      // prompt rows of fork branches, shared by reference (0x05C) [rows]
-  uint64_t reused_by_hash_chain = 0;     // of which found by the hash-chain index [rows]
-  uint64_t reused_by_radix = 0;          // of which found by the radix tree [rows]
-  uint64_t shared_prefix_rows_read_once = 0;     // shared-prefix execution: rows read once per batch [rows]
-  uint64_t shared_prefix_rows_per_request = 0;   // the same rows had each request read them [rows]
+  uint64_t tokens_requested = 0;                // prompt + generated, every request [tokens]
+  uint64_t prompt_tokens = 0;                   // [tokens]
+  uint64_t decode_tokens = 0;                   // generated [tokens]
+  uint64_t prefill_rows_computed = 0;           // prompt rows the model computed [rows]
+  uint64_t prefill_rows_reused = 0;             // prompt rows read from the cache instead [rows]
+  uint64_t prefill_rows_forked = 0;             // prompt rows of fork branches, shared by reference (0x05C) [rows]
+  uint64_t reused_by_hash_chain = 0;            // of which found by the hash-chain index [rows]
+  uint64_t reused_by_radix = 0;                 // of which found by the radix tree [rows]
+  uint64_t shared_prefix_rows_read_once = 0;    // shared-prefix execution: rows read once per batch [rows]
+  uint64_t shared_prefix_rows_per_request = 0;  // the same rows had each request read them [rows]
 
   // Reuse funnel (0x0CF): stage counts in funnel order, then rejection buckets.
   std::vector<std::pair<std::string, uint64_t>> funnel_stages;
@@ -98,8 +97,8 @@ struct RunReport {
   uint64_t node_reuse_not_current = 0;
 
   // Memory (0x02).
-  MemoryLedger peak_ledger;              // at the sample of peak used blocks
-  double pool_utilisation = 0;           // peak used / capacity, in [0, 1]
+  MemoryLedger peak_ledger;     // at the sample of peak used blocks
+  double pool_utilisation = 0;  // peak used / capacity, in [0, 1]
   std::vector<UtilisationSample> timeline;
 
   std::vector<OwnerLatency> latencies;
@@ -107,15 +106,15 @@ struct RunReport {
 
   // Exactness verdict.
   bool exact = false;
-  uint64_t requests_verified = 0;        // compared with a no-reuse, no-sharing run
-  uint64_t token_mismatches = 0;         // requests whose generated tokens differ
-  uint64_t reused_rows_checked = 0;      // reused K/V rows compared bitwise
+  uint64_t requests_verified = 0;    // compared with a no-reuse, no-sharing run
+  uint64_t token_mismatches = 0;     // requests whose generated tokens differ
+  uint64_t reused_rows_checked = 0;  // reused K/V rows compared bitwise
   uint64_t reused_row_mismatches = 0;
-  uint64_t rows_checked = 0;             // every cached row of every request, reused or computed [rows]
-  uint64_t row_mismatches = 0;           // of those, rows that differ (bitwise, or past the bound below)
-  uint64_t bounded_rows_checked = 0;     // shared-prefix decode rows, compared within a bound [rows]
-  double bounded_row_max_difference = 0; // largest relative difference among them
-  std::string first_mismatch;            // empty when exact
+  uint64_t rows_checked = 0;              // every cached row of every request, reused or computed [rows]
+  uint64_t row_mismatches = 0;            // of those, rows that differ (bitwise, or past the bound below)
+  uint64_t bounded_rows_checked = 0;      // shared-prefix decode rows, compared within a bound [rows]
+  double bounded_row_max_difference = 0;  // largest relative difference among them
+  std::string first_mismatch;             // empty when exact
 
   // Node after shutdown.
   int64_t leaked_blocks = 0;
@@ -124,7 +123,7 @@ struct RunReport {
   uint64_t operation_errors = 0;
 
   std::vector<ComparisonRow> comparison;  // empty unless --compare
-  std::string trace_path;                  // empty unless --trace
+  std::string trace_path;                 // empty unless --trace
 };
 
 // Percentile of samples by nearest rank (p in [0, 100]); 0 for no samples.

@@ -10,9 +10,9 @@
 
 namespace kvrt::report::svg {
 namespace {
-constexpr double kWidth = 760, kTop = 56;   // [px]
-constexpr double kBarHeight = 20, kGap = 10;  // [px]
-constexpr double kValueRoom = 210;            // right of the plot: value and note [px]
+constexpr double kWidth = 760, kTop = 56;                               // [px]
+constexpr double kBarHeight = 20, kGap = 10;                            // [px]
+constexpr double kValueRoom = 210;                                      // right of the plot: value and note [px]
 constexpr size_t kLabelChars = 30, kNoteChars = 28, kLegendChars = 60;  // legend below the plot
 constexpr int kTicks = 5;
 
@@ -63,7 +63,8 @@ std::string render_bar_chart(const BarChart& chart) {
     const auto& b = bars[i];
     const double top = plot.y + kGap + static_cast<double>(i) * (kBarHeight + kGap);
     const double end = x.map(b.value, plot.x, plot.right());
-    const std::string data = "data-label=\"" + escape_xml(b.label) + "\" data-value=\"" + full_precision(b.value) + "\"";
+    const std::string data =
+        "data-label=\"" + escape_xml(b.label) + "\" data-value=\"" + full_precision(b.value) + "\"";
     c.rect(Area{plot.x, top, end - plot.x, kBarHeight}, b.emphasis ? palette(3) : palette(0), "bar", data);
     c.text(plot.x - 8, top + 14, b.label, "bar-label", "end", 11);
     const std::string value = b.note.empty() ? value_text(b.value) : value_text(b.value) + "  " + b.note;

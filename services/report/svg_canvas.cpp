@@ -14,12 +14,23 @@ std::string escape_xml(std::string_view text) {
   out.reserve(clean.size());
   for (char c : clean) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -120,9 +131,8 @@ Canvas::Canvas(double width, double height, std::string_view title) {
 
 void Canvas::text(double x, double y, std::string_view content, std::string_view css_class, std::string_view anchor,
                   double font_size) {
-  out_ += "<text class=\"" + std::string(css_class) + "\" x=\"" + num(x) + "\" y=\"" + num(y) +
-          "\" text-anchor=\"" + std::string(anchor) + "\" font-size=\"" + num(font_size) + "\">" +
-          escape_xml(content) + "</text>\n";
+  out_ += "<text class=\"" + std::string(css_class) + "\" x=\"" + num(x) + "\" y=\"" + num(y) + "\" text-anchor=\"" +
+          std::string(anchor) + "\" font-size=\"" + num(font_size) + "\">" + escape_xml(content) + "</text>\n";
 }
 
 void Canvas::line(double x1, double y1, double x2, double y2, std::string_view colour, std::string_view css_class,

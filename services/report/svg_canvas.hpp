@@ -61,8 +61,8 @@ class Canvas {
   // and the visible title.
   Canvas(double width, double height, std::string_view title);
 
-  void text(double x, double y, std::string_view content, std::string_view css_class,
-            std::string_view anchor = "start", double font_size = 12);
+  void text(double x, double y, std::string_view content, std::string_view css_class, std::string_view anchor = "start",
+            double font_size = 12);
   void line(double x1, double y1, double x2, double y2, std::string_view colour, std::string_view css_class,
             bool dashed = false);
   // `data` is extra attributes, already escaped (e.g. data-value="3").

@@ -10,9 +10,9 @@
 
 namespace kvrt::report::svg {
 namespace {
-constexpr double kWidth = 760, kTop = 44;                    // [px]
+constexpr double kWidth = 760, kTop = 44;                              // [px]
 constexpr double kPanelTitle = 42, kPanelPlot = 110, kPanelAxis = 44;  // [px]
-constexpr size_t kLegendChars = 24;  // fits the 170 px right of the plots
+constexpr size_t kLegendChars = 24;                                    // fits the 170 px right of the plots
 constexpr double kPanel = kPanelTitle + kPanelPlot + kPanelAxis;
 constexpr double kPlotX = 72, kPlotWidth = 500;
 

@@ -8,9 +8,9 @@
 
 namespace kvrt::report::svg {
 namespace {
-constexpr double kWidth = 800, kHeight = 380;           // [px]
+constexpr double kWidth = 800, kHeight = 380;          // [px]
 constexpr Area kPlot{72, 56, 500, kHeight - 56 - 56};  // legend to the right of it
-constexpr size_t kLegendChars = 30;                     // fits the 210 px right of the plot
+constexpr size_t kLegendChars = 30;                    // fits the 210 px right of the plot
 constexpr int kTicks = 6;
 }  // namespace
 

@@ -49,8 +49,8 @@ struct Bar {
 struct BarChart {
   std::string title;
   AxisTitle value_axis;
-  std::vector<Bar> bars;   // top to bottom
-  std::string bar_name;    // legend for plain bars
+  std::vector<Bar> bars;      // top to bottom
+  std::string bar_name;       // legend for plain bars
   std::string emphasis_name;  // legend for emphasised bars (shown if any is)
 };
 

@@ -6,10 +6,14 @@ namespace kvrt {
 
 std::string_view to_string(ReusePhase p) {
   switch (p) {
-    case ReusePhase::open: return "open";
-    case ReusePhase::executed: return "executed";
-    case ReusePhase::completed: return "completed";
-    case ReusePhase::rejected: return "rejected";
+    case ReusePhase::open:
+      return "open";
+    case ReusePhase::executed:
+      return "executed";
+    case ReusePhase::completed:
+      return "completed";
+    case ReusePhase::rejected:
+      return "rejected";
   }
   return "unknown_reuse_phase";
 }
@@ -26,7 +30,8 @@ Result<StepOutcome> ReuseAttempt::advance(const StepEvidence& evidence) {
   if (phase_ == ReusePhase::rejected || phase_ == ReusePhase::completed)
     return make_error(ErrorCode::reuse_attempt_closed,
                       "attempt for request " + std::to_string(request_.request_id.value) + " is " +
-                          std::string(to_string(phase_)) + "; step " + std::string(to_string(step)) + " is not accepted",
+                          std::string(to_string(phase_)) + "; step " + std::string(to_string(step)) +
+                          " is not accepted",
                       std::string(to_string(step)));
   if (step != next_)
     return make_error(ErrorCode::reuse_step_out_of_order,
@@ -35,16 +40,26 @@ Result<StepOutcome> ReuseAttempt::advance(const StepEvidence& evidence) {
                           std::to_string(static_cast<int>(next_)) + " (" + std::string(to_string(next_)) + ")",
                       std::string(to_string(step)));
   switch (step) {
-    case ReuseStep::authorize: return step_authorize(std::get<0>(evidence));
-    case ReuseStep::build_key: return step_build_key(std::get<1>(evidence));
-    case ReuseStep::lookup_candidate: return step_lookup(std::get<2>(evidence));
-    case ReuseStep::acquire_leases: return step_acquire_leases(std::get<3>(evidence));
-    case ReuseStep::validate_versions: return step_validate_versions(std::get<4>(evidence));
-    case ReuseStep::validate_positions: return step_validate_positions(std::get<5>(evidence));
-    case ReuseStep::await_mapping: return step_await_mapping(std::get<6>(evidence));
-    case ReuseStep::freeze_snapshot: return step_freeze_snapshot(std::get<7>(evidence));
-    case ReuseStep::execute: return step_execute(std::get<8>(evidence));
-    case ReuseStep::finish: return step_finish(std::get<9>(evidence));
+    case ReuseStep::authorize:
+      return step_authorize(std::get<0>(evidence));
+    case ReuseStep::build_key:
+      return step_build_key(std::get<1>(evidence));
+    case ReuseStep::lookup_candidate:
+      return step_lookup(std::get<2>(evidence));
+    case ReuseStep::acquire_leases:
+      return step_acquire_leases(std::get<3>(evidence));
+    case ReuseStep::validate_versions:
+      return step_validate_versions(std::get<4>(evidence));
+    case ReuseStep::validate_positions:
+      return step_validate_positions(std::get<5>(evidence));
+    case ReuseStep::await_mapping:
+      return step_await_mapping(std::get<6>(evidence));
+    case ReuseStep::freeze_snapshot:
+      return step_freeze_snapshot(std::get<7>(evidence));
+    case ReuseStep::execute:
+      return step_execute(std::get<8>(evidence));
+    case ReuseStep::finish:
+      return step_finish(std::get<9>(evidence));
   }
   return make_error(ErrorCode::invalid_argument, "unknown reuse step", "step");
 }
@@ -99,8 +114,10 @@ Sha256Digest ReuseAttempt::evidence_digest() const {
   w.u8("completed", completion_.has_value());
   w.u8("has_grant", grant_.has_value());
   if (grant_)
-    w.u64("principal", grant_->principal.value).str("namespace", grant_->namespace_name)
-        .u64("generation", grant_->generation.value).u64("grant", grant_->grant_id.value);
+    w.u64("principal", grant_->principal.value)
+        .str("namespace", grant_->namespace_name)
+        .u64("generation", grant_->generation.value)
+        .u64("grant", grant_->grant_id.value);
   w.u64("g_ns", e_.namespace_generation ? e_.namespace_generation->value : 0);
   w.digest("d_sem", e_.semantic_digest.value_or(Sha256Digest{}));
   w.digest("d_layout", e_.layout_digest.value_or(Sha256Digest{}));
@@ -113,11 +130,14 @@ Sha256Digest ReuseAttempt::evidence_digest() const {
   w.digest("tokens", covered_tokens_digest(token_ids_));
   w.u8("has_candidate", candidate_.has_value());
   if (candidate_) {
-    w.u8("source", static_cast<uint8_t>(candidate_->source)).u32("begin", candidate_->covered_interval.begin)
+    w.u8("source", static_cast<uint8_t>(candidate_->source))
+        .u32("begin", candidate_->covered_interval.begin)
         .u32("end", candidate_->covered_interval.end);
     w.begin_list("handles", candidate_->physical_handles.size());
     for (const PhysicalBlockHandle& h : candidate_->physical_handles)
-      w.u32("pool", h.pool.value).u32("group", h.group.value).u32("block", h.block.value)
+      w.u32("pool", h.pool.value)
+          .u32("group", h.group.value)
+          .u32("block", h.block.value)
           .u32("gen", h.generation.value);
     w.begin_list("path", candidate_->path_node_ids.size());
     for (RadixNodeId n : candidate_->path_node_ids) w.u64("node", n.value);

@@ -54,7 +54,7 @@ struct ReuseRequest {
 struct ReuseRejection {
   ReuseStep step = ReuseStep::authorize;
   RejectionReason reason = RejectionReason::no_candidate;
-  std::string detail;                    // operands; never tokens, salts or tokens' text
+  std::string detail;  // operands; never tokens, salts or tokens' text
   std::vector<LeaseId> leases_to_release;
 
   ReuseBucket bucket() const { return bucket_of(reason); }
@@ -73,9 +73,9 @@ struct ReuseCompletion {
 
 struct StepOutcome {
   ReuseStep step = ReuseStep::authorize;
-  std::optional<ReuseRejection> rejection;          // set: rejected
-  std::optional<ExecutableReuseReceipt> receipt;    // step 8: the use gate holds
-  std::optional<ReuseCompletion> completion;        // step 10
+  std::optional<ReuseRejection> rejection;        // set: rejected
+  std::optional<ExecutableReuseReceipt> receipt;  // step 8: the use gate holds
+  std::optional<ReuseCompletion> completion;      // step 10
   bool advanced() const { return !rejection.has_value(); }
 };
 
@@ -94,14 +94,22 @@ class ReuseAttempt {
 
   // The step the evidence is for is step_of(evidence).
   Result<StepOutcome> advance(const StepEvidence& evidence);
-  Result<StepOutcome> authorize(const AuthorizationAnswer& a) { return advance(StepEvidence(std::in_place_index<0>, a)); }
+  Result<StepOutcome> authorize(const AuthorizationAnswer& a) {
+    return advance(StepEvidence(std::in_place_index<0>, a));
+  }
   Result<StepOutcome> build_key(const KeyEvidence& k) { return advance(StepEvidence(std::in_place_index<1>, k)); }
   Result<StepOutcome> lookup(const CandidateAnswer& c) { return advance(StepEvidence(std::in_place_index<2>, c)); }
   Result<StepOutcome> acquire_leases(const LeaseAnswer& l) { return advance(StepEvidence(std::in_place_index<3>, l)); }
-  Result<StepOutcome> validate_versions(const VersionAnswer& v) { return advance(StepEvidence(std::in_place_index<4>, v)); }
-  Result<StepOutcome> validate_positions(const PositionAnswer& p) { return advance(StepEvidence(std::in_place_index<5>, p)); }
+  Result<StepOutcome> validate_versions(const VersionAnswer& v) {
+    return advance(StepEvidence(std::in_place_index<4>, v));
+  }
+  Result<StepOutcome> validate_positions(const PositionAnswer& p) {
+    return advance(StepEvidence(std::in_place_index<5>, p));
+  }
   Result<StepOutcome> await_mapping(const MappingAnswer& m) { return advance(StepEvidence(std::in_place_index<6>, m)); }
-  Result<StepOutcome> freeze_snapshot(const SnapshotAnswer& s) { return advance(StepEvidence(std::in_place_index<7>, s)); }
+  Result<StepOutcome> freeze_snapshot(const SnapshotAnswer& s) {
+    return advance(StepEvidence(std::in_place_index<7>, s));
+  }
   Result<StepOutcome> execute(const ExecutionAnswer& e) { return advance(StepEvidence(std::in_place_index<8>, e)); }
   Result<StepOutcome> finish(const CompletionAnswer& c) { return advance(StepEvidence(std::in_place_index<9>, c)); }
 
@@ -155,16 +163,16 @@ class ReuseAttempt {
   ReusePhase phase_ = ReusePhase::open;
   ReuseStep next_ = ReuseStep::authorize;
   EvidenceTuple e_;
-  std::optional<NamespaceGrant> grant_;            // step 1
-  std::vector<uint32_t> token_ids_;                // step 2: the request's exact tokens
-  std::optional<ReuseCandidate> candidate_;        // step 3
-  bool witness_verified_ = false;                  // step 3
-  std::vector<LeaseId> leases_;                    // step 4
-  uint64_t read_publication_generation_ = 0;       // step 5: the index's publication clock
+  std::optional<NamespaceGrant> grant_;               // step 1
+  std::vector<uint32_t> token_ids_;                   // step 2: the request's exact tokens
+  std::optional<ReuseCandidate> candidate_;           // step 3
+  bool witness_verified_ = false;                     // step 3
+  std::vector<LeaseId> leases_;                       // step 4
+  uint64_t read_publication_generation_ = 0;          // step 5: the index's publication clock
   std::optional<uint32_t> required_frontier_tokens_;  // step 7 [tokens]
-  std::string kernel_abi_id_;                      // step 8
-  std::optional<ExecutableReuseReceipt> receipt_;  // step 8
-  std::optional<ReuseCompletion> completion_;      // step 10
+  std::string kernel_abi_id_;                         // step 8
+  std::optional<ExecutableReuseReceipt> receipt_;     // step 8
+  std::optional<ReuseCompletion> completion_;         // step 10
   std::optional<ReuseRejection> rejection_;
 };
 

@@ -72,7 +72,8 @@ Status ReuseAttempt::validate() const {
   if (receipt_ && !(*receipt_ == build_receipt())) return broken("receipt differs from the evidence it binds");
   if (completion_) {
     const std::set<LeaseId> released(completion_->released.begin(), completion_->released.end());
-    if (released != std::set<LeaseId>(leases_.begin(), leases_.end())) return broken("completion released other leases");
+    if (released != std::set<LeaseId>(leases_.begin(), leases_.end()))
+      return broken("completion released other leases");
   }
   return Status::success();
 }

@@ -7,16 +7,26 @@ namespace kvrt {
 
 std::string_view to_string(ReuseStep s) {
   switch (s) {
-    case ReuseStep::authorize: return "authorize";
-    case ReuseStep::build_key: return "build_key";
-    case ReuseStep::lookup_candidate: return "lookup_candidate";
-    case ReuseStep::acquire_leases: return "acquire_leases";
-    case ReuseStep::validate_versions: return "validate_versions";
-    case ReuseStep::validate_positions: return "validate_positions";
-    case ReuseStep::await_mapping: return "await_mapping";
-    case ReuseStep::freeze_snapshot: return "freeze_snapshot";
-    case ReuseStep::execute: return "execute";
-    case ReuseStep::finish: return "finish";
+    case ReuseStep::authorize:
+      return "authorize";
+    case ReuseStep::build_key:
+      return "build_key";
+    case ReuseStep::lookup_candidate:
+      return "lookup_candidate";
+    case ReuseStep::acquire_leases:
+      return "acquire_leases";
+    case ReuseStep::validate_versions:
+      return "validate_versions";
+    case ReuseStep::validate_positions:
+      return "validate_positions";
+    case ReuseStep::await_mapping:
+      return "await_mapping";
+    case ReuseStep::freeze_snapshot:
+      return "freeze_snapshot";
+    case ReuseStep::execute:
+      return "execute";
+    case ReuseStep::finish:
+      return "finish";
   }
   return "unknown_reuse_step";
 }

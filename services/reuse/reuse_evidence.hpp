@@ -52,7 +52,7 @@ enum class ReuseStep : uint8_t {
   await_mapping = 7,       // physical mapping covers every dereferenced row
   freeze_snapshot = 8,     // freeze immutable execution snapshot and kernel ABI
   execute = 9,
-  finish = 10,             // release leases, or publish one complete COW successor atomically
+  finish = 10,  // release leases, or publish one complete COW successor atomically
 };
 inline constexpr uint8_t kReuseStepCount = 10;
 std::string_view to_string(ReuseStep s);
@@ -82,16 +82,16 @@ struct IndexMiss {};
 struct ReuseCandidate {
   ReuseSource source = ReuseSource::prefix_index;
   std::string namespace_name;
-  NamespaceGeneration namespace_generation;     // the generation the entry was published under
-  Sha256Digest semantic_digest;                 // d_sem of the producer
-  Sha256Digest layout_digest;                   // d_layout of the stored bytes
-  uint64_t index_version = 0;                   // v_index the lookup read
-  TreeVersion tree_version;                     // v_tree the lookup read (0 if not radix)
-  TokenInterval covered_interval;               // request positions the candidate covers [tokens]
+  NamespaceGeneration namespace_generation;  // the generation the entry was published under
+  Sha256Digest semantic_digest;              // d_sem of the producer
+  Sha256Digest layout_digest;                // d_layout of the stored bytes
+  uint64_t index_version = 0;                // v_index the lookup read
+  TreeVersion tree_version;                  // v_tree the lookup read (0 if not radix)
+  TokenInterval covered_interval;            // request positions the candidate covers [tokens]
   std::vector<PhysicalBlockHandle> physical_handles;
-  std::vector<RadixNodeId> path_node_ids;       // radix candidates only
+  std::vector<RadixNodeId> path_node_ids;           // radix candidates only
   std::vector<PoolGenerationRef> pool_generations;  // one per pool of physical_handles
-  std::optional<Sha256Digest> token_witness;    // covered_tokens_digest of the stored tokens
+  std::optional<Sha256Digest> token_witness;        // covered_tokens_digest of the stored tokens
 };
 using CandidateAnswer = std::variant<IndexMiss, ReuseCandidate>;
 
@@ -111,7 +111,7 @@ struct VersionAnswer {
   uint64_t index_version = 0;                       // current v_index
   TreeVersion tree_version;                         // current v_tree
   std::vector<PoolGenerationRef> pool_generations;  // current g_pool of every candidate pool
-  uint32_t valid_frontier_tokens = 0;  // rows [0, f) of the candidate's blocks are valid [tokens]
+  uint32_t valid_frontier_tokens = 0;               // rows [0, f) of the candidate's blocks are valid [tokens]
   // The index's publication clock now: a successor published at step 10
   // must carry a later one (it became visible after what this attempt read).
   uint64_t publication_generation = 0;
@@ -120,14 +120,14 @@ struct VersionAnswer {
 // --- step 6: declared-module positions or session interval -------------------
 struct PositionsNotApplicable {};  // prefix- and radix-index candidates
 struct ModulePositionAnswer {
-  PromptModuleReceipt module;                  // the module cache's receipt
-  std::string schema_id;                       // the consumer's schema, as parsed
+  PromptModuleReceipt module;  // the module cache's receipt
+  std::string schema_id;       // the consumer's schema, as parsed
   uint64_t schema_generation = 0;
-  std::vector<uint32_t> declared_position_ids; // schema.positions_for(parameters) [positions]
+  std::vector<uint32_t> declared_position_ids;  // schema.positions_for(parameters) [positions]
 };
 struct SessionIntervalAnswer {
-  SessionReuseReceipt session;                 // M5.3's identity receipt of the history
-  std::string position_truncation_contract;    // the consumer's contract
+  SessionReuseReceipt session;               // M5.3's identity receipt of the history
+  std::string position_truncation_contract;  // the consumer's contract
 };
 using PositionAnswer = std::variant<PositionsNotApplicable, ModulePositionAnswer, SessionIntervalAnswer>;
 
@@ -172,13 +172,13 @@ inline ReuseStep step_of(const StepEvidence& e) { return static_cast<ReuseStep>(
 
 // E of 0x0CD, filled as the steps that own each coordinate pass.
 struct EvidenceTuple {
-  std::optional<NamespaceGeneration> namespace_generation;      // g_ns   (step 1)
-  std::optional<Sha256Digest> semantic_digest;                  // d_sem  (step 2)
-  std::optional<Sha256Digest> layout_digest;                    // d_layout (step 2)
-  std::optional<uint64_t> index_version;                        // v_index (step 3, confirmed at 5)
-  std::optional<TreeVersion> tree_version;                      // v_tree  (step 3, confirmed at 5)
-  std::vector<PoolGenerationRef> pool_generations;              // g_pool  (step 3, confirmed at 5)
-  std::optional<uint32_t> ready_frontier_tokens;                // f_map   (step 7) [tokens]
+  std::optional<NamespaceGeneration> namespace_generation;             // g_ns   (step 1)
+  std::optional<Sha256Digest> semantic_digest;                         // d_sem  (step 2)
+  std::optional<Sha256Digest> layout_digest;                           // d_layout (step 2)
+  std::optional<uint64_t> index_version;                               // v_index (step 3, confirmed at 5)
+  std::optional<TreeVersion> tree_version;                             // v_tree  (step 3, confirmed at 5)
+  std::vector<PoolGenerationRef> pool_generations;                     // g_pool  (step 3, confirmed at 5)
+  std::optional<uint32_t> ready_frontier_tokens;                       // f_map   (step 7) [tokens]
   std::optional<ExecutionSnapshotVersion> execution_snapshot_version;  // v_exec (step 8)
 
   friend bool operator==(const EvidenceTuple&, const EvidenceTuple&) = default;

@@ -29,8 +29,8 @@ Result<StepOutcome> ReuseAttempt::step_authorize(const AuthorizationAnswer& a) {
   if (const auto* denied = std::get_if<AuthorizationDenied>(&a)) {
     const auto reason = authorization_rejection(denied->error.code);
     if (!reason)
-      return mismatch(step, "a denial carries an authorization_* error, not " +
-                                std::string(to_string(denied->error.code)));
+      return mismatch(step,
+                      "a denial carries an authorization_* error, not " + std::string(to_string(denied->error.code)));
     return reject(step, *reason, denied->error.reason);
   }
   const AuthorizedLookup& lookup = std::get<AuthorizedLookup>(a);
@@ -152,9 +152,9 @@ Result<StepOutcome> ReuseAttempt::step_validate_versions(const VersionAnswer& v)
     if (find_pool(v.pool_generations, p.pool) == nullptr)
       return mismatch(step, "no current generation reported for pool " + std::to_string(p.pool.value));
   if (v.index_version != *e_.index_version)
-    return reject(step, RejectionReason::stale_index_version,
-                  "index version " + std::to_string(v.index_version) + ", candidate read " +
-                      std::to_string(*e_.index_version));
+    return reject(
+        step, RejectionReason::stale_index_version,
+        "index version " + std::to_string(v.index_version) + ", candidate read " + std::to_string(*e_.index_version));
   if (v.tree_version != *e_.tree_version)
     return reject(step, RejectionReason::stale_tree_version,
                   "tree version " + std::to_string(v.tree_version.value) + ", candidate read " +

@@ -71,9 +71,9 @@ Result<StepOutcome> ReuseAttempt::step_validate_positions(const PositionAnswer& 
       return reject(step, RejectionReason::layout_mismatch, "session layout differs");
     // History is [0, H) exactly (0x0CC), and it is the interval the candidate covers.
     if (r.covered_interval.begin != 0 || r.covered_interval != c.covered_interval)
-      return reject(step, RejectionReason::session_interval_mismatch,
-                    "session covers " + interval_text(r.covered_interval) + ", candidate " +
-                        interval_text(c.covered_interval));
+      return reject(
+          step, RejectionReason::session_interval_mismatch,
+          "session covers " + interval_text(r.covered_interval) + ", candidate " + interval_text(c.covered_interval));
     if (r.covered_tokens_digest != covered_tokens_digest(covered))
       return reject(step, RejectionReason::session_interval_mismatch, "session history tokens differ");
     if (r.position_truncation_contract != s.position_truncation_contract)

@@ -37,10 +37,19 @@ Result<RunConfig> load_run_config(const std::string& path) {
   c.config_path = std::filesystem::absolute(path).lexically_normal().string();
   const toml::table* run = reader.root()["run"].as_table();
   if (run == nullptr) return make_error(ErrorCode::config_field, path + ": missing table [run]", "run");
-  static const std::set<std::string> known{"workers",         "workload",    "layout",
-                                           "blocks_per_group", "in_flight",   "verify",
-                                           "sample_interval_ms", "heartbeat_interval_ms", "connection_timeout_ms",
-                                           "node_threads", "node_scheduler", "prefix_index", "radix_budget_blocks"};
+  static const std::set<std::string> known{"workers",
+                                           "workload",
+                                           "layout",
+                                           "blocks_per_group",
+                                           "in_flight",
+                                           "verify",
+                                           "sample_interval_ms",
+                                           "heartbeat_interval_ms",
+                                           "connection_timeout_ms",
+                                           "node_threads",
+                                           "node_scheduler",
+                                           "prefix_index",
+                                           "radix_budget_blocks"};
   for (const auto& [key, node] : *run)
     if (!known.contains(std::string(key.str())))
       return reader.field_error(&node, "run", std::string(key.str()), "unknown key");
@@ -76,7 +85,8 @@ Result<RunConfig> load_run_config(const std::string& path) {
   if (c.prefix_index != "hash_chain" && c.prefix_index != "radix")
     return reader.field_error(run->get("prefix_index"), "run", "prefix_index",
                               "must be \"hash_chain\" or \"radix\", not \"" + c.prefix_index + "\"");
-  KVRT_TRY_ASSIGN(v, reader.integer(*run, "run", "radix_budget_blocks", 0, 0, static_cast<int64_t>(c.blocks_per_group)));
+  KVRT_TRY_ASSIGN(v,
+                  reader.integer(*run, "run", "radix_budget_blocks", 0, 0, static_cast<int64_t>(c.blocks_per_group)));
   c.radix_budget_blocks = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(c.model, model::load_model_config(path));
   return c;

@@ -14,17 +14,17 @@
 namespace kvrt {
 
 struct RunConfig {
-  std::string config_path;          // the file read
-  uint32_t workers = 4;             // worker processes [processes]
-  std::string workload_path;        // absolute (relative paths resolve against the config file)
-  std::string layout_path;          // absolute
-  uint64_t blocks_per_group = 2048; // pool capacity per cache group [blocks]
-  uint32_t in_flight = 8;           // requests a worker batches per iteration [requests]
-  bool verify = true;               // replay every request without reuse and compare
+  std::string config_path;            // the file read
+  uint32_t workers = 4;               // worker processes [processes]
+  std::string workload_path;          // absolute (relative paths resolve against the config file)
+  std::string layout_path;            // absolute
+  uint64_t blocks_per_group = 2048;   // pool capacity per cache group [blocks]
+  uint32_t in_flight = 8;             // requests a worker batches per iteration [requests]
+  bool verify = true;                 // replay every request without reuse and compare
   uint32_t sample_interval_ms = 100;  // node statistics sampling for the timeline [ms]
   uint32_t heartbeat_interval_ms = 250;
   uint32_t connection_timeout_ms = 5000;
-  uint32_t node_threads = 2;        // CAF scheduler threads of the node [threads]
+  uint32_t node_threads = 2;               // CAF scheduler threads of the node [threads]
   std::string node_scheduler = "sharing";  // the node's [node] scheduler: "sharing" | "polling"
   // The node's prefix-reuse owner for the main pass: "hash_chain" or "radix"
   // (`kvrt run --compare` runs both either way).

@@ -36,13 +36,20 @@ int share_change(uint64_t part_w, uint64_t all_w, uint64_t part, uint64_t all) {
 
 std::string_view to_string(Alert a) {
   switch (a) {
-    case Alert::allocator_exhaustion: return "allocator_exhaustion";
-    case Alert::locked_cache_pressure: return "locked_cache_pressure";
-    case Alert::reference_leak: return "reference_leak";
-    case Alert::mapping_stall: return "mapping_stall";
-    case Alert::compatibility_churn: return "compatibility_churn";
-    case Alert::stale_receipt_race: return "stale_receipt_race";
-    case Alert::security_boundary_pressure: return "security_boundary_pressure";
+    case Alert::allocator_exhaustion:
+      return "allocator_exhaustion";
+    case Alert::locked_cache_pressure:
+      return "locked_cache_pressure";
+    case Alert::reference_leak:
+      return "reference_leak";
+    case Alert::mapping_stall:
+      return "mapping_stall";
+    case Alert::compatibility_churn:
+      return "compatibility_churn";
+    case Alert::stale_receipt_race:
+      return "stale_receipt_race";
+    case Alert::security_boundary_pressure:
+      return "security_boundary_pressure";
   }
   return "unknown_alert";
 }
@@ -59,10 +66,10 @@ void fill_funnel_counters(const ReuseFunnel& funnel, CounterSnapshot& out) {
 Result<std::vector<Alert>> evaluate_alerts(const CounterSnapshot& e, const CounterSnapshot& l,
                                            const AlertPolicy& policy) {
   if (l.at_ms <= e.at_ms)
-    return make_error(ErrorCode::telemetry_counter_regression,
-                      "later snapshot at " + std::to_string(l.at_ms) + " ms is not after " + std::to_string(e.at_ms) +
-                          " ms",
-                      "at_ms");
+    return make_error(
+        ErrorCode::telemetry_counter_regression,
+        "later snapshot at " + std::to_string(l.at_ms) + " ms is not after " + std::to_string(e.at_ms) + " ms",
+        "at_ms");
   KVRT_TRY(check_monotone(e.allocation_failures, l.allocation_failures, "allocation_failures"));
   KVRT_TRY(check_monotone(e.locked_eviction_rejects, l.locked_eviction_rejects, "locked_eviction_rejects"));
   KVRT_TRY(check_monotone(e.candidate_matches, l.candidate_matches, "candidate_matches"));

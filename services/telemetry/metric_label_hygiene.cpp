@@ -71,10 +71,14 @@ bool key_names(std::string_view key, std::initializer_list<std::string_view> wor
 
 std::string_view to_string(LabelViolation v) {
   switch (v) {
-    case LabelViolation::malformed_key: return "malformed_key";
-    case LabelViolation::raw_prompt_in_metrics: return "raw_prompt_in_metrics";
-    case LabelViolation::token_list_in_metrics: return "token_list_in_metrics";
-    case LabelViolation::unsalted_cache_key_in_metrics: return "unsalted_cache_key_in_metrics";
+    case LabelViolation::malformed_key:
+      return "malformed_key";
+    case LabelViolation::raw_prompt_in_metrics:
+      return "raw_prompt_in_metrics";
+    case LabelViolation::token_list_in_metrics:
+      return "token_list_in_metrics";
+    case LabelViolation::unsalted_cache_key_in_metrics:
+      return "unsalted_cache_key_in_metrics";
   }
   return "unknown_label_violation";
 }
@@ -98,8 +102,7 @@ Status validate_metric_labels(std::span<const MetricLabel> labels) {
   for (size_t i = 0; i < labels.size(); ++i) {
     const auto v = classify_label(labels[i]);
     if (!v) continue;
-    const std::string field =
-        *v == LabelViolation::malformed_key ? "labels[" + std::to_string(i) + "]" : labels[i].key;
+    const std::string field = *v == LabelViolation::malformed_key ? "labels[" + std::to_string(i) + "]" : labels[i].key;
     return make_error(ErrorCode::telemetry_forbidden_label, std::string(to_string(*v)), field);
   }
   return Status::success();

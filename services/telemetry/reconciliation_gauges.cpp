@@ -16,8 +16,9 @@ Result<std::map<uint32_t, const BlockObservation*>> index_blocks(const PoolObser
   std::map<uint32_t, const BlockObservation*> by_id;
   for (const BlockObservation& b : pool.blocks)
     if (!by_id.emplace(b.block.value, &b).second)
-      return identity_broken("block " + std::to_string(b.block.value) + " is observed twice; block states must be "
-                                                                          "mutually exclusive",
+      return identity_broken("block " + std::to_string(b.block.value) +
+                                 " is observed twice; block states must be "
+                                 "mutually exclusive",
                              "blocks");
   return by_id;
 }
@@ -34,11 +35,19 @@ Result<PoolPartition> pool_partition(const PoolObservation& pool) {
   PoolPartition p;
   p.pool = pool.capacity_blocks;
   for (const BlockObservation& b : pool.blocks) switch (b.state) {
-      case ObservedBlockState::free: ++p.free; break;
-      case ObservedBlockState::evictable: ++p.evictable; break;
-      case ObservedBlockState::live: ++p.live; break;
+      case ObservedBlockState::free:
+        ++p.free;
+        break;
+      case ObservedBlockState::evictable:
+        ++p.evictable;
+        break;
+      case ObservedBlockState::live:
+        ++p.live;
+        break;
       case ObservedBlockState::reserved:
-      case ObservedBlockState::copying: ++p.reserved_or_copying; break;
+      case ObservedBlockState::copying:
+        ++p.reserved_or_copying;
+        break;
     }
   return p;
 }
@@ -73,8 +82,8 @@ Result<PoolObservation> observe_allocator_pool(const BlockAllocator& allocator, 
                                                std::span<const RequestId> open_requests,
                                                std::span<const BlockLease> active_leases) {
   if (group_index >= allocator.group_count())
-    return make_error(ErrorCode::unknown_group, "group index " + std::to_string(group_index) + " of " +
-                                                    std::to_string(allocator.group_count()),
+    return make_error(ErrorCode::unknown_group,
+                      "group index " + std::to_string(group_index) + " of " + std::to_string(allocator.group_count()),
                       "group_index");
   PoolObservation obs;
   obs.capacity_blocks = allocator.capacity_blocks();
@@ -87,12 +96,22 @@ Result<PoolObservation> observe_allocator_pool(const BlockAllocator& allocator, 
     b.block = h.block;
     b.recorded_refcount = meta->refcount;
     switch (meta->state) {
-      case BlockState::free: b.state = ObservedBlockState::free; break;
-      case BlockState::evictable: b.state = ObservedBlockState::evictable; break;
-      case BlockState::live: b.state = ObservedBlockState::live; break;
-      case BlockState::reserved: b.state = ObservedBlockState::reserved; break;
+      case BlockState::free:
+        b.state = ObservedBlockState::free;
+        break;
+      case BlockState::evictable:
+        b.state = ObservedBlockState::evictable;
+        break;
+      case BlockState::live:
+        b.state = ObservedBlockState::live;
+        break;
+      case BlockState::reserved:
+        b.state = ObservedBlockState::reserved;
+        break;
       case BlockState::copying:
-      case BlockState::ready: b.state = ObservedBlockState::copying; break;
+      case BlockState::ready:
+        b.state = ObservedBlockState::copying;
+        break;
     }
     obs.blocks.push_back(b);
   }

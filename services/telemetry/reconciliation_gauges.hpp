@@ -43,7 +43,7 @@ struct PoolObservation {
 };
 
 struct PoolPartition {
-  uint64_t pool = 0;  // N_pool [blocks]
+  uint64_t pool = 0;                                                    // N_pool [blocks]
   uint64_t free = 0, evictable = 0, live = 0, reserved_or_copying = 0;  // [blocks]
   friend bool operator==(const PoolPartition&, const PoolPartition&) = default;
 };

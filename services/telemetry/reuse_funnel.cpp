@@ -6,15 +6,24 @@ namespace kvrt {
 
 std::string_view to_string(FunnelStage s) {
   switch (s) {
-    case FunnelStage::requests: return "requests";
-    case FunnelStage::authorized: return "authorized";
-    case FunnelStage::candidates: return "candidates";
-    case FunnelStage::compatible: return "compatible";
-    case FunnelStage::current_generation: return "current_generation";
-    case FunnelStage::leased: return "leased";
-    case FunnelStage::mapping_ready: return "mapping_ready";
-    case FunnelStage::current_snapshot: return "current_snapshot";
-    case FunnelStage::executed: return "executed";
+    case FunnelStage::requests:
+      return "requests";
+    case FunnelStage::authorized:
+      return "authorized";
+    case FunnelStage::candidates:
+      return "candidates";
+    case FunnelStage::compatible:
+      return "compatible";
+    case FunnelStage::current_generation:
+      return "current_generation";
+    case FunnelStage::leased:
+      return "leased";
+    case FunnelStage::mapping_ready:
+      return "mapping_ready";
+    case FunnelStage::current_snapshot:
+      return "current_snapshot";
+    case FunnelStage::executed:
+      return "executed";
   }
   return "unknown_stage";
 }
@@ -59,17 +68,17 @@ Status ReuseFunnel::validate() const {
     from_reasons[static_cast<size_t>(bucket_of(static_cast<RejectionReason>(r)))] += reasons_[r];
   for (size_t b = 0; b < kReuseBucketCount; ++b)
     if (from_reasons[b] != buckets_[b])
-      return make_error(ErrorCode::invariant_violated,
-                        "bucket holds " + std::to_string(buckets_[b]) + " rejections, its reasons " +
-                            std::to_string(from_reasons[b]),
-                        std::string(to_string(static_cast<ReuseBucket>(b))));
+      return make_error(
+          ErrorCode::invariant_violated,
+          "bucket holds " + std::to_string(buckets_[b]) + " rejections, its reasons " + std::to_string(from_reasons[b]),
+          std::string(to_string(static_cast<ReuseBucket>(b))));
   uint64_t expected = executed();
   for (size_t k = kFunnelStageCount; k-- > 0;) {
     if (k < kReuseBucketCount) expected += buckets_[k];
     if (counts_.stage[k] != expected)
       return make_error(ErrorCode::invariant_violated,
-                        "stage count " + std::to_string(counts_.stage[k]) + " is not executed + later rejections = " +
-                            std::to_string(expected),
+                        "stage count " + std::to_string(counts_.stage[k]) +
+                            " is not executed + later rejections = " + std::to_string(expected),
                         std::string(to_string(static_cast<FunnelStage>(k))));
     if (k + 1 < kFunnelStageCount && counts_.stage[k] < counts_.stage[k + 1])
       return make_error(ErrorCode::invariant_violated, "funnel is not monotone",

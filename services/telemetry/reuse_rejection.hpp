@@ -31,7 +31,7 @@ std::string_view to_string(ReuseBucket b);
 
 enum class RejectionReason : uint8_t {
   // authorization (0x0CE "Authorization Before Lookup")
-  unauthenticated = 0,             // token or principal unknown, or grant ended
+  unauthenticated = 0,  // token or principal unknown, or grant ended
   principal_revoked = 1,
   namespace_denied = 2,            // the principal may not use the namespace (cross-namespace)
   namespace_closed = 3,            // a purge stopped admitting the generation (0x0CE step 1)
@@ -42,7 +42,7 @@ enum class RejectionReason : uint8_t {
   // incompatible (0x01A equality-bearing facts, 0x07F witness, 0x0CB, 0x0CC)
   semantic_mismatch = 7,
   layout_mismatch = 8,
-  isolation_mismatch = 9,          // the candidate belongs to another namespace
+  isolation_mismatch = 9,  // the candidate belongs to another namespace
   collision_witness_missing = 10,
   collision_witness_mismatch = 11,
   module_position_mismatch = 12,   // declared module tokens, positions or schema differ
@@ -52,15 +52,15 @@ enum class RejectionReason : uint8_t {
   stale_index_version = 15,
   stale_tree_version = 16,
   stale_pool_generation = 17,
-  frontier_not_valid = 18,         // a block's valid rows do not cover the reused interval
+  frontier_not_valid = 18,  // a block's valid rows do not cover the reused interval
   // lease
   lease_unavailable = 19,
-  lease_incomplete = 20,           // the leases do not cover every path node and handle
+  lease_incomplete = 20,  // the leases do not cover every path node and handle
   // mapping_lag
   mapping_frontier_lag = 21,
   // stale_snapshot
   stale_snapshot_version = 22,
-  snapshot_evidence_drift = 23,    // the frozen snapshot binds other handles, interval or kernel ABI
+  snapshot_evidence_drift = 23,  // the frozen snapshot binds other handles, interval or kernel ABI
   // execution
   execution_failed = 24,
 };
@@ -76,8 +76,8 @@ ReuseBucket bucket_of(RejectionReason r);
 std::optional<RejectionReason> authorization_rejection(ErrorCode code);
 
 // Alert families of 0x0CF ("security boundary pressure", "stale receipt race").
-bool is_cross_namespace(RejectionReason r);   // namespace_denied, cross_namespace_key
-bool is_stale_namespace(RejectionReason r);   // stale_namespace_generation
+bool is_cross_namespace(RejectionReason r);        // namespace_denied, cross_namespace_key
+bool is_stale_namespace(RejectionReason r);        // stale_namespace_generation
 bool is_generation_or_version(RejectionReason r);  // every stale_generation or stale_snapshot reason
 
 }  // namespace kvrt

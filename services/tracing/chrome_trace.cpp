@@ -4,7 +4,6 @@
 
 #include <ctime>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
 
 namespace kvrt {
@@ -45,15 +44,15 @@ void ChromeTraceRecorder::slice(std::string_view track, std::string_view name, u
 
 void ChromeTraceRecorder::flow_start(std::string_view track, uint64_t at_us, uint64_t flow_id) {
   std::lock_guard lock(mutex_);
-  nlohmann::json e = {{"name", "receipt"}, {"cat", "rpc"}, {"ph", "s"}, {"id", flow_id},
-                      {"ts", at_us},       {"pid", pid_},  {"tid", track_id(track)}};
+  nlohmann::json e = {{"name", "receipt"}, {"cat", "rpc"},          {"ph", "s"}, {"id", flow_id}, {"ts", at_us},
+                      {"pid", pid_},       {"tid", track_id(track)}};
   events_.push_back(e.dump());
 }
 
 void ChromeTraceRecorder::flow_finish(std::string_view track, uint64_t at_us, uint64_t flow_id) {
   std::lock_guard lock(mutex_);
-  nlohmann::json e = {{"name", "receipt"}, {"cat", "rpc"}, {"ph", "f"},           {"bp", "e"},
-                      {"id", flow_id},     {"ts", at_us},  {"pid", pid_},         {"tid", track_id(track)}};
+  nlohmann::json e = {{"name", "receipt"}, {"cat", "rpc"}, {"ph", "f"},   {"bp", "e"},
+                      {"id", flow_id},     {"ts", at_us},  {"pid", pid_}, {"tid", track_id(track)}};
   events_.push_back(e.dump());
 }
 
@@ -70,8 +69,8 @@ Status ChromeTraceRecorder::flush() {
   nlohmann::json meta = {{"name", "process_name"}, {"ph", "M"}, {"pid", pid_}, {"args", {{"name", process_name_}}}};
   out << meta.dump();
   for (size_t i = 0; i < tracks_.size(); ++i) {
-    nlohmann::json t = {{"name", "thread_name"}, {"ph", "M"}, {"pid", pid_}, {"tid", i + 1},
-                        {"args", {{"name", tracks_[i]}}}};
+    nlohmann::json t = {
+        {"name", "thread_name"}, {"ph", "M"}, {"pid", pid_}, {"tid", i + 1}, {"args", {{"name", tracks_[i]}}}};
     out << ",\n" << t.dump();
   }
   for (const std::string& e : events_) out << ",\n" << e;

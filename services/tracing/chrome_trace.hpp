@@ -62,7 +62,10 @@ inline uint64_t flow_id(const TraceContext& t) { return (t.trace_id * 0x9e3779b9
 class TraceSlice {
  public:
   TraceSlice(ChromeTraceRecorder* recorder, std::string_view track, std::string_view name, TraceContext trace)
-      : recorder_(recorder), track_(track), name_(name), trace_(trace),
+      : recorder_(recorder),
+        track_(track),
+        name_(name),
+        trace_(trace),
         start_(recorder ? ChromeTraceRecorder::now_us() : 0) {}
   ~TraceSlice() {
     if (recorder_ != nullptr) recorder_->slice(track_, name_, start_, ChromeTraceRecorder::now_us(), trace_);

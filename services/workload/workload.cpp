@@ -41,10 +41,14 @@ Result<Workload> expand(const Result<TomlReader>& reader) {
 
 std::string_view to_string(JobKind k) {
   switch (k) {
-    case JobKind::chat: return "chat";
-    case JobKind::few_shot: return "few_shot";
-    case JobKind::fork: return "fork";
-    case JobKind::long_document: return "long_document";
+    case JobKind::chat:
+      return "chat";
+    case JobKind::few_shot:
+      return "few_shot";
+    case JobKind::fork:
+      return "fork";
+    case JobKind::long_document:
+      return "long_document";
   }
   return "unknown_job_kind";
 }

@@ -32,8 +32,8 @@ enum class JobKind : uint8_t { chat = 0, few_shot = 1, fork = 2, long_document =
 std::string_view to_string(JobKind k);
 
 struct TenantSpec {
-  std::string namespace_name;              // "deployment/tenant"
-  std::optional<std::string> salt;         // absent: the node draws one
+  std::string namespace_name;       // "deployment/tenant"
+  std::optional<std::string> salt;  // absent: the node draws one
   std::string publication_policy = "tenant_shared";
 };
 
@@ -43,24 +43,24 @@ struct Turn {
 };
 
 struct Job {
-  uint64_t id = 0;                   // dense, 0..jobs-1, in generation order
+  uint64_t id = 0;  // dense, 0..jobs-1, in generation order
   JobKind kind = JobKind::chat;
   std::string namespace_name;
-  uint32_t shared_prefix_id = 0;     // which system prompt / few-shot prefix / document (per kind)
-  std::vector<TokenId> prefix;       // the shared part [tokens]
+  uint32_t shared_prefix_id = 0;  // which system prompt / few-shot prefix / document (per kind)
+  std::vector<TokenId> prefix;    // the shared part [tokens]
   // chat: turns of one conversation, in order (history carries over);
   // few_shot / long_document: independent questions, each one request over
   //   `prefix` (a long_document job's questions are meant to run together);
   // fork: exactly one turn, run as `branches` forked requests.
   std::vector<Turn> turns;
-  uint32_t branches = 1;             // fork only [requests]
+  uint32_t branches = 1;  // fork only [requests]
 };
 
 struct Workload {
   std::string name;
-  std::string origin;                // the file it came from
+  std::string origin;  // the file it came from
   uint64_t seed = 0;
-  uint32_t vocab = 0;                // [tokens]; must equal the model's vocab
+  uint32_t vocab = 0;  // [tokens]; must equal the model's vocab
   std::vector<TenantSpec> tenants;
   std::vector<Job> jobs;
 

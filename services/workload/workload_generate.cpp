@@ -53,9 +53,7 @@ class TokenStream {
     return splitmix64_finalize(state_);
   }
   // Uniform in [0, n) by multiply-high (Lemire); the bias, n / 2^64, is nil for n <= 2^32.
-  uint32_t below(uint32_t n) {
-    return static_cast<uint32_t>((static_cast<unsigned __int128>(next()) * n) >> 64);
-  }
+  uint32_t below(uint32_t n) { return static_cast<uint32_t>((static_cast<unsigned __int128>(next()) * n) >> 64); }
   uint32_t between(TokenRange r) { return r.min + below(r.max - r.min + 1); }
   std::vector<TokenId> tokens(uint32_t count, uint32_t vocab) {
     std::vector<TokenId> out(count);
@@ -85,8 +83,7 @@ class Generator {
     // Interleave kinds, tables and tenants so that every worker of a run
     // (job i -> worker i mod n) gets a mix: seeded Fisher-Yates.
     TokenStream order(stream_key(spec_.seed, {kOrderDomain}));
-    for (size_t i = jobs_.size(); i > 1; --i)
-      std::swap(jobs_[i - 1], jobs_[order.below(static_cast<uint32_t>(i))]);
+    for (size_t i = jobs_.size(); i > 1; --i) std::swap(jobs_[i - 1], jobs_[order.below(static_cast<uint32_t>(i))]);
     for (size_t i = 0; i < jobs_.size(); ++i) jobs_[i].id = i;
     w.jobs = std::move(jobs_);
     return w;
@@ -140,9 +137,9 @@ class Generator {
   }
 
   void add_few_shot(const FewShotTable& t) {
-    const uint64_t key = table_key(t.tenant, JobKind::few_shot,
-                                   {t.prefixes, t.prefix_tokens, t.questions, t.question_tokens.min,
-                                    t.question_tokens.max, t.decode_tokens});
+    const uint64_t key = table_key(
+        t.tenant, JobKind::few_shot,
+        {t.prefixes, t.prefix_tokens, t.questions, t.question_tokens.min, t.question_tokens.max, t.decode_tokens});
     const uint32_t first_id = reserve_prefix_ids(JobKind::few_shot, t.prefixes);
     for (uint32_t p = 0; p < t.prefixes; ++p) {
       const std::vector<TokenId> prefix = draw_prefix(key, p, t.prefix_tokens);
@@ -169,9 +166,9 @@ class Generator {
   }
 
   void add_long_document(const LongDocumentTable& t) {
-    const uint64_t key = table_key(t.tenant, JobKind::long_document,
-                                   {t.documents, t.document_tokens, t.questions, t.question_tokens.min,
-                                    t.question_tokens.max, t.decode_tokens});
+    const uint64_t key = table_key(
+        t.tenant, JobKind::long_document,
+        {t.documents, t.document_tokens, t.questions, t.question_tokens.min, t.question_tokens.max, t.decode_tokens});
     const uint32_t first_id = reserve_prefix_ids(JobKind::long_document, t.documents);
     for (uint32_t d = 0; d < t.documents; ++d) {
       Job& j = new_job(JobKind::long_document, t.tenant, first_id + d, draw_prefix(key, d, t.document_tokens));

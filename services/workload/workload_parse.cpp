@@ -65,9 +65,9 @@ Result<TokenRange> token_range(const TomlReader& r, const toml::table& t, const 
   const toml::array& arr = *node->as_array();
   for (size_t i = 0; i < 2; ++i)
     if (pair[i] < lo || pair[i] > hi)
-      return r.field_error(arr.get(i), where, at(field, i),
-                           "value " + std::to_string(pair[i]) + " is outside [" + std::to_string(lo) + ", " +
-                               std::to_string(hi) + "]");
+      return r.field_error(
+          arr.get(i), where, at(field, i),
+          "value " + std::to_string(pair[i]) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   if (pair[0] > pair[1])
     return r.field_error(node, where, field,
                          "min " + std::to_string(pair[0]) + " is greater than max " + std::to_string(pair[1]));
@@ -182,9 +182,9 @@ class SpecReader {
       KVRT_TRY_ASSIGN(tenant.publication_policy, r_.string(t, where, "publication_policy", "tenant_shared"));
       const std::string& p = tenant.publication_policy;
       if (p != "private_to_request" && p != "tenant_shared" && p != "deployment_shared")
-        return r_.field_error(t.get("publication_policy"), where, "publication_policy",
-                              "unknown value \"" + p +
-                                  "\"; expected private_to_request, tenant_shared or deployment_shared");
+        return r_.field_error(
+            t.get("publication_policy"), where, "publication_policy",
+            "unknown value \"" + p + "\"; expected private_to_request, tenant_shared or deployment_shared");
       spec_.tenants.push_back(std::move(tenant));
     }
     return Status::success();
@@ -214,9 +214,9 @@ class SpecReader {
     totals_.requests += f.requests;
     totals_.stored_tokens += f.stored_tokens;
     if (totals_.jobs > static_cast<uint64_t>(kMaxJobs))
-      return r_.field_error(t.get(count_field), where, count_field,
-                            "brings the workload to " + std::to_string(totals_.jobs) + " jobs, more than " +
-                                std::to_string(kMaxJobs));
+      return r_.field_error(
+          t.get(count_field), where, count_field,
+          "brings the workload to " + std::to_string(totals_.jobs) + " jobs, more than " + std::to_string(kMaxJobs));
     if (totals_.requests > static_cast<uint64_t>(kMaxRequests))
       return r_.field_error(t.get(count_field), where, count_field,
                             "brings the workload to " + std::to_string(totals_.requests) + " requests, more than " +
@@ -247,10 +247,10 @@ class SpecReader {
     // The last turn carries every earlier user turn and answer (workload.hpp).
     const uint64_t user_max = uint64_t{c.turns} * c.user_tokens.max;
     const uint64_t history_max = user_max + uint64_t{c.turns} * c.decode_tokens;
-    KVRT_TRY(account(t, where, "conversations",
-                     Footprint{c.conversations, uint64_t{c.conversations} * c.turns,
-                               c.conversations * (c.system_prompt_tokens + user_max),
-                               c.system_prompt_tokens + history_max}));
+    KVRT_TRY(account(
+        t, where, "conversations",
+        Footprint{c.conversations, uint64_t{c.conversations} * c.turns,
+                  c.conversations * (c.system_prompt_tokens + user_max), c.system_prompt_tokens + history_max}));
     spec_.chats.push_back(c);
     return Status::success();
   }
@@ -299,10 +299,10 @@ class SpecReader {
     KVRT_TRY_ASSIGN(d.question_tokens, token_range(r_, t, where, "question_tokens", 1, kMaxSegmentTokens));
     KVRT_TRY_ASSIGN(d.decode_tokens, count(r_, t, where, "decode_tokens", 1, kMaxDecodeTokens));
     const uint64_t questions_max = uint64_t{d.questions} * d.question_tokens.max;
-    KVRT_TRY(account(t, where, "documents",
-                     Footprint{d.documents, uint64_t{d.documents} * d.questions,
-                               d.documents * (d.document_tokens + questions_max),
-                               uint64_t{d.document_tokens} + d.question_tokens.max + d.decode_tokens}));
+    KVRT_TRY(account(
+        t, where, "documents",
+        Footprint{d.documents, uint64_t{d.documents} * d.questions, d.documents * (d.document_tokens + questions_max),
+                  uint64_t{d.document_tokens} + d.question_tokens.max + d.decode_tokens}));
     spec_.long_documents.push_back(d);
     return Status::success();
   }

@@ -18,21 +18,21 @@ class TomlReader;
 namespace kvrt::workload {
 
 // Limits that keep a typo from exhausting memory or time.
-inline constexpr int64_t kMinVocab = 2;                    // [tokens]
-inline constexpr int64_t kMaxVocab = 65536;                // [tokens]
-inline constexpr int64_t kDefaultVocab = 256;              // [tokens]
-inline constexpr int64_t kMaxSegmentTokens = 16384;        // one prefix, prompt, user turn or question [tokens]
-inline constexpr int64_t kMaxDecodeTokens = 4096;          // generated per request [tokens]
-inline constexpr int64_t kMaxContextTokens = 65536;        // longest context one request may reach [tokens]
-inline constexpr int64_t kMaxJobs = 100000;                // whole workload [jobs]
-inline constexpr int64_t kMaxRequests = 1000000;           // whole workload [requests]
+inline constexpr int64_t kMinVocab = 2;                        // [tokens]
+inline constexpr int64_t kMaxVocab = 65536;                    // [tokens]
+inline constexpr int64_t kDefaultVocab = 256;                  // [tokens]
+inline constexpr int64_t kMaxSegmentTokens = 16384;            // one prefix, prompt, user turn or question [tokens]
+inline constexpr int64_t kMaxDecodeTokens = 4096;              // generated per request [tokens]
+inline constexpr int64_t kMaxContextTokens = 65536;            // longest context one request may reach [tokens]
+inline constexpr int64_t kMaxJobs = 100000;                    // whole workload [jobs]
+inline constexpr int64_t kMaxRequests = 1000000;               // whole workload [requests]
 inline constexpr int64_t kMaxStoredTokens = int64_t{1} << 24;  // token ids held by all jobs (64 MiB) [tokens]
-inline constexpr int64_t kMaxTurns = 64;                   // chat turns per conversation
-inline constexpr int64_t kMaxSharedPrefixes = 1024;        // system prompts / prefixes / documents per table
-inline constexpr int64_t kMaxDocumentQuestions = 1024;     // questions per long document
-inline constexpr int64_t kMinBranches = 2;                 // a fork of one branch is no fork [requests]
-inline constexpr int64_t kMaxBranches = 16;                // [requests]
-inline constexpr size_t kMaxNameLength = 128;              // workload name, namespace [characters]
+inline constexpr int64_t kMaxTurns = 64;                       // chat turns per conversation
+inline constexpr int64_t kMaxSharedPrefixes = 1024;            // system prompts / prefixes / documents per table
+inline constexpr int64_t kMaxDocumentQuestions = 1024;         // questions per long document
+inline constexpr int64_t kMinBranches = 2;                     // a fork of one branch is no fork [requests]
+inline constexpr int64_t kMaxBranches = 16;                    // [requests]
+inline constexpr size_t kMaxNameLength = 128;                  // workload name, namespace [characters]
 
 // A length drawn uniformly in [min, max] [tokens].
 struct TokenRange {
