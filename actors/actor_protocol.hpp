@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "services/allocator/block_allocator.hpp"
-#include "services/node/executor_service.hpp"
-#include "services/node/mapper_service.hpp"
-#include "services/node/prefix_service.hpp"
-#include "services/node/reuse_step_answers.hpp"
+#include "services/executor/executor_service.hpp"
+#include "services/mapper/mapper_service.hpp"
+#include "services/prefix/prefix_service.hpp"
+#include "services/reuse/reuse_step_answers.hpp"
 #include "services/prefix/publication_target.hpp"
 
 namespace kvrt::actors {
@@ -106,7 +106,7 @@ using executor_actor = caf::typed_actor<
 
 // The executable-reuse coordinator (0x0CD): one per node. batch: (session,
 // ReuseBatch bytes) -> ReuseBatchReceipt bytes, after one message per owner
-// per step (services/node/reuse_coordinator.hpp).
+// per step (services/reuse/reuse_batch_run.hpp).
 // end: the session is gone; a batch of it still in flight returns every
 // lease it took, receipts' included (the gateway tells this actor first).
 using reuse_actor = caf::typed_actor<caf::replies_to<batch_atom, uint64_t, wire_bytes>::with<wire_bytes>,
@@ -131,7 +131,7 @@ using session_actor = caf::typed_actor<caf::replies_to<alloc_atom, wire_bytes>::
 // authorization, mapper, executor, node); a node that serves no mapper sends
 // empty bytes in its place. attach: a session channel's ticket -> the
 // session actor and its id, or an invalid handle for an unknown or ended
-// ticket (services/protocol/channel_frame.hpp).
+// ticket (services/session/channel_frame.hpp).
 using gateway_actor = caf::typed_actor<
     caf::replies_to<hello_atom, wire_bytes, caf::actor>::with<wire_bytes, caf::actor>,
     caf::replies_to<attach_atom, std::string>::with<caf::actor, uint64_t>,

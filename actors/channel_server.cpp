@@ -14,8 +14,8 @@
 #include "actors/wire_bytes.hpp"
 #include "schema/codec_node.hpp"
 #include "services/common/unix_socket_address.hpp"
-#include "services/node/session_channel.hpp"
-#include "services/protocol/channel_frame.hpp"
+#include "services/session/session_channel.hpp"
+#include "services/session/channel_frame.hpp"
 
 namespace kvrt::actors {
 

@@ -1,6 +1,6 @@
 #pragma once
 // The node's end of the session channel (framing and rationale:
-// services/protocol/channel_frame.hpp). Include only from actors/*.cpp.
+// services/session/channel_frame.hpp). Include only from actors/*.cpp.
 //
 // One thread per connection reads the socket with a blocking recv and cuts
 // frames; the first binds the connection to its session through the gateway

@@ -6,8 +6,8 @@
 #include "actors/actor_settings.hpp"
 #include "actors/wire_bytes.hpp"
 #include "schema/codec_node.hpp"
-#include "services/node/session_channel.hpp"
-#include "services/tracing/chrome_trace.hpp"
+#include "services/session/session_channel.hpp"
+#include "services/telemetry/chrome_trace.hpp"
 
 namespace kvrt {
 

@@ -18,15 +18,15 @@
 #include <vector>
 
 #include "services/common/result.hpp"
-#include "services/node/node_descriptor.hpp"
-#include "services/protocol/allocator_ops.hpp"
-#include "services/protocol/channel_frame.hpp"
-#include "services/protocol/executor_ops.hpp"
-#include "services/protocol/mapper_ops.hpp"
-#include "services/protocol/owner_stats.hpp"
-#include "services/protocol/prefix_ops.hpp"
-#include "services/protocol/reuse_ops.hpp"
-#include "services/protocol/session_ops.hpp"
+#include "services/session/node_descriptor.hpp"
+#include "services/allocator/allocator_ops.hpp"
+#include "services/session/channel_frame.hpp"
+#include "services/executor/executor_ops.hpp"
+#include "services/mapper/mapper_ops.hpp"
+#include "services/session/owner_stats.hpp"
+#include "services/prefix/prefix_ops.hpp"
+#include "services/reuse/reuse_ops.hpp"
+#include "services/session/session_ops.hpp"
 
 namespace kvrt {
 
@@ -40,7 +40,7 @@ struct ClientOptions {
   uint32_t connection_timeout_ms = 2000;
   ChromeTraceRecorder* trace = nullptr;  // null: tracing off
   // Calls go through the node's session channel when it offers one
-  // (services/protocol/channel_frame.hpp); false, or a node without one:
+  // (services/session/channel_frame.hpp); false, or a node without one:
   // through the middleman. A channel that breaks (timeout, closed) is left
   // for the middleman for the rest of the session.
   bool use_session_channel = true;
@@ -76,7 +76,7 @@ class Client {
   // The executable-reuse transaction (0x0CD): the node runs steps 1-8 for
   // each op across its owners and answers a receipt (with leases this
   // session then holds) or the rejection's step, reason and bucket
-  // (services/protocol/reuse_ops.hpp).
+  // (services/reuse/reuse_ops.hpp).
   Result<ReuseBatchReceipt> reuse(const ReuseBatch& batch);
 
   // Sends bytes as they are and returns the reply's bytes: the transport

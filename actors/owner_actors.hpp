@@ -5,11 +5,11 @@
 #include <memory>
 
 #include "actors/actor_protocol.hpp"
-#include "services/node/allocator_service.hpp"
-#include "services/node/authorization_service.hpp"
-#include "services/node/prefix_service.hpp"
-#include "services/node/radix_block_service.hpp"
-#include "services/tracing/chrome_trace.hpp"
+#include "services/allocator/allocator_service.hpp"
+#include "services/authorization/authorization_service.hpp"
+#include "services/prefix/prefix_service.hpp"
+#include "services/radix/radix_block_service.hpp"
+#include "services/telemetry/chrome_trace.hpp"
 
 namespace spdlog {
 class logger;

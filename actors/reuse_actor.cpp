@@ -1,7 +1,7 @@
 // The executable-reuse coordinator (spec 0x0CD; issue 5): one actor per node.
 // A worker's ReuseBatch arrives through its session actor; this actor runs
 // the batch's ops through steps 1-8 as one message per owner per step
-// (services/node/reuse_coordinator.hpp has the sequence), releases the leases
+// (services/reuse/reuse_batch_run.hpp has the sequence), releases the leases
 // of every attempt that ended without a receipt, counts each attempt in the
 // node's transaction funnel (0x0CF) and answers one receipt. It uses `then`,
 // not `await`: other batches proceed while one waits for an owner, which is
@@ -15,7 +15,7 @@
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
 #include "schema/codec_node.hpp"
-#include "services/node/reuse_coordinator.hpp"
+#include "services/reuse/reuse_batch_run.hpp"
 
 namespace kvrt::actors {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "services/common/error.hpp"
-#include "services/protocol/trace_context.hpp"
+#include "services/common/trace_context.hpp"
 
 namespace kvrt::actors {
 

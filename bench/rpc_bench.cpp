@@ -22,7 +22,7 @@
 #include "actors/rpc_probe.hpp"
 #include "schema/codec_node.hpp"
 #include "services/common/child_process.hpp"
-#include "services/node/allocator_service.hpp"
+#include "services/allocator/allocator_service.hpp"
 
 namespace kvrt::bench {
 

@@ -29,7 +29,7 @@
 #include "services/common/result.hpp"
 #include "services/executor/kv_view.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
-#include "services/protocol/session_ops.hpp"
+#include "services/session/session_ops.hpp"
 #include "shm/shared_pool_store.hpp"
 
 namespace kvrt::gpu {

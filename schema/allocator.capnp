@@ -1,6 +1,6 @@
 @0xfb95289c1bcd368d;
 # Allocator transactions and their receipts (spec 0x04D, 0x05B-0x05F, issue 3).
-# Mirrors services/receipts/allocation_receipt.hpp and release_result.hpp; enum
+# Mirrors services/allocator/allocation_receipt.hpp and release_result.hpp; enum
 # ordinals equal the C++ enum values (the codec static_asserts it).
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("kvrt::wire");

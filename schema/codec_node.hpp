@@ -10,13 +10,13 @@
 #include <vector>
 
 #include "schema/codec.hpp"
-#include "services/protocol/allocator_ops.hpp"
-#include "services/protocol/executor_ops.hpp"
-#include "services/protocol/mapper_ops.hpp"
-#include "services/protocol/owner_stats.hpp"
-#include "services/protocol/prefix_ops.hpp"
-#include "services/protocol/reuse_ops.hpp"
-#include "services/protocol/session_ops.hpp"
+#include "services/allocator/allocator_ops.hpp"
+#include "services/executor/executor_ops.hpp"
+#include "services/mapper/mapper_ops.hpp"
+#include "services/session/owner_stats.hpp"
+#include "services/prefix/prefix_ops.hpp"
+#include "services/reuse/reuse_ops.hpp"
+#include "services/session/session_ops.hpp"
 
 namespace kvrt::codec {
 

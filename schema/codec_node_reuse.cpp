@@ -1,6 +1,6 @@
 // Codec for the node protocol (issue 5), part 6: the executable-reuse
 // transaction's ReuseBatch and ReuseBatchReceipt (0x0CD,
-// services/protocol/reuse_ops.hpp): acquire and release ops, answered by an
+// services/reuse/reuse_ops.hpp): acquire and release ops, answered by an
 // error, an executable-reuse receipt, a rejection receipt or a release
 // receipt. Outcomes reuse the ExecutableReuseReceipt and TypedError codecs
 // (codec_parts.hpp). As in codec_node_prefix.cpp, each op and outcome is read

@@ -12,9 +12,9 @@
 #include "schema/node.capnp.h"
 #include "schema/reuse.capnp.h"
 #include "services/allocator/block_allocator.hpp"
-#include "services/protocol/prefix_ops.hpp"
-#include "services/protocol/trace_context.hpp"
-#include "services/receipts/mapped_frontier_receipt.hpp"
+#include "services/prefix/prefix_ops.hpp"
+#include "services/common/trace_context.hpp"
+#include "services/mapper/mapped_frontier_receipt.hpp"
 
 namespace kvrt::codec::detail {
 

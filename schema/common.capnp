@@ -13,7 +13,7 @@ struct StateDigest {
   hi @1 :UInt64;   # high 64-bit lane
 }
 
-# Half-open token interval [begin, end) (services/receipts/token_interval.hpp).
+# Half-open token interval [begin, end) (services/common/token_interval.hpp).
 struct TokenInterval {
   begin @0 :UInt32;   # first covered token position [tokens]
   end @1 :UInt32;     # one past the last covered position [tokens]

@@ -1,6 +1,6 @@
 @0xfd094de9abab4fa8;
 # The mapper's readiness receipt (spec 0x06A-0x06F). Mirrors
-# services/receipts/mapped_frontier_receipt.hpp; enum ordinals equal the C++
+# services/mapper/mapped_frontier_receipt.hpp; enum ordinals equal the C++
 # enum values (the codec static_asserts it).
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("kvrt::wire");

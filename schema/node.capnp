@@ -6,7 +6,7 @@
 #
 # A batch is answered by a receipt whose outcomes[i] answers ops[i]; an
 # operation that failed answers a TypedError in its slot and the batch goes on
-# (services/protocol/allocator_ops.hpp).
+# (services/allocator/allocator_ops.hpp).
 #
 # An optional value travels as an unnamed-member union group whose first
 # member (discriminant 0, the zeroed default) is `none`: "absent" and "epoch 0"
@@ -18,7 +18,7 @@ using Allocator = import "allocator.capnp";
 using Reuse = import "reuse.capnp";
 using Mapper = import "mapper.capnp";
 
-# services/protocol/trace_context.hpp: one trace per scheduler iteration of a
+# services/common/trace_context.hpp: one trace per scheduler iteration of a
 # worker; every hop opens a child span parented at the span it received.
 struct TraceContext {
   traceId @0 :UInt64;        # trace id; 0 = untraced
@@ -264,7 +264,7 @@ struct OwnerStats {
   values @3 :List(StatValue);
 }
 
-# ---- mapper owner (services/protocol/mapper_ops.hpp) ---------------------------
+# ---- mapper owner (services/mapper/mapper_ops.hpp) ---------------------------
 
 struct StepRequest {
   request @0 :UInt64;                      # RequestId
@@ -346,7 +346,7 @@ struct MapperBatchReceipt {
   outcomes @1 :List(MapperOutcome);        # outcomes[i] answers ops[i] [operations]
 }
 
-# ---- kernel executor owner (services/protocol/executor_ops.hpp) ---------------
+# ---- kernel executor owner (services/executor/executor_ops.hpp) ---------------
 
 struct DecodeAttentionOp {
   request @0 :UInt64;                      # RequestId
@@ -383,7 +383,7 @@ struct ExecuteBatchReceipt {
   outcomes @1 :List(ExecuteOutcome);       # outcomes[i] answers ops[i] [operations]
 }
 
-# ---- executable reuse (0x0CD; services/protocol/reuse_ops.hpp) ----------------
+# ---- executable reuse (0x0CD; services/reuse/reuse_ops.hpp) ----------------
 
 # The checked transaction order of 0x0CD (services/reuse/reuse_evidence.hpp).
 # The C++ steps count from 1; ordinal 0 is no step and is refused on read.

@@ -21,7 +21,7 @@
 #include "services/common/result.hpp"
 #include "services/executor/kv_view.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
-#include "services/model/model_kv_cache.hpp"
+#include "engine/model/model_kv_cache.hpp"
 #include "shm/shm_payload_store.hpp"
 
 namespace kvrt::shm {

@@ -16,7 +16,7 @@
 #include "gpu/cuda_pool_store.hpp"
 #include "services/executor/scalar_convert.hpp"
 #include "services/identity/layout_loader.hpp"
-#include "services/node/executor_service.hpp"
+#include "services/executor/executor_service.hpp"
 #include "shm/segment_name.hpp"
 #include "shm/shared_block_pools.hpp"
 #include "shm/shm_model_kv_cache.hpp"

@@ -6,7 +6,7 @@
 
 #include "services/common/units.hpp"
 #include "services/identity/layout_loader.hpp"
-#include "services/ledger/ledger_report.hpp"
+#include "tools/ledger/ledger_report.hpp"
 
 namespace kvrt::ledger_test {
 

@@ -6,7 +6,7 @@
 // from its text in config/ledgers/tp-local-worked.toml.
 #include <catch2/catch.hpp>
 
-#include "services/ledger/capacity_pressure.hpp"
+#include "tools/ledger/capacity_pressure.hpp"
 #include "tests/ledger_fixture.hpp"
 
 using namespace kvrt;

@@ -3,7 +3,7 @@
 // sessions confined to their own slots with the state digest unchanged by a
 // refusal, a dead session's slots freed, and the page offer a worker maps
 // showing the node's bytes at the node's offsets.
-#include "services/node/mapper_service.hpp"
+#include "services/mapper/mapper_service.hpp"
 
 #include <catch2/catch.hpp>
 #include <cstring>

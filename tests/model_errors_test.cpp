@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "model_fixture.hpp"
-#include "services/model/model_weights.hpp"
+#include "engine/model/model_weights.hpp"
 
 using namespace kvrt;
 using namespace kvrt::model;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "services/identity/layout_loader.hpp"
-#include "services/model/reference_model.hpp"
+#include "engine/model/reference_model.hpp"
 
 namespace kvrt::model::test {
 

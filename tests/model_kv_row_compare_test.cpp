@@ -1,4 +1,4 @@
-// canonical_row_difference (services/model/kv_row_compare.hpp), the
+// canonical_row_difference (engine/model/kv_row_compare.hpp), the
 // closeness measure of the shared-prefix decode checks
 // (tests/model_shared_prefix_test.cpp), against hand-made rows whose answer
 // is a known power of two.
@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "model_fixture.hpp"
-#include "services/model/kv_row_compare.hpp"
+#include "engine/model/kv_row_compare.hpp"
 
 using namespace kvrt;
 using namespace kvrt::model;

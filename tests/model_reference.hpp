@@ -11,8 +11,8 @@
 #include <span>
 #include <vector>
 
-#include "services/model/model_weights.hpp"
-#include "services/model/reference_model.hpp"
+#include "engine/model/model_weights.hpp"
+#include "engine/model/reference_model.hpp"
 
 namespace kvrt::model::test {
 

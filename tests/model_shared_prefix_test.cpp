@@ -3,7 +3,7 @@
 // forward_shared_prefix() and, on a second cache set up identically, with
 // forward(). The two are not bitwise equal (the LSE merge rounds differently
 // from the monolithic tile kernel); the bounds and their reasons are stated at
-// kLogitBound / kRowBound below and in services/model/shared_prefix_decode.cpp.
+// kLogitBound / kRowBound below and in engine/model/shared_prefix_decode.cpp.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,7 +12,7 @@
 
 #include "model_fixture.hpp"
 #include "services/executor/scalar_convert.hpp"
-#include "services/model/kv_row_compare.hpp"
+#include "engine/model/kv_row_compare.hpp"
 
 using namespace kvrt;
 using namespace kvrt::model;

@@ -1,4 +1,4 @@
-// The session channel (issue 5; services/protocol/channel_frame.hpp): a
+// The session channel (issue 5; services/session/channel_frame.hpp): a
 // worker's framed-bytes fast path to its session. The frame header's codec;
 // a Client on the channel gets the same answers as one on the middleman;
 // what a raw socket can send (garbage, frames before attach, wrong tickets,
@@ -13,9 +13,9 @@
 
 #include "schema/codec_node.hpp"
 #include "services/common/unix_socket_address.hpp"
-#include "services/node/node_config.hpp"
-#include "services/node/session_channel.hpp"
-#include "services/protocol/channel_frame.hpp"
+#include "services/session/node_config.hpp"
+#include "services/session/session_channel.hpp"
+#include "services/session/channel_frame.hpp"
 #include "tests/node_fixture.hpp"
 
 namespace kvrt::test {

@@ -19,7 +19,7 @@
 #include "actors/client.hpp"
 #include "actors/node_runtime.hpp"
 #include "services/common/child_process.hpp"
-#include "services/node/node_descriptor.hpp"
+#include "services/session/node_descriptor.hpp"
 
 namespace kvrt::test {
 

@@ -7,12 +7,12 @@
 // node with GPU pools and a worker process against it.
 #include <filesystem>
 
-#include "actors/session_pools.hpp"
+#include "engine/session_pools.hpp"
 #include "gpu/cuda_pool_store.hpp"
 #include "services/compute/compute_backend.hpp"
 #include "services/identity/layout_loader.hpp"
-#include "services/node/executor_service.hpp"
-#include "services/node/node_config.hpp"
+#include "services/executor/executor_service.hpp"
+#include "services/session/node_config.hpp"
 #include "tests/node_fixture.hpp"
 
 namespace kvrt::test {

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "schema/codec_node.hpp"
-#include "services/node/mapper_view.hpp"
+#include "services/mapper/mapper_view.hpp"
 #include "tests/node_fixture.hpp"
 
 namespace kvrt::test {

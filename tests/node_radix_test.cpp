@@ -5,7 +5,7 @@
 // does not; the budget evicts least-recently-used pages and releases their
 // leases; the node's leases always equal the tree's cached blocks, and
 // nothing leaks once the workers are gone.
-#include "services/node/node_config.hpp"
+#include "services/session/node_config.hpp"
 #include "tests/node_fixture.hpp"
 #include "tests/node_prefix_helpers.hpp"
 

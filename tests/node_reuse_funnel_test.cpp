@@ -4,7 +4,7 @@
 // node_reuse_funnel() joins them into monotone stages. The same script runs
 // against the hash-chain and the radix index owner, and the expected figures
 // are counted from the script's own steps.
-#include "services/node/reuse_funnel_counters.hpp"
+#include "services/reuse/reuse_funnel_counters.hpp"
 #include "tests/node_fixture.hpp"
 #include "tests/node_prefix_helpers.hpp"
 

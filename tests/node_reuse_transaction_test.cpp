@@ -5,7 +5,7 @@
 // values are read independently: the hit's handles from the prefix route,
 // the pools from the session receipt, the leases from the allocator's stats.
 #include "schema/codec_node.hpp"
-#include "services/node/reuse_funnel_counters.hpp"
+#include "services/reuse/reuse_funnel_counters.hpp"
 #include "tests/node_fixture.hpp"
 #include "tests/node_prefix_helpers.hpp"
 

@@ -6,9 +6,9 @@
 #include <map>
 #include <random>
 
-#include "services/node/allocator_service.hpp"
-#include "services/node/authorization_service.hpp"
-#include "services/node/prefix_service.hpp"
+#include "services/allocator/allocator_service.hpp"
+#include "services/authorization/authorization_service.hpp"
+#include "services/prefix/prefix_service.hpp"
 #include "tests/identity_fixtures.hpp"
 
 namespace kvrt::test {

@@ -12,7 +12,7 @@
 
 #include "services/prefix/block_hash.hpp"
 #include "services/prefix/prefix_lengths.hpp"
-#include "services/receipts/physical_block_handle.hpp"
+#include "services/common/physical_block_handle.hpp"
 
 namespace kvrt::test {
 

@@ -5,7 +5,7 @@
 // literal model of vLLM v1's block pool (tests/prefix_vllm_model.hpp), with
 // every state field reconciled and validate() after every op under both
 // profiles; bad lines change nothing.
-#include "services/replay/prefix_replay.hpp"
+#include "tools/replay/prefix_replay.hpp"
 
 #include <sys/wait.h>
 

@@ -2,7 +2,7 @@
 // its expected output value for value, through the library under both
 // profiles and through the kvrt binary; random traces built from the format's
 // rules keep every state field reconciled; bad lines change nothing.
-#include "services/replay/radix_replay.hpp"
+#include "tools/replay/radix_replay.hpp"
 
 #include <sys/wait.h>
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "services/common/units.hpp"
-#include "services/report/run_report.hpp"
+#include "tools/report/run_report.hpp"
 #include "services/telemetry/reuse_funnel.hpp"
 #include "tests/report_xml.hpp"
 

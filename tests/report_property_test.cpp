@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "services/report/report_format.hpp"
-#include "services/report/report_latency.hpp"
-#include "services/report/report_render.hpp"
-#include "services/report/svg_canvas.hpp"
+#include "tools/report/report_format.hpp"
+#include "tools/report/report_latency.hpp"
+#include "tools/report/report_render.hpp"
+#include "tools/report/svg_canvas.hpp"
 #include "tests/report_fixture.hpp"
 
 using namespace kvrt;

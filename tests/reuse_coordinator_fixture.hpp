@@ -1,12 +1,12 @@
 #pragma once
-// Scripted owner answers for ReuseBatchRun (services/node/reuse_coordinator.hpp),
+// Scripted owner answers for ReuseBatchRun (services/reuse/reuse_batch_run.hpp),
 // built from the [reuse] fixture's happy scenario (a 32-token request whose
 // first 16 tokens are cached as one bundle of two groups, pools 1 and 2 at
 // generation 3): the [reuse][coordinator] tests and their property tests.
 #include <catch2/catch.hpp>
 
 #include "reuse_fixture.hpp"
-#include "services/node/reuse_coordinator.hpp"
+#include "services/reuse/reuse_batch_run.hpp"
 
 namespace kvrt::test {
 

@@ -1,5 +1,5 @@
 // [reuse][coordinator][property] Seeded random batches through ReuseBatchRun
-// (services/node/reuse_coordinator.hpp) against simulated owners. Each op
+// (services/reuse/reuse_batch_run.hpp) against simulated owners. Each op
 // is a hash-chain or radix candidate request; each owner answers at random:
 // grant or deny, hit or miss, lease or refuse (blocks, then the path), a
 // moved version, a drifted kernel ABI, or no answer at all (a transport

@@ -1,4 +1,4 @@
-// [reuse][coordinator] ReuseBatchRun (services/node/reuse_coordinator.hpp):
+// [reuse][coordinator] ReuseBatchRun (services/reuse/reuse_batch_run.hpp):
 // the node's sequencing of the executable-reuse transaction (0x0CD) over a
 // batch, driven here with scripted owner answers built from the [reuse]
 // fixture's happy scenario (a 32-token request whose first 16 tokens are

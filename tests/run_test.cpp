@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/engine_worker.hpp"
-#include "services/node/node_config.hpp"
-#include "services/run/run_config.hpp"
-#include "services/workload/workload.hpp"
+#include "engine/engine_worker.hpp"
+#include "services/session/node_config.hpp"
+#include "tools/run/run_config.hpp"
+#include "tools/workload/workload.hpp"
 #include "tests/node_fixture.hpp"
 
 using namespace kvrt;

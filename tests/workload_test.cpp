@@ -1,10 +1,10 @@
-// Workload files (issue 8, services/workload/workload.hpp): every shipped file
+// Workload files (issue 8, tools/workload/workload.hpp): every shipped file
 // loads; expansion is deterministic and independent of the worker count; the
 // figures a run reports (requests, requested tokens, T_max) match a closed-form
 // derivation from the file's sizes; shared prefixes are shared exactly where
 // the format promises; bad files give typed errors naming file, line and
 // field; and randomly mutated files never crash the loader.
-#include "services/workload/workload.hpp"
+#include "tools/workload/workload.hpp"
 
 #include <catch2/catch.hpp>
 #include <filesystem>

@@ -9,7 +9,7 @@
 #include "apps/kvrt/ledger_render.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
 #include "services/identity/layout_loader.hpp"
-#include "services/ledger/ledger_scenario.hpp"
+#include "tools/ledger/ledger_scenario.hpp"
 
 namespace kvrt::app {
 namespace {

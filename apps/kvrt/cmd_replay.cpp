@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "apps/kvrt/subcommand_registry.hpp"
-#include "services/replay/prefix_replay.hpp"
-#include "services/replay/radix_replay.hpp"
+#include "tools/replay/prefix_replay.hpp"
+#include "tools/replay/radix_replay.hpp"
 
 namespace kvrt::app {
 namespace {

@@ -14,7 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "actors/run_driver.hpp"
+#include "tools/run/run_driver.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
 
 namespace kvrt::app {

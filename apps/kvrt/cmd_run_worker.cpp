@@ -1,17 +1,17 @@
 // `kvrt run-worker`: one worker process of `kvrt run` (issue 8), started by
 // the run driver, not by hand. It loads the run config (for the model), the
 // workload and its share of the jobs, serves them as an engine loop through
-// the node (actors/engine_worker.hpp), prints progress lines on stdout
+// the node (engine/engine_worker.hpp), prints progress lines on stdout
 // ("progress <requests done> <requests total> <rows computed>") and writes
 // its result as JSON to --result.
 #include <fstream>
 #include <iostream>
 #include <memory>
 
-#include "actors/engine_worker.hpp"
+#include "engine/engine_worker.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
-#include "services/run/run_config.hpp"
-#include "services/tracing/chrome_trace.hpp"
+#include "tools/run/run_config.hpp"
+#include "services/telemetry/chrome_trace.hpp"
 
 namespace kvrt::app {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "actors/client.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
-#include "services/node/reuse_funnel_counters.hpp"
+#include "services/reuse/reuse_funnel_counters.hpp"
 
 namespace kvrt::app {
 namespace {

@@ -1,13 +1,13 @@
 // `kvrt worker --node PATH [--principal NAME | --token-file F] [--workload
 // options] [--duration S] [--seed N] [--json]`: one worker process running a
-// random shared-prefix workload against a node (actors/worker_runtime.hpp).
+// random shared-prefix workload against a node (engine/worker_runtime.hpp).
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "actors/worker_runtime.hpp"
+#include "engine/worker_runtime.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
-#include "services/tracing/chrome_trace.hpp"
+#include "services/telemetry/chrome_trace.hpp"
 
 namespace kvrt::app {
 namespace {

@@ -6,8 +6,8 @@
 #include <optional>
 #include <ostream>
 
-#include "services/ledger/capacity_pressure.hpp"
-#include "services/ledger/ledger_report.hpp"
+#include "tools/ledger/capacity_pressure.hpp"
+#include "tools/ledger/ledger_report.hpp"
 
 namespace kvrt::app {
 

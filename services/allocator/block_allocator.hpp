@@ -36,8 +36,8 @@
 #include "services/allocator/payload_store.hpp"
 #include "services/common/result.hpp"
 #include "services/common/state_digest.hpp"
-#include "services/receipts/allocation_receipt.hpp"
-#include "services/receipts/release_result.hpp"
+#include "services/allocator/allocation_receipt.hpp"
+#include "services/allocator/release_result.hpp"
 
 namespace kvrt {
 

@@ -19,7 +19,7 @@
 // G rows per K/V head (2 in the reference model) compute 8 score columns,
 // not 16, and 2 output rows, not 6.
 //
-// Batch invariance (services/model/reference_model.cpp relies on it): every
+// Batch invariance (engine/model/reference_model.cpp relies on it): every
 // value of column r is the same chain of lane-wise operations whatever m_pad
 // or the tile shape is: the score is 0 + k[0]q[0] + k[1]q[1] + ... in lane
 // order of x (one multiply-add per step, the same expression in every tile

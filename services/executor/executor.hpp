@@ -1,6 +1,6 @@
 #pragma once
 // The kernel executor owner (issue 7; spec 0x0A-0x0BN), CPU side: one include
-// for a caller (the executor's actor, the reference model of services/model/).
+// for a caller (the executor's actor, the reference model of engine/model/).
 // Plain C++: no CAF, no Cap'n Proto, no CUDA.
 //
 // Reading K/V (where the allocator and mapper put it):

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "services/common/result.hpp"
-#include "services/receipts/mapped_frontier_receipt.hpp"
+#include "services/mapper/mapped_frontier_receipt.hpp"
 
 namespace kvrt {
 

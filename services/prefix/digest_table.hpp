@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "services/prefix/block_hash.hpp"
-#include "services/receipts/physical_block_handle.hpp"
+#include "services/common/physical_block_handle.hpp"
 
 namespace kvrt {
 

@@ -40,7 +40,7 @@
 #include "services/prefix/prefix_lengths.hpp"
 #include "services/prefix/prefix_scope.hpp"
 #include "services/prefix/publication_target.hpp"
-#include "services/receipts/prefix_match_receipt.hpp"
+#include "services/prefix/prefix_match_receipt.hpp"
 
 namespace kvrt {
 

@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "services/common/result.hpp"
-#include "services/receipts/prefix_match_receipt.hpp"
+#include "services/prefix/prefix_match_receipt.hpp"
 
 namespace kvrt {
 

@@ -22,7 +22,7 @@
 
 #include "services/radix/edge_store.hpp"
 #include "services/radix/radix_options.hpp"
-#include "services/receipts/receipt_ids.hpp"
+#include "services/common/receipt_ids.hpp"
 
 namespace kvrt {
 

@@ -31,8 +31,8 @@
 #include "services/common/ids.hpp"
 #include "services/common/result.hpp"
 #include "services/radix/radix_tree.hpp"
-#include "services/receipts/prefix_match_receipt.hpp"
-#include "services/receipts/receipt_ids.hpp"
+#include "services/prefix/prefix_match_receipt.hpp"
+#include "services/common/receipt_ids.hpp"
 
 namespace kvrt {
 

@@ -25,7 +25,7 @@
 #include "services/radix/radix_mutation_receipt.hpp"
 #include "services/radix/radix_tree.hpp"
 #include "services/radix/token_slot_pool.hpp"
-#include "services/receipts/radix_handoff_receipt.hpp"
+#include "services/radix/radix_handoff_receipt.hpp"
 
 namespace kvrt {
 

@@ -16,7 +16,7 @@
 #include "services/common/ids.hpp"
 #include "services/common/state_digest.hpp"
 #include "services/radix/radix_tree.hpp"
-#include "services/receipts/receipt_ids.hpp"
+#include "services/common/receipt_ids.hpp"
 
 namespace kvrt {
 

@@ -5,7 +5,7 @@
 
 #include "services/common/state_digest.hpp"
 #include "services/radix/edge_segment.hpp"
-#include "services/receipts/receipt_ids.hpp"
+#include "services/common/receipt_ids.hpp"
 
 namespace kvrt {
 

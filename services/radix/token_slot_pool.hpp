@@ -21,7 +21,7 @@
 #include "services/common/result.hpp"
 #include "services/common/state_digest.hpp"
 #include "services/radix/radix_options.hpp"
-#include "services/receipts/receipt_ids.hpp"
+#include "services/common/receipt_ids.hpp"
 
 namespace kvrt {
 

@@ -35,9 +35,9 @@
 #include "services/common/error.hpp"
 #include "services/identity/cache_compatibility_manifest.hpp"
 #include "services/identity/compatibility_manifest_builder.hpp"
-#include "services/receipts/executable_reuse_receipt.hpp"
-#include "services/receipts/prompt_module_receipt.hpp"
-#include "services/receipts/session_reuse_receipt.hpp"
+#include "services/reuse/executable_reuse_receipt.hpp"
+#include "services/reuse/prompt_module_receipt.hpp"
+#include "services/reuse/session_reuse_receipt.hpp"
 
 namespace kvrt {
 

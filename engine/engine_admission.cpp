@@ -1,0 +1,238 @@
+// Steps 1-3 of the engine loop (issue 8): cache-aware admission, one prefix
+// message, allocation with the hits, then prefill, commit, early publication
+// and the fork of sampling branches. See engine_loop.hpp.
+#include <algorithm>
+
+#include "engine/engine_loop.hpp"
+
+namespace kvrt::engine {
+
+Status EngineLoop::admit() {
+  uint32_t budget = live_.size() < o_.in_flight ? o_.in_flight - static_cast<uint32_t>(live_.size()) : 0;
+  // Cache-aware admission: while no request of this worker has yet started
+  // with a given first block, only one such request is admitted per
+  // iteration; the others wait one iteration and then find its published
+  // prefix instead of computing the same rows side by side (SGLang's
+  // in-batch prefix deduplication). With reuse off nothing waits.
+  std::vector<PendingRequest> fresh, deferred;
+  std::set<FirstBlockKey> batch_keys;
+  while (!ready_.empty() && (budget >= ready_.front().branches || (live_.empty() && fresh.empty()))) {
+    PendingRequest p = std::move(ready_.front());
+    ready_.pop_front();
+    if (o_.reuse && p.prompt.size() > P_) {
+      FirstBlockKey key{p.job->namespace_name, std::vector<TokenId>(p.prompt.begin(), p.prompt.begin() + P_)};
+      if (!seeded_keys_.contains(key) && !batch_keys.insert(std::move(key)).second) {
+        deferred.push_back(std::move(p));
+        continue;
+      }
+    }
+    budget -= std::min(budget, p.branches);
+    fresh.push_back(std::move(p));
+  }
+  for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) ready_.push_front(std::move(*it));
+  seeded_keys_.insert(batch_keys.begin(), batch_keys.end());
+  if (fresh.empty()) return release_receipts();
+
+  // 1. One reuse message for every new request: the node runs the
+  // executable-reuse transaction (0x0CD) for each (authorization before
+  // lookup, candidate, leases, versions, mapping, snapshot) and answers a
+  // receipt whose blocks are leased to this session, or the step and reason
+  // that ended the attempt. The same message ends the previous iteration's
+  // receipts (steps 9-10): their blocks are the requests' own by now, and
+  // their leases go back.
+  std::vector<uint32_t> hits(fresh.size(), 0);
+  std::vector<std::vector<PhysicalBlockHandle>> hit_handles(fresh.size());
+  std::vector<std::optional<FunnelOutcome>> attempt(fresh.size());
+  std::vector<std::optional<ExecutionSnapshotVersion>> receipt_of(fresh.size());
+  if (o_.reuse) {
+    ReuseBatch tx{next_trace(), {}};
+    const size_t first = add_releases(tx);
+    for (const PendingRequest& p : fresh)
+      tx.ops.push_back(ReuseAcquireOp{p.job->namespace_name, RequestId{0}, RequestGeneration{0}, p.prompt,
+                                      LogitsPath::logits_required, false});
+    auto reused = call_reuse(tx);
+    if (!reused.ok()) return reused.error();
+    if (reused->outcomes.size() != tx.ops.size())
+      return make_error(ErrorCode::rpc_failed, "the reuse receipt answers another number of ops", "reuse");
+    KVRT_TRY(check_releases(*reused, first));
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      const ReuseOutcome& o = reused->outcomes[first + i];
+      if (const auto* r = std::get_if<ExecutableReuseReceipt>(&o)) {
+        hits[i] = r->covered_interval.end;
+        hit_handles[i] = r->physical_handles;
+        receipt_of[i] = r->execution_snapshot_version;
+        attempt[i] = FunnelOutcome::hit();
+      } else if (const auto* rej = std::get_if<ReuseRejectionReceipt>(&o)) {
+        attempt[i] = FunnelOutcome::rejected(rej->reason);
+      } else {
+        note_error(std::get<Error>(o));
+      }
+    }
+  }
+
+  // 2. Allocate with the receipts' blocks, which the leases keep current.
+  AllocatorBatch alloc{next_trace(), {}};
+  for (size_t i = 0; i < fresh.size(); ++i)
+    alloc.ops.push_back(AllocateOp{static_cast<uint32_t>(fresh[i].prompt.size()), hit_handles[i], std::nullopt});
+  auto allocated_result = call_allocator(alloc);
+  if (!allocated_result.ok()) return allocated_result.error();
+  AllocatorBatchReceipt allocated = std::move(allocated_result).value();
+  std::vector<LiveRequest> admitted;
+  std::vector<PendingRequest> sources;
+  std::vector<PendingRequest> requeue;
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    const auto* receipt = std::get_if<AllocationReceipt>(&allocated.outcomes[i]);
+    // A reuse receipt whose blocks this allocation did not take ends next
+    // iteration as not executed; one whose blocks it took ends after the
+    // prefill (which reads them), see the publication below.
+    const bool took = receipt != nullptr && receipt->outcome == AllocationOutcome::committed;
+    if (receipt_of[i] && !took) pending_releases_.push_back(ReuseReleaseOp{*receipt_of[i], false});
+    if (receipt == nullptr) {
+      // Refused outright (a leased hit cannot have gone stale): the request
+      // is not served; the run counts the error and the missing request.
+      note_error(std::get<Error>(allocated.outcomes[i]));
+      ++failed_requests_;
+      continue;
+    }
+    if (receipt->outcome != AllocationOutcome::committed) {
+      // No room now: retried next iteration with a new attempt.
+      ++result_.out_of_capacity_retries;
+      requeue.push_back(std::move(fresh[i]));
+      continue;
+    }
+    // One funnel record per attempt whose allocation settled.
+    if (attempt[i]) funnel_.record(*attempt[i]);
+    LiveRequest r;
+    r.job = fresh[i].job;
+    r.turn = fresh[i].turn;
+    r.tokens = fresh[i].prompt;
+    r.prompt_tokens = static_cast<uint32_t>(r.tokens.size());
+    r.decode_target = fresh[i].decode_tokens;
+    r.hit_tokens = hits[i];
+    r.reuse_snapshot = receipt_of[i];
+    r.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
+    r.blocks.slots.resize(groups_);
+    KVRT_TRY(apply_entries(r, receipt->published_entries));
+    admitted.push_back(std::move(r));
+    sources.push_back(std::move(fresh[i]));
+  }
+  // Refused requests go back to the front, in order, for the next iteration.
+  for (auto it = requeue.rbegin(); it != requeue.rend(); ++it) ready_.push_front(std::move(*it));
+  if (admitted.empty()) return Status::success();
+  return prefill(admitted, sources);
+}
+
+// 3. Prefill every admitted request's suffix in one batched forward, commit
+// the rows, choose the first tokens and fork the sampling branches.
+Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<PendingRequest>& sources) {
+  std::vector<model::ForwardChunk> chunks;
+  for (const LiveRequest& r : admitted) chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.hit_tokens});
+  auto logits_result = model_.forward(shared_, chunks);
+  if (!logits_result.ok()) return logits_result.error();
+  std::vector<std::vector<float>> logits = std::move(logits_result).value();
+  AllocatorBatch commit{next_trace(), {}};
+  for (LiveRequest& r : admitted) {
+    result_.prefill_rows_computed += r.prompt_tokens - r.hit_tokens;
+    result_.prefill_rows_reused += r.hit_tokens;
+    result_.prompt_tokens += r.prompt_tokens;
+    commit.ops.push_back(CommitRowsOp{r.fence, r.prompt_tokens});
+  }
+  auto committed_result = call_allocator(commit);
+  if (!committed_result.ok()) return committed_result.error();
+  AllocatorBatchReceipt committed = std::move(committed_result).value();
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    LiveRequest& r = admitted[i];
+    if (const auto* c = std::get_if<AllocationReceipt>(&committed.outcomes[i])) {
+      r.fence.table_version = c->table_version_after;
+      r.cached_rows = r.prompt_tokens;
+      r.exact_rows = r.prompt_tokens;
+    } else {
+      note_error(std::get<Error>(committed.outcomes[i]));
+      r.failed = true;
+    }
+  }
+
+  // The prompt's full blocks are published as soon as their rows are
+  // committed (not when the request ends), so a request admitted in the next
+  // iteration already finds them: the vLLM habit of caching a block once it
+  // is full. A request that reused a receipt's blocks publishes them as that
+  // attempt's successor (0x0CD step 10) in the next reuse message, whose
+  // successor stage runs before its lookups; the others through the prefix
+  // owner now. Every receipt's attempt ends executed: the prefill read its rows.
+  if (o_.reuse) {
+    PrefixBatch publish{next_trace(), {}};
+    for (LiveRequest& r : admitted) {
+      const uint32_t first = r.hit_tokens / P_, full = r.cached_rows / P_;
+      const bool publishes = !r.failed && full > first;
+      if (r.reuse_snapshot) {
+        ReuseReleaseOp end{*r.reuse_snapshot, true};
+        if (publishes) {
+          end.successor = ReuseSuccessor{r.fence.request,
+                                         std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), full};
+          pending_successors_.insert(r.fence.request.value);
+        }
+        pending_releases_.push_back(std::move(end));
+        r.reuse_snapshot.reset();
+      } else if (publishes) {
+        publish.ops.push_back(PrefixPublishOp{r.job->namespace_name, r.fence.request,
+                                              std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_),
+                                              first, full});
+      }
+      r.published_blocks = std::max(first, full);
+    }
+    KVRT_TRY(publish_batch(publish));
+  }
+
+  // Fork branches share every prompt block by reference (0x05C); each branch
+  // starts from another of the best first tokens and then decodes greedily.
+  AllocatorBatch fork{next_trace(), {}};
+  std::vector<std::pair<size_t, uint32_t>> fork_of;  // (admitted index, branch)
+  std::vector<std::vector<TokenId>> firsts(admitted.size());
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    const uint32_t branches = admitted[i].failed ? 1 : sources[i].branches;
+    firsts[i] = model::ranked_tokens(logits[i], branches);
+    for (uint32_t b = 1; b < branches; ++b) {
+      fork.ops.push_back(ForkOp{admitted[i].fence});
+      fork_of.emplace_back(i, b);
+    }
+  }
+  std::vector<LiveRequest> children;
+  if (!fork.ops.empty()) {
+    auto forked_result = call_allocator(fork);
+    if (!forked_result.ok()) return forked_result.error();
+    AllocatorBatchReceipt forked = std::move(forked_result).value();
+    for (size_t k = 0; k < fork_of.size(); ++k) {
+      const auto [i, b] = fork_of[k];
+      const auto* receipt = std::get_if<AllocationReceipt>(&forked.outcomes[k]);
+      if (receipt == nullptr || receipt->outcome != AllocationOutcome::committed) {
+        if (receipt == nullptr)
+          note_error(std::get<Error>(forked.outcomes[k]));
+        else
+          ++result_.out_of_capacity_retries;
+        ++failed_requests_;  // this branch is not served; the run reports it
+        continue;
+      }
+      LiveRequest child = admitted[i];
+      child.branch = b;
+      child.hit_tokens = 0;  // its prompt rows are shared by the fork, not found by the index
+      child.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
+      child.blocks.slots.assign(groups_, {});
+      KVRT_TRY(apply_entries(child, receipt->published_entries));
+      child.tokens.push_back(firsts[i][b]);
+      child.generated = 1;
+      ++result_.forked_requests;
+      result_.prompt_tokens += child.prompt_tokens;
+      result_.prefill_rows_forked += child.prompt_tokens;
+      children.push_back(std::move(child));
+    }
+  }
+  for (size_t i = 0; i < admitted.size(); ++i) {
+    admitted[i].tokens.push_back(firsts[i][0]);
+    admitted[i].generated = 1;
+    live_.push_back(std::move(admitted[i]));
+  }
+  for (LiveRequest& c : children) live_.push_back(std::move(c));
+  return Status::success();
+}
+
+}  // namespace kvrt::engine

@@ -1,0 +1,205 @@
+// Steps 4-5 of the engine loop (issue 8): one decode row per live request,
+// then verification, publication, release and the next chat turn. See
+// engine_loop.hpp.
+#include <algorithm>
+#include <climits>
+#include <map>
+
+#include "engine/engine_loop.hpp"
+
+namespace kvrt::engine {
+
+// 4. One decode row for every live request that needs one: batched appends
+// (the allocator copies a shared tail before the first divergent write), one
+// batched forward writing the rows, batched commits.
+Status EngineLoop::decode_step() {
+  AllocatorBatch append{next_trace(), {}};
+  std::vector<LiveRequest*> stepping;
+  for (LiveRequest& r : live_) {
+    if (r.failed || r.generated >= r.decode_target) continue;
+    append.ops.push_back(AppendOp{r.fence, {}, std::nullopt});
+    stepping.push_back(&r);
+  }
+  if (stepping.empty()) return Status::success();
+  auto appended_result = call_allocator(append);
+  if (!appended_result.ok()) return appended_result.error();
+  AllocatorBatchReceipt appended = std::move(appended_result).value();
+  std::vector<LiveRequest*> writing;
+  for (size_t i = 0; i < stepping.size(); ++i) {
+    LiveRequest& r = *stepping[i];
+    const auto* receipt = std::get_if<AllocationReceipt>(&appended.outcomes[i]);
+    if (receipt == nullptr) {
+      note_error(std::get<Error>(appended.outcomes[i]));
+      r.failed = true;
+      continue;
+    }
+    if (receipt->outcome != AllocationOutcome::committed) {
+      ++result_.out_of_capacity_retries;  // retried next iteration
+      continue;
+    }
+    r.fence.generation = receipt->request_generation;
+    r.fence.table_version = receipt->table_version_after;
+    result_.copy_on_write_rows += receipt->copied_rows;
+    KVRT_TRY(apply_entries(r, receipt->published_entries));
+    if (receipt->context_tokens_after != r.cached_rows + 1) {
+      note_error(make_error(
+          ErrorCode::invariant_violated,
+          "append receipt context " + std::to_string(receipt->context_tokens_after) + " is not cached rows + 1",
+          "context_tokens_after"));
+      r.failed = true;
+      continue;
+    }
+    writing.push_back(&r);
+  }
+  if (writing.empty()) return Status::success();
+  auto logits_result = decode_rows(writing);
+  if (!logits_result.ok()) return logits_result.error();
+  std::vector<std::vector<float>> logits = std::move(logits_result).value();
+  AllocatorBatch commit{next_trace(), {}};
+  for (size_t i = 0; i < writing.size(); ++i) {
+    LiveRequest& r = *writing[i];
+    ++result_.decode_rows_computed;
+    r.cached_rows += 1;
+    r.tokens.push_back(model::greedy_token(logits[i]));
+    ++r.generated;
+    commit.ops.push_back(CommitRowsOp{r.fence, r.cached_rows});
+  }
+  auto committed_result = call_allocator(commit);
+  if (!committed_result.ok()) return committed_result.error();
+  AllocatorBatchReceipt committed = std::move(committed_result).value();
+  for (size_t i = 0; i < writing.size(); ++i) {
+    if (const auto* c = std::get_if<AllocationReceipt>(&committed.outcomes[i])) {
+      writing[i]->fence.table_version = c->table_version_after;
+    } else {
+      note_error(std::get<Error>(committed.outcomes[i]));
+      writing[i]->failed = true;
+    }
+  }
+  return Status::success();
+}
+
+// The decode rows of one step. Requests that hold the same physical blocks
+// for a prefix (the questions over one document, the branches of a fork)
+// decode together with shared-prefix execution (0x0BC): the shared K/V is
+// read once for the group instead of once per request. A chat turn decodes
+// monolithically, because the next turn reuses its decode rows and reuse must
+// stay bitwise (the shared-prefix merge rounds differently, see
+// engine/model/shared_prefix_decode.cpp); rows computed with shared-prefix
+// execution are never published for reuse.
+Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vector<LiveRequest*>& writing) {
+  std::vector<std::vector<float>> logits(writing.size());
+  std::vector<size_t> monolithic;
+  std::map<uint32_t, std::vector<size_t>> by_first_slot;  // group 0's slot of block 0 -> requests
+  for (size_t i = 0; i < writing.size(); ++i) {
+    const LiveRequest& r = *writing[i];
+    if (o_.shared_prefix && r.job->kind != workload::JobKind::chat && r.cached_rows >= P_)
+      by_first_slot[r.blocks.slots[0][0]].push_back(i);
+    else
+      monolithic.push_back(i);
+  }
+  for (auto& [slot, members] : by_first_slot) {
+    // The physical prefix every member holds: blocks equal in every group, and
+    // full (below every member's decode row).
+    uint32_t shared_blocks = UINT32_MAX;
+    for (size_t i : members) shared_blocks = std::min(shared_blocks, writing[i]->cached_rows / P_);
+    for (uint32_t g = 0; g < groups_; ++g)
+      for (size_t i : members) {
+        const auto& a = writing[members.front()]->blocks.slots[g];
+        const auto& b = writing[i]->blocks.slots[g];
+        uint32_t j = 0;
+        while (j < shared_blocks && a[j] == b[j]) ++j;
+        shared_blocks = j;
+      }
+    if (members.size() < 2 || shared_blocks == 0) {
+      monolithic.insert(monolithic.end(), members.begin(), members.end());
+      continue;
+    }
+    std::vector<model::ForwardChunk> chunks;
+    for (size_t i : members)
+      chunks.push_back(model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows});
+    const uint32_t shared_rows = shared_blocks * P_;
+    auto out_result = model_.forward_shared_prefix(shared_, chunks, shared_rows);
+    if (!out_result.ok()) return out_result.error();
+    std::vector<std::vector<float>> out = std::move(out_result).value();
+    result_.shared_prefix_rows_read_once += shared_rows;
+    result_.shared_prefix_rows_per_request += uint64_t{shared_rows} * members.size();
+    for (size_t k = 0; k < members.size(); ++k) {
+      LiveRequest& r = *writing[members[k]];
+      r.shared_prefix_decoded = true;
+      result_.decode_kv_bytes_read += uint64_t{r.cached_rows + 1 - shared_rows} * row_bytes_;
+      logits[members[k]] = std::move(out[k]);
+    }
+    result_.decode_kv_bytes_read += uint64_t{shared_rows} * row_bytes_;
+    ++result_.shared_prefix_batches;
+  }
+  if (!monolithic.empty()) {
+    std::vector<model::ForwardChunk> chunks;
+    for (size_t i : monolithic)
+      chunks.push_back(model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows});
+    auto out_result = model_.forward(shared_, chunks);
+    if (!out_result.ok()) return out_result.error();
+    std::vector<std::vector<float>> out = std::move(out_result).value();
+    for (size_t k = 0; k < monolithic.size(); ++k) {
+      LiveRequest& r = *writing[monolithic[k]];
+      result_.decode_kv_bytes_read += uint64_t{r.cached_rows + 1} * row_bytes_;
+      if (!r.shared_prefix_decoded) r.exact_rows = r.cached_rows + 1;
+      logits[monolithic[k]] = std::move(out[k]);
+    }
+  }
+  return logits;
+}
+
+// 5. Finished requests: verified against a no-reuse replay, their full blocks
+// published (a later turn or question finds them), released; a chat's next
+// turn becomes ready with the conversation so far.
+Status EngineLoop::finish() {
+  PrefixBatch publish{next_trace(), {}};
+  AllocatorBatch release{next_trace(), {}};
+  std::vector<LiveRequest> remaining, done;
+  for (LiveRequest& r : live_) {
+    if (!r.failed && r.generated < r.decode_target) {
+      remaining.push_back(std::move(r));
+      continue;
+    }
+    if (!r.failed && o_.verify) verify(r);
+    const uint32_t first = std::max(r.published_blocks, r.hit_tokens / P_);
+    const uint32_t full = std::min(r.cached_rows, r.exact_rows) / P_;
+    if (!r.failed && o_.reuse && full > first)
+      publish.ops.push_back(PrefixPublishOp{r.job->namespace_name, r.fence.request,
+                                            std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), first,
+                                            full});
+    release.ops.push_back(ReleaseOp{r.fence, r.failed ? ReleaseReason::cancelled : ReleaseReason::finished});
+    done.push_back(std::move(r));
+  }
+  live_ = std::move(remaining);
+  if (done.empty()) return Status::success();
+  // A request whose prompt blocks still wait to be published as its reuse
+  // attempt's successor has them sent now, while it still holds them.
+  for (const LiveRequest& r : done)
+    if (pending_successors_.contains(r.fence.request.value)) {
+      KVRT_TRY(release_receipts());
+      break;
+    }
+  KVRT_TRY(publish_batch(publish));
+  auto released_result = call_allocator(release);
+  if (!released_result.ok()) return released_result.error();
+  AllocatorBatchReceipt released = std::move(released_result).value();
+  for (size_t i = 0; i < done.size(); ++i) {
+    if (const auto* e = std::get_if<Error>(&released.outcomes[i])) note_error(*e);
+    LiveRequest& r = done[i];
+    if (r.failed) {
+      ++failed_requests_;
+      continue;
+    }
+    ++result_.requests;
+    result_.decode_tokens += r.generated;
+    if (r.job->kind == workload::JobKind::chat && r.turn + 1 < r.job->turns.size())
+      ready_.push_back(turn_request(*r.job, r.turn + 1, r.tokens));
+  }
+  if (o_.on_progress)
+    o_.on_progress(EngineProgress{result_.requests, result_.requests_total,
+                                  result_.prefill_rows_computed + result_.decode_rows_computed});
+  return Status::success();
+}
+
+}  // namespace kvrt::engine

@@ -1,0 +1,248 @@
+// The engine loop of a `kvrt run` worker (issue 8): the loop itself, the job
+// queue, and the calls to the node with their receipt latencies.
+#include "engine/engine_loop.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "engine/engine_replay.hpp"
+
+namespace kvrt::engine {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double micros_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+EngineLoop::EngineLoop(Client& client, const model::ReferenceModel& model, model::ModelKvCache& shared,
+                       const EngineOptions& o, std::vector<const workload::Job*> jobs)
+    : client_(client),
+      model_(model),
+      shared_(shared),
+      o_(o),
+      jobs_(std::move(jobs)),
+      P_(shared.layout().allocator_block_size),
+      groups_(static_cast<uint32_t>(shared.layout().cache_groups.size())),
+      row_bytes_(shared.layout().row_bytes()) {
+  result_.worker = o.worker_name;
+  for (const workload::Job* job : jobs_) {
+    result_.requests_total += job->kind == workload::JobKind::fork ? job->branches : job->turns.size();
+    enqueue_job(*job);
+  }
+}
+
+Result<EngineResult> EngineLoop::run() {
+  const Clock::time_point start = Clock::now();
+  KVRT_TRY(authorize_namespaces());
+  if (o_.on_progress) o_.on_progress(EngineProgress{0, result_.requests_total, 0});
+  Clock::time_point stalled_since = Clock::now();
+  while (!ready_.empty() || !live_.empty()) {
+    const uint64_t before = progress_marker();
+    KVRT_TRY(admit());
+    KVRT_TRY(decode_step());
+    KVRT_TRY(finish());
+    if (progress_marker() != before) {
+      stalled_since = Clock::now();
+    } else {
+      // Nothing moved: every admission and append was refused for capacity
+      // (other workers hold the blocks). Wait for them; a pool too small
+      // for even one request is a configuration error, not a hang.
+      if (Clock::now() - stalled_since > std::chrono::seconds(30))
+        return make_error(ErrorCode::run_stalled,
+                          o_.worker_name + " made no progress for 30 s: the pools cannot hold its requests",
+                          "blocks_per_group");
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  KVRT_TRY(release_receipts());
+  result_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return result_;
+}
+
+uint64_t EngineLoop::progress_marker() const {
+  return result_.requests + result_.prefill_rows_computed + result_.decode_rows_computed + failed_requests_;
+}
+
+void EngineLoop::enqueue_job(const workload::Job& job) {
+  switch (job.kind) {
+    case workload::JobKind::chat:
+      if (!job.turns.empty()) ready_.push_back(turn_request(job, 0, job.prefix));
+      break;
+    case workload::JobKind::fork: {
+      PendingRequest p = turn_request(job, 0, job.prefix);
+      p.branches = std::max<uint32_t>(1, job.branches);
+      ready_.push_back(std::move(p));
+      break;
+    }
+    case workload::JobKind::few_shot:
+    case workload::JobKind::long_document:
+      // Independent questions over one shared prefix.
+      for (uint32_t t = 0; t < job.turns.size(); ++t) ready_.push_back(turn_request(job, t, job.prefix));
+      break;
+  }
+}
+
+PendingRequest EngineLoop::turn_request(const workload::Job& job, uint32_t turn, const std::vector<TokenId>& history) {
+  PendingRequest p;
+  p.job = &job;
+  p.turn = turn;
+  p.prompt = history;
+  const workload::Turn& t = job.turns.at(turn);
+  p.prompt.insert(p.prompt.end(), t.user_tokens.begin(), t.user_tokens.end());
+  p.decode_tokens = std::max<uint32_t>(1, t.decode_tokens);
+  return p;
+}
+
+TraceContext EngineLoop::next_trace() { return TraceContext{(uint64_t(::getpid()) << 32) ^ ++span_, span_, 0}; }
+
+void EngineLoop::note_error(const Error& e) {
+  ++result_.operation_errors;
+  if (result_.first_error.empty()) result_.first_error = e.describe();
+}
+
+Result<AllocatorBatchReceipt> EngineLoop::call_allocator(const AllocatorBatch& batch) {
+  const Clock::time_point t0 = Clock::now();
+  Result<AllocatorBatchReceipt> r = client_.allocator(batch);
+  result_.allocator_us.push_back(micros_since(t0));
+  return r;
+}
+Result<PrefixBatchReceipt> EngineLoop::call_prefix(const PrefixBatch& batch) {
+  const Clock::time_point t0 = Clock::now();
+  Result<PrefixBatchReceipt> r = client_.prefix(batch);
+  result_.prefix_us.push_back(micros_since(t0));
+  return r;
+}
+
+Result<ReuseBatchReceipt> EngineLoop::call_reuse(const ReuseBatch& batch) {
+  const Clock::time_point t0 = Clock::now();
+  Result<ReuseBatchReceipt> r = client_.reuse(batch);
+  result_.reuse_us.push_back(micros_since(t0));
+  return r;
+}
+
+size_t EngineLoop::add_releases(ReuseBatch& batch) {
+  const size_t n = pending_releases_.size();
+  batch.ops.insert(batch.ops.begin(), pending_releases_.begin(), pending_releases_.end());
+  pending_releases_.clear();
+  pending_successors_.clear();
+  return n;
+}
+
+Status EngineLoop::check_releases(const ReuseBatchReceipt& receipt, size_t releases) {
+  if (receipt.outcomes.size() < releases)
+    return make_error(ErrorCode::rpc_failed, "the reuse receipt answers fewer ops than were sent", "reuse");
+  for (size_t i = 0; i < releases; ++i) {
+    if (const auto* e = std::get_if<Error>(&receipt.outcomes[i])) {
+      note_error(*e);
+      continue;
+    }
+    const auto* r = std::get_if<ReuseReleaseReceipt>(&receipt.outcomes[i]);
+    if (r == nullptr) return make_error(ErrorCode::rpc_failed, "a release op was answered out of order", "reuse");
+    // A successor the index refused: its blocks stay unpublished (reuse lost, nothing else).
+    if (r->successor_refused) note_error(*r->successor_refused);
+    // An owner that no longer held a lease: a bookkeeping error somewhere.
+    if (!r->refused.empty())
+      note_error(make_error(ErrorCode::stale_generation,
+                            std::to_string(r->refused.size()) + " lease(s) of snapshot " +
+                                std::to_string(r->snapshot.value) + " were not held",
+                            "leases"));
+  }
+  return Status::success();
+}
+
+Status EngineLoop::release_receipts() {
+  if (pending_releases_.empty()) return Status::success();
+  ReuseBatch release{next_trace(), {}};
+  const size_t n = add_releases(release);
+  auto r = call_reuse(release);
+  if (!r.ok()) return r.error();
+  return check_releases(*r, n);
+}
+
+Status EngineLoop::publish_batch(const PrefixBatch& publish) {
+  if (publish.ops.empty()) return Status::success();
+  auto published = call_prefix(publish);
+  if (!published.ok()) return published.error();
+  for (const PrefixOutcome& o : published->outcomes)
+    if (const auto* e = std::get_if<Error>(&o)) note_error(*e);
+  return Status::success();
+}
+
+Status EngineLoop::authorize_namespaces() {
+  std::set<std::string> names;
+  for (const workload::Job* job : jobs_) names.insert(job->namespace_name);
+  for (const std::string& ns : names) {
+    const Clock::time_point t0 = Clock::now();
+    Result<NamespaceGrantReceipt> grant = client_.authorize(ns, next_trace());
+    result_.authorize_us.push_back(micros_since(t0));
+    if (!grant.ok()) return grant.error();
+  }
+  return Status::success();
+}
+
+uint32_t EngineLoop::group_index(CacheGroupId group) const {
+  for (uint32_t g = 0; g < groups_; ++g)
+    if (shared_.layout().cache_groups[g].group_id == group) return g;
+  return groups_;
+}
+Status EngineLoop::apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries) {
+  for (const TableEntryUpdate& e : entries) {
+    const uint32_t g = group_index(e.handle.group);
+    if (g == groups_)
+      return make_error(ErrorCode::unknown_group, "a receipt names a cache group this layout lacks", "group");
+    auto& slots = r.blocks.slots[g];
+    if (slots.size() <= e.logical_block) slots.resize(e.logical_block + 1);
+    slots[e.logical_block] = e.handle.block.value;  // the node's pools use block id == slot
+  }
+  return Status::success();
+}
+
+void EngineLoop::verify(const LiveRequest& r) {
+  if (replay_cache_ == nullptr) {
+    uint32_t longest = 0;
+    for (const workload::Job* job : jobs_) {
+      uint32_t history = static_cast<uint32_t>(job->prefix.size());
+      for (const workload::Turn& t : job->turns) {
+        const uint32_t context = history + static_cast<uint32_t>(t.user_tokens.size()) + t.decode_tokens;
+        longest = std::max(longest, context);
+        if (job->kind == workload::JobKind::chat) history = context;
+      }
+    }
+    Result<std::unique_ptr<model::LocalModelKvCache>> cache =
+        model::LocalModelKvCache::create(shared_.layout(), (longest + P_ - 1) / P_ + 1);
+    if (!cache.ok()) {
+      note_error(cache.error());
+      return;
+    }
+    replay_cache_ = std::move(*cache);
+  }
+  ReplayedRequest request{&r.blocks, r.tokens,     r.prompt_tokens, r.generated,
+                          r.branch,  r.hit_tokens, r.cached_rows,   std::min(r.exact_rows, r.cached_rows)};
+  Result<ReplayVerdict> verdict = replay_without_reuse(model_, *replay_cache_, shared_, request);
+  if (!verdict.ok()) {
+    note_error(verdict.error());
+    return;
+  }
+  ++result_.requests_verified;
+  if (!verdict->tokens_equal) ++result_.token_mismatches;
+  result_.rows_checked += verdict->rows_checked;
+  result_.reused_rows_checked += verdict->reused_rows_checked;
+  result_.row_mismatches += verdict->row_mismatches;
+  result_.bounded_rows_checked += verdict->bounded_rows_checked;
+  result_.bounded_row_max_difference =
+      std::max(result_.bounded_row_max_difference, verdict->bounded_row_max_difference);
+  result_.reused_row_mismatches += verdict->reused_row_mismatches;
+  if (result_.first_mismatch.empty() && !verdict->first_mismatch.empty())
+    result_.first_mismatch = o_.worker_name + " job " + std::to_string(r.job->id) + " turn " + std::to_string(r.turn) +
+                             " branch " + std::to_string(r.branch) + ": " + verdict->first_mismatch;
+}
+
+}  // namespace kvrt::engine

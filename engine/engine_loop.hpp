@@ -1,0 +1,116 @@
+#pragma once
+// The engine loop of one `kvrt run` worker (issue 8), private to
+// actors/engine_*.cpp: the scheduler state and its steps. The public entry
+// point is run_engine_worker() in engine_worker.hpp.
+//
+//   1. admission: cache-aware choice of ready requests, one reuse message
+//      (the node's executable-reuse transaction, 0x0CD)
+//   2. allocation with the receipts' blocks              (engine_admission.cpp)
+//   3. prefill, commit, early publication, forks
+//   4. one decode row per live request                   (engine_decode.cpp)
+//   5. verification, publication, release, next turn
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/client.hpp"
+#include "engine/engine_worker.hpp"
+
+namespace kvrt::engine {
+
+// A request waiting for admission: a chat turn (whose prompt carries the
+// conversation so far), a question, or a fork job's shared prompt.
+struct PendingRequest {
+  const workload::Job* job = nullptr;
+  uint32_t turn = 0;
+  std::vector<TokenId> prompt;
+  uint32_t decode_tokens = 0;
+  uint32_t branches = 1;
+};
+
+class EngineLoop {
+ public:
+  EngineLoop(Client& client, const model::ReferenceModel& model, model::ModelKvCache& shared, const EngineOptions& o,
+             std::vector<const workload::Job*> jobs);
+  Result<EngineResult> run();
+  const ReuseFunnel& funnel() const { return funnel_; }
+
+ private:
+  struct LiveRequest {
+    const workload::Job* job = nullptr;
+    uint32_t turn = 0;
+    uint32_t branch = 0;          // fork branch; 0 = the request that was prefilled
+    std::vector<TokenId> tokens;  // prompt, then generated
+    uint32_t prompt_tokens = 0;
+    uint32_t decode_target = 0;          // tokens to generate [tokens]
+    uint32_t hit_tokens = 0;             // prompt rows reused from the index [rows]
+    uint32_t cached_rows = 0;            // committed rows [rows]
+    uint32_t generated = 0;              // [tokens]
+    uint32_t published_blocks = 0;       // blocks [0, published_blocks) are in the index [blocks]
+    uint32_t exact_rows = 0;             // rows [0, exact_rows) are bitwise what a no-reuse run computes [rows]
+    bool shared_prefix_decoded = false;  // some decode row came from shared-prefix execution
+    bool failed = false;                 // a typed error ended it; released, not verified
+    // The reuse receipt whose blocks this request took, until the prefill
+    // decides how its attempt ends (0x0CD step 10: plain release, or this
+    // request's prompt blocks published as the attempt's successor).
+    std::optional<ExecutionSnapshotVersion> reuse_snapshot;
+    RequestFence fence;
+    model::SequenceBlocks blocks;  // slots[g][j]
+  };
+  using FirstBlockKey = std::pair<std::string, std::vector<TokenId>>;  // (namespace, first P tokens)
+
+  // engine_loop.cpp: the loop, the job queue and the calls to the node.
+  uint64_t progress_marker() const;
+  void enqueue_job(const workload::Job& job);
+  static PendingRequest turn_request(const workload::Job& job, uint32_t turn, const std::vector<TokenId>& history);
+  TraceContext next_trace();
+  void note_error(const Error& e);
+  Result<AllocatorBatchReceipt> call_allocator(const AllocatorBatch& batch);
+  Result<PrefixBatchReceipt> call_prefix(const PrefixBatch& batch);
+  Result<ReuseBatchReceipt> call_reuse(const ReuseBatch& batch);
+  // Steps 9-10 of the receipts taken so far (their blocks are the requests'
+  // own by now, or the request was not admitted): one release op per
+  // receipt at the head of `batch`; returns how many.
+  size_t add_releases(ReuseBatch& batch);
+  Status check_releases(const ReuseBatchReceipt& receipt, size_t releases);
+  Status release_receipts();  // the same, sent alone
+  Status publish_batch(const PrefixBatch& publish);
+  Status authorize_namespaces();
+  uint32_t group_index(CacheGroupId group) const;
+  Status apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries);
+  void verify(const LiveRequest& r);
+  // engine_admission.cpp: steps 1-3.
+  Status admit();
+  Status prefill(std::vector<LiveRequest>& admitted, std::vector<PendingRequest>& sources);
+  // engine_decode.cpp: steps 4-5.
+  Status decode_step();
+  Result<std::vector<std::vector<float>>> decode_rows(const std::vector<LiveRequest*>& writing);
+  Status finish();
+
+  Client& client_;
+  const model::ReferenceModel& model_;
+  model::ModelKvCache& shared_;
+  const EngineOptions& o_;
+  std::vector<const workload::Job*> jobs_;
+  uint32_t P_, groups_;
+  uint64_t row_bytes_;
+  std::set<FirstBlockKey> seeded_keys_;
+  std::deque<PendingRequest> ready_;
+  std::vector<LiveRequest> live_;
+  EngineResult result_;
+  ReuseFunnel funnel_;  // one record per reuse attempt whose allocation settled (0x0CF)
+  // Executable-reuse receipts whose blocks an allocation has taken (executed)
+  // or that were not used (not executed): released with the next reuse message.
+  std::vector<ReuseReleaseOp> pending_releases_;
+  // Requests whose prompt blocks wait in pending_releases_ as a successor:
+  // one that finishes first has them sent before it is released.
+  std::set<uint64_t> pending_successors_;
+  std::unique_ptr<model::LocalModelKvCache> replay_cache_;
+  uint64_t span_ = 0, failed_requests_ = 0;
+};
+
+}  // namespace kvrt::engine

@@ -1,0 +1,78 @@
+// A worker's EngineResult as JSON: the child process writes it, `kvrt run`
+// reads it back (issue 8). Every field round-trips; a malformed file is a
+// typed error naming the file and the field, never a crash.
+#include <nlohmann/json.hpp>
+
+#include "engine/engine_worker.hpp"
+
+namespace kvrt {
+
+namespace {
+
+#define KVRT_ENGINE_COUNTERS(X)                                                                                       \
+  X(requests)                                                                                                         \
+  X(requests_total) X(prompt_tokens) X(decode_tokens) X(prefill_rows_computed) X(prefill_rows_reused)                 \
+      X(prefill_rows_forked) X(decode_rows_computed) X(decode_kv_bytes_read) X(forked_requests) X(copy_on_write_rows) \
+          X(shared_prefix_batches) X(shared_prefix_rows_read_once) X(shared_prefix_rows_per_request)                  \
+              X(bounded_rows_checked) X(requests_verified) X(token_mismatches) X(rows_checked) X(reused_rows_checked) \
+                  X(row_mismatches) X(reused_row_mismatches) X(out_of_capacity_retries) X(operation_errors)
+
+}  // namespace
+
+std::string engine_result_to_json(const EngineResult& r) {
+  nlohmann::ordered_json j;
+  j["worker"] = r.worker;
+#define KVRT_PUT(name) j[#name] = r.name;
+  KVRT_ENGINE_COUNTERS(KVRT_PUT)
+#undef KVRT_PUT
+  j["first_mismatch"] = r.first_mismatch;
+  j["first_error"] = r.first_error;
+  j["funnel"] = r.funnel.stage;
+  j["rejections"] = r.rejections;
+  j["allocator_us"] = r.allocator_us;
+  j["prefix_us"] = r.prefix_us;
+  j["authorize_us"] = r.authorize_us;
+  j["reuse_us"] = r.reuse_us;
+  j["bounded_row_max_difference"] = r.bounded_row_max_difference;
+  j["wall_s"] = r.wall_s;
+  return j.dump();
+}
+
+Result<EngineResult> engine_result_from_json(const std::string& text, const std::string& origin) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return make_error(ErrorCode::config_parse, origin + ": not a JSON object", origin);
+  EngineResult r;
+  std::string missing;
+  auto read = [&](const char* name, auto& out) {
+    const auto it = j.find(name);
+    if (it == j.end()) {
+      if (missing.empty()) missing = name;
+      return;
+    }
+    try {
+      it->get_to(out);
+    } catch (const nlohmann::json::exception&) {
+      if (missing.empty()) missing = name;
+    }
+  };
+  read("worker", r.worker);
+#define KVRT_GET(name) read(#name, r.name);
+  KVRT_ENGINE_COUNTERS(KVRT_GET)
+#undef KVRT_GET
+  read("first_mismatch", r.first_mismatch);
+  read("first_error", r.first_error);
+  read("funnel", r.funnel.stage);
+  read("rejections", r.rejections);
+  read("allocator_us", r.allocator_us);
+  read("prefix_us", r.prefix_us);
+  read("authorize_us", r.authorize_us);
+  read("reuse_us", r.reuse_us);
+  read("bounded_row_max_difference", r.bounded_row_max_difference);
+  read("wall_s", r.wall_s);
+  if (!missing.empty())
+    return make_error(ErrorCode::config_field, origin + ": missing or mistyped field " + missing, missing);
+  return r;
+}
+
+}  // namespace kvrt

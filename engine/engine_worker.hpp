@@ -1,0 +1,104 @@
+#pragma once
+// One worker of `kvrt run` (issue 8): an engine loop that serves its share
+// of a workload through a node, with the reference model computing real K/V
+// into the node's shared-memory pools. CAF-free: it talks to the node only
+// through kvrt::Client, like an inference engine would.
+//
+// Per request (the engine loop of the issue): prefix match in the request's
+// namespace, allocate with the hit, prefill the suffix (the model writes the
+// suffix rows at the receipt's blocks and attends over the reused prefix
+// read from the pools), commit the rows, decode token by token (batched
+// appends, one batched forward, batched commits; copy-on-write of a shared
+// tail happens in the allocator), fork the branches of a sampling job,
+// publish the request's full blocks, release.
+//
+// Exactness (the verdict of issue 8): before a finished request is released
+// the worker replays it with no reuse and no sharing in a private cache
+// (model::LocalModelKvCache): the same prompt prefilled from row 0, the same
+// number of tokens decoded. The generated tokens must be identical, and every
+// cached row of the request (reused rows counted separately) must be bitwise
+// equal to the recomputed row.
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "services/common/result.hpp"
+#include "engine/model/reference_model.hpp"
+#include "services/session/node_descriptor.hpp"
+#include "services/telemetry/reuse_funnel.hpp"
+#include "tools/workload/workload.hpp"
+
+namespace kvrt {
+
+class ChromeTraceRecorder;
+
+struct EngineProgress {
+  uint64_t requests_done = 0;
+  uint64_t requests_total = 0;
+  uint64_t rows_computed = 0;  // prefill + decode rows the model computed [rows]
+};
+
+struct EngineOptions {
+  std::string worker_name = "worker";
+  std::string token_hex;
+  const workload::Workload* workload = nullptr;
+  uint32_t worker_index = 0;  // this worker's share: jobs_for_worker(index, workers)
+  uint32_t workers = 1;
+  model::ModelConfig model;
+  uint32_t in_flight = 8;     // requests batched per iteration [requests]
+  bool reuse = true;          // false: no lookups and no publication (the no-reuse baseline)
+  bool verify = true;         // replay every request without reuse and compare
+  bool shared_prefix = true;  // decode requests that share physical prefix blocks together (0x0BC)
+  std::function<void(const EngineProgress&)> on_progress;
+  ChromeTraceRecorder* trace = nullptr;
+};
+
+struct EngineResult {
+  std::string worker;
+  uint64_t requests = 0;                        // finished and released
+  uint64_t requests_total = 0;                  // this worker's share
+  uint64_t prompt_tokens = 0;                   // [tokens]
+  uint64_t decode_tokens = 0;                   // generated [tokens]
+  uint64_t prefill_rows_computed = 0;           // [rows]
+  uint64_t prefill_rows_reused = 0;             // prompt rows served by the hash-chain index [rows]
+  uint64_t prefill_rows_forked = 0;             // prompt rows of fork branches, held by reference [rows]
+  uint64_t decode_rows_computed = 0;            // [rows]
+  uint64_t decode_kv_bytes_read = 0;            // K+V bytes the decode attention read [bytes]
+  uint64_t forked_requests = 0;                 // branches created by ForkOp [requests]
+  uint64_t copy_on_write_rows = 0;              // rows the allocator copied for divergent writes [rows]
+  uint64_t shared_prefix_batches = 0;           // decode steps run with shared-prefix execution [batches]
+  uint64_t shared_prefix_rows_read_once = 0;    // shared K/V token rows read once per batch [rows]
+  uint64_t shared_prefix_rows_per_request = 0;  // the same rows, had each request read them [rows]
+  // Exactness.
+  uint64_t requests_verified = 0;
+  uint64_t token_mismatches = 0;
+  uint64_t rows_checked = 0;         // cached rows compared bitwise [rows]
+  uint64_t reused_rows_checked = 0;  // of which reused [rows]
+  uint64_t row_mismatches = 0;
+  uint64_t reused_row_mismatches = 0;
+  // Decode rows computed with shared-prefix execution are compared within
+  // the bound of engine/model/shared_prefix_decode.cpp, not bitwise.
+  uint64_t bounded_rows_checked = 0;      // [rows]
+  double bounded_row_max_difference = 0;  // largest canonical_row_difference seen
+  std::string first_mismatch;
+  // Health.
+  uint64_t out_of_capacity_retries = 0;  // allocations or appends refused for capacity, retried
+  uint64_t operation_errors = 0;
+  std::string first_error;
+  // Reuse funnel (0x0CF) of this worker's lookups.
+  FunnelCounts funnel;
+  std::array<uint64_t, kReuseBucketCount> rejections{};
+  // Receipt latencies seen by this worker [us].
+  std::vector<double> allocator_us, prefix_us, authorize_us, reuse_us;
+  double wall_s = 0;
+};
+
+Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineOptions& options);
+
+// The worker's result as JSON (`kvrt run` reads its workers' results back).
+std::string engine_result_to_json(const EngineResult& result);
+Result<EngineResult> engine_result_from_json(const std::string& text, const std::string& origin);
+
+}  // namespace kvrt

@@ -1,0 +1,456 @@
+#include "engine/worker_runtime.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "actors/client.hpp"
+#include "engine/session_pools.hpp"
+
+namespace kvrt {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The K/V row of position t depends on every token up to t (as a
+// transformer's does), through a running hash of the prefix.
+std::vector<uint64_t> prefix_hashes(const std::vector<TokenId>& tokens) {
+  std::vector<uint64_t> h(tokens.size());
+  uint64_t acc = 0x6b7672742d6b76ull;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    acc = splitmix64(acc ^ (static_cast<uint64_t>(static_cast<uint32_t>(tokens[t])) << 1) ^ (t << 40));
+    h[t] = acc;
+  }
+  return h;
+}
+
+void fill_row(uint64_t prefix_hash, uint32_t group, std::span<uint8_t> row) {
+  for (size_t i = 0; i < row.size(); i += 8) {
+    const uint64_t v = splitmix64(prefix_hash ^ (uint64_t{group} << 56) ^ i);
+    std::memcpy(row.data() + i, &v, std::min<size_t>(8, row.size() - i));
+  }
+}
+
+struct LiveRequest {
+  std::vector<TokenId> tokens;  // prompt, then generated tokens
+  uint32_t prompt_tokens = 0;
+  uint32_t hit_tokens = 0;
+  RequestFence fence;
+  std::vector<std::vector<PhysicalBlockHandle>> table;     // [group][logical block]
+  std::vector<PhysicalBlockHandle> prefix_hit;             // bundle-major
+  std::optional<ExecutionSnapshotVersion> reuse_snapshot;  // the reuse receipt's attempt, if a hit
+  bool successor = false;  // its full prompt blocks were named as that attempt's successor
+  uint32_t decoded = 0;
+};
+
+class Worker {
+ public:
+  Worker(Client& client, shm::SharedPoolStore& store, const WorkerOptions& o, std::string ns)
+      : client_(client),
+        store_(store),
+        o_(o),
+        namespace_(std::move(ns)),
+        rng_(o.seed),
+        groups_(store.group_count()),
+        P_(store.block_tokens()) {
+    std::mt19937_64 shared(o.workload_seed);
+    for (uint32_t s = 0; s < o.system_prompts; ++s) {
+      std::vector<TokenId> p(o.system_prompt_tokens);
+      for (TokenId& t : p) t = static_cast<TokenId>(shared() % 32000);
+      system_prompts_.push_back(std::move(p));
+    }
+  }
+
+  WorkerSummary run() {
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      std::chrono::duration<double>(o_.duration_s));
+    std::vector<LiveRequest> live;
+    while (true) {
+      const bool may_start =
+          std::chrono::steady_clock::now() < deadline && (o_.max_requests == 0 || started_ < o_.max_requests);
+      if (may_start) admit(live);
+      if (live.empty()) {
+        if (!may_start) break;
+        continue;
+      }
+      decode_step(live);
+      finish(live);
+      ++iteration_;
+    }
+    release_receipts();
+    summary_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return summary_;
+  }
+
+ private:
+  // Trace ids are unique per process and iteration, so flows from several
+  // workers never collide in a merged trace.
+  TraceContext next_trace() {
+    return TraceContext{(uint64_t(::getpid()) << 40) ^ (o_.seed << 32) ^ iteration_, ++span_, 0};
+  }
+
+  void note_error(const Error& e) {
+    ++summary_.operation_errors;
+    if (summary_.first_error.empty()) summary_.first_error = e.describe();
+  }
+
+  // Steps 9-10 of a receipt: the node answers which of its leases it
+  // released; one an owner no longer held is an error.
+  void check_release(const ReuseOutcome& o) {
+    if (const auto* e = std::get_if<Error>(&o)) return note_error(*e);
+    const auto* r = std::get_if<ReuseReleaseReceipt>(&o);
+    if (r == nullptr) return note_error(make_error(ErrorCode::rpc_failed, "a release op was answered out of order"));
+    if (!r->refused.empty())
+      note_error(make_error(ErrorCode::stale_generation,
+                            std::to_string(r->refused.size()) + " lease(s) of a reuse receipt were not held",
+                            "leases"));
+    // A successor the index refused stays unpublished: reuse lost, and an
+    // error, since this worker names one only after committing its rows.
+    if (r->successor_refused) note_error(*r->successor_refused);
+    if (r->published_successor) ++summary_.successors_published;
+  }
+
+  // Moves the receipts to end into `batch` (at its front); returns how many.
+  size_t take_releases(ReuseBatch& batch) {
+    const size_t n = pending_releases_.size();
+    batch.ops.insert(batch.ops.begin(), pending_releases_.begin(), pending_releases_.end());
+    pending_releases_.clear();
+    pending_successors_.clear();
+    return n;
+  }
+
+  void release_receipts() {
+    if (pending_releases_.empty()) return;
+    ReuseBatch tx{next_trace(), {}};
+    const size_t n = take_releases(tx);
+    Result<ReuseBatchReceipt> r = client_.reuse(tx);
+    ++summary_.round_trips;
+    if (!r.ok()) return note_error(r.error());
+    if (r->outcomes.size() != n)
+      return note_error(make_error(ErrorCode::rpc_failed, "the release answer has another size"));
+    for (const ReuseOutcome& o : r->outcomes) check_release(o);
+  }
+
+  void apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries) {
+    for (const TableEntryUpdate& e : entries) {
+      const uint32_t g = group_index(e.handle.group);
+      if (r.table[g].size() <= e.logical_block) r.table[g].resize(e.logical_block + 1);
+      r.table[g][e.logical_block] = e.handle;
+    }
+  }
+  uint32_t group_index(CacheGroupId group) const {
+    for (uint32_t g = 0; g < groups_; ++g)
+      if (store_.group(g) == group) return g;
+    return 0;
+  }
+
+  // Writes (or, when `verify`, compares) the rows [first, end) of a request.
+  void touch_rows(LiveRequest& r, uint32_t first, uint32_t end, bool verify) {
+    const std::vector<uint64_t> h = prefix_hashes(r.tokens);
+    for (uint32_t g = 0; g < groups_; ++g) {
+      std::vector<uint8_t> row(store_.row_bytes(g)), seen(store_.row_bytes(g));
+      for (uint32_t t = first; t < end; ++t) {
+        const uint32_t j = t / P_;
+        if (j >= r.table[g].size()) {
+          note_error(make_error(ErrorCode::table_out_of_bounds, "receipt table misses block " + std::to_string(j)));
+          return;
+        }
+        const uint32_t slot = r.table[g][j].block.value;  // the node's pools use block id == slot
+        if (Status in = store_.check_rows(g, slot, t % P_, 1); !in.ok()) {
+          note_error(in.error());
+          return;
+        }
+        fill_row(h[t], g, row);
+        if (verify) {
+          store_.read_rows(g, slot, t % P_, 1, seen);
+          ++summary_.reused_rows_checked;
+          if (seen != row) ++summary_.reuse_mismatches;
+        } else {
+          store_.write_rows(g, slot, t % P_, 1, row);
+          ++summary_.rows_written;
+        }
+      }
+    }
+  }
+
+  void admit(std::vector<LiveRequest>& live) {
+    std::vector<LiveRequest> fresh;
+    while (live.size() + fresh.size() < o_.in_flight) {
+      LiveRequest r;
+      r.tokens = system_prompts_[rng_() % system_prompts_.size()];
+      const uint32_t suffix = 1 + static_cast<uint32_t>(rng_() % o_.max_suffix_tokens);
+      for (uint32_t i = 0; i < suffix; ++i) r.tokens.push_back(static_cast<TokenId>(rng_() % 32000));
+      r.prompt_tokens = static_cast<uint32_t>(r.tokens.size());
+      r.table.resize(groups_);
+      fresh.push_back(std::move(r));
+      ++started_;
+      if (o_.max_requests != 0 && started_ >= o_.max_requests) break;
+    }
+    if (fresh.empty()) return;
+    // One reuse message for every new request of the iteration: the node's
+    // executable-reuse transaction (0x0CD) answers a receipt whose blocks
+    // are leased to this session, or why the attempt ended. It also hands
+    // back the leases of the previous iteration's receipts.
+    ReuseBatch tx{next_trace(), {}};
+    const size_t first = take_releases(tx);
+    for (const LiveRequest& r : fresh)
+      tx.ops.push_back(
+          ReuseAcquireOp{namespace_, RequestId{0}, RequestGeneration{0}, r.tokens, LogitsPath::logits_required, false});
+    Result<ReuseBatchReceipt> reused = client_.reuse(tx);
+    ++summary_.round_trips;
+    if (!reused.ok() || reused->outcomes.size() != tx.ops.size()) {
+      note_error(reused.ok() ? make_error(ErrorCode::rpc_failed, "the reuse receipt answers another number of ops")
+                             : reused.error());
+      return;
+    }
+    for (size_t i = 0; i < first; ++i) check_release(reused->outcomes[i]);
+    AllocatorBatch alloc{next_trace(), {}};
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      LiveRequest& r = fresh[i];
+      const ReuseOutcome& o = reused->outcomes[first + i];
+      if (const auto* receipt = std::get_if<ExecutableReuseReceipt>(&o)) {
+        r.hit_tokens = receipt->covered_interval.end;
+        r.prefix_hit = receipt->physical_handles;
+        r.reuse_snapshot = receipt->execution_snapshot_version;
+      } else if (const auto* e = std::get_if<Error>(&o)) {
+        note_error(*e);
+      }
+      alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt});
+    }
+    Result<AllocatorBatchReceipt> allocated = client_.allocator(alloc);
+    ++summary_.round_trips;
+    if (!allocated.ok()) {
+      note_error(allocated.error());
+      return;
+    }
+    AllocatorBatch commit{next_trace(), {}};
+    std::vector<LiveRequest> admitted;
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      LiveRequest& r = fresh[i];
+      const auto* receipt = std::get_if<AllocationReceipt>(&allocated->outcomes[i]);
+      // The reuse receipt ends with the next reuse message (steps 9-10). An
+      // allocation that did not take its blocks ends it unexecuted now; an
+      // admitted request ends it below, once its rows are committed.
+      const bool allocated_blocks = receipt != nullptr && receipt->outcome == AllocationOutcome::committed;
+      if (r.reuse_snapshot && !allocated_blocks) {
+        pending_releases_.push_back(ReuseReleaseOp{*r.reuse_snapshot, false});
+        r.reuse_snapshot.reset();
+      }
+      if (receipt == nullptr) {
+        // The receipt's leases keep its blocks current, so this is an error.
+        note_error(std::get<Error>(allocated->outcomes[i]));
+        continue;
+      }
+      if (receipt->outcome != AllocationOutcome::committed) {
+        ++summary_.out_of_capacity;
+        continue;
+      }
+      r.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
+      apply_entries(r, receipt->published_entries);
+      touch_rows(r, 0, r.hit_tokens, /*verify=*/true);
+      touch_rows(r, r.hit_tokens, r.prompt_tokens, /*verify=*/false);
+      commit.ops.push_back(CommitRowsOp{r.fence, r.prompt_tokens});
+      summary_.prompt_tokens += r.prompt_tokens;
+      summary_.hit_tokens += r.hit_tokens;
+      admitted.push_back(std::move(r));
+    }
+    if (admitted.empty()) return;
+    Result<AllocatorBatchReceipt> committed = client_.allocator(commit);
+    ++summary_.round_trips;
+    if (!committed.ok()) {
+      note_error(committed.error());
+      // The prefills read the reused rows: their attempts still end.
+      for (LiveRequest& r : admitted)
+        if (r.reuse_snapshot) end_attempt(r, false);
+      return;
+    }
+    for (size_t i = 0; i < admitted.size(); ++i) {
+      LiveRequest& r = admitted[i];
+      const auto* c = std::get_if<AllocationReceipt>(&committed->outcomes[i]);
+      if (c != nullptr)
+        r.fence.table_version = c->table_version_after;
+      else
+        note_error(std::get<Error>(committed->outcomes[i]));
+      if (r.reuse_snapshot) end_attempt(r, c != nullptr);
+      live.push_back(std::move(r));
+    }
+  }
+
+  // Ends a request's reuse attempt, executed: its prefill read the reused
+  // rows. With its prompt rows committed, its full prompt blocks past the
+  // hit become the attempt's one COW successor (0x0CD step 10), published in
+  // the next reuse message before that message's lookups; the request then
+  // publishes nothing itself when it finishes.
+  void end_attempt(LiveRequest& r, bool rows_committed) {
+    ReuseReleaseOp end{*r.reuse_snapshot, true};
+    const uint32_t first = r.hit_tokens / P_, full = r.prompt_tokens / P_;
+    if (rows_committed && full > first) {
+      end.successor =
+          ReuseSuccessor{r.fence.request, std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), full};
+      r.successor = true;
+      pending_successors_.insert(r.fence.request.value);
+    }
+    pending_releases_.push_back(std::move(end));
+    r.reuse_snapshot.reset();
+  }
+
+  // One decode token for every live request: a batch of appends, the rows
+  // written at the receipts' blocks, a batch of commits.
+  void decode_step(std::vector<LiveRequest>& live) {
+    AllocatorBatch append{next_trace(), {}};
+    std::vector<LiveRequest*> stepping;
+    for (LiveRequest& r : live) {
+      if (r.decoded >= o_.decode_tokens) continue;
+      const std::vector<uint64_t> h = prefix_hashes(r.tokens);
+      r.tokens.push_back(static_cast<TokenId>(h.back() % 32000));  // the "greedy" next token
+      append.ops.push_back(AppendOp{r.fence, {}, std::nullopt});
+      stepping.push_back(&r);
+    }
+    if (stepping.empty()) return;
+    Result<AllocatorBatchReceipt> appended = client_.allocator(append);
+    ++summary_.round_trips;
+    if (!appended.ok()) {
+      note_error(appended.error());
+      return;
+    }
+    AllocatorBatch commit{next_trace(), {}};
+    std::vector<LiveRequest*> committing;
+    for (size_t i = 0; i < stepping.size(); ++i) {
+      LiveRequest& r = *stepping[i];
+      const auto* receipt = std::get_if<AllocationReceipt>(&appended->outcomes[i]);
+      if (receipt == nullptr || receipt->outcome != AllocationOutcome::committed) {
+        if (receipt == nullptr)
+          note_error(std::get<Error>(appended->outcomes[i]));
+        else
+          ++summary_.out_of_capacity;
+        r.tokens.pop_back();
+        r.decoded = o_.decode_tokens;  // stop decoding this one; it is released normally
+        continue;
+      }
+      r.fence.generation = receipt->request_generation;
+      r.fence.table_version = receipt->table_version_after;
+      apply_entries(r, receipt->published_entries);
+      const uint32_t pos = receipt->context_tokens_after - 1;
+      touch_rows(r, pos, pos + 1, false);
+      commit.ops.push_back(CommitRowsOp{r.fence, pos + 1});
+      committing.push_back(&r);
+      ++r.decoded;
+    }
+    if (committing.empty()) return;
+    Result<AllocatorBatchReceipt> committed = client_.allocator(commit);
+    ++summary_.round_trips;
+    if (!committed.ok()) {
+      note_error(committed.error());
+      return;
+    }
+    for (size_t i = 0; i < committing.size(); ++i) {
+      if (const auto* c = std::get_if<AllocationReceipt>(&committed->outcomes[i]))
+        committing[i]->fence.table_version = c->table_version_after;
+      else
+        note_error(std::get<Error>(committed->outcomes[i]));
+    }
+  }
+
+  // Publishes the full prompt blocks of finished requests, then releases them.
+  void finish(std::vector<LiveRequest>& live) {
+    PrefixBatch publish{next_trace(), {}};
+    AllocatorBatch release{next_trace(), {}};
+    std::vector<LiveRequest> remaining;
+    bool successor_waits = false;
+    for (LiveRequest& r : live) {
+      if (r.decoded < o_.decode_tokens) {
+        remaining.push_back(std::move(r));
+        continue;
+      }
+      successor_waits = successor_waits || pending_successors_.contains(r.fence.request.value);
+      const uint32_t hit_blocks = r.hit_tokens / P_, full = r.prompt_tokens / P_;
+      if (full > hit_blocks && !r.successor)
+        publish.ops.push_back(PrefixPublishOp{
+            namespace_, r.fence.request, std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + r.prompt_tokens),
+            hit_blocks, full});
+      release.ops.push_back(ReleaseOp{r.fence, ReleaseReason::finished});
+    }
+    // A successor is published from the request's blocks: send it while
+    // the request still holds them.
+    if (successor_waits) release_receipts();
+    if (!publish.ops.empty()) {
+      Result<PrefixBatchReceipt> published = client_.prefix(publish);
+      ++summary_.round_trips;
+      if (!published.ok())
+        note_error(published.error());
+      else
+        for (const PrefixOutcome& o : published->outcomes)
+          if (const auto* e = std::get_if<Error>(&o)) note_error(*e);
+    }
+    if (!release.ops.empty()) {
+      Result<AllocatorBatchReceipt> released = client_.allocator(release);
+      ++summary_.round_trips;
+      if (!released.ok()) {
+        note_error(released.error());
+      } else {
+        for (const AllocatorOutcome& o : released->outcomes) {
+          if (const auto* e = std::get_if<Error>(&o))
+            note_error(*e);
+          else
+            ++summary_.requests;
+        }
+      }
+    }
+    live = std::move(remaining);
+  }
+
+  Client& client_;
+  shm::SharedPoolStore& store_;
+  const WorkerOptions& o_;
+  std::string namespace_;
+  std::mt19937_64 rng_;
+  uint32_t groups_, P_;
+  std::vector<std::vector<TokenId>> system_prompts_;
+  WorkerSummary summary_;
+  uint64_t started_ = 0, iteration_ = 0, span_ = 0;
+  std::vector<ReuseReleaseOp> pending_releases_;  // receipts to end with the next reuse message
+  std::set<uint64_t> pending_successors_;         // requests whose successor is in pending_releases_
+};
+
+}  // namespace
+
+Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions& options) {
+  if (options.in_flight == 0 || options.system_prompts == 0 || options.max_suffix_tokens == 0)
+    return make_error(ErrorCode::invalid_argument, "in_flight, system_prompts and max_suffix_tokens must be > 0",
+                      "workload");
+  ClientOptions client_options;
+  client_options.worker_name = options.worker_name;
+  client_options.trace = options.trace;
+  Result<std::unique_ptr<Client>> client = Client::connect(node, options.token_hex, client_options);
+  if (!client.ok()) return client.error();
+  const SessionReceipt& session = (*client)->session();
+  std::string ns = options.namespace_name;
+  if (ns.empty()) {
+    if (session.allowed_namespaces.empty())
+      return make_error(ErrorCode::authorization_namespace_denied,
+                        "principal " + session.principal + " may use no namespace", "namespace");
+    ns = session.allowed_namespaces.front();
+  }
+  Result<NamespaceGrantReceipt> grant = (*client)->authorize(ns);
+  if (!grant.ok()) return grant.error();
+
+  // Attach every pool the session receipt names (shared memory or GPU),
+  // checked against the generation and layout it names.
+  Result<std::unique_ptr<shm::SharedPoolStore>> store = attach_session_pools(session);
+  if (!store.ok()) return store.error();
+  Worker worker(**client, **store, options, ns);
+  return worker.run();
+}
+
+}  // namespace kvrt

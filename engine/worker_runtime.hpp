@@ -1,0 +1,54 @@
+#pragma once
+// `kvrt worker`: one engine-like process driving a node through kvrt::Client
+// (issue 5). It runs a random shared-prefix workload for a bounded time: every
+// request matches its prompt against the prefix index, allocates with the
+// hit, writes the K/V rows of the suffix into the shared-memory pools at the
+// receipt's blocks, commits them, decodes a few tokens (batched appends and
+// commits for all requests in flight), publishes its full prompt blocks and
+// releases. Every reused row is read back and compared with the row this
+// worker would have written, so a reuse that is not exact is counted, never
+// hidden. CAF-free: it only uses the client library.
+#include <cstdint>
+#include <string>
+
+#include "services/common/result.hpp"
+#include "services/session/node_descriptor.hpp"
+
+namespace kvrt {
+
+class ChromeTraceRecorder;
+
+struct WorkerOptions {
+  std::string worker_name = "worker";
+  std::string token_hex;
+  std::string namespace_name;          // empty: the session's first allowed namespace
+  double duration_s = 5.0;             // stop starting requests after this [s]
+  uint64_t max_requests = 0;           // 0: no limit [requests]
+  uint64_t seed = 1;                   // this worker's choices
+  uint64_t workload_seed = 7;          // shared by every worker: the system prompts
+  uint32_t system_prompts = 4;         // shared prefixes in the workload
+  uint32_t system_prompt_tokens = 96;  // [tokens]
+  uint32_t max_suffix_tokens = 40;     // user turn [tokens]
+  uint32_t decode_tokens = 8;          // tokens generated per request [tokens]
+  uint32_t in_flight = 4;              // requests batched per iteration
+  ChromeTraceRecorder* trace = nullptr;
+};
+
+struct WorkerSummary {
+  uint64_t requests = 0;       // completed and released
+  uint64_t prompt_tokens = 0;  // [tokens]
+  uint64_t hit_tokens = 0;     // prompt tokens served from the prefix index [tokens]
+  uint64_t rows_written = 0;   // K/V token rows this worker wrote [rows]
+  uint64_t reused_rows_checked = 0;
+  uint64_t reuse_mismatches = 0;  // reused rows whose bytes differ from the recomputed row
+  uint64_t out_of_capacity = 0;   // allocations refused for capacity (retried later)
+  uint64_t operation_errors = 0;  // typed errors in receipts
+  uint64_t round_trips = 0;
+  uint64_t successors_published = 0;  // reuse attempts ended by publishing this worker's prompt blocks (0x0CD step 10)
+  double wall_s = 0;
+  std::string first_error;  // the first typed error seen, for the log
+};
+
+Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions& options);
+
+}  // namespace kvrt

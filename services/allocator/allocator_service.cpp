@@ -1,0 +1,261 @@
+#include "services/allocator/allocator_service.hpp"
+
+#include <algorithm>
+#include <span>
+#include <string>
+
+namespace kvrt {
+
+AllocatorService::AllocatorService(BlockAllocator allocator) : allocator_(std::move(allocator)) {}
+
+AllocatorBatchReceipt AllocatorService::apply(SessionId session, const AllocatorBatch& batch) {
+  AllocatorBatchReceipt out;
+  out.trace = batch.trace;
+  out.outcomes.reserve(batch.ops.size());
+  for (const AllocatorOp& op : batch.ops) out.outcomes.push_back(apply_one(session, op));
+  return out;
+}
+
+AllocatorOutcome AllocatorService::apply_one(SessionId session, const AllocatorOp& op) {
+  ++operations_;
+  AllocatorOutcome outcome = std::visit([&](const auto& o) { return apply(session, o); }, op);
+  if (std::holds_alternative<Error>(outcome)) ++errors_;
+  if (const auto* r = std::get_if<AllocationReceipt>(&outcome); r && r->outcome == AllocationOutcome::out_of_capacity)
+    ++out_of_capacity_;
+  return outcome;
+}
+
+Status AllocatorService::check_request(SessionId s, RequestId request, const char* field) const {
+  return requests_.check(s, request.value, field);
+}
+
+AllocatorOutcome AllocatorService::apply(SessionId s, const AllocateOp& op) {
+  AllocationReceipt r;
+  const Status st = allocator_.allocate(AllocateArgs{op.prompt_rows, op.prefix_hit, op.expected_epoch}, r);
+  const bool reuses = !op.prefix_hit.empty();
+  if (!st.ok()) {
+    if (reuses)
+      if (const auto reason = hit_rejection(st.error().code)) hits_.record_refused(*reason);
+    return st.error();
+  }
+  if (r.outcome == AllocationOutcome::committed) requests_.record(s, r.request_id.value);
+  if (reuses && r.outcome == AllocationOutcome::committed) hits_.record_leased();
+  if (reuses && r.outcome == AllocationOutcome::out_of_capacity) hits_.record_out_of_capacity();
+  return r;
+}
+
+AllocatorOutcome AllocatorService::apply(SessionId s, const AppendOp& op) {
+  if (Status own = check_request(s, op.fence.request, "fence.request"); !own.ok()) return own.error();
+  std::vector<std::span<const uint8_t>> rows;
+  rows.reserve(op.rows.size());
+  for (const auto& row : op.rows) rows.emplace_back(row);
+  AllocationReceipt r;
+  const Status st = allocator_.append(AppendArgs{op.fence, rows, op.expected_epoch}, r);
+  if (!st.ok()) return st.error();
+  return r;
+}
+
+AllocatorOutcome AllocatorService::apply(SessionId s, const CommitRowsOp& op) {
+  if (Status own = check_request(s, op.fence.request, "fence.request"); !own.ok()) return own.error();
+  AllocationReceipt r;
+  const Status st = allocator_.commit_rows(CommitRowsArgs{op.fence, op.valid_through}, r);
+  if (!st.ok()) return st.error();
+  return r;
+}
+
+AllocatorOutcome AllocatorService::apply(SessionId s, const ForkOp& op) {
+  if (Status own = check_request(s, op.parent.request, "parent.request"); !own.ok()) return own.error();
+  AllocationReceipt r;
+  const Status st = allocator_.fork(ForkArgs{op.parent}, r);
+  if (!st.ok()) return st.error();
+  if (r.outcome == AllocationOutcome::committed) requests_.record(s, r.request_id.value);
+  return r;
+}
+
+AllocatorOutcome AllocatorService::apply(SessionId s, const TruncateOp& op) {
+  if (Status own = check_request(s, op.fence.request, "fence.request"); !own.ok()) return own.error();
+  ReleaseResult r;
+  const Status st = allocator_.truncate(TruncateArgs{op.fence, op.from_token, op.to_token}, r);
+  if (!st.ok()) return st.error();
+  return r;
+}
+
+AllocatorOutcome AllocatorService::apply(SessionId s, const ReleaseOp& op) {
+  if (Status own = check_request(s, op.fence.request, "fence.request"); !own.ok()) return own.error();
+  if (op.reason != ReleaseReason::finished && op.reason != ReleaseReason::cancelled &&
+      op.reason != ReleaseReason::preempted)
+    return make_error(ErrorCode::invalid_argument, "a release is finished, cancelled or preempted", "reason");
+  ReleaseResult r;
+  const Status st = allocator_.release(ReleaseArgs{op.fence, op.reason}, r);
+  if (!st.ok()) return st.error();
+  requests_.forget(op.fence.request.value);
+  return r;
+}
+
+AllocatorOutcome AllocatorService::apply(SessionId s, const TouchOp& op) {
+  if (Status own = check_request(s, op.fence.request, "fence.request"); !own.ok()) return own.error();
+  AllocationReceipt r;
+  const Status st = allocator_.touch(TouchArgs{op.fence, op.bundles}, r);
+  if (!st.ok()) return st.error();
+  return r;
+}
+
+AllocatorOutcome AllocatorService::apply(SessionId s, const AcquireLeaseOp& op) {
+  Result<BlockLease> lease = allocator_.acquire_lease(op.handle);
+  if (!lease.ok()) return lease.error();
+  leases_.record(s, lease->id.value);
+  lease_handles_[lease->id.value] = op.handle;
+  const Result<BlockMeta> meta = allocator_.block(op.handle);
+  return LeaseReceipt{lease->id, op.handle, meta.ok() ? meta->refcount : 0};
+}
+
+ReuseLeaseAnswer AllocatorService::reuse_leases(SessionId s, const ReuseLeaseRequest& request) {
+  ReuseLeaseAnswer out;
+  const uint32_t groups = allocator_.group_count();
+  if (request.handles.empty() || request.bundles == 0 || request.handles.size() != size_t{request.bundles} * groups) {
+    out.lease = LeaseRefused{"the candidate names " + std::to_string(request.handles.size()) + " handles for " +
+                             std::to_string(request.bundles) + " bundles of " + std::to_string(groups) + " groups"};
+    return out;
+  }
+  LeaseGrant grant;
+  for (const PhysicalBlockHandle& h : request.handles) {
+    AllocatorOutcome taken = apply(s, AcquireLeaseOp{h});
+    if (const auto* receipt = std::get_if<LeaseReceipt>(&taken)) {
+      grant.leases.push_back(receipt->lease);
+      grant.covered_handles.push_back(h);
+      continue;
+    }
+    // All or none: the leases this call took go back before it answers.
+    for (LeaseId l : grant.leases) (void)apply(s, ReleaseLeaseOp{l});
+    out.lease = LeaseRefused{std::get<Error>(taken).describe()};
+    return out;
+  }
+  for (const GroupPoolConfig& g : allocator_.config().groups) {
+    const bool named = std::any_of(request.handles.begin(), request.handles.end(),
+                                   [&](const PhysicalBlockHandle& h) { return h.pool == g.pool; });
+    if (named) out.pool_generations.push_back(PoolGenerationRef{g.pool, g.pool_generation});
+  }
+  // Read under the leases: no other owner can recycle these blocks now.
+  const uint32_t P = allocator_.block_size();
+  uint32_t frontier = 0;
+  for (uint32_t b = 0; b < request.bundles; ++b) {
+    uint32_t rows = P;
+    for (uint32_t g = 0; g < groups; ++g) {
+      const Result<BlockMeta> meta = allocator_.block(request.handles[size_t{b} * groups + g]);
+      rows = std::min<uint32_t>(rows, meta.ok() ? meta->valid_rows : 0);
+    }
+    frontier += rows;
+    if (rows < P) break;
+  }
+  out.valid_frontier_tokens = frontier;
+  out.lease = std::move(grant);
+  return out;
+}
+
+AllocatorOutcome AllocatorService::apply(SessionId s, const ReleaseLeaseOp& op) {
+  if (Status own = leases_.check(s, op.lease.value, "lease"); !own.ok()) return own.error();
+  const Status st = allocator_.release_lease(op.lease);
+  if (!st.ok()) return st.error();
+  return finish_lease(op.lease);
+}
+
+AllocatorOutcome AllocatorService::apply(SessionId s, const ReadTableOp& op) {
+  if (Status own = check_request(s, op.request, "request"); !own.ok()) return own.error();
+  BlockTableView view;
+  Result<RequestFence> fence = allocator_.fence(op.request);
+  if (!fence.ok()) return fence.error();
+  view.fence = *fence;
+  Result<uint32_t> context = allocator_.context_tokens(op.request);
+  if (!context.ok()) return context.error();
+  view.context_tokens = *context;
+  view.allocator_epoch = allocator_.epoch();
+  view.groups.resize(allocator_.group_count());
+  for (uint32_t g = 0; g < allocator_.group_count(); ++g) {
+    Result<std::vector<PhysicalBlockHandle>> table = allocator_.table(op.request, g);
+    if (!table.ok()) return table.error();
+    view.groups[g].reserve(table->size());
+    for (const PhysicalBlockHandle& h : *table) {
+      Result<BlockMeta> meta = allocator_.block(h);
+      if (!meta.ok()) return meta.error();
+      view.groups[g].push_back(BlockTableEntry{h, meta->valid_rows, meta->cache_key});
+    }
+  }
+  return view;
+}
+
+LeaseReleaseReceipt AllocatorService::finish_lease(LeaseId lease) {
+  LeaseReleaseReceipt r{lease, {}, 0};
+  if (const auto it = lease_handles_.find(lease.value); it != lease_handles_.end()) {
+    r.handle = it->second;
+    const Result<BlockMeta> meta = allocator_.block(it->second);
+    r.refs_after = meta.ok() ? meta->refcount : 0;
+    lease_handles_.erase(it);
+  }
+  leases_.forget(lease.value);
+  return r;
+}
+
+std::vector<Status> AllocatorService::tag_cache_keys(const std::vector<CacheKeyTag>& tags) {
+  std::vector<Status> out;
+  out.reserve(tags.size());
+  for (const CacheKeyTag& t : tags) {
+    AllocationReceipt r;
+    out.push_back(allocator_.publish_cache_key(t.handle, t.cache_key, r));
+  }
+  return out;
+}
+
+SessionReclaim AllocatorService::end_session(SessionId session) {
+  SessionReclaim out;
+  ++sessions_ended_;
+  // Leases first: a lease is a reference like a table cell, and releasing it
+  // before the requests lets the requests' blocks reach zero references in one
+  // pass.
+  for (uint64_t lease : leases_.held_by(session)) {
+    const Status st = allocator_.release_lease(LeaseId{lease});
+    if (st.ok()) {
+      ++out.leases_released;
+      out.receipts.push_back(finish_lease(LeaseId{lease}));
+    } else {
+      leases_.forget(lease);
+      lease_handles_.erase(lease);
+      out.receipts.push_back(st.error());
+    }
+  }
+  for (uint64_t request : requests_.held_by(session)) {
+    Result<RequestFence> fence = allocator_.fence(RequestId{request});
+    requests_.forget(request);
+    if (!fence.ok()) {
+      out.receipts.push_back(fence.error());
+      continue;
+    }
+    ReleaseResult r;
+    const Status st = allocator_.release(ReleaseArgs{*fence, ReleaseReason::cancelled}, r);
+    if (st.ok()) {
+      ++out.requests_released;
+      out.receipts.push_back(std::move(r));
+    } else {
+      out.receipts.push_back(st.error());
+    }
+  }
+  requests_reclaimed_ += out.requests_released;
+  leases_reclaimed_ += out.leases_released;
+  return out;
+}
+
+Status AllocatorService::validate() const {
+  KVRT_TRY(allocator_.validate());
+  KVRT_TRY(requests_.validate());
+  KVRT_TRY(leases_.validate());
+  if (requests_.size() != allocator_.live_requests())
+    return make_error(ErrorCode::invariant_violated, "the allocator holds " +
+                                                         std::to_string(allocator_.live_requests()) +
+                                                         " requests; sessions own " + std::to_string(requests_.size()));
+  if (leases_.size() != allocator_.active_leases())
+    return make_error(ErrorCode::invariant_violated, "the allocator holds " +
+                                                         std::to_string(allocator_.active_leases()) +
+                                                         " leases; sessions own " + std::to_string(leases_.size()));
+  return Status::success();
+}
+
+}  // namespace kvrt

@@ -1,0 +1,80 @@
+#pragma once
+// AllocatorService: the allocator owner as the node serves it (issue 5). It
+// holds the BlockAllocator core and which worker session owns each request
+// and lease, applies one batch of wire operations in order (one outcome per
+// operation), and ends a session's holdings through the core's normal
+// operations. No CAF here: actors/allocator_actor.cpp only decodes, calls
+// apply(), and encodes.
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "services/allocator/block_allocator.hpp"
+#include "services/reuse/reuse_funnel_counters.hpp"
+#include "services/reuse/reuse_step_answers.hpp"
+#include "services/prefix/publication_target.hpp"
+#include "services/allocator/allocator_ops.hpp"
+#include "services/session/owner_stats.hpp"
+#include "services/session/session_holdings.hpp"
+
+namespace kvrt {
+
+// What ending one session released (each item also produced its receipt).
+struct SessionReclaim {
+  uint32_t requests_released = 0;
+  uint32_t leases_released = 0;
+  std::vector<AllocatorOutcome> receipts;
+};
+
+class AllocatorService {
+ public:
+  explicit AllocatorService(BlockAllocator allocator);
+
+  AllocatorBatchReceipt apply(SessionId session, const AllocatorBatch& batch);
+  AllocatorOutcome apply_one(SessionId session, const AllocatorOp& op);
+  // Node-internal (the prefix-index owner's publication): attaches each weak
+  // identity; answers, per tag, ok or the typed error that refused it.
+  std::vector<Status> tag_cache_keys(const std::vector<CacheKeyTag>& tags);
+  SessionReclaim end_session(SessionId session);
+  // Steps 4-5 of the executable-reuse transaction (0x0CD), node-internal:
+  // a lease on every handle for the session, all or none (a refusal releases
+  // what this call took and names the first refusal), then, under the
+  // leases, the current generation of every pool the handles name and the
+  // valid frontier: bundle by bundle, the rows every group's block holds,
+  // up to the first bundle that is not full. A malformed request (handles
+  // not bundles x groups) is refused like a lease.
+  ReuseLeaseAnswer reuse_leases(SessionId session, const ReuseLeaseRequest& request);
+  std::vector<AllocatorEvent> drain_events() { return allocator_.drain_events(); }
+
+  OwnerStats stats() const;
+  Status validate() const;
+  const BlockAllocator& core() const { return allocator_; }
+
+ private:
+  AllocatorOutcome apply(SessionId s, const AllocateOp& op);
+  AllocatorOutcome apply(SessionId s, const AppendOp& op);
+  AllocatorOutcome apply(SessionId s, const CommitRowsOp& op);
+  AllocatorOutcome apply(SessionId s, const ForkOp& op);
+  AllocatorOutcome apply(SessionId s, const TruncateOp& op);
+  AllocatorOutcome apply(SessionId s, const ReleaseOp& op);
+  AllocatorOutcome apply(SessionId s, const TouchOp& op);
+  AllocatorOutcome apply(SessionId s, const AcquireLeaseOp& op);
+  AllocatorOutcome apply(SessionId s, const ReleaseLeaseOp& op);
+  AllocatorOutcome apply(SessionId s, const ReadTableOp& op);
+  Status check_request(SessionId s, RequestId request, const char* field) const;
+  LeaseReleaseReceipt finish_lease(LeaseId lease);  // forgets a released lease, names its block
+
+  BlockAllocator allocator_;
+  SessionHoldings<uint64_t> requests_{"request"};          // RequestId value -> session
+  SessionHoldings<uint64_t> leases_{"lease"};              // LeaseId value -> session
+  std::map<uint64_t, PhysicalBlockHandle> lease_handles_;  // LeaseId value -> leased block
+  uint64_t operations_ = 0;
+  uint64_t errors_ = 0;
+  uint64_t out_of_capacity_ = 0;
+  uint64_t sessions_ended_ = 0;
+  uint64_t requests_reclaimed_ = 0;
+  HitFunnelCounters hits_;  // the node's reuse funnel, how presented candidates end (0x0CF)
+  uint64_t leases_reclaimed_ = 0;
+};
+
+}  // namespace kvrt

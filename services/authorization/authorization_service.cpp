@@ -1,0 +1,132 @@
+#include "services/authorization/authorization_service.hpp"
+
+#include <string>
+
+#include "services/identity/compatibility_manifest_builder.hpp"
+
+namespace kvrt {
+
+AuthorizationService::AuthorizationService(NamespaceAuthority authority, const AuthorizationConfig& config)
+    : authority_(std::move(authority)) {
+  for (const PrincipalConfig& p : config.principals) allowed_[p.name] = p.namespaces;
+}
+
+Result<OpenedSession> AuthorizationService::open_session(const HelloRequest& hello) {
+  ++hellos_;
+  Result<PrincipalId> principal = authority_.authenticate_hex(hello.token);
+  if (!principal.ok()) {
+    ++unauthenticated_;
+    return principal.error();
+  }
+  std::string name;
+  for (const auto& [n, namespaces] : allowed_)
+    if (authority_.principal_id(n) == *principal) name = n;
+  const SessionId id{next_session_++};
+  sessions_[id.value] = SessionRecord{*principal, name, hello.worker_name, {}};
+  ++sessions_per_principal_[principal->value];
+  OpenedSession out{id, name, {}};
+  if (const auto it = allowed_.find(name); it != allowed_.end()) out.allowed_namespaces = it->second;
+  return out;
+}
+
+Result<IssuedGrant> AuthorizationService::authorize(SessionId session, const AuthorizeRequest& request) {
+  const auto s = sessions_.find(session.value);
+  if (s == sessions_.end())
+    return make_error(ErrorCode::session_ended, "session " + std::to_string(session.value) + " is not open", "session");
+  Result<AuthorizedLookup> lookup = authority_.authorize(s->second.principal, request.namespace_name);
+  if (!lookup.ok()) {
+    ++denied_;
+    return lookup.error();
+  }
+  ++grants_;
+  const NamespaceGrant& g = lookup->grant();
+  IssuedGrant out;
+  CanonicalWriter w("kvrt.namespace_grant.v1");
+  w.u64("grant_id", g.grant_id.value)
+      .u64("principal", g.principal.value)
+      .str("namespace", g.namespace_name)
+      .u64("generation", g.generation.value);
+  out.receipt = NamespaceGrantReceipt{g.grant_id.value, g.namespace_name, g.generation, w.finish()};
+  // The index owners salt chains with the salt's digest: as secret as the
+  // salt for separating tenants, and the salt itself never leaves this owner.
+  out.for_indexes = SessionNamespaceGrant{g.namespace_name, g.generation, g.salt_digest.hex(), {}, {}};
+  if (const GenerationRecord* rec = authority_.registry().find(g.namespace_name, g.generation)) {
+    out.for_indexes.semantic_digest = reuse_semantic_digest(rec->facts.layout, rec->facts.artifact, rec->isolation);
+    out.for_indexes.layout_digest = rec->layout_sha256;
+  }
+  s->second.grants.insert_or_assign(g.namespace_name, *lookup);
+  return out;
+}
+
+ReuseKeyAnswer AuthorizationService::reuse_key(SessionId session, const ReuseKeyRequest& request) const {
+  auto denied = [](Error e) { return ReuseKeyAnswer{AuthorizationDenied{std::move(e)}, std::nullopt}; };
+  const auto s = sessions_.find(session.value);
+  if (s == sessions_.end())
+    return denied(make_error(ErrorCode::authorization_unauthenticated,
+                             "session " + std::to_string(session.value) + " is not open", "session"));
+  const auto g = s->second.grants.find(request.namespace_name);
+  if (g == s->second.grants.end())
+    return denied(make_error(ErrorCode::authorization_namespace_denied, "this session holds no grant for the namespace",
+                             "namespace_name"));
+  if (Status held = authority_.check(g->second); !held.ok()) return denied(held.error());
+  const GenerationRecord* rec = authority_.registry().find(g->second.namespace_name(), g->second.generation());
+  if (rec == nullptr)
+    return denied(make_error(ErrorCode::authorization_stale_generation, "the granted generation has no record",
+                             "namespace_generation"));
+  CoveredInput input;
+  input.token_ids.assign(request.tokens.begin(), request.tokens.end());
+  Result<CacheCompatibilityManifest> m =
+      build_compatibility_manifest(rec->facts.layout, rec->facts.artifact, rec->isolation, input);
+  if (!m.ok()) return ReuseKeyAnswer{g->second, std::nullopt};  // the attempt's build_key step names the error
+  return ReuseKeyAnswer{g->second, KeyEvidence{std::move(m).value()}};
+}
+
+Status AuthorizationService::end_session(SessionId session, bool revoke) {
+  const auto s = sessions_.find(session.value);
+  if (s == sessions_.end())
+    return make_error(ErrorCode::session_ended, "session " + std::to_string(session.value) + " is not open", "session");
+  const PrincipalId principal = s->second.principal;
+  sessions_.erase(s);
+  ++sessions_ended_;
+  uint32_t& live = sessions_per_principal_[principal.value];
+  if (live > 0) --live;
+  if (live == 0) sessions_per_principal_.erase(principal.value);
+  // A principal's grants end with its last session (another session of the
+  // same principal keeps them; a grant is the principal's, 0x0CE).
+  if (revoke) {
+    Result<PrincipalEndReceipt> r = authority_.revoke_principal(principal);
+    if (!r.ok()) return r.error();
+  } else if (!sessions_per_principal_.contains(principal.value)) {
+    Result<PrincipalEndReceipt> r = authority_.end_principal_grants(principal);
+    if (!r.ok()) return r.error();
+  }
+  return Status::success();
+}
+
+Status AuthorizationService::validate() const {
+  KVRT_TRY(authority_.validate());
+  std::map<uint64_t, uint32_t> per_principal;
+  for (const auto& [id, record] : sessions_) ++per_principal[record.principal.value];
+  if (per_principal != sessions_per_principal_)
+    return make_error(ErrorCode::invariant_violated, "session counts per principal disagree with the sessions");
+  return Status::success();
+}
+
+OwnerStats AuthorizationService::stats() const {
+  OwnerStats out;
+  out.owner = "authorization";
+  const Status v = validate();
+  out.validate_ok = v.ok();
+  if (!v.ok()) out.validate_error = v.error().describe();
+  auto put = [&](std::string name, int64_t value) { out.values.push_back(StatValue{std::move(name), value}); };
+  put("live_sessions", static_cast<int64_t>(sessions_.size()));
+  put("live_grants", static_cast<int64_t>(authority_.live_grants()));
+  put("hellos", static_cast<int64_t>(hellos_));
+  put("rejected_unauthenticated", static_cast<int64_t>(unauthenticated_));
+  put("grants_issued", static_cast<int64_t>(grants_));
+  put("rejected_namespace", static_cast<int64_t>(denied_));
+  put("sessions_ended", static_cast<int64_t>(sessions_ended_));
+  return out;
+}
+
+}  // namespace kvrt

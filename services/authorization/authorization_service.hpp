@@ -1,0 +1,70 @@
+#pragma once
+// AuthorizationService: the namespace / authorization owner as the node
+// serves it (issue 5). It wraps the NamespaceAuthority core (principals,
+// tokens, namespaces, generations, grants, purge) with the node's sessions: a
+// worker authenticates once with its bearer token and gets a session; every
+// namespace grant belongs to a session, and when the session ends its grants
+// end with it (revocation of a worker that went away, 0x0CE).
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "services/authorization/namespace_authority.hpp"
+#include "services/prefix/prefix_service.hpp"
+#include "services/reuse/reuse_step_answers.hpp"
+#include "services/session/owner_stats.hpp"
+#include "services/session/session_ops.hpp"
+
+namespace kvrt {
+
+struct OpenedSession {
+  SessionId session;
+  std::string principal;
+  std::vector<std::string> allowed_namespaces;
+};
+
+// A grant as the index owners must hear it (salt digest, not the salt).
+struct IssuedGrant {
+  NamespaceGrantReceipt receipt;      // for the worker
+  SessionNamespaceGrant for_indexes;  // for the index owners
+};
+
+class AuthorizationService {
+ public:
+  AuthorizationService(NamespaceAuthority authority, const AuthorizationConfig& config);
+
+  Result<OpenedSession> open_session(const HelloRequest& hello);
+  Result<IssuedGrant> authorize(SessionId session, const AuthorizeRequest& request);
+  // Steps 1-2 of the executable-reuse transaction (0x0CD): the session's
+  // latest grant for the namespace, checked now (a revoked principal, a
+  // closed or advanced generation, an ended grant is a denial), and the
+  // request's key built from that generation's facts. A session that holds
+  // no grant for the namespace is denied (namespace_denied) before any index
+  // sees the tokens (0x0CE "Authorization Before Lookup").
+  ReuseKeyAnswer reuse_key(SessionId session, const ReuseKeyRequest& request) const;
+  // Ends the session's grants; the principal keeps its token (a worker may
+  // reconnect) unless `revoke` bars it.
+  Status end_session(SessionId session, bool revoke = false);
+
+  size_t live_sessions() const { return sessions_.size(); }
+  OwnerStats stats() const;
+  Status validate() const;
+  const NamespaceAuthority& authority() const { return authority_; }
+
+ private:
+  struct SessionRecord {
+    PrincipalId principal;
+    std::string principal_name;
+    std::string worker_name;
+    std::map<std::string, AuthorizedLookup> grants;  // namespace -> the latest grant this session was issued
+  };
+  NamespaceAuthority authority_;
+  std::map<std::string, std::vector<std::string>> allowed_;  // principal -> namespaces (config)
+  std::map<uint64_t, SessionRecord> sessions_;
+  std::map<uint64_t, uint32_t> sessions_per_principal_;
+  uint64_t next_session_ = 1;
+  uint64_t hellos_ = 0, unauthenticated_ = 0, grants_ = 0, denied_ = 0, sessions_ended_ = 0;
+};
+
+}  // namespace kvrt

@@ -1,0 +1,40 @@
+#include "services/authorization/namespace_grants.hpp"
+
+namespace kvrt {
+
+void NamespaceGrants::grant(SessionId session, SessionNamespaceGrant g) {
+  auto& current = current_generation_[g.namespace_name];
+  if (current.value < g.generation.value) current = g.generation;
+  grants_[session.value][g.namespace_name] = std::move(g);
+}
+
+void NamespaceGrants::advance_generation(const std::string& name, NamespaceGeneration generation) {
+  auto& current = current_generation_[name];
+  if (current.value < generation.value) current = generation;
+  for (auto& [session, grants] : grants_) {
+    const auto it = grants.find(name);
+    if (it != grants.end() && it->second.generation.value < generation.value) grants.erase(it);
+  }
+}
+
+void NamespaceGrants::end_session(SessionId session) { grants_.erase(session.value); }
+
+Result<SessionNamespaceGrant> NamespaceGrants::current(SessionId session, const std::string& name) const {
+  const auto s = grants_.find(session.value);
+  const SessionNamespaceGrant* g = nullptr;
+  if (s != grants_.end())
+    if (const auto it = s->second.find(name); it != s->second.end()) g = &it->second;
+  if (g == nullptr)
+    return make_error(ErrorCode::authorization_namespace_denied,
+                      "this session holds no grant for namespace '" + name + "' (authorize first, 0x0CE)",
+                      "namespace_name");
+  const auto cur = current_generation_.find(name);
+  if (cur != current_generation_.end() && cur->second != g->generation)
+    return make_error(ErrorCode::authorization_stale_generation,
+                      "the grant for '" + name + "' is generation " + std::to_string(g->generation.value) +
+                          "; the namespace is at " + std::to_string(cur->second.value),
+                      "namespace_name");
+  return *g;
+}
+
+}  // namespace kvrt

@@ -1,0 +1,73 @@
+#pragma once
+// ExecutorService: the kernel executor owner as the node serves it (issue 5;
+// DESIGN.md "worker -> execute -> executor"). It runs decode attention for a
+// session's request over the node's own shared-memory pools, reading them in
+// place through the executor's paged kernels (services/executor/), with the
+// request's block table as the allocator owner resolved it for that session:
+// the worker names a request and a table version, never a block or a slot,
+// so it can only make the kernels read rows its own receipts hold (0x0BH).
+// No CAF here: actors/executor_actor.cpp fetches the table and calls decode().
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "services/executor/kv_view.hpp"
+#include "services/executor/paged_decode.hpp"
+#include "services/executor/thread_pool.hpp"
+#include "services/identity/cache_layout_manifest.hpp"
+#include "services/reuse/reuse_step_answers.hpp"
+#include "services/allocator/allocator_ops.hpp"
+#include "services/executor/executor_ops.hpp"
+#include "services/session/owner_stats.hpp"
+
+namespace kvrt {
+
+class ExecutorService {
+ public:
+  // The decode kernel over one layer's view: by default the CPU's
+  // executor::paged_decode; a node whose pools are GPU memory passes the
+  // CUDA kernel (gpu/cuda_decode_kernel.hpp), whose views hold device
+  // addresses. Same arguments, same checks, same receipt.
+  using DecodeKernel =
+      std::function<Result<executor::DecodeReceipt>(const executor::PagedKvView&, const executor::DecodeArgs&)>;
+
+  // layer_views[l]: model layer l of the node's pools; block_id_base[g]: the
+  // allocator's first block id of cache group g (slot = block id - base).
+  // threads > 1 runs the CPU kernels on a pool of that many workers.
+  static Result<std::unique_ptr<ExecutorService>> create(const CacheLayoutManifest& layout,
+                                                         std::vector<executor::PagedKvView> layer_views,
+                                                         std::vector<uint64_t> block_id_base, unsigned threads,
+                                                         DecodeKernel kernel = {});
+
+  // Errors, before any kernel runs: coordinate_out_of_range (layer),
+  // stale_table_version (the table moved past op.table_version),
+  // executor_head_mapping, executor_shape_mismatch (queries), and every
+  // refusal of the kernel's own checks (check_block_table).
+  Result<AttentionOutput> decode(const DecodeAttentionOp& op, const BlockTableView& table);
+
+  // Step 8 of the executable-reuse transaction (0x0CD): freezes the
+  // snapshot a reuse reads (the handles and interval as given, the kernel ABI
+  // of this executor: the layout's logical cache ABI) under a new version.
+  // The coordinator plans the batch against the version it is handed here,
+  // so planned and frozen agree; the ABI the consumer's key names is carried
+  // beside this executor's for the attempt to compare.
+  SnapshotAnswer freeze_reuse(const ReuseSnapshotRequest& request);
+
+  OwnerStats stats() const;
+  Status validate() const;
+
+ private:
+  ExecutorService(CacheLayoutManifest layout, std::vector<executor::PagedKvView> views, std::vector<uint64_t> base,
+                  unsigned threads);
+  CacheLayoutManifest layout_;
+  std::vector<executor::PagedKvView> views_;
+  std::vector<uint64_t> block_id_base_;
+  DecodeKernel kernel_;  // empty: executor::paged_decode on the CPU
+  std::unique_ptr<executor::ThreadPool> pool_;
+  uint64_t snapshots_frozen_ = 0;
+  uint64_t executions_ = 0, errors_ = 0, kv_rows_ = 0, kv_bytes_ = 0;
+};
+
+}  // namespace kvrt

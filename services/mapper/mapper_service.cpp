@@ -1,0 +1,128 @@
+#include "services/mapper/mapper_service.hpp"
+
+#include <string>
+
+namespace kvrt {
+
+Result<std::unique_ptr<MapperService>> MapperService::create(const MapperConfig& config, PoolGeneration generation) {
+  auto backing = std::make_unique<MemfdBacking>();
+  MemfdBacking* raw = backing.get();
+  auto mapper = VmmMapper::init(config, std::move(backing));
+  if (!mapper.ok()) return mapper.error();
+  return std::unique_ptr<MapperService>(new MapperService(std::move(mapper).value(), raw, generation));
+}
+
+MapperBatchReceipt MapperService::apply(SessionId session, const MapperBatch& batch) {
+  MapperBatchReceipt out;
+  out.trace = batch.trace;
+  out.outcomes.reserve(batch.ops.size());
+  for (const MapperOp& op : batch.ops) out.outcomes.push_back(apply_one(session, op));
+  return out;
+}
+
+MapperOutcome MapperService::apply_one(SessionId session, const MapperOp& op) {
+  ++operations_;
+  MapperOutcome outcome = std::visit([&](const auto& o) { return apply(session, o); }, op);
+  if (std::holds_alternative<Error>(outcome)) ++errors_;
+  if (const auto* r = std::get_if<StepResult>(&outcome); r && r->feasibility != MappingFeasibility::ready)
+    ++insufficient_;
+  return outcome;
+}
+
+MapperOutcome MapperService::apply(SessionId s, const MapperAllocOp& op) {
+  // A request another session holds is refused here, before the core could
+  // answer "already bound" and so disclose that it exists.
+  if (Status own = requests_.check(s, op.request.value, "request"); !own.ok()) return own.error();
+  auto bound = mapper_->alloc_reqid(op.request, op.generation, op.expected_tokens);
+  if (!bound.ok()) return bound.error();
+  requests_.record(s, op.request.value);
+  slot_generation_[op.request.value] = bound->generation;
+  return *bound;
+}
+
+MapperOutcome MapperService::apply(SessionId s, const MapperStepOp& op) {
+  // Every frontier of the step must be the session's own: one session never
+  // makes the mapper touch another's slot (0x06I).
+  for (size_t i = 0; i < op.requests.size(); ++i) {
+    const std::string field = "requests[" + std::to_string(i) + "]";
+    if (Status own = requests_.check(s, op.requests[i].request.value, field.c_str()); !own.ok()) return own.error();
+  }
+  auto stepped = mapper_->step(op.requests, op.path);
+  if (!stepped.ok()) return stepped.error();
+  return *stepped;
+}
+
+MapperOutcome MapperService::apply(SessionId s, const MapperAppendOp& op) {
+  if (Status own = requests_.check(s, op.request.value, "request"); !own.ok()) return own.error();
+  if (Status st = mapper_->append_rows(op.request, op.generation, op.valid_tokens); !st.ok()) return st.error();
+  return MapperDone{};
+}
+
+MapperOutcome MapperService::apply(SessionId s, const MapperFreeOp& op) {
+  if (Status own = requests_.check(s, op.request.value, "request"); !own.ok()) return own.error();
+  if (Status st = mapper_->free_reqid(op.request, op.generation, op.mode); !st.ok()) return st.error();
+  requests_.forget(op.request.value);
+  slot_generation_.erase(op.request.value);
+  return MapperDone{};
+}
+
+uint32_t MapperService::end_session(SessionId session) {
+  uint32_t freed = 0;
+  for (uint64_t request : requests_.held_by(session)) {
+    const auto generation = slot_generation_.find(request);
+    if (generation != slot_generation_.end() &&
+        mapper_->free_reqid(RequestId{request}, generation->second, ReleaseMode::retain).ok())
+      ++freed;
+    requests_.forget(request);
+    slot_generation_.erase(request);
+  }
+  if (freed > 0) ++sessions_reclaimed_;
+  return freed;
+}
+
+PagePoolOffer MapperService::page_offer() const {
+  const MapperGeometry& geo = mapper_->geometry();
+  PagePoolOffer offer;
+  offer.identity = PagePoolIdentity{geo.config().page_group_bytes, geo.config().handle_count, generation_};
+  offer.view_pages = static_cast<uint32_t>(geo.virtual_reserved_bytes() / geo.config().page_group_bytes);
+  for (uint32_t s = 0; s < geo.config().request_slots; ++s) {
+    const SlotRecord& slot = mapper_->slot(s);
+    for (uint32_t q = 0; q < slot.pages.size(); ++q)
+      for (uint32_t t = 0; t < slot.pages[q].size(); ++t)
+        offer.pages.push_back(ViewPage{static_cast<uint32_t>(geo.page_offset(t, s, q) / geo.config().page_group_bytes),
+                                       slot.pages[q][t].value});
+  }
+  return offer;
+}
+
+OwnerStats MapperService::stats() const {
+  OwnerStats out;
+  out.owner = "mapper";
+  const Status v = validate();
+  out.validate_ok = v.ok();
+  if (!v.ok()) out.validate_error = v.error().describe();
+  auto put = [&](std::string name, uint64_t value) {
+    out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(value)});
+  };
+  const MappingLedger l = mapper_->ledger();
+  uint64_t active = 0;
+  for (uint32_t s = 0; s < mapper_->geometry().config().request_slots; ++s) active += mapper_->slot(s).active ? 1 : 0;
+  put("active_slots", active);
+  put("bound_requests", requests_.size());
+  put("virtual_reserved_bytes", l.virtual_reserved_bytes);
+  put("physical_pool_bytes", l.physical_pool_bytes);
+  put("mapped_bytes", l.mapped_bytes);
+  put("active_valid_bytes", l.active_valid_bytes);
+  put("active_slack_bytes", l.active_slack_bytes);
+  put("inactive_retained_bytes", l.inactive_retained_bytes);
+  put("free_handle_bytes", l.free_handle_bytes);
+  put("bundle_maps", mapper_->bundle_maps());
+  put("bundle_unmaps", mapper_->bundle_unmaps());
+  put("operations", operations_);
+  put("errors", errors_);
+  put("insufficient_handles", insufficient_);
+  put("sessions_reclaimed", sessions_reclaimed_);
+  return out;
+}
+
+}  // namespace kvrt

@@ -1,0 +1,64 @@
+#pragma once
+// MapperService: the mapper owner as the node serves it (issue 6 with issue
+// 5). It holds the VmmMapper core over one memfd page pool, which worker
+// session owns each bound request, applies one batch of wire operations in
+// order (one outcome per operation), and frees a session's slots through the
+// core's normal free_reqid when the session ends (worker death). No CAF here:
+// actors/mapper_actor.cpp only decodes, calls apply(), and encodes.
+//
+// Workers see the pages through their own contiguous views of the same memfd
+// (services/mapper/page_pool_channel.hpp). The node's socket sends the fd
+// with an empty page table and a worker maps the pages its receipts announce
+// (MapperPoolView); page_offer() is the full table of every slot mapped now,
+// for a view that must show all slots at once (an observer, a test).
+#include <cstdint>
+#include <memory>
+
+#include "services/mapper/memfd_backing.hpp"
+#include "services/mapper/page_pool_channel.hpp"
+#include "services/mapper/vmm_mapper.hpp"
+#include "services/mapper/mapper_ops.hpp"
+#include "services/session/owner_stats.hpp"
+#include "services/session/session_holdings.hpp"
+
+namespace kvrt {
+
+class MapperService {
+ public:
+  // Reserves the virtual ranges and creates the page pool (0x06B init).
+  // Errors: those of MapperGeometry::make (a field the arithmetic cannot
+  // honour) and of the backing (io when the OS refuses).
+  static Result<std::unique_ptr<MapperService>> create(const MapperConfig& config, PoolGeneration generation);
+
+  MapperBatchReceipt apply(SessionId session, const MapperBatch& batch);
+  MapperOutcome apply_one(SessionId session, const MapperOp& op);
+  // Frees every slot the session still holds (retain mode: the pages stay as
+  // reusable capacity, never as K/V, 0x06E). Returns how many were freed.
+  uint32_t end_session(SessionId session);
+
+  // The memfd, and the page table of every mapped slot (0x06C layout).
+  int pool_fd() const { return backing_->pool_fd(); }
+  PagePoolOffer page_offer() const;
+  const MapperGeometry& geometry() const { return mapper_->geometry(); }
+
+  OwnerStats stats() const;
+  Status validate() const { return mapper_->validate(); }
+  const VmmMapper& core() const { return *mapper_; }
+
+ private:
+  MapperService(std::unique_ptr<VmmMapper> mapper, MemfdBacking* backing, PoolGeneration generation)
+      : mapper_(std::move(mapper)), backing_(backing), generation_(generation) {}
+  MapperOutcome apply(SessionId s, const MapperAllocOp& op);
+  MapperOutcome apply(SessionId s, const MapperStepOp& op);
+  MapperOutcome apply(SessionId s, const MapperAppendOp& op);
+  MapperOutcome apply(SessionId s, const MapperFreeOp& op);
+
+  std::unique_ptr<VmmMapper> mapper_;
+  MemfdBacking* backing_;  // owned by mapper_
+  PoolGeneration generation_;
+  SessionHoldings<uint64_t> requests_{"request"};       // RequestId value -> session
+  std::map<uint64_t, SlotGeneration> slot_generation_;  // RequestId value -> its slot generation
+  uint64_t operations_ = 0, errors_ = 0, insufficient_ = 0, sessions_reclaimed_ = 0;
+};
+
+}  // namespace kvrt

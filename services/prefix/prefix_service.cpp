@@ -1,0 +1,154 @@
+#include "services/prefix/prefix_service.hpp"
+
+#include <string>
+
+namespace kvrt {
+
+Result<PrefixService> PrefixService::create(PrefixIndexConfig config) {
+  // The node's index is ungated: authorization runs here, before the index,
+  // and namespaces separate by salt (see the header).
+  config.registry = nullptr;
+  Result<PrefixIndex> index = PrefixIndex::create(std::move(config));
+  if (!index.ok()) return index.error();
+  Result<PrefixScope> scope = index->local_scope();
+  if (!scope.ok()) return scope.error();
+  return PrefixService(std::move(*index), std::move(*scope));
+}
+
+void PrefixService::grant(SessionId session, SessionNamespaceGrant g) { grants_.grant(session, std::move(g)); }
+
+void PrefixService::advance_generation(const std::string& name, NamespaceGeneration generation) {
+  grants_.advance_generation(name, generation);
+  ++retraction_version_;
+}
+
+void PrefixService::end_session(SessionId session) { grants_.end_session(session); }
+
+Result<BlockExtrasPlan> PrefixService::authorized_plan(SessionId session, const std::string& name) const {
+  Result<SessionNamespaceGrant> granted = grants_.current(session, name);
+  if (!granted.ok()) return granted.error();
+  const SessionNamespaceGrant* g = &*granted;
+  // The salt binds namespace, salt and generation: a later generation hashes
+  // differently, so candidates of a revoked generation never match (0x0CE
+  // revocation step 3).
+  RequestExtras extras;
+  extras.cache_salt = name + "\x1f" + g->salt + "\x1fg" + std::to_string(g->generation.value);
+  return index_.extras_plan(scope_, extras);
+}
+
+Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixMatchOp& op) {
+  Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name);
+  if (!plan.ok()) {
+    if (plan.error().code == ErrorCode::authorization_namespace_denied) ++unauthorized_;
+    if (plan.error().code == ErrorCode::authorization_stale_generation) ++stale_generation_;
+    if (const auto reason = authorization_rejection(plan.error().code)) funnel_.record_refused(*reason);
+    return plan.error();
+  }
+  Result<PrefixMatch> m = index_.lookup(
+      scope_, PrefixLookupArgs{op.request, op.request_generation, op.tokens, &*plan, op.logits_path, {}}, nullptr);
+  if (!m.ok()) return m.error();
+  ++lookups_;
+  funnel_.record_lookup(m->receipt.runtime_hit_tokens);
+  lookup_prompt_tokens_ += m->receipt.prompt_tokens;
+  lookup_hit_tokens_ += m->receipt.runtime_hit_tokens;
+  m->receipt.namespace_id = op.namespace_name;
+  m->receipt.namespace_generation = grants_.current(session, op.namespace_name)->generation;
+  m->receipt.receipt_sha256 = m->receipt.canonical_digest();
+  return std::move(m->receipt);
+}
+
+Result<BlockExtrasPlan> PrefixService::publication_plan(SessionId session, const PrefixPublishOp& op) const {
+  Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name);
+  if (!plan.ok()) return plan.error();
+  const uint32_t P = index_.block_tokens();
+  if (op.first_block > op.end_block)
+    return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");
+  if (uint64_t{op.end_block} * P > op.tokens.size())
+    return make_error(ErrorCode::invalid_argument, "only full blocks are published", "end_block");
+  return plan;
+}
+
+Status PrefixService::check_publication(SessionId session, const PrefixPublishOp& op) const {
+  Result<BlockExtrasPlan> plan = publication_plan(session, op);
+  return plan.ok() ? Status::success() : Status(plan.error());
+}
+
+Result<DecidedPublication> PrefixService::decide_publication(SessionId session, const PrefixPublishOp& op,
+                                                             const BlockTableView& table) {
+  BlockExtrasPlan plan;
+  KVRT_TRY_ASSIGN(plan, publication_plan(session, op));
+  std::vector<std::vector<SnapshotBlock>> groups(table.groups.size());
+  for (size_t g = 0; g < table.groups.size(); ++g)
+    for (const BlockTableEntry& e : table.groups[g])
+      groups[g].push_back(SnapshotBlock{e.handle, e.valid_rows, e.cache_key});
+  BlockTableSnapshotTarget target(op.request, index_.block_tokens(), std::move(groups));
+  std::vector<BlockHash> hashes;
+  index_.extend_hashes(scope_, op.tokens, plan, hashes);
+  PublishOutcome outcome;
+  KVRT_TRY_ASSIGN(outcome, index_.publish_blocks(
+                               scope_, target,
+                               PrefixPublishArgs{op.request, op.tokens, hashes, &plan, op.first_block, op.end_block}));
+  ++publications_;
+  if (Result<SessionNamespaceGrant> g = grants_.current(session, op.namespace_name); g.ok())
+    published_digests_.record(*g);
+  DecidedPublication out;
+  out.receipt = PrefixPublishReceipt{op.request, outcome.published, outcome.duplicates, outcome.already,
+                                     index_.publication_generation()};
+  out.tags = target.tags();
+  return out;
+}
+
+uint32_t PrefixService::confirm_tags(const std::vector<CacheKeyTag>& tags, const std::vector<Status>& results) {
+  std::vector<AllocatorEvent> withdrawn;
+  for (size_t i = 0; i < tags.size() && i < results.size(); ++i)
+    if (!results[i].ok())
+      withdrawn.push_back(AllocatorEvent{AllocatorEvent::Kind::cache_key_evicted, tags[i].handle, tags[i].cache_key});
+  tags_refused_ += withdrawn.size();
+  if (!withdrawn.empty()) {
+    index_.absorb(withdrawn);
+    ++retraction_version_;
+  }
+  return static_cast<uint32_t>(withdrawn.size());
+}
+
+AbsorbOutcome PrefixService::absorb(std::span<const AllocatorEvent> events) {
+  const AbsorbOutcome out = index_.absorb(events);
+  if (out.removed > 0) ++retraction_version_;
+  return out;
+}
+
+Result<CandidateAnswer> PrefixService::reuse_candidate(SessionId session, const PrefixMatchOp& op) {
+  const uint64_t version = retraction_version_;
+  Result<PrefixMatchReceipt> m = match(session, op);
+  if (!m.ok()) return m.error();
+  if (m->runtime_hit_tokens == 0) return CandidateAnswer(IndexMiss{});
+  ReuseCandidate c;
+  KVRT_TRY_ASSIGN(
+      c, candidate_of_hit(ReuseSource::prefix_index, op, *m, published_digests_, index_.config().collision_witness));
+  c.index_version = version;
+  return CandidateAnswer(std::move(c));
+}
+
+OwnerStats PrefixService::stats() const {
+  OwnerStats out;
+  out.owner = "prefix_index";
+  const Status v = validate();
+  out.validate_ok = v.ok();
+  if (!v.ok()) out.validate_error = v.error().describe();
+  auto put = [&](std::string name, int64_t value) { out.values.push_back(StatValue{std::move(name), value}); };
+  put("cached_block_entries", static_cast<int64_t>(index_.cached_blocks()));
+  put("hash_keys", static_cast<int64_t>(index_.hash_keys()));
+  put("publication_generation", static_cast<int64_t>(index_.publication_generation()));
+  put("lookups", static_cast<int64_t>(lookups_));
+  put("lookup_prompt_tokens", static_cast<int64_t>(lookup_prompt_tokens_));
+  put("lookup_hit_tokens", static_cast<int64_t>(lookup_hit_tokens_));
+  put("rejected_unauthorized", static_cast<int64_t>(unauthorized_));
+  put("rejected_stale_generation", static_cast<int64_t>(stale_generation_));
+  put("publications", static_cast<int64_t>(publications_));
+  put("tags_refused", static_cast<int64_t>(tags_refused_));
+  put("sessions_with_grants", static_cast<int64_t>(grants_.sessions()));
+  funnel_.put(out);
+  return out;
+}
+
+}  // namespace kvrt

@@ -1,0 +1,107 @@
+#pragma once
+// PrefixService: the prefix-index owner as the node serves it (issue 5).
+//
+// Isolation (0x0CE) uses three different controls, each for what it is for:
+//   - authorization: a session's lookup or publication reaches the index only
+//     for a namespace the authorization owner granted that session, at the
+//     namespace's current generation (checked here, before any hash is
+//     computed or probed: "Authorization Before Lookup");
+//   - salt: the chain's first block hashes the namespace's salt and
+//     generation (vLLM's cache_salt), so tenants never share a digest and a
+//     revoked generation's entries can never match again;
+//   - witness: the collision witness of the index (0x07F) stays on.
+//
+// Publication is two-phase across owners: the index reads the request's
+// table from the allocator owner (BlockTableView), decides the entries, and
+// the allocator owner applies the weak-identity tags; a tag the allocator
+// refuses is withdrawn from the index (confirm_tags), so the index never
+// names an identity the allocator does not hold.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/authorization/namespace_grants.hpp"
+#include "services/reuse/reuse_candidates.hpp"
+#include "services/reuse/reuse_funnel_counters.hpp"
+#include "services/reuse/reuse_step_answers.hpp"
+#include "services/prefix/prefix_index.hpp"
+#include "services/prefix/publication_target.hpp"
+#include "services/allocator/allocator_ops.hpp"
+#include "services/session/owner_stats.hpp"
+#include "services/prefix/prefix_ops.hpp"
+#include "services/session/session_ops.hpp"
+
+namespace kvrt {
+
+// A publication waiting for the allocator owner's table.
+struct PendingPublication {
+  SessionId session;
+  PrefixPublishOp op;
+};
+
+// The decided publication: the receipt and the tags the allocator must apply.
+struct DecidedPublication {
+  PrefixPublishReceipt receipt;
+  std::vector<CacheKeyTag> tags;
+};
+
+class PrefixService {
+ public:
+  static Result<PrefixService> create(PrefixIndexConfig config);
+
+  void grant(SessionId session, SessionNamespaceGrant grant);
+  // A namespace moved to a new generation: every grant of an older one ends.
+  void advance_generation(const std::string& namespace_name, NamespaceGeneration generation);
+  void end_session(SessionId session);
+
+  Result<PrefixMatchReceipt> match(SessionId session, const PrefixMatchOp& op);
+  // Phase 1: authorization and argument checks; ok means "read the table".
+  Status check_publication(SessionId session, const PrefixPublishOp& op) const;
+  // Phase 2: decide the entries against the allocator's table view.
+  Result<DecidedPublication> decide_publication(SessionId session, const PrefixPublishOp& op,
+                                                const BlockTableView& table);
+  // Phase 3: withdraws the entries whose tags the allocator refused.
+  uint32_t confirm_tags(const std::vector<CacheKeyTag>& tags, const std::vector<Status>& results);
+  AbsorbOutcome absorb(std::span<const AllocatorEvent> events);
+
+  // Step 3 of the executable-reuse transaction (0x0CD): match() as a
+  // candidate. A hit names the d_sem / d_layout recorded when its namespace
+  // generation was published, the index version it read, the covered
+  // interval [0, S_runtime) and every handle bundle-major. pool_generations
+  // are left to the caller, which knows the node's pools. The witness is the
+  // covered tokens' digest, which the index compared token by token during
+  // the lookup when its collision witness is on (0x07F); without it, none.
+  // Errors: match()'s.
+  Result<CandidateAnswer> reuse_candidate(SessionId session, const PrefixMatchOp& op);
+  // Step 5: the index version as it stands now. It counts retractions
+  // (entries dropped by eviction, withdrawn tags, a namespace generation
+  // advanced), not insertions: a publication cannot invalidate a candidate
+  // found earlier, a retraction can.
+  ReuseIndexVersion reuse_version() const {
+    return ReuseIndexVersion{retraction_version_, TreeVersion{0}, index_.publication_generation()};
+  }
+
+  OwnerStats stats() const;
+  Status validate() const { return index_.validate(nullptr); }
+  const PrefixIndex& index() const { return index_; }
+
+ private:
+  explicit PrefixService(PrefixIndex index, PrefixScope scope) : index_(std::move(index)), scope_(std::move(scope)) {}
+  Result<BlockExtrasPlan> authorized_plan(SessionId session, const std::string& namespace_name) const;
+  // check_publication's checks; the authorized plan when they pass.
+  Result<BlockExtrasPlan> publication_plan(SessionId session, const PrefixPublishOp& op) const;
+
+  PrefixIndex index_;
+  PrefixScope scope_;  // the node's local scope; namespaces separate by salt
+  NamespaceGrants grants_;
+  uint64_t lookups_ = 0, lookup_hit_tokens_ = 0, lookup_prompt_tokens_ = 0;
+  uint64_t unauthorized_ = 0, stale_generation_ = 0;
+  LookupFunnelCounters funnel_;  // the node's reuse funnel, lookup stages (0x0CF)
+  uint64_t publications_ = 0, tags_refused_ = 0;
+  uint64_t retraction_version_ = 0;
+  PublishedReuseDigests published_digests_;
+};
+
+}  // namespace kvrt

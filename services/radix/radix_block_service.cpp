@@ -1,0 +1,266 @@
+#include "services/radix/radix_block_service.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "services/common/digest.hpp"
+#include "services/common/units.hpp"
+
+namespace kvrt {
+
+Result<RadixBlockService> RadixBlockService::create(const CacheLayoutManifest& layout, uint32_t budget_blocks,
+                                                    EvictionPolicy eviction) {
+  const uint32_t groups = static_cast<uint32_t>(layout.cache_groups.size());
+  auto index =
+      RadixBlockIndex::create(RadixBlockIndexConfig{layout.allocator_block_size, groups, budget_blocks, eviction});
+  if (!index.ok()) return index.error();
+  return RadixBlockService(std::move(index).value(), layout.digest(), groups);
+}
+
+Result<uint64_t> RadixBlockService::namespace_key(SessionId session, const std::string& name) const {
+  Result<SessionNamespaceGrant> g = grants_.current(session, name);
+  if (!g.ok()) return g.error();
+  // Namespace, salt and generation bind the subtree (0x0CE): a later
+  // generation keys differently, so a revoked generation's pages never match.
+  const std::string material = name + "\x1f" + g->salt + "\x1fg" + std::to_string(g->generation.value);
+  const Sha256Digest d = sha256(std::span(reinterpret_cast<const uint8_t*>(material.data()), material.size()));
+  uint64_t key = 0;
+  std::memcpy(&key, d.bytes.data(), sizeof key);
+  return key | 1;  // 0 means "no extra key" to the tree
+}
+
+Result<PrefixMatchReceipt> RadixBlockService::match(SessionId session, const PrefixMatchOp& op) {
+  return match_at(session, op, nullptr);
+}
+
+Result<PrefixMatchReceipt> RadixBlockService::match_at(SessionId session, const PrefixMatchOp& op,
+                                                       RadixNodeRef* terminal) {
+  Result<uint64_t> key = namespace_key(session, op.namespace_name);
+  if (!key.ok()) {
+    ++unauthorized_;
+    if (const auto reason = authorization_rejection(key.error().code)) funnel_.record_refused(*reason);
+    return key.error();
+  }
+  const uint32_t P = index_.block_tokens();
+  const uint32_t prompt = static_cast<uint32_t>(op.tokens.size());
+  // With logits required the last prompt token is always computed (0x07A).
+  const uint32_t cap = op.logits_path == LogitsPath::logits_required && prompt > 0 ? prompt - 1 : prompt;
+  const RadixBlockMatch m = index_.match(*key, op.tokens, cap);
+  if (terminal != nullptr) *terminal = m.terminal;
+  ++lookups_;
+  funnel_.record_lookup(m.hit_tokens);
+  lookup_prompt_tokens_ += prompt;
+  lookup_hit_tokens_ += m.hit_tokens;
+
+  PrefixMatchReceipt r;
+  r.request_id = op.request;
+  r.request_generation = op.request_generation;
+  r.index_snapshot_id = IndexSnapshotId{publications_};
+  r.index_publication_generation = publications_;
+  r.compatibility_manifest_sha256 = layout_sha256_;
+  r.namespace_id = op.namespace_name;
+  r.namespace_generation = grants_.current(session, op.namespace_name)->generation;
+  r.policy_id = "radix_page";
+  r.alignment_tokens = P;
+  r.logits_path = op.logits_path;
+  r.prompt_tokens = prompt;
+  r.semantic_match_tokens = m.hit_tokens;
+  r.indexed_match_tokens = m.hit_tokens;
+  r.reuse_cap_tokens = cap;
+  r.runtime_hit_tokens = m.hit_tokens;
+  r.prompt_rows_recomputed = prompt - m.hit_tokens;
+  r.matched_group_handles = m.bundles;
+  r.new_block_bundles = static_cast<uint32_t>(ceil_div(prompt - m.hit_tokens, P));
+  r.receipt_sha256 = r.canonical_digest();
+  return r;
+}
+
+void RadixBlockService::end_session(SessionId session) {
+  grants_.end_session(session);
+  for (auto it = path_leases_.begin(); it != path_leases_.end();) {
+    if (it->second.session == session) {
+      (void)index_.unlock_path(it->second.terminal);
+      it = path_leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Result<CandidateAnswer> RadixBlockService::reuse_candidate(SessionId session, const PrefixMatchOp& op) {
+  RadixNodeRef terminal;
+  Result<PrefixMatchReceipt> m = match_at(session, op, &terminal);
+  if (!m.ok()) return m.error();
+  if (m->runtime_hit_tokens == 0) return CandidateAnswer(IndexMiss{});
+  // The tree compares every token of its walk: a hit's stored tokens are the request's.
+  ReuseCandidate c;
+  KVRT_TRY_ASSIGN(c, candidate_of_hit(ReuseSource::radix_index, op, *m, published_digests_, true));
+  c.tree_version = index_.retraction_version();
+  c.path_node_ids = index_.tree().path_ids(terminal);
+  return CandidateAnswer(std::move(c));
+}
+
+ReusePathLeaseAnswer RadixBlockService::lease_path(SessionId session, const ReusePathLeaseRequest& request) {
+  auto refuse = [&](std::string why) {
+    ++path_leases_refused_;
+    return ReusePathLeaseAnswer{std::nullopt, std::move(why)};
+  };
+  if (request.path.empty()) return refuse("an empty path names no node to lock");
+  // O(nodes): the request names the terminal by id only.
+  const std::optional<RadixNodeRef> terminal = index_.tree().find(request.path.back());
+  if (!terminal) return refuse("node " + std::to_string(request.path.back().value) + " left the tree since the lookup");
+  // A split since the lookup may have put new nodes on the path; every node
+  // the candidate named must still be on it, in order (a removed one would
+  // have taken the terminal with it: eviction is leaf first).
+  const std::vector<RadixNodeId> now = index_.tree().path_ids(*terminal);
+  auto at = now.begin();
+  for (RadixNodeId id : request.path) {
+    at = std::find(at, now.end(), id);
+    if (at == now.end()) return refuse("node " + std::to_string(id.value) + " is no longer on the path");
+    ++at;
+  }
+  if (Status locked = index_.lock_path(*terminal); !locked.ok()) return refuse(locked.error().describe());
+  const LeaseId lease{kPathLeaseBit | next_path_lease_++};
+  path_leases_[lease.value] = PathLease{session, *terminal};
+  ++path_leases_granted_;
+  return ReusePathLeaseAnswer{lease, ""};
+}
+
+bool RadixBlockService::release_path(SessionId session, LeaseId lease) {
+  const auto it = path_leases_.find(lease.value);
+  if (it == path_leases_.end() || it->second.session != session) return false;
+  if (!index_.unlock_path(it->second.terminal).ok()) return false;
+  path_leases_.erase(it);
+  return true;
+}
+
+Status RadixBlockService::validate() const {
+  KVRT_TRY(index_.validate());
+  std::map<uint64_t, uint32_t> ending;  // node id -> path leases ending there
+  for (const auto& [id, lease] : path_leases_) {
+    if (!index_.tree().is_live(lease.terminal))
+      return make_error(ErrorCode::invariant_violated,
+                        "path lease " + std::to_string(id & ~kPathLeaseBit) + " ends at a node not in the tree");
+    ++ending[lease.terminal.id.value];
+  }
+  for (const auto& [id, lease] : path_leases_)
+    if (index_.tree().node(lease.terminal).lock_count < ending[lease.terminal.id.value])
+      return make_error(ErrorCode::invariant_violated,
+                        "node " + std::to_string(lease.terminal.id.value) + " holds fewer locks than path leases");
+  return Status::success();
+}
+
+Status RadixBlockService::check_publication(SessionId session, const PrefixPublishOp& op) const {
+  Result<uint64_t> key = namespace_key(session, op.namespace_name);
+  if (!key.ok()) return key.error();
+  if (op.first_block > op.end_block)
+    return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");
+  if (uint64_t{op.end_block} * index_.block_tokens() > op.tokens.size())
+    return make_error(ErrorCode::invalid_argument, "only full blocks are published", "end_block");
+  return Status::success();
+}
+
+Result<RadixPublication> RadixBlockService::decide_publication(SessionId session, const PrefixPublishOp& op,
+                                                               const BlockTableView& table) {
+  KVRT_TRY(check_publication(session, op));
+  const uint64_t key = *namespace_key(session, op.namespace_name);
+  const uint32_t P = index_.block_tokens();
+  if (table.groups.size() != groups_)
+    return make_error(ErrorCode::invalid_argument, "the table has another number of cache groups", "table");
+  // Pages [0, end_block): the tree needs the whole path; pages it holds
+  // already come back as duplicates.
+  std::vector<std::vector<PhysicalBlockHandle>> pages(op.end_block);
+  for (uint32_t g = 0; g < groups_; ++g) {
+    if (table.groups[g].size() < op.end_block)
+      return make_error(ErrorCode::invalid_argument,
+                        "the request's table has " + std::to_string(table.groups[g].size()) + " blocks in group " +
+                            std::to_string(g) + ", fewer than end_block " + std::to_string(op.end_block),
+                        "end_block");
+    for (uint32_t j = 0; j < op.end_block; ++j) {
+      const BlockTableEntry& e = table.groups[g][j];
+      if (e.valid_rows < P)
+        return make_error(ErrorCode::row_not_valid,
+                          "block " + std::to_string(j) + " of group " + std::to_string(g) + " holds " +
+                              std::to_string(e.valid_rows) + " committed rows; only full pages are cached",
+                          "end_block");
+      pages[j].push_back(e.handle);
+    }
+  }
+  auto adoption = index_.adopt(key, std::span(op.tokens).first(uint64_t{op.end_block} * P), pages);
+  if (!adoption.ok()) return adoption.error();
+  RadixPublication out;
+  out.adoption = std::move(adoption).value();
+  for (uint32_t id : out.adoption.pages)
+    for (const PhysicalBlockHandle& h : index_.page(id).handles) out.lease_handles.push_back(h);
+  out.receipt = PrefixPublishReceipt{op.request, 0, out.adoption.duplicates * groups_, 0, publications_ + 1};
+  if (Result<SessionNamespaceGrant> g = grants_.current(session, op.namespace_name); g.ok())
+    published_digests_.record(*g);
+  ++publications_;
+  pages_duplicate_ += out.adoption.duplicates;
+  return out;
+}
+
+std::vector<LeaseId> RadixBlockService::confirm(RadixPublication& publication,
+                                                const std::vector<std::optional<LeaseId>>& leases) {
+  std::vector<std::vector<std::optional<LeaseId>>> per_page(publication.adoption.pages.size());
+  for (size_t i = 0; i < per_page.size(); ++i)
+    for (uint32_t g = 0; g < groups_; ++g) {
+      const size_t k = i * groups_ + g;
+      per_page[i].push_back(k < leases.size() ? leases[k] : std::nullopt);
+    }
+  bool granted = leases.size() == publication.lease_handles.size();
+  for (const auto& l : leases) granted = granted && l.has_value();
+  std::vector<LeaseId> release = index_.confirm(publication.adoption, per_page);
+  if (!granted) {
+    ++adoptions_withdrawn_;
+  } else {
+    publication.receipt.published = static_cast<uint32_t>(publication.lease_handles.size());
+    pages_adopted_ += publication.adoption.pages.size();
+  }
+  std::vector<LeaseId> evicted = index_.enforce_budget();
+  release.insert(release.end(), evicted.begin(), evicted.end());
+  return release;
+}
+
+std::vector<LeaseId> RadixBlockService::relieve_pressure(uint32_t missing_blocks) {
+  ++pressure_calls_;
+  const uint32_t before = index_.cached_pages();
+  std::vector<LeaseId> release = index_.evict_pages(std::max(1u, missing_blocks));
+  pressure_pages_ += before - index_.cached_pages();
+  return release;
+}
+
+OwnerStats RadixBlockService::stats() const {
+  OwnerStats out;
+  out.owner = "prefix_index";
+  const Status v = validate();
+  out.validate_ok = v.ok();
+  if (!v.ok()) out.validate_error = v.error().describe();
+  auto put = [&](std::string name, uint64_t value) {
+    out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(value)});
+  };
+  put("radix", 1);
+  put("cached_pages", index_.cached_pages());
+  put("path_leases", path_leases_.size());
+  put("path_leases_granted", path_leases_granted_);
+  put("path_leases_refused", path_leases_refused_);
+  put("cached_blocks", uint64_t{index_.cached_pages()} * groups_);
+  put("tree_nodes", index_.tree().ledger().nodes);
+  put("evicted_pages", index_.evicted_pages());
+  put("lookups", lookups_);
+  put("lookup_prompt_tokens", lookup_prompt_tokens_);
+  put("lookup_hit_tokens", lookup_hit_tokens_);
+  put("rejected_unauthorized", unauthorized_);
+  put("publications", publications_);
+  put("pages_adopted", pages_adopted_);
+  put("pages_duplicate", pages_duplicate_);
+  put("adoptions_withdrawn", adoptions_withdrawn_);
+  put("pressure_calls", pressure_calls_);
+  put("pressure_pages", pressure_pages_);
+  put("sessions_with_grants", grants_.sessions());
+  funnel_.put(out);
+  return out;
+}
+
+}  // namespace kvrt

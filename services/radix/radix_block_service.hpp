@@ -1,0 +1,121 @@
+#pragma once
+// RadixBlockService: the radix index owner as the node serves it (issue 8
+// "radix reuse"; spec 0x08 with the node protocol of issue 5). The node runs
+// either this owner or the hash-chain PrefixService behind the same messages
+// (PrefixBatch match and publish ops, PrefixMatchReceipt), selected by
+// `[node] prefix_index`; engines do not change.
+//
+//   match    authorization first (NamespaceGrants, 0x0CE), then the longest
+//            cached page-aligned prefix in the namespace's subtree (the
+//            namespace, its salt and generation form the tree's extra key, so
+//            tenants never share a path and a revoked generation never
+//            matches again), capped so the last prompt token is recomputed
+//            when logits are required (0x07A).
+//   publish  three phases across owners, like the hash chain's: read the
+//            request's table from the allocator owner, adopt its full pages
+//            into the tree (decide_publication), have the allocator grant one
+//            lease per block of each adopted page, then confirm(): record the
+//            leases or withdraw the adoption, and evict leaves over the
+//            budget. confirm() returns every lease the allocator must release.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/identity/cache_layout_manifest.hpp"
+#include "services/authorization/namespace_grants.hpp"
+#include "services/reuse/reuse_candidates.hpp"
+#include "services/reuse/reuse_funnel_counters.hpp"
+#include "services/reuse/reuse_step_answers.hpp"
+#include "services/allocator/allocator_ops.hpp"
+#include "services/session/owner_stats.hpp"
+#include "services/prefix/prefix_ops.hpp"
+#include "services/radix/radix_block_index.hpp"
+
+namespace kvrt {
+
+// A publication waiting for the allocator's leases.
+struct RadixPublication {
+  PrefixPublishReceipt receipt;  // published counted at confirm()
+  RadixAdoption adoption;
+  std::vector<PhysicalBlockHandle> lease_handles;  // adoption.pages x groups, page-major
+};
+
+class RadixBlockService {
+ public:
+  // budget_blocks: blocks per cache group the tree may hold leased [blocks].
+  static Result<RadixBlockService> create(const CacheLayoutManifest& layout, uint32_t budget_blocks,
+                                          EvictionPolicy eviction = EvictionPolicy::lru);
+
+  void grant(SessionId session, SessionNamespaceGrant grant) { grants_.grant(session, std::move(grant)); }
+  void advance_generation(const std::string& name, NamespaceGeneration g) { grants_.advance_generation(name, g); }
+  // Ends the session's grants and releases the path leases it still holds.
+  void end_session(SessionId session);
+
+  Result<PrefixMatchReceipt> match(SessionId session, const PrefixMatchOp& op);
+
+  // The executable-reuse transaction (0x0CD) for radix candidates.
+  // Step 3: match() as a candidate naming its path root -> terminal, the
+  // tree's retraction version (RadixBlockIndex), the producer's digests recorded at publication, and the
+  // covered tokens' digest (the tree compares every token on its walk, so a
+  // hit's stored tokens equal the request's). pool_generations are the
+  // caller's. Errors: match()'s.
+  Result<CandidateAnswer> reuse_candidate(SessionId session, const PrefixMatchOp& op);
+  // Step 4: a lock reference on the path for the session (0x08D), refused
+  // when the terminal left the tree or a node of `path` is no longer on its
+  // path (a split since the lookup may add nodes; the lock covers them too).
+  ReusePathLeaseAnswer lease_path(SessionId session, const ReusePathLeaseRequest& request);
+  // Step 10, or a rejected attempt: false for a lease the session does not hold.
+  bool release_path(SessionId session, LeaseId lease);
+  // Step 5: the tree's retraction version now.
+  ReuseIndexVersion reuse_version() const { return ReuseIndexVersion{0, index_.retraction_version(), publications_}; }
+  // Phase 1: authorization and argument checks; ok means "read the table".
+  Status check_publication(SessionId session, const PrefixPublishOp& op) const;
+  // Phase 2: adopt pages [0, end_block) of the table. Errors: those of
+  // check_publication, row_not_valid for a page that is not full, and
+  // invalid_argument for a table shorter than end_block.
+  Result<RadixPublication> decide_publication(SessionId session, const PrefixPublishOp& op,
+                                              const BlockTableView& table);
+  // Phase 3: leases[i] answers lease_handles[i] (nullopt: refused). Fills
+  // the receipt's published count; returns the leases to release.
+  std::vector<LeaseId> confirm(RadixPublication& publication, const std::vector<std::optional<LeaseId>>& leases);
+
+  // Requests are stuck for about `missing_blocks` blocks per group that the
+  // cache holds (the allocator saw refusals pile up with no release): evict
+  // that many pages, policy order, leaf first (0x08E), and return their
+  // leases to release.
+  std::vector<LeaseId> relieve_pressure(uint32_t missing_blocks);
+
+  OwnerStats stats() const;
+  // The index's laws, then: every path lease's terminal is in the tree and
+  // carries at least as many lock references as leases end at it.
+  Status validate() const;
+  const RadixBlockIndex& index() const { return index_; }
+
+ private:
+  RadixBlockService(RadixBlockIndex index, Sha256Digest layout_sha256, uint32_t groups)
+      : index_(std::move(index)), layout_sha256_(layout_sha256), groups_(groups) {}
+  Result<uint64_t> namespace_key(SessionId session, const std::string& namespace_name) const;
+  // match() and the node its hit ends at.
+  Result<PrefixMatchReceipt> match_at(SessionId session, const PrefixMatchOp& op, RadixNodeRef* terminal);
+
+  RadixBlockIndex index_;
+  Sha256Digest layout_sha256_;
+  uint32_t groups_ = 0;
+  NamespaceGrants grants_;
+  uint64_t lookups_ = 0, lookup_prompt_tokens_ = 0, lookup_hit_tokens_ = 0, unauthorized_ = 0;
+  LookupFunnelCounters funnel_;  // the node's reuse funnel, lookup stages (0x0CF)
+  uint64_t publications_ = 0, pages_adopted_ = 0, pages_duplicate_ = 0, adoptions_withdrawn_ = 0;
+  uint64_t pressure_calls_ = 0, pressure_pages_ = 0;
+  struct PathLease {
+    SessionId session;
+    RadixNodeRef terminal;
+  };
+  std::map<uint64_t, PathLease> path_leases_;  // LeaseId value -> lease
+  uint64_t next_path_lease_ = 1;
+  uint64_t path_leases_granted_ = 0, path_leases_refused_ = 0;
+  PublishedReuseDigests published_digests_;
+};
+
+}  // namespace kvrt

@@ -1,0 +1,152 @@
+#include "services/session/node_descriptor.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace kvrt {
+
+namespace {
+
+Error invalid(const std::string& path, const std::string& why, const std::string& field = {}) {
+  return make_error(ErrorCode::descriptor_invalid, path + ": " + why, field);
+}
+
+Result<Sha256Digest> digest_from_hex(const std::string& hex) {
+  Sha256Digest d;
+  if (hex.size() != 64) return make_error(ErrorCode::descriptor_invalid, "digest is not 64 hex digits");
+  for (size_t i = 0; i < 32; ++i) {
+    unsigned v = 0;
+    if (std::sscanf(hex.c_str() + 2 * i, "%2x", &v) != 1)
+      return make_error(ErrorCode::descriptor_invalid, "digest is not hex");
+    d.bytes[i] = static_cast<uint8_t>(v);
+  }
+  return d;
+}
+
+}  // namespace
+
+Status write_node_descriptor(const NodeDescriptor& d, const std::string& path) {
+  nlohmann::ordered_json j;
+  j["host"] = d.host;
+  j["port"] = d.port;
+  j["node_pid"] = d.node_pid;
+  j["instance"] = d.instance;
+  j["layout_path"] = d.layout_path;
+  j["layout_sha256"] = d.layout_sha256.hex();
+  j["block_tokens"] = d.block_tokens;
+  j["token_dir"] = d.token_dir;
+  j["pools"] = nlohmann::json::array();
+  for (const PoolAttachment& p : d.pools) {
+    nlohmann::ordered_json pool{{"group", p.group.value},
+                                {"pool", p.pool.value},
+                                {"generation", p.generation.value},
+                                {"segment", p.segment_name},
+                                {"segment_bytes", p.segment_bytes}};
+    if (!p.cuda_ipc_handle.empty()) {
+      pool["cuda_ipc_handle"] = p.cuda_ipc_handle;
+      pool["cuda_device"] = p.cuda_device;
+    }
+    j["pools"].push_back(std::move(pool));
+  }
+  if (d.mapper)
+    j["mapper"] = {{"local_layers", d.mapper->local_layers},
+                   {"request_slots", d.mapper->request_slots},
+                   {"max_tokens", d.mapper->max_tokens},
+                   {"kv_heads", d.mapper->kv_heads},
+                   {"head_dim", d.mapper->head_dim},
+                   {"element_bytes", d.mapper->element_bytes},
+                   {"page_group_bytes", d.mapper->page_group_bytes},
+                   {"handle_count", d.mapper->handle_count},
+                   {"pool_generation", d.mapper->pool_generation},
+                   {"socket_path", d.mapper->socket_path}};
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return make_error(ErrorCode::io, "cannot write descriptor " + tmp, "descriptor");
+    out << j.dump(2) << "\n";
+    if (!out) return make_error(ErrorCode::io, "short write to " + tmp, "descriptor");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return make_error(ErrorCode::io, "cannot rename " + tmp + " to " + path, "descriptor");
+  return Status::success();
+}
+
+Result<NodeDescriptor> read_node_descriptor(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return invalid(path, "cannot be read (is the node running?)", "descriptor");
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return invalid(path, "is not a JSON object", "descriptor");
+  NodeDescriptor d;
+  try {
+    d.host = j.at("host").get<std::string>();
+    d.port = j.at("port").get<uint16_t>();
+    d.node_pid = j.at("node_pid").get<uint32_t>();
+    d.instance = j.at("instance").get<std::string>();
+    d.layout_path = j.at("layout_path").get<std::string>();
+    Result<Sha256Digest> digest = digest_from_hex(j.at("layout_sha256").get<std::string>());
+    if (!digest.ok()) return invalid(path, digest.error().reason, "layout_sha256");
+    d.layout_sha256 = *digest;
+    d.block_tokens = j.at("block_tokens").get<uint32_t>();
+    d.token_dir = j.at("token_dir").get<std::string>();
+    for (const auto& p : j.at("pools")) {
+      PoolAttachment a;
+      a.group = CacheGroupId{p.at("group").get<uint32_t>()};
+      a.pool = PoolId{p.at("pool").get<uint32_t>()};
+      a.generation = PoolGeneration{p.at("generation").get<uint32_t>()};
+      a.segment_name = p.at("segment").get<std::string>();
+      a.segment_bytes = p.at("segment_bytes").get<uint64_t>();
+      if (p.contains("cuda_ipc_handle")) {
+        a.cuda_ipc_handle = p.at("cuda_ipc_handle").get<std::string>();
+        a.cuda_device = p.at("cuda_device").get<uint32_t>();
+      }
+      d.pools.push_back(std::move(a));
+    }
+    if (j.contains("mapper")) {
+      const auto& m = j.at("mapper");
+      MapperAttachment a;
+      a.local_layers = m.at("local_layers").get<uint32_t>();
+      a.request_slots = m.at("request_slots").get<uint32_t>();
+      a.max_tokens = m.at("max_tokens").get<uint32_t>();
+      a.kv_heads = m.at("kv_heads").get<uint32_t>();
+      a.head_dim = m.at("head_dim").get<uint32_t>();
+      a.element_bytes = m.at("element_bytes").get<uint32_t>();
+      a.page_group_bytes = m.at("page_group_bytes").get<uint64_t>();
+      a.handle_count = m.at("handle_count").get<uint32_t>();
+      a.pool_generation = m.at("pool_generation").get<uint32_t>();
+      a.socket_path = m.at("socket_path").get<std::string>();
+      d.mapper = a;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return invalid(path, std::string("missing or mistyped field: ") + e.what(), "descriptor");
+  }
+  if (d.port == 0) return invalid(path, "port 0 (the node writes the port it listens on)", "port");
+  return d;
+}
+
+Result<std::string> read_token_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(ErrorCode::io, "cannot read token file " + path, "token");
+  std::string token;
+  std::getline(in, token);
+  if (token.size() != 32) return make_error(ErrorCode::descriptor_invalid, path + " holds no 32-digit token", "token");
+  return token;
+}
+
+Status write_token_file(const std::string& path, const std::string& token_hex) {
+  ::unlink(path.c_str());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return make_error(ErrorCode::io, "cannot create token file " + path, "token");
+  const std::string line = token_hex + "\n";
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  ::close(fd);
+  if (!ok) return make_error(ErrorCode::io, "short write to token file " + path, "token");
+  return Status::success();
+}
+
+}  // namespace kvrt

@@ -1,0 +1,52 @@
+#pragma once
+// NodeDescriptor: the file `kvrt node --descriptor PATH` writes for workers
+// (issue 5): where the gateway listens, the pools to attach (names and
+// generations), the layout and its digest, and the directory holding each
+// principal's token file (mode 0600; the descriptor itself holds no secret).
+// Written atomically (temporary file + rename), so a worker never reads half
+// a descriptor.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "services/common/result.hpp"
+#include "services/session/session_ops.hpp"
+
+namespace kvrt {
+
+// The mapper's page pool, when the node serves a mapper (issue 6): the
+// geometry a worker rebuilds its contiguous view with, and the Unix socket
+// (SOCK_SEQPACKET, in a directory only the node's user can enter) that hands
+// out the pool's memfd (services/mapper/page_pool_channel.hpp).
+struct MapperAttachment {
+  uint32_t local_layers = 0, request_slots = 0, max_tokens = 0, kv_heads = 0, head_dim = 0, element_bytes = 0;
+  uint64_t page_group_bytes = 0;
+  uint32_t handle_count = 0;
+  uint32_t pool_generation = 0;
+  std::string socket_path;
+};
+
+struct NodeDescriptor {
+  std::string host;
+  uint16_t port = 0;
+  uint32_t node_pid = 0;
+  std::string instance;     // shared-memory instance suffix
+  std::string layout_path;  // absolute
+  Sha256Digest layout_sha256;
+  uint32_t block_tokens = 0;  // allocator block size [tokens]
+  std::vector<PoolAttachment> pools;
+  std::string token_dir;  // <principal>.token files
+  std::optional<MapperAttachment> mapper;
+
+  std::string token_path(const std::string& principal) const { return token_dir + "/" + principal + ".token"; }
+};
+
+Status write_node_descriptor(const NodeDescriptor& d, const std::string& path);
+Result<NodeDescriptor> read_node_descriptor(const std::string& path);
+// Reads a token file written by the node (32 hex digits and a newline).
+Result<std::string> read_token_file(const std::string& path);
+// Writes one token file with mode 0600 (created exclusively after removing a stale one).
+Status write_token_file(const std::string& path, const std::string& token_hex);
+
+}  // namespace kvrt

@@ -1,0 +1,68 @@
+#pragma once
+// SessionChannel: the worker's end of the session channel (framing and
+// rationale in services/session/channel_frame.hpp). A blocking stream socket
+// that the calling thread writes and reads itself: one writev per request,
+// no other thread involved, which is what makes it cheaper than the
+// middleman's round trip.
+//
+// Not thread-safe: one caller at a time (kvrt::Client serialises its calls).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "services/common/result.hpp"
+#include "services/session/channel_frame.hpp"
+
+namespace kvrt {
+
+// Writes one frame, header and payload, to a stream socket with as few
+// system calls as the socket allows (one, unless its buffer fills); a full
+// buffer waits up to `stall` for room. 0, or the errno (ETIMEDOUT when the
+// socket stayed full). Both ends of the channel write with it.
+int write_channel_frame(int fd, ChannelFrameHeader header, std::span<const uint8_t> payload,
+                        std::chrono::milliseconds stall);
+
+class SessionChannel {
+ public:
+  // Connects to the node's channel socket and attaches this connection to the
+  // session the ticket names. node_unreachable when the socket cannot be
+  // reached; session_ended when the node refuses the ticket (its reason).
+  static Result<std::unique_ptr<SessionChannel>> attach(const std::string& socket_path, const std::string& ticket,
+                                                        std::chrono::milliseconds timeout);
+  ~SessionChannel();
+  SessionChannel(const SessionChannel&) = delete;
+  SessionChannel& operator=(const SessionChannel&) = delete;
+
+  // Sends one request frame and returns the reply frame's payload.
+  // rpc_timeout when no whole reply came within `timeout`; rpc_failed when
+  // the node closed the connection or answered out of order. After either
+  // the channel is broken(): the stream may still hold a late reply, so it
+  // is never read again.
+  Result<std::vector<uint8_t>> call(ChannelRoute route, std::span<const uint8_t> payload,
+                                    std::chrono::milliseconds timeout);
+  bool broken() const { return fd_ < 0; }
+
+ private:
+  explicit SessionChannel(int fd) : fd_(fd) {}
+  Error fail(ErrorCode code, const std::string& reason);
+  // The socket's receive timeout follows the caller's (set only when it
+  // changes: a system call).
+  int apply_timeout(std::chrono::milliseconds timeout);
+  // Reads until the inbox holds `n` bytes (at most `n` more arrive per call
+  // beyond what the inbox can take). 0, or the errno.
+  int fill_inbox(size_t n, std::chrono::steady_clock::time_point deadline);
+
+  int fd_ = -1;
+  uint64_t next_sequence_ = 1;
+  std::chrono::milliseconds timeout_{-1};
+  // Bytes read but not consumed: a small reply arrives with its header in
+  // one read (one system call per reply, which on these VMs is most of a
+  // round trip's cost beyond the two wake-ups).
+  std::vector<uint8_t> inbox_;
+  size_t inbox_len_ = 0;
+};
+
+}  // namespace kvrt

@@ -1,0 +1,177 @@
+// summary_json (the `kvrt run --json` object) and report.json (issue 8).
+// Field names are the RunReport's own; derived figures follow
+// report_facts.hpp, undefined ratios are null. Strings pass through
+// sanitize_utf8 so that dump() never throws on a malformed name.
+#include <nlohmann/json.hpp>
+
+#include "tools/report/report_facts.hpp"
+#include "tools/report/report_format.hpp"
+#include "tools/report/report_latency.hpp"
+#include "tools/report/report_render.hpp"
+
+namespace kvrt::report {
+namespace {
+using nlohmann::json;
+
+json optional_number(std::optional<double> v) { return v ? json(*v) : json(nullptr); }
+
+json ledger_json(const MemoryLedger& l) {
+  return json{{"rectangular_bytes", l.rectangular_bytes},
+              {"request_view_bytes", l.request_view_bytes},
+              {"unique_physical_bytes", l.unique_physical_bytes},
+              {"pool_bytes", l.pool_bytes},
+              {"metadata_bytes", l.metadata_bytes}};
+}
+
+// Stages and buckets keep their order (an array), each {name, count}; a
+// bucket also names the two stages it separates when the report's lists line
+// up as in 0x0CF (bucket b between stage b and stage b + 1).
+json funnel_json(const RunReport& r) {
+  json stages = json::array(), buckets = json::array();
+  for (const auto& [name, count] : r.funnel_stages) stages.push_back({{"name", sanitize_utf8(name)}, {"count", count}});
+  for (size_t b = 0; b < r.rejection_buckets.size(); ++b) {
+    json entry{{"name", sanitize_utf8(r.rejection_buckets[b].first)}, {"count", r.rejection_buckets[b].second}};
+    if (auto after = stage_after_bucket(r, b))
+      entry["between"] = {sanitize_utf8(r.funnel_stages[*after - 1].first),
+                          sanitize_utf8(r.funnel_stages[*after].first)};
+    buckets.push_back(std::move(entry));
+  }
+  const json node{{"requests", r.node_reuse_requests},
+                  {"candidates", r.node_reuse_candidates},
+                  {"leased", r.node_reuse_leased},
+                  {"not_current", r.node_reuse_not_current}};
+  return json{{"stages", stages}, {"buckets", buckets}, {"node_view", node}};
+}
+
+json sample_json(const UtilisationSample& s, bool with_ledger) {
+  json j{{"t_s", s.t_s},
+         {"used_blocks", s.used_blocks},
+         {"evictable_blocks", s.evictable_blocks},
+         {"capacity_blocks", s.capacity_blocks},
+         {"live_requests", s.live_requests}};
+  if (with_ledger) j["ledger"] = ledger_json(s.ledger);
+  return j;
+}
+
+json latency_summary_json(const OwnerLatencySummary& s) {
+  return json{{"calls", s.calls},   {"measured", s.measured}, {"p50_us", s.p50_us},
+              {"p90_us", s.p90_us}, {"p99_us", s.p99_us},     {"max_us", s.max_us}};
+}
+
+json comparison_json(const RunReport& r) {
+  json rows = json::array();
+  for (const auto& row : r.comparison) {
+    const ComparisonRatios ratios = comparison_ratios(r.comparison.front(), row);
+    rows.push_back({{"mode", sanitize_utf8(row.mode)},
+                    {"prefill_rows_computed", row.prefill_rows_computed},
+                    {"decode_kv_bytes_read", row.decode_kv_bytes_read},
+                    {"peak_pool_bytes", row.peak_pool_bytes},
+                    {"wall_s", row.wall_s},
+                    {"complete", row.complete},
+                    {"ratios",
+                     {{"prefill_rows_computed", optional_number(ratios.prefill_rows_computed)},
+                      {"decode_kv_bytes_read", optional_number(ratios.decode_kv_bytes_read)},
+                      {"peak_pool_bytes", optional_number(ratios.peak_pool_bytes)},
+                      {"wall_s", optional_number(ratios.wall_s)}}}});
+  }
+  return json{{"baseline", r.comparison.empty() ? json(nullptr) : json(sanitize_utf8(r.comparison.front().mode))},
+              {"ratio", "baseline / row: how many times less the row needs, > 1 is better (BENCH.md)"},
+              {"rows", rows}};
+}
+
+}  // namespace
+
+nlohmann::json summary_json(const RunReport& r) {
+  json j;
+  // What ran.
+  j["workload_name"] = sanitize_utf8(r.workload_name);
+  j["workload_origin"] = sanitize_utf8(r.workload_origin);
+  j["layout_id"] = sanitize_utf8(r.layout_id);
+  j["started_at"] = sanitize_utf8(r.started_at);
+  j["workers"] = r.workers;
+  j["wall_s"] = r.wall_s;
+  // Work and reuse.
+  j["requests"] = r.requests;
+  j["tokens_requested"] = r.tokens_requested;
+  j["prompt_tokens"] = r.prompt_tokens;
+  j["decode_tokens"] = r.decode_tokens;
+  j["prefill_rows_computed"] = r.prefill_rows_computed;
+  j["prefill_rows_reused"] = r.prefill_rows_reused;
+  j["reuse_ratio"] = optional_number(reuse_ratio(r.prefill_rows_reused, r.prefill_rows_computed));
+  j["prefill_rows_forked"] = r.prefill_rows_forked;
+  j["reused_by_hash_chain"] = r.reused_by_hash_chain;
+  j["reused_by_radix"] = r.reused_by_radix;
+  j["reused_unattributed"] = unattributed_reuse(r);
+  j["shared_prefix_rows_read_once"] = r.shared_prefix_rows_read_once;
+  j["shared_prefix_rows_per_request"] = r.shared_prefix_rows_per_request;
+  j["shared_prefix_read_saving"] = optional_number(saving_ratio(static_cast<double>(r.shared_prefix_rows_per_request),
+                                                                static_cast<double>(r.shared_prefix_rows_read_once)));
+  j["funnel"] = funnel_json(r);
+  // Memory (0x02): the peak ledger and how many times smaller each ledger is
+  // than the rectangular reservation.
+  j["peak_ledger"] = ledger_json(r.peak_ledger);
+  const auto rect = static_cast<double>(r.peak_ledger.rectangular_bytes);
+  j["peak_ledger_saving_vs_rectangular"] = {
+      {"request_view", optional_number(saving_ratio(rect, static_cast<double>(r.peak_ledger.request_view_bytes)))},
+      {"unique_physical",
+       optional_number(saving_ratio(rect, static_cast<double>(r.peak_ledger.unique_physical_bytes)))}};
+  j["pool_utilisation"] = r.pool_utilisation;
+  j["timeline_samples"] = r.timeline.size();
+  const UtilisationSample* peak = peak_sample(r);
+  j["peak_sample"] = peak ? sample_json(*peak, false) : json(nullptr);
+  // Latency per owner, workers, verdict, node after shutdown, comparison.
+  json latency = json::object();
+  for (const auto& owner : merge_owners(r.latencies)) latency[owner.owner] = latency_summary_json(summarise(owner));
+  j["latency"] = latency;
+  json workers = json::array();
+  for (const auto& w : r.worker_rows)
+    workers.push_back({{"name", sanitize_utf8(w.name)},
+                       {"requests", w.requests},
+                       {"prefill_rows_computed", w.prefill_rows_computed},
+                       {"prefill_rows_reused", w.prefill_rows_reused},
+                       {"reuse_ratio", optional_number(reuse_ratio(w.prefill_rows_reused, w.prefill_rows_computed))},
+                       {"decode_tokens", w.decode_tokens},
+                       {"wall_s", w.wall_s}});
+  j["worker_rows"] = workers;
+  j["exact"] = r.exact;
+  j["requests_verified"] = r.requests_verified;
+  j["token_mismatches"] = r.token_mismatches;
+  j["reused_rows_checked"] = r.reused_rows_checked;
+  j["reused_row_mismatches"] = r.reused_row_mismatches;
+  j["rows_checked"] = r.rows_checked;
+  j["row_mismatches"] = r.row_mismatches;
+  j["bounded_rows_checked"] = r.bounded_rows_checked;
+  j["bounded_row_max_difference"] = r.bounded_row_max_difference;
+  j["first_mismatch"] = sanitize_utf8(r.first_mismatch);
+  j["leaked_blocks"] = r.leaked_blocks;
+  j["refcount_delta"] = r.refcount_delta;
+  j["validate_ok"] = r.validate_ok;
+  j["operation_errors"] = r.operation_errors;
+  j["comparison"] = comparison_json(r);
+  j["trace_path"] = sanitize_utf8(r.trace_path);
+  return j;
+}
+
+nlohmann::json report_document(const RunReport& r) {
+  json j = summary_json(r);
+  json timeline = json::array();
+  for (const auto& s : r.timeline) timeline.push_back(sample_json(s, true));
+  j["timeline"] = timeline;
+  // One set of bins for every owner (report_latency.hpp), so histograms compare.
+  const auto owners = merge_owners(r.latencies);
+  const LatencyBins bins = latency_bins(owners);
+  json latency = json::object();
+  for (const auto& owner : owners) {
+    json entry = latency_summary_json(summarise(owner));
+    const auto counts = bin_counts(owner.samples_us, bins);
+    json histogram = json::array();
+    for (size_t k = 0; k < counts.size(); ++k)
+      histogram.push_back({{"lo_us", bins.edges_us[k]}, {"hi_us", bins.edges_us[k + 1]}, {"count", counts[k]}});
+    entry["histogram"] = {{"scale", "log10, 1-2-5 edges, bin = [lo_us, hi_us)"}, {"bins", histogram}};
+    latency[owner.owner] = std::move(entry);
+  }
+  j["latency"] = latency;
+  return j;
+}
+
+}  // namespace kvrt::report

@@ -1,0 +1,230 @@
+// From a `kvrt run` pass to its RunReport (issue 8). See run_report_builder.hpp.
+#include "tools/run/run_report_builder.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tools/ledger/metadata_ledger.hpp"
+#include "services/reuse/reuse_funnel_counters.hpp"
+#include "services/allocator/allocator_ops.hpp"
+
+namespace kvrt {
+
+namespace {
+
+int64_t stat(const NodeStats& s, const std::string& owner, const std::string& name) {
+  return s.value(owner, name).value_or(0);
+}
+
+// kvrt's own in-memory record sizes, the declared inputs of the metadata
+// ledger (0x02E): a table entry is a PhysicalBlockHandle, a descriptor a
+// BlockMeta, a cached hash a SHA-256 digest plus its 64-bit cache key, a
+// valid-tail record a RequestFence, a free-queue item a 32-bit slot.
+MetadataRecordSizes kvrt_record_sizes() {
+  MetadataRecordSizes s;
+  s.request_map_entry = sizeof(PhysicalBlockHandle);
+  s.block_descriptor = sizeof(BlockMeta);
+  s.cached_hash_entry = sizeof(Sha256Digest) + sizeof(uint64_t);
+  s.valid_tail_record = sizeof(RequestFence);
+  s.free_queue_entry = sizeof(uint32_t);
+  return s;
+}
+
+}  // namespace
+
+report::UtilisationSample sample_from_stats(const NodeStats& stats, const CacheLayoutManifest& layout,
+                                            uint32_t t_max_tokens, double t_s) {
+  report::UtilisationSample out;
+  out.t_s = t_s;
+  const uint64_t P = layout.allocator_block_size;
+  MetadataCounts counts;
+  for (size_t g = 0; g < layout.cache_groups.size(); ++g) {
+    const std::string p = "pool" + std::to_string(g) + "_";
+    const uint64_t block_bytes = P * layout.cache_groups[g].row_bytes();  // [bytes / block]
+    const auto used = static_cast<uint64_t>(stat(stats, "allocator", p + "live_blocks") +
+                                            stat(stats, "allocator", p + "in_transaction_blocks"));
+    const auto capacity = static_cast<uint64_t>(stat(stats, "allocator", p + "capacity_blocks"));
+    const auto view = static_cast<uint64_t>(stat(stats, "allocator", p + "request_view_blocks"));
+    out.used_blocks += used;
+    out.evictable_blocks += static_cast<uint64_t>(stat(stats, "allocator", p + "evictable_blocks"));
+    out.capacity_blocks += capacity;
+    out.ledger.request_view_bytes += view * block_bytes;
+    out.ledger.unique_physical_bytes += used * block_bytes;
+    out.ledger.pool_bytes += capacity * block_bytes;
+    counts.request_block_refs += view;
+    counts.pool_blocks += capacity;
+    counts.free_queue_entries += static_cast<uint64_t>(stat(stats, "allocator", p + "free_blocks"));
+  }
+  out.live_requests = static_cast<uint64_t>(stat(stats, "allocator", "live_requests"));
+  out.ledger.rectangular_bytes = out.live_requests * t_max_tokens * layout.row_bytes();
+  counts.live_requests = out.live_requests;
+  counts.cached_hashes = static_cast<uint64_t>(stat(stats, "prefix_index", "cached_block_entries"));
+  out.ledger.metadata_bytes = compute_metadata_ledger(kvrt_record_sizes(), counts).total_bytes;
+  return out;
+}
+
+report::RunReport build_run_report(const RunPass& pass, const RunConfig& config, const workload::Workload& workload,
+                                   const CacheLayoutManifest& layout) {
+  report::RunReport r;
+  r.workload_name = workload.name;
+  r.workload_origin = workload.origin;
+  r.layout_id = layout.manifest_id;
+  r.workers = config.workers;
+  r.wall_s = pass.wall_s;
+  FunnelCounts funnel;
+  std::array<uint64_t, kReuseBucketCount> rejections{};
+  report::OwnerLatency allocator{"allocator", {}}, prefix{"prefix_index", {}}, authorization{"authorization", {}};
+  std::string first_error;
+  for (const EngineResult& w : pass.results) {
+    r.requests += w.requests;
+    r.prompt_tokens += w.prompt_tokens;
+    r.decode_tokens += w.decode_tokens;
+    r.prefill_rows_computed += w.prefill_rows_computed;
+    r.prefill_rows_reused += w.prefill_rows_reused;
+    r.prefill_rows_forked += w.prefill_rows_forked;
+    r.shared_prefix_rows_read_once += w.shared_prefix_rows_read_once;
+    r.shared_prefix_rows_per_request += w.shared_prefix_rows_per_request;
+    r.bounded_rows_checked += w.bounded_rows_checked;
+    r.bounded_row_max_difference = std::max(r.bounded_row_max_difference, w.bounded_row_max_difference);
+    r.requests_verified += w.requests_verified;
+    r.token_mismatches += w.token_mismatches;
+    r.reused_rows_checked += w.reused_rows_checked;
+    r.reused_row_mismatches += w.reused_row_mismatches;
+    r.rows_checked += w.rows_checked;
+    r.row_mismatches += w.row_mismatches;
+    r.operation_errors += w.operation_errors;
+    if (r.first_mismatch.empty()) r.first_mismatch = w.first_mismatch;
+    if (first_error.empty() && !w.first_error.empty()) first_error = w.worker + ": " + w.first_error;
+    for (size_t k = 0; k < kFunnelStageCount; ++k) funnel.stage[k] += w.funnel.stage[k];
+    for (size_t b = 0; b < kReuseBucketCount; ++b) rejections[b] += w.rejections[b];
+    allocator.samples_us.insert(allocator.samples_us.end(), w.allocator_us.begin(), w.allocator_us.end());
+    prefix.samples_us.insert(prefix.samples_us.end(), w.prefix_us.begin(), w.prefix_us.end());
+    authorization.samples_us.insert(authorization.samples_us.end(), w.authorize_us.begin(), w.authorize_us.end());
+    r.worker_rows.push_back(report::WorkerRow{w.worker, w.requests, w.prefill_rows_computed, w.prefill_rows_reused,
+                                              w.decode_tokens, w.wall_s});
+  }
+  r.tokens_requested = r.prompt_tokens + r.decode_tokens;
+  // One index serves a pass: every reused row was found by it.
+  (pass.index == "radix" ? r.reused_by_radix : r.reused_by_hash_chain) = r.prefill_rows_reused;
+  for (size_t k = 0; k < kFunnelStageCount; ++k)
+    r.funnel_stages.emplace_back(std::string(to_string(static_cast<FunnelStage>(k))), funnel.stage[k]);
+  for (size_t b = 0; b < kReuseBucketCount; ++b)
+    r.rejection_buckets.emplace_back(std::string(to_string(static_cast<ReuseBucket>(b))), rejections[b]);
+  r.latencies = {std::move(allocator), std::move(prefix), std::move(authorization)};
+
+  r.timeline = pass.timeline;
+  for (const report::UtilisationSample& s : pass.timeline) {
+    if (s.capacity_blocks == 0) continue;
+    const double u = static_cast<double>(s.used_blocks) / static_cast<double>(s.capacity_blocks);
+    if (u >= r.pool_utilisation) {
+      r.pool_utilisation = u;
+      r.peak_ledger = s.ledger;
+    }
+  }
+  // The samples are periodic and can miss a short peak; the allocator keeps
+  // each pool's exact high-water mark of live blocks.
+  for (size_t g = 0; g < layout.cache_groups.size(); ++g) {
+    const std::string p = "pool" + std::to_string(g) + "_";
+    const int64_t capacity = stat(pass.final_stats, "allocator", p + "capacity_blocks");
+    if (capacity > 0)
+      r.pool_utilisation = std::max(r.pool_utilisation,
+                                    static_cast<double>(stat(pass.final_stats, "allocator", p + "peak_live_blocks")) /
+                                        static_cast<double>(capacity));
+  }
+
+  const NodeReuseFunnel node_funnel = node_reuse_funnel(pass.final_stats.owners);
+  r.node_reuse_requests = node_funnel.requests;
+  r.node_reuse_candidates = node_funnel.candidates;
+  r.node_reuse_leased = node_funnel.leased;
+  r.node_reuse_not_current = node_funnel.candidates - node_funnel.current;
+
+  r.leaked_blocks = stat(pass.final_stats, "allocator", "leaked_blocks");
+  r.refcount_delta = stat(pass.final_stats, "allocator", "refcount_delta");
+  r.validate_ok = !pass.final_stats.owners.empty();
+  for (const OwnerStats& o : pass.final_stats.owners) r.validate_ok = r.validate_ok && o.validate_ok;
+  const int64_t live_requests = stat(pass.final_stats, "allocator", "live_requests");
+  // The radix index's cached pages are the node's own leases, not a
+  // worker's: what is left after every worker released is the rest.
+  const int64_t live_leases =
+      stat(pass.final_stats, "allocator", "live_leases") - stat(pass.final_stats, "allocator", "node_leases");
+
+  // The verdict names the first thing that is not exact.
+  const uint64_t expected = workload.request_count();
+  std::string why;
+  if (!config.verify)
+    why = "verification is off ([run] verify = false)";
+  else if (r.requests != expected)
+    why = std::to_string(r.requests) + " of " + std::to_string(expected) + " requests were served";
+  else if (r.requests_verified != r.requests)
+    why = std::to_string(r.requests - r.requests_verified) + " requests could not be replayed";
+  else if (!r.first_mismatch.empty())
+    why = r.first_mismatch;
+  else if (r.operation_errors != 0)
+    why = std::to_string(r.operation_errors) + " operation errors; first: " + first_error;
+  else if (r.leaked_blocks != 0 || r.refcount_delta != 0 || live_requests != 0 || live_leases != 0)
+    why = "the node still holds state after every worker released: " + std::to_string(live_requests) + " requests, " +
+          std::to_string(live_leases) + " leases, " + std::to_string(r.leaked_blocks) +
+          " leaked blocks, refcount delta " + std::to_string(r.refcount_delta);
+  else if (!r.validate_ok)
+    why = "an owner's validate() failed after the run";
+  else if (pass.segments_left != 0)
+    why = std::to_string(pass.segments_left) + " shared-memory segments were left after shutdown";
+  r.exact = why.empty();
+  if (!r.exact && r.first_mismatch.empty()) r.first_mismatch = why;
+  return r;
+}
+
+std::vector<report::ComparisonRow> comparison_rows(const std::vector<RunPass>& passes,
+                                                   const workload::Workload& workload) {
+  std::vector<report::ComparisonRow> rows;
+  uint64_t rectangular_peak = 0;
+  for (const RunPass& pass : passes) {
+    report::ComparisonRow row;
+    row.mode = pass.mode;
+    row.wall_s = pass.wall_s;
+    uint64_t requests = 0, errors = 0;
+    for (const EngineResult& w : pass.results) {
+      row.prefill_rows_computed += w.prefill_rows_computed;
+      row.decode_kv_bytes_read += w.decode_kv_bytes_read;
+      requests += w.requests;
+      errors += w.operation_errors;
+    }
+    for (const report::UtilisationSample& s : pass.timeline) {
+      row.peak_pool_bytes = std::max(row.peak_pool_bytes, s.ledger.unique_physical_bytes);
+      rectangular_peak = std::max(rectangular_peak, s.ledger.rectangular_bytes);
+    }
+    row.complete = requests == workload.request_count() && errors == 0;
+    rows.push_back(row);
+  }
+  if (!rows.empty()) {
+    report::ComparisonRow rect = rows.front();  // no reuse: every prompt row computed
+    rect.mode = "rectangular";
+    rect.peak_pool_bytes = rectangular_peak;
+    rect.wall_s = 0;
+    rows.push_back(rect);
+  }
+  return rows;
+}
+
+Status merge_run_traces(const std::string& dir, uint32_t workers, const std::string& out_path) {
+  nlohmann::json merged = {{"displayTimeUnit", "ns"}, {"traceEvents", nlohmann::json::array()}};
+  std::vector<std::string> inputs{dir + "/node-trace.json"};
+  for (uint32_t w = 0; w < workers; ++w) inputs.push_back(dir + "/worker-" + std::to_string(w) + "-trace.json");
+  for (const std::string& path : inputs) {
+    std::ifstream in(path);
+    if (!in) return make_error(ErrorCode::io, "cannot read trace " + path, path);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.contains("traceEvents"))
+      return make_error(ErrorCode::io, path + " is not a trace-event file", path);
+    for (const auto& e : j["traceEvents"]) merged["traceEvents"].push_back(e);
+  }
+  std::ofstream out(out_path);
+  out << merged.dump() << "\n";
+  if (!out) return make_error(ErrorCode::io, "cannot write " + out_path, out_path);
+  return Status::success();
+}
+
+}  // namespace kvrt
