@@ -4,7 +4,7 @@
 // Include only from actors/*.cpp: it pulls in CAF (STACK.md build cost).
 //
 // Everything a worker sends or receives is Cap'n Proto bytes (wire_bytes,
-// schema/codec_node.hpp) carried as std::vector<char>, a CAF builtin, so no
+// the generated schema/<owner>_codec.hpp) carried as std::vector<char>, a CAF builtin, so no
 // per-type serializer can silently drop a field across processes (STACK.md).
 // Handles (caf::actor) travel as CAF's own builtin type.
 #include <caf/all.hpp>
@@ -16,8 +16,8 @@
 #include "services/executor/executor_service.hpp"
 #include "services/mapper/mapper_service.hpp"
 #include "services/prefix/prefix_service.hpp"
-#include "services/reuse/reuse_step_answers.hpp"
 #include "services/prefix/publication_target.hpp"
+#include "services/reuse/reuse_step_answers.hpp"
 
 namespace kvrt::actors {
 

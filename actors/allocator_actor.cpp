@@ -9,7 +9,7 @@
 
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 
 namespace kvrt::actors {
 
@@ -74,7 +74,7 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
           Result<AllocatorBatch> batch = codec::decode<AllocatorBatch>(as_span(bytes));
           if (!batch.ok()) {
             log_rejected(st.obs.log, "allocator", session, batch.error());
-            return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
+            return to_wire(codec::encode(ErrorMessage{batch.error()}));
           }
           slice.set_trace(batch->trace);
           if (st.obs.trace)

@@ -7,7 +7,7 @@
 
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 
 namespace kvrt::actors {
 
@@ -36,13 +36,13 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
           Result<HelloRequest> hello = codec::decode<HelloRequest>(as_span(bytes));
           if (!hello.ok()) {
             log_rejected(st.obs.log, "authorization", 0, hello.error());
-            return to_wire(codec::encode(codec::ErrorMessage{hello.error()}));
+            return to_wire(codec::encode(ErrorMessage{hello.error()}));
           }
           Result<OpenedSession> opened = st.service->open_session(*hello);
           if (!opened.ok()) {
             logger_or_default(st.obs.log)
                 .warn("actor=authorization worker={} refused: {}", hello->worker_name, opened.error().describe());
-            return to_wire(codec::encode(codec::ErrorMessage{opened.error()}));
+            return to_wire(codec::encode(ErrorMessage{opened.error()}));
           }
           logger_or_default(st.obs.log)
               .info("actor=authorization session={} opened for principal {} (worker {}, pid {})", opened->session.value,
@@ -58,7 +58,7 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
           Result<AuthorizeRequest> req = codec::decode<AuthorizeRequest>(as_span(bytes));
           if (!req.ok()) {
             log_rejected(st.obs.log, "authorization", session, req.error());
-            return to_wire(codec::encode(codec::ErrorMessage{req.error()}));
+            return to_wire(codec::encode(ErrorMessage{req.error()}));
           }
           TraceSlice slice(st.obs.trace, "authorization", "authorize", req->trace);
           Result<IssuedGrant> grant = st.service->authorize(SessionId{session}, *req);
@@ -66,7 +66,7 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
               .debug("actor=authorization session={} trace={:016x} span={:016x} authorize {}: {}", session,
                      req->trace.trace_id, req->trace.span_id, req->namespace_name,
                      grant.ok() ? std::string("granted") : grant.error().describe());
-          if (!grant.ok()) return to_wire(codec::encode(codec::ErrorMessage{grant.error()}));
+          if (!grant.ok()) return to_wire(codec::encode(ErrorMessage{grant.error()}));
           self->send(st.prefix, grant_atom::value, session, grant->for_indexes);
           return to_wire(codec::encode(grant->receipt));
         },

@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 #include "services/common/unix_socket_address.hpp"
-#include "services/session/session_channel.hpp"
 #include "services/session/channel_frame.hpp"
+#include "services/session/session_channel.hpp"
 
 namespace kvrt::actors {
 
@@ -34,7 +34,7 @@ constexpr int kWriteStallMs = 1000;
 using channel_frame_atom = caf::atom_constant<caf::atom("chframe")>;
 
 wire_bytes error_payload(ErrorCode code, const std::string& reason) {
-  return to_wire(codec::encode(codec::ErrorMessage{make_error(code, reason, "channel")}));
+  return to_wire(codec::encode(ErrorMessage{make_error(code, reason, "channel")}));
 }
 
 // The per-connection writer: requests in order, one at a time; each answer

@@ -5,7 +5,7 @@
 #include "actors/actor_protocol.hpp"
 #include "actors/actor_settings.hpp"
 #include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 #include "services/session/session_channel.hpp"
 #include "services/telemetry/chrome_trace.hpp"
 
@@ -19,7 +19,7 @@ template <class T>
 Result<T> decode_reply(std::span<const uint8_t> bytes) {
   Result<T> value = codec::decode<T>(bytes);
   if (value.ok()) return value;
-  Result<codec::ErrorMessage> refused = codec::decode<codec::ErrorMessage>(bytes);
+  Result<ErrorMessage> refused = codec::decode<ErrorMessage>(bytes);
   if (refused.ok()) return refused->error;
   return value.error();
 }

@@ -17,16 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "schema/allocator_types.hpp"
+#include "schema/authorization_types.hpp"
+#include "schema/executor_types.hpp"
+#include "schema/mapper_types.hpp"
+#include "schema/prefix_types.hpp"
+#include "schema/reuse_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/common/result.hpp"
-#include "services/session/node_descriptor.hpp"
-#include "services/allocator/allocator_ops.hpp"
 #include "services/session/channel_frame.hpp"
-#include "services/executor/executor_ops.hpp"
-#include "services/mapper/mapper_ops.hpp"
-#include "services/session/owner_stats.hpp"
-#include "services/prefix/prefix_ops.hpp"
-#include "services/reuse/reuse_ops.hpp"
-#include "services/session/session_ops.hpp"
+#include "services/session/node_descriptor.hpp"
 
 namespace kvrt {
 

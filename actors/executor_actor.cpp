@@ -8,7 +8,7 @@
 
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 
 namespace kvrt::actors {
 
@@ -76,7 +76,7 @@ executor_actor spawn_executor_actor(caf::actor_system& system, std::shared_ptr<E
           Result<ExecuteBatch> batch = codec::decode<ExecuteBatch>(as_span(bytes));
           if (!batch.ok()) {
             log_rejected(st.obs.log, "executor", session, batch.error());
-            return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
+            return to_wire(codec::encode(ErrorMessage{batch.error()}));
           }
           slice.set_trace(batch->trace);
           auto run = std::make_shared<ExecuteRun>();

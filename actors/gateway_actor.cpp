@@ -11,7 +11,7 @@
 
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 #include "services/authorization/bearer_token.hpp"
 
 namespace kvrt::actors {
@@ -136,7 +136,7 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                   },
                   [self, rp](caf::error& e) mutable {
                     ++self->state.hellos_refused;
-                    rp.deliver(to_wire(codec::encode(codec::ErrorMessage{
+                    rp.deliver(to_wire(codec::encode(ErrorMessage{
                                    make_error(ErrorCode::rpc_failed, "authorization: " + caf::to_string(e), "hello")})),
                                caf::actor{});
                   });

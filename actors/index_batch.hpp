@@ -9,7 +9,7 @@
 
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 
 namespace kvrt::actors {
 
@@ -99,7 +99,7 @@ caf::result<wire_bytes> start_index_batch(Self self, uint64_t session, const wir
   Result<PrefixBatch> batch = codec::decode<PrefixBatch>(as_span(bytes));
   if (!batch.ok()) {
     log_rejected(obs.log, actor, session, batch.error());
-    return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
+    return to_wire(codec::encode(ErrorMessage{batch.error()}));
   }
   slice.set_trace(batch->trace);
   if (obs.trace) obs.trace->flow_finish(actor, ChromeTraceRecorder::now_us(), flow_id(batch->trace));

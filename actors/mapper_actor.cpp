@@ -6,7 +6,7 @@
 
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 
 namespace kvrt::actors {
 
@@ -33,7 +33,7 @@ mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<Mappe
           Result<MapperBatch> batch = codec::decode<MapperBatch>(as_span(bytes));
           if (!batch.ok()) {
             log_rejected(st.obs.log, "mapper", session, batch.error());
-            return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
+            return to_wire(codec::encode(ErrorMessage{batch.error()}));
           }
           slice.set_trace(batch->trace);
           const MapperBatchReceipt receipt = st.service->apply(SessionId{session}, *batch);

@@ -1,6 +1,6 @@
 #pragma once
 // Spawn functions of the owner actors (issue 5). Each actor holds its owner's
-// service (a plain C++ class, services/node/) and only translates messages:
+// service (a plain C++ class in services/<owner>/) and only translates messages:
 // decode, one call, encode. Include only from actors/*.cpp.
 #include <memory>
 

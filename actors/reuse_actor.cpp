@@ -14,7 +14,7 @@
 
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 #include "services/reuse/reuse_batch_run.hpp"
 
 namespace kvrt::actors {
@@ -257,7 +257,7 @@ void successors(ReuseSelf self, const RunPtr& run) {
             Result<PrefixBatchReceipt> published = codec::decode<PrefixBatchReceipt>(as_span(reply));
             if (!published.ok()) {
               // The owner refused the whole batch (it answers an ErrorMessage then).
-              Result<codec::ErrorMessage> refused = codec::decode<codec::ErrorMessage>(as_span(reply));
+              Result<ErrorMessage> refused = codec::decode<ErrorMessage>(as_span(reply));
               if (refused.ok()) published = refused->error;
             }
             run->core.on_successors(published);
@@ -312,7 +312,7 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
           Result<ReuseBatch> batch = codec::decode<ReuseBatch>(as_span(bytes));
           if (!batch.ok()) {
             log_rejected(st.obs.log, "reuse", session, batch.error());
-            return to_wire(codec::encode(codec::ErrorMessage{batch.error()}));
+            return to_wire(codec::encode(ErrorMessage{batch.error()}));
           }
           slice.set_trace(batch->trace);
           if (st.obs.trace) st.obs.trace->flow_finish("reuse", ChromeTraceRecorder::now_us(), flow_id(batch->trace));

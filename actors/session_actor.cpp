@@ -4,7 +4,7 @@
 // measures the transport alone (`kvrt bench rpc`).
 #include "actors/owner_actors.hpp"
 #include "actors/wire_bytes.hpp"
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 
 namespace kvrt::actors {
 
@@ -38,9 +38,9 @@ session_actor spawn_session_actor(caf::actor_system& system, SessionId session, 
         },
         [self](mapper_atom, wire_bytes& bytes) -> caf::result<wire_bytes> {
           if (!self->state.owners.mapper)
-            return to_wire(codec::encode(codec::ErrorMessage{
-                make_error(ErrorCode::invalid_argument,
-                           "this node serves no mapper ([mapper] is absent from its config)", "mapper")}));
+            return to_wire(codec::encode(
+                ErrorMessage{make_error(ErrorCode::invalid_argument,
+                                        "this node serves no mapper ([mapper] is absent from its config)", "mapper")}));
           return self->delegate(self->state.owners.mapper, batch_atom::value, self->state.session.value,
                                 std::move(bytes));
         },

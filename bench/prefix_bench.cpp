@@ -176,7 +176,7 @@ void append_prefix_index_rows(BenchReport& report, bool quick) {
   const int trials = quick ? 3 : 15;
   const std::vector<std::vector<TokenId>> seqs = make_sequences(20261130);
   report.rows.push_back(chain_row(HashFamily::sha256, seqs, trials, 5.0));
-  report.rows.push_back(chain_row(HashFamily::xxh3_128, seqs, trials, 1.0));
+  report.rows.push_back(chain_row(HashFamily::xxh3_bits128, seqs, trials, 1.0));
 
   LookupRig rig = make_lookup_rig(seqs);
   const uint32_t full_blocks = kPromptTokens / kP;

@@ -20,9 +20,9 @@
 
 #include "actors/client.hpp"
 #include "actors/rpc_probe.hpp"
-#include "schema/codec_node.hpp"
-#include "services/common/child_process.hpp"
+#include "schema/codecs.hpp"
 #include "services/allocator/allocator_service.hpp"
+#include "services/common/child_process.hpp"
 
 namespace kvrt::bench {
 

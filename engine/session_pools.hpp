@@ -9,8 +9,9 @@
 // refused, never written).
 #include <memory>
 
+#include "schema/authorization_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/common/result.hpp"
-#include "services/session/session_ops.hpp"
 #include "shm/shared_pool_store.hpp"
 #include "shm/shm_payload_store.hpp"
 

@@ -25,11 +25,12 @@
 #include <vector>
 
 #include "gpu/cuda_ipc.hpp"
+#include "schema/authorization_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/allocator/allocator_config.hpp"
 #include "services/common/result.hpp"
 #include "services/executor/kv_view.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
-#include "services/session/session_ops.hpp"
 #include "shm/shared_pool_store.hpp"
 
 namespace kvrt::gpu {

@@ -1,7 +1,8 @@
 #pragma once
-// Internal to schema/*.cpp (never included by cores or tests): the Envelope,
-// the bounded aligned reader that turns every kj::Exception into a typed
-// Error, and the per-field helpers shared by the codec translation units.
+// Internal to the codec (schema/*.cpp and the generated *_codec.cpp; never
+// included by cores or tests): the Envelope, the bounded aligned reader that
+// turns every kj::Exception into a typed Error, the ReadContext that names
+// the field being read, and the per-field helpers generated code calls.
 #include <capnp/any.h>
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -9,14 +10,16 @@
 
 #include <cstring>
 #include <exception>
+#include <map>
 #include <new>
 #include <optional>
 #include <string>
-#include <variant>
+#include <utility>
+#include <vector>
 
 #include "schema/codec.hpp"
-#include "schema/common.capnp.h"
 #include "schema/kvrt.capnp.h"
+#include "services/common/digest.hpp"
 
 namespace kvrt::codec::detail {
 
@@ -52,8 +55,9 @@ class ScratchSegmentLease {
   kj::ArrayPtr<capnp::word> words_;
 };
 
-// Builds one Envelope at the current schema version; fill() initialises its body.
-template <class Fill>
+// Builds one Envelope at the current schema version whose body is a `Body`
+// (a generated Cap'n Proto struct); fill(body builder) writes it.
+template <class Body, class Fill>
 std::vector<uint8_t> encode_envelope(Fill&& fill) {
   ScratchSegmentLease scratch;
   std::optional<capnp::MallocMessageBuilder> message;  // destroyed before scratch
@@ -63,14 +67,15 @@ std::vector<uint8_t> encode_envelope(Fill&& fill) {
     message.emplace();
   auto envelope = message->initRoot<wire::Envelope>();
   envelope.setSchemaVersion(wire::WIRE_SCHEMA_VERSION);
-  fill(envelope);
+  envelope.setBodyType(capnp::typeId<Body>());
+  fill(envelope.getBody().template initAs<Body>());
   std::vector<uint8_t> bytes = to_bytes(*message);
   message.reset();
   scratch.fit(bytes.size() / sizeof(capnp::word));
   return bytes;
 }
 
-// Cap'n Proto lists hold at most 2^29 - 1 elements; a longer core list is a
+// Cap'n Proto lists hold at most 2^29 - 1 elements; a longer C++ list is a
 // kvrt bug (no legitimate receipt comes near it), not a caller error.
 unsigned list_size(size_t n);
 
@@ -84,59 +89,82 @@ inline capnp::Data::Reader data(const Sha256Digest& d) { return capnp::Data::Rea
 // Data fields never throw (out-of-range data reads as zero); every pointer
 // field is preceded by at().
 //
-// A context is either a message's root ("AllocatorBatch") or one element of a
-// list inside its parent, optionally through a named union member
-// ("AllocatorBatch.ops[3].append"); fields read there are named below it
-// ("AllocatorBatch.ops[3].append.rows"). Paths are only built when an error is
-// reported: a child context is three pointers and an index, no allocation.
+// A context is a message's root ("AllocatorBatch"), one element of a list of
+// its parent ("AllocatorBatch.ops[3]"), or a member of its parent: a union
+// member or a struct field ("AllocatorBatch.ops[3].append"). Fields read
+// there are named below it ("AllocatorBatch.ops[3].append.rows"). Paths are
+// only built when an error is reported: a child context is a few pointers
+// and an index, no allocation.
 class ReadContext {
  public:
   explicit ReadContext(const char* type) : type_(type) {}
-  ReadContext(const ReadContext& parent, const char* list_field, uint32_t index, const char* member = nullptr)
-      : type_(parent.type_), parent_(&parent), list_field_(list_field), member_(member), index_(index) {}
+  // An element of the parent's list `list_field`.
+  ReadContext(const ReadContext& parent, const char* list_field, uint32_t index)
+      : type_(parent.type_), parent_(&parent), name_(list_field), index_(index), indexed_(true) {}
+  // A member of the parent (a union member or a struct-valued field).
+  ReadContext(const ReadContext& parent, const char* member) : type_(parent.type_), parent_(&parent), name_(member) {}
 
   void at(const char* field) { field_ = field; }
+  // Appended piece by piece: GCC 12 reports a false -Wrestrict inside
+  // std::string's operator+ chains (GCC bug 105329).
   std::string path() const {
     if (!parent_) return type_;
-    std::string p = parent_->path() + "." + list_field_ + "[" + std::to_string(index_) + "]";
-    if (member_) (p += ".") += member_;
+    std::string p = parent_->path();
+    if (*name_ != '\0') {  // an element of a list of lists has no name of its own
+      p += '.';
+      p += name_;
+    }
+    if (indexed_) {
+      p += '[';
+      p += std::to_string(index_);
+      p += ']';
+    }
     return p;
   }
-  std::string field_path() const { return field_ ? path() + "." + field_ : path(); }
-  std::string field_path(const char* field) const { return path() + "." + field; }
+  std::string field_path() const { return field_ ? field_path(field_) : path(); }
+  std::string field_path(const char* field) const {
+    std::string p = path();
+    if (*field != '\0') {
+      p += '.';
+      p += field;
+    }
+    return p;
+  }
   const char* type() const { return type_; }  // the root message's type
 
  private:
   const char* type_;
   const ReadContext* parent_ = nullptr;
-  const char* list_field_ = nullptr;
-  const char* member_ = nullptr;
+  const char* name_ = nullptr;
   uint32_t index_ = 0;
+  bool indexed_ = false;
   const char* field_ = nullptr;
 };
 
 std::string to_string(const capnp::Text::Reader& t);
 
-// A digest travels as Data of exactly 32 bytes.
-Status read_digest(ReadContext& ctx, const char* field, capnp::Data::Reader d, Sha256Digest& out);
+Error exception_error(const ReadContext& ctx, const kj::Exception& e);
 
 // Validates an enum read from the wire: Cap'n Proto hands back any 16-bit
-// value, including ones this build does not know.
+// value, including ones this build does not know. `valid` is the generated
+// check of the enum's declared values.
 template <class E>
-Status read_enum(ReadContext& ctx, const char* field, uint16_t raw, uint8_t max, E& out) {
-  if (raw > max)
-    return make_error(
-        ErrorCode::unknown_enum,
-        ctx.field_path(field) + ": value " + std::to_string(raw) + " is not one of 0.." + std::to_string(max),
-        ctx.field_path(field));
+Status read_enum(ReadContext& ctx, const char* field, uint16_t raw, bool (*valid)(uint16_t), E& out) {
+  if (!valid(raw))
+    return make_error(ErrorCode::unknown_enum,
+                      ctx.field_path(field) + ": value " + std::to_string(raw) + " is not one this build knows",
+                      ctx.field_path(field));
   out = static_cast<E>(raw);
   return Status::success();
 }
 
-template <class WireEnum, class E>
-Status read_enum(ReadContext& ctx, const char* field, WireEnum raw, uint8_t max, E& out) {
-  return read_enum(ctx, field, static_cast<uint16_t>(raw), max, out);
-}
+// A union discriminant this build does not know: at a variant element
+// (the context itself) or at a union group field.
+Error unknown_kind(const ReadContext& ctx, const char* type, unsigned which);
+Error unknown_member(const ReadContext& ctx, const char* field, unsigned which);
+
+// A digest travels as Data of exactly 32 bytes.
+Status read_data(ReadContext& ctx, const char* field, capnp::Data::Reader d, Sha256Digest& out);
 
 // Refuses a struct list whose elements are smaller on the wire than this
 // schema's struct. Cap'n Proto lets a reader take such a list (smaller,
@@ -164,74 +192,14 @@ Status check_element_size(const ReadContext& ctx, const char* field, StructListR
                     ctx.field_path(field));
 }
 
-// A batch's list of variant items (operations or outcomes): each element is
-// written by put(builder, alternative) (std::visit), and read back by
-// read_one(ctx, index, reader, out) after the element-size check.
-template <class StructListBuilder, class Variants, class Put>
-void write_variant_list(StructListBuilder list, const Variants& items, Put&& put) {
-  for (unsigned i = 0; i < list.size(); ++i)
-    std::visit([&](const auto& alternative) { put(list[i], alternative); }, items[i]);
-}
-template <class StructListReader, class Variants, class ReadOne>
-Status read_variant_list(ReadContext& ctx, const char* field, StructListReader list, Variants& out,
-                         ReadOne&& read_one) {
-  KVRT_TRY(check_element_size(ctx, field, list));
-  out.reserve(list.size());
-  for (unsigned i = 0; i < list.size(); ++i) KVRT_TRY(read_one(ctx, i, list[i], out.emplace_back()));
-  return Status::success();
-}
-
-// Common value types (codec_common.cpp).
-void write(wire::PhysicalBlockHandle::Builder b, const PhysicalBlockHandle& v);
-PhysicalBlockHandle read(wire::PhysicalBlockHandle::Reader r);
-void write(wire::PhysicalRef::Builder b, const PhysicalRef& v);
-PhysicalRef read(wire::PhysicalRef::Reader r);
-void write(wire::TokenInterval::Builder b, const TokenInterval& v);
-TokenInterval read(wire::TokenInterval::Reader r);
-void write(wire::StateDigest::Builder b, const StateDigest& v);
-StateDigest read(wire::StateDigest::Reader r);
-
-template <class ListBuilder, class T>
-void write_handles(ListBuilder list, const std::vector<T>& values) {
-  for (unsigned i = 0; i < values.size(); ++i) write(list[i], values[i]);
-}
-template <class ListReader>
-auto read_all(ListReader list) {
-  std::vector<decltype(read(list[0]))> out;
-  out.reserve(list.size());
-  for (auto item : list) out.push_back(read(item));
-  return out;
-}
-
-// Cap'n Proto list iterators are not standard iterators; copy element-wise.
-template <class ListReader>
-std::vector<uint32_t> read_u32s(ListReader list) {
-  std::vector<uint32_t> out;
-  out.reserve(list.size());
-  for (uint32_t v : list) out.push_back(v);
-  return out;
-}
-
-// Pre-checks, the aligned copy and the exception boundary shared by every decode<T>.
-Status check_input_size(std::span<const uint8_t> bytes, const DecodeLimits& limits, const char* type);
-// The input as words: in place when it is 8-byte aligned (as any vector's
-// heap buffer is), else copied into `copy` (FlatArrayMessageReader needs
-// aligned words; input may sit at any address in a socket buffer).
-kj::ArrayPtr<const capnp::word> aligned_words(std::span<const uint8_t> bytes, kj::Array<capnp::word>& copy);
-Status check_envelope(const capnp::FlatArrayMessageReader& reader, kj::ArrayPtr<const capnp::word> words,
-                      wire::Envelope::Reader envelope, wire::Envelope::Which expected, const char* type);
-Error exception_error(const ReadContext& ctx, const kj::Exception& e);
-
-// Reads element `index` of the parent's list `list_field` (through union
-// member `member`, if any) under a child context. A Cap'n Proto exception is
-// caught here, while the child still exists, so the typed error names the
-// element ("AllocatorBatch.ops[3].append"); an exception reaching the root
-// handler could only name the root's field. The try costs nothing unless
-// something throws (table-based unwinding).
+// Reads element `index` of the parent's list `list_field` under a child
+// context. A Cap'n Proto exception is caught here, while the child still
+// exists, so the typed error names the element ("AllocatorBatch.ops[3]");
+// an exception reaching the root handler could only name the root's field.
+// The try costs nothing unless something throws (table-based unwinding).
 template <class Fn>
-Status read_element(const ReadContext& parent, const char* list_field, uint32_t index, const char* member,
-                    Fn&& read_child) {
-  ReadContext child(parent, list_field, index, member);
+Status read_element(const ReadContext& parent, const char* list_field, uint32_t index, Fn&& read_child) {
+  ReadContext child(parent, list_field, index);
   try {
     return read_child(child);
   } catch (const kj::Exception& e) {
@@ -239,12 +207,42 @@ Status read_element(const ReadContext& parent, const char* list_field, uint32_t 
   }
 }
 
-// Decodes bytes as an Envelope whose body must be `expected`, then runs
-// read(ctx, envelope). Any kj::Exception (malformed input) or allocation
-// failure becomes a typed Error; nothing escapes.
-template <class T, class Read>
-Result<T> decode_envelope(std::span<const uint8_t> bytes, const DecodeLimits& limits, wire::Envelope::Which expected,
-                          const char* type, Read&& read_body) {
+// Reads a member (union member or struct-valued field) under a child context.
+template <class Fn>
+Status read_member(const ReadContext& parent, const char* member, Fn&& read_child) {
+  ReadContext child(parent, member);
+  try {
+    return read_child(child);
+  } catch (const kj::Exception& e) {
+    return exception_error(child, e);
+  }
+}
+
+// Pre-checks, the aligned copy and the envelope checks shared by every decode.
+Status check_input_size(std::span<const uint8_t> bytes, const DecodeLimits& limits, const char* type);
+// The input as words: in place when it is 8-byte aligned (as any vector's
+// heap buffer is), else copied into `copy` (FlatArrayMessageReader needs
+// aligned words; input may sit at any address in a socket buffer).
+kj::ArrayPtr<const capnp::word> aligned_words(std::span<const uint8_t> bytes, kj::Array<capnp::word>& copy);
+Status check_envelope(const capnp::FlatArrayMessageReader& reader, kj::ArrayPtr<const capnp::word> words,
+                      wire::Envelope::Reader envelope, uint64_t expected_body, const char* type);
+
+// The message names of every generated file, by body type id, for "expected
+// a PrefixBatch message, got an AllocatorBatch". Each generated *_codec.cpp
+// defines one MessageNames object; its constructor registers them.
+class MessageNames {
+ public:
+  MessageNames(std::initializer_list<std::pair<uint64_t, const char*>> names);
+  static const char* find(uint64_t body_type);  // nullptr: not a kvrt message
+};
+
+// Decodes bytes as an Envelope whose body must be a `Body`, then runs
+// read_body(ctx, body reader, out) on a default-constructed T. Any
+// kj::Exception (malformed input) or allocation failure becomes a typed
+// Error; nothing escapes.
+template <class T, class Body, class ReadBody>
+Result<T> decode_envelope(std::span<const uint8_t> bytes, const DecodeLimits& limits, const char* type,
+                          ReadBody&& read_body) {
   if (auto s = check_input_size(bytes, limits, type); !s.ok()) return s.error();
   ReadContext ctx(type);
   try {
@@ -256,28 +254,17 @@ Result<T> decode_envelope(std::span<const uint8_t> bytes, const DecodeLimits& li
     capnp::FlatArrayMessageReader reader(words, options);
     ctx.at("Envelope");
     auto envelope = reader.getRoot<wire::Envelope>();
-    if (auto s = check_envelope(reader, words, envelope, expected, type); !s.ok()) return s.error();
-    return read_body(ctx, envelope);
+    if (auto s = check_envelope(reader, words, envelope, capnp::typeId<Body>(), type); !s.ok()) return s.error();
+    ctx.at("body");
+    T out;
+    if (auto s = read_body(ctx, envelope.getBody().template getAs<Body>(), out); !s.ok()) return s.error();
+    return out;
   } catch (const kj::Exception& e) {
     return exception_error(ctx, e);
   } catch (const std::bad_alloc&) {
     return make_error(ErrorCode::message_too_large, std::string(type) + ": out of memory while decoding",
                       ctx.field_path());
   }
-}
-
-// decode_envelope for the common case: read_body(ctx, envelope, out) fills a
-// default-constructed T from the expected body and returns a Status.
-template <class T, class ReadBody>
-Result<T> decode_body(std::span<const uint8_t> bytes, const DecodeLimits& limits, wire::Envelope::Which expected,
-                      const char* type, ReadBody read_body) {
-  return decode_envelope<T>(bytes, limits, expected, type,
-                            [&](ReadContext& ctx, wire::Envelope::Reader envelope) -> Result<T> {
-                              ctx.at("body");
-                              T out;
-                              if (auto s = read_body(ctx, envelope, out); !s.ok()) return s.error();
-                              return out;
-                            });
 }
 
 }  // namespace kvrt::codec::detail

@@ -1,11 +1,14 @@
 @0xb15223a0d501270d;
 # Identity records of spec 0x01A: how cached bytes are laid out, when they may
-# be reused, and who may see them. Mirrors services/identity/*.hpp; enum
-# ordinals equal the C++ enum values (the codec static_asserts it).
+# be reused, and who may see them. Their C++ types carry behaviour (loading,
+# validation, canonical digests) and live in services/identity/; the
+# generator checks that both sides keep the same members and enumerant values.
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("kvrt::wire");
+using Kvrt = import "annotations.capnp";
+$Kvrt.include(["services/identity/cache_layout_manifest.hpp", "services/identity/cache_compatibility_manifest.hpp"]);
 
-enum ScalarType {
+enum ScalarType $Kvrt.existing("ScalarType") {
   fp32 @0;      # 4 bytes / scalar
   fp16 @1;      # 2 bytes / scalar
   bf16 @2;      # 2 bytes / scalar
@@ -13,14 +16,14 @@ enum ScalarType {
   int8 @4;      # 1 byte / scalar
 }
 
-enum PhysicalMode {
+enum PhysicalMode $Kvrt.existing("PhysicalMode") {
   rectangular @0;
   pagedBlocks @1;
   virtualPages @2;
 }
 
-# The five axes of one K or V tensor (spec 0x03E, 0x03I).
-enum TensorAxis {
+enum TensorAxis $Kvrt.existing("TensorAxis") {
+  # The five axes of one K or V tensor (spec 0x03E, 0x03I).
   layerLocal @0;
   physicalSlot @1;
   tokenOffset @2;
@@ -28,14 +31,14 @@ enum TensorAxis {
   headDim @4;
 }
 
-# Hash family of the prefix index chain (spec 0x07B).
-enum HashFamily {
+enum HashFamily $Kvrt.existing("HashFamily") {
+  # Hash family of the prefix index chain (spec 0x07B).
   sha256 @0;
   xxh3Bits128 @1;   # XXH3, 128-bit output
 }
 
-struct CacheGroupLayout {
-  groupId @0 :UInt32;          # CacheGroupId
+struct CacheGroupLayout $Kvrt.existing("CacheGroupLayout") {
+  groupId @0 :UInt32 $Kvrt.type("CacheGroupId");
   layerStart @1 :UInt32;       # first model layer of the group [layers]
   layerEnd @2 :UInt32;         # one past the last model layer [layers]
   kvHeadsLocal @3 :UInt32;     # K/V heads owned by this TP rank [heads]
@@ -46,9 +49,9 @@ struct CacheGroupLayout {
   strideIdentity @8 :Text;     # stride/layout identity, e.g. "row_major"
 }
 
-# CacheLayoutManifest (spec 0x01A): freezes how every later block-table or
-# page-map entry is interpreted.
-struct CacheLayoutManifest {
+struct CacheLayoutManifest $Kvrt.existing("CacheLayoutManifest") $Kvrt.message {
+  # CacheLayoutManifest (spec 0x01A): freezes how every later block-table or
+  # page-map entry is interpreted.
   schemaVersion @0 :UInt32;          # layout record schema version [count]
   manifestId @1 :Text;
   logicalCacheAbiSha256 @2 :Text;    # M5.1 cache ABI digest, 64 lowercase hex chars
@@ -68,43 +71,43 @@ struct CacheLayoutManifest {
   hashFamily @16 :HashFamily;
 }
 
-# Who may see a cache entry (spec 0x01A).
-enum PublicationPolicy {
+enum PublicationPolicy $Kvrt.existing("PublicationPolicy") {
+  # Who may see a cache entry (spec 0x01A).
   privateToRequest @0;
   tenantShared @1;
   deploymentShared @2;
 }
 
-# CacheIsolationNamespace (spec 0x01A): reuse is an authorization decision.
-struct CacheIsolationNamespace {
+struct CacheIsolationNamespace $Kvrt.existing("CacheIsolationNamespace") $Kvrt.message {
+  # CacheIsolationNamespace (spec 0x01A): reuse is an authorization decision.
   deploymentNamespace @0 :Text;     # deployment or cluster cache namespace
   tenantId @1 :Text;                # tenant / isolation-domain identity
-  generation @2 :UInt64;            # NamespaceGeneration: advanced by every invalidation
+  generation @2 :UInt64 $Kvrt.type("NamespaceGeneration");  # advanced by every invalidation
   cacheSalt @3 :Text;               # unguessable salt issued by the deployment
   modelCacheGeneration @4 :UInt64;  # [generation]
   publicationPolicy @5 :PublicationPolicy;
 }
 
-# Side inputs that change hidden states without changing placeholder tokens:
-# equality-bearing (spec 0x01A).
-enum SideInputKind {
+enum SideInputKind $Kvrt.existing("SideInputKind") {
+  # Side inputs that change hidden states without changing placeholder tokens:
+  # equality-bearing (spec 0x01A).
   multimodalFeature @0;
   promptEmbedding @1;
 }
 
-struct SideInputIdentity {
+struct SideInputIdentity $Kvrt.existing("SideInputIdentity") {
   kind @0 :SideInputKind;
   identity @1 :Text;        # feature id or SHA-256 of the embedding tensor
   tokenOffset @2 :UInt32;   # first covered token position [tokens]
   tokenCount @3 :UInt32;    # covered positions [tokens]
 }
 
-# CacheCompatibilityManifest (spec 0x01A): the semantic reuse gate. Fields
-# @0-@11 are equality-bearing, in compatible()'s comparison order; @12-@15
-# are provenance, recorded but never equality-bearing.
-struct CacheCompatibilityManifest {
+struct CacheCompatibilityManifest $Kvrt.existing("CacheCompatibilityManifest") $Kvrt.message {
+  # CacheCompatibilityManifest (spec 0x01A): the semantic reuse gate. Fields
+  # @0-@11 are equality-bearing, in compatible()'s comparison order; @12-@15
+  # are provenance, recorded but never equality-bearing.
   cacheAbiSha256 @0 :Text;              # M5.1 logical cache ABI digest (hex)
-  cacheLayoutSha256 @1 :Data;           # CacheLayoutManifest digest [32 bytes]
+  cacheLayoutSha256 @1 :Data $Kvrt.type("Sha256Digest");  # CacheLayoutManifest digest [32 bytes]
   modelGeneration @2 :UInt64;           # [generation]
   adapterIdentity @3 :Text;             # empty = no adapter
   weightTransformIdentity @4 :Text;     # empty = none
@@ -112,7 +115,7 @@ struct CacheCompatibilityManifest {
   coveredTokenIds @6 :List(UInt32);     # exact token ids of the covered interval [token ids]
   inputSideData @7 :List(SideInputIdentity);
   cacheIsolationNamespace @8 :Text;     # deployment/tenant namespace name
-  namespaceGeneration @9 :UInt64;       # NamespaceGeneration
+  namespaceGeneration @9 :UInt64 $Kvrt.type("NamespaceGeneration");
   cacheSalt @10 :Text;
   publicationGeneration @11 :UInt64;    # [generation]
   tokenizerRevision @12 :Text;          # provenance

@@ -10,7 +10,10 @@
 #include <span>
 #include <string>
 
-#include "schema/codec.hpp"
+#include "schema/codecs.hpp"
+#include "services/mapper/mapped_frontier_receipt.hpp"
+#include "services/prefix/prefix_match_receipt.hpp"
+#include "services/radix/radix_handoff_receipt.hpp"
 
 namespace kvrt::test {
 
@@ -45,9 +48,9 @@ template <class T>
 T filled(uint64_t seed = 1);
 
 template <>
-inline codec::ErrorMessage filled(uint64_t seed) {
+inline ErrorMessage filled(uint64_t seed) {
   Numbers n(seed);
-  return codec::ErrorMessage{Error{ErrorCode::stale_table_version, n.text("reason"), n.text("field")}};
+  return ErrorMessage{Error{ErrorCode::stale_table_version, n.text("reason"), n.text("field")}};
 }
 
 template <>
@@ -83,7 +86,7 @@ inline CacheLayoutManifest filled(uint64_t seed) {
   m.quantization_schema = n.text("quant");
   m.position_contract_id = n.text("rope");
   m.allocator_revision = n.u32();
-  m.hash_family = HashFamily::xxh3_128;
+  m.hash_family = HashFamily::xxh3_bits128;
   return m;
 }
 
@@ -350,7 +353,7 @@ struct Named {
 
 template <class Fn>
 void for_each_codec_type(Fn&& fn) {
-  fn(Named<codec::ErrorMessage>{"ErrorMessage"});
+  fn(Named<ErrorMessage>{"ErrorMessage"});
   fn(Named<CacheLayoutManifest>{"CacheLayoutManifest"});
   fn(Named<CacheCompatibilityManifest>{"CacheCompatibilityManifest"});
   fn(Named<CacheIsolationNamespace>{"CacheIsolationNamespace"});
@@ -360,13 +363,12 @@ void for_each_codec_type(Fn&& fn) {
   fn(Named<AllocationReceipt>{"AllocationReceipt"});
   fn(Named<ReleaseResult>{"ReleaseResult"});
   fn(Named<PrefixMatchReceipt>{"PrefixMatchReceipt"});
-  fn(Named<RadixSchedulerHandoffReceipt>{"RadixSchedulerHandoffReceipt"});
   fn(Named<MappedFrontierReceipt>{"MappedFrontierReceipt"});
   fn(Named<PromptModuleReceipt>{"PromptModuleReceipt"});
   fn(Named<SessionReuseReceipt>{"SessionReuseReceipt"});
   fn(Named<ExecutableReuseReceipt>{"ExecutableReuseReceipt"});
 }
-inline constexpr int kCodecTypeCount = 15;
+inline constexpr int kCodecTypeCount = 14;
 
 inline bool is_decode_error(ErrorCode c) {
   return c == ErrorCode::decode_failed || c == ErrorCode::message_too_large || c == ErrorCode::unknown_enum;

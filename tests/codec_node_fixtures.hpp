@@ -9,7 +9,7 @@
 
 // Before codec_fixtures.hpp: its decode_is_safe<T> calls codec::encode by
 // qualified name, which sees only the overloads declared before it.
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 // (keep this order)
 #include "codec_fixtures.hpp"
 
@@ -64,7 +64,7 @@ inline AllocatorBatchReceipt filled(uint64_t seed) {
   Numbers n(seed);
   AllocatorBatchReceipt r;
   r.trace = trace(n);
-  r.outcomes.push_back(filled<codec::ErrorMessage>(seed).error);
+  r.outcomes.push_back(filled<ErrorMessage>(seed).error);
   r.outcomes.push_back(filled<AllocationReceipt>(seed + 100));
   r.outcomes.push_back(filled<ReleaseResult>(seed + 200));
   r.outcomes.push_back(LeaseReceipt{LeaseId{n.u64()}, n.handle(), n.u32()});
@@ -98,7 +98,7 @@ inline PrefixBatchReceipt filled(uint64_t seed) {
   Numbers n(seed);
   PrefixBatchReceipt r;
   r.trace = trace(n);
-  r.outcomes.push_back(filled<codec::ErrorMessage>(seed).error);
+  r.outcomes.push_back(filled<ErrorMessage>(seed).error);
   r.outcomes.push_back(filled<PrefixMatchReceipt>(seed + 100));
   r.outcomes.push_back(PrefixPublishReceipt{RequestId{n.u64()}, n.u32(), n.u32(), n.u32(), n.u64()});
   return r;
@@ -179,7 +179,7 @@ inline MapperBatchReceipt filled(uint64_t seed) {
   Numbers n(seed);
   MapperBatchReceipt r;
   r.trace = trace(n);
-  r.outcomes.push_back(filled<codec::ErrorMessage>(seed).error);
+  r.outcomes.push_back(filled<ErrorMessage>(seed).error);
   r.outcomes.push_back(SlotBinding{RequestSlot{n.u32()}, SlotGeneration{n.u64()}, n.u32(), true});
   r.outcomes.push_back(
       StepResult{MappingFeasibility::insufficient_handles,
@@ -211,7 +211,7 @@ inline ExecuteBatchReceipt filled(uint64_t seed) {
   // Each outcome is built in place in its alternative (see the ReuseBatch
   // fixture below).
   r.outcomes.reserve(2);
-  r.outcomes.emplace_back(std::in_place_type<Error>, filled<codec::ErrorMessage>(seed).error);
+  r.outcomes.emplace_back(std::in_place_type<Error>, filled<ErrorMessage>(seed).error);
   AttentionOutput o{RequestId{n.u64()}, TableVersion{n.u64()}, n.u32(), n.u32(), {}, {}, n.u64()};
   for (int i = 0; i < 6; ++i) o.outputs.push_back(static_cast<float>(n.u32() % 1000) / 3.0f);
   for (int i = 0; i < 2; ++i) o.lse.push_back(static_cast<float>(n.u32() % 100) / 9.0f);
@@ -262,7 +262,7 @@ inline ReuseBatchReceipt filled(uint64_t seed) {
   Numbers n(seed);
   ReuseBatchReceipt r;
   r.trace = trace(n);
-  r.outcomes.push_back(filled<codec::ErrorMessage>(seed).error);
+  r.outcomes.push_back(filled<ErrorMessage>(seed).error);
   r.outcomes.push_back(filled<ExecutableReuseReceipt>(seed + 100));  // every list non-empty
   // Neither step nor reason at its default (authorize, no_candidate).
   r.outcomes.push_back(ReuseRejectionReceipt{ReuseStep::acquire_leases,
@@ -281,7 +281,7 @@ inline ReuseBatchReceipt filled(uint64_t seed) {
   published.published_successor = true;
   r.outcomes.push_back(published);
   ReuseReleaseReceipt refused{ExecutionSnapshotVersion{n.u64()}, {LeaseId{n.u64()}}, {}, true};
-  refused.successor_refused = filled<codec::ErrorMessage>(seed + 7).error;
+  refused.successor_refused = filled<ErrorMessage>(seed + 7).error;
   r.outcomes.push_back(refused);
   return r;
 }

@@ -1,4 +1,4 @@
-// Codec for the node protocol (issue 5; schema/node.capnp, codec_node.hpp):
+// The generated codec of the owners' batches (schema/<owner>.capnp):
 // every message round-trips with every field and every union alternative
 // set; an optional epoch keeps "absent" apart from "epoch 0"; messages of one
 // kind never decode as another (old kinds included); hand-made bad unions,
@@ -20,8 +20,12 @@
 #include <thread>
 
 #include "codec_node_fixtures.hpp"
+#include "schema/allocator.capnp.h"
+#include "schema/authorization.capnp.h"
 #include "schema/kvrt.capnp.h"
-#include "schema/node.capnp.h"
+#include "schema/prefix.capnp.h"
+#include "schema/reuse.capnp.h"
+#include "schema/session.capnp.h"
 
 using namespace kvrt;
 using kvrt::test::decode_is_safe;
@@ -48,8 +52,8 @@ std::vector<uint8_t> edited(const std::vector<uint8_t>& bytes, Edit&& edit) {
   return std::vector<uint8_t>(out.begin(), out.end());
 }
 
-// Every union in node.capnp keeps its tag in bits [0, 16) of its struct's data
-// section (`capnp compile -ocapnp schema/node.capnp`); this checks that the
+// Every union of the owners' batches keeps its tag in bits [0, 16) of its
+// struct's data section (`capnp compile -ocapnp schema/allocator.capnp`); this checks that the
 // tag there is the one the builder set, then overwrites it.
 template <class StructBuilder>
 void overwrite_union_tag(StructBuilder b, uint16_t expected, uint16_t tag) {
@@ -201,7 +205,7 @@ TEST_CASE("node protocol: a message of one kind is never decoded as another", "[
 
 TEST_CASE("node protocol: an unknown op or outcome kind is unknown_enum naming the element", "[codec]") {
   const auto batch = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getAllocatorBatch().getOps()[3], wire::AllocatorOp::COMMIT_ROWS, 99);
+    overwrite_union_tag(e.getBody().getAs<wire::AllocatorBatch>().getOps()[3], wire::AllocatorOp::COMMIT_ROWS, 99);
   });
   auto op = decode_error<AllocatorBatch>(batch);
   CHECK(op.code == ErrorCode::unknown_enum);
@@ -209,47 +213,51 @@ TEST_CASE("node protocol: an unknown op or outcome kind is unknown_enum naming t
   CHECK(op.reason.find("99") != std::string::npos);
 
   const auto receipt = edited(codec::encode(filled<AllocatorBatchReceipt>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getAllocatorBatchReceipt().getOutcomes()[5], wire::AllocatorOutcome::BLOCK_TABLE_VIEW, 6);
+    overwrite_union_tag(e.getBody().getAs<wire::AllocatorBatchReceipt>().getOutcomes()[5],
+                        wire::AllocatorOutcome::BLOCK_TABLE_VIEW, 6);
   });
   CHECK(decode_error<AllocatorBatchReceipt>(receipt).field == "AllocatorBatchReceipt.outcomes[5]");
 
   const auto prefix = edited(codec::encode(filled<PrefixBatch>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getPrefixBatch().getOps()[1], wire::PrefixOp::PUBLISH, 2);
+    overwrite_union_tag(e.getBody().getAs<wire::PrefixBatch>().getOps()[1], wire::PrefixOp::PUBLISH, 2);
   });
   CHECK(decode_error<PrefixBatch>(prefix).field == "PrefixBatch.ops[1]");
 
   const auto prefix_receipt = edited(codec::encode(filled<PrefixBatchReceipt>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getPrefixBatchReceipt().getOutcomes()[0], wire::PrefixOutcome::ERROR, 3);
+    overwrite_union_tag(e.getBody().getAs<wire::PrefixBatchReceipt>().getOutcomes()[0], wire::PrefixOutcome::ERROR, 3);
   });
   CHECK(decode_error<PrefixBatchReceipt>(prefix_receipt).field == "PrefixBatchReceipt.outcomes[0]");
 
   const auto reuse_receipt = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getReuseBatchReceipt().getOutcomes()[2], wire::ReuseOutcome::REJECTION_RECEIPT, 4);
+    overwrite_union_tag(e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[2],
+                        wire::ReuseOutcome::REJECTION_RECEIPT, 4);
   });
   auto reuse = decode_error<ReuseBatchReceipt>(reuse_receipt);
   CHECK(reuse.code == ErrorCode::unknown_enum);
   CHECK(reuse.field == "ReuseBatchReceipt.outcomes[2]");
-  CHECK(reuse.reason.find("unknown outcome kind 4") != std::string::npos);
+  CHECK(reuse.reason.find("unknown ReuseOutcome kind 4") != std::string::npos);
 
   const auto reuse_release = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getReuseBatchReceipt().getOutcomes()[3], wire::ReuseOutcome::RELEASE_RECEIPT, 999);
+    overwrite_union_tag(e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[3],
+                        wire::ReuseOutcome::RELEASE_RECEIPT, 999);
   });
   auto release_outcome = decode_error<ReuseBatchReceipt>(reuse_release);
   CHECK(release_outcome.code == ErrorCode::unknown_enum);
   CHECK(release_outcome.field == "ReuseBatchReceipt.outcomes[3]");
-  CHECK(release_outcome.reason.find("unknown outcome kind 999") != std::string::npos);
+  CHECK(release_outcome.reason.find("unknown ReuseOutcome kind 999") != std::string::npos);
 
   const auto reuse_batch = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getReuseBatch().getOps()[2], wire::ReuseOp::RELEASE, 2);
+    overwrite_union_tag(e.getBody().getAs<wire::ReuseBatch>().getOps()[2], wire::ReuseOp::RELEASE, 2);
   });
   auto reuse_op = decode_error<ReuseBatch>(reuse_batch);
   CHECK(reuse_op.code == ErrorCode::unknown_enum);
   CHECK(reuse_op.field == "ReuseBatch.ops[2]");
-  CHECK(reuse_op.reason.find("unknown operation kind 2") != std::string::npos);
+  CHECK(reuse_op.reason.find("unknown ReuseOp kind 2") != std::string::npos);
 
   // The optional epoch's {none, epoch} tag.
   const auto epoch = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getAllocatorBatch().getOps()[1].getAppend(), wire::AppendOp::ExpectedEpoch::EPOCH, 2);
+    overwrite_union_tag(e.getBody().getAs<wire::AllocatorBatch>().getOps()[1].getAppend(),
+                        wire::AppendOp::ExpectedEpoch::EPOCH, 2);
   });
   auto bad_epoch = decode_error<AllocatorBatch>(epoch);
   CHECK(bad_epoch.code == ErrorCode::unknown_enum);
@@ -258,14 +266,16 @@ TEST_CASE("node protocol: an unknown op or outcome kind is unknown_enum naming t
 
 TEST_CASE("node protocol: an unknown enum value is unknown_enum naming element and field", "[codec]") {
   const auto release = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
-    e.getAllocatorBatch().getOps()[6].getRelease().setReason(static_cast<wire::ReleaseReason>(kReleaseReasonMax + 1));
+    e.getBody().getAs<wire::AllocatorBatch>().getOps()[6].getRelease().setReason(
+        static_cast<wire::ReleaseReason>(kReleaseReasonMax + 1));
   });
   auto r = decode_error<AllocatorBatch>(release);
   CHECK(r.code == ErrorCode::unknown_enum);
   CHECK(r.field == "AllocatorBatch.ops[6].release.reason");
 
   const auto logits = edited(codec::encode(filled<PrefixBatch>()), [](wire::Envelope::Builder e) {
-    e.getPrefixBatch().getOps()[0].getMatch().setLogitsPath(static_cast<wire::LogitsPath>(kLogitsPathMax + 1));
+    e.getBody().getAs<wire::PrefixBatch>().getOps()[0].getMatch().setLogitsPath(
+        static_cast<wire::LogitsPath>(kLogitsPathMax + 1));
   });
   auto l = decode_error<PrefixBatch>(logits);
   CHECK(l.code == ErrorCode::unknown_enum);
@@ -273,14 +283,14 @@ TEST_CASE("node protocol: an unknown enum value is unknown_enum naming element a
 
   // A nested receipt keeps its own field names below the element.
   const auto nested = edited(codec::encode(filled<AllocatorBatchReceipt>()), [](wire::Envelope::Builder e) {
-    e.getAllocatorBatchReceipt().getOutcomes()[1].getAllocationReceipt().setOutcome(
+    e.getBody().getAs<wire::AllocatorBatchReceipt>().getOutcomes()[1].getAllocationReceipt().setOutcome(
         static_cast<wire::AllocationOutcome>(kAllocationOutcomeMax + 1));
   });
   CHECK(decode_error<AllocatorBatchReceipt>(nested).field ==
         "AllocatorBatchReceipt.outcomes[1].allocation_receipt.outcome");
 
   const auto code = edited(codec::encode(filled<PrefixBatchReceipt>()), [](wire::Envelope::Builder e) {
-    e.getPrefixBatchReceipt().getOutcomes()[0].getError().setCode(9999);
+    e.getBody().getAs<wire::PrefixBatchReceipt>().getOutcomes()[0].getError().setCode(9999);
   });
   auto c = decode_error<PrefixBatchReceipt>(code);
   CHECK(c.code == ErrorCode::unknown_enum);
@@ -328,7 +338,9 @@ TEST_CASE("node protocol: a reuse batch round-trips every field of every op and 
   // A release op with an empty data section reads as the C++ default: the
   // wire default of executed is true as well.
   const auto empty_release = edited(codec::encode(bare), [](wire::Envelope::Builder e) {
-    capnp::AnyStruct::Builder(e.getReuseBatch().getOps()[0]).getPointerSection()[0].initAsAnyStruct(0, 0);
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatch>().getOps()[0])
+        .getPointerSection()[0]
+        .initAsAnyStruct(0, 0);
   });
   auto empty_back = codec::decode<ReuseBatch>(empty_release);
   REQUIRE(empty_back.ok());
@@ -348,7 +360,7 @@ TEST_CASE("node protocol: a reuse batch round-trips every field of every op and 
   CHECK(std::get<Error>(r->outcomes[0]) == std::get<Error>(receipt.outcomes[0]));
   CHECK(std::get<ExecutableReuseReceipt>(r->outcomes[1]) == executable);
   CHECK(std::get<ReuseRejectionReceipt>(r->outcomes[2]) == rejection);
-  CHECK(std::get<ReuseRejectionReceipt>(r->outcomes[2]).bucket() == ReuseBucket::lease);
+  CHECK(bucket_of(std::get<ReuseRejectionReceipt>(r->outcomes[2]).reason) == ReuseBucket::lease);
   const auto& released = std::get<ReuseReleaseReceipt>(receipt.outcomes[3]);
   REQUIRE(released.snapshot.value != 0);
   REQUIRE(released.released.size() == 2);
@@ -432,7 +444,8 @@ TEST_CASE("node protocol: a bad reuse step, reason or source is unknown_enum nam
   for (uint16_t step : {uint16_t{0}, uint16_t{kReuseStepCount + 1}, uint16_t{999}}) {
     INFO("step " << step);
     const auto bytes = edited(codec::encode(filled<ReuseBatchReceipt>()), [&](wire::Envelope::Builder e) {
-      e.getReuseBatchReceipt().getOutcomes()[2].getRejectionReceipt().setStep(static_cast<wire::ReuseStep>(step));
+      e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[2].getRejectionReceipt().setStep(
+          static_cast<wire::ReuseStep>(step));
     });
     auto s = decode_error<ReuseBatchReceipt>(bytes);
     CHECK(s.code == ErrorCode::unknown_enum);
@@ -441,7 +454,7 @@ TEST_CASE("node protocol: a bad reuse step, reason or source is unknown_enum nam
   }
 
   const auto reason = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
-    e.getReuseBatchReceipt().getOutcomes()[2].getRejectionReceipt().setReason(
+    e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[2].getRejectionReceipt().setReason(
         static_cast<wire::RejectionReason>(kRejectionReasonCount));
   });
   auto r = decode_error<ReuseBatchReceipt>(reason);
@@ -450,7 +463,7 @@ TEST_CASE("node protocol: a bad reuse step, reason or source is unknown_enum nam
 
   // The reused ExecutableReuseReceipt codec keeps its own field names below the element.
   const auto source = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
-    e.getReuseBatchReceipt().getOutcomes()[1].getExecutableReuseReceipt().setSource(
+    e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[1].getExecutableReuseReceipt().setSource(
         static_cast<wire::ReuseSource>(kReuseSourceMax + 1));
   });
   auto src = decode_error<ReuseBatchReceipt>(source);
@@ -458,14 +471,15 @@ TEST_CASE("node protocol: a bad reuse step, reason or source is unknown_enum nam
   CHECK(src.field == "ReuseBatchReceipt.outcomes[1].executable_reuse_receipt.source");
 
   const auto logits = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
-    e.getReuseBatch().getOps()[1].getAcquire().setLogitsPath(static_cast<wire::LogitsPath>(kLogitsPathMax + 1));
+    e.getBody().getAs<wire::ReuseBatch>().getOps()[1].getAcquire().setLogitsPath(
+        static_cast<wire::LogitsPath>(kLogitsPathMax + 1));
   });
   auto l = decode_error<ReuseBatch>(logits);
   CHECK(l.code == ErrorCode::unknown_enum);
   CHECK(l.field == "ReuseBatch.ops[1].acquire.logits_path");
 
   const auto code = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
-    e.getReuseBatchReceipt().getOutcomes()[0].getError().setCode(9999);
+    e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[0].getError().setCode(9999);
   });
   auto c = decode_error<ReuseBatchReceipt>(code);
   CHECK(c.code == ErrorCode::unknown_enum);
@@ -477,7 +491,7 @@ TEST_CASE("node protocol: a malformed reuse message is a typed error naming elem
   // ReuseRejectionReceipt's pointer section is {detail, leasesReleased}:
   // leasesReleased becomes a struct pointer.
   const auto leases = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
-    capnp::AnyStruct::Builder(e.getReuseBatchReceipt().getOutcomes()[2].getRejectionReceipt())
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[2].getRejectionReceipt())
         .getPointerSection()[1]
         .initAs<wire::TraceContext>();
   });
@@ -487,7 +501,7 @@ TEST_CASE("node protocol: a malformed reuse message is a typed error naming elem
 
   // ReuseAcquireOp's pointer section is {namespaceName, tokens}.
   const auto tokens = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
-    capnp::AnyStruct::Builder(e.getReuseBatch().getOps()[1].getAcquire())
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatch>().getOps()[1].getAcquire())
         .getPointerSection()[1]
         .initAs<wire::TraceContext>();
   });
@@ -497,13 +511,15 @@ TEST_CASE("node protocol: a malformed reuse message is a typed error naming elem
   // {released, refused}.
   // The release op itself a list instead of a struct: the element's member is named.
   const auto release_op = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
-    capnp::AnyStruct::Builder(e.getReuseBatch().getOps()[2]).getPointerSection()[0].initAsListOfAnyStruct(1, 0, 2);
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatch>().getOps()[2])
+        .getPointerSection()[0]
+        .initAsListOfAnyStruct(1, 0, 2);
   });
   CHECK(decode_error<ReuseBatch>(release_op).field == "ReuseBatch.ops[2].release");
   for (unsigned slot : {0u, 1u}) {
     INFO("pointer " << slot);
     const auto lists = edited(codec::encode(filled<ReuseBatchReceipt>()), [&](wire::Envelope::Builder e) {
-      capnp::AnyStruct::Builder(e.getReuseBatchReceipt().getOutcomes()[3].getReleaseReceipt())
+      capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[3].getReleaseReceipt())
           .getPointerSection()[slot]
           .initAs<wire::TraceContext>();
     });
@@ -516,7 +532,7 @@ TEST_CASE("node protocol: a malformed reuse message is a typed error naming elem
   for (size_t len : {size_t{0}, size_t{31}, size_t{33}}) {
     INFO("length " << len);
     const auto digest = edited(codec::encode(filled<ReuseBatchReceipt>()), [&](wire::Envelope::Builder e) {
-      e.getReuseBatchReceipt().getOutcomes()[1].getExecutableReuseReceipt().setLayoutDigest(
+      e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[1].getExecutableReuseReceipt().setLayoutDigest(
           capnp::Data::Reader(zeros, len));
     });
     CHECK(decode_error<ReuseBatchReceipt>(digest).field ==
@@ -525,14 +541,18 @@ TEST_CASE("node protocol: a malformed reuse message is a typed error naming elem
 
   // Lists of elements smaller than the schema's are refused, ops and outcomes alike.
   const auto ops = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
-    capnp::AnyStruct::Builder(e.getReuseBatch()).getPointerSection()[1].initAsListOfAnyStruct(0, 0, 100000);
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatch>())
+        .getPointerSection()[1]
+        .initAsListOfAnyStruct(0, 0, 100000);
   });
   REQUIRE(ops.size() < 1024);
   auto o = decode_error<ReuseBatch>(ops);
   CHECK(o.code == ErrorCode::decode_failed);
   CHECK(o.field == "ReuseBatch.ops");
   const auto outcomes = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
-    capnp::AnyStruct::Builder(e.getReuseBatchReceipt()).getPointerSection()[1].initAsListOfAnyStruct(0, 0, 100000);
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatchReceipt>())
+        .getPointerSection()[1]
+        .initAsListOfAnyStruct(0, 0, 100000);
   });
   CHECK(decode_error<ReuseBatchReceipt>(outcomes).field == "ReuseBatchReceipt.outcomes");
 }
@@ -541,7 +561,7 @@ TEST_CASE("node protocol: a malformed pointer is a typed error naming element an
   // AppendOp's pointer section is {fence, rows}: rows becomes a struct pointer,
   // which Cap'n Proto refuses to read as List(Data).
   const auto rows = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
-    capnp::AnyStruct::Builder(e.getAllocatorBatch().getOps()[1].getAppend())
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::AllocatorBatch>().getOps()[1].getAppend())
         .getPointerSection()[1]
         .initAs<wire::TraceContext>();
   });
@@ -551,7 +571,9 @@ TEST_CASE("node protocol: a malformed pointer is a typed error naming element an
 
   // The op's own pointer: AllocatorOp.append becomes a list pointer.
   const auto op = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
-    capnp::AnyStruct::Builder(e.getAllocatorBatch().getOps()[2]).getPointerSection()[0].initAs<capnp::Text>(5);
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::AllocatorBatch>().getOps()[2])
+        .getPointerSection()[0]
+        .initAs<capnp::Text>(5);
   });
   CHECK(decode_error<AllocatorBatch>(op).field == "AllocatorBatch.ops[2].append");
 
@@ -560,7 +582,7 @@ TEST_CASE("node protocol: a malformed pointer is a typed error naming element an
   // -ocapnp schema/reuse.capnp`) becomes a struct pointer. (A byte list would
   // not do: Cap'n Proto reads a list of primitives as a list of structs.)
   const auto matched = edited(codec::encode(filled<PrefixBatchReceipt>()), [](wire::Envelope::Builder e) {
-    auto receipt = e.getPrefixBatchReceipt().getOutcomes()[1].getMatchReceipt();
+    auto receipt = e.getBody().getAs<wire::PrefixBatchReceipt>().getOutcomes()[1].getMatchReceipt();
     capnp::AnyStruct::Builder(kj::mv(receipt)).getPointerSection()[3].initAs<wire::TraceContext>();
   });
   CHECK(decode_error<PrefixBatchReceipt>(matched).field ==
@@ -572,15 +594,16 @@ TEST_CASE("node protocol: a digest of the wrong length is a typed error naming t
   for (size_t len : {size_t{0}, size_t{31}, size_t{33}}) {
     INFO("length " << len);
     const auto session = edited(codec::encode(filled<SessionReceipt>()), [&](wire::Envelope::Builder e) {
-      e.getSessionReceipt().setLayoutSha256(capnp::Data::Reader(zeros, len));
+      e.getBody().getAs<wire::SessionReceipt>().setLayoutSha256(capnp::Data::Reader(zeros, len));
     });
     CHECK(decode_error<SessionReceipt>(session).field == "SessionReceipt.layout_sha256");
     const auto grant = edited(codec::encode(filled<NamespaceGrantReceipt>()), [&](wire::Envelope::Builder e) {
-      e.getNamespaceGrantReceipt().setGrantSha256(capnp::Data::Reader(zeros, len));
+      e.getBody().getAs<wire::NamespaceGrantReceipt>().setGrantSha256(capnp::Data::Reader(zeros, len));
     });
     CHECK(decode_error<NamespaceGrantReceipt>(grant).field == "NamespaceGrantReceipt.grant_sha256");
     const auto match = edited(codec::encode(filled<PrefixBatchReceipt>()), [&](wire::Envelope::Builder e) {
-      e.getPrefixBatchReceipt().getOutcomes()[1].getMatchReceipt().setReceiptSha256(capnp::Data::Reader(zeros, len));
+      e.getBody().getAs<wire::PrefixBatchReceipt>().getOutcomes()[1].getMatchReceipt().setReceiptSha256(
+          capnp::Data::Reader(zeros, len));
     });
     CHECK(decode_error<PrefixBatchReceipt>(match).field ==
           "PrefixBatchReceipt.outcomes[1].match_receipt.receipt_sha256");
@@ -592,7 +615,8 @@ TEST_CASE("node protocol: a batch list of elements smaller than the schema's is 
   // message of a few words could otherwise claim a million ops.
   auto with_ops = [](auto init) {
     return edited(codec::encode(filled<AllocatorBatch>()), [&](wire::Envelope::Builder e) {
-      init(capnp::AnyStruct::Builder(e.getAllocatorBatch()).getPointerSection()[1]);  // ptr[1] = ops
+      init(
+          capnp::AnyStruct::Builder(e.getBody().getAs<wire::AllocatorBatch>()).getPointerSection()[1]);  // ptr[1] = ops
     });
   };
   const auto empty_structs = with_ops([](capnp::AnyPointer::Builder ops) { ops.initAsListOfAnyStruct(0, 0, 1000000); });
@@ -609,7 +633,9 @@ TEST_CASE("node protocol: a batch list of elements smaller than the schema's is 
   CHECK(ok->ops.size() == 3);
 
   const auto outcomes = edited(codec::encode(filled<PrefixBatchReceipt>()), [](wire::Envelope::Builder e) {
-    capnp::AnyStruct::Builder(e.getPrefixBatchReceipt()).getPointerSection()[1].initAsListOfAnyStruct(0, 0, 100000);
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::PrefixBatchReceipt>())
+        .getPointerSection()[1]
+        .initAsListOfAnyStruct(0, 0, 100000);
   });
   CHECK(decode_error<PrefixBatchReceipt>(outcomes).field == "PrefixBatchReceipt.outcomes");
 }
@@ -625,7 +651,7 @@ TEST_CASE("node protocol: the deepest messages need 9 nesting levels, inside the
     REQUIRE_FALSE(r.ok());
     CHECK(r.error().code == ErrorCode::message_too_large);
     CHECK(r.error().field == "AllocatorBatchReceipt.outcomes[" + std::to_string(receipt.outcomes.size() - 1) +
-                                 "].block_table_view.groups");
+                                 "].block_table_view.groups[0][0].handle");
   }
   const auto prefix = codec::encode(filled<PrefixBatchReceipt>());
   CHECK(codec::decode<PrefixBatchReceipt>(prefix, codec::DecodeLimits{uint64_t{1} << 23, 9}).ok());

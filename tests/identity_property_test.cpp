@@ -183,7 +183,7 @@ TEST_CASE("random layout mutations: diff_layouts names exactly the mutated field
       {"hash_block_size", A::representation, [](auto& m) { m.hash_block_size = 32; }},
       {"scheduler_block_size", A::representation, [](auto& m) { m.scheduler_block_size = 64; }},
       {"physical_page_bytes", A::representation, [](auto& m) { m.physical_page_bytes = 2 * 1024 * 1024; }},
-      {"hash_family", A::representation, [](auto& m) { m.hash_family = HashFamily::xxh3_128; }},
+      {"hash_family", A::representation, [](auto& m) { m.hash_family = HashFamily::xxh3_bits128; }},
       {"allocator_revision", A::representation, [](auto& m) { m.allocator_revision = 2; }},
       {"position_contract_id", A::position, [](auto& m) { m.position_contract_id = "rope-yarn-v2"; }},
       {"logical_cache_abi_sha256", A::logical, [](auto& m) { m.logical_cache_abi_sha256[0] = 'f'; }},

@@ -81,7 +81,7 @@ TEST_CASE("the canonical digest changes with every equality-bearing field", "[id
   variants[4].position_contract_id = "rope-other";
   variants[5].allocator_block_size = 32;
   variants[6].cache_groups[0].group_id = CacheGroupId{7};
-  variants[7].hash_family = HashFamily::xxh3_128;
+  variants[7].hash_family = HashFamily::xxh3_bits128;
   variants[8].model_generation = 2;
   variants[9].kernel_block_size = 8;
   for (size_t i = 0; i < variants.size(); ++i) {

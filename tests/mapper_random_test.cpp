@@ -77,7 +77,7 @@ void run_seed(uint32_t seed, const MapperConfig& config) {
         REQUIRE(r->feasibility == MappingFeasibility::ready);
         for (size_t i = 0; i < batch.size(); ++i) {
           live[batch[i].request.value].target = batch[i].target_tokens;
-          CHECK(r->receipts[i].covers(gen1(), batch[i].target_tokens));
+          CHECK(covers(r->receipts[i], gen1(), batch[i].target_tokens));
           CHECK(m.verify_receipt(r->receipts[i]).ok());
           CHECK(r->receipts[i].new_mappings.size() % g.tensor_count() == 0);
         }

@@ -1,5 +1,5 @@
-// [mapper][node] The mapper owner as the node serves it (services/node/
-// mapper_service.hpp): batches answered in order with one outcome each,
+// [mapper][node] The mapper owner as the node serves it
+// (services/mapper/mapper_service.hpp): batches answered in order with one outcome each,
 // sessions confined to their own slots with the state digest unchanged by a
 // refusal, a dead session's slots freed, and the page offer a worker maps
 // showing the node's bytes at the node's offsets.

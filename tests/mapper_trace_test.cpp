@@ -28,7 +28,7 @@
 // retained and 768 = mapped + free hold on every row.
 #include <vector>
 
-#include "schema/codec.hpp"
+#include "schema/codecs.hpp"
 #include "tests/mapper_fixture.hpp"
 
 using namespace kvrt;
@@ -193,7 +193,7 @@ TEST_CASE("0x06F 24-operation trace: 5 maps, 5 unmaps, retained reuse, D reclaim
   CHECK(grow.reclaimed_bundles[0].to_page_index == 2);
   CHECK(grow.new_mappings.size() == 4);
   CHECK(grow.mapping_path == MappingPath::asynchronous);
-  CHECK(grow.covers(RequestGeneration{1}, 9));
+  CHECK(covers(grow, RequestGeneration{1}, 9));
   CHECK(m->verify_receipt(grow).ok());
   // The published receipt survives the wire unchanged (schema/codec.hpp).
   const std::vector<uint8_t> wire = codec::encode(grow);

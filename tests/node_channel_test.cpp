@@ -11,11 +11,11 @@
 
 #include <cstring>
 
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 #include "services/common/unix_socket_address.hpp"
+#include "services/session/channel_frame.hpp"
 #include "services/session/node_config.hpp"
 #include "services/session/session_channel.hpp"
-#include "services/session/channel_frame.hpp"
 #include "tests/node_fixture.hpp"
 
 namespace kvrt::test {
@@ -178,7 +178,7 @@ TEST_CASE("a client on the session channel gets the middleman's answers", "[node
   for (RawRoute route : {RawRoute::allocator, RawRoute::reuse, RawRoute::executor}) {
     Result<std::vector<uint8_t>> reply = fast->raw(route, {0xff, 0x00, 0x13});
     REQUIRE(reply.ok());
-    Result<codec::ErrorMessage> e = codec::decode<codec::ErrorMessage>(*reply);
+    Result<ErrorMessage> e = codec::decode<ErrorMessage>(*reply);
     REQUIRE(e.ok());
     CHECK(e->error.code == ErrorCode::decode_failed);
   }
@@ -276,7 +276,7 @@ TEST_CASE("pipelined channel frames are answered once each, in request order", "
   CHECK(r11->second == bytes_of("a"));
   // A second attach on an attached channel: a typed refusal, the channel stays.
   CHECK(r12->first.sequence == 12);
-  Result<codec::ErrorMessage> again = codec::decode<codec::ErrorMessage>(r12->second);
+  Result<ErrorMessage> again = codec::decode<ErrorMessage>(r12->second);
   REQUIRE(again.ok());
   CHECK(again->error.code == ErrorCode::invalid_argument);
   CHECK(r13->first.sequence == 13);

@@ -8,7 +8,7 @@
 // errors; the node keeps serving.
 #include <random>
 
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 #include "services/executor/paged_decode.hpp"
 #include "services/executor/scalar_convert.hpp"
 #include "services/identity/layout_loader.hpp"
@@ -143,7 +143,7 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
        {std::vector<uint8_t>{}, std::vector<uint8_t>(40, 0x5a), codec::encode(HelloRequest{"x", "y", 1})}) {
     Result<std::vector<uint8_t>> reply = a->raw(RawRoute::executor, garbage);
     REQUIRE(reply.ok());
-    Result<codec::ErrorMessage> e = codec::decode<codec::ErrorMessage>(*reply);
+    Result<ErrorMessage> e = codec::decode<ErrorMessage>(*reply);
     REQUIRE(e.ok());
     CHECK(e->error.code == ErrorCode::decode_failed);
   }

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 #include "services/mapper/mapper_view.hpp"
 #include "tests/node_fixture.hpp"
 
@@ -50,7 +50,7 @@ TEST_CASE("node mapper: receipts over the wire and a worker view that shows the 
   REQUIRE(step.feasibility == MappingFeasibility::ready);
   const MappedFrontierReceipt& receipt = step.receipts.at(0);
   CHECK(receipt.ready_before_use);
-  CHECK(receipt.covers(RequestGeneration{1}, 300));
+  CHECK(covers(receipt, RequestGeneration{1}, 300));
   // 300 tokens of 64-byte rows at 64 tokens per 4 KiB page: 5 pages of each of 2L = 6 tensors.
   CHECK(receipt.mapped_pages == 5);
   CHECK(receipt.new_mappings.size() == 30);
@@ -90,7 +90,7 @@ TEST_CASE("node mapper: receipts over the wire and a worker view that shows the 
        {std::vector<uint8_t>{}, std::vector<uint8_t>(64, 0xa5), codec::encode(HelloRequest{"x", "y", 1})}) {
     Result<std::vector<uint8_t>> reply = reader->raw(RawRoute::mapper, garbage);
     REQUIRE(reply.ok());
-    Result<codec::ErrorMessage> e = codec::decode<codec::ErrorMessage>(*reply);
+    Result<ErrorMessage> e = codec::decode<ErrorMessage>(*reply);
     REQUIRE(e.ok());
     CHECK(e->error.code == ErrorCode::decode_failed);
   }

@@ -2,7 +2,7 @@
 // kvrt::Client sessions talking over loopback. Malformed bytes get a typed
 // error and the node keeps serving; stale receipts are refused with their
 // reason; a session may touch only what it holds; a lookup needs a grant.
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 #include "tests/node_fixture.hpp"
 
 namespace kvrt::test {
@@ -43,7 +43,7 @@ TEST_CASE("malformed bytes get a typed error and the node keeps serving", "[node
     for (const auto& bytes : garbage) {
       Result<std::vector<uint8_t>> reply = client->raw(route, bytes);
       REQUIRE(reply.ok());
-      Result<codec::ErrorMessage> e = codec::decode<codec::ErrorMessage>(*reply);
+      Result<ErrorMessage> e = codec::decode<ErrorMessage>(*reply);
       REQUIRE(e.ok());
       CHECK((e->error.code == ErrorCode::decode_failed || e->error.code == ErrorCode::message_too_large));
     }

@@ -4,7 +4,7 @@
 // session holds, or as a rejection naming its step and bucket. The expected
 // values are read independently: the hit's handles from the prefix route,
 // the pools from the session receipt, the leases from the allocator's stats.
-#include "schema/codec_node.hpp"
+#include "schema/codecs.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 #include "tests/node_fixture.hpp"
 #include "tests/node_prefix_helpers.hpp"
@@ -110,7 +110,7 @@ TEST_CASE("node reuse transaction: refusals name their step and bucket, and take
   REQUIRE(std::holds_alternative<ReuseRejectionReceipt>(denied.outcomes.at(0)));
   const auto& d = std::get<ReuseRejectionReceipt>(denied.outcomes[0]);
   CHECK(d.step == ReuseStep::authorize);
-  CHECK(d.bucket() == ReuseBucket::authorization);
+  CHECK(bucket_of(d.reason) == ReuseBucket::authorization);
   CHECK(d.leases_released.empty());
 
   // A prompt nothing was published for, and one shorter than a block: misses.
@@ -119,7 +119,7 @@ TEST_CASE("node reuse transaction: refusals name their step and bucket, and take
            ReuseAcquireOp{"test/shared", RequestId{0}, RequestGeneration{0}, {}, LogitsPath::logits_required, false}});
   for (size_t i = 0; i < 2; ++i) {
     REQUIRE(std::holds_alternative<ReuseRejectionReceipt>(missed.outcomes.at(i)));
-    CHECK(std::get<ReuseRejectionReceipt>(missed.outcomes[i]).bucket() == ReuseBucket::index_miss);
+    CHECK(bucket_of(std::get<ReuseRejectionReceipt>(missed.outcomes[i]).reason) == ReuseBucket::index_miss);
   }
   // An op without tokens is malformed: a typed error, and the batch went on.
   REQUIRE(std::holds_alternative<Error>(missed.outcomes.at(2)));

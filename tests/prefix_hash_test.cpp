@@ -69,7 +69,7 @@ std::vector<TokenId> random_tokens(std::mt19937_64& rng, size_t n) {
 
 TEST_CASE("each chain digest is the family hash of the documented message", "[prefix][hash]") {
   std::mt19937_64 rng(7);
-  for (HashFamily family : {HashFamily::sha256, HashFamily::xxh3_128}) {
+  for (HashFamily family : {HashFamily::sha256, HashFamily::xxh3_bits128}) {
     for (uint32_t P : {1u, 4u, 16u, 32u, 48u}) {
       const ChainHasher h = ChainHasher::create(family, P).value();
       const size_t D = family == HashFamily::sha256 ? 32 : 16;
@@ -84,7 +84,7 @@ TEST_CASE("each chain digest is the family hash of the documented message", "[pr
         CHECK(chain[i] == (family == HashFamily::sha256 ? sha_of(m) : xxh3_of(m)));
         parent = chain[i];
       }
-      if (family == HashFamily::xxh3_128)
+      if (family == HashFamily::xxh3_bits128)
         for (const auto& d : chain)
           CHECK(std::all_of(d.bytes.begin() + 16, d.bytes.end(), [](uint8_t b) { return b == 0; }));
       // With extras (an adapter on every block, a salt on block 0) the
@@ -197,7 +197,7 @@ TEST_CASE("0x07D: a partial tail's identity includes valid_rows and the policy",
 TEST_CASE("families are separate identities", "[prefix][hash]") {
   const std::vector<TokenId> t = iota_tokens(16);
   const ChainHasher sha = ChainHasher::create(HashFamily::sha256, 16).value();
-  const ChainHasher xxh = ChainHasher::create(HashFamily::xxh3_128, 16).value();
+  const ChainHasher xxh = ChainHasher::create(HashFamily::xxh3_bits128, 16).value();
   CHECK_FALSE(sha.full_block(BlockHash{}, t, std::nullopt) == xxh.full_block(BlockHash{}, t, std::nullopt));
   CHECK(ChainHasher::create(HashFamily::sha256, 0).error().field == "hash_block_size");
 }

@@ -233,7 +233,7 @@ TEST_CASE("prefix index agrees with a brute-force reference on random workloads"
             o.witness = witness;
             o.publish_duplicates = duplicates;
             o.queue = queue;
-            o.family = configs % 2 == 0 ? HashFamily::sha256 : HashFamily::xxh3_128;
+            o.family = configs % 2 == 0 ? HashFamily::sha256 : HashFamily::xxh3_bits128;
             const uint64_t seed = 1000 + configs;
             INFO("seed " << seed << " groups " << groups << " partial " << (policy != ReusePolicy::full_block)
                          << " witness " << witness << " duplicates " << duplicates << " lru "

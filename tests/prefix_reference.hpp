@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "schema/common_types.hpp"
 #include "services/prefix/block_hash.hpp"
 #include "services/prefix/prefix_lengths.hpp"
-#include "services/common/physical_block_handle.hpp"
 
 namespace kvrt::test {
 

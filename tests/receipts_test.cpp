@@ -1,4 +1,4 @@
-// Receipt value types (services/receipts/): the canonical receipt digests of
+// Receipt value types: the canonical receipt digests of
 // 0x07G and 0x08G and the frontier coverage predicate of 0x06D.
 #include <catch2/catch.hpp>
 
@@ -9,12 +9,12 @@ using kvrt::test::filled;
 
 TEST_CASE("a prefix-match receipt digest covers every field but itself", "[receipts]") {
   const auto base = filled<PrefixMatchReceipt>();
-  const Sha256Digest d = base.canonical_digest();
-  CHECK(d == filled<PrefixMatchReceipt>().canonical_digest());  // deterministic
+  const Sha256Digest d = canonical_digest(base);
+  CHECK(d == canonical_digest(filled<PrefixMatchReceipt>()));  // deterministic
 
   auto stamped = base;
   stamped.receipt_sha256 = d;  // storing the digest does not change it
-  CHECK(stamped.canonical_digest() == d);
+  CHECK(canonical_digest(stamped) == d);
 
   // Each mutation below touches one field; every one must move the digest.
   std::vector<PrefixMatchReceipt> variants(14, base);
@@ -34,7 +34,7 @@ TEST_CASE("a prefix-match receipt digest covers every field but itself", "[recei
   variants[13].lease_id.value += 1;
   for (size_t i = 0; i < variants.size(); ++i) {
     INFO("variant " << i);
-    CHECK(variants[i].canonical_digest() != d);
+    CHECK(canonical_digest(variants[i]) != d);
   }
 }
 
@@ -51,7 +51,7 @@ TEST_CASE("a radix handoff digest binds the scheduler owner and every field", "[
   r.terminal_node_id = RadixNodeId{4};
   r.suffix_interval = TokenInterval{6, 7};
   r.lock_lease_id = LeaseId{18};
-  CHECK(r.suffix_interval.length() == r.prompt_tokens - r.matched_tokens);
+  CHECK(r.suffix_interval.end - r.suffix_interval.begin == r.prompt_tokens - r.matched_tokens);
   CHECK(r.prefix_slot_ids.size() == r.matched_tokens);  // page size 1: one slot per token
   CHECK(RadixSchedulerHandoffReceipt::kSchedulerOwner == "M5.2");
 
@@ -78,20 +78,20 @@ TEST_CASE("a mapped frontier covers only its ready generation and mapped rows", 
   r.mapped_pages = 3;
   r.target_tokens = 9;
   r.ready_before_use = true;
-  CHECK(r.covers(RequestGeneration{3}, 9));
-  CHECK(r.covers(RequestGeneration{3}, 12));        // 3 pages x 4 tokens
-  CHECK_FALSE(r.covers(RequestGeneration{3}, 13));  // page q=3 is not mapped
-  CHECK_FALSE(r.covers(RequestGeneration{2}, 1));   // a previous owner of the slot
-  r.ready_before_use = false;                       // asynchronous map still in flight
-  CHECK_FALSE(r.covers(RequestGeneration{3}, 1));
+  CHECK(covers(r, RequestGeneration{3}, 9));
+  CHECK(covers(r, RequestGeneration{3}, 12));        // 3 pages x 4 tokens
+  CHECK_FALSE(covers(r, RequestGeneration{3}, 13));  // page q=3 is not mapped
+  CHECK_FALSE(covers(r, RequestGeneration{2}, 1));   // a previous owner of the slot
+  r.ready_before_use = false;                        // asynchronous map still in flight
+  CHECK_FALSE(covers(r, RequestGeneration{3}, 1));
 }
 
 TEST_CASE("refcount deltas report the signed change", "[receipts]") {
   // 0x05B: the old tail bundle goes from 2 references to 1.
   RefcountDelta old_tail{PhysicalBlockHandle{PoolId{0}, CacheGroupId{0}, PhysicalBlockId{1002}, BlockGeneration{9}}, 2,
                          1};
-  CHECK(old_tail.delta() == -1);
+  CHECK((int64_t(old_tail.refs_after) - int64_t(old_tail.refs_before)) == -1);
   RefcountDelta new_tail{PhysicalBlockHandle{PoolId{0}, CacheGroupId{0}, PhysicalBlockId{1003}, BlockGeneration{12}}, 0,
                          1};
-  CHECK(new_tail.delta() == 1);
+  CHECK((int64_t(new_tail.refs_after) - int64_t(new_tail.refs_before)) == 1);
 }

@@ -58,7 +58,7 @@ TEST_CASE("reuse coordinator: three ops, one per outcome, each owner asked once 
   CHECK(receipt.execution_snapshot_version == ExecutionSnapshotVersion{41});
   CHECK(receipt.collision_witness_verified);
   CHECK(rejection_of(r, 1).reason == RejectionReason::no_candidate);
-  CHECK(rejection_of(r, 1).bucket() == ReuseBucket::index_miss);
+  CHECK(bucket_of(rejection_of(r, 1).reason) == ReuseBucket::index_miss);
   CHECK(rejection_of(r, 1).step == ReuseStep::lookup_candidate);
   REQUIRE(std::holds_alternative<Error>(r.outcomes[2]));
   CHECK(std::get<Error>(r.outcomes[2]).code == ErrorCode::invalid_argument);
@@ -107,7 +107,7 @@ TEST_CASE("reuse coordinator: a rejection after the leases hands them back for r
   const ReuseRejectionReceipt& rej = rejection_of(r, 0);
   CHECK(rej.reason == c.reason);
   CHECK(rej.step == c.step);
-  CHECK(rej.bucket() == bucket_of(c.reason));
+  CHECK(bucket_of(rej.reason) == bucket_of(c.reason));
   CHECK(rej.leases_released == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
   CHECK(run.leases_to_release().blocks == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
 }
@@ -121,7 +121,7 @@ TEST_CASE("reuse coordinator: refusals before the leases take nothing", "[reuse]
                                 std::nullopt}});
     CHECK(run.candidate_requests().empty());
     const ReuseBatchReceipt r = run.receipt();
-    CHECK(rejection_of(r, 0).bucket() == ReuseBucket::authorization);
+    CHECK(bucket_of(rejection_of(r, 0).reason) == ReuseBucket::authorization);
     CHECK(rejection_of(r, 0).step == ReuseStep::authorize);
     CHECK(run.leases_to_release().empty());
   }
@@ -147,7 +147,7 @@ TEST_CASE("reuse coordinator: refusals before the leases take nothing", "[reuse]
     CHECK(run.version_requests() == 0);
     const ReuseBatchReceipt r = run.receipt();
     CHECK(rejection_of(r, 0).reason == RejectionReason::lease_unavailable);
-    CHECK(rejection_of(r, 0).bucket() == ReuseBucket::lease);
+    CHECK(bucket_of(rejection_of(r, 0).reason) == ReuseBucket::lease);
     CHECK(run.leases_to_release().empty());
   }
   SECTION("a candidate from another namespace") {
@@ -160,7 +160,7 @@ TEST_CASE("reuse coordinator: refusals before the leases take nothing", "[reuse]
     run.on_candidates({CandidateReply(CandidateAnswer(other))});
     const ReuseBatchReceipt r = run.receipt();
     CHECK(rejection_of(r, 0).reason == RejectionReason::isolation_mismatch);
-    CHECK(rejection_of(r, 0).bucket() == ReuseBucket::incompatible);
+    CHECK(bucket_of(rejection_of(r, 0).reason) == ReuseBucket::incompatible);
   }
 }
 

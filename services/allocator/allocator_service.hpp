@@ -9,12 +9,12 @@
 #include <map>
 #include <vector>
 
+#include "schema/allocator_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/allocator/block_allocator.hpp"
+#include "services/prefix/publication_target.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
-#include "services/prefix/publication_target.hpp"
-#include "services/allocator/allocator_ops.hpp"
-#include "services/session/owner_stats.hpp"
 #include "services/session/session_holdings.hpp"
 
 namespace kvrt {

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "schema/allocator_types.hpp"
 #include "services/allocator/allocator_config.hpp"
 #include "services/allocator/block_queue.hpp"
 #include "services/allocator/fault_points.hpp"
@@ -36,8 +37,6 @@
 #include "services/allocator/payload_store.hpp"
 #include "services/common/result.hpp"
 #include "services/common/state_digest.hpp"
-#include "services/allocator/allocation_receipt.hpp"
-#include "services/allocator/release_result.hpp"
 
 namespace kvrt {
 
@@ -56,14 +55,6 @@ struct BlockMeta {
   uint8_t reserved_pad = 0;
 };
 static_assert(sizeof(BlockMeta) == 32);
-
-// The versions a transaction expects its request to be at (0x05C step 1).
-struct RequestFence {
-  RequestId request;
-  RequestGeneration generation;
-  TableVersion table_version;
-  friend bool operator==(const RequestFence&, const RequestFence&) = default;
-};
 
 // A lease: a temporary strong reference that keeps a block from being
 // recycled while a reader or copier uses it (0x04B, 0x05C step 4).

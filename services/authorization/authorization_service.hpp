@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "schema/authorization_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/authorization/namespace_authority.hpp"
 #include "services/prefix/prefix_service.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
-#include "services/session/owner_stats.hpp"
-#include "services/session/session_ops.hpp"
 
 namespace kvrt {
 

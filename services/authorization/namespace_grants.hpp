@@ -9,10 +9,11 @@
 #include <map>
 #include <string>
 
+#include "schema/authorization_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/common/digest.hpp"
 #include "services/common/ids.hpp"
 #include "services/common/result.hpp"
-#include "services/session/session_ops.hpp"
 
 namespace kvrt {
 

@@ -28,6 +28,8 @@ using RequestGeneration = StrongId<struct RequestGenerationTag>;
 using TableVersion = StrongId<struct TableVersionTag, uint64_t>;
 using NamespaceGeneration = StrongId<struct NamespaceGenerationTag, uint64_t>;
 using Epoch = StrongId<struct EpochTag, uint64_t>;
+// A worker's session on the node (one per connected kvrt::Client).
+using SessionId = StrongId<struct SessionIdTag, uint64_t>;
 
 // A token id as it appears in a request (0x08A X_v[i]): a vocabulary index.
 // 32 bits: every tokenizer vocabulary fits, and an index match streams stored

@@ -13,14 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "schema/allocator_types.hpp"
+#include "schema/executor_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/executor/kv_view.hpp"
 #include "services/executor/paged_decode.hpp"
 #include "services/executor/thread_pool.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
-#include "services/allocator/allocator_ops.hpp"
-#include "services/executor/executor_ops.hpp"
-#include "services/session/owner_stats.hpp"
 
 namespace kvrt {
 

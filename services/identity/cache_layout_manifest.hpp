@@ -41,7 +41,7 @@ std::optional<TensorAxis> tensor_axis_from_string(std::string_view s);
 
 // Hash family of the prefix index's chain (spec 0x07B). Part of identity: two
 // families never produce comparable keys.
-enum class HashFamily : uint8_t { sha256 = 0, xxh3_128 = 1 };
+enum class HashFamily : uint8_t { sha256 = 0, xxh3_bits128 = 1 };
 std::string_view to_string(HashFamily h);
 std::optional<HashFamily> hash_family_from_string(std::string_view s);
 

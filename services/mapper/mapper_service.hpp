@@ -14,11 +14,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "schema/mapper_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/mapper/memfd_backing.hpp"
 #include "services/mapper/page_pool_channel.hpp"
 #include "services/mapper/vmm_mapper.hpp"
-#include "services/mapper/mapper_ops.hpp"
-#include "services/session/owner_stats.hpp"
 #include "services/session/session_holdings.hpp"
 
 namespace kvrt {

@@ -40,31 +40,6 @@ namespace kvrt {
 
 enum class MapperPhase : uint8_t { unreserved = 0, va_reserved = 1, va_released = 2 };
 enum class HandleState : uint8_t { created_free = 0, mapped = 1, released = 2 };
-enum class ReleaseMode : uint8_t { retain = 0, unmap_now = 1 };
-enum class MappingFeasibility : uint8_t { ready = 0, insufficient_handles = 1 };
-
-struct SlotBinding {
-  RequestSlot slot;
-  SlotGeneration generation;
-  uint32_t retained_pages = 0;  // pages kept from an inactive owner [pages per tensor]
-  bool retained_mapping_reused = false;
-  friend bool operator==(const SlotBinding&, const SlotBinding&) = default;
-};
-
-struct StepRequest {
-  RequestId request;
-  uint32_t target_tokens = 0;  // T_r: rows the next forward may touch [tokens]
-  friend bool operator==(const StepRequest&, const StepRequest&) = default;
-};
-
-struct StepResult {
-  MappingFeasibility feasibility = MappingFeasibility::ready;
-  uint32_t bundles_needed = 0;                  // new page bundles this step needs [bundles]
-  uint32_t bundles_available = 0;               // free + reclaimable inactive bundles [bundles]
-  std::vector<MappedFrontierReceipt> receipts;  // one per request when ready
-  friend bool operator==(const StepResult&, const StepResult&) = default;
-};
-
 // Where a kernel's scalar lands physically (0x06C: (slot, tensor, q) -> handle + delta).
 struct PhysicalLocation {
   KvScalarAddress address;

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "schema/common_types.hpp"
 #include "services/prefix/block_hash.hpp"
-#include "services/common/physical_block_handle.hpp"
 
 namespace kvrt {
 

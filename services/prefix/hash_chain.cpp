@@ -40,7 +40,7 @@ std::string BlockHash::hex() const {
 Result<ChainHasher> ChainHasher::create(HashFamily family, uint32_t block_tokens, Sha256Path path) {
   if (block_tokens == 0 || block_tokens > UINT16_MAX)
     return make_error(ErrorCode::config_field, "hash block size must be in [1, 65535] tokens", "hash_block_size");
-  if (family != HashFamily::sha256 && family != HashFamily::xxh3_128)
+  if (family != HashFamily::sha256 && family != HashFamily::xxh3_bits128)
     return make_error(ErrorCode::config_field, "unknown hash family", "hash_family");
   ChainHasher h;
   h.family_ = family;
@@ -115,7 +115,7 @@ void ChainHasher::extend_chain(const BlockHash& root, std::span<const TokenId> t
     extend_sha_ni(root, tokens, hashes);
     return;
   }
-  if (family_ == HashFamily::xxh3_128 && extras.none()) {
+  if (family_ == HashFamily::xxh3_bits128 && extras.none()) {
     extend_xxh3(root, tokens, hashes);
     return;
   }

@@ -180,13 +180,13 @@ Result<PrefixMatch> PrefixIndex::lookup(const PrefixScope& scope, const PrefixLo
   r.new_block_bundles = new_block_bundles(l.prompt, l.runtime, P);
   r.copy_valid_partial_rows = partial_rows;
   r.lease_id = LeaseId{0};  // no lease: the handles are generation-fenced; the allocator takes references
-  r.receipt_sha256 = r.canonical_digest();
+  r.receipt_sha256 = canonical_digest(r);
   return m;
 }
 
 Status PrefixIndex::check_receipt(const PrefixMatchReceipt& r, const BlockAllocator* currency) const {
   const uint32_t P = config_.block_tokens, G = config_.cache_groups;
-  if (r.receipt_sha256 != r.canonical_digest())
+  if (r.receipt_sha256 != canonical_digest(r))
     return make_error(ErrorCode::receipt_tampered, "receipt_sha256 does not cover the receipt's fields",
                       "receipt_sha256");
   if (r.index_snapshot_id != config_.snapshot_id)

@@ -53,7 +53,7 @@ Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixM
   lookup_hit_tokens_ += m->receipt.runtime_hit_tokens;
   m->receipt.namespace_id = op.namespace_name;
   m->receipt.namespace_generation = grants_.current(session, op.namespace_name)->generation;
-  m->receipt.receipt_sha256 = m->receipt.canonical_digest();
+  m->receipt.receipt_sha256 = canonical_digest(m->receipt);
   return std::move(m->receipt);
 }
 

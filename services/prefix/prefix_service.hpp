@@ -22,16 +22,16 @@
 #include <string>
 #include <vector>
 
+#include "schema/allocator_types.hpp"
+#include "schema/authorization_types.hpp"
+#include "schema/prefix_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/authorization/namespace_grants.hpp"
+#include "services/prefix/prefix_index.hpp"
+#include "services/prefix/publication_target.hpp"
 #include "services/reuse/reuse_candidates.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
-#include "services/prefix/prefix_index.hpp"
-#include "services/prefix/publication_target.hpp"
-#include "services/allocator/allocator_ops.hpp"
-#include "services/session/owner_stats.hpp"
-#include "services/prefix/prefix_ops.hpp"
-#include "services/session/session_ops.hpp"
 
 namespace kvrt {
 

@@ -72,7 +72,7 @@ Result<PrefixMatchReceipt> RadixBlockService::match_at(SessionId session, const 
   r.prompt_rows_recomputed = prompt - m.hit_tokens;
   r.matched_group_handles = m.bundles;
   r.new_block_bundles = static_cast<uint32_t>(ceil_div(prompt - m.hit_tokens, P));
-  r.receipt_sha256 = r.canonical_digest();
+  r.receipt_sha256 = canonical_digest(r);
   return r;
 }
 

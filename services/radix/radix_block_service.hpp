@@ -23,15 +23,15 @@
 #include <string>
 #include <vector>
 
-#include "services/identity/cache_layout_manifest.hpp"
+#include "schema/allocator_types.hpp"
+#include "schema/prefix_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/authorization/namespace_grants.hpp"
+#include "services/identity/cache_layout_manifest.hpp"
+#include "services/radix/radix_block_index.hpp"
 #include "services/reuse/reuse_candidates.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
-#include "services/allocator/allocator_ops.hpp"
-#include "services/session/owner_stats.hpp"
-#include "services/prefix/prefix_ops.hpp"
-#include "services/radix/radix_block_index.hpp"
 
 namespace kvrt {
 

@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
+#include "schema/common_types.hpp"
 #include "services/common/digest.hpp"
 #include "services/common/ids.hpp"
 #include "services/common/receipt_ids.hpp"
-#include "services/common/token_interval.hpp"
 
 namespace kvrt {
 

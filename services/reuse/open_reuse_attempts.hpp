@@ -14,8 +14,9 @@
 #include <optional>
 #include <utility>
 
+#include "schema/authorization_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/common/ids.hpp"
-#include "services/session/session_ops.hpp"
 #include "services/reuse/reuse_attempt.hpp"
 
 namespace kvrt {

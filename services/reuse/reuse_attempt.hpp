@@ -1,7 +1,7 @@
 #pragma once
 // ReuseAttempt: one executable-reuse transaction of spec 0x0CD as an explicit
-// state machine. The node's reuse coordinator (services/node/
-// reuse_coordinator.hpp) drives it with one owner message per step; each
+// state machine. The node's reuse coordinator (ReuseBatchRun,
+// reuse_batch_run.hpp) drives it with one owner message per step; each
 // step takes the evidence for that step (reuse_evidence.hpp) and
 //   - advances: the evidence is consistent and the step's gate holds;
 //   - rejects:  the gate fails. The rejection names one reason, hence one

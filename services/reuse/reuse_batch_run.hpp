@@ -42,11 +42,11 @@
 #include <optional>
 #include <vector>
 
+#include "schema/prefix_types.hpp"
+#include "schema/reuse_types.hpp"
 #include "services/reuse/open_reuse_attempts.hpp"
-#include "services/reuse/reuse_step_answers.hpp"
-#include "services/prefix/prefix_ops.hpp"
-#include "services/reuse/reuse_ops.hpp"
 #include "services/reuse/reuse_attempt.hpp"
+#include "services/reuse/reuse_step_answers.hpp"
 #include "services/telemetry/reuse_funnel.hpp"
 
 namespace kvrt {

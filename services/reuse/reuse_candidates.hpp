@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "services/common/result.hpp"
+#include "schema/prefix_types.hpp"
 #include "services/authorization/namespace_grants.hpp"
-#include "services/prefix/prefix_ops.hpp"
+#include "services/common/result.hpp"
 #include "services/reuse/reuse_evidence.hpp"
 
 namespace kvrt {

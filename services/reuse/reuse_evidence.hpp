@@ -30,32 +30,15 @@
 #include <variant>
 #include <vector>
 
+#include "schema/reuse_types.hpp"
 #include "services/authorization/namespace_grant.hpp"
 #include "services/common/digest.hpp"
 #include "services/common/error.hpp"
 #include "services/identity/cache_compatibility_manifest.hpp"
 #include "services/identity/compatibility_manifest_builder.hpp"
-#include "services/reuse/executable_reuse_receipt.hpp"
-#include "services/reuse/prompt_module_receipt.hpp"
-#include "services/reuse/session_reuse_receipt.hpp"
+#include "services/reuse/reuse_step.hpp"
 
 namespace kvrt {
-
-// The checked transaction order of 0x0CD.
-enum class ReuseStep : uint8_t {
-  authorize = 1,           // authorize namespace before any cache-existence lookup
-  build_key = 2,           // build semantic/layout key and validate namespace generation
-  lookup_candidate = 3,    // lookup candidate; retain collision witness if policy requires it
-  acquire_leases = 4,      // acquire path and physical-object leases
-  validate_versions = 5,   // index version, tree version, pool generation, valid frontiers
-  validate_positions = 6,  // declared-module positions or session interval when applicable
-  await_mapping = 7,       // physical mapping covers every dereferenced row
-  freeze_snapshot = 8,     // freeze immutable execution snapshot and kernel ABI
-  execute = 9,
-  finish = 10,  // release leases, or publish one complete COW successor atomically
-};
-inline constexpr uint8_t kReuseStepCount = 10;
-std::string_view to_string(ReuseStep s);
 
 Sha256Digest reuse_semantic_digest(const CacheCompatibilityManifest& m);
 // The same digest from the facts a manifest copies them from (the layout, the

@@ -23,8 +23,8 @@
 #include <optional>
 #include <vector>
 
+#include "schema/session_types.hpp"
 #include "services/common/error.hpp"
-#include "services/session/owner_stats.hpp"
 #include "services/telemetry/reuse_rejection.hpp"
 
 namespace kvrt {

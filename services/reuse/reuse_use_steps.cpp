@@ -26,7 +26,8 @@ std::string interval_text(const TokenInterval& t) {
 Result<StepOutcome> ReuseAttempt::step_validate_positions(const PositionAnswer& answer) {
   constexpr ReuseStep step = ReuseStep::validate_positions;
   const ReuseCandidate& c = *candidate_;
-  const std::span<const uint32_t> covered(token_ids_.data() + c.covered_interval.begin, c.covered_interval.length());
+  const std::span<const uint32_t> covered(token_ids_.data() + c.covered_interval.begin,
+                                          c.covered_interval.end - c.covered_interval.begin);
   const bool module = c.source == ReuseSource::prompt_module, session = c.source == ReuseSource::session;
   if (std::holds_alternative<PositionsNotApplicable>(answer)) {
     if (module || session) return mismatch(step, "module and session candidates need their position evidence");

@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "schema/authorization_types.hpp"
+#include "schema/session_types.hpp"
 #include "services/common/result.hpp"
-#include "services/session/session_ops.hpp"
 
 namespace kvrt {
 

@@ -85,8 +85,8 @@ struct RunReport {
   // Reuse funnel (0x0CF): stage counts in funnel order, then rejection buckets.
   std::vector<std::pair<std::string, uint64_t>> funnel_stages;
   std::vector<std::pair<std::string, uint64_t>> rejection_buckets;
-  // The node's own view of the same attempts (services/node/
-  // reuse_funnel_counters.hpp), read from its owners after the pass: every
+  // The node's own view of the same attempts
+  // (services/reuse/reuse_funnel_counters.hpp), read from its owners after the pass: every
   // lookup it answered, the candidates among them, the candidates an
   // allocation took by reference, and those the generation fence refused.
   // An engine records a hit exactly when the node leases its candidate, so

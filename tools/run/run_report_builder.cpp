@@ -7,9 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tools/ledger/metadata_ledger.hpp"
+#include "schema/allocator_types.hpp"
+#include "services/allocator/block_allocator.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
-#include "services/allocator/allocator_ops.hpp"
+#include "tools/ledger/metadata_ledger.hpp"
 
 namespace kvrt {
 
