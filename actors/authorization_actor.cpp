@@ -6,8 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/owner_actors.hpp"
-#include "actors/wire_bytes.hpp"
-#include "schema/codecs.hpp"
+#include "actors/owner_routes.hpp"
 
 namespace kvrt::actors {
 
@@ -36,13 +35,13 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
           Result<HelloRequest> hello = codec::decode<HelloRequest>(as_span(bytes));
           if (!hello.ok()) {
             log_rejected(st.obs.log, "authorization", 0, hello.error());
-            return to_wire(codec::encode(ErrorMessage{hello.error()}));
+            return error_reply(hello.error());
           }
           Result<OpenedSession> opened = st.service->open_session(*hello);
           if (!opened.ok()) {
             logger_or_default(st.obs.log)
                 .warn("actor=authorization worker={} refused: {}", hello->worker_name, opened.error().describe());
-            return to_wire(codec::encode(ErrorMessage{opened.error()}));
+            return error_reply(opened.error());
           }
           logger_or_default(st.obs.log)
               .info("actor=authorization session={} opened for principal {} (worker {}, pid {})", opened->session.value,
@@ -53,22 +52,16 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
           r.allowed_namespaces = opened->allowed_namespaces;
           return to_wire(codec::encode(r));
         },
-        [self](authorize_atom, uint64_t session, const wire_bytes& bytes) -> wire_bytes {
+        [self](route_atom, uint16_t route, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
           auto& st = self->state;
-          Result<AuthorizeRequest> req = codec::decode<AuthorizeRequest>(as_span(bytes));
-          if (!req.ok()) {
-            log_rejected(st.obs.log, "authorization", session, req.error());
-            return to_wire(codec::encode(ErrorMessage{req.error()}));
-          }
-          TraceSlice slice(st.obs.trace, "authorization", "authorize", req->trace);
-          Result<IssuedGrant> grant = st.service->authorize(SessionId{session}, *req);
-          logger_or_default(st.obs.log)
-              .debug("actor=authorization session={} trace={:016x} span={:016x} authorize {}: {}", session,
-                     req->trace.trace_id, req->trace.span_id, req->namespace_name,
-                     grant.ok() ? std::string("granted") : grant.error().describe());
-          if (!grant.ok()) return to_wire(codec::encode(ErrorMessage{grant.error()}));
-          self->send(st.prefix, grant_atom::value, session, grant->for_indexes);
-          return to_wire(codec::encode(grant->receipt));
+          return serve_owner_routes<Owner::authorization>(
+              st.obs, route, session, bytes, [&](const AuthorizeRequest& req) -> Result<NamespaceGrantReceipt> {
+                Result<IssuedGrant> grant = st.service->authorize(SessionId{session}, req);
+                if (!grant.ok()) return grant.error();
+                // Enqueued before the reply: see the top of this file.
+                self->send(st.prefix, grant_atom::value, session, grant->for_indexes);
+                return grant->receipt;
+              });
         },
         [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<ReuseKeyRequest>& requests) {
           TraceSlice slice(self->state.obs.trace, "authorization", "reuse.keys", trace);
@@ -78,7 +71,7 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
             answers.push_back(self->state.service->reuse_key(SessionId{session}, r));
           return answers;
         },
-        [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
+        [self](stats_atom, bool validate) { return stats_reply(*self->state.service, validate); },
         [self](end_atom, uint64_t session) {
           const Status st = self->state.service->end_session(SessionId{session});
           if (!st.ok())

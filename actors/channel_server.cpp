@@ -11,7 +11,7 @@
 #include <deque>
 #include <thread>
 
-#include "actors/wire_bytes.hpp"
+#include "actors/owner_routes.hpp"
 #include "schema/codecs.hpp"
 #include "services/common/unix_socket_address.hpp"
 #include "services/session/channel_frame.hpp"
@@ -34,7 +34,7 @@ constexpr int kWriteStallMs = 1000;
 using channel_frame_atom = caf::atom_constant<caf::atom("chframe")>;
 
 wire_bytes error_payload(ErrorCode code, const std::string& reason) {
-  return to_wire(codec::encode(ErrorMessage{make_error(code, reason, "channel")}));
+  return error_reply(make_error(code, reason, "channel"));
 }
 
 // The per-connection writer: requests in order, one at a time; each answer
@@ -62,38 +62,19 @@ void writer_answer(WriterSelf self, ChannelFrameHeader header, const wire_bytes&
   writer_next(self);
 }
 
-template <class Atom>
-void writer_forward(WriterSelf self, Atom atom, ChannelFrameHeader header, wire_bytes bytes) {
-  self->request(self->state.session, caf::infinite, atom, std::move(bytes))
+void writer_dispatch(WriterSelf self, ChannelFrameHeader header, wire_bytes bytes) {
+  self->state.busy = true;
+  if (header.route == kAttachRoute)
+    return writer_answer(self, header,
+                         error_payload(ErrorCode::invalid_argument, "this channel is already attached to its session"));
+  // Every other route is the session actor's to answer (routes.hpp).
+  self->request(self->state.session, caf::infinite, route_atom::value, header.route.value, std::move(bytes))
       .then([self, header](wire_bytes& reply) { writer_answer(self, header, reply); },
             [self, header](caf::error& e) {
               writer_answer(
                   self, header,
                   error_payload(ErrorCode::session_ended, "the session actor did not answer: " + caf::to_string(e)));
             });
-}
-
-void writer_dispatch(WriterSelf self, ChannelFrameHeader header, wire_bytes bytes) {
-  self->state.busy = true;
-  switch (header.route) {
-    case ChannelRoute::attach:
-      return writer_answer(
-          self, header, error_payload(ErrorCode::invalid_argument, "this channel is already attached to its session"));
-    case ChannelRoute::allocator:
-      return writer_forward(self, alloc_atom::value, header, std::move(bytes));
-    case ChannelRoute::prefix:
-      return writer_forward(self, prefix_atom::value, header, std::move(bytes));
-    case ChannelRoute::authorize:
-      return writer_forward(self, authorize_atom::value, header, std::move(bytes));
-    case ChannelRoute::mapper:
-      return writer_forward(self, mapper_atom::value, header, std::move(bytes));
-    case ChannelRoute::executor:
-      return writer_forward(self, exec_atom::value, header, std::move(bytes));
-    case ChannelRoute::reuse:
-      return writer_forward(self, reuse_atom::value, header, std::move(bytes));
-    case ChannelRoute::ping:
-      return writer_forward(self, ping_atom::value, header, std::move(bytes));
-  }
 }
 
 void writer_next(WriterSelf self) {
@@ -117,7 +98,7 @@ caf::behavior channel_writer(WriterSelf self, session_actor session, int fd) {
   });
   return {
       [self](channel_frame_atom, uint16_t route, uint64_t sequence, wire_bytes& bytes) {
-        const ChannelFrameHeader header{0, static_cast<ChannelRoute>(route), sequence};
+        const ChannelFrameHeader header{0, RouteId{route}, sequence};
         auto& st = self->state;
         if (!st.busy) return writer_dispatch(self, header, std::move(bytes));
         if (st.queued.size() >= kMaxQueuedFrames) {
@@ -240,14 +221,13 @@ void ChannelServer::serve(int fd) {
       wire_bytes bytes(payload, payload + header->payload_bytes);
       consumed += frame;
       if (writer) {
-        caf::anon_send(writer, channel_frame_atom::value, static_cast<uint16_t>(header->route), header->sequence,
-                       std::move(bytes));
+        caf::anon_send(writer, channel_frame_atom::value, header->route.value, header->sequence, std::move(bytes));
         continue;
       }
       // The first frame binds the connection; a refusal's reason travels as
       // text (the worker has no session to decode it under).
-      if (header->route != ChannelRoute::attach) {
-        why = std::string("a ") + to_string(header->route) + " frame before the attach frame";
+      if (header->route != kAttachRoute) {
+        why = std::string("a ") + std::string(route_name(header->route)) + " frame before the attach frame";
         (void)send_text_frame(fd, *header, why);
         open = false;
         break;

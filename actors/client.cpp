@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <map>
+#include <mutex>
+#include <optional>
+
 #include "actors/actor_protocol.hpp"
 #include "actors/actor_settings.hpp"
 #include "actors/wire_bytes.hpp"
@@ -13,15 +17,15 @@ namespace kvrt {
 
 namespace {
 
-// An owner answers either the receipt it was asked for or an ErrorMessage
-// (malformed request, refused session): both are decoded here.
-template <class T>
-Result<T> decode_reply(std::span<const uint8_t> bytes) {
-  Result<T> value = codec::decode<T>(bytes);
-  if (value.ok()) return value;
-  Result<ErrorMessage> refused = codec::decode<ErrorMessage>(bytes);
-  if (refused.ok()) return refused->error;
-  return value.error();
+// "<route>.call": the worker's slice of one call, paired with the node's
+// "<route>.batch". Built once per route (TraceSlice keeps a view of it).
+std::string_view call_slice_name(RouteId route, std::string_view name) {
+  static std::mutex mutex;
+  static std::map<uint16_t, std::string> names;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, added] = names.try_emplace(route.value);
+  if (added) it->second = std::string(name) + ".call";
+  return it->second;
 }
 
 Error transport_error(const std::string& what, const caf::error& e) {
@@ -32,11 +36,12 @@ Error transport_error(const std::string& what, const caf::error& e) {
 // The node monitors this actor; it has nothing to say. A class, not a
 // function actor: CAF 0.17 spawns a function actor without arguments by
 // dereferencing a null argument tuple (undefined behaviour that UBSan reports).
+using anchor_atom = caf::atom_constant<caf::atom("anchor")>;  // nothing sends it
 class AnchorActor final : public caf::event_based_actor {
  public:
   using caf::event_based_actor::event_based_actor;
   caf::behavior make_behavior() override {
-    return {[](actors::ping_atom) {}};
+    return {[](anchor_atom) {}};
   }
 };
 
@@ -47,40 +52,18 @@ struct Client::Impl {
   static caf::actor_system_config& configure(caf::actor_system_config& cfg, const ClientOptions& o) {
     actors::apply_runtime_settings(
         cfg, actors::RuntimeSettings{o.scheduler_threads, o.heartbeat_interval_ms, o.connection_timeout_ms});
-    actors::add_message_types(cfg);
     return cfg;
   }
 
   // One blocking round trip to the session actor: through the session
   // channel while it works, else through the middleman.
-  Result<std::vector<uint8_t>> call(ChannelRoute route, std::span<const uint8_t> bytes, const char* what) {
-    if (route == ChannelRoute::attach)
+  Result<std::vector<uint8_t>> call(RouteId route, std::span<const uint8_t> bytes, const char* what) {
+    if (route == kAttachRoute)
       return make_error(ErrorCode::invalid_argument, "the attach route is the session channel's own", what);
     if (channel && !channel->broken()) return channel->call(route, bytes, options.timeout);
-    switch (route) {
-      case ChannelRoute::allocator:
-        return call_middleman(actors::alloc_atom::value, bytes, what);
-      case ChannelRoute::prefix:
-        return call_middleman(actors::prefix_atom::value, bytes, what);
-      case ChannelRoute::authorize:
-        return call_middleman(actors::authorize_atom::value, bytes, what);
-      case ChannelRoute::mapper:
-        return call_middleman(actors::mapper_atom::value, bytes, what);
-      case ChannelRoute::executor:
-        return call_middleman(actors::exec_atom::value, bytes, what);
-      case ChannelRoute::reuse:
-        return call_middleman(actors::reuse_atom::value, bytes, what);
-      case ChannelRoute::ping:
-        return call_middleman(actors::ping_atom::value, bytes, what);
-      case ChannelRoute::attach:
-        break;
-    }
-    return make_error(ErrorCode::invalid_argument, "unknown route", what);
-  }
-  template <class Atom>
-  Result<std::vector<uint8_t>> call_middleman(Atom atom, std::span<const uint8_t> bytes, const char* what) {
     Result<std::vector<uint8_t>> out = make_error(ErrorCode::rpc_failed, "no reply", what);
-    self->request(session_handle, caf::timespan{options.timeout}, atom, actors::wire_bytes(bytes.begin(), bytes.end()))
+    self->request(session_handle, caf::timespan{options.timeout}, actors::route_atom::value, route.value,
+                  actors::wire_bytes(bytes.begin(), bytes.end()))
         .receive([&](actors::wire_bytes& reply) { out = std::vector<uint8_t>(reply.begin(), reply.end()); },
                  [&](caf::error& e) { out = transport_error(what, e); });
     return out;
@@ -141,55 +124,19 @@ const SessionReceipt& Client::session() const { return impl_->session; }
 
 bool Client::on_session_channel() const { return impl_->channel && !impl_->channel->broken(); }
 
-Result<NamespaceGrantReceipt> Client::authorize(const std::string& namespace_name, TraceContext trace) {
-  Result<std::vector<uint8_t>> reply =
-      impl_->call(ChannelRoute::authorize, codec::encode(AuthorizeRequest{trace, namespace_name}), "authorize");
-  if (!reply.ok()) return reply.error();
-  return decode_reply<NamespaceGrantReceipt>(*reply);
+Result<std::vector<uint8_t>> Client::call_route(RouteId route, std::string_view name, std::span<const uint8_t> bytes,
+                                                const TraceContext& trace) {
+  const std::string what(name);
+  std::optional<TraceSlice> slice;
+  if (impl_->options.trace) {
+    static_assert(std::tuple_size_v<Routes> < 64, "call slice names are kept per route id");
+    slice.emplace(impl_->options.trace, impl_->options.worker_name, call_slice_name(route, name), trace);
+    impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(trace));
+  }
+  return impl_->call(route, bytes, what.c_str());
 }
 
-Result<AllocatorBatchReceipt> Client::allocator(const AllocatorBatch& batch) {
-  TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "allocator.call", batch.trace);
-  if (impl_->options.trace)
-    impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
-  Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::allocator, codec::encode(batch), "allocator");
-  if (!reply.ok()) return reply.error();
-  return decode_reply<AllocatorBatchReceipt>(*reply);
-}
-
-Result<PrefixBatchReceipt> Client::prefix(const PrefixBatch& batch) {
-  TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "prefix.call", batch.trace);
-  if (impl_->options.trace)
-    impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
-  Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::prefix, codec::encode(batch), "prefix");
-  if (!reply.ok()) return reply.error();
-  return decode_reply<PrefixBatchReceipt>(*reply);
-}
-
-Result<MapperBatchReceipt> Client::mapper(const MapperBatch& batch) {
-  TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "mapper.call", batch.trace);
-  Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::mapper, codec::encode(batch), "mapper");
-  if (!reply.ok()) return reply.error();
-  return decode_reply<MapperBatchReceipt>(*reply);
-}
-
-Result<ExecuteBatchReceipt> Client::execute(const ExecuteBatch& batch) {
-  TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "executor.call", batch.trace);
-  Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::executor, codec::encode(batch), "executor");
-  if (!reply.ok()) return reply.error();
-  return decode_reply<ExecuteBatchReceipt>(*reply);
-}
-
-Result<ReuseBatchReceipt> Client::reuse(const ReuseBatch& batch) {
-  TraceSlice slice(impl_->options.trace, impl_->options.worker_name, "reuse.call", batch.trace);
-  if (impl_->options.trace)
-    impl_->options.trace->flow_start(impl_->options.worker_name, ChromeTraceRecorder::now_us(), flow_id(batch.trace));
-  Result<std::vector<uint8_t>> reply = impl_->call(ChannelRoute::reuse, codec::encode(batch), "reuse");
-  if (!reply.ok()) return reply.error();
-  return decode_reply<ReuseBatchReceipt>(*reply);
-}
-
-Result<std::vector<uint8_t>> Client::raw(RawRoute route, const std::vector<uint8_t>& bytes) {
+Result<std::vector<uint8_t>> Client::raw(RouteId route, const std::vector<uint8_t>& bytes) {
   return impl_->call(route, bytes, "raw");
 }
 
@@ -219,7 +166,6 @@ NodeStatsReader::~NodeStatsReader() = default;
 Result<std::unique_ptr<NodeStatsReader>> NodeStatsReader::connect(const NodeDescriptor& node) {
   auto impl = std::make_unique<Impl>();
   actors::apply_runtime_settings(impl->cfg, actors::RuntimeSettings{1, 250, 2000});
-  actors::add_message_types(impl->cfg);
   impl->system = std::make_unique<caf::actor_system>(impl->cfg);
   auto gateway = impl->system->middleman().remote_actor<actors::gateway_actor>(node.host, node.port);
   if (!gateway)
@@ -231,34 +177,28 @@ Result<std::unique_ptr<NodeStatsReader>> NodeStatsReader::connect(const NodeDesc
   return std::unique_ptr<NodeStatsReader>(new NodeStatsReader(std::move(impl)));
 }
 
-Result<NodeStats> NodeStatsReader::read(std::chrono::milliseconds timeout) {
+Result<NodeStats> NodeStatsReader::read(bool validate, std::chrono::milliseconds timeout) {
   Result<NodeStats> out = make_error(ErrorCode::rpc_failed, "no reply", "stats");
   caf::scoped_actor self{*impl_->system};
-  self->request(impl_->gateway, caf::timespan{timeout}, actors::stats_atom::value)
+  self->request(impl_->gateway, caf::timespan{timeout}, actors::stats_atom::value, validate)
       .receive(
-          [&](actors::wire_bytes& a, actors::wire_bytes& p, actors::wire_bytes& z, actors::wire_bytes& m,
-              actors::wire_bytes& x, actors::wire_bytes& n) {
-            NodeStats stats;
-            for (const actors::wire_bytes* b : {&a, &p, &z, &m, &x, &n}) {
-              if (b->empty()) continue;  // an owner this node does not serve (the mapper)
-              Result<OwnerStats> s = codec::decode<OwnerStats>(actors::as_span(*b));
-              if (!s.ok()) {
-                out = s.error();
-                return;
-              }
-              stats.owners.push_back(std::move(*s));
+          [&](actors::wire_bytes& reply) {
+            Result<NodeStatsReceipt> receipt = codec::decode<NodeStatsReceipt>(actors::as_span(reply));
+            if (!receipt.ok()) {
+              out = receipt.error();
+              return;
             }
-            out = std::move(stats);
+            out = NodeStats{std::move(receipt->owners)};
           },
           [&](caf::error& e) { out = transport_error("stats", e); });
   return out;
 }
 
-Result<NodeStats> read_node_stats(const NodeDescriptor& node, std::chrono::milliseconds timeout) {
+Result<NodeStats> read_node_stats(const NodeDescriptor& node, bool validate, std::chrono::milliseconds timeout) {
   auto reader_result = NodeStatsReader::connect(node);
   if (!reader_result.ok()) return reader_result.error();
   std::unique_ptr<NodeStatsReader> reader = std::move(reader_result).value();
-  return reader->read(timeout);
+  return reader->read(validate, timeout);
 }
 
 }  // namespace kvrt

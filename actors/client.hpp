@@ -19,14 +19,15 @@
 
 #include "schema/allocator_types.hpp"
 #include "schema/authorization_types.hpp"
+#include "schema/codecs.hpp"
 #include "schema/executor_types.hpp"
 #include "schema/mapper_types.hpp"
 #include "schema/prefix_types.hpp"
 #include "schema/reuse_types.hpp"
 #include "schema/session_types.hpp"
 #include "services/common/result.hpp"
-#include "services/session/channel_frame.hpp"
 #include "services/session/node_descriptor.hpp"
+#include "services/session/routes.hpp"
 
 namespace kvrt {
 
@@ -46,10 +47,6 @@ struct ClientOptions {
   bool use_session_channel = true;
 };
 
-// The owner a raw call goes to (tests and benchmarks of the transport): the
-// session channel's routes (attach is the channel's own and is refused).
-using RawRoute = ChannelRoute;
-
 class Client {
  public:
   static Result<std::unique_ptr<Client>> connect(const NodeDescriptor& node, const std::string& token_hex,
@@ -62,32 +59,50 @@ class Client {
   // Whether calls currently go through the session channel.
   bool on_session_channel() const;
 
-  Result<NamespaceGrantReceipt> authorize(const std::string& namespace_name, TraceContext trace = {});
-  Result<AllocatorBatchReceipt> allocator(const AllocatorBatch& batch);
-  Result<PrefixBatchReceipt> prefix(const PrefixBatch& batch);
-  // The mapper owner (issue 6); a node without a [mapper] section answers a
-  // typed error. Pages become visible in this process through a
-  // MapperPoolView (services/mapper/page_pool_channel.hpp) fed the receipts.
-  Result<MapperBatchReceipt> mapper(const MapperBatch& batch);
-  // The kernel executor owner: decode attention over the node's pools for
-  // requests this session holds.
-  Result<ExecuteBatchReceipt> execute(const ExecuteBatch& batch);
+  // One call on the route that carries `request` (services/session/routes.hpp:
+  // an AllocatorBatch goes to the allocator, a ReuseBatch through the
+  // executable-reuse transaction of 0x0CD, an AuthorizeRequest asks for a
+  // namespace grant, ...), answered by that route's receipt. A batch answers
+  // one outcome per operation; a transport failure, or a request the owner
+  // refused whole (malformed bytes, a grant not given, a node that serves no
+  // such owner), answers a typed Error instead. A request that carries a
+  // TraceContext opens a "<route>.call" slice and a flow to the node's.
+  template <class Request>
+  Result<receipt_of<Request>> call(const Request& request);
 
-  // The executable-reuse transaction (0x0CD): the node runs steps 1-8 for
-  // each op across its owners and answers a receipt (with leases this
-  // session then holds) or the rejection's step, reason and bucket
-  // (services/reuse/reuse_ops.hpp).
-  Result<ReuseBatchReceipt> reuse(const ReuseBatch& batch);
-
-  // Sends bytes as they are and returns the reply's bytes: the transport
-  // floor (ping) and the node's handling of malformed input (tests).
-  Result<std::vector<uint8_t>> raw(RawRoute route, const std::vector<uint8_t>& bytes);
+  // Sends bytes as they are on a route and returns the reply's bytes: the
+  // transport floor (kPingRoute) and the node's handling of malformed input
+  // (tests). The channel's own kAttachRoute is refused.
+  Result<std::vector<uint8_t>> raw(RouteId route, const std::vector<uint8_t>& bytes);
 
  private:
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
+  Result<std::vector<uint8_t>> call_route(RouteId route, std::string_view name, std::span<const uint8_t> bytes,
+                                          const TraceContext& trace);
   std::unique_ptr<Impl> impl_;
 };
+
+// An owner answers either the receipt it was asked for or an ErrorMessage
+// (malformed request, refused session): both are decoded here.
+template <class T>
+Result<T> decode_reply(std::span<const uint8_t> bytes) {
+  Result<T> value = codec::decode<T>(bytes);
+  if (value.ok()) return value;
+  Result<ErrorMessage> refused = codec::decode<ErrorMessage>(bytes);
+  if (refused.ok()) return refused->error;
+  return value.error();
+}
+
+template <class Request>
+Result<receipt_of<Request>> Client::call(const Request& request) {
+  using R = route_of<Request>;
+  TraceContext trace;
+  if constexpr (requires { request.trace; }) trace = request.trace;
+  Result<std::vector<uint8_t>> reply = call_route(R::id, R::name, codec::encode(request), trace);
+  if (!reply.ok()) return reply.error();
+  return decode_reply<typename R::Receipt>(*reply);
+}
 
 // Every owner's statistics read live from a running node (`kvrt stats`).
 struct NodeStats {
@@ -96,7 +111,9 @@ struct NodeStats {
   // The named value of the named owner, or nullopt.
   std::optional<int64_t> value(const std::string& owner, const std::string& name) const;
 };
-Result<NodeStats> read_node_stats(const NodeDescriptor& node,
+// `validate`: every owner runs its full validate() first (a release build
+// otherwise reports only counters; a debug build always validates).
+Result<NodeStats> read_node_stats(const NodeDescriptor& node, bool validate = false,
                                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 // Reads a node's statistics repeatedly over one connection (`kvrt run`
@@ -108,7 +125,7 @@ class NodeStatsReader {
   ~NodeStatsReader();
   NodeStatsReader(const NodeStatsReader&) = delete;
   NodeStatsReader& operator=(const NodeStatsReader&) = delete;
-  Result<NodeStats> read(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  Result<NodeStats> read(bool validate = false, std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
  private:
   struct Impl;

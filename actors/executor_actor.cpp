@@ -1,14 +1,12 @@
-// The kernel executor owner's actor (issue 5): decodes an ExecuteBatch and
-// answers each op in order: the request's table from the allocator owner,
-// read under the calling session (another session's request answers
-// not_owner there, before any kernel runs), then ExecutorService::decode over
-// the node's pools. Malformed bytes answer an encoded typed Error and the
-// actor keeps serving.
+// The kernel executor owner's actor: the executor route, as an
+// ExecuteBatchRun (services/executor/execute_batch_run.hpp) whose table
+// reads go to the allocator owner, and step 8 of the reuse transaction.
 #include <spdlog/spdlog.h>
 
 #include "actors/owner_actors.hpp"
-#include "actors/wire_bytes.hpp"
-#include "schema/codecs.hpp"
+#include "actors/owner_routes.hpp"
+#include "actors/run_driver.hpp"
+#include "services/executor/execute_batch_run.hpp"
 
 namespace kvrt::actors {
 
@@ -23,41 +21,27 @@ struct ExecutorActorState {
 
 using ExecutorSelf = executor_actor::stateful_pointer<ExecutorActorState>;
 
-struct ExecuteRun {
-  SessionId session;
-  ExecuteBatch batch;
-  ExecuteBatchReceipt receipt;
-  caf::typed_response_promise<wire_bytes> promise;
-};
-
-void run_ops(ExecutorSelf self, std::shared_ptr<ExecuteRun> run) {
-  const size_t i = run->receipt.outcomes.size();
-  if (i == run->batch.ops.size()) {
-    log_answered(self->state.obs.log, "executor", run->session.value, run->batch.trace, run->receipt);
-    run->promise.deliver(to_wire(codec::encode(run->receipt)));
-    return;
-  }
-  const DecodeAttentionOp& op = run->batch.ops[i];
-  self->request(self->state.allocator, caf::infinite, table_atom::value, run->session.value, op.request.value)
-      .await(
-          [self, run, i](BlockTableView& view) {
-            const DecodeAttentionOp& op = run->batch.ops[i];
-            if (view.groups.empty()) {
-              run->receipt.outcomes.push_back(make_error(
-                  ErrorCode::unknown_request,
-                  "request " + std::to_string(op.request.value) + " has no block table this session may read",
-                  "request"));
-            } else {
-              Result<AttentionOutput> out = self->state.service->decode(op, view);
-              run->receipt.outcomes.push_back(out.ok() ? ExecuteOutcome(std::move(*out)) : ExecuteOutcome(out.error()));
-            }
-            run_ops(self, run);
-          },
-          [self, run](caf::error& e) {
-            run->receipt.outcomes.push_back(
-                make_error(ErrorCode::rpc_failed, "allocator table: " + caf::to_string(e), "allocator"));
-            run_ops(self, run);
-          });
+caf::result<wire_bytes> execute(ExecutorSelf self, SessionId session, const ExecuteBatch& batch) {
+  auto promise = self->make_response_promise<wire_bytes>();
+  auto run = std::make_shared<ExecuteBatchRun>(*self->state.service, batch);
+  auto send = [self, session, run](const TableRead& read, auto resume) {
+    on_answer<Waiting::awaiting>(
+        self->request(self->state.allocator, caf::infinite, table_atom::value, session.value, read.request.value),
+        [run, resume](BlockTableView& view) {
+          run->answer(view.groups.empty() ? std::nullopt : std::optional(std::move(view)));
+          resume();
+        },
+        [run, resume](caf::error& e) {
+          run->failed(transport_error("allocator", e));
+          resume();
+        });
+  };
+  drive(run, send, [self, session, promise](const std::shared_ptr<ExecuteBatchRun>& r) mutable {
+    ExecuteBatchReceipt receipt = r->take_receipt();
+    log_answered(self->state.obs.log, "executor", session.value, receipt.trace, receipt);
+    promise.deliver(to_wire(codec::encode(receipt)));
+  });
+  return promise;
 }
 
 }  // namespace
@@ -70,24 +54,13 @@ executor_actor spawn_executor_actor(caf::actor_system& system, std::shared_ptr<E
     self->state.allocator = std::move(alloc);
     self->state.obs = std::move(o);
     return {
-        [self](batch_atom, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
-          auto& st = self->state;
-          TraceSlice slice(st.obs.trace, "executor", "executor.batch", {});
-          Result<ExecuteBatch> batch = codec::decode<ExecuteBatch>(as_span(bytes));
-          if (!batch.ok()) {
-            log_rejected(st.obs.log, "executor", session, batch.error());
-            return to_wire(codec::encode(ErrorMessage{batch.error()}));
-          }
-          slice.set_trace(batch->trace);
-          auto run = std::make_shared<ExecuteRun>();
-          run->session = SessionId{session};
-          run->receipt.trace = batch->trace;
-          run->receipt.outcomes.reserve(batch->ops.size());
-          run->batch = std::move(*batch);
-          run->promise = self->make_response_promise<wire_bytes>();
-          run_ops(self, run);
-          return run->promise;
+        [self](route_atom, uint16_t route, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
+          return serve_owner_routes<Owner::executor>(
+              self->state.obs, route, session, bytes,
+              [&](const ExecuteBatch& batch) { return execute(self, SessionId{session}, batch); });
         },
+        [self](stats_atom, bool validate) { return stats_reply(*self->state.service, validate); },
+        [](end_atom, uint64_t) {},  // the executor holds nothing of a session
         [self](reuse_atom, TraceContext trace, const std::vector<ReuseSnapshotRequest>& requests) {
           TraceSlice slice(self->state.obs.trace, "executor", "reuse.snapshots", trace);
           std::vector<SnapshotAnswer> answers;
@@ -95,7 +68,6 @@ executor_actor spawn_executor_actor(caf::actor_system& system, std::shared_ptr<E
           for (const ReuseSnapshotRequest& r : requests) answers.push_back(self->state.service->freeze_reuse(r));
           return answers;
         },
-        [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
     };
   };
   return system.spawn(behavior, std::move(service), std::move(allocator), std::move(obs));

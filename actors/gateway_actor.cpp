@@ -10,8 +10,7 @@
 #include <map>
 
 #include "actors/owner_actors.hpp"
-#include "actors/wire_bytes.hpp"
-#include "schema/codecs.hpp"
+#include "actors/owner_routes.hpp"
 #include "services/authorization/bearer_token.hpp"
 
 namespace kvrt::actors {
@@ -71,16 +70,10 @@ void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::erro
   else
     logger_or_default(st.obs.log)
         .warn("actor=gateway session={} worker lost ({}): reclaiming its holdings", session, caf::to_string(reason));
-  // Order: the reuse coordinator first (a batch of the session still in
-  // flight sees the end before any owner answer that the end could follow,
-  // and returns what it took), then the indexes (no new lookups for the
-  // session), then the allocator (requests and leases), then the grants,
-  // then the mapper's slots.
-  if (st.owners.reuse) self->send(st.owners.reuse, end_atom::value, session);
-  self->send(st.owners.prefix, end_atom::value, session);
-  self->send(st.owners.allocator, end_atom::value, session);
-  self->send(st.owners.authorization, end_atom::value, session);
-  if (st.owners.mapper) self->send(st.owners.mapper, end_atom::value, session);
+  // Every owner ends the session's holdings, in Owner order
+  // (services/session/routes.hpp says why that order).
+  for (Owner o : kOwners)
+    if (owner_interface owner = st.owners.of(o)) self->send(owner, end_atom::value, session);
   self->unlink_from(it->second.actor);
   // The session actor's exit also closes the session's channels (their
   // writers monitor it); the ticket stops naming anything now.
@@ -88,6 +81,68 @@ void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::erro
   st.channel_tickets.erase(it->second.channel_ticket);
   st.workers.erase(it);
   ++st.sessions_reclaimed;
+}
+
+// Every served owner's statistics, in Owner order, then the node's own
+// (sessions, channels, pools) with the reuse coordinator's counts folded in
+// as reuse_<name>: one NodeStatsReceipt. An owner that does not answer is
+// reported as failing validation, with why.
+caf::result<wire_bytes> collect_stats(GatewaySelf self, bool validate) {
+  struct Collected {
+    std::vector<std::optional<OwnerStats>> owners = std::vector<std::optional<OwnerStats>>(kOwnerCount);
+    size_t remaining = 0;
+  };
+  auto rp = self->make_response_promise<wire_bytes>();
+  auto collected = std::make_shared<Collected>();
+  for (Owner o : kOwners) collected->remaining += self->state.owners.of(o) ? 1 : 0;
+  auto finish = [self, rp, collected]() mutable {
+    if (--collected->remaining > 0) return;
+    NodeStatsReceipt out;
+    OwnerStats node = gateway_stats(self->state);
+    for (Owner o : kOwners) {
+      std::optional<OwnerStats>& s = collected->owners[static_cast<size_t>(o)];
+      if (!s) continue;
+      if (o != Owner::reuse) {
+        out.owners.push_back(std::move(*s));
+        continue;
+      }
+      for (const StatValue& v : s->values) node.values.push_back(StatValue{"reuse_" + v.name, v.value});
+      node.validated = node.validated || s->validated;
+      if (!s->validate_ok && node.validate_ok) {
+        node.validate_ok = false;
+        node.validate_error = "reuse: " + s->validate_error;
+      }
+    }
+    out.owners.push_back(std::move(node));
+    rp.deliver(to_wire(codec::encode(out)));
+  };
+  for (Owner o : kOwners) {
+    owner_interface owner = self->state.owners.of(o);
+    if (!owner) continue;
+    self->request(owner, caf::infinite, stats_atom::value, validate)
+        .then(
+            [collected, finish, o](wire_bytes& b) mutable {
+              Result<OwnerStats> s = codec::decode<OwnerStats>(as_span(b));
+              if (!s.ok()) {
+                OwnerStats bad;
+                bad.owner = std::string(owner_name(o));
+                bad.validate_ok = false;
+                bad.validate_error = "undecodable statistics: " + s.error().describe();
+                s = std::move(bad);
+              }
+              collected->owners[static_cast<size_t>(o)] = std::move(*s);
+              finish();
+            },
+            [collected, finish, o](caf::error& e) mutable {
+              OwnerStats bad;
+              bad.owner = std::string(owner_name(o));
+              bad.validate_ok = false;
+              bad.validate_error = "unreachable: " + caf::to_string(e);
+              collected->owners[static_cast<size_t>(o)] = std::move(bad);
+              finish();
+            });
+  }
+  return rp;
 }
 
 }  // namespace
@@ -153,50 +208,7 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
           ++st.channels_attached;
           return {caf::actor_cast<caf::actor>(w->second.actor), w->second.session.value};
         },
-        [self](stats_atom) -> caf::result<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes> {
-          auto rp =
-              self->make_response_promise<wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes, wire_bytes>();
-          auto& owners = self->state.owners;
-          // allocator, prefix index, authorization, mapper (empty when absent), executor
-          // [5]: the reuse coordinator's counts, reported inside the node's own stats.
-          auto collected = std::make_shared<std::array<wire_bytes, 6>>();
-          auto remaining = std::make_shared<int>((owners.mapper ? 5 : 4) + (owners.reuse ? 1 : 0));
-          auto finish = [self, rp, collected, remaining]() mutable {
-            if (--*remaining > 0) return;
-            OwnerStats node = gateway_stats(self->state);
-            if (Result<OwnerStats> reuse = codec::decode<OwnerStats>(as_span((*collected)[5])); reuse.ok()) {
-              for (const StatValue& v : reuse->values) node.values.push_back(StatValue{"reuse_" + v.name, v.value});
-              if (!reuse->validate_ok && node.validate_ok) {
-                node.validate_ok = false;
-                node.validate_error = "reuse: " + reuse->validate_error;
-              }
-            }
-            rp.deliver((*collected)[0], (*collected)[1], (*collected)[2], (*collected)[3], (*collected)[4],
-                       to_wire(codec::encode(node)));
-          };
-          auto failed = [](const char* owner, const caf::error& e) {
-            OwnerStats s;
-            s.owner = owner;
-            s.validate_ok = false;
-            s.validate_error = "unreachable: " + caf::to_string(e);
-            return to_wire(codec::encode(s));
-          };
-          auto ask = [&](auto owner, size_t index, const char* name) {
-            self->request(owner, caf::infinite, stats_atom::value)
-                .then(
-                    [collected, finish, index](wire_bytes& b) mutable { (*collected)[index] = std::move(b), finish(); },
-                    [collected, finish, failed, index, name](caf::error& e) mutable {
-                      (*collected)[index] = failed(name, e), finish();
-                    });
-          };
-          ask(owners.allocator, 0, "allocator");
-          ask(owners.prefix, 1, "prefix_index");
-          ask(owners.authorization, 2, "authorization");
-          if (owners.mapper) ask(owners.mapper, 3, "mapper");
-          ask(owners.executor, 4, "executor");
-          if (owners.reuse) ask(owners.reuse, 5, "reuse");
-          return rp;
-        },
+        [self](stats_atom, bool validate) -> caf::result<wire_bytes> { return collect_stats(self, validate); },
     };
   };
   return system.spawn(behavior, std::move(owners), std::move(facts), std::move(obs));

@@ -1,12 +1,9 @@
-// The mapper owner's actor (issue 6 with issue 5): decodes a MapperBatch,
-// applies it to the MapperService in one call, encodes the
-// MapperBatchReceipt. Bytes that do not decode answer an encoded typed Error
-// and the actor keeps serving. A session's end frees its slots.
+// The mapper owner's actor: every mapper route is one call on the
+// MapperService; a session's end frees its slots as retained capacity.
 #include <spdlog/spdlog.h>
 
 #include "actors/owner_actors.hpp"
-#include "actors/wire_bytes.hpp"
-#include "schema/codecs.hpp"
+#include "actors/owner_routes.hpp"
 
 namespace kvrt::actors {
 
@@ -27,20 +24,13 @@ mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<Mappe
     self->state.service = std::move(svc);
     self->state.obs = std::move(o);
     return {
-        [self](batch_atom, uint64_t session, const wire_bytes& bytes) -> wire_bytes {
+        [self](route_atom, uint16_t route, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
           auto& st = self->state;
-          TraceSlice slice(st.obs.trace, "mapper", "mapper.batch", {});
-          Result<MapperBatch> batch = codec::decode<MapperBatch>(as_span(bytes));
-          if (!batch.ok()) {
-            log_rejected(st.obs.log, "mapper", session, batch.error());
-            return to_wire(codec::encode(ErrorMessage{batch.error()}));
-          }
-          slice.set_trace(batch->trace);
-          const MapperBatchReceipt receipt = st.service->apply(SessionId{session}, *batch);
-          log_answered(st.obs.log, "mapper", session, batch->trace, receipt);
-          return to_wire(codec::encode(receipt));
+          return serve_owner_routes<Owner::mapper>(st.obs, route, session, bytes, [&](const auto& request) {
+            return st.service->apply(SessionId{session}, request);
+          });
         },
-        [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(self->state.service->stats())); },
+        [self](stats_atom, bool validate) { return stats_reply(*self->state.service, validate); },
         [self](end_atom, uint64_t session) {
           auto& st = self->state;
           const uint32_t freed = st.service->end_session(SessionId{session});

@@ -251,7 +251,6 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
     runtime.poll_attempts = config.scheduler_poll_attempts;
   }
   actors::apply_runtime_settings(impl->cfg, runtime);
-  actors::add_message_types(impl->cfg);
   impl->system = std::make_unique<caf::actor_system>(impl->cfg);
   caf::actor_system& system = *impl->system;
   auto allocator_handle = actors::spawn_allocator_actor(system, impl->allocator, obs);

@@ -1,11 +1,12 @@
 #pragma once
-// Spawn functions of the owner actors (issue 5). Each actor holds its owner's
-// service (a plain C++ class in services/<owner>/) and only translates messages:
-// decode, one call, encode. Include only from actors/*.cpp.
+// Spawn functions of the node's actors. Each owner actor holds its owner's
+// service (a plain C++ class in services/<owner>/) and only translates
+// messages: decode, one call, encode (owner_routes.hpp), plus the sans-IO
+// runs of the cross-owner protocols it drives (run_driver.hpp). Include only
+// from actors/*.cpp.
 #include <memory>
 
 #include "actors/actor_protocol.hpp"
-#include "services/allocator/allocator_service.hpp"
 #include "services/authorization/authorization_service.hpp"
 #include "services/prefix/prefix_service.hpp"
 #include "services/radix/radix_block_service.hpp"
@@ -21,6 +22,35 @@ namespace kvrt::actors {
 struct Observability {
   ChromeTraceRecorder* trace = nullptr;
   std::shared_ptr<spdlog::logger> log;  // null: spdlog's default logger
+};
+
+// The node's owners. of(o) is the handle that answers owner o's routes,
+// statistics and session ends (invalid: the node does not serve it).
+struct OwnerHandles {
+  allocator_actor allocator;
+  prefix_actor prefix;
+  authorization_actor authorization;
+  mapper_actor mapper;  // invalid when the node serves no mapper
+  executor_actor executor;
+  reuse_actor reuse;  // the executable-reuse coordinator
+
+  owner_interface of(Owner o) const {
+    switch (o) {
+      case Owner::reuse:
+        return reuse;
+      case Owner::prefix_index:
+        return prefix;
+      case Owner::allocator:
+        return allocator;
+      case Owner::authorization:
+        return authorization;
+      case Owner::mapper:
+        return mapper;
+      case Owner::executor:
+        return executor;
+    }
+    return {};
+  }
 };
 
 allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr<AllocatorService> service,
@@ -41,16 +71,6 @@ mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<Mappe
 
 authorization_actor spawn_authorization_actor(caf::actor_system& system, std::shared_ptr<AuthorizationService> service,
                                               prefix_actor prefix, Observability obs);
-
-// The handles a session actor forwards to.
-struct OwnerHandles {
-  allocator_actor allocator;
-  prefix_actor prefix;
-  authorization_actor authorization;
-  mapper_actor mapper;  // invalid when the node serves no mapper
-  executor_actor executor;
-  reuse_actor reuse;  // the executable-reuse coordinator
-};
 
 // What the reuse coordinator knows of the node's paged pools.
 struct ReuseNodeFacts {

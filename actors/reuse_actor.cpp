@@ -13,8 +13,9 @@
 #include <set>
 
 #include "actors/owner_actors.hpp"
-#include "actors/wire_bytes.hpp"
-#include "schema/codecs.hpp"
+#include "actors/owner_routes.hpp"
+#include "actors/run_driver.hpp"
+#include "services/common/overloaded.hpp"
 #include "services/reuse/reuse_batch_run.hpp"
 
 namespace kvrt::actors {
@@ -43,12 +44,11 @@ struct ReuseRun {
   SessionId session;
   ReuseBatchRun core;
   caf::typed_response_promise<wire_bytes> promise;
+  // What run_driver.hpp drives: the coordinator's own stage order.
+  using Request = ReuseBatchRun::Request;
+  std::optional<Request> next() { return core.next(); }
 };
 using RunPtr = std::shared_ptr<ReuseRun>;
-
-Error transport_error(const char* owner, const caf::error& e) {
-  return make_error(ErrorCode::rpc_failed, std::string(owner) + ": " + caf::to_string(e), owner);
-}
 
 // Hands leases back to their owners. Requested before the receipt is
 // delivered, so each owner handles it before anything the worker sends after
@@ -111,170 +111,98 @@ void finish(ReuseSelf self, const RunPtr& run) {
   run->promise.deliver(to_wire(codec::encode(receipt)));
 }
 
-void snapshots(ReuseSelf self, const RunPtr& run) {
-  std::vector<ReuseSnapshotRequest> reqs = run->core.snapshot_requests();
-  if (reqs.empty()) return finish(self, run);
-  self->request(self->state.owners.executor, caf::infinite, reuse_atom::value, run->core.trace(), std::move(reqs))
-      .then(
-          [self, run](std::vector<SnapshotAnswer>& answers) {
-            run->core.on_snapshots(answers);
-            finish(self, run);
-          },
-          [self, run](caf::error& e) {
-            run->core.on_stage_failed(transport_error("executor", e));
-            finish(self, run);
-          });
-}
-
-void versions(ReuseSelf self, const RunPtr& run) {
-  if (run->core.version_requests() == 0) return snapshots(self, run);
-  // Read after the allocator answered, so after the leases were taken.
-  self->request(self->state.owners.prefix, caf::infinite, version_atom::value, run->core.trace())
-      .then(
-          [self, run](ReuseIndexVersion& v) {
-            run->core.on_index_version(v);
-            snapshots(self, run);
-          },
-          [self, run](caf::error& e) {
-            run->core.on_stage_failed(transport_error("prefix_index", e));
-            snapshots(self, run);
-          });
-}
-
-void paths(ReuseSelf self, const RunPtr& run) {
-  std::vector<ReusePathLeaseRequest> reqs = run->core.path_lease_requests();
-  if (reqs.empty()) return versions(self, run);
-  self->request(self->state.owners.prefix, caf::infinite, reuse_atom::value, run->session.value, run->core.trace(),
-                std::move(reqs))
-      .then(
-          [self, run](std::vector<ReusePathLeaseAnswer>& answers) {
-            run->core.on_path_leases(answers);
-            versions(self, run);
-          },
-          [self, run](caf::error& e) {
-            run->core.on_stage_failed(transport_error("prefix_index", e));
-            versions(self, run);
-          });
-}
-
-void leases(ReuseSelf self, const RunPtr& run) {
-  std::vector<ReuseLeaseRequest> reqs = run->core.lease_requests();
-  if (reqs.empty()) return paths(self, run);
-  self->request(self->state.owners.allocator, caf::infinite, reuse_atom::value, run->session.value, run->core.trace(),
-                std::move(reqs))
-      .then(
-          [self, run](std::vector<ReuseLeaseAnswer>& answers) {
-            run->core.on_leases(answers);
-            paths(self, run);
-          },
-          [self, run](caf::error& e) {
-            run->core.on_stage_failed(transport_error("allocator", e));
-            paths(self, run);
-          });
-}
-
-void lookups(ReuseSelf self, const RunPtr& run) {
-  std::vector<PrefixMatchOp> reqs = run->core.candidate_requests();
-  if (reqs.empty()) return leases(self, run);
-  self->request(self->state.owners.prefix, caf::infinite, reuse_atom::value, run->session.value, run->core.trace(),
-                std::move(reqs))
-      .then(
-          [self, run](std::vector<CandidateReply>& answers) {
-            run->core.on_candidates(answers);
-            leases(self, run);
-          },
-          [self, run](caf::error& e) {
-            run->core.on_stage_failed(transport_error("prefix_index", e));
-            leases(self, run);
-          });
-}
-
-void keys(ReuseSelf self, const RunPtr& run) {
-  std::vector<ReuseKeyRequest> reqs = run->core.key_requests();
-  if (reqs.empty()) return lookups(self, run);
-  self->request(self->state.owners.authorization, caf::infinite, reuse_atom::value, run->session.value,
-                run->core.trace(), std::move(reqs))
-      .then(
-          [self, run](std::vector<ReuseKeyAnswer>& answers) {
-            run->core.on_keys(answers);
-            lookups(self, run);
-          },
-          [self, run](caf::error& e) {
-            run->core.on_stage_failed(transport_error("authorization", e));
-            lookups(self, run);
-          });
-}
-
-// Step 10 for the batch's release ops: every lease to its owner, both
-// owners asked at once; the keys stage starts when both answered.
-void releases(ReuseSelf self, const RunPtr& run) {
-  const ReuseBatchRun::LeaseReturn reqs = run->core.release_requests();
-  if (reqs.empty()) {
-    run->core.on_released({}, {});
-    return keys(self, run);
-  }
+// Sends one stage's request to the owner its type names; every answer is
+// awaited interleaved (other batches proceed meanwhile, which is why every
+// step re-checks what an earlier one read: leases, versions).
+template <class Resume>
+void send_stage(ReuseSelf self, const RunPtr& run, const ReuseBatchRun::Request& request, Resume resume) {
   auto& st = self->state;
-  struct Pending {
-    std::vector<uint8_t> blocks, paths;
-    int remaining = 0;
-    std::optional<Error> failed;
+  const uint64_t session = run->session.value;
+  const TraceContext trace = run->core.trace();
+  // CAF reads a handler's argument types, so each stage's is spelled out.
+  auto answered = [run, resume]<class T>(std::type_identity<T>) {
+    return [run, resume](T& answer) {
+      run->core.answer(std::move(answer));
+      resume();
+    };
   };
-  auto pending = std::make_shared<Pending>();
-  pending->remaining = (reqs.blocks.empty() ? 0 : 1) + (reqs.paths.empty() ? 0 : 1);
-  st.leases_released += reqs.blocks.size() + reqs.paths.size();
-  auto done = [self, run, pending]() {
-    if (--pending->remaining > 0) return;
-    if (pending->failed)
-      run->core.on_stage_failed(*pending->failed);
-    else
-      run->core.on_released(pending->blocks, pending->paths);
-    keys(self, run);
+  auto failed = [run, resume](const char* owner) {
+    return [run, resume, owner](caf::error& e) {
+      run->core.failed(transport_error(owner, e));
+      resume();
+    };
   };
-  auto ask = [&](auto owner, const char* name, const std::vector<LeaseId>& leases,
-                 std::vector<uint8_t> Pending::*into) {
-    self->request(owner, caf::infinite, unlease_atom::value, run->session.value, run->core.trace(), leases)
-        .then(
-            [pending, done, into](std::vector<uint8_t>& flags) mutable { (*pending).*into = std::move(flags), done(); },
-            [pending, done, name](caf::error& e) mutable { pending->failed = transport_error(name, e), done(); });
-  };
-  if (!reqs.blocks.empty()) ask(st.owners.allocator, "allocator", reqs.blocks, &Pending::blocks);
-  if (!reqs.paths.empty()) ask(st.owners.prefix, "prefix_index", reqs.paths, &Pending::paths);
-}
-
-// Step 10's successors, before their attempts' leases go back: one
-// PrefixBatch of publish ops to the index owner under the session, the same
-// message a worker's publication is (so the same ownership, grant and
-// committed-rows checks). A transport failure or an undecodable answer
-// refuses every successor of the batch; their leases still go back.
-void successors(ReuseSelf self, const RunPtr& run) {
-  std::vector<PrefixOp> ops = run->core.successor_requests();
-  if (ops.empty()) return releases(self, run);
-  PrefixBatch batch{run->core.trace(), std::move(ops)};
-  self->request(self->state.owners.prefix, caf::infinite, batch_atom::value, run->session.value,
-                to_wire(codec::encode(batch)))
-      .then(
-          [self, run](wire_bytes& reply) {
-            Result<PrefixBatchReceipt> published = codec::decode<PrefixBatchReceipt>(as_span(reply));
-            if (!published.ok()) {
-              // The owner refused the whole batch (it answers an ErrorMessage then).
-              Result<ErrorMessage> refused = codec::decode<ErrorMessage>(as_span(reply));
-              if (refused.ok()) published = refused->error;
-            }
-            run->core.on_successors(published);
-            releases(self, run);
+  std::visit(
+      overloaded{
+          [&](const SuccessorPublish& s) {
+            // The same message a worker's publication is, so the same
+            // ownership, grant and committed-rows checks. An undecodable
+            // answer refuses every successor of the batch.
+            on_answer<Waiting::interleaved>(
+                self->request(st.owners.prefix, caf::infinite, route_atom::value, PrefixRoute::id.value, session,
+                              to_wire(codec::encode(s.batch))),
+                [run, resume](wire_bytes& reply) {
+                  Result<PrefixBatchReceipt> published = codec::decode<PrefixBatchReceipt>(as_span(reply));
+                  if (!published.ok()) {
+                    // The owner refused the whole batch (it answers an ErrorMessage then).
+                    Result<ErrorMessage> refused = codec::decode<ErrorMessage>(as_span(reply));
+                    if (refused.ok()) published = refused->error;
+                  }
+                  run->core.answer(published);
+                  resume();
+                },
+                failed("prefix_index"));
           },
-          [self, run](caf::error& e) {
-            run->core.on_successors(transport_error("prefix_index", e));
-            releases(self, run);
-          });
+          [&](const BlockLeaseReturn& r) {
+            st.leases_released += r.leases.size();
+            on_answer<Waiting::interleaved>(
+                self->request(st.owners.allocator, caf::infinite, unlease_atom::value, session, trace, r.leases),
+                answered(std::type_identity<std::vector<uint8_t>>{}), failed("allocator"));
+          },
+          [&](const PathLeaseReturn& r) {
+            st.leases_released += r.leases.size();
+            on_answer<Waiting::interleaved>(
+                self->request(st.owners.prefix, caf::infinite, unlease_atom::value, session, trace, r.leases),
+                answered(std::type_identity<std::vector<uint8_t>>{}), failed("prefix_index"));
+          },
+          [&](const KeyLookup& r) {
+            on_answer<Waiting::interleaved>(
+                self->request(st.owners.authorization, caf::infinite, reuse_atom::value, session, trace, r.requests),
+                answered(std::type_identity<std::vector<ReuseKeyAnswer>>{}), failed("authorization"));
+          },
+          [&](const CandidateLookup& r) {
+            on_answer<Waiting::interleaved>(
+                self->request(st.owners.prefix, caf::infinite, reuse_atom::value, session, trace, r.lookups),
+                answered(std::type_identity<std::vector<CandidateReply>>{}), failed("prefix_index"));
+          },
+          [&](const BlockLeaseAcquire& r) {
+            on_answer<Waiting::interleaved>(
+                self->request(st.owners.allocator, caf::infinite, reuse_atom::value, session, trace, r.requests),
+                answered(std::type_identity<std::vector<ReuseLeaseAnswer>>{}), failed("allocator"));
+          },
+          [&](const PathLeaseAcquire& r) {
+            on_answer<Waiting::interleaved>(
+                self->request(st.owners.prefix, caf::infinite, reuse_atom::value, session, trace, r.requests),
+                answered(std::type_identity<std::vector<ReusePathLeaseAnswer>>{}), failed("prefix_index"));
+          },
+          [&](const IndexVersionRead&) {
+            // Read after the allocator answered, so after the leases were taken.
+            on_answer<Waiting::interleaved>(self->request(st.owners.prefix, caf::infinite, version_atom::value, trace),
+                                            answered(std::type_identity<ReuseIndexVersion>{}), failed("prefix_index"));
+          },
+          [&](const SnapshotFreeze& r) {
+            on_answer<Waiting::interleaved>(
+                self->request(st.owners.executor, caf::infinite, reuse_atom::value, trace, r.requests),
+                answered(std::type_identity<std::vector<SnapshotAnswer>>{}), failed("executor"));
+          },
+      },
+      request);
 }
 
-OwnerStats reuse_stats(const ReuseActorState& st) {
+OwnerStats reuse_stats(const ReuseActorState& st, bool validate) {
   OwnerStats out;
   out.owner = "reuse";
-  const Status v = st.open.validate();
-  out.validate_ok = v.ok();
-  if (!v.ok()) out.validate_error = v.error().describe();
+  if (validate || kValidateOnEveryStats) record_validation(out, st.open.validate());
   auto put = [&](std::string name, uint64_t v) {
     out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(v)});
   };
@@ -306,28 +234,29 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
     self->state.facts = std::move(f);
     self->state.obs = std::move(ob);
     return {
-        [self](batch_atom, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
+        [self](route_atom, uint16_t route, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
           auto& st = self->state;
-          TraceSlice slice(st.obs.trace, "reuse", "reuse.batch", {});
-          Result<ReuseBatch> batch = codec::decode<ReuseBatch>(as_span(bytes));
-          if (!batch.ok()) {
-            log_rejected(st.obs.log, "reuse", session, batch.error());
-            return to_wire(codec::encode(ErrorMessage{batch.error()}));
-          }
-          slice.set_trace(batch->trace);
-          if (st.obs.trace) st.obs.trace->flow_finish("reuse", ChromeTraceRecorder::now_us(), flow_id(batch->trace));
-          ++st.batches;
-          ++st.in_flight[session];
-          st.ops += batch->ops.size();
-          auto run = std::make_shared<ReuseRun>(
-              ReuseRun{SessionId{session},
-                       ReuseBatchRun(std::move(*batch), st.facts.pools, st.facts.block_tokens, st.facts.cache_groups),
-                       self->make_response_promise<wire_bytes>()});
-          run->core.bind(st.open, SessionId{session});
-          successors(self, run);
-          return run->promise;
+          return serve_owner_routes<Owner::reuse>(st.obs, route, session, bytes, [&](ReuseBatch batch) {
+            ++st.batches;
+            ++st.in_flight[session];
+            st.ops += batch.ops.size();
+            auto run = std::make_shared<ReuseRun>(
+                ReuseRun{SessionId{session},
+                         ReuseBatchRun(std::move(batch), st.facts.pools, st.facts.block_tokens, st.facts.cache_groups),
+                         self->make_response_promise<wire_bytes>()});
+            run->core.bind(st.open, SessionId{session});
+            drive(
+                run,
+                [self, run](const ReuseBatchRun::Request& request, auto resume) {
+                  send_stage(self, run, request, resume);
+                },
+                [self](const RunPtr& r) { finish(self, r); });
+            return caf::result<wire_bytes>(run->promise);
+          });
         },
-        [self](stats_atom) -> wire_bytes { return to_wire(codec::encode(reuse_stats(self->state))); },
+        [self](stats_atom, bool validate) -> wire_bytes {
+          return to_wire(codec::encode(reuse_stats(self->state, validate)));
+        },
         [self](end_atom, uint64_t session) {
           // The owners reclaim the leases of its open attempts themselves.
           self->state.open.end_session(SessionId{session});

@@ -41,7 +41,9 @@ Result<std::unique_ptr<InProcessAllocatorProbe>> InProcessAllocatorProbe::create
 
 Result<std::vector<uint8_t>> InProcessAllocatorProbe::call(const std::vector<uint8_t>& batch) {
   Result<std::vector<uint8_t>> out = make_error(ErrorCode::rpc_failed, "no reply", "allocator");
-  impl_->self->request(impl_->allocator, caf::infinite, actors::batch_atom::value, uint64_t{1}, actors::to_wire(batch))
+  impl_->self
+      ->request(impl_->allocator, caf::infinite, actors::route_atom::value, AllocatorRoute::id.value, uint64_t{1},
+                actors::to_wire(batch))
       .receive([&](actors::wire_bytes& reply) { out = std::vector<uint8_t>(reply.begin(), reply.end()); },
                [&](caf::error& e) { out = rpc_error(e); });
   return out;
@@ -76,7 +78,8 @@ struct DriverLoop : std::enable_shared_from_this<DriverLoop> {
     }
     const auto t0 = std::chrono::steady_clock::now();
     auto loop = shared_from_this();
-    self->request(allocator, caf::infinite, actors::batch_atom::value, uint64_t{1}, actors::to_wire(encode()))
+    self->request(allocator, caf::infinite, actors::route_atom::value, AllocatorRoute::id.value, uint64_t{1},
+                  actors::to_wire(encode()))
         .then(
             [loop, t0](actors::wire_bytes& reply) {
               Result<std::optional<std::vector<uint8_t>>> follow =
@@ -86,8 +89,8 @@ struct DriverLoop : std::enable_shared_from_this<DriverLoop> {
               if (loop->done++ >= loop->warmup) loop->us.push_back(rtt);
               if (!follow->has_value()) return loop->next();
               loop->self
-                  ->request(loop->allocator, caf::infinite, actors::batch_atom::value, uint64_t{1},
-                            actors::to_wire(**follow))
+                  ->request(loop->allocator, caf::infinite, actors::route_atom::value, AllocatorRoute::id.value,
+                            uint64_t{1}, actors::to_wire(**follow))
                   .then([loop](actors::wire_bytes&) { loop->next(); },
                         [loop](caf::error& e) { loop->fail(rpc_error(e)); });
             },

@@ -1,10 +1,10 @@
 // A worker's session on the node: stamps the session id and delegates the
-// untouched bytes to the owner, whose reply goes straight to the worker (CAF
-// delegation keeps one network round trip and no copy here). The ping echo
-// measures the transport alone (`kvrt bench rpc`).
+// untouched bytes to the route's owner (services/session/routes.hpp), whose
+// reply goes straight to the worker (CAF delegation keeps one network round
+// trip and no copy here). The ping route is its own echo: the transport
+// alone (`kvrt bench rpc`).
 #include "actors/owner_actors.hpp"
-#include "actors/wire_bytes.hpp"
-#include "schema/codecs.hpp"
+#include "actors/owner_routes.hpp"
 
 namespace kvrt::actors {
 
@@ -24,35 +24,23 @@ session_actor spawn_session_actor(caf::actor_system& system, SessionId session, 
     self->state.session = id;
     self->state.owners = std::move(handles);
     return {
-        [self](alloc_atom, wire_bytes& bytes) {
-          return self->delegate(self->state.owners.allocator, batch_atom::value, self->state.session.value,
-                                std::move(bytes));
+        [self](route_atom, uint16_t route, wire_bytes& bytes) -> caf::result<wire_bytes> {
+          const RouteId id{route};
+          if (id == kPingRoute) return std::move(bytes);
+          if (id == kAttachRoute || !is_known_route(id))
+            return error_reply(make_error(
+                ErrorCode::invalid_argument,
+                "no route " + std::to_string(route) + " (" + std::string(route_name(id)) + ") leads to an owner",
+                "route"));
+          const Owner owner = route_owner(id);
+          owner_interface handle = self->state.owners.of(owner);
+          if (!handle)
+            return error_reply(make_error(ErrorCode::invalid_argument,
+                                          "this node serves no " + std::string(owner_name(owner)) +
+                                              " (its section is absent from the node's config)",
+                                          std::string(owner_name(owner))));
+          return self->delegate(handle, route_atom::value, route, self->state.session.value, std::move(bytes));
         },
-        [self](prefix_atom, wire_bytes& bytes) {
-          return self->delegate(self->state.owners.prefix, batch_atom::value, self->state.session.value,
-                                std::move(bytes));
-        },
-        [self](authorize_atom, wire_bytes& bytes) {
-          return self->delegate(self->state.owners.authorization, authorize_atom::value, self->state.session.value,
-                                std::move(bytes));
-        },
-        [self](mapper_atom, wire_bytes& bytes) -> caf::result<wire_bytes> {
-          if (!self->state.owners.mapper)
-            return to_wire(codec::encode(
-                ErrorMessage{make_error(ErrorCode::invalid_argument,
-                                        "this node serves no mapper ([mapper] is absent from its config)", "mapper")}));
-          return self->delegate(self->state.owners.mapper, batch_atom::value, self->state.session.value,
-                                std::move(bytes));
-        },
-        [self](exec_atom, wire_bytes& bytes) {
-          return self->delegate(self->state.owners.executor, batch_atom::value, self->state.session.value,
-                                std::move(bytes));
-        },
-        [self](reuse_atom, wire_bytes& bytes) {
-          return self->delegate(self->state.owners.reuse, batch_atom::value, self->state.session.value,
-                                std::move(bytes));
-        },
-        [](ping_atom, wire_bytes& bytes) -> wire_bytes { return std::move(bytes); },
     };
   };
   return system.spawn(behavior, session, std::move(owners));

@@ -35,18 +35,32 @@ inline void log_rejected(const std::shared_ptr<spdlog::logger>& log, const char*
   logger_or_default(log).warn("actor={} session={} rejected malformed message: {}", actor, session, e.describe());
 }
 
-// One debug line per answered batch (`--log-level debug`; a level check and
+// One debug line per answered call (`--log-level debug`; a level check and
 // nothing else otherwise): the trace and span ids tie the line to the
-// worker's call and to the `--trace` slices of the same message.
+// worker's call and to the `--trace` slices of the same message. A batch's
+// line counts its operations and the typed errors among its outcomes.
 template <class Receipt>
 void log_answered(const std::shared_ptr<spdlog::logger>& log, const char* actor, uint64_t session,
                   const TraceContext& trace, const Receipt& receipt) {
   spdlog::logger& l = logger_or_default(log);
   if (!l.should_log(spdlog::level::debug)) return;
-  const auto errors = std::count_if(receipt.outcomes.begin(), receipt.outcomes.end(),
-                                    [](const auto& o) { return std::holds_alternative<Error>(o); });
-  l.debug("actor={} session={} trace={:016x} span={:016x} answered ops={} typed_errors={}", actor, session,
-          trace.trace_id, trace.span_id, receipt.outcomes.size(), errors);
+  if constexpr (requires { receipt.outcomes; }) {
+    const auto errors = std::count_if(receipt.outcomes.begin(), receipt.outcomes.end(),
+                                      [](const auto& o) { return std::holds_alternative<Error>(o); });
+    l.debug("actor={} session={} trace={:016x} span={:016x} answered ops={} typed_errors={}", actor, session,
+            trace.trace_id, trace.span_id, receipt.outcomes.size(), errors);
+  } else {
+    l.debug("actor={} session={} trace={:016x} span={:016x} answered", actor, session, trace.trace_id, trace.span_id);
+  }
+}
+
+// A whole request the owner refused (a grant it does not give).
+inline void log_refused(const std::shared_ptr<spdlog::logger>& log, const char* actor, uint64_t session,
+                        const TraceContext& trace, const Error& e) {
+  spdlog::logger& l = logger_or_default(log);
+  if (!l.should_log(spdlog::level::debug)) return;
+  l.debug("actor={} session={} trace={:016x} span={:016x} refused: {}", actor, session, trace.trace_id, trace.span_id,
+          e.describe());
 }
 
 inline void log_reclaim(const std::shared_ptr<spdlog::logger>& log, const char* actor, uint64_t session,

@@ -256,47 +256,47 @@ Result<CrossProcessRtt> cross_process_rtt(Client& c, int n) {
   const std::vector<uint8_t> ping_bytes(64, 7);
   for (int i = 0; i < n + n / 10; ++i) {
     uint64_t t = now_ns();
-    Result<std::vector<uint8_t>> echo = c.raw(RawRoute::ping, ping_bytes);
+    Result<std::vector<uint8_t>> echo = c.raw(kPingRoute, ping_bytes);
     if (i >= n / 10) ping_us.push_back(elapsed_us(t));
     if (!echo.ok()) return echo.error();
     t = now_ns();
-    Result<AllocatorBatchReceipt> r = c.allocator(AllocatorBatch{{}, allocations(1)});
+    Result<AllocatorBatchReceipt> r = c.call(AllocatorBatch{{}, allocations(1)});
     if (i >= n / 10) alloc_us.push_back(elapsed_us(t));
     if (!r.ok()) return r.error();
-    (void)c.allocator(AllocatorBatch{{}, releases_of(*r)});  // untimed
+    (void)c.call(AllocatorBatch{{}, releases_of(*r)});  // untimed
   }
   return CrossProcessRtt{percentiles(std::move(ping_us)), percentiles(std::move(alloc_us))};
 }
 
 Status reuse_rows(Client& c, int n, BenchReport& rep) {
   const std::string ns = "bench/rpc";
-  if (Result<NamespaceGrantReceipt> g = c.authorize(ns); !g.ok()) return g.error();
+  if (Result<NamespaceGrantReceipt> g = c.call(AuthorizeRequest{{}, ns}); !g.ok()) return g.error();
   std::vector<TokenId> prompt(80);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<TokenId>(7000 + i);
   // Serve and publish the prompt's four full blocks.
-  Result<AllocatorBatchReceipt> a = c.allocator(AllocatorBatch{{}, {AllocateOp{80, {}, std::nullopt}}});
+  Result<AllocatorBatchReceipt> a = c.call(AllocatorBatch{{}, {AllocateOp{80, {}, std::nullopt}}});
   if (!a.ok()) return a.error();
   const auto* r = std::get_if<AllocationReceipt>(&a->outcomes.at(0));
   if (r == nullptr) return std::get<Error>(a->outcomes[0]);
   const RequestFence fence{r->request_id, r->request_generation, r->table_version_after};
-  if (Result<AllocatorBatchReceipt> k = c.allocator(AllocatorBatch{{}, {CommitRowsOp{fence, 80}}}); !k.ok())
+  if (Result<AllocatorBatchReceipt> k = c.call(AllocatorBatch{{}, {CommitRowsOp{fence, 80}}}); !k.ok())
     return k.error();
-  if (Result<PrefixBatchReceipt> p = c.prefix(PrefixBatch{{}, {PrefixPublishOp{ns, fence.request, prompt, 0, 4}}});
+  if (Result<PrefixBatchReceipt> p = c.call(PrefixBatch{{}, {PrefixPublishOp{ns, fence.request, prompt, 0, 4}}});
       !p.ok())
     return p.error();
   std::vector<double> tx_us, match_us;
   for (int i = 0; i < n + n / 10; ++i) {
     uint64_t t = now_ns();
-    Result<ReuseBatchReceipt> tx = c.reuse(ReuseBatch{
+    Result<ReuseBatchReceipt> tx = c.call(ReuseBatch{
         {}, {ReuseAcquireOp{ns, RequestId{0}, RequestGeneration{0}, prompt, LogitsPath::logits_required, false}}});
     if (i >= n / 10) tx_us.push_back(elapsed_us(t));
     if (!tx.ok()) return tx.error();
     const auto* receipt = std::get_if<ExecutableReuseReceipt>(&tx->outcomes.at(0));
     if (receipt == nullptr) return make_error(ErrorCode::invariant_violated, "the published prompt was not reused");
-    (void)c.reuse(ReuseBatch{{}, {ReuseReleaseOp{receipt->execution_snapshot_version, false}}});  // untimed
+    (void)c.call(ReuseBatch{{}, {ReuseReleaseOp{receipt->execution_snapshot_version, false}}});  // untimed
     t = now_ns();
     Result<PrefixBatchReceipt> m =
-        c.prefix(PrefixBatch{{}, {PrefixMatchOp{ns, RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+        c.call(PrefixBatch{{}, {PrefixMatchOp{ns, RequestId{0}, RequestGeneration{0}, prompt, {}}}});
     if (i >= n / 10) match_us.push_back(elapsed_us(t));
     if (!m.ok()) return m.error();
   }
@@ -417,9 +417,9 @@ BenchReport run_rpc_bench(bool quick) {
     std::vector<double> per_batch;
     for (int i = 0; i < trials; ++i) {
       const uint64_t t = now_ns();
-      Result<AllocatorBatchReceipt> r = c.allocator(AllocatorBatch{{}, allocations(size)});
+      Result<AllocatorBatchReceipt> r = c.call(AllocatorBatch{{}, allocations(size)});
       per_batch.push_back(elapsed_us(t));
-      if (r.ok()) (void)c.allocator(AllocatorBatch{{}, releases_of(*r)});
+      if (r.ok()) (void)c.call(AllocatorBatch{{}, releases_of(*r)});
     }
     const double p50 = percentiles(per_batch).p50;
     if (size == 1) single_batch_us = p50;

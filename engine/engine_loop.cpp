@@ -110,20 +110,20 @@ void EngineLoop::note_error(const Error& e) {
 
 Result<AllocatorBatchReceipt> EngineLoop::call_allocator(const AllocatorBatch& batch) {
   const Clock::time_point t0 = Clock::now();
-  Result<AllocatorBatchReceipt> r = client_.allocator(batch);
+  Result<AllocatorBatchReceipt> r = client_.call(batch);
   result_.allocator_us.push_back(micros_since(t0));
   return r;
 }
 Result<PrefixBatchReceipt> EngineLoop::call_prefix(const PrefixBatch& batch) {
   const Clock::time_point t0 = Clock::now();
-  Result<PrefixBatchReceipt> r = client_.prefix(batch);
+  Result<PrefixBatchReceipt> r = client_.call(batch);
   result_.prefix_us.push_back(micros_since(t0));
   return r;
 }
 
 Result<ReuseBatchReceipt> EngineLoop::call_reuse(const ReuseBatch& batch) {
   const Clock::time_point t0 = Clock::now();
-  Result<ReuseBatchReceipt> r = client_.reuse(batch);
+  Result<ReuseBatchReceipt> r = client_.call(batch);
   result_.reuse_us.push_back(micros_since(t0));
   return r;
 }
@@ -181,7 +181,7 @@ Status EngineLoop::authorize_namespaces() {
   for (const workload::Job* job : jobs_) names.insert(job->namespace_name);
   for (const std::string& ns : names) {
     const Clock::time_point t0 = Clock::now();
-    Result<NamespaceGrantReceipt> grant = client_.authorize(ns, next_trace());
+    Result<NamespaceGrantReceipt> grant = client_.call(AuthorizeRequest{next_trace(), ns});
     result_.authorize_us.push_back(micros_since(t0));
     if (!grant.ok()) return grant.error();
   }

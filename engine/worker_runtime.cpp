@@ -134,7 +134,7 @@ class Worker {
     if (pending_releases_.empty()) return;
     ReuseBatch tx{next_trace(), {}};
     const size_t n = take_releases(tx);
-    Result<ReuseBatchReceipt> r = client_.reuse(tx);
+    Result<ReuseBatchReceipt> r = client_.call(tx);
     ++summary_.round_trips;
     if (!r.ok()) return note_error(r.error());
     if (r->outcomes.size() != n)
@@ -207,7 +207,7 @@ class Worker {
     for (const LiveRequest& r : fresh)
       tx.ops.push_back(
           ReuseAcquireOp{namespace_, RequestId{0}, RequestGeneration{0}, r.tokens, LogitsPath::logits_required, false});
-    Result<ReuseBatchReceipt> reused = client_.reuse(tx);
+    Result<ReuseBatchReceipt> reused = client_.call(tx);
     ++summary_.round_trips;
     if (!reused.ok() || reused->outcomes.size() != tx.ops.size()) {
       note_error(reused.ok() ? make_error(ErrorCode::rpc_failed, "the reuse receipt answers another number of ops")
@@ -228,7 +228,7 @@ class Worker {
       }
       alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt});
     }
-    Result<AllocatorBatchReceipt> allocated = client_.allocator(alloc);
+    Result<AllocatorBatchReceipt> allocated = client_.call(alloc);
     ++summary_.round_trips;
     if (!allocated.ok()) {
       note_error(allocated.error());
@@ -266,7 +266,7 @@ class Worker {
       admitted.push_back(std::move(r));
     }
     if (admitted.empty()) return;
-    Result<AllocatorBatchReceipt> committed = client_.allocator(commit);
+    Result<AllocatorBatchReceipt> committed = client_.call(commit);
     ++summary_.round_trips;
     if (!committed.ok()) {
       note_error(committed.error());
@@ -318,7 +318,7 @@ class Worker {
       stepping.push_back(&r);
     }
     if (stepping.empty()) return;
-    Result<AllocatorBatchReceipt> appended = client_.allocator(append);
+    Result<AllocatorBatchReceipt> appended = client_.call(append);
     ++summary_.round_trips;
     if (!appended.ok()) {
       note_error(appended.error());
@@ -348,7 +348,7 @@ class Worker {
       ++r.decoded;
     }
     if (committing.empty()) return;
-    Result<AllocatorBatchReceipt> committed = client_.allocator(commit);
+    Result<AllocatorBatchReceipt> committed = client_.call(commit);
     ++summary_.round_trips;
     if (!committed.ok()) {
       note_error(committed.error());
@@ -385,7 +385,7 @@ class Worker {
     // the request still holds them.
     if (successor_waits) release_receipts();
     if (!publish.ops.empty()) {
-      Result<PrefixBatchReceipt> published = client_.prefix(publish);
+      Result<PrefixBatchReceipt> published = client_.call(publish);
       ++summary_.round_trips;
       if (!published.ok())
         note_error(published.error());
@@ -394,7 +394,7 @@ class Worker {
           if (const auto* e = std::get_if<Error>(&o)) note_error(*e);
     }
     if (!release.ops.empty()) {
-      Result<AllocatorBatchReceipt> released = client_.allocator(release);
+      Result<AllocatorBatchReceipt> released = client_.call(release);
       ++summary_.round_trips;
       if (!released.ok()) {
         note_error(released.error());
@@ -442,7 +442,7 @@ Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions
                         "principal " + session.principal + " may use no namespace", "namespace");
     ns = session.allowed_namespaces.front();
   }
-  Result<NamespaceGrantReceipt> grant = (*client)->authorize(ns);
+  Result<NamespaceGrantReceipt> grant = (*client)->call(AuthorizeRequest{{}, ns});
   if (!grant.ok()) return grant.error();
 
   // Attach every pool the session receipt names (shared memory or GPU),

@@ -55,9 +55,13 @@ struct StatValue {
 struct OwnerStats $Kvrt.message {
   # One owner's gauges and counters as read live from a running node (`kvrt stats`).
   owner @0 :Text;                          # "allocator", "prefix_index", ...
-  validateOk @1 :Bool;                     # the owner's last validate() of its state
+  validateOk @1 :Bool = true;              # validate() found nothing wrong (or did not run: see validated)
   validateError @2 :Text;                  # empty when validate_ok
   values @3 :List(StatValue);
+  # Whether the owner ran its full validate() for this answer: always in a
+  # debug build, in a release build only when asked (`kvrt stats
+  # --validate`, the tests); the counters above are cheap either way.
+  validated @4 :Bool;
 }
 
 struct NodeStatsReceipt $Kvrt.message {

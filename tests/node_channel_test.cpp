@@ -38,7 +38,7 @@ class RawChannel {
   void send_bytes(const std::vector<uint8_t>& bytes) const {
     REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size()));
   }
-  void send_frame(ChannelRoute route, uint64_t sequence, const std::vector<uint8_t>& payload) const {
+  void send_frame(RouteId route, uint64_t sequence, const std::vector<uint8_t>& payload) const {
     const ChannelHeaderBytes h = write_channel_header({static_cast<uint32_t>(payload.size()), route, sequence});
     std::vector<uint8_t> bytes(h.begin(), h.end());
     bytes.insert(bytes.end(), payload.begin(), payload.end());
@@ -46,7 +46,7 @@ class RawChannel {
   }
   // Binds the connection to the ticket's session; the node must accept it.
   void attach(const std::string& ticket) const {
-    send_frame(ChannelRoute::attach, 1, std::vector<uint8_t>(ticket.begin(), ticket.end()));
+    send_frame(kAttachRoute, 1, std::vector<uint8_t>(ticket.begin(), ticket.end()));
     auto reply = read_frame();
     REQUIRE(reply.has_value());
     CHECK(reply->first.sequence == 1);
@@ -110,7 +110,7 @@ Client& require_channel(Client& c) {
 }  // namespace
 
 TEST_CASE("channel frame headers round-trip and refuse what no client sends", "[channel][codec]") {
-  const ChannelFrameHeader h{1234, ChannelRoute::reuse, 0x0102030405060708ull};
+  const ChannelFrameHeader h{1234, ReuseRoute::id, 0x0102030405060708ull};
   const ChannelHeaderBytes bytes = write_channel_header(h);
   // Little endian, as documented: length, route, flags, sequence.
   CHECK(bytes[0] == 0xd2);
@@ -123,13 +123,17 @@ TEST_CASE("channel frame headers round-trip and refuse what no client sends", "[
   CHECK(*back == h);
 
   CHECK(read_channel_header(std::span<const uint8_t>(bytes.data(), 15)).error().code == ErrorCode::decode_failed);
+  // A route nobody declared (routes.hpp): the first free id after the table's.
+  uint16_t undeclared = 0;
+  while (is_known_route(RouteId{undeclared})) ++undeclared;
   ChannelHeaderBytes route = bytes;
-  route[4] = kChannelRouteCount;
+  route[4] = static_cast<uint8_t>(undeclared);
+  route[5] = static_cast<uint8_t>(undeclared >> 8);
   CHECK(read_channel_header(route).error().field == "route");
   ChannelHeaderBytes flags = bytes;
   flags[7] = 1;
   CHECK(read_channel_header(flags).error().field == "flags");
-  ChannelHeaderBytes big = write_channel_header({kChannelMaxPayloadBytes, ChannelRoute::ping, 1});
+  ChannelHeaderBytes big = write_channel_header({kChannelMaxPayloadBytes, kPingRoute, 1});
   CHECK(read_channel_header(big).ok());
   big[0] += 1;
   CHECK(read_channel_header(big).error().field == "payload_bytes");
@@ -153,8 +157,8 @@ TEST_CASE("a client on the session channel gets the middleman's answers", "[node
   // and digests that name each session's own request.
   const AllocatorBatch batch{TraceContext{7, 1, 0},
                              {AllocateOp{20, {}, std::nullopt}, AllocateOp{0, {}, std::nullopt}}};
-  Result<AllocatorBatchReceipt> a = fast->allocator(batch);
-  Result<AllocatorBatchReceipt> b = slow.allocator(batch);
+  Result<AllocatorBatchReceipt> a = fast->call(batch);
+  Result<AllocatorBatchReceipt> b = slow.call(batch);
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   REQUIRE(a->outcomes.size() == 2);
@@ -169,13 +173,12 @@ TEST_CASE("a client on the session channel gets the middleman's answers", "[node
 
   // A session holds only its own: the fast session cannot release the slow one's request.
   const RequestFence foreign{rb.request_id, rb.request_generation, rb.table_version_after};
-  Result<AllocatorBatchReceipt> refused =
-      fast->allocator(AllocatorBatch{{}, {ReleaseOp{foreign, ReleaseReason::finished}}});
+  Result<AllocatorBatchReceipt> refused = fast->call(AllocatorBatch{{}, {ReleaseOp{foreign, ReleaseReason::finished}}});
   REQUIRE(refused.ok());
   CHECK(std::get<Error>(refused->outcomes.at(0)).code == ErrorCode::not_owner);
 
   // Malformed payloads on the channel: the owner's typed error, as through the middleman.
-  for (RawRoute route : {RawRoute::allocator, RawRoute::reuse, RawRoute::executor}) {
+  for (RouteId route : {AllocatorRoute::id, ReuseRoute::id, ExecutorRoute::id}) {
     Result<std::vector<uint8_t>> reply = fast->raw(route, {0xff, 0x00, 0x13});
     REQUIRE(reply.ok());
     Result<ErrorMessage> e = codec::decode<ErrorMessage>(*reply);
@@ -185,14 +188,13 @@ TEST_CASE("a client on the session channel gets the middleman's answers", "[node
   CHECK(fast->on_session_channel());
   // A reply larger than a socket buffer (200 receipts, about 66 KiB) arrives whole.
   Result<AllocatorBatchReceipt> many =
-      fast->allocator(AllocatorBatch{{}, std::vector<AllocatorOp>(200, AllocatorOp{AllocateOp{16, {}, std::nullopt}})});
+      fast->call(AllocatorBatch{{}, std::vector<AllocatorOp>(200, AllocatorOp{AllocateOp{16, {}, std::nullopt}})});
   REQUIRE(many.ok());
   CHECK(many->outcomes.size() == 200);
   CHECK(std::holds_alternative<AllocationReceipt>(many->outcomes.back()));
   // The attach route is the channel's own: refused before anything is sent.
-  CHECK(fast->raw(RawRoute::attach, bytes_of(fast->session().channel_ticket)).error().code ==
-        ErrorCode::invalid_argument);
-  Result<std::vector<uint8_t>> echo = fast->raw(RawRoute::ping, bytes_of("ping"));
+  CHECK(fast->raw(kAttachRoute, bytes_of(fast->session().channel_ticket)).error().code == ErrorCode::invalid_argument);
+  Result<std::vector<uint8_t>> echo = fast->raw(kPingRoute, bytes_of("ping"));
   REQUIRE(echo.ok());
   CHECK(*echo == bytes_of("ping"));
 }
@@ -205,21 +207,21 @@ TEST_CASE("bad channel input closes only that connection and the node keeps serv
 
   SECTION("an unknown route") {
     RawChannel raw(path);
-    ChannelHeaderBytes h = write_channel_header({0, ChannelRoute::ping, 1});
+    ChannelHeaderBytes h = write_channel_header({0, kPingRoute, 1});
     h[4] = 200;
     raw.send_bytes(std::vector<uint8_t>(h.begin(), h.end()));
     CHECK(raw.closed_by_node());
   }
   SECTION("a frame above the size limit, refused before its payload") {
     RawChannel raw(path);
-    ChannelHeaderBytes h = write_channel_header({kChannelMaxPayloadBytes, ChannelRoute::allocator, 1});
+    ChannelHeaderBytes h = write_channel_header({kChannelMaxPayloadBytes, AllocatorRoute::id, 1});
     h[0] += 1;
     raw.send_bytes(std::vector<uint8_t>(h.begin(), h.end()));
     CHECK(raw.closed_by_node());
   }
   SECTION("a request before the attach frame") {
     RawChannel raw(path);
-    raw.send_frame(ChannelRoute::allocator, 5, codec::encode(AllocatorBatch{{}, {AllocateOp{16, {}, std::nullopt}}}));
+    raw.send_frame(AllocatorRoute::id, 5, codec::encode(AllocatorBatch{{}, {AllocateOp{16, {}, std::nullopt}}}));
     auto reply = raw.read_frame();
     REQUIRE(reply.has_value());
     CHECK(reply->first.sequence == 5);
@@ -228,7 +230,7 @@ TEST_CASE("bad channel input closes only that connection and the node keeps serv
   }
   SECTION("a wrong ticket") {
     RawChannel raw(path);
-    raw.send_frame(ChannelRoute::attach, 1, bytes_of("00000000000000000000000000000000"));
+    raw.send_frame(kAttachRoute, 1, bytes_of("00000000000000000000000000000000"));
     auto reply = raw.read_frame();
     REQUIRE(reply.has_value());
     CHECK(std::string(reply->second.begin(), reply->second.end()) == "unknown or ended session ticket");
@@ -239,14 +241,14 @@ TEST_CASE("bad channel input closes only that connection and the node keeps serv
     {
       RawChannel raw(path);
       raw.attach(client->session().channel_ticket);
-      const ChannelHeaderBytes h = write_channel_header({4096, ChannelRoute::allocator, 2});
+      const ChannelHeaderBytes h = write_channel_header({4096, AllocatorRoute::id, 2});
       std::vector<uint8_t> part(h.begin(), h.end());
       part.resize(part.size() + 100, 0xab);
       raw.send_bytes(part);
     }
   }
   // Whatever happened above, the node still serves its sessions.
-  Result<AllocatorBatchReceipt> r = client->allocator(AllocatorBatch{{}, {AllocateOp{16, {}, std::nullopt}}});
+  Result<AllocatorBatchReceipt> r = client->call(AllocatorBatch{{}, {AllocateOp{16, {}, std::nullopt}}});
   REQUIRE(r.ok());
   CHECK(std::get<AllocationReceipt>(r->outcomes.at(0)).outcome == AllocationOutcome::committed);
   CHECK(client->on_session_channel());
@@ -261,14 +263,14 @@ TEST_CASE("pipelined channel frames are answered once each, in request order", "
 
   // A slow owner's request first, then fast ones: the replies still come in
   // the order asked, each under its own sequence number.
-  raw.send_frame(ChannelRoute::allocator, 10, codec::encode(AllocatorBatch{{}, {AllocateOp{16, {}, std::nullopt}}}));
-  raw.send_frame(ChannelRoute::ping, 11, bytes_of("a"));
-  raw.send_frame(ChannelRoute::attach, 12, bytes_of(client->session().channel_ticket));
-  raw.send_frame(ChannelRoute::ping, 13, {});
+  raw.send_frame(AllocatorRoute::id, 10, codec::encode(AllocatorBatch{{}, {AllocateOp{16, {}, std::nullopt}}}));
+  raw.send_frame(kPingRoute, 11, bytes_of("a"));
+  raw.send_frame(kAttachRoute, 12, bytes_of(client->session().channel_ticket));
+  raw.send_frame(kPingRoute, 13, {});
   auto r10 = raw.read_frame(), r11 = raw.read_frame(), r12 = raw.read_frame(), r13 = raw.read_frame();
   REQUIRE((r10 && r11 && r12 && r13));
   CHECK(r10->first.sequence == 10);
-  CHECK(r10->first.route == ChannelRoute::allocator);
+  CHECK(r10->first.route == AllocatorRoute::id);
   Result<AllocatorBatchReceipt> receipt = codec::decode<AllocatorBatchReceipt>(r10->second);
   REQUIRE(receipt.ok());
   CHECK(std::holds_alternative<AllocationReceipt>(receipt->outcomes.at(0)));
@@ -286,7 +288,7 @@ TEST_CASE("pipelined channel frames are answered once each, in request order", "
 
   // A frame that arrives a few bytes at a time, and one larger than a single
   // read of the node (4 KiB), are each cut out whole.
-  const ChannelHeaderBytes h = write_channel_header({3, ChannelRoute::ping, 14});
+  const ChannelHeaderBytes h = write_channel_header({3, kPingRoute, 14});
   std::vector<uint8_t> trickle(h.begin(), h.end());
   trickle.insert(trickle.end(), {'x', 'y', 'z'});
   for (size_t at = 0; at < trickle.size(); at += 5) {
@@ -299,7 +301,7 @@ TEST_CASE("pipelined channel frames are answered once each, in request order", "
   CHECK(r14->second == bytes_of("xyz"));
   std::vector<uint8_t> big(100000);
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
-  raw.send_frame(ChannelRoute::ping, 15, big);
+  raw.send_frame(kPingRoute, 15, big);
   auto r15 = raw.read_frame();
   REQUIRE(r15.has_value());
   CHECK(r15->first.sequence == 15);
@@ -318,7 +320,7 @@ TEST_CASE("a session's end closes its channels and voids its ticket", "[node][ch
   client.reset();  // the worker closes its session
   CHECK(raw.closed_by_node());
   RawChannel late(path);
-  late.send_frame(ChannelRoute::attach, 1, bytes_of(ticket));
+  late.send_frame(kAttachRoute, 1, bytes_of(ticket));
   auto reply = late.read_frame();
   REQUIRE(reply.has_value());
   CHECK(std::string(reply->second.begin(), reply->second.end()) == "unknown or ended session ticket");
@@ -356,7 +358,7 @@ TEST_CASE("a node without a session channel serves every call through the middle
   CHECK(client->session().channel_socket.empty());
   CHECK(client->session().channel_ticket.empty());
   CHECK_FALSE(client->on_session_channel());
-  Result<AllocatorBatchReceipt> r = client->allocator(AllocatorBatch{{}, {AllocateOp{16, {}, std::nullopt}}});
+  Result<AllocatorBatchReceipt> r = client->call(AllocatorBatch{{}, {AllocateOp{16, {}, std::nullopt}}});
   REQUIRE(r.ok());
   CHECK(std::get<AllocationReceipt>(r->outcomes.at(0)).outcome == AllocationOutcome::committed);
   CHECK(n.stat("node", "channels_attached") == 0);
@@ -373,7 +375,7 @@ TEST_CASE("the node serves at most 256 channel connections and keeps serving", "
   RawChannel over(path);
   CHECK(over.closed_by_node());
   // The connections already open are served: the client's, and a raw one that attaches.
-  Result<std::vector<uint8_t>> echo = client->raw(RawRoute::ping, bytes_of("still here"));
+  Result<std::vector<uint8_t>> echo = client->raw(kPingRoute, bytes_of("still here"));
   REQUIRE(echo.ok());
   CHECK(*echo == bytes_of("still here"));
   idle.front()->attach(client->session().channel_ticket);
@@ -393,11 +395,11 @@ TEST_CASE("a worker that sends without reading loses its channel, and the node k
   // 40 echoes of 100 kB, none read: their answers outgrow the socket buffer,
   // the writer gives up after its stall limit and shuts the connection down.
   const std::vector<uint8_t> big(100000, 0x5a);
-  for (uint64_t k = 0; k < 40; ++k) raw.send_frame(ChannelRoute::ping, 100 + k, big);
+  for (uint64_t k = 0; k < 40; ++k) raw.send_frame(kPingRoute, 100 + k, big);
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   CHECK(raw.drained_to_close(std::chrono::seconds(10)));
   // Meanwhile and afterwards the node serves the session's own client.
-  Result<AllocatorBatchReceipt> r = client->allocator(AllocatorBatch{{}, {AllocateOp{16, {}, std::nullopt}}});
+  Result<AllocatorBatchReceipt> r = client->call(AllocatorBatch{{}, {AllocateOp{16, {}, std::nullopt}}});
   REQUIRE(r.ok());
   CHECK(std::holds_alternative<AllocationReceipt>(r->outcomes.at(0)));
   CHECK(client->on_session_channel());

@@ -69,7 +69,7 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
   AttachedPools pools(*a, n.descriptor);
 
   // A 40-token request: three blocks per group (16 + 16 + 8 rows).
-  Result<AllocatorBatchReceipt> alloc = a->allocator(AllocatorBatch{{}, {AllocateOp{40, {}, std::nullopt}}});
+  Result<AllocatorBatchReceipt> alloc = a->call(AllocatorBatch{{}, {AllocateOp{40, {}, std::nullopt}}});
   REQUIRE(alloc.ok());
   const AllocationReceipt& r = std::get<AllocationReceipt>(alloc->outcomes.at(0));
   std::vector<std::vector<uint32_t>> slots(pools.layout.cache_groups.size());
@@ -80,7 +80,7 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
     for (uint32_t j = 0; j < 3; ++j) pools.fill(layer, slots[g][j], j < 2 ? 16 : 8, rng);
   }
   const RequestFence fence{r.request_id, r.request_generation, r.table_version_after};
-  Result<AllocatorBatchReceipt> committed = a->allocator(AllocatorBatch{{}, {CommitRowsOp{fence, 40}}});
+  Result<AllocatorBatchReceipt> committed = a->call(AllocatorBatch{{}, {CommitRowsOp{fence, 40}}});
   REQUIRE(committed.ok());
   const TableVersion version = std::get<AllocationReceipt>(committed->outcomes.at(0)).table_version_after;
 
@@ -92,7 +92,7 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
     for (float& x : op.queries) x = u(rng);
     batch.ops.push_back(op);
   }
-  Result<ExecuteBatchReceipt> run = a->execute(batch);
+  Result<ExecuteBatchReceipt> run = a->call(batch);
   REQUIRE(run.ok());
   for (size_t i = 0; i < batch.ops.size(); ++i) {
     const AttentionOutput& got = output_of(*run, i);
@@ -118,7 +118,7 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
   DecodeAttentionOp good = batch.ops[0];
   ExecuteBatch bad;
   bad.ops.push_back(good);  // from the other session, below
-  Result<ExecuteBatchReceipt> foreign = b->execute(bad);
+  Result<ExecuteBatchReceipt> foreign = b->call(bad);
   REQUIRE(foreign.ok());
   CHECK(error_of(*foreign, 0) == ErrorCode::unknown_request);
   bad.ops.clear();
@@ -132,7 +132,7 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
   mapping.q_heads = 3;
   mapping.queries.resize(3 * 16);
   bad.ops = {stale, layer, width, mapping, good};
-  Result<ExecuteBatchReceipt> refused = a->execute(bad);
+  Result<ExecuteBatchReceipt> refused = a->call(bad);
   REQUIRE(refused.ok());
   CHECK(error_of(*refused, 0) == ErrorCode::stale_table_version);
   CHECK(error_of(*refused, 1) == ErrorCode::coordinate_out_of_range);
@@ -141,7 +141,7 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
   CHECK(same_bits(output_of(*refused, 4).outputs, output_of(*run, 0).outputs));  // the batch went on
   for (const auto& garbage :
        {std::vector<uint8_t>{}, std::vector<uint8_t>(40, 0x5a), codec::encode(HelloRequest{"x", "y", 1})}) {
-    Result<std::vector<uint8_t>> reply = a->raw(RawRoute::executor, garbage);
+    Result<std::vector<uint8_t>> reply = a->raw(ExecutorRoute::id, garbage);
     REQUIRE(reply.ok());
     Result<ErrorMessage> e = codec::decode<ErrorMessage>(*reply);
     REQUIRE(e.ok());

@@ -138,7 +138,7 @@ class NodeProcess {
   const std::string& descriptor_path() const { return descriptor_path_; }
   std::string log() const { return process_.output(); }
   NodeStats stats() const {
-    Result<NodeStats> s = read_node_stats(descriptor_);
+    Result<NodeStats> s = read_node_stats(descriptor_, /*validate=*/true);
     INFO((s.ok() ? std::string("ok") : s.error().describe()));
     REQUIRE(s.ok());
     return *s;
@@ -201,7 +201,7 @@ struct InProcessNode {
   }
   // One owner's statistic, read live; every owner must validate.
   int64_t stat(const std::string& owner, const std::string& name) const {
-    Result<NodeStats> s = read_node_stats(descriptor);
+    Result<NodeStats> s = read_node_stats(descriptor, /*validate=*/true);
     REQUIRE(s.ok());
     for (const OwnerStats& o : s->owners) {
       INFO(o.owner << ": " << o.validate_error);

@@ -16,7 +16,7 @@ namespace kvrt::test {
 namespace {
 
 MapperBatchReceipt call(Client& c, std::vector<MapperOp> ops) {
-  Result<MapperBatchReceipt> r = c.mapper(MapperBatch{TraceContext{3, 4, 0}, std::move(ops)});
+  Result<MapperBatchReceipt> r = c.call(MapperBatch{TraceContext{3, 4, 0}, std::move(ops)});
   INFO((r.ok() ? std::string("ok") : r.error().describe()));
   REQUIRE(r.ok());
   return *r;
@@ -88,7 +88,7 @@ TEST_CASE("node mapper: receipts over the wire and a worker view that shows the 
   // Malformed bytes: a typed error, and the mapper keeps serving.
   for (const auto& garbage :
        {std::vector<uint8_t>{}, std::vector<uint8_t>(64, 0xa5), codec::encode(HelloRequest{"x", "y", 1})}) {
-    Result<std::vector<uint8_t>> reply = reader->raw(RawRoute::mapper, garbage);
+    Result<std::vector<uint8_t>> reply = reader->raw(MapperRoute::id, garbage);
     REQUIRE(reply.ok());
     Result<ErrorMessage> e = codec::decode<ErrorMessage>(*reply);
     REQUIRE(e.ok());
@@ -112,11 +112,11 @@ TEST_CASE("node mapper: a node without [mapper] answers a typed error", "[node][
   InProcessNode n(dir, "tests/data/node/node-test.toml");
   CHECK_FALSE(n.descriptor.mapper.has_value());
   auto c = n.connect("worker-0");
-  Result<MapperBatchReceipt> r = c->mapper(MapperBatch{{}, {MapperAllocOp{RequestId{1}, RequestGeneration{1}, 8}}});
+  Result<MapperBatchReceipt> r = c->call(MapperBatch{{}, {MapperAllocOp{RequestId{1}, RequestGeneration{1}, 8}}});
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == ErrorCode::invalid_argument);
   CHECK(r.error().field == "mapper");
-  Result<NodeStats> s = read_node_stats(n.descriptor);
+  Result<NodeStats> s = read_node_stats(n.descriptor, /*validate=*/true);
   REQUIRE(s.ok());
   CHECK(s->owner("mapper") == nullptr);
 }
@@ -131,7 +131,7 @@ TEST_CASE("node mapper: a `kvrt node` process hands its page pool to worker view
   REQUIRE(node.descriptor().mapper.has_value());
   auto client = Client::connect(node.descriptor(), read_token_file(node.descriptor().token_path("worker-2")).value());
   REQUIRE(client.ok());
-  Result<MapperBatchReceipt> r = (*client)->mapper(MapperBatch{
+  Result<MapperBatchReceipt> r = (*client)->call(MapperBatch{
       {}, {MapperAllocOp{RequestId{5}, RequestGeneration{1}, 1024}, MapperStepOp{{StepRequest{RequestId{5}, 1024}}}}});
   REQUIRE(r.ok());
   const auto& slot = std::get<SlotBinding>(r->outcomes.at(0));

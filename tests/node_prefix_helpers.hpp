@@ -9,7 +9,7 @@
 namespace kvrt::test {
 
 inline AllocationReceipt allocation(Client& c, AllocatorOp op) {
-  Result<AllocatorBatchReceipt> r = c.allocator(AllocatorBatch{{}, {std::move(op)}});
+  Result<AllocatorBatchReceipt> r = c.call(AllocatorBatch{{}, {std::move(op)}});
   REQUIRE(r.ok());
   const auto* a = std::get_if<AllocationReceipt>(&r->outcomes.at(0));
   INFO((a == nullptr ? std::get<Error>(r->outcomes[0]).describe() : "ok"));
@@ -19,7 +19,7 @@ inline AllocationReceipt allocation(Client& c, AllocatorOp op) {
 
 inline PrefixMatchReceipt match(Client& c, const std::string& ns, const std::vector<TokenId>& prompt) {
   Result<PrefixBatchReceipt> r =
-      c.prefix(PrefixBatch{{}, {PrefixMatchOp{ns, RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+      c.call(PrefixBatch{{}, {PrefixMatchOp{ns, RequestId{0}, RequestGeneration{0}, prompt, {}}}});
   REQUIRE(r.ok());
   const auto* m = std::get_if<PrefixMatchReceipt>(&r->outcomes.at(0));
   REQUIRE(m != nullptr);
@@ -32,7 +32,7 @@ inline PrefixPublishReceipt serve_and_publish(Client& c, const std::vector<Token
   const RequestFence fence{r.request_id, r.request_generation, r.table_version_after};
   const AllocationReceipt committed = allocation(c, CommitRowsOp{fence, static_cast<uint32_t>(prompt.size())});
   if (fence_out) *fence_out = RequestFence{fence.request, fence.generation, committed.table_version_after};
-  Result<PrefixBatchReceipt> p = c.prefix(PrefixBatch{
+  Result<PrefixBatchReceipt> p = c.call(PrefixBatch{
       {}, {PrefixPublishOp{"test/shared", fence.request, prompt, 0, static_cast<uint32_t>(prompt.size() / 16)}}});
   REQUIRE(p.ok());
   const auto* receipt = std::get_if<PrefixPublishReceipt>(&p->outcomes.at(0));

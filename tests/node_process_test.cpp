@@ -223,7 +223,7 @@ TEST_CASE("node --log-level debug: each answered batch logs its session, trace a
     session = (*c)->session().session.value;
     const TraceContext trace{0x1234abcd5678ef01ULL, 0x77, 0};
     const RequestFence unknown{RequestId{4000}, RequestGeneration{1}, TableVersion{1}};
-    Result<AllocatorBatchReceipt> r = (*c)->allocator(
+    Result<AllocatorBatchReceipt> r = (*c)->call(
         AllocatorBatch{trace, {AllocateOp{16, {}, std::nullopt}, ReleaseOp{unknown, ReleaseReason::finished}}});
     REQUIRE(r.ok());
     REQUIRE(r->outcomes.size() == 2);
@@ -231,7 +231,7 @@ TEST_CASE("node --log-level debug: each answered batch logs its session, trace a
     REQUIRE(a != nullptr);
     CHECK(std::holds_alternative<Error>(r->outcomes[1]));
     const RequestFence fence{a->request_id, a->request_generation, a->table_version_after};
-    REQUIRE((*c)->allocator(AllocatorBatch{{}, {ReleaseOp{fence, ReleaseReason::finished}}}).ok());
+    REQUIRE((*c)->call(AllocatorBatch{{}, {ReleaseOp{fence, ReleaseReason::finished}}}).ok());
   }
   const NodeStats s = await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; });
   require_quiescent(s);

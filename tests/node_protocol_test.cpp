@@ -21,7 +21,7 @@ const Error& error_of(const AllocatorBatchReceipt& r, size_t i) {
 }
 
 AllocatorBatchReceipt call(Client& c, std::vector<AllocatorOp> ops) {
-  Result<AllocatorBatchReceipt> r = c.allocator(AllocatorBatch{TraceContext{1, 1, 0}, std::move(ops)});
+  Result<AllocatorBatchReceipt> r = c.call(AllocatorBatch{TraceContext{1, 1, 0}, std::move(ops)});
   INFO((r.ok() ? std::string("ok") : r.error().describe()));
   REQUIRE(r.ok());
   return *r;
@@ -39,7 +39,7 @@ TEST_CASE("malformed bytes get a typed error and the node keeps serving", "[node
       {0xff, 0xff, 0xff, 0xff, 0x00, 0x01, 0x02, 0x03},
       std::vector<uint8_t>(4096, 0xa5),
       codec::encode(HelloRequest{"x", "y", 1})};  // a message of another kind
-  for (RawRoute route : {RawRoute::allocator, RawRoute::prefix, RawRoute::authorize}) {
+  for (RouteId route : {AllocatorRoute::id, PrefixRoute::id, AuthorizeRoute::id}) {
     for (const auto& bytes : garbage) {
       Result<std::vector<uint8_t>> reply = client->raw(route, bytes);
       REQUIRE(reply.ok());
@@ -90,17 +90,17 @@ TEST_CASE("a session touches only what it holds, and looks up only what it was g
   // A lookup before any grant is refused before the index sees it.
   const std::vector<TokenId> prompt(48, 5);
   Result<PrefixBatchReceipt> ungranted =
-      a->prefix(PrefixBatch{{}, {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+      a->call(PrefixBatch{{}, {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
   REQUIRE(ungranted.ok());
   REQUIRE(std::holds_alternative<Error>(ungranted->outcomes[0]));
   CHECK(std::get<Error>(ungranted->outcomes[0]).code == ErrorCode::authorization_namespace_denied);
   // worker-0 may not use test/other at all.
-  Result<NamespaceGrantReceipt> denied = a->authorize("test/other");
+  Result<NamespaceGrantReceipt> denied = a->call(AuthorizeRequest{{}, "test/other"});
   REQUIRE_FALSE(denied.ok());
   CHECK(denied.error().code == ErrorCode::authorization_namespace_denied);
-  REQUIRE(a->authorize("test/shared").ok());
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
   Result<PrefixBatchReceipt> granted =
-      a->prefix(PrefixBatch{{}, {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+      a->call(PrefixBatch{{}, {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
   REQUIRE(granted.ok());
   REQUIRE(std::holds_alternative<PrefixMatchReceipt>(granted->outcomes[0]));
   CHECK(std::get<PrefixMatchReceipt>(granted->outcomes[0]).runtime_hit_tokens == 0);
@@ -109,21 +109,21 @@ TEST_CASE("a session touches only what it holds, and looks up only what it was g
   // namespace then hits them, another namespace does not.
   const AllocationReceipt committed = outcome_as<AllocationReceipt>(call(*a, {CommitRowsOp{fence, 40}}), 0);
   Result<PrefixBatchReceipt> published =
-      a->prefix(PrefixBatch{{},
-                            {PrefixPublishOp{"test/shared", fence.request,
-                                             std::vector<TokenId>(prompt.begin(), prompt.begin() + 40), 0, 2}}});
+      a->call(PrefixBatch{{},
+                          {PrefixPublishOp{"test/shared", fence.request,
+                                           std::vector<TokenId>(prompt.begin(), prompt.begin() + 40), 0, 2}}});
   REQUIRE(published.ok());
   REQUIRE(std::holds_alternative<PrefixPublishReceipt>(published->outcomes[0]));
   CHECK(std::get<PrefixPublishReceipt>(published->outcomes[0]).published == 2 * 2);  // 2 blocks x 2 groups
-  REQUIRE(b->authorize("test/shared").ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
   Result<PrefixBatchReceipt> hit =
-      b->prefix(PrefixBatch{{}, {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+      b->call(PrefixBatch{{}, {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
   REQUIRE(hit.ok());
   CHECK(std::get<PrefixMatchReceipt>(hit->outcomes[0]).runtime_hit_tokens == 32);
   auto c = n.connect("worker-3");
-  REQUIRE(c->authorize("test/other").ok());
+  REQUIRE(c->call(AuthorizeRequest{{}, "test/other"}).ok());
   Result<PrefixBatchReceipt> other =
-      c->prefix(PrefixBatch{{}, {PrefixMatchOp{"test/other", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+      c->call(PrefixBatch{{}, {PrefixMatchOp{"test/other", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
   REQUIRE(other.ok());
   CHECK(std::get<PrefixMatchReceipt>(other->outcomes[0]).runtime_hit_tokens == 0);
   (void)committed;

@@ -16,8 +16,8 @@ TEST_CASE("node radix: publications lease pages, matches reuse them, the budget 
   InProcessNode n(dir, "tests/data/node/node-radix-test.toml");
   auto a = n.connect("worker-0");
   auto b = n.connect("worker-1");
-  REQUIRE(a->authorize("test/shared").ok());
-  REQUIRE(b->authorize("test/shared").ok());
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
   CHECK(n.stat("prefix_index", "radix") == 1);
 
   // A serves 40 tokens (P = 16: two full pages) and publishes them: 2 pages
@@ -39,12 +39,11 @@ TEST_CASE("node radix: publications lease pages, matches reuse them, the budget 
   // Publishing again (B's table begins with the same pages) adopts nothing.
   // Another namespace sees nothing.
   auto c = n.connect("worker-3");
-  REQUIRE(c->authorize("test/other").ok());
+  REQUIRE(c->call(AuthorizeRequest{{}, "test/other"}).ok());
   CHECK(match(*c, "test/other", prompt).runtime_hit_tokens == 0);
 
   // A releases: its blocks stay cached (the node's leases hold them).
-  Result<AllocatorBatchReceipt> released =
-      a->allocator(AllocatorBatch{{}, {ReleaseOp{a_fence, ReleaseReason::finished}}});
+  Result<AllocatorBatchReceipt> released = a->call(AllocatorBatch{{}, {ReleaseOp{a_fence, ReleaseReason::finished}}});
   REQUIRE(released.ok());
   REQUIRE(std::holds_alternative<ReleaseResult>(released->outcomes.at(0)));
   CHECK(match(*b, "test/shared", prompt).runtime_hit_tokens == 32);

@@ -19,9 +19,9 @@ TEST_CASE("node reuse funnel: lookups, refusals and presented hits land in their
   auto a = n.connect("worker-0");
   auto b = n.connect("worker-1");
   auto c = n.connect("worker-3");  // granted test/other only
-  REQUIRE(a->authorize("test/shared").ok());
-  REQUIRE(b->authorize("test/shared").ok());
-  REQUIRE(c->authorize("test/other").ok());
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(c->call(AuthorizeRequest{{}, "test/other"}).ok());
   const std::vector<TokenId> prompt = prompt_of(7, 40);  // two full blocks of 16, and 8 tokens
 
   // 1. Nothing published yet: a miss.
@@ -37,7 +37,7 @@ TEST_CASE("node reuse funnel: lookups, refusals and presented hits land in their
   std::vector<PhysicalBlockHandle> stale = hit_handles(match(*b, "test/shared", prompt));
   REQUIRE(!stale.empty());
   for (PhysicalBlockHandle& h : stale) h.generation = BlockGeneration{h.generation.value + 1};
-  Result<AllocatorBatchReceipt> refused = b->allocator(AllocatorBatch{{}, {AllocateOp{40, stale, std::nullopt}}});
+  Result<AllocatorBatchReceipt> refused = b->call(AllocatorBatch{{}, {AllocateOp{40, stale, std::nullopt}}});
   REQUIRE(refused.ok());
   REQUIRE(std::holds_alternative<Error>(refused->outcomes.at(0)));
   CHECK(std::get<Error>(refused->outcomes[0]).code == ErrorCode::stale_physical);
@@ -46,7 +46,7 @@ TEST_CASE("node reuse funnel: lookups, refusals and presented hits land in their
   // 5. A lookup in a namespace the session holds no grant for: refused
   // before the index sees it (0x0CE).
   Result<PrefixBatchReceipt> denied =
-      c->prefix(PrefixBatch{{}, {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+      c->call(PrefixBatch{{}, {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
   REQUIRE(denied.ok());
   REQUIRE(std::holds_alternative<Error>(denied->outcomes.at(0)));
   const std::optional<RejectionReason> denied_reason =
@@ -55,11 +55,11 @@ TEST_CASE("node reuse funnel: lookups, refusals and presented hits land in their
   // 6. A malformed request is no reuse attempt at all: an allocation whose
   // hits are not whole bundles.
   Result<AllocatorBatchReceipt> malformed =
-      b->allocator(AllocatorBatch{{}, {AllocateOp{40, {hit_handles(hit).front()}, std::nullopt}}});
+      b->call(AllocatorBatch{{}, {AllocateOp{40, {hit_handles(hit).front()}, std::nullopt}}});
   REQUIRE(malformed.ok());
   REQUIRE(std::holds_alternative<Error>(malformed->outcomes.at(0)));
 
-  Result<NodeStats> stats = read_node_stats(n.descriptor);
+  Result<NodeStats> stats = read_node_stats(n.descriptor, /*validate=*/true);
   REQUIRE(stats.ok());
   const NodeReuseFunnel f = node_reuse_funnel(stats->owners);
   CHECK(f.requests == 5);

@@ -17,7 +17,7 @@ ReuseAcquireOp acquire(const std::string& ns, const std::vector<TokenId>& prompt
 }
 
 ReuseBatchReceipt reuse(Client& c, std::vector<ReuseOp> ops) {
-  Result<ReuseBatchReceipt> r = c.reuse(ReuseBatch{{}, std::move(ops)});
+  Result<ReuseBatchReceipt> r = c.call(ReuseBatch{{}, std::move(ops)});
   INFO((r.ok() ? std::string("ok") : r.error().describe()));
   REQUIRE(r.ok());
   return *r;
@@ -31,8 +31,8 @@ TEST_CASE("node reuse transaction: a receipt leases exactly the hit, and its lea
   InProcessNode n(dir);
   auto a = n.connect("worker-0");
   auto b = n.connect("worker-1");
-  REQUIRE(a->authorize("test/shared").ok());
-  REQUIRE(b->authorize("test/shared").ok());
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
   const std::vector<TokenId> prompt = prompt_of(7, 40);  // two full blocks of 16, and 8 tokens
   (void)serve_and_publish(*a, prompt, nullptr);
   const PrefixMatchReceipt hit = match(*b, "test/shared", prompt);
@@ -99,8 +99,8 @@ TEST_CASE("node reuse transaction: refusals name their step and bucket, and take
   InProcessNode n(dir);
   auto a = n.connect("worker-0");
   auto c = n.connect("worker-3");  // granted test/other only
-  REQUIRE(a->authorize("test/shared").ok());
-  REQUIRE(c->authorize("test/other").ok());
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(c->call(AuthorizeRequest{{}, "test/other"}).ok());
   const std::vector<TokenId> prompt = prompt_of(9, 40);
   (void)serve_and_publish(*a, prompt, nullptr);
   const int64_t leases_before = n.stat("allocator", "live_leases");
@@ -130,7 +130,7 @@ TEST_CASE("node reuse transaction: refusals name their step and bucket, and take
   // The node's funnel counts the refusal that never reached the index, and
   // the two misses and the later hit that did.
   {
-    Result<NodeStats> stats = read_node_stats(n.descriptor);
+    Result<NodeStats> stats = read_node_stats(n.descriptor, /*validate=*/true);
     REQUIRE(stats.ok());
     const NodeReuseFunnel f = node_reuse_funnel(stats->owners);
     CHECK(f.requests == 3);
@@ -142,7 +142,7 @@ TEST_CASE("node reuse transaction: refusals name their step and bucket, and take
   CHECK(n.stat("node", "reuse_errors") == 1);
 
   // Malformed bytes on the reuse route: a typed error, and the node serves on.
-  Result<std::vector<uint8_t>> garbage = a->raw(RawRoute::reuse, std::vector<uint8_t>{1, 2, 3, 4, 5});
+  Result<std::vector<uint8_t>> garbage = a->raw(ReuseRoute::id, std::vector<uint8_t>{1, 2, 3, 4, 5});
   REQUIRE(garbage.ok());
   CHECK_FALSE(codec::decode<ReuseBatchReceipt>(*garbage).ok());
   CHECK(std::holds_alternative<ExecutableReuseReceipt>(reuse(*a, {acquire("test/shared", prompt)}).outcomes.at(0)));
@@ -152,13 +152,13 @@ TEST_CASE("node reuse transaction: a session that ends holding receipt leases gi
   ScratchDir dir("node-reuse-tx-end");
   InProcessNode n(dir);
   auto a = n.connect("worker-0");
-  REQUIRE(a->authorize("test/shared").ok());
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
   const std::vector<TokenId> prompt = prompt_of(13, 48);
   RequestFence fence;
   (void)serve_and_publish(*a, prompt, &fence);
   {
     auto b = n.connect("worker-1");
-    REQUIRE(b->authorize("test/shared").ok());
+    REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
     const ReuseBatchReceipt r = reuse(*b, {acquire("test/shared", prompt)});
     REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
     CHECK(n.stat("allocator", "live_leases") > 0);
@@ -168,7 +168,7 @@ TEST_CASE("node reuse transaction: a session that ends holding receipt leases gi
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(n.stat("allocator", "live_leases") == 0);
   CHECK(n.stat("node", "reuse_open_attempts") == 0);  // the ended session's attempt was dropped
-  Result<AllocatorBatchReceipt> done = a->allocator(AllocatorBatch{{}, {ReleaseOp{fence}}});
+  Result<AllocatorBatchReceipt> done = a->call(AllocatorBatch{{}, {ReleaseOp{fence}}});
   REQUIRE(done.ok());
 }
 
@@ -177,8 +177,8 @@ TEST_CASE("node reuse transaction: a radix candidate leases its blocks and locks
   InProcessNode n(dir, "tests/data/node/node-radix-test.toml");
   auto a = n.connect("worker-0");
   auto b = n.connect("worker-1");
-  REQUIRE(a->authorize("test/shared").ok());
-  REQUIRE(b->authorize("test/shared").ok());
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
   const std::vector<TokenId> prompt = prompt_of(3, 40);
   (void)serve_and_publish(*a, prompt, nullptr);
   const PrefixMatchReceipt hit = match(*b, "test/shared", prompt);
@@ -208,7 +208,7 @@ TEST_CASE("node reuse transaction: a radix candidate leases its blocks and locks
   // A session that ends holding a receipt gives its path lock back too.
   {
     auto c = n.connect("worker-2");
-    REQUIRE(c->authorize("test/shared").ok());
+    REQUIRE(c->call(AuthorizeRequest{{}, "test/shared"}).ok());
     REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(reuse(*c, {acquire("test/shared", prompt)}).outcomes.at(0)));
     CHECK(n.stat("prefix_index", "path_leases") == 1);
   }
@@ -234,8 +234,8 @@ void successor_round(const std::string& config) {
   InProcessNode n(dir, config);
   auto a = n.connect("worker-0");
   auto b = n.connect("worker-1");
-  REQUIRE(a->authorize("test/shared").ok());
-  REQUIRE(b->authorize("test/shared").ok());
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
   const std::vector<TokenId> prompt = prompt_of(5, 40);
   (void)serve_and_publish(*a, prompt, nullptr);
   const int64_t leases_before = n.stat("allocator", "live_leases");

@@ -10,6 +10,51 @@
 
 namespace kvrt::test {
 
+// The run's next request, which must be a T: the stage the test expects
+// next (ReuseBatchRun::next() skips a stage with no op left at it).
+template <class T>
+T expect_next(ReuseBatchRun& run) {
+  std::optional<ReuseBatchRun::Request> request = run.next();
+  REQUIRE(request.has_value());
+  INFO("the run asked for stage " << request->index());
+  REQUIRE(std::holds_alternative<T>(*request));
+  return std::get<T>(std::move(*request));
+}
+// The run has nothing more to ask.
+inline void expect_done(ReuseBatchRun& run) {
+  std::optional<ReuseBatchRun::Request> request = run.next();
+  INFO("the run asked for stage " << (request ? static_cast<int>(request->index()) : -1));
+  CHECK_FALSE(request.has_value());
+}
+
+// Walks a run stage by stage for a test that decides per stage whether it
+// expects an op there: take<T>() answers the run's request when it is a T,
+// and otherwise keeps it for the stage it belongs to.
+struct StageCursor {
+  ReuseBatchRun& run;
+  std::optional<ReuseBatchRun::Request> held{};
+  bool done = false;
+  template <class T>
+  std::optional<T> take() {
+    if (!held && !done) {
+      held = run.next();
+      done = !held.has_value();
+    }
+    if (!held || !std::holds_alternative<T>(*held)) return std::nullopt;
+    T t = std::get<T>(std::move(*held));
+    held.reset();
+    return t;
+  }
+  // Every request was taken and the run has none left.
+  bool finished() {
+    if (!held && !done) {
+      held = run.next();
+      done = !held.has_value();
+    }
+    return done && !held;
+  }
+};
+
 inline const std::vector<PoolGenerationRef> kPools{{PoolId{1}, PoolGeneration{3}}, {PoolId{2}, PoolGeneration{3}}};
 inline constexpr uint32_t kBlockTokens = 16;
 inline constexpr uint32_t kGroups = 2;
@@ -62,20 +107,20 @@ inline ExecutableReuseReceipt hold_one(const ScriptedOwners& x, OpenReuseAttempt
                                        uint64_t snapshot) {
   ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
   run.bind(open, SessionId{1});
-  (void)run.key_requests();
-  run.on_keys({x.key()});
-  (void)run.candidate_requests();
-  run.on_candidates(
-      {CandidateReply(CandidateAnswer(radix ? radix_candidate(x) : std::get<ReuseCandidate>(x.happy.candidate)))});
-  (void)run.lease_requests();
-  run.on_leases({x.leases({LeaseId{snapshot * 10 + 1}, LeaseId{snapshot * 10 + 2}})});
+  (void)expect_next<KeyLookup>(run);
+  run.answer(std::vector<ReuseKeyAnswer>{x.key()});
+  (void)expect_next<CandidateLookup>(run);
+  run.answer(std::vector<CandidateReply>{
+      CandidateReply(CandidateAnswer(radix ? radix_candidate(x) : std::get<ReuseCandidate>(x.happy.candidate)))});
+  (void)expect_next<BlockLeaseAcquire>(run);
+  run.answer(std::vector<ReuseLeaseAnswer>{x.leases({LeaseId{snapshot * 10 + 1}, LeaseId{snapshot * 10 + 2}})});
   if (radix) {
-    REQUIRE(run.path_lease_requests().size() == 1);
-    run.on_path_leases({ReusePathLeaseAnswer{LeaseId{kPathLeaseBit | snapshot}, ""}});
+    REQUIRE(expect_next<PathLeaseAcquire>(run).requests.size() == 1);
+    run.answer(std::vector<ReusePathLeaseAnswer>{ReusePathLeaseAnswer{LeaseId{kPathLeaseBit | snapshot}, ""}});
   }
-  REQUIRE(run.version_requests() == 1);
-  run.on_index_version(ReuseIndexVersion{7, TreeVersion{0}});
-  run.on_snapshots(ScriptedOwners::freeze(run.snapshot_requests(), snapshot));
+  (void)expect_next<IndexVersionRead>(run);
+  run.answer(ReuseIndexVersion{7, TreeVersion{0}});
+  run.answer(ScriptedOwners::freeze(expect_next<SnapshotFreeze>(run).requests, snapshot));
   const ReuseBatchReceipt r = run.receipt();
   REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
   for (ReuseAttempt& a : run.take_receipt_attempts()) REQUIRE(open.hold(SessionId{1}, std::move(a)).ok());

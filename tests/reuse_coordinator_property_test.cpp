@@ -97,16 +97,19 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
   };
   std::set<size_t> ended;  // ops the script (or a failed stage) has ended so far
   auto alive = [&](size_t i) { return !ended.contains(i); };
+  // The run skips a stage no op is left at: each stage below takes the
+  // run's request when it is that stage's, and otherwise expects no op there.
+  StageCursor cursor{run};
 
   // Stage 1: keys.
   {
-    const auto reqs = run.key_requests();
+    const auto reqs = cursor.take<KeyLookup>().value_or(KeyLookup{}).requests;
     at = expected(alive);
     REQUIRE(reqs.size() == at.size());
-    if (failing_stage == 1) {
-      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "authorization down"));
+    if (failing_stage == 1 && !at.empty()) {
+      run.failed(make_error(ErrorCode::rpc_failed, "authorization down"));
       for (size_t i : at) ended.insert(i);
-    } else {
+    } else if (!at.empty()) {
       std::vector<ReuseKeyAnswer> answers;
       for (size_t i : at) {
         if (script[i].fate == Fate::denied) {
@@ -116,18 +119,18 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
           answers.push_back({happy.authorization, happy.key});
         }
       }
-      run.on_keys(answers);
+      run.answer(answers);
     }
   }
   // Stage 2: candidates.
   {
-    const auto reqs = run.candidate_requests();
+    const auto reqs = cursor.take<CandidateLookup>().value_or(CandidateLookup{}).lookups;
     at = expected(alive);
     REQUIRE(reqs.size() == at.size());
-    if (failing_stage == 2) {
-      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "index down"));
+    if (failing_stage == 2 && !at.empty()) {
+      run.failed(make_error(ErrorCode::rpc_failed, "index down"));
       for (size_t i : at) ended.insert(i);
-    } else {
+    } else if (!at.empty()) {
       std::vector<CandidateReply> answers;
       for (size_t i : at) {
         if (script[i].fate == Fate::miss) {
@@ -142,18 +145,18 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
         }
         answers.push_back(CandidateReply(CandidateAnswer(c)));
       }
-      run.on_candidates(answers);
+      run.answer(answers);
     }
   }
   // Stage 3: block leases.
   {
-    const auto reqs = run.lease_requests();
+    const auto reqs = cursor.take<BlockLeaseAcquire>().value_or(BlockLeaseAcquire{}).requests;
     at = expected(alive);
     REQUIRE(reqs.size() == at.size());
-    if (failing_stage == 3) {
-      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "allocator down"));
+    if (failing_stage == 3 && !at.empty()) {
+      run.failed(make_error(ErrorCode::rpc_failed, "allocator down"));
       for (size_t i : at) ended.insert(i);
-    } else {
+    } else if (!at.empty()) {
       std::vector<ReuseLeaseAnswer> answers;
       for (size_t k = 0; k < at.size(); ++k) {
         const size_t i = at[k];
@@ -170,16 +173,16 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
         }
         answers.push_back({LeaseAnswer(g), kPools, 16});
       }
-      run.on_leases(answers);
+      run.answer(answers);
     }
   }
   // Stage 4: path leases (radix ops whose blocks were leased).
   {
-    const auto reqs = run.path_lease_requests();
+    const auto reqs = cursor.take<PathLeaseAcquire>().value_or(PathLeaseAcquire{}).requests;
     at = expected([&](size_t i) { return alive(i) && script[i].radix; });
     REQUIRE(reqs.size() == at.size());
     if (failing_stage == 4 && !at.empty()) {
-      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "radix down"));
+      run.failed(make_error(ErrorCode::rpc_failed, "radix down"));
       for (size_t i : at) ended.insert(i);
     } else if (!at.empty()) {
       std::vector<ReusePathLeaseAnswer> answers;
@@ -193,7 +196,7 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
         granted_to[l.value] = i;
         answers.push_back({l, ""});
       }
-      run.on_path_leases(answers);
+      run.answer(answers);
     }
   }
   // Stage 5: versions, one answer for the batch; a moved version rejects
@@ -202,14 +205,14 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
   // scripted to see it moved (then it moved for all of them).
   {
     at = expected(alive);
-    REQUIRE(run.version_requests() == at.size());
+    REQUIRE(cursor.take<IndexVersionRead>().has_value() == !at.empty());
     if (failing_stage == 5 && !at.empty()) {
-      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "index down"));
+      run.failed(make_error(ErrorCode::rpc_failed, "index down"));
       for (size_t i : at) ended.insert(i);
     } else if (!at.empty()) {
       const bool moved =
           std::all_of(at.begin(), at.end(), [&](size_t i) { return script[i].fate == Fate::version_moved; });
-      run.on_index_version(ReuseIndexVersion{moved ? 8u : 7u, TreeVersion{0}});
+      run.answer(ReuseIndexVersion{moved ? 8u : 7u, TreeVersion{0}});
       for (size_t i : at)
         if (moved)
           ended.insert(i);
@@ -219,11 +222,11 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
   }
   // Stage 6: snapshots.
   {
-    const auto reqs = run.snapshot_requests();
+    const auto reqs = cursor.take<SnapshotFreeze>().value_or(SnapshotFreeze{}).requests;
     at = expected(alive);
     REQUIRE(reqs.size() == at.size());
     if (failing_stage == 6 && !at.empty()) {
-      run.on_stage_failed(make_error(ErrorCode::rpc_failed, "executor down"));
+      run.failed(make_error(ErrorCode::rpc_failed, "executor down"));
       for (size_t i : at) ended.insert(i);
     } else if (!at.empty()) {
       std::vector<SnapshotAnswer> answers;
@@ -233,9 +236,11 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
             script[at[k]].fate == Fate::abi_drift ? std::string("other_abi") : reqs[k].planned_kernel_abi_id;
         answers.push_back(SnapshotAnswer{v, v, abi, reqs[k].planned_kernel_abi_id, reqs[k].handles, reqs[k].interval});
       }
-      run.on_snapshots(answers);
+      run.answer(answers);
     }
   }
+
+  REQUIRE(cursor.finished());
 
   // --- the outcomes agree with the script -----------------------------------------
   const ReuseBatchReceipt r = run.receipt();
@@ -389,7 +394,8 @@ TEST_CASE("reuse coordinator property: release ops end each held attempt once, a
     ReuseBatchRun run(batch, kPools, kBlockTokens, kGroups);
     run.bind(open, SessionId{1});
     // The successor stage: one publish op per well-formed successor, in op order.
-    const std::vector<PrefixOp> pubs = run.successor_requests();
+    StageCursor cursor{run};
+    const std::vector<PrefixOp> pubs = cursor.take<SuccessorPublish>().value_or(SuccessorPublish{}).batch.ops;
     std::vector<size_t> publishing;
     for (size_t i = 0; i < fates.size(); ++i)
       if (fates[i] == ReleaseFate::published || fates[i] == ReleaseFate::nothing_new ||
@@ -398,7 +404,7 @@ TEST_CASE("reuse coordinator property: release ops end each held attempt once, a
     REQUIRE(pubs.size() == publishing.size());
     if (!pubs.empty()) {
       if (index_down) {
-        run.on_successors(make_error(ErrorCode::rpc_failed, "prefix_index: down"));
+        run.answer(Result<PrefixBatchReceipt>(make_error(ErrorCode::rpc_failed, "prefix_index: down")));
       } else {
         PrefixBatchReceipt answers;
         for (size_t i : publishing) {
@@ -410,15 +416,20 @@ TEST_CASE("reuse coordinator property: release ops end each held attempt once, a
             answers.outcomes.emplace_back(std::in_place_type<Error>,
                                           make_error(ErrorCode::row_not_valid, "not committed", "rows"));
         }
-        run.on_successors(answers);
+        run.answer(Result<PrefixBatchReceipt>(answers));
       }
     }
     // The lease owners release each lease, or (rarely) no longer hold it.
-    const ReuseBatchRun::LeaseReturn leases = run.release_requests();
-    std::vector<uint8_t> block_flags, path_flags;
-    for (size_t k = 0; k < leases.blocks.size(); ++k) block_flags.push_back(rng() % 10 != 0);
-    for (size_t k = 0; k < leases.paths.size(); ++k) path_flags.push_back(rng() % 10 != 0);
-    run.on_released(block_flags, path_flags);
+    // The batch holds release ops only: the release stage is all that is
+    // left, block leases to the allocator, then path leases to the radix owner.
+    auto flags_for = [&](const std::vector<LeaseId>& leases) {
+      std::vector<uint8_t> flags;
+      for (size_t k = 0; k < leases.size(); ++k) flags.push_back(rng() % 10 != 0);
+      return flags;
+    };
+    if (std::optional<BlockLeaseReturn> b = cursor.take<BlockLeaseReturn>()) run.answer(flags_for(b->leases));
+    if (std::optional<PathLeaseReturn> p = cursor.take<PathLeaseReturn>()) run.answer(flags_for(p->leases));
+    REQUIRE(cursor.finished());
 
     const ReuseBatchReceipt r = run.receipt();
     REQUIRE(r.outcomes.size() == batch.ops.size());

@@ -29,22 +29,22 @@ TEST_CASE("reuse coordinator: three ops, one per outcome, each owner asked once 
   ReuseBatchRun run(ReuseBatch{{}, {x.op(), miss, empty}}, kPools, kBlockTokens, kGroups);
 
   // The empty op never reaches an owner; the other two are asked for keys.
-  REQUIRE(run.key_requests().size() == 2);
-  run.on_keys({x.key(), x.key()});
-  REQUIRE(run.candidate_requests().size() == 2);
-  run.on_candidates({x.candidate(), CandidateReply(CandidateAnswer(IndexMiss{}))});
+  REQUIRE(expect_next<KeyLookup>(run).requests.size() == 2);
+  run.answer(std::vector<ReuseKeyAnswer>{x.key(), x.key()});
+  REQUIRE(expect_next<CandidateLookup>(run).lookups.size() == 2);
+  run.answer(std::vector<CandidateReply>{x.candidate(), CandidateReply(CandidateAnswer(IndexMiss{}))});
   // Only the hit goes on to the allocator, with its handles bundle-major.
-  const std::vector<ReuseLeaseRequest> lease_reqs = run.lease_requests();
+  const std::vector<ReuseLeaseRequest> lease_reqs = expect_next<BlockLeaseAcquire>(run).requests;
   REQUIRE(lease_reqs.size() == 1);
   CHECK(lease_reqs[0].handles == x.happy.hit().physical_handles);
   CHECK(lease_reqs[0].bundles == 1);
-  run.on_leases({x.leases({LeaseId{5}, LeaseId{6}})});
-  REQUIRE(run.version_requests() == 1);
-  run.on_index_version(ReuseIndexVersion{7, TreeVersion{0}});
-  const std::vector<ReuseSnapshotRequest> snap_reqs = run.snapshot_requests();
+  run.answer(std::vector<ReuseLeaseAnswer>{x.leases({LeaseId{5}, LeaseId{6}})});
+  (void)expect_next<IndexVersionRead>(run);
+  run.answer(ReuseIndexVersion{7, TreeVersion{0}});
+  const std::vector<ReuseSnapshotRequest> snap_reqs = expect_next<SnapshotFreeze>(run).requests;
   REQUIRE(snap_reqs.size() == 1);
   CHECK(snap_reqs[0].planned_kernel_abi_id == x.happy.key.manifest.cache_abi_sha256);
-  run.on_snapshots(ScriptedOwners::freeze(snap_reqs, 41));
+  run.answer(ScriptedOwners::freeze(snap_reqs, 41));
 
   const ReuseBatchReceipt r = run.receipt();
   REQUIRE(r.outcomes.size() == 3);
@@ -85,23 +85,23 @@ TEST_CASE("reuse coordinator: a rejection after the leases hands them back for r
                Case{"kernel ABI drift", RejectionReason::snapshot_evidence_drift, ReuseStep::freeze_snapshot});
   INFO(c.what);
   ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
-  (void)run.key_requests();
-  run.on_keys({x.key()});
-  (void)run.candidate_requests();
-  run.on_candidates({x.candidate()});
-  (void)run.lease_requests();
+  (void)expect_next<KeyLookup>(run);
+  run.answer(std::vector<ReuseKeyAnswer>{x.key()});
+  (void)expect_next<CandidateLookup>(run);
+  run.answer(std::vector<CandidateReply>{x.candidate()});
+  (void)expect_next<BlockLeaseAcquire>(run);
   ReuseLeaseAnswer leased = x.leases({LeaseId{5}, LeaseId{6}});
   if (c.reason == RejectionReason::stale_pool_generation) leased.pool_generations[1].generation = PoolGeneration{4};
   if (c.reason == RejectionReason::frontier_not_valid) leased.valid_frontier_tokens = 15;
-  run.on_leases({leased});
-  REQUIRE(run.version_requests() == 1);
-  run.on_index_version(ReuseIndexVersion{c.reason == RejectionReason::stale_index_version ? 8u : 7u, TreeVersion{0}});
-  const std::vector<ReuseSnapshotRequest> snaps = run.snapshot_requests();
+  run.answer(std::vector<ReuseLeaseAnswer>{leased});
+  (void)expect_next<IndexVersionRead>(run);
+  run.answer(ReuseIndexVersion{c.reason == RejectionReason::stale_index_version ? 8u : 7u, TreeVersion{0}});
   if (c.step == ReuseStep::freeze_snapshot) {
+    const std::vector<ReuseSnapshotRequest> snaps = expect_next<SnapshotFreeze>(run).requests;
     REQUIRE(snaps.size() == 1);
-    run.on_snapshots(ScriptedOwners::freeze(snaps, 41, "another_kernel_abi"));
+    run.answer(ScriptedOwners::freeze(snaps, 41, "another_kernel_abi"));
   } else {
-    CHECK(snaps.empty());
+    expect_done(run);  // rejected at the versions: no snapshot is asked
   }
   const ReuseBatchReceipt r = run.receipt();
   const ReuseRejectionReceipt& rej = rejection_of(r, 0);
@@ -116,10 +116,10 @@ TEST_CASE("reuse coordinator: refusals before the leases take nothing", "[reuse]
   ScriptedOwners x;
   SECTION("authorization denied") {
     ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
-    (void)run.key_requests();
-    run.on_keys({ReuseKeyAnswer{AuthorizationDenied{make_error(ErrorCode::authorization_namespace_denied, "no")},
-                                std::nullopt}});
-    CHECK(run.candidate_requests().empty());
+    (void)expect_next<KeyLookup>(run);
+    run.answer(std::vector<ReuseKeyAnswer>{ReuseKeyAnswer{
+        AuthorizationDenied{make_error(ErrorCode::authorization_namespace_denied, "no")}, std::nullopt}});
+    expect_done(run);
     const ReuseBatchReceipt r = run.receipt();
     CHECK(bucket_of(rejection_of(r, 0).reason) == ReuseBucket::authorization);
     CHECK(rejection_of(r, 0).step == ReuseStep::authorize);
@@ -127,24 +127,25 @@ TEST_CASE("reuse coordinator: refusals before the leases take nothing", "[reuse]
   }
   SECTION("the index refuses the lookup for authorization") {
     ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
-    (void)run.key_requests();
-    run.on_keys({x.key()});
-    (void)run.candidate_requests();
-    run.on_candidates({CandidateReply(make_error(ErrorCode::authorization_stale_generation, "moved on"))});
-    CHECK(run.lease_requests().empty());
+    (void)expect_next<KeyLookup>(run);
+    run.answer(std::vector<ReuseKeyAnswer>{x.key()});
+    (void)expect_next<CandidateLookup>(run);
+    run.answer(
+        std::vector<CandidateReply>{CandidateReply(make_error(ErrorCode::authorization_stale_generation, "moved on"))});
+    expect_done(run);
     const ReuseBatchReceipt r = run.receipt();
     CHECK(rejection_of(r, 0).reason == RejectionReason::stale_namespace_generation);
     CHECK(rejection_of(r, 0).step == ReuseStep::lookup_candidate);
   }
   SECTION("the allocator refuses a lease") {
     ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
-    (void)run.key_requests();
-    run.on_keys({x.key()});
-    (void)run.candidate_requests();
-    run.on_candidates({x.candidate()});
-    (void)run.lease_requests();
-    run.on_leases({ReuseLeaseAnswer{LeaseAnswer(LeaseRefused{"stale_physical"}), {}, 0}});
-    CHECK(run.version_requests() == 0);
+    (void)expect_next<KeyLookup>(run);
+    run.answer(std::vector<ReuseKeyAnswer>{x.key()});
+    (void)expect_next<CandidateLookup>(run);
+    run.answer(std::vector<CandidateReply>{x.candidate()});
+    (void)expect_next<BlockLeaseAcquire>(run);
+    run.answer(std::vector<ReuseLeaseAnswer>{ReuseLeaseAnswer{LeaseAnswer(LeaseRefused{"stale_physical"}), {}, 0}});
+    expect_done(run);  // VERSION0
     const ReuseBatchReceipt r = run.receipt();
     CHECK(rejection_of(r, 0).reason == RejectionReason::lease_unavailable);
     CHECK(bucket_of(rejection_of(r, 0).reason) == ReuseBucket::lease);
@@ -152,12 +153,12 @@ TEST_CASE("reuse coordinator: refusals before the leases take nothing", "[reuse]
   }
   SECTION("a candidate from another namespace") {
     ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
-    (void)run.key_requests();
-    run.on_keys({x.key()});
-    (void)run.candidate_requests();
+    (void)expect_next<KeyLookup>(run);
+    run.answer(std::vector<ReuseKeyAnswer>{x.key()});
+    (void)expect_next<CandidateLookup>(run);
     ReuseCandidate other = x.happy.hit();
     other.namespace_name = kTenantB;
-    run.on_candidates({CandidateReply(CandidateAnswer(other))});
+    run.answer(std::vector<CandidateReply>{CandidateReply(CandidateAnswer(other))});
     const ReuseBatchReceipt r = run.receipt();
     CHECK(rejection_of(r, 0).reason == RejectionReason::isolation_mismatch);
     CHECK(bucket_of(rejection_of(r, 0).reason) == ReuseBucket::incompatible);
@@ -167,15 +168,15 @@ TEST_CASE("reuse coordinator: refusals before the leases take nothing", "[reuse]
 TEST_CASE("reuse coordinator: an owner that does not answer ends its ops with a typed error", "[reuse][coordinator]") {
   ScriptedOwners x;
   ReuseBatchRun run(ReuseBatch{{}, {x.op(), x.op()}}, kPools, kBlockTokens, kGroups);
-  (void)run.key_requests();
-  run.on_keys({x.key(), x.key()});
-  (void)run.candidate_requests();
-  run.on_candidates({x.candidate(), x.candidate()});
-  (void)run.lease_requests();
-  run.on_leases({x.leases({LeaseId{5}, LeaseId{6}}), x.leases({LeaseId{7}, LeaseId{8}})});
-  REQUIRE(run.version_requests() == 2);
-  run.on_stage_failed(make_error(ErrorCode::rpc_failed, "prefix_index: down"));
-  CHECK(run.snapshot_requests().empty());
+  (void)expect_next<KeyLookup>(run);
+  run.answer(std::vector<ReuseKeyAnswer>{x.key(), x.key()});
+  (void)expect_next<CandidateLookup>(run);
+  run.answer(std::vector<CandidateReply>{x.candidate(), x.candidate()});
+  (void)expect_next<BlockLeaseAcquire>(run);
+  run.answer(std::vector<ReuseLeaseAnswer>{x.leases({LeaseId{5}, LeaseId{6}}), x.leases({LeaseId{7}, LeaseId{8}})});
+  (void)expect_next<IndexVersionRead>(run);
+  run.failed(make_error(ErrorCode::rpc_failed, "prefix_index: down"));
+  expect_done(run);
   const ReuseBatchReceipt r = run.receipt();
   for (size_t i = 0; i < 2; ++i) {
     REQUIRE(std::holds_alternative<Error>(r.outcomes[i]));
@@ -190,8 +191,8 @@ TEST_CASE("reuse coordinator: an owner answering fewer ops than asked is a typed
           "[reuse][coordinator]") {
   ScriptedOwners x;
   ReuseBatchRun run(ReuseBatch{{}, {x.op(), x.op()}}, kPools, kBlockTokens, kGroups);
-  (void)run.key_requests();
-  run.on_keys({x.key()});
+  (void)expect_next<KeyLookup>(run);
+  run.answer(std::vector<ReuseKeyAnswer>{x.key()});
   const ReuseBatchReceipt r = run.receipt();
   REQUIRE(std::holds_alternative<Error>(r.outcomes.at(1)));
   CHECK(std::get<Error>(r.outcomes[1]).code == ErrorCode::invariant_violated);
@@ -204,12 +205,12 @@ namespace {
 // Runs one radix op to its path stage; the blocks are leased as 5 and 6.
 ReuseBatchRun radix_run_at_paths(const ScriptedOwners& x) {
   ReuseBatchRun run(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
-  (void)run.key_requests();
-  run.on_keys({x.key()});
-  (void)run.candidate_requests();
-  run.on_candidates({CandidateReply(CandidateAnswer(radix_candidate(x)))});
-  (void)run.lease_requests();
-  run.on_leases({x.leases({LeaseId{5}, LeaseId{6}})});
+  (void)expect_next<KeyLookup>(run);
+  run.answer(std::vector<ReuseKeyAnswer>{x.key()});
+  (void)expect_next<CandidateLookup>(run);
+  run.answer(std::vector<CandidateReply>{CandidateReply(CandidateAnswer(radix_candidate(x)))});
+  (void)expect_next<BlockLeaseAcquire>(run);
+  run.answer(std::vector<ReuseLeaseAnswer>{x.leases({LeaseId{5}, LeaseId{6}})});
   return run;
 }
 
@@ -219,15 +220,14 @@ TEST_CASE("reuse coordinator: a radix candidate's grant covers its blocks and it
   ScriptedOwners x;
   ReuseBatchRun run = radix_run_at_paths(x);
   // The blocks alone do not complete step 4: the path lease is asked next.
-  CHECK(run.version_requests() == 0);
-  const std::vector<ReusePathLeaseRequest> paths = run.path_lease_requests();
+  const std::vector<ReusePathLeaseRequest> paths = expect_next<PathLeaseAcquire>(run).requests;
   REQUIRE(paths.size() == 1);
   CHECK(paths[0].path == radix_candidate(x).path_node_ids);
   const LeaseId path{kPathLeaseBit | 1};
-  run.on_path_leases({ReusePathLeaseAnswer{path, ""}});
-  REQUIRE(run.version_requests() == 1);
-  run.on_index_version(ReuseIndexVersion{7, TreeVersion{0}});
-  run.on_snapshots(ScriptedOwners::freeze(run.snapshot_requests(), 41));
+  run.answer(std::vector<ReusePathLeaseAnswer>{ReusePathLeaseAnswer{path, ""}});
+  (void)expect_next<IndexVersionRead>(run);
+  run.answer(ReuseIndexVersion{7, TreeVersion{0}});
+  run.answer(ScriptedOwners::freeze(expect_next<SnapshotFreeze>(run).requests, 41));
   const ReuseBatchReceipt r = run.receipt();
   REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
   const auto& receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
@@ -240,9 +240,10 @@ TEST_CASE("reuse coordinator: a path refused after the blocks were leased hands 
           "[reuse][coordinator]") {
   ScriptedOwners x;
   ReuseBatchRun run = radix_run_at_paths(x);
-  REQUIRE(run.path_lease_requests().size() == 1);
+  REQUIRE(expect_next<PathLeaseAcquire>(run).requests.size() == 1);
   SECTION("refused by the owner") {
-    run.on_path_leases({ReusePathLeaseAnswer{std::nullopt, "node 9 left the tree since the lookup"}});
+    run.answer(
+        std::vector<ReusePathLeaseAnswer>{ReusePathLeaseAnswer{std::nullopt, "node 9 left the tree since the lookup"}});
     const ReuseBatchReceipt r = run.receipt();
     const ReuseRejectionReceipt& rej = rejection_of(r, 0);
     CHECK(rej.reason == RejectionReason::lease_unavailable);
@@ -250,7 +251,7 @@ TEST_CASE("reuse coordinator: a path refused after the blocks were leased hands 
     CHECK(rej.leases_released == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
   }
   SECTION("the owner did not answer") {
-    run.on_stage_failed(make_error(ErrorCode::rpc_failed, "radix: down"));
+    run.failed(make_error(ErrorCode::rpc_failed, "radix: down"));
     REQUIRE(std::holds_alternative<Error>(run.receipt().outcomes.at(0)));
   }
   CHECK(run.leases_to_release().blocks == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
@@ -275,14 +276,15 @@ TEST_CASE("reuse coordinator: release ops end their attempts at steps 9 and 10",
                     kPools, kBlockTokens, kGroups);
   run.bind(open, SessionId{1});
   CHECK(open.size() == 0);  // taken: a second release of any of them is refused
-  const ReuseBatchRun::LeaseReturn back = run.release_requests();
-  CHECK(back.blocks ==
+  // Block leases to the allocator, then path leases to the radix index.
+  CHECK(expect_next<BlockLeaseReturn>(run).leases ==
         std::vector<LeaseId>{LeaseId{411}, LeaseId{412}, LeaseId{421}, LeaseId{422}, LeaseId{431}, LeaseId{432}});
-  CHECK(back.paths == std::vector<LeaseId>{LeaseId{kPathLeaseBit | 42}});
   // The allocator had lost lease 412 (say, reclaimed); everything else was held.
-  run.on_released({1, 0, 1, 1, 1, 1}, {1});
+  run.answer(std::vector<uint8_t>{1, 0, 1, 1, 1, 1});
+  CHECK(expect_next<PathLeaseReturn>(run).leases == std::vector<LeaseId>{LeaseId{kPathLeaseBit | 42}});
+  run.answer(std::vector<uint8_t>{1});
   // The acquire op between them still runs its own sequence.
-  CHECK(run.key_requests().size() == 1);
+  CHECK(expect_next<KeyLookup>(run).requests.size() == 1);
 
   const ReuseBatchReceipt r = run.receipt();
   const auto& first = std::get<ReuseReleaseReceipt>(r.outcomes.at(0));
@@ -319,7 +321,7 @@ TEST_CASE("reuse coordinator: a session at its open-attempt limit gets a typed e
   CHECK(open.room(SessionId{2}) == OpenReuseAttempts::kPerSession);
   ReuseBatchRun full(ReuseBatch{{}, {x.op()}}, kPools, kBlockTokens, kGroups);
   full.bind(open, SessionId{1});
-  CHECK(full.key_requests().empty());
+  expect_done(full);  // refused before any owner is asked
   REQUIRE(std::holds_alternative<Error>(full.receipt().outcomes.at(0)));
   CHECK(open.end_session(SessionId{1}) == OpenReuseAttempts::kPerSession);
   CHECK(open.size() == 0);
@@ -343,8 +345,7 @@ TEST_CASE("reuse coordinator: a named successor is published before the leases g
     ReuseBatchRun run(ReuseBatch{{}, {named(a, false, 3), named(b, true, 0), named(c, true, 4)}}, kPools, kBlockTokens,
                       kGroups);
     run.bind(open, SessionId{1});
-    CHECK(run.successor_requests().empty());
-    CHECK(run.release_requests().empty());
+    expect_done(run);  // no successor to publish, no lease to release
     const ReuseBatchReceipt r = run.receipt();
     for (const ReuseOutcome& o : r.outcomes) {
       REQUIRE(std::holds_alternative<Error>(o));
@@ -361,7 +362,7 @@ TEST_CASE("reuse coordinator: a named successor is published before the leases g
     run.bind(open, SessionId{1});
     CHECK(open.size() == 0);
     // One publish op per named successor, in the attempt's own namespace, from block 0.
-    const std::vector<PrefixOp> pubs = run.successor_requests();
+    const std::vector<PrefixOp> pubs = expect_next<SuccessorPublish>(run).batch.ops;
     REQUIRE(pubs.size() == 3);
     for (const PrefixOp& p : pubs) {
       REQUIRE(std::holds_alternative<PrefixPublishOp>(p));
@@ -374,11 +375,11 @@ TEST_CASE("reuse coordinator: a named successor is published before the leases g
     answered.outcomes.push_back(PrefixPublishReceipt{RequestId{900}, 4, 0, 2, 9});  // after the generation read (0)
     answered.outcomes.push_back(PrefixPublishReceipt{RequestId{900}, 0, 0, 4, 0});  // nothing new became visible
     answered.outcomes.push_back(make_error(ErrorCode::row_not_valid, "rows 16..48 are not committed", "rows"));
-    run.on_successors(answered);
-    const ReuseBatchRun::LeaseReturn leases = run.release_requests();
-    CHECK(leases.blocks.size() == 8);
-    CHECK(leases.paths.size() == 1);
-    run.on_released(std::vector<uint8_t>(8, 1), std::vector<uint8_t>(1, 1));
+    run.answer(Result<PrefixBatchReceipt>(answered));
+    CHECK(expect_next<BlockLeaseReturn>(run).leases.size() == 8);
+    run.answer(std::vector<uint8_t>(8, 1));
+    CHECK(expect_next<PathLeaseReturn>(run).leases.size() == 1);
+    run.answer(std::vector<uint8_t>(1, 1));
     const ReuseBatchReceipt r = run.receipt();
     REQUIRE(r.outcomes.size() == 4);
     for (const ReuseOutcome& o : r.outcomes) REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(o));
@@ -407,10 +408,10 @@ TEST_CASE("reuse coordinator: a named successor is published before the leases g
   SECTION("the index owner did not answer: every successor is refused, the leases still go back") {
     ReuseBatchRun run(ReuseBatch{{}, {named(a, true, 3)}}, kPools, kBlockTokens, kGroups);
     run.bind(open, SessionId{1});
-    REQUIRE(run.successor_requests().size() == 1);
-    run.on_successors(make_error(ErrorCode::rpc_failed, "prefix_index: down"));
-    const ReuseBatchRun::LeaseReturn leases = run.release_requests();
-    run.on_released(std::vector<uint8_t>(leases.blocks.size(), 1), {});
+    REQUIRE(expect_next<SuccessorPublish>(run).batch.ops.size() == 1);
+    run.answer(Result<PrefixBatchReceipt>(make_error(ErrorCode::rpc_failed, "prefix_index: down")));
+    const std::vector<LeaseId> blocks = expect_next<BlockLeaseReturn>(run).leases;
+    run.answer(std::vector<uint8_t>(blocks.size(), 1));
     const ReuseBatchReceipt r = run.receipt();
     const auto& done = std::get<ReuseReleaseReceipt>(r.outcomes.at(0));
     REQUIRE(done.successor_refused.has_value());

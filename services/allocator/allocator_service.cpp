@@ -13,7 +13,38 @@ AllocatorBatchReceipt AllocatorService::apply(SessionId session, const Allocator
   out.trace = batch.trace;
   out.outcomes.reserve(batch.ops.size());
   for (const AllocatorOp& op : batch.ops) out.outcomes.push_back(apply_one(session, op));
+  if (std::optional<uint32_t> missing = pressure_monitor_.observe(batch, out, allocator_.block_size()))
+    pressure_ = missing;
   return out;
+}
+
+std::optional<BlockTableView> AllocatorService::read_table(SessionId session, RequestId request) {
+  AllocatorOutcome out = apply_one(session, ReadTableOp{request});
+  if (auto* view = std::get_if<BlockTableView>(&out)) return std::move(*view);
+  return std::nullopt;
+}
+
+std::vector<std::optional<LeaseId>> AllocatorService::lease_for_node(const std::vector<PhysicalBlockHandle>& handles) {
+  std::vector<std::optional<LeaseId>> leases;
+  leases.reserve(handles.size());
+  for (const PhysicalBlockHandle& h : handles) {
+    const AllocatorOutcome out = apply_one(kNodeSession, AcquireLeaseOp{h});
+    const auto* r = std::get_if<LeaseReceipt>(&out);
+    leases.push_back(r != nullptr ? std::optional(r->lease) : std::nullopt);
+  }
+  return leases;
+}
+
+void AllocatorService::release_node_leases(const std::vector<LeaseId>& leases) {
+  for (LeaseId l : leases) (void)apply_one(kNodeSession, ReleaseLeaseOp{l});
+}
+
+std::vector<uint8_t> AllocatorService::release_leases(SessionId session, const std::vector<LeaseId>& leases) {
+  std::vector<uint8_t> released;
+  released.reserve(leases.size());
+  for (LeaseId l : leases)
+    released.push_back(std::holds_alternative<LeaseReleaseReceipt>(apply_one(session, ReleaseLeaseOp{l})) ? 1 : 0);
+  return released;
 }
 
 AllocatorOutcome AllocatorService::apply_one(SessionId session, const AllocatorOp& op) {

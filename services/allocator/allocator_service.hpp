@@ -3,16 +3,19 @@
 // holds the BlockAllocator core and which worker session owns each request
 // and lease, applies one batch of wire operations in order (one outcome per
 // operation), and ends a session's holdings through the core's normal
-// operations. No CAF here: actors/allocator_actor.cpp only decodes, calls
-// apply(), and encodes.
+// operations. No CAF here: actors/allocator_actor.cpp only decodes, makes
+// one call, and encodes.
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "schema/allocator_types.hpp"
 #include "schema/session_types.hpp"
+#include "services/allocator/allocator_requests.hpp"
 #include "services/allocator/block_allocator.hpp"
-#include "services/prefix/publication_target.hpp"
+#include "services/allocator/capacity_pressure_monitor.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
 #include "services/session/session_holdings.hpp"
@@ -30,11 +33,28 @@ class AllocatorService {
  public:
   explicit AllocatorService(BlockAllocator allocator);
 
+  // The allocator route: one outcome per operation, in order. Refusals for
+  // capacity feed the pressure monitor (take_pressure).
   AllocatorBatchReceipt apply(SessionId session, const AllocatorBatch& batch);
   AllocatorOutcome apply_one(SessionId session, const AllocatorOp& op);
-  // Node-internal (the prefix-index owner's publication): attaches each weak
-  // identity; answers, per tag, ok or the typed error that refused it.
+
+  // ---- node-internal: what the other owners of the node ask --------------
+  // The index's publication, phase 1: the request's tables as `session`
+  // may read them; nullopt when it holds no such request.
+  std::optional<BlockTableView> read_table(SessionId session, RequestId request);
+  // The hash chain's publication: attaches each weak identity; answers, per
+  // tag, ok or the typed error that refused it.
   std::vector<Status> tag_cache_keys(const std::vector<CacheKeyTag>& tags);
+  // The radix index's cached pages: one lease per handle held by the node
+  // itself (kNodeSession), or nullopt where the allocator refused it.
+  std::vector<std::optional<LeaseId>> lease_for_node(const std::vector<PhysicalBlockHandle>& handles);
+  void release_node_leases(const std::vector<LeaseId>& leases);
+  // Step 10 of 0x0CD, or attempts that ended without a receipt: one flag per
+  // lease, 1 released, 0 not held by the session.
+  std::vector<uint8_t> release_leases(SessionId session, const std::vector<LeaseId>& leases);
+  // Work kept being refused for capacity with nothing released in between
+  // (CapacityPressureMonitor): the blocks per group it lacks, once.
+  std::optional<uint32_t> take_pressure() { return std::exchange(pressure_, std::nullopt); }
   SessionReclaim end_session(SessionId session);
   // Steps 4-5 of the executable-reuse transaction (0x0CD), node-internal:
   // a lease on every handle for the session, all or none (a refusal releases
@@ -75,6 +95,8 @@ class AllocatorService {
   uint64_t requests_reclaimed_ = 0;
   HitFunnelCounters hits_;  // the node's reuse funnel, how presented candidates end (0x0CF)
   uint64_t leases_reclaimed_ = 0;
+  CapacityPressureMonitor pressure_monitor_;
+  std::optional<uint32_t> pressure_;
 };
 
 }  // namespace kvrt

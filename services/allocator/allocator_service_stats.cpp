@@ -14,9 +14,6 @@ namespace kvrt {
 OwnerStats AllocatorService::stats() const {
   OwnerStats out;
   out.owner = "allocator";
-  const Status v = validate();
-  out.validate_ok = v.ok();
-  if (!v.ok()) out.validate_error = v.error().describe();
   auto put = [&](std::string name, int64_t value) { out.values.push_back(StatValue{std::move(name), value}); };
 
   // Reachability: every block a held request maps or a held lease pins.

@@ -115,9 +115,6 @@ Status AuthorizationService::validate() const {
 OwnerStats AuthorizationService::stats() const {
   OwnerStats out;
   out.owner = "authorization";
-  const Status v = validate();
-  out.validate_ok = v.ok();
-  if (!v.ok()) out.validate_error = v.error().describe();
   auto put = [&](std::string name, int64_t value) { out.values.push_back(StatValue{std::move(name), value}); };
   put("live_sessions", static_cast<int64_t>(sessions_.size()));
   put("live_grants", static_cast<int64_t>(authority_.live_grants()));

@@ -12,6 +12,7 @@ namespace kvrt {
 template <class T>
 class [[nodiscard]] Result {
  public:
+  using value_type = T;
   Result(T value) : v_(std::move(value)) {}
   Result(Error error) : v_(std::move(error)) {}
 

@@ -92,9 +92,6 @@ SnapshotAnswer ExecutorService::freeze_reuse(const ReuseSnapshotRequest& request
 OwnerStats ExecutorService::stats() const {
   OwnerStats out;
   out.owner = "executor";
-  const Status v = validate();
-  out.validate_ok = v.ok();
-  if (!v.ok()) out.validate_error = v.error().describe();
   auto put = [&](std::string name, uint64_t value) {
     out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(value)});
   };

@@ -98,9 +98,6 @@ PagePoolOffer MapperService::page_offer() const {
 OwnerStats MapperService::stats() const {
   OwnerStats out;
   out.owner = "mapper";
-  const Status v = validate();
-  out.validate_ok = v.ok();
-  if (!v.ok()) out.validate_error = v.error().describe();
   auto put = [&](std::string name, uint64_t value) {
     out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(value)});
   };

@@ -98,6 +98,16 @@ Result<DecidedPublication> PrefixService::decide_publication(SessionId session, 
   return out;
 }
 
+std::vector<LeaseId> PrefixService::confirm_publication(DecidedPublication& publication,
+                                                        const PublicationAnswer& answer) {
+  std::vector<Status> results(publication.tags.size());
+  for (size_t i = 0; i < results.size(); ++i)
+    if (i >= answer.tags_applied.size() || answer.tags_applied[i] == 0)
+      results[i] = make_error(ErrorCode::unknown_physical, "the allocator refused the tag");
+  publication.receipt.published -= confirm_tags(publication.tags, results);
+  return {};
+}
+
 uint32_t PrefixService::confirm_tags(const std::vector<CacheKeyTag>& tags, const std::vector<Status>& results) {
   std::vector<AllocatorEvent> withdrawn;
   for (size_t i = 0; i < tags.size() && i < results.size(); ++i)
@@ -132,9 +142,6 @@ Result<CandidateAnswer> PrefixService::reuse_candidate(SessionId session, const 
 OwnerStats PrefixService::stats() const {
   OwnerStats out;
   out.owner = "prefix_index";
-  const Status v = validate();
-  out.validate_ok = v.ok();
-  if (!v.ok()) out.validate_error = v.error().describe();
   auto put = [&](std::string name, int64_t value) { out.values.push_back(StatValue{std::move(name), value}); };
   put("cached_block_entries", static_cast<int64_t>(index_.cached_blocks()));
   put("hash_keys", static_cast<int64_t>(index_.hash_keys()));

@@ -46,6 +46,11 @@ struct DecidedPublication {
   PrefixPublishReceipt receipt;
   std::vector<CacheKeyTag> tags;
 };
+// What the allocator must do for it (PrefixBatchRun): apply the tags.
+inline std::optional<TagApply> allocator_request(const DecidedPublication& p) {
+  if (p.tags.empty()) return std::nullopt;
+  return TagApply{p.tags};
+}
 
 class PrefixService {
  public:
@@ -62,7 +67,10 @@ class PrefixService {
   // Phase 2: decide the entries against the allocator's table view.
   Result<DecidedPublication> decide_publication(SessionId session, const PrefixPublishOp& op,
                                                 const BlockTableView& table);
-  // Phase 3: withdraws the entries whose tags the allocator refused.
+  // Phase 3: withdraws the entries whose tags the allocator refused, and
+  // counts them out of the receipt. The hash chain holds no lease: nothing
+  // to release.
+  std::vector<LeaseId> confirm_publication(DecidedPublication& publication, const PublicationAnswer& answer);
   uint32_t confirm_tags(const std::vector<CacheKeyTag>& tags, const std::vector<Status>& results);
   AbsorbOutcome absorb(std::span<const AllocatorEvent> events);
 

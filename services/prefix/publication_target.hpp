@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "services/allocator/allocator_requests.hpp"
 #include "services/allocator/block_allocator.hpp"
 #include "services/common/result.hpp"
 
@@ -57,12 +58,6 @@ struct SnapshotBlock {
   PhysicalBlockHandle handle;
   uint32_t valid_rows = 0;  // [rows]
   uint64_t cache_key = 0;   // 0 = no weak identity
-};
-
-// One cache-key tag the index decided on; the allocator owner applies it.
-struct CacheKeyTag {
-  PhysicalBlockHandle handle;
-  uint64_t cache_key = 0;
 };
 
 // Publication into a snapshot of one request's tables (the allocator owner's

@@ -201,8 +201,9 @@ Result<RadixPublication> RadixBlockService::decide_publication(SessionId session
   return out;
 }
 
-std::vector<LeaseId> RadixBlockService::confirm(RadixPublication& publication,
-                                                const std::vector<std::optional<LeaseId>>& leases) {
+std::vector<LeaseId> RadixBlockService::confirm_publication(RadixPublication& publication,
+                                                            const PublicationAnswer& answer) {
+  const std::vector<std::optional<LeaseId>>& leases = answer.leases;
   std::vector<std::vector<std::optional<LeaseId>>> per_page(publication.adoption.pages.size());
   for (size_t i = 0; i < per_page.size(); ++i)
     for (uint32_t g = 0; g < groups_; ++g) {
@@ -234,9 +235,6 @@ std::vector<LeaseId> RadixBlockService::relieve_pressure(uint32_t missing_blocks
 OwnerStats RadixBlockService::stats() const {
   OwnerStats out;
   out.owner = "prefix_index";
-  const Status v = validate();
-  out.validate_ok = v.ok();
-  if (!v.ok()) out.validate_error = v.error().describe();
   auto put = [&](std::string name, uint64_t value) {
     out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(value)});
   };

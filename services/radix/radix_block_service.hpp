@@ -26,6 +26,7 @@
 #include "schema/allocator_types.hpp"
 #include "schema/prefix_types.hpp"
 #include "schema/session_types.hpp"
+#include "services/allocator/allocator_requests.hpp"
 #include "services/authorization/namespace_grants.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
 #include "services/radix/radix_block_index.hpp"
@@ -41,6 +42,11 @@ struct RadixPublication {
   RadixAdoption adoption;
   std::vector<PhysicalBlockHandle> lease_handles;  // adoption.pages x groups, page-major
 };
+// What the allocator must do for it (PrefixBatchRun): lease the pages' blocks to the node.
+inline std::optional<NodeLeaseAcquire> allocator_request(const RadixPublication& p) {
+  if (p.lease_handles.empty()) return std::nullopt;
+  return NodeLeaseAcquire{p.lease_handles};
+}
 
 class RadixBlockService {
  public:
@@ -77,9 +83,10 @@ class RadixBlockService {
   // invalid_argument for a table shorter than end_block.
   Result<RadixPublication> decide_publication(SessionId session, const PrefixPublishOp& op,
                                               const BlockTableView& table);
-  // Phase 3: leases[i] answers lease_handles[i] (nullopt: refused). Fills
-  // the receipt's published count; returns the leases to release.
-  std::vector<LeaseId> confirm(RadixPublication& publication, const std::vector<std::optional<LeaseId>>& leases);
+  // Phase 3: answer.leases[i] answers lease_handles[i] (nullopt: refused).
+  // Fills the receipt's published count; returns the leases to release (a
+  // withdrawn adoption's, and the pages the budget evicted).
+  std::vector<LeaseId> confirm_publication(RadixPublication& publication, const PublicationAnswer& answer);
 
   // Requests are stuck for about `missing_blocks` blocks per group that the
   // cache holds (the allocator saw refusals pile up with no release): evict

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "services/common/assert.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 
 namespace kvrt {
@@ -452,5 +453,177 @@ std::vector<ReuseAttempt> ReuseBatchRun::take_receipt_attempts() {
     }
   return out;
 }
+
+}  // namespace kvrt
+
+// --- the stage order, walked once ----------------------------------------------
+
+namespace kvrt {
+
+std::optional<ReuseBatchRun::Request> ReuseBatchRun::next() {
+  KVRT_ASSERT(!asked_, "ReuseBatchRun::next() while the last stage's answer is outstanding");
+  while (stage_at_ != Stage::done) {
+    asked_ = true;
+    switch (stage_at_) {
+      case Stage::successors:
+        if (std::vector<PrefixOp> ops = successor_requests(); !ops.empty())
+          return Request(SuccessorPublish{PrefixBatch{batch_.trace, std::move(ops)}});
+        break;
+      case Stage::release_blocks:
+        release_round_ = ReleaseRound{release_requests(), {}, {}, std::nullopt};
+        if (!release_round_.leases.blocks.empty()) return Request(BlockLeaseReturn{release_round_.leases.blocks});
+        break;
+      case Stage::release_paths:
+        if (!release_round_.leases.paths.empty()) return Request(PathLeaseReturn{release_round_.leases.paths});
+        settle_release();
+        break;
+      case Stage::keys:
+        if (std::vector<ReuseKeyRequest> r = key_requests(); !r.empty()) return Request(KeyLookup{std::move(r)});
+        break;
+      case Stage::candidates:
+        if (std::vector<PrefixMatchOp> r = candidate_requests(); !r.empty())
+          return Request(CandidateLookup{std::move(r)});
+        break;
+      case Stage::leases:
+        if (std::vector<ReuseLeaseRequest> r = lease_requests(); !r.empty())
+          return Request(BlockLeaseAcquire{std::move(r)});
+        break;
+      case Stage::paths:
+        if (std::vector<ReusePathLeaseRequest> r = path_lease_requests(); !r.empty())
+          return Request(PathLeaseAcquire{std::move(r)});
+        break;
+      case Stage::versions:
+        if (version_requests() > 0) return Request(IndexVersionRead{});
+        break;
+      case Stage::snapshots:
+        if (std::vector<ReuseSnapshotRequest> r = snapshot_requests(); !r.empty())
+          return Request(SnapshotFreeze{std::move(r)});
+        break;
+      case Stage::done:
+        break;
+    }
+    // Nothing to ask at this stage: on to the next.
+    asked_ = false;
+    stage_at_ = static_cast<Stage>(static_cast<uint8_t>(stage_at_) + 1);
+  }
+  return std::nullopt;
+}
+
+namespace {
+const char* stage_owner(uint8_t stage) {
+  constexpr const char* owners[] = {"prefix_index", "allocator",    "prefix_index", "authorization", "prefix_index",
+                                    "allocator",    "prefix_index", "prefix_index", "executor"};
+  return stage < std::size(owners) ? owners[stage] : "none";
+}
+}  // namespace
+
+void ReuseBatchRun::settle_release() {
+  if (release_round_.failed)
+    on_stage_failed(*release_round_.failed);
+  else
+    on_released(release_round_.blocks, release_round_.paths);
+}
+
+#define KVRT_REUSE_EXPECT(stage)                                                                           \
+  KVRT_ASSERT(asked_&& stage_at_ == (stage), std::string("ReuseBatchRun got an answer for stage ") +       \
+                                                 stage_owner(static_cast<uint8_t>(stage)) + " while at " + \
+                                                 stage_owner(static_cast<uint8_t>(stage_at_)))
+
+void ReuseBatchRun::answer(const Result<PrefixBatchReceipt>& published) {
+  KVRT_REUSE_EXPECT(Stage::successors);
+  on_successors(published);
+  asked_ = false;
+  stage_at_ = Stage::release_blocks;
+}
+
+void ReuseBatchRun::answer(std::vector<uint8_t> released) {
+  KVRT_ASSERT(asked_ && (stage_at_ == Stage::release_blocks || stage_at_ == Stage::release_paths),
+              "ReuseBatchRun got lease flags outside the release stage");
+  asked_ = false;
+  if (stage_at_ == Stage::release_blocks) {
+    release_round_.blocks = std::move(released);
+    stage_at_ = Stage::release_paths;
+    if (release_round_.leases.paths.empty()) {
+      settle_release();
+      stage_at_ = Stage::keys;
+    }
+    return;
+  }
+  release_round_.paths = std::move(released);
+  settle_release();
+  stage_at_ = Stage::keys;
+}
+
+void ReuseBatchRun::answer(const std::vector<ReuseKeyAnswer>& keys) {
+  KVRT_REUSE_EXPECT(Stage::keys);
+  on_keys(keys);
+  asked_ = false;
+  stage_at_ = Stage::candidates;
+}
+
+void ReuseBatchRun::answer(const std::vector<CandidateReply>& candidates) {
+  KVRT_REUSE_EXPECT(Stage::candidates);
+  on_candidates(candidates);
+  asked_ = false;
+  stage_at_ = Stage::leases;
+}
+
+void ReuseBatchRun::answer(const std::vector<ReuseLeaseAnswer>& leases) {
+  KVRT_REUSE_EXPECT(Stage::leases);
+  on_leases(leases);
+  asked_ = false;
+  stage_at_ = Stage::paths;
+}
+
+void ReuseBatchRun::answer(const std::vector<ReusePathLeaseAnswer>& paths) {
+  KVRT_REUSE_EXPECT(Stage::paths);
+  on_path_leases(paths);
+  asked_ = false;
+  stage_at_ = Stage::versions;
+}
+
+void ReuseBatchRun::answer(const ReuseIndexVersion& version) {
+  KVRT_REUSE_EXPECT(Stage::versions);
+  on_index_version(version);
+  asked_ = false;
+  stage_at_ = Stage::snapshots;
+}
+
+void ReuseBatchRun::answer(const std::vector<SnapshotAnswer>& snapshots) {
+  KVRT_REUSE_EXPECT(Stage::snapshots);
+  on_snapshots(snapshots);
+  asked_ = false;
+  stage_at_ = Stage::done;
+}
+
+void ReuseBatchRun::failed(const Error& e) {
+  KVRT_ASSERT(asked_, "ReuseBatchRun::failed() with no stage outstanding");
+  asked_ = false;
+  switch (stage_at_) {
+    case Stage::successors:
+      // The successors are refused; their leases still go back.
+      on_successors(e);
+      stage_at_ = Stage::release_blocks;
+      return;
+    case Stage::release_blocks:
+      release_round_.failed = e;
+      stage_at_ = Stage::release_paths;
+      if (release_round_.leases.paths.empty()) {
+        settle_release();
+        stage_at_ = Stage::keys;
+      }
+      return;
+    case Stage::release_paths:
+      release_round_.failed = e;
+      settle_release();
+      stage_at_ = Stage::keys;
+      return;
+    default:
+      on_stage_failed(e);
+      stage_at_ = static_cast<Stage>(static_cast<uint8_t>(stage_at_) + 1);
+  }
+}
+
+#undef KVRT_REUSE_EXPECT
 
 }  // namespace kvrt

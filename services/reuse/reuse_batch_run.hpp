@@ -21,11 +21,14 @@
 //   snapshot   executor       8      ReuseSnapshotRequest per op     SnapshotAnswer
 //
 // The caller (actors/reuse_actor.cpp, or a test driving the owners' cores
-// directly) asks each stage's requests, sends them, and hands the answers
-// back in the same order. An op leaves the sequence at its first rejection
-// or error; the later stages never see it. When every stage has run, the
-// leases of every op that ended without a receipt are listed for release
-// (leases_to_release), and receipt() answers the worker.
+// directly) binds the run, then asks next() for the one request the run
+// needs, sends it to the owner its type names, hands the answer back
+// (answer(), or failed() when the owner did not answer), and repeats until
+// next() answers nothing: the stage order above exists only in next(). A
+// stage with no op left at it is skipped. An op leaves the sequence at its
+// first rejection or error; the later stages never see it. When every stage
+// has run, the leases of every op that ended without a receipt are listed
+// for release (leases_to_release), and receipt() answers the worker.
 //
 // A radix candidate's leases are its blocks' (the allocator's) and one lock
 // on its path (the radix owner's); the attempt sees one LeaseGrant covering
@@ -40,6 +43,7 @@
 // layout (0x06) is another layout, which prefix reuse does not read.
 #include <cstdint>
 #include <optional>
+#include <variant>
 #include <vector>
 
 #include "schema/prefix_types.hpp"
@@ -51,8 +55,37 @@
 
 namespace kvrt {
 
+// The request of each stage, named after what it asks of its owner.
+struct SuccessorPublish {  // the index owner: the release ops' successors, as one PrefixBatch
+  PrefixBatch batch;
+};
+struct BlockLeaseReturn {  // the allocator: the release ops' block leases
+  std::vector<LeaseId> leases;
+};
+struct PathLeaseReturn {  // the radix index owner: the release ops' path leases
+  std::vector<LeaseId> leases;
+};
+struct KeyLookup {  // the authorization owner: steps 1-2
+  std::vector<ReuseKeyRequest> requests;
+};
+struct CandidateLookup {  // the index owner: step 3
+  std::vector<PrefixMatchOp> lookups;
+};
+struct BlockLeaseAcquire {  // the allocator: steps 4-5
+  std::vector<ReuseLeaseRequest> requests;
+};
+struct PathLeaseAcquire {  // the radix index owner: step 4's path locks
+  std::vector<ReusePathLeaseRequest> requests;
+};
+struct IndexVersionRead {};  // the index owner: step 5, after the leases
+struct SnapshotFreeze {      // the executor: step 8
+  std::vector<ReuseSnapshotRequest> requests;
+};
+
 class ReuseBatchRun {
  public:
+  using Request = std::variant<SuccessorPublish, BlockLeaseReturn, PathLeaseReturn, KeyLookup, CandidateLookup,
+                               BlockLeaseAcquire, PathLeaseAcquire, IndexVersionRead, SnapshotFreeze>;
   // node_pools: the node's pools and their generations (what a lookup reads
   // as g_pool); block_tokens: P of the paged layout; cache_groups: handles
   // per bundle.
@@ -73,6 +106,44 @@ class ReuseBatchRun {
   // rows or of its tokens) answers invalid_argument and its attempt stays open.
   void bind(OpenReuseAttempts& open, SessionId session);
 
+  // The next stage's request; nothing once every stage has run. Call after
+  // bind(), and once per answer.
+  std::optional<Request> next();
+  // The answer of the stage next() asked for (its type names the stage:
+  // flags answer either lease return).
+  void answer(const Result<PrefixBatchReceipt>& published);
+  void answer(std::vector<uint8_t> released);
+  void answer(const std::vector<ReuseKeyAnswer>& keys);
+  void answer(const std::vector<CandidateReply>& candidates);
+  void answer(const std::vector<ReuseLeaseAnswer>& leases);
+  void answer(const std::vector<ReusePathLeaseAnswer>& paths);
+  void answer(const ReuseIndexVersion& version);
+  void answer(const std::vector<SnapshotAnswer>& snapshots);
+  // The owner of the stage next() asked for did not answer.
+  void failed(const Error& e);
+
+  // Leases held by ops that ended without a receipt: the caller releases
+  // them (ReleaseLeaseOp under the session) before it answers.
+  LeaseReturn leases_to_release() const;
+  // Every lease the run holds, receipts' included: what goes back when the
+  // session ended while the run was in flight (no worker will release them).
+  LeaseReturn all_leases() const;
+  // One outcome per op; an op that no stage answered (a caller that stopped
+  // early) is an Error.
+  ReuseBatchReceipt receipt() const;
+  // The attempts that ended in this batch, for the node's funnel (0x0CF):
+  // an acquire's rejection, or a release's step 9 (executed: hit; not:
+  // execution_failed). A receipt is not an end: its attempt is counted when
+  // it is released. Errors are not funnel outcomes.
+  std::vector<FunnelOutcome> funnel_outcomes() const;
+  // Moves out the attempts that produced receipts, for OpenReuseAttempts.
+  std::vector<ReuseAttempt> take_receipt_attempts();
+
+  const TraceContext& trace() const { return batch_.trace; }
+
+ private:
+  // The stages, in the order next() walks them: each builds its requests
+  // (recording which ops they are for) and takes their answers.
   // Step 10's successors, before the leases go back: one publish op per
   // release op that names a successor, in the attempt's namespace, sent as
   // one PrefixBatch under the session (the index owner's own checks apply).
@@ -110,26 +181,6 @@ class ReuseBatchRun {
   // that stage was for ends with `e`.
   void on_stage_failed(const Error& e);
 
-  // Leases held by ops that ended without a receipt: the caller releases
-  // them (ReleaseLeaseOp under the session) before it answers.
-  LeaseReturn leases_to_release() const;
-  // Every lease the run holds, receipts' included: what goes back when the
-  // session ended while the run was in flight (no worker will release them).
-  LeaseReturn all_leases() const;
-  // One outcome per op; an op that no stage answered (a caller that stopped
-  // early) is an Error.
-  ReuseBatchReceipt receipt() const;
-  // The attempts that ended in this batch, for the node's funnel (0x0CF):
-  // an acquire's rejection, or a release's step 9 (executed: hit; not:
-  // execution_failed). A receipt is not an end: its attempt is counted when
-  // it is released. Errors are not funnel outcomes.
-  std::vector<FunnelOutcome> funnel_outcomes() const;
-  // Moves out the attempts that produced receipts, for OpenReuseAttempts.
-  std::vector<ReuseAttempt> take_receipt_attempts();
-
-  const TraceContext& trace() const { return batch_.trace; }
-
- private:
   struct OpRun {
     std::optional<ReuseAttempt> attempt;
     std::optional<ReuseOutcome> outcome;  // set when the op's sequence ended
@@ -150,6 +201,30 @@ class ReuseBatchRun {
   void settle(size_t i, const Result<StepOutcome>& step);
   void end_with_error(size_t i, Error e);
 
+  // The stage order of 0x0CD as next() walks it.
+  enum class Stage : uint8_t {
+    successors,
+    release_blocks,
+    release_paths,
+    keys,
+    candidates,
+    leases,
+    paths,
+    versions,
+    snapshots,
+    done
+  };
+  // The release stage asks two owners in turn; their flags and failure.
+  struct ReleaseRound {
+    LeaseReturn leases;
+    std::vector<uint8_t> blocks, paths;
+    std::optional<Error> failed;
+  };
+  void settle_release();
+
+  Stage stage_at_ = Stage::successors;
+  bool asked_ = false;  // next() handed out the current stage's request
+  ReleaseRound release_round_;
   ReuseBatch batch_;
   std::vector<PoolGenerationRef> node_pools_;
   uint32_t block_tokens_ = 0;

@@ -23,7 +23,7 @@ T get(const uint8_t* in) {
 ChannelHeaderBytes write_channel_header(const ChannelFrameHeader& header) {
   ChannelHeaderBytes out{};
   put<uint32_t>(out.data(), header.payload_bytes);
-  put<uint16_t>(out.data() + 4, static_cast<uint16_t>(header.route));
+  put<uint16_t>(out.data() + 4, header.route.value);
   put<uint16_t>(out.data() + 6, 0);
   put<uint64_t>(out.data() + 8, header.sequence);
   return out;
@@ -38,7 +38,7 @@ Result<ChannelFrameHeader> read_channel_header(std::span<const uint8_t> bytes) {
   const uint16_t route = get<uint16_t>(bytes.data() + 4);
   const uint16_t flags = get<uint16_t>(bytes.data() + 6);
   h.sequence = get<uint64_t>(bytes.data() + 8);
-  if (route >= kChannelRouteCount)
+  if (!is_known_route(RouteId{route}))
     return make_error(ErrorCode::decode_failed, "channel frame names unknown route " + std::to_string(route), "route");
   if (flags != 0)
     return make_error(ErrorCode::decode_failed, "channel frame has reserved flags " + std::to_string(flags) + " set",
@@ -48,30 +48,8 @@ Result<ChannelFrameHeader> read_channel_header(std::span<const uint8_t> bytes) {
                       "channel frame of " + std::to_string(h.payload_bytes) + " bytes exceeds the limit of " +
                           std::to_string(kChannelMaxPayloadBytes),
                       "payload_bytes");
-  h.route = static_cast<ChannelRoute>(route);
+  h.route = RouteId{route};
   return h;
-}
-
-const char* to_string(ChannelRoute route) {
-  switch (route) {
-    case ChannelRoute::attach:
-      return "attach";
-    case ChannelRoute::allocator:
-      return "allocator";
-    case ChannelRoute::prefix:
-      return "prefix";
-    case ChannelRoute::authorize:
-      return "authorize";
-    case ChannelRoute::mapper:
-      return "mapper";
-    case ChannelRoute::executor:
-      return "executor";
-    case ChannelRoute::reuse:
-      return "reuse";
-    case ChannelRoute::ping:
-      return "ping";
-  }
-  return "unknown";
 }
 
 }  // namespace kvrt

@@ -26,20 +26,9 @@
 #include <span>
 
 #include "services/common/result.hpp"
+#include "services/session/routes.hpp"
 
 namespace kvrt {
-
-enum class ChannelRoute : uint16_t {
-  attach = 0,     // bind this connection to a session (payload: the ticket)
-  allocator = 1,  // AllocatorBatch -> AllocatorBatchReceipt
-  prefix = 2,     // PrefixBatch -> PrefixBatchReceipt
-  authorize = 3,  // AuthorizeRequest -> NamespaceGrantReceipt
-  mapper = 4,     // MapperBatch -> MapperBatchReceipt
-  executor = 5,   // ExecuteBatch -> ExecuteBatchReceipt
-  reuse = 6,      // ReuseBatch -> ReuseBatchReceipt (0x0CD)
-  ping = 7,       // echo of the session actor (the transport floor)
-};
-inline constexpr uint16_t kChannelRouteCount = 8;
 
 inline constexpr size_t kChannelHeaderBytes = 16;
 // A larger frame is refused before its payload is read (the connection is
@@ -48,7 +37,7 @@ inline constexpr uint32_t kChannelMaxPayloadBytes = 64u << 20;
 
 struct ChannelFrameHeader {
   uint32_t payload_bytes = 0;
-  ChannelRoute route = ChannelRoute::ping;
+  RouteId route = kPingRoute;  // a route of services/session/routes.hpp, or the channel's own
   uint64_t sequence = 0;
   friend bool operator==(const ChannelFrameHeader&, const ChannelFrameHeader&) = default;
 };
@@ -56,10 +45,8 @@ struct ChannelFrameHeader {
 using ChannelHeaderBytes = std::array<uint8_t, kChannelHeaderBytes>;
 
 ChannelHeaderBytes write_channel_header(const ChannelFrameHeader& header);
-// decode_failed for a short header, an unknown route, non-zero flags or a
+// decode_failed for a short header, a route nobody declared (routes.hpp), non-zero flags or a
 // payload above kChannelMaxPayloadBytes.
 Result<ChannelFrameHeader> read_channel_header(std::span<const uint8_t> bytes);
-
-const char* to_string(ChannelRoute route);
 
 }  // namespace kvrt

@@ -66,7 +66,7 @@ Result<std::unique_ptr<SessionChannel>> SessionChannel::attach(const std::string
   }
   std::unique_ptr<SessionChannel> channel(new SessionChannel(fd));
   const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(ticket.data()), ticket.size());
-  Result<std::vector<uint8_t>> reply = channel->call(ChannelRoute::attach, payload, timeout);
+  Result<std::vector<uint8_t>> reply = channel->call(kAttachRoute, payload, timeout);
   if (!reply.ok()) return reply.error();
   // The node answers an accepted ticket with nothing, a refused one with its reason.
   if (!reply->empty())
@@ -112,7 +112,7 @@ int SessionChannel::fill_inbox(size_t n, Clock::time_point deadline) {
   return 0;
 }
 
-Result<std::vector<uint8_t>> SessionChannel::call(ChannelRoute route, std::span<const uint8_t> payload,
+Result<std::vector<uint8_t>> SessionChannel::call(RouteId route, std::span<const uint8_t> payload,
                                                   std::chrono::milliseconds timeout) {
   if (fd_ < 0)
     return make_error(ErrorCode::rpc_failed, "the session channel is broken by an earlier failure", "channel");
@@ -126,21 +126,22 @@ Result<std::vector<uint8_t>> SessionChannel::call(ChannelRoute route, std::span<
   const ChannelFrameHeader request{static_cast<uint32_t>(payload.size()), route, next_sequence_++};
   if (const int e = write_channel_frame(fd_, request, payload, timeout); e != 0)
     return fail(e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
-                std::string(to_string(route)) + ": cannot send: " + std::strerror(e));
+                std::string(route_name(route)) + ": cannot send: " + std::strerror(e));
   if (const int e = fill_inbox(kChannelHeaderBytes, deadline); e != 0)
     return fail(
         e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
-        std::string(to_string(route)) + (e == ETIMEDOUT ? ": no reply in time" : ": the node closed the channel"));
+        std::string(route_name(route)) + (e == ETIMEDOUT ? ": no reply in time" : ": the node closed the channel"));
   Result<ChannelFrameHeader> reply = read_channel_header(std::span<const uint8_t>(inbox_.data(), kChannelHeaderBytes));
   if (!reply.ok()) return fail(ErrorCode::rpc_failed, "malformed reply header: " + reply.error().reason);
   if (reply->sequence != request.sequence || reply->route != request.route)
-    return fail(ErrorCode::rpc_failed, "reply " + std::to_string(reply->sequence) + " (" + to_string(reply->route) +
+    return fail(ErrorCode::rpc_failed, "reply " + std::to_string(reply->sequence) + " (" +
+                                           std::string(route_name(reply->route)) +
                                            ") answers no outstanding request (" + std::to_string(request.sequence) +
-                                           ", " + to_string(route) + ")");
+                                           ", " + std::string(route_name(route)) + ")");
   const size_t frame = kChannelHeaderBytes + reply->payload_bytes;
   if (const int e = fill_inbox(frame, deadline); e != 0)
     return fail(e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
-                std::string(to_string(route)) + ": reply cut short: " + std::strerror(e));
+                std::string(route_name(route)) + ": reply cut short: " + std::strerror(e));
   std::vector<uint8_t> out(inbox_.begin() + kChannelHeaderBytes, inbox_.begin() + static_cast<std::ptrdiff_t>(frame));
   // The node answers one frame per request, so nothing follows it yet; a
   // byte that did would be a protocol error, found by the next header check.

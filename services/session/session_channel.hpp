@@ -41,8 +41,7 @@ class SessionChannel {
   // the node closed the connection or answered out of order. After either
   // the channel is broken(): the stream may still hold a late reply, so it
   // is never read again.
-  Result<std::vector<uint8_t>> call(ChannelRoute route, std::span<const uint8_t> payload,
-                                    std::chrono::milliseconds timeout);
+  Result<std::vector<uint8_t>> call(RouteId route, std::span<const uint8_t> payload, std::chrono::milliseconds timeout);
   bool broken() const { return fd_ < 0; }
 
  private:

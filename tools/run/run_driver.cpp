@@ -17,12 +17,12 @@
 #include <sstream>
 
 #include "actors/client.hpp"
-#include "engine/engine_worker.hpp"
 #include "actors/node_runtime.hpp"
-#include "tools/run/run_report_builder.hpp"
+#include "engine/engine_worker.hpp"
 #include "services/common/child_process.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "tools/run/run_config.hpp"
+#include "tools/run/run_report_builder.hpp"
 
 namespace kvrt {
 
@@ -275,7 +275,7 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
 
   // Every worker released everything: the node must hold no request and no
   // lease, and its reconciliation must balance (0x0CF).
-  auto final_stats_result = stats->read();
+  auto final_stats_result = stats->read(/*validate=*/true);
   if (!final_stats_result.ok()) return final_stats_result.error();
   NodeStats final_stats = std::move(final_stats_result).value();
   pass.final_stats = final_stats;

@@ -1,0 +1,42 @@
+#pragma once
+// ExecuteBatchRun: one ExecuteBatch on the node, as a sans-IO protocol with
+// the allocator owner. Each op's table is read from the allocator under the
+// calling session (another session's request answers "no table" there,
+// before any kernel runs: 0x0BH, the executor reads only what a current
+// receipt names), then ExecutorService::decode runs over the node's pools.
+// One outcome per op, in order.
+//
+// The caller (the executor's actor, or a test) asks next() for the table to
+// read, answers it, and repeats until next() answers nothing; then
+// take_receipt().
+#include <optional>
+
+#include "schema/executor_types.hpp"
+#include "services/allocator/allocator_requests.hpp"
+#include "services/executor/executor_service.hpp"
+
+namespace kvrt {
+
+class ExecuteBatchRun {
+ public:
+  using Request = TableRead;
+
+  ExecuteBatchRun(ExecutorService& service, ExecuteBatch batch);
+
+  // The table of the next op; nothing once every op is answered.
+  std::optional<TableRead> next() const;
+  // The table next() asked for, or nullopt: the session holds no such request.
+  void answer(std::optional<BlockTableView> table);
+  // The allocator did not answer: the op ends with `e`.
+  void failed(const Error& e);
+
+  const TraceContext& trace() const { return batch_.trace; }
+  ExecuteBatchReceipt take_receipt() { return std::move(receipt_); }
+
+ private:
+  ExecutorService& service_;
+  ExecuteBatch batch_;
+  ExecuteBatchReceipt receipt_;
+};
+
+}  // namespace kvrt

@@ -1,0 +1,171 @@
+#pragma once
+// The route table: every call a worker's session can make on its node, each
+// declared once, here. A route names the owner that answers it, the request
+// it carries and the receipt it is answered with (both declared in
+// schema/<owner>.capnp). Everything that moves a call reads this table: the
+// client (Client::call deduces the route from the request's type), the
+// session channel's framing (which route ids exist), the node's session
+// actor (which owner a route goes to), the owners' actors (which requests
+// they decode) and the gateway (which owners report statistics and hear of
+// a session's end, in Owner order). docs/architecture.md has the checklist
+// for adding a route or an owner.
+//
+// No CAF and no Cap'n Proto here: the types are the generated plain C++ ones.
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+
+#include "schema/allocator_types.hpp"
+#include "schema/authorization_types.hpp"
+#include "schema/executor_types.hpp"
+#include "schema/mapper_types.hpp"
+#include "schema/prefix_types.hpp"
+#include "schema/reuse_types.hpp"
+#include "services/common/ids.hpp"
+
+namespace kvrt {
+
+// The owners a node runs, in the order a session's end reaches them: the
+// reuse coordinator first (a batch of the session still in flight sees the
+// end before any owner answer that could follow it, and returns what it
+// took), then the index (no new lookups for the session), the allocator
+// (requests and leases), the grants, the mapper's slots. The executor holds
+// nothing of a session.
+enum class Owner : uint8_t { reuse = 0, prefix_index = 1, allocator = 2, authorization = 3, mapper = 4, executor = 5 };
+inline constexpr size_t kOwnerCount = 6;
+inline constexpr std::array<Owner, kOwnerCount> kOwners{Owner::reuse,         Owner::prefix_index, Owner::allocator,
+                                                        Owner::authorization, Owner::mapper,       Owner::executor};
+
+// The owner's name in statistics, logs and errors ("prefix_index" is served
+// by the hash-chain or the radix index, [node] prefix_index).
+constexpr std::string_view owner_name(Owner o) {
+  constexpr std::array<std::string_view, kOwnerCount> names{"reuse",         "prefix_index", "allocator",
+                                                            "authorization", "mapper",       "executor"};
+  return names[static_cast<size_t>(o)];
+}
+
+// A route's number on the session channel. Numbers travel in frames: never
+// renumber a route, and give a new one the next free number.
+using RouteId = StrongId<struct RouteIdTag, uint16_t>;
+
+// The session channel's own routes: a connection's first frame binds it to
+// its session (attach); ping is the session actor's echo (the transport
+// floor `kvrt bench rpc` measures).
+inline constexpr RouteId kAttachRoute{0};
+inline constexpr RouteId kPingRoute{7};
+
+template <uint16_t Id, Owner O, class Req, class Rec>
+struct Route {
+  static constexpr RouteId id{Id};
+  static constexpr Owner owner = O;
+  using Request = Req;
+  using Receipt = Rec;
+};
+
+// ---- the table ----------------------------------------------------------------
+
+struct AllocatorRoute : Route<1, Owner::allocator, AllocatorBatch, AllocatorBatchReceipt> {
+  static constexpr std::string_view name = "allocator";
+};
+struct PrefixRoute : Route<2, Owner::prefix_index, PrefixBatch, PrefixBatchReceipt> {
+  static constexpr std::string_view name = "prefix";
+};
+struct AuthorizeRoute : Route<3, Owner::authorization, AuthorizeRequest, NamespaceGrantReceipt> {
+  static constexpr std::string_view name = "authorize";
+};
+struct MapperRoute : Route<4, Owner::mapper, MapperBatch, MapperBatchReceipt> {
+  static constexpr std::string_view name = "mapper";
+};
+struct ExecutorRoute : Route<5, Owner::executor, ExecuteBatch, ExecuteBatchReceipt> {
+  static constexpr std::string_view name = "executor";
+};
+struct ReuseRoute : Route<6, Owner::reuse, ReuseBatch, ReuseBatchReceipt> {
+  static constexpr std::string_view name = "reuse";
+};
+
+using Routes = std::tuple<AllocatorRoute, PrefixRoute, AuthorizeRoute, MapperRoute, ExecutorRoute, ReuseRoute>;
+
+// ---- what follows from it -----------------------------------------------------
+
+// Calls fn.template operator()<R>() for every route R, in table order.
+template <class Fn>
+constexpr void for_each_route(Fn&& fn) {
+  [&]<class... R>(std::tuple<R...>*) { (fn.template operator()<R>(), ...); }(static_cast<Routes*>(nullptr));
+}
+
+// Calls fn.template operator()<R>() for the route whose id is `id`; false
+// when no route has it.
+template <class Fn>
+constexpr bool with_route(RouteId id, Fn&& fn) {
+  bool found = false;
+  for_each_route([&]<class R>() {
+    if (!found && R::id == id) {
+      found = true;
+      fn.template operator()<R>();
+    }
+  });
+  return found;
+}
+
+// The route that carries a request type (each request travels on one route).
+template <class Request, class Table>
+struct find_route {};  // no route carries this request: a compile error where it is used
+template <class Request, class R, class... Rest>
+struct find_route<Request, std::tuple<R, Rest...>>
+    : std::conditional_t<std::is_same_v<typename R::Request, Request>, std::type_identity<R>,
+                         find_route<Request, std::tuple<Rest...>>> {};
+template <class Request>
+using route_of = typename find_route<Request, Routes>::type;
+template <class Request>
+using receipt_of = typename route_of<Request>::Receipt;
+
+// Whether a frame may name this route (the table's and the channel's own).
+constexpr bool is_known_route(RouteId id) {
+  return id == kAttachRoute || id == kPingRoute || with_route(id, []<class>() {});
+}
+
+// The route's name, for logs and errors; "unknown" for an id nobody declared.
+constexpr std::string_view route_name(RouteId id) {
+  if (id == kAttachRoute) return "attach";
+  if (id == kPingRoute) return "ping";
+  std::string_view name = "unknown";
+  with_route(id, [&]<class R>() { name = R::name; });
+  return name;
+}
+
+// The owner that answers a route (a table route only).
+constexpr Owner route_owner(RouteId id) {
+  Owner owner = Owner::reuse;
+  with_route(id, [&]<class R>() { owner = R::owner; });
+  return owner;
+}
+
+// The table's own checks: ids unique and clear of the channel's own, one
+// route per request type.
+namespace detail {
+constexpr bool route_ids_unique() {
+  bool ok = true;
+  for_each_route([&]<class A>() {
+    if (A::id == kAttachRoute || A::id == kPingRoute) ok = false;
+    int same = 0;
+    for_each_route([&]<class B>() { same += A::id == B::id ? 1 : 0; });
+    if (same != 1) ok = false;
+  });
+  return ok;
+}
+constexpr bool route_requests_unique() {
+  bool ok = true;
+  for_each_route([&]<class A>() {
+    int same = 0;
+    for_each_route([&]<class B>() { same += std::is_same_v<typename A::Request, typename B::Request> ? 1 : 0; });
+    if (same != 1) ok = false;
+  });
+  return ok;
+}
+}  // namespace detail
+static_assert(detail::route_ids_unique(), "every route needs its own id, clear of attach (0) and ping (7)");
+static_assert(detail::route_requests_unique(), "a request type travels on one route only");
+
+}  // namespace kvrt
