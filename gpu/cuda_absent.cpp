@@ -4,8 +4,8 @@
 #include "gpu/cuda_decode_kernel.hpp"
 #include "gpu/cuda_ipc.hpp"
 #include "gpu/cuda_pool_store.hpp"
+#include "gpu/cuda_probe.hpp"
 #include "gpu/cuda_vmm_backing.hpp"
-#include "services/compute/compute_backend.hpp"
 
 namespace kvrt {
 
@@ -13,10 +13,6 @@ CudaDeviceProbe probe_cuda_device() {
   CudaDeviceProbe p;
   p.reason = "no CUDA device: kvrt was built without CUDA";
   return p;
-}
-
-Result<std::unique_ptr<ComputeBackend>> make_cuda_backend() {
-  return make_error(ErrorCode::io, probe_cuda_device().reason, "cuda");
 }
 
 // The mapper's CUDA realisation is absent too: callers use MemfdBacking.

@@ -5,8 +5,8 @@
 
 #include "gpu/cuda_attention.hpp"
 #include "gpu/cuda_error.hpp"
+#include "gpu/cuda_probe.hpp"
 #include "gpu/cuda_runtime_shim.hpp"
-#include "services/compute/compute_backend.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
 
 namespace kvrt::gpu {

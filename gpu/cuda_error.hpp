@@ -4,9 +4,9 @@
 // without a usable device answers the probe's reason (field "cuda").
 #include <string>
 
+#include "gpu/cuda_probe.hpp"
 #include "gpu/cuda_runtime_shim.hpp"
 #include "services/common/result.hpp"
-#include "services/compute/compute_backend.hpp"
 
 namespace kvrt::gpu {
 

@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include "gpu/cuda_probe.hpp"
 #include "gpu/cuda_runtime_shim.hpp"
 #include "gpu/cuda_vmm_shim.hpp"
-#include "services/compute/compute_backend.hpp"
 
 namespace kvrt {
 namespace {

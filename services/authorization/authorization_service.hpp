@@ -13,7 +13,7 @@
 #include "schema/authorization_types.hpp"
 #include "schema/session_types.hpp"
 #include "services/authorization/namespace_authority.hpp"
-#include "services/prefix/prefix_service.hpp"
+#include "services/authorization/namespace_grants.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
 
 namespace kvrt {

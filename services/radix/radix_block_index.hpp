@@ -28,11 +28,11 @@
 #include <span>
 #include <vector>
 
+#include "schema/prefix_types.hpp"
 #include "services/common/ids.hpp"
+#include "services/common/receipt_ids.hpp"
 #include "services/common/result.hpp"
 #include "services/radix/radix_tree.hpp"
-#include "services/prefix/prefix_match_receipt.hpp"
-#include "services/common/receipt_ids.hpp"
 
 namespace kvrt {
 

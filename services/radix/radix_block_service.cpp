@@ -6,6 +6,7 @@
 
 #include "services/common/digest.hpp"
 #include "services/common/units.hpp"
+#include "services/prefix/prefix_match_receipt.hpp"
 
 namespace kvrt {
 

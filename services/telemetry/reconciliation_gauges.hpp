@@ -21,7 +21,6 @@
 
 namespace kvrt {
 
-class BlockAllocator;
 struct BlockLease;
 
 // The states of 0x04A: FREE, EVICTABLE and LIVE are committed; RESERVED and
@@ -70,13 +69,5 @@ Result<RefcountReconciliation> reconcile_refcounts(const PoolObservation& pool);
 inline uint64_t mapping_lag(uint64_t required_frontier_tokens, uint64_t ready_frontier_tokens) {
   return required_frontier_tokens > ready_frontier_tokens ? required_frontier_tokens - ready_frontier_tokens : 0;
 }
-
-// An observation of one cache group's pool of a committed BlockAllocator:
-// states and recorded refcounts from its block metadata; the derived side
-// from the block tables of `open_requests` and from `active_leases`, which
-// the caller (the allocator actor) knows independently of the refcounts.
-Result<PoolObservation> observe_allocator_pool(const BlockAllocator& allocator, uint32_t group_index,
-                                               std::span<const RequestId> open_requests,
-                                               std::span<const BlockLease> active_leases);
 
 }  // namespace kvrt

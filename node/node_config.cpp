@@ -1,0 +1,93 @@
+#include "node/node_config.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "services/common/toml_reader.hpp"
+#include "services/radix/radix_options.hpp"
+
+namespace kvrt {
+
+namespace {
+
+Result<NodeConfig> read_node_config(const TomlReader& reader) {
+  NodeConfig c;
+  c.config_path = reader.path();
+  const toml::table* node = reader.root()["node"].as_table();
+  if (node == nullptr) return make_error(ErrorCode::config_field, reader.path() + ": missing table [node]", "node");
+  std::string layout;
+  KVRT_TRY_ASSIGN(layout, reader.string(*node, "node", "layout"));
+  const std::filesystem::path base = std::filesystem::path(reader.path()).parent_path();
+  c.layout_path = std::filesystem::path(layout).is_absolute() ? layout : (base / layout).lexically_normal().string();
+  int64_t v = 0;
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "blocks_per_group", std::nullopt, 1, int64_t{1} << 24));
+  c.blocks_per_group = static_cast<uint64_t>(v);
+  KVRT_TRY_ASSIGN(c.pool_backend, reader.string(*node, "node", "pool_backend", std::string("shm")));
+  if (c.pool_backend != "shm" && c.pool_backend != "cuda")
+    return reader.field_error(node->get("pool_backend"), "node", "pool_backend",
+                              "must be \"shm\" or \"cuda\", not \"" + c.pool_backend + "\"");
+  KVRT_TRY_ASSIGN(c.host, reader.string(*node, "node", "host", std::string("127.0.0.1")));
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "port", 0, 0, 65535));
+  c.port = static_cast<uint16_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "heartbeat_interval_ms", 250, 10, 60000));
+  c.heartbeat_interval_ms = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "connection_timeout_ms", 2000, 50, 600000));
+  c.connection_timeout_ms = static_cast<uint32_t>(v);
+  if (c.connection_timeout_ms <= c.heartbeat_interval_ms)
+    return reader.field_error(node->get("connection_timeout_ms"), "node", "connection_timeout_ms",
+                              "must exceed heartbeat_interval_ms (" + std::to_string(c.heartbeat_interval_ms) +
+                                  " ms), or every worker times out");
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "scheduler_threads", 2, 1, 256));
+  c.scheduler_threads = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(c.scheduler, reader.string(*node, "node", "scheduler", std::string("sharing")));
+  if (c.scheduler != "sharing" && c.scheduler != "polling")
+    return reader.field_error(node->get("scheduler"), "node", "scheduler",
+                              "must be \"sharing\" or \"polling\", not \"" + c.scheduler + "\"");
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "scheduler_poll_attempts", 1000000, 1, int64_t{1} << 32));
+  c.scheduler_poll_attempts = static_cast<uint32_t>(std::min<int64_t>(v, UINT32_MAX));
+  KVRT_TRY_ASSIGN(c.session_channel, reader.boolean(*node, "node", "session_channel", true));
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "max_requests", 1 << 14, 1, 1 << 20));
+  c.max_requests = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(c.prefix_index, reader.string(*node, "node", "prefix_index", std::string("hash_chain")));
+  if (c.prefix_index != "hash_chain" && c.prefix_index != "radix")
+    return reader.field_error(node->get("prefix_index"), "node", "prefix_index",
+                              "must be \"hash_chain\" or \"radix\", not \"" + c.prefix_index + "\"");
+  KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "radix_budget_blocks", 0, 0, int64_t{1} << 24));
+  c.radix_budget_blocks =
+      v == 0 ? static_cast<uint32_t>(std::max<uint64_t>(1, c.blocks_per_group / 2)) : static_cast<uint32_t>(v);
+  if (c.radix_budget_blocks > c.blocks_per_group)
+    return reader.field_error(node->get("radix_budget_blocks"), "node", "radix_budget_blocks",
+                              "exceeds blocks_per_group (" + std::to_string(c.blocks_per_group) + ")");
+  KVRT_TRY_ASSIGN(c.radix_eviction, reader.string(*node, "node", "radix_eviction", std::string("lru")));
+  if (Result<EvictionPolicy> p = parse_eviction_policy(c.radix_eviction); !p.ok())
+    return reader.field_error(node->get("radix_eviction"), "node", "radix_eviction", p.error().reason);
+  KVRT_TRY_ASSIGN(c.authorization, read_authorization_config(reader));
+  if (const toml::table* mapper = reader.root()["mapper"].as_table(); mapper != nullptr) {
+    c.mapper.enabled = true;
+    KVRT_TRY_ASSIGN(v, reader.integer(*mapper, "mapper", "request_slots", std::nullopt, 1, 4096));
+    c.mapper.request_slots = static_cast<uint32_t>(v);
+    KVRT_TRY_ASSIGN(v, reader.integer(*mapper, "mapper", "max_tokens", std::nullopt, 1, int64_t{1} << 24));
+    c.mapper.max_tokens = static_cast<uint32_t>(v);
+    KVRT_TRY_ASSIGN(v, reader.integer(*mapper, "mapper", "page_group_bytes", 0, 0, int64_t{1} << 30));
+    c.mapper.page_group_bytes = static_cast<uint64_t>(v);
+    KVRT_TRY_ASSIGN(v, reader.integer(*mapper, "mapper", "handle_count", std::nullopt, 1, int64_t{1} << 22));
+    c.mapper.handle_count = static_cast<uint32_t>(v);
+  }
+  return c;
+}
+
+}  // namespace
+
+Result<NodeConfig> load_node_config(const std::string& path) {
+  Result<TomlReader> reader = TomlReader::open(path);
+  if (!reader.ok()) return reader.error();
+  return read_node_config(*reader);
+}
+
+Result<NodeConfig> parse_node_config(std::string_view text, const std::string& origin) {
+  Result<TomlReader> reader = TomlReader::parse(text, origin);
+  if (!reader.ok()) return reader.error();
+  return read_node_config(*reader);
+}
+
+}  // namespace kvrt

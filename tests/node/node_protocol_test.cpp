@@ -1,0 +1,151 @@
+// The node's protocol in one process (issue 5): a NodeInstance and
+// kvrt::Client sessions talking over loopback. Malformed bytes get a typed
+// error and the node keeps serving; stale receipts are refused with their
+// reason; a session may touch only what it holds; a lookup needs a grant.
+#include "schema/codecs.hpp"
+#include "tests/node/node_fixture.hpp"
+
+namespace kvrt::test {
+namespace {
+
+template <class T>
+const T& outcome_as(const AllocatorBatchReceipt& r, size_t i) {
+  INFO((std::holds_alternative<Error>(r.outcomes.at(i)) ? std::get<Error>(r.outcomes[i]).describe() : "receipt"));
+  REQUIRE(std::holds_alternative<T>(r.outcomes.at(i)));
+  return std::get<T>(r.outcomes[i]);
+}
+
+const Error& error_of(const AllocatorBatchReceipt& r, size_t i) {
+  REQUIRE(std::holds_alternative<Error>(r.outcomes.at(i)));
+  return std::get<Error>(r.outcomes[i]);
+}
+
+AllocatorBatchReceipt call(Client& c, std::vector<AllocatorOp> ops) {
+  Result<AllocatorBatchReceipt> r = c.call(AllocatorBatch{TraceContext{1, 1, 0}, std::move(ops)});
+  INFO((r.ok() ? std::string("ok") : r.error().describe()));
+  REQUIRE(r.ok());
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("malformed bytes get a typed error and the node keeps serving", "[node]") {
+  ScratchDir dir("proto-malformed");
+  InProcessNode n(dir);
+  auto client = n.connect("worker-0");
+  const std::vector<std::vector<uint8_t>> garbage = {
+      {},
+      {0x00},
+      {0xff, 0xff, 0xff, 0xff, 0x00, 0x01, 0x02, 0x03},
+      std::vector<uint8_t>(4096, 0xa5),
+      codec::encode(HelloRequest{"x", "y", 1})};  // a message of another kind
+  for (RouteId route : {AllocatorRoute::id, PrefixRoute::id, AuthorizeRoute::id}) {
+    for (const auto& bytes : garbage) {
+      Result<std::vector<uint8_t>> reply = client->raw(route, bytes);
+      REQUIRE(reply.ok());
+      Result<ErrorMessage> e = codec::decode<ErrorMessage>(*reply);
+      REQUIRE(e.ok());
+      CHECK((e->error.code == ErrorCode::decode_failed || e->error.code == ErrorCode::message_too_large));
+    }
+  }
+  // Still serving: a real allocation goes through.
+  const AllocatorBatchReceipt r = call(*client, {AllocateOp{20, {}, std::nullopt}});
+  CHECK(outcome_as<AllocationReceipt>(r, 0).outcome == AllocationOutcome::committed);
+}
+
+TEST_CASE("stale receipts are refused with their reason and change nothing", "[node]") {
+  ScratchDir dir("proto-stale");
+  InProcessNode n(dir);
+  auto client = n.connect("worker-0");
+  const AllocationReceipt a = outcome_as<AllocationReceipt>(call(*client, {AllocateOp{20, {}, std::nullopt}}), 0);
+  const RequestFence fresh{a.request_id, a.request_generation, a.table_version_after};
+  const AllocationReceipt c = outcome_as<AllocationReceipt>(call(*client, {CommitRowsOp{fresh, 20}}), 0);
+  const RequestFence current{a.request_id, c.request_generation, c.table_version_after};
+  // The old table version, a wrong generation, an old allocator epoch.
+  const AllocatorBatchReceipt stale = call(
+      *client,
+      {CommitRowsOp{fresh, 20},
+       ReleaseOp{RequestFence{a.request_id, RequestGeneration{99}, current.table_version}, ReleaseReason::finished},
+       AllocateOp{4, {}, Epoch{1}}});
+  CHECK(error_of(stale, 0).code == ErrorCode::stale_table_version);
+  CHECK(error_of(stale, 1).code == ErrorCode::stale_generation);
+  CHECK(error_of(stale, 2).code == ErrorCode::stale_generation);  // the epoch is a generation of the allocator
+  // Nothing changed: the current fence still releases the request.
+  const AllocatorBatchReceipt done = call(*client, {ReleaseOp{current, ReleaseReason::finished}});
+  CHECK(outcome_as<ReleaseResult>(done, 0).context_tokens_before == 20);
+}
+
+TEST_CASE("a session touches only what it holds, and looks up only what it was granted", "[node]") {
+  ScratchDir dir("proto-owner");
+  InProcessNode n(dir);
+  auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
+  const AllocationReceipt r = outcome_as<AllocationReceipt>(call(*a, {AllocateOp{40, {}, std::nullopt}}), 0);
+  const RequestFence fence{r.request_id, r.request_generation, r.table_version_after};
+  // Another session cannot release, append to or read the request.
+  const AllocatorBatchReceipt foreign =
+      call(*b, {ReleaseOp{fence, ReleaseReason::finished}, AppendOp{fence, {}, {}}, ReadTableOp{fence.request}});
+  for (size_t i = 0; i < 3; ++i) CHECK(error_of(foreign, i).code == ErrorCode::not_owner);
+
+  // A lookup before any grant is refused before the index sees it.
+  const std::vector<TokenId> prompt(48, 5);
+  Result<PrefixBatchReceipt> ungranted =
+      a->call(PrefixBatch{{}, {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+  REQUIRE(ungranted.ok());
+  REQUIRE(std::holds_alternative<Error>(ungranted->outcomes[0]));
+  CHECK(std::get<Error>(ungranted->outcomes[0]).code == ErrorCode::authorization_namespace_denied);
+  // worker-0 may not use test/other at all.
+  Result<NamespaceGrantReceipt> denied = a->call(AuthorizeRequest{{}, "test/other"});
+  REQUIRE_FALSE(denied.ok());
+  CHECK(denied.error().code == ErrorCode::authorization_namespace_denied);
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  Result<PrefixBatchReceipt> granted =
+      a->call(PrefixBatch{{}, {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+  REQUIRE(granted.ok());
+  REQUIRE(std::holds_alternative<PrefixMatchReceipt>(granted->outcomes[0]));
+  CHECK(std::get<PrefixMatchReceipt>(granted->outcomes[0]).runtime_hit_tokens == 0);
+
+  // The owner publishes its committed blocks; a second session of the same
+  // namespace then hits them, another namespace does not.
+  const AllocationReceipt committed = outcome_as<AllocationReceipt>(call(*a, {CommitRowsOp{fence, 40}}), 0);
+  Result<PrefixBatchReceipt> published =
+      a->call(PrefixBatch{{},
+                          {PrefixPublishOp{"test/shared", fence.request,
+                                           std::vector<TokenId>(prompt.begin(), prompt.begin() + 40), 0, 2}}});
+  REQUIRE(published.ok());
+  REQUIRE(std::holds_alternative<PrefixPublishReceipt>(published->outcomes[0]));
+  CHECK(std::get<PrefixPublishReceipt>(published->outcomes[0]).published == 2 * 2);  // 2 blocks x 2 groups
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  Result<PrefixBatchReceipt> hit =
+      b->call(PrefixBatch{{}, {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+  REQUIRE(hit.ok());
+  CHECK(std::get<PrefixMatchReceipt>(hit->outcomes[0]).runtime_hit_tokens == 32);
+  auto c = n.connect("worker-3");
+  REQUIRE(c->call(AuthorizeRequest{{}, "test/other"}).ok());
+  Result<PrefixBatchReceipt> other =
+      c->call(PrefixBatch{{}, {PrefixMatchOp{"test/other", RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+  REQUIRE(other.ok());
+  CHECK(std::get<PrefixMatchReceipt>(other->outcomes[0]).runtime_hit_tokens == 0);
+  (void)committed;
+}
+
+TEST_CASE("a batch of operations is answered by one receipt with one outcome each", "[node]") {
+  ScratchDir dir("proto-batch");
+  InProcessNode n(dir);
+  auto client = n.connect("worker-0");
+  std::vector<AllocatorOp> ops;
+  for (int i = 0; i < 64; ++i) ops.push_back(AllocateOp{static_cast<uint32_t>(1 + i), {}, std::nullopt});
+  const AllocatorBatchReceipt r = call(*client, ops);
+  REQUIRE(r.outcomes.size() == 64);
+  std::vector<AllocatorOp> releases;
+  for (size_t i = 0; i < 64; ++i) {
+    const AllocationReceipt& a = outcome_as<AllocationReceipt>(r, i);
+    CHECK(a.context_tokens_after == i + 1);
+    releases.push_back(
+        ReleaseOp{RequestFence{a.request_id, a.request_generation, a.table_version_after}, ReleaseReason::finished});
+  }
+  const AllocatorBatchReceipt done = call(*client, releases);
+  for (size_t i = 0; i < 64; ++i) CHECK(std::holds_alternative<ReleaseResult>(done.outcomes[i]));
+}
+
+}  // namespace kvrt::test

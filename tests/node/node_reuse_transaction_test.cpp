@@ -1,0 +1,325 @@
+// [node][reuse_tx] The executable-reuse transaction (0x0CD) served by a node
+// (issue 5): a worker's ReuseBatch goes through the node's owners as one
+// message per owner per step and comes back as a receipt whose leases the
+// session holds, or as a rejection naming its step and bucket. The expected
+// values are read independently: the hit's handles from the prefix route,
+// the pools from the session receipt, the leases from the allocator's stats.
+#include "schema/codecs.hpp"
+#include "services/reuse/reuse_funnel_counters.hpp"
+#include "tests/node/node_fixture.hpp"
+#include "tests/node/node_prefix_helpers.hpp"
+
+namespace kvrt::test {
+namespace {
+
+ReuseAcquireOp acquire(const std::string& ns, const std::vector<TokenId>& prompt) {
+  return ReuseAcquireOp{ns, RequestId{0}, RequestGeneration{0}, prompt, LogitsPath::logits_required, false};
+}
+
+ReuseBatchReceipt reuse(Client& c, std::vector<ReuseOp> ops) {
+  Result<ReuseBatchReceipt> r = c.call(ReuseBatch{{}, std::move(ops)});
+  INFO((r.ok() ? std::string("ok") : r.error().describe()));
+  REQUIRE(r.ok());
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("node reuse transaction: a receipt leases exactly the hit, and its leases end with release",
+          "[node][reuse_tx]") {
+  ScratchDir dir("node-reuse-tx");
+  InProcessNode n(dir);
+  auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  const std::vector<TokenId> prompt = prompt_of(7, 40);  // two full blocks of 16, and 8 tokens
+  (void)serve_and_publish(*a, prompt, nullptr);
+  const PrefixMatchReceipt hit = match(*b, "test/shared", prompt);
+  REQUIRE(hit.runtime_hit_tokens == 32);
+  const int64_t leases_before = n.stat("allocator", "live_leases");
+
+  ReuseAcquireOp witnessed = acquire("test/shared", prompt);
+  witnessed.require_collision_witness = true;
+  const ReuseBatchReceipt r = reuse(*b, {acquire("test/shared", prompt), witnessed});
+  REQUIRE(r.outcomes.size() == 2);
+  for (const ReuseOutcome& o : r.outcomes) {
+    INFO((std::holds_alternative<Error>(o)                   ? std::get<Error>(o).describe()
+          : std::holds_alternative<ReuseRejectionReceipt>(o) ? std::get<ReuseRejectionReceipt>(o).detail
+                                                             : std::string("receipt")));
+    REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(o));
+  }
+  const auto& receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
+  CHECK(receipt.source == ReuseSource::prefix_index);
+  CHECK(receipt.namespace_id == "test/shared");
+  CHECK(receipt.covered_interval == TokenInterval{0, 32});
+  CHECK(receipt.physical_handles == hit_handles(hit));
+  CHECK(receipt.leases.size() == receipt.physical_handles.size());
+  CHECK(receipt.required_frontier_tokens == 32);
+  CHECK(receipt.ready_frontier_tokens == 32);  // two resident bundles of P = 16
+  std::vector<PoolGenerationRef> pools;
+  for (const PoolAttachment& p : b->session().pools) pools.push_back(PoolGenerationRef{p.pool, p.generation});
+  CHECK(receipt.pool_generations == pools);
+  CHECK_FALSE(receipt.kernel_abi_id.empty());
+  CHECK(receipt.collision_witness_verified);  // the node's index keeps its witness on
+  const auto& second = std::get<ExecutableReuseReceipt>(r.outcomes[1]);
+  CHECK(second.semantic_digest == receipt.semantic_digest);
+  CHECK(second.layout_digest == receipt.layout_digest);
+  CHECK(second.execution_snapshot_version.value > receipt.execution_snapshot_version.value);
+  CHECK(n.stat("allocator", "live_leases") == leases_before + int64_t(receipt.leases.size() + second.leases.size()));
+
+  // The worker takes the hit into its own request, then lets the leases go
+  // (step 10 for a reuse that publishes nothing new).
+  CHECK(allocation(*b, AllocateOp{40, receipt.physical_handles, std::nullopt}).outcome == AllocationOutcome::committed);
+  // Steps 9-10: the first receipt's rows were used, the second's not.
+  const ReuseBatchReceipt released = reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true},
+                                                ReuseReleaseOp{second.execution_snapshot_version, false}});
+  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(released.outcomes.at(0)));
+  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(released.outcomes.at(1)));
+  const auto& done = std::get<ReuseReleaseReceipt>(released.outcomes[0]);
+  CHECK(done.released == receipt.leases);
+  CHECK(done.refused.empty());
+  CHECK(done.completed);
+  const auto& unused = std::get<ReuseReleaseReceipt>(released.outcomes[1]);
+  CHECK(unused.released == second.leases);
+  CHECK_FALSE(unused.completed);
+  CHECK(n.stat("allocator", "live_leases") == leases_before);
+  CHECK(n.stat("node", "reuse_open_attempts") == 0);
+  CHECK(n.stat("node", "reuse_rejected_execution") == 1);
+  // Released twice: a typed error, and nothing changes.
+  const ReuseBatchReceipt again = reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true}});
+  REQUIRE(std::holds_alternative<Error>(again.outcomes.at(0)));
+  CHECK(std::get<Error>(again.outcomes[0]).code == ErrorCode::reuse_attempt_closed);
+  CHECK(n.stat("node", "reuse_receipts") == 2);
+  CHECK(n.stat("executor", "reuse_snapshots_frozen") == 2);
+}
+
+TEST_CASE("node reuse transaction: refusals name their step and bucket, and take nothing", "[node][reuse_tx]") {
+  ScratchDir dir("node-reuse-tx-refused");
+  InProcessNode n(dir);
+  auto a = n.connect("worker-0");
+  auto c = n.connect("worker-3");  // granted test/other only
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(c->call(AuthorizeRequest{{}, "test/other"}).ok());
+  const std::vector<TokenId> prompt = prompt_of(9, 40);
+  (void)serve_and_publish(*a, prompt, nullptr);
+  const int64_t leases_before = n.stat("allocator", "live_leases");
+
+  // C holds no grant for test/shared: refused before any index sees it.
+  const ReuseBatchReceipt denied = reuse(*c, {acquire("test/shared", prompt)});
+  REQUIRE(std::holds_alternative<ReuseRejectionReceipt>(denied.outcomes.at(0)));
+  const auto& d = std::get<ReuseRejectionReceipt>(denied.outcomes[0]);
+  CHECK(d.step == ReuseStep::authorize);
+  CHECK(bucket_of(d.reason) == ReuseBucket::authorization);
+  CHECK(d.leases_released.empty());
+
+  // A prompt nothing was published for, and one shorter than a block: misses.
+  const ReuseBatchReceipt missed = reuse(
+      *a, {acquire("test/shared", prompt_of(11, 40)), acquire("test/shared", prompt_of(9, 10)),
+           ReuseAcquireOp{"test/shared", RequestId{0}, RequestGeneration{0}, {}, LogitsPath::logits_required, false}});
+  for (size_t i = 0; i < 2; ++i) {
+    REQUIRE(std::holds_alternative<ReuseRejectionReceipt>(missed.outcomes.at(i)));
+    CHECK(bucket_of(std::get<ReuseRejectionReceipt>(missed.outcomes[i]).reason) == ReuseBucket::index_miss);
+  }
+  // An op without tokens is malformed: a typed error, and the batch went on.
+  REQUIRE(std::holds_alternative<Error>(missed.outcomes.at(2)));
+  CHECK(std::get<Error>(missed.outcomes[2]).code == ErrorCode::invalid_argument);
+
+  CHECK(n.stat("allocator", "live_leases") == leases_before);
+  CHECK(n.stat("node", "reuse_rejected_authorization") == 1);
+  // The node's funnel counts the refusal that never reached the index, and
+  // the two misses and the later hit that did.
+  {
+    Result<NodeStats> stats = read_node_stats(n.descriptor, /*validate=*/true);
+    REQUIRE(stats.ok());
+    const NodeReuseFunnel f = node_reuse_funnel(stats->owners);
+    CHECK(f.requests == 3);
+    CHECK(f.authorized == 2);
+    CHECK(f.rejections[static_cast<size_t>(d.reason)] == 1);
+    CHECK(f.rejections[static_cast<size_t>(RejectionReason::no_candidate)] == 2);
+  }
+  CHECK(n.stat("node", "reuse_rejected_index_miss") == 2);
+  CHECK(n.stat("node", "reuse_errors") == 1);
+
+  // Malformed bytes on the reuse route: a typed error, and the node serves on.
+  Result<std::vector<uint8_t>> garbage = a->raw(ReuseRoute::id, std::vector<uint8_t>{1, 2, 3, 4, 5});
+  REQUIRE(garbage.ok());
+  CHECK_FALSE(codec::decode<ReuseBatchReceipt>(*garbage).ok());
+  CHECK(std::holds_alternative<ExecutableReuseReceipt>(reuse(*a, {acquire("test/shared", prompt)}).outcomes.at(0)));
+}
+
+TEST_CASE("node reuse transaction: a session that ends holding receipt leases gives them back", "[node][reuse_tx]") {
+  ScratchDir dir("node-reuse-tx-end");
+  InProcessNode n(dir);
+  auto a = n.connect("worker-0");
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  const std::vector<TokenId> prompt = prompt_of(13, 48);
+  RequestFence fence;
+  (void)serve_and_publish(*a, prompt, &fence);
+  {
+    auto b = n.connect("worker-1");
+    REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
+    const ReuseBatchReceipt r = reuse(*b, {acquire("test/shared", prompt)});
+    REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
+    CHECK(n.stat("allocator", "live_leases") > 0);
+  }  // b disconnects without releasing
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (n.stat("allocator", "live_leases") != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(n.stat("allocator", "live_leases") == 0);
+  CHECK(n.stat("node", "reuse_open_attempts") == 0);  // the ended session's attempt was dropped
+  Result<AllocatorBatchReceipt> done = a->call(AllocatorBatch{{}, {ReleaseOp{fence}}});
+  REQUIRE(done.ok());
+}
+
+TEST_CASE("node reuse transaction: a radix candidate leases its blocks and locks its path", "[node][reuse_tx]") {
+  ScratchDir dir("node-reuse-tx-radix");
+  InProcessNode n(dir, "tests/data/node/node-radix-test.toml");
+  auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  const std::vector<TokenId> prompt = prompt_of(3, 40);
+  (void)serve_and_publish(*a, prompt, nullptr);
+  const PrefixMatchReceipt hit = match(*b, "test/shared", prompt);
+  REQUIRE(hit.runtime_hit_tokens == 32);
+  const int64_t node_leases = n.stat("allocator", "live_leases");  // the tree's own, one per cached block
+
+  const ReuseBatchReceipt r = reuse(*b, {acquire("test/shared", prompt)});
+  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
+  const auto& receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
+  CHECK(receipt.source == ReuseSource::radix_index);
+  CHECK(receipt.physical_handles == hit_handles(hit));
+  CHECK_FALSE(receipt.path_node_ids.empty());
+  // One lease per block and one on the path.
+  REQUIRE(receipt.leases.size() == receipt.physical_handles.size() + 1);
+  CHECK(std::count_if(receipt.leases.begin(), receipt.leases.end(), is_path_lease) == 1);
+  CHECK(receipt.collision_witness_verified);  // the tree compared every token of its walk
+  CHECK(n.stat("prefix_index", "path_leases") == 1);
+  CHECK(n.stat("allocator", "live_leases") == node_leases + int64_t(receipt.physical_handles.size()));
+
+  const ReuseBatchReceipt released = reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true}});
+  REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(released.outcomes.at(0)));
+  CHECK(std::get<ReuseReleaseReceipt>(released.outcomes[0]).released == receipt.leases);
+  CHECK(std::get<ReuseReleaseReceipt>(released.outcomes[0]).completed);
+  CHECK(n.stat("prefix_index", "path_leases") == 0);
+  CHECK(n.stat("allocator", "live_leases") == node_leases);
+
+  // A session that ends holding a receipt gives its path lock back too.
+  {
+    auto c = n.connect("worker-2");
+    REQUIRE(c->call(AuthorizeRequest{{}, "test/shared"}).ok());
+    REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(reuse(*c, {acquire("test/shared", prompt)}).outcomes.at(0)));
+    CHECK(n.stat("prefix_index", "path_leases") == 1);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (n.stat("prefix_index", "path_leases") != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(n.stat("prefix_index", "path_leases") == 0);
+  CHECK(n.stat("allocator", "live_leases") == node_leases);
+  CHECK(n.stat("node", "reuse_open_attempts") == 0);
+}
+
+}  // namespace kvrt::test
+
+namespace kvrt::test {
+namespace {
+
+// Step 10's second ending against a node with either index owner: a worker
+// reuses 32 tokens, serves a longer prompt behind them, and releases the
+// attempt naming its request as the successor. The successor is then what
+// the next lookup finds, the leases are gone, and the funnel counts a hit.
+void successor_round(const std::string& config) {
+  ScratchDir dir("node-reuse-successor");
+  InProcessNode n(dir, config);
+  auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  const std::vector<TokenId> prompt = prompt_of(5, 40);
+  (void)serve_and_publish(*a, prompt, nullptr);
+  const int64_t leases_before = n.stat("allocator", "live_leases");
+
+  // B's request: the 40-token prompt and 24 tokens more, 64 in all (4 full blocks).
+  std::vector<TokenId> longer = prompt;
+  for (TokenId t = 0; t < 24; ++t) longer.push_back(90000 + t);
+  const ReuseBatchReceipt r = reuse(*b, {acquire("test/shared", longer)});
+  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
+  const auto receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
+  REQUIRE(receipt.covered_interval == TokenInterval{0, 32});
+  const AllocationReceipt served = allocation(*b, AllocateOp{64, receipt.physical_handles, std::nullopt});
+  REQUIRE(served.outcome == AllocationOutcome::committed);
+  RequestFence fence{served.request_id, served.request_generation, served.table_version_after};
+
+  // Named before its rows are committed: the index refuses, nothing is
+  // published, and the attempt still ends (its leases go back).
+  SECTION("a successor whose rows are not committed is refused, and the leases still go back") {
+    const ReuseBatchReceipt early =
+        reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, longer, 4}}});
+    REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(early.outcomes.at(0)));
+    const auto& done = std::get<ReuseReleaseReceipt>(early.outcomes[0]);
+    INFO((done.successor_refused ? done.successor_refused->describe() : "no refusal"));
+    CHECK(done.successor_refused.has_value());
+    CHECK_FALSE(done.successor.has_value());
+    CHECK_FALSE(done.published_successor);
+    CHECK(done.completed);
+    CHECK(done.released == receipt.leases);
+    std::vector<TokenId> next = longer;
+    next.push_back(77);
+    CHECK(match(*a, "test/shared", next).runtime_hit_tokens == 32);
+    CHECK(n.stat("node", "reuse_successors_refused") == 1);
+    CHECK(n.stat("node", "reuse_successors_published") == 0);
+  }
+  SECTION("a committed successor is published, then the leases go back") {
+    // Malformed successors first: typed errors, and the attempt stays open.
+    const ReuseBatchReceipt bad =
+        reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, false, ReuseSuccessor{fence.request, longer, 4}},
+                   ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, longer, 1}},
+                   ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, prompt, 4}}});
+    for (const ReuseOutcome& o : bad.outcomes) {
+      REQUIRE(std::holds_alternative<Error>(o));
+      CHECK(std::get<Error>(o).code == ErrorCode::invalid_argument);
+      CHECK(std::get<Error>(o).field == "successor");
+    }
+    CHECK(n.stat("node", "reuse_open_attempts") == 1);
+
+    const AllocationReceipt committed = allocation(*b, CommitRowsOp{fence, 64});
+    REQUIRE(committed.outcome == AllocationOutcome::committed);
+    const ReuseBatchReceipt done_batch =
+        reuse(*b, {ReuseReleaseOp{receipt.execution_snapshot_version, true, ReuseSuccessor{fence.request, longer, 4}}});
+    REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(done_batch.outcomes.at(0)));
+    const auto& done = std::get<ReuseReleaseReceipt>(done_batch.outcomes[0]);
+    INFO((done.successor_refused ? done.successor_refused->describe() : "published"));
+    REQUIRE(done.successor.has_value());
+    CHECK(done.successor->request == fence.request);
+    CHECK(done.published_successor);
+    CHECK(done.completed);
+    CHECK(done.released == receipt.leases);
+    // The successor is what a lookup finds now: all four blocks for a
+    // prompt that goes on (the same 64 tokens alone hit 48: a
+    // logits-producing request recomputes its last block, 0x07E).
+    std::vector<TokenId> next = longer;
+    next.push_back(77);
+    CHECK(match(*a, "test/shared", next).runtime_hit_tokens == 64);
+    CHECK(match(*a, "test/shared", longer).runtime_hit_tokens == 48);
+    CHECK(n.stat("node", "reuse_successors_published") == 1);
+    CHECK(n.stat("node", "reuse_successors_refused") == 0);
+  }
+  CHECK(n.stat("node", "reuse_open_attempts") == 0);
+  // Only the tree's own leases may remain (the radix index holds one per
+  // page it caches, the successor's new pages included); none is the attempt's.
+  if (config.find("radix") == std::string::npos) CHECK(n.stat("allocator", "live_leases") == leases_before);
+  CHECK(n.stat("node", "reuse_rejected_execution") == 0);
+}
+
+}  // namespace
+
+TEST_CASE("node reuse transaction: step 10 publishes one complete successor (hash chain)", "[node][reuse_tx]") {
+  successor_round("tests/data/node/node-test.toml");
+}
+
+TEST_CASE("node reuse transaction: step 10 publishes one complete successor (radix)", "[node][reuse_tx]") {
+  successor_round("tests/data/node/node-radix-test.toml");
+}
+
+}  // namespace kvrt::test

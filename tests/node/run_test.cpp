@@ -1,0 +1,332 @@
+// `kvrt run` (issue 8): the run config, the node config it derives, the
+// worker result exchange, and short end-to-end runs of the real binary: a
+// node and worker processes serving every request shape with the reference
+// model, whose verdict must be exact with nothing leaked after shutdown, and
+// bad files that must start nothing.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/engine_worker.hpp"
+#include "node/node_config.hpp"
+#include "tools/run/run_config.hpp"
+#include "tools/workload/workload.hpp"
+#include "tests/node/node_fixture.hpp"
+
+using namespace kvrt;
+
+namespace {
+
+std::string data(const std::string& name) { return std::string(KVRT_SOURCE_DIR) + "/tests/data/run/" + name; }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The JSON line of `kvrt run --json` in a log that may hold other lines.
+nlohmann::json json_line(const std::string& log) {
+  std::istringstream lines(log);
+  std::string line;
+  while (std::getline(lines, line))
+    if (!line.empty() && line.front() == '{') return nlohmann::json::parse(line);
+  FAIL("no JSON line in:\n" << log);
+  return {};
+}
+
+// Runs `kvrt run --json --quiet` with `args`, requires exit 0 and returns the
+// summary object.
+nlohmann::json run_to_json(const std::vector<std::string>& args, const test::ScratchDir& dir) {
+  std::vector<std::string> all{"run"};
+  all.insert(all.end(), args.begin(), args.end());
+  all.insert(all.end(), {"--json", "--quiet"});
+  test::KvrtProcess run(all, dir.file("run.log"));
+  const int code = run.wait(std::chrono::seconds(240));
+  const std::string log = run.output();
+  INFO(log);
+  REQUIRE(code == 0);
+  return json_line(log);
+}
+
+// The node's own funnel (the node view) agrees with the engines' funnel: an
+// engine admits a request with a hit exactly when the node leased the
+// candidate to it, and every attempt an engine settles began with a lookup
+// the node answered (retried lookups make the node count more).
+void check_node_funnel_agrees(const nlohmann::json& s) {
+  const nlohmann::json& funnel = s.at("funnel");
+  uint64_t executed = 0, requests = 0;
+  for (const auto& stage : funnel.at("stages")) {
+    if (stage.at("name") == "executed") executed = stage.at("count").get<uint64_t>();
+    if (stage.at("name") == "requests") requests = stage.at("count").get<uint64_t>();
+  }
+  const nlohmann::json& node = funnel.at("node_view");
+  CHECK(executed > 0);
+  CHECK(node.at("leased").get<uint64_t>() == executed);
+  CHECK(node.at("requests").get<uint64_t>() >= requests);
+  CHECK(node.at("candidates").get<uint64_t>() >= node.at("leased").get<uint64_t>());
+}
+
+}  // namespace
+
+TEST_CASE("run config: defaults, paths relative to the file, and the derived node config", "[run]") {
+  Result<RunConfig> c = load_run_config(data("run-test.toml"));
+  REQUIRE(c.ok());
+  CHECK(c->workers == 2);
+  CHECK(c->in_flight == 4);
+  CHECK(c->model.seed == 3);
+  CHECK(std::filesystem::exists(c->workload_path));
+  CHECK(std::filesystem::exists(c->layout_path));
+  Result<workload::Workload> w = workload::load_workload(c->workload_path);
+  REQUIRE(w.ok());
+
+  // The node config kvrt run writes must load as a node config: one
+  // namespace per tenant, one principal per worker allowed every tenant.
+  Result<NodeConfig> node = parse_node_config(node_config_for_run(*c, *w, c->prefix_index), "derived");
+  REQUIRE(node.ok());
+  CHECK(c->prefix_index == "hash_chain");
+  CHECK(node->prefix_index == "hash_chain");
+  CHECK(node->scheduler == c->node_scheduler);  // kvrt run's node shares the cores: sharing by default
+  CHECK(node->scheduler == "sharing");
+  Result<NodeConfig> radix = parse_node_config(node_config_for_run(*c, *w, "radix"), "derived");
+  REQUIRE(radix.ok());
+  CHECK(radix->prefix_index == "radix");
+  CHECK(radix->radix_budget_blocks == 256);  // half the pool by default
+  CHECK(node->layout_path == c->layout_path);
+  CHECK(node->blocks_per_group == 512);
+  REQUIRE(node->authorization.namespaces.size() == w->tenants.size());
+  REQUIRE(node->authorization.principals.size() == 2);
+  for (const auto& p : node->authorization.principals) {
+    std::set<std::string> allowed(p.namespaces.begin(), p.namespaces.end());
+    for (const workload::TenantSpec& t : w->tenants) CHECK(allowed.contains(t.namespace_name));
+  }
+}
+
+TEST_CASE("run config: an unknown key names the file, line and key", "[run]") {
+  Result<RunConfig> c = load_run_config(data("bad-run-key.toml"));
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().code == ErrorCode::config_field);
+  CHECK(c.error().describe().find("bad-run-key.toml") != std::string::npos);
+  CHECK(c.error().describe().find(":3") != std::string::npos);
+  CHECK(c.error().describe().find("worker_count") != std::string::npos);
+  CHECK_FALSE(load_run_config(data("no-such-file.toml")).ok());
+}
+
+TEST_CASE("run: a worker's result survives the JSON exchange field for field", "[run]") {
+  const uint64_t seed = 8128;
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 20; ++round) {
+    EngineResult r;
+    r.worker = "worker-" + std::to_string(rng() % 8);
+    r.requests = rng() % 1000;
+    r.requests_total = rng() % 1000;
+    r.prompt_tokens = rng();
+    r.decode_tokens = rng() % 99999;
+    r.prefill_rows_computed = rng() % 123456;
+    r.prefill_rows_reused = rng() % 123456;
+    r.decode_rows_computed = rng() % 5000;
+    r.decode_kv_bytes_read = rng();
+    r.forked_requests = rng() % 7;
+    r.copy_on_write_rows = rng() % 70;
+    r.requests_verified = rng() % 1000;
+    r.token_mismatches = rng() % 3;
+    r.rows_checked = rng() % 100000;
+    r.reused_rows_checked = rng() % 100000;
+    r.row_mismatches = rng() % 2;
+    r.reused_row_mismatches = rng() % 2;
+    r.first_mismatch = round % 2 ? "row 7 \"differs\"\n" : "";
+    r.out_of_capacity_retries = rng() % 9;
+    r.operation_errors = rng() % 4;
+    r.first_error = round % 3 ? "" : "stale_generation: x [y]";
+    for (auto& s : r.funnel.stage) s = rng() % 500;
+    for (auto& b : r.rejections) b = rng() % 50;
+    for (int i = 0; i < round; ++i) {
+      r.allocator_us.push_back(static_cast<double>(rng() % 100000) / 7.0);
+      r.prefix_us.push_back(static_cast<double>(rng() % 100000) / 3.0);
+    }
+    r.authorize_us = {123.5};
+    r.wall_s = 1.25 * round;
+    Result<EngineResult> back = engine_result_from_json(engine_result_to_json(r), "round-trip");
+    REQUIRE(back.ok());
+    CHECK(engine_result_to_json(*back) == engine_result_to_json(r));
+    CHECK(back->funnel == r.funnel);
+    CHECK(back->allocator_us == r.allocator_us);
+  }
+  // A truncated or mistyped result is a typed error naming the field.
+  CHECK(engine_result_from_json("{\"worker\": 1", "cut").error().code == ErrorCode::config_parse);
+  nlohmann::json j = nlohmann::json::parse(engine_result_to_json(EngineResult{}));
+  j["requests"] = "many";
+  const Result<EngineResult> mistyped = engine_result_from_json(j.dump(), "mistyped");
+  REQUIRE_FALSE(mistyped.ok());
+  CHECK(mistyped.error().field == "requests");
+}
+
+TEST_CASE("kvrt run: every request shape served exactly by a node and two worker processes", "[run][process]") {
+  test::ScratchDir dir("run");
+  const std::string out = dir.file("report");
+  const nlohmann::json s = run_to_json({"--config", data("run-test.toml"), "--out", out}, dir);
+
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  CHECK(s["exact"] == true);
+  CHECK(s["leaked_blocks"] == 0);
+  CHECK(s["workers"] == 2);
+  CHECK(s["requests"].get<uint64_t>() == w->request_count());
+  CHECK(s["tokens_requested"].get<uint64_t>() == w->requested_tokens());
+  // Shared system prompts, earlier turns, few-shot prefixes and the document
+  // are found again: some prompt rows are reused, and reuse plus computation
+  // covers every prompt row.
+  CHECK(s["prefill_rows_reused"].get<uint64_t>() > 0);
+  // Every prompt row is computed, reused from the index, or held by a fork
+  // branch from its parent.
+  CHECK(s["prefill_rows_forked"].get<uint64_t>() > 0);
+  CHECK(s["prefill_rows_computed"].get<uint64_t>() + s["prefill_rows_reused"].get<uint64_t>() +
+            s["prefill_rows_forked"].get<uint64_t>() ==
+        s["prompt_tokens"].get<uint64_t>());
+  CHECK(s["requests_verified"].get<uint64_t>() == w->request_count());
+  // Every cached row was compared; the questions over the document and the
+  // fork branches decoded with shared-prefix execution, which read the shared
+  // rows once per batch instead of once per request (0x0BC).
+  CHECK(s["row_mismatches"] == 0);
+  CHECK(s["rows_checked"].get<uint64_t>() >= s["prefill_rows_reused"].get<uint64_t>());
+  CHECK(s["bounded_rows_checked"].get<uint64_t>() > 0);
+  CHECK(s["bounded_row_max_difference"].get<double>() <= 1.0 / 512.0);
+  CHECK(s["shared_prefix_rows_read_once"].get<uint64_t>() > 0);
+  CHECK(s["shared_prefix_rows_per_request"].get<uint64_t>() >= 2 * s["shared_prefix_rows_read_once"].get<uint64_t>());
+  CHECK(s["pool_utilisation"].get<double>() > 0.0);
+  CHECK(s["pool_utilisation"].get<double>() <= 1.0);
+  check_node_funnel_agrees(s);
+
+  for (const char* f : {"report.md", "report.json", "utilisation.svg", "funnel.svg", "latency.svg"})
+    CHECK(std::filesystem::exists(out + "/" + f));
+  const nlohmann::json report = nlohmann::json::parse(read_file(out + "/report.json"));
+  CHECK(report["exact"] == true);
+  // The node shut down cleanly: its descriptor is gone with its segments.
+  CHECK_FALSE(std::filesystem::exists(out + "/node/node.json"));
+}
+
+TEST_CASE("kvrt run: a bad workload file names file, line and field, and starts nothing", "[run][process]") {
+  test::ScratchDir dir("run-bad");
+  const std::string out = dir.file("report");
+  test::KvrtProcess run({"run", "--config", data("bad-workload-run.toml"), "--out", out, "--quiet"},
+                        dir.file("run.log"));
+  REQUIRE(run.wait(std::chrono::seconds(60)) == 2);
+  const std::string log = run.output();
+  INFO(log);
+  CHECK(log.find("bad-workload.toml") != std::string::npos);
+  CHECK(log.find("user_tokens") != std::string::npos);
+  CHECK(log.find(":14") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out + "/node"));
+  CHECK_FALSE(std::filesystem::exists(out + "/report.md"));
+}
+
+TEST_CASE("kvrt run: under pool pressure refused allocations are retried and the run stays exact", "[run][process]") {
+  // 16 blocks per group for two workers with four requests in flight each:
+  // admissions and appends are refused for capacity and retried once other
+  // requests release (cached blocks are evicted on demand). Nothing is lost.
+  test::ScratchDir dir("run-pressure");
+  const std::string out = dir.file("report");
+  const nlohmann::json s = run_to_json({"--config", data("run-pressure.toml"), "--out", out}, dir);
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  CHECK(s["exact"] == true);
+  CHECK(s["leaked_blocks"] == 0);
+  CHECK(s["requests"].get<uint64_t>() == w->request_count());
+  uint64_t retries = 0;
+  for (int i = 0; i < 2; ++i) {
+    Result<EngineResult> r =
+        engine_result_from_json(read_file(out + "/node/worker-" + std::to_string(i) + ".json"), "worker");
+    REQUIRE(r.ok());
+    retries += r->out_of_capacity_retries;
+    CHECK(r->operation_errors == 0);
+  }
+  CHECK(retries > 0);
+}
+
+TEST_CASE("kvrt run: identical prompts in two namespaces never share K/V", "[run][process]") {
+  // Two tenants declare the same chat table, so their prompts are identical
+  // token for token. Served one request at a time by one worker (pools large
+  // enough that nothing is evicted), a tenant's reuse depends only on what it
+  // published itself: with isolation (0x0CE) the two-tenant run reuses
+  // exactly twice what the one-tenant run reuses. A cross-namespace hit would
+  // add the second tenant's first system prompt on top.
+  auto run = [&](const std::string& workload) {
+    test::ScratchDir dir("run-isolation");
+    return run_to_json({"--config", data("run-serial.toml"), "--workload", data(workload), "--out", dir.file("report")},
+                       dir);
+  };
+  const nlohmann::json one = run("isolation-one-tenant.toml");
+  const nlohmann::json two = run("isolation-two-tenants.toml");
+  CHECK(one["exact"] == true);
+  CHECK(two["exact"] == true);
+  REQUIRE(one["prefill_rows_reused"].get<uint64_t>() > 0);
+  CHECK(two["requests"].get<uint64_t>() == 2 * one["requests"].get<uint64_t>());
+  CHECK(two["prefill_rows_reused"].get<uint64_t>() == 2 * one["prefill_rows_reused"].get<uint64_t>());
+  CHECK(two["prefill_rows_computed"].get<uint64_t>() == 2 * one["prefill_rows_computed"].get<uint64_t>());
+}
+
+TEST_CASE("kvrt run: the radix index owner serves the same workload exactly", "[run][process]") {
+  test::ScratchDir dir("run-radix");
+  const std::string out = dir.file("report");
+  const nlohmann::json s = run_to_json({"--config", data("run-radix.toml"), "--out", out}, dir);
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  CHECK(s["exact"] == true);
+  CHECK(s["leaked_blocks"] == 0);
+  CHECK(s["requests"].get<uint64_t>() == w->request_count());
+  CHECK(s["requests_verified"].get<uint64_t>() == w->request_count());
+  CHECK(s["row_mismatches"] == 0);
+  // Every reused row was found by the radix tree.
+  CHECK(s["prefill_rows_reused"].get<uint64_t>() > 0);
+  CHECK(s["reused_by_radix"] == s["prefill_rows_reused"]);
+  CHECK(s["reused_by_hash_chain"] == 0);
+  check_node_funnel_agrees(s);
+  CHECK(s["prefill_rows_computed"].get<uint64_t>() + s["prefill_rows_reused"].get<uint64_t>() +
+            s["prefill_rows_forked"].get<uint64_t>() ==
+        s["prompt_tokens"].get<uint64_t>());
+}
+
+TEST_CASE("kvrt run: one request at a time, the radix and the hash chain reuse the same rows", "[run][process]") {
+  // Pages of P_a tokens are the radix tree's unit and the hash chain's full
+  // blocks: with nothing evicted, both find every earlier page, so a serial
+  // run reuses exactly the same rows under either owner; and the radix keeps
+  // identical tenants apart as the chain does (twice one tenant's reuse).
+  auto run = [&](const std::string& config, const std::string& workload) {
+    test::ScratchDir dir("run-radix-serial");
+    return run_to_json({"--config", data(config), "--workload", data(workload), "--out", dir.file("report")}, dir);
+  };
+  const nlohmann::json chain = run("run-serial.toml", "isolation-one-tenant.toml");
+  const nlohmann::json radix = run("run-serial-radix.toml", "isolation-one-tenant.toml");
+  const nlohmann::json radix_two = run("run-serial-radix.toml", "isolation-two-tenants.toml");
+  CHECK(chain["exact"] == true);
+  CHECK(radix["exact"] == true);
+  CHECK(radix_two["exact"] == true);
+  REQUIRE(chain["prefill_rows_reused"].get<uint64_t>() > 0);
+  CHECK(radix["prefill_rows_reused"] == chain["prefill_rows_reused"]);
+  CHECK(radix["prefill_rows_computed"] == chain["prefill_rows_computed"]);
+  CHECK(radix_two["prefill_rows_reused"].get<uint64_t>() == 2 * radix["prefill_rows_reused"].get<uint64_t>());
+}
+
+TEST_CASE("kvrt run: a radix cache holding most of the pool gives pages back when requests are stuck",
+          "[run][process]") {
+  // 16 blocks per group, 14 of them leasable by the radix cache, one worker:
+  // once the cache is full, prompts no longer fit, and nothing a request
+  // holds will be released while it waits. The allocator sees refusals pile
+  // up with no release and tells the index; the tree evicts leaf first
+  // (0x08E) and the run finishes exactly (without it: run_stalled).
+  test::ScratchDir dir("run-radix-starved");
+  const nlohmann::json s = run_to_json({"--config", data("run-radix-starved.toml"), "--out", dir.file("report")}, dir);
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  CHECK(s["exact"] == true);
+  CHECK(s["requests"].get<uint64_t>() == w->request_count());
+  CHECK(s["leaked_blocks"] == 0);
+  CHECK(s["reused_by_radix"].get<uint64_t>() > 0);
+}

@@ -1,0 +1,804 @@
+// The generated codec of the owners' batches (schema/<owner>.capnp):
+// every message round-trips with every field and every union alternative
+// set; an optional epoch keeps "absent" apart from "epoch 0"; messages of one
+// kind never decode as another (old kinds included); hand-made bad unions,
+// enums, pointers and digests answer a typed Error naming the element and
+// field ("AllocatorBatch.ops[3].append.rows"); truncated, bit-flipped,
+// overwritten and random bytes decode safely; a 256-append batch encodes and
+// decodes well inside the actor RPC's budget.
+#include <capnp/any.h>
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "tests/schema/codec_node_fixtures.hpp"
+#include "schema/allocator.capnp.h"
+#include "schema/authorization.capnp.h"
+#include "schema/kvrt.capnp.h"
+#include "schema/prefix.capnp.h"
+#include "schema/reuse.capnp.h"
+#include "schema/session.capnp.h"
+
+using namespace kvrt;
+using kvrt::test::decode_is_safe;
+using kvrt::test::filled;
+using kvrt::test::for_each_codec_type;
+using kvrt::test::for_each_node_type;
+using kvrt::test::kCodecTypeCount;
+using kvrt::test::kNodeTypeCount;
+
+namespace {
+
+// Re-opens an encoded message for editing with the generated classes, applies
+// edit(envelope) and serialises the result.
+template <class Edit>
+std::vector<uint8_t> edited(const std::vector<uint8_t>& bytes, Edit&& edit) {
+  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  capnp::FlatArrayMessageReader reader(words);
+  capnp::MallocMessageBuilder message;
+  message.setRoot(reader.getRoot<wire::Envelope>());
+  edit(message.getRoot<wire::Envelope>());
+  auto flat = capnp::messageToFlatArray(message);
+  auto out = flat.asBytes();
+  return std::vector<uint8_t>(out.begin(), out.end());
+}
+
+// Every union of the owners' batches keeps its tag in bits [0, 16) of its
+// struct's data section (`capnp compile -ocapnp schema/allocator.capnp`); this checks that the
+// tag there is the one the builder set, then overwrites it.
+template <class StructBuilder>
+void overwrite_union_tag(StructBuilder b, uint16_t expected, uint16_t tag) {
+  auto data = capnp::AnyStruct::Builder(kj::mv(b)).getDataSection();
+  REQUIRE(data.size() >= 2);
+  uint16_t now = 0;
+  std::memcpy(&now, data.begin(), 2);  // little-endian, as the wire
+  REQUIRE(now == expected);
+  std::memcpy(data.begin(), &tag, 2);
+}
+
+template <class T>
+Error decode_error(const std::vector<uint8_t>& bytes) {
+  auto r = codec::decode<T>(bytes);
+  REQUIRE_FALSE(r.ok());
+  INFO(r.error().describe());
+  CHECK(test::is_decode_error(r.error().code));
+  return r.error();
+}
+
+template <class Variant>
+std::set<size_t> alternatives(const std::vector<Variant>& items) {
+  std::set<size_t> seen;
+  for (const auto& v : items) seen.insert(v.index());
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("node protocol: every message round-trips with every field set", "[codec]") {
+  int types = 0;
+  for_each_node_type([&](auto named) {
+    using T = typename decltype(named)::type;
+    INFO(named.name);
+    ++types;
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      const T value = filled<T>(seed);
+      CHECK_FALSE(value == T{});
+      const auto bytes = codec::encode(value);
+      CHECK(bytes.size() % 8 == 0);
+      auto decoded = codec::decode<T>(bytes);
+      INFO((decoded.ok() ? std::string("ok") : decoded.error().describe()));
+      REQUIRE(decoded.ok());
+      CHECK(*decoded == value);
+      CHECK(codec::encode(*decoded) == bytes);
+    }
+    auto zero = codec::decode<T>(codec::encode(T{}));
+    REQUIRE(zero.ok());
+    CHECK(*zero == T{});
+  });
+  CHECK(types == kNodeTypeCount);
+}
+
+TEST_CASE("node protocol: every op and outcome alternative travels on its own", "[codec]") {
+  // The fixtures hold every alternative of every union ...
+  CHECK(alternatives(filled<AllocatorBatch>().ops).size() == std::variant_size_v<AllocatorOp>);
+  CHECK(alternatives(filled<AllocatorBatchReceipt>().outcomes).size() == std::variant_size_v<AllocatorOutcome>);
+  CHECK(alternatives(filled<PrefixBatch>().ops).size() == std::variant_size_v<PrefixOp>);
+  CHECK(alternatives(filled<PrefixBatchReceipt>().outcomes).size() == std::variant_size_v<PrefixOutcome>);
+  CHECK(alternatives(filled<MapperBatch>().ops).size() == std::variant_size_v<MapperOp>);
+  CHECK(alternatives(filled<MapperBatchReceipt>().outcomes).size() == std::variant_size_v<MapperOutcome>);
+  CHECK(alternatives(filled<ReuseBatch>().ops).size() == std::variant_size_v<ReuseOp>);
+  CHECK(alternatives(filled<ReuseBatchReceipt>().outcomes).size() == std::variant_size_v<ReuseOutcome>);
+  // ... and each one, alone in a batch, comes back as the same alternative.
+  auto each_alone = [](auto batch, auto items) {
+    const auto all = batch.*items;
+    for (const auto& item : all) {
+      INFO("alternative " << item.index());
+      batch.*items = {item};
+      auto r = codec::decode<decltype(batch)>(codec::encode(batch));
+      REQUIRE(r.ok());
+      CHECK(*r == batch);
+      CHECK(((*r).*items)[0].index() == item.index());
+    }
+  };
+  each_alone(filled<AllocatorBatch>(5), &AllocatorBatch::ops);
+  each_alone(filled<AllocatorBatchReceipt>(5), &AllocatorBatchReceipt::outcomes);
+  each_alone(filled<PrefixBatch>(5), &PrefixBatch::ops);
+  each_alone(filled<PrefixBatchReceipt>(5), &PrefixBatchReceipt::outcomes);
+  each_alone(filled<MapperBatch>(5), &MapperBatch::ops);
+  each_alone(filled<MapperBatchReceipt>(5), &MapperBatchReceipt::outcomes);
+  each_alone(filled<ReuseBatch>(5), &ReuseBatch::ops);
+  each_alone(filled<ReuseBatchReceipt>(5), &ReuseBatchReceipt::outcomes);
+}
+
+TEST_CASE("node protocol: an absent epoch, epoch 0 and epoch 7 are three messages", "[codec]") {
+  const std::optional<Epoch> epochs[] = {std::nullopt, Epoch{0}, Epoch{7}};
+  std::vector<std::vector<uint8_t>> allocate_bytes, append_bytes;
+  for (const auto& epoch : epochs) {
+    INFO("epoch " << (epoch ? std::to_string(epoch->value) : "absent"));
+    const AllocateOp allocate{16, {}, epoch};
+    const AppendOp append{RequestFence{RequestId{1}, RequestGeneration{2}, TableVersion{3}}, {}, epoch};
+    const AllocatorBatch batch{{}, {allocate, append}};
+    auto r = codec::decode<AllocatorBatch>(codec::encode(batch));
+    REQUIRE(r.ok());
+    CHECK(std::get<AllocateOp>(r->ops[0]).expected_epoch == epoch);
+    CHECK(std::get<AppendOp>(r->ops[1]).expected_epoch == epoch);
+    allocate_bytes.push_back(codec::encode(AllocatorBatch{{}, {allocate}}));
+    append_bytes.push_back(codec::encode(AllocatorBatch{{}, {append}}));
+  }
+  for (size_t i = 0; i < 3; ++i)
+    for (size_t j = i + 1; j < 3; ++j) {
+      INFO("epochs " << i << " and " << j);
+      CHECK_FALSE(allocate_bytes[i] == allocate_bytes[j]);
+      CHECK_FALSE(append_bytes[i] == append_bytes[j]);
+    }
+}
+
+TEST_CASE("node protocol: every ReleaseReason and LogitsPath travels", "[codec]") {
+  for (uint8_t v = 0; v <= kReleaseReasonMax; ++v) {
+    AllocatorBatch b = filled<AllocatorBatch>();
+    const RequestFence fence{RequestId{9}, RequestGeneration{1}, TableVersion{4}};
+    b.ops = {ReleaseOp{fence, static_cast<ReleaseReason>(v)}};
+    CHECK(*codec::decode<AllocatorBatch>(codec::encode(b)) == b);
+  }
+  for (uint8_t v = 0; v <= kLogitsPathMax; ++v) {
+    PrefixBatch b = filled<PrefixBatch>();
+    std::get<PrefixMatchOp>(b.ops[0]).logits_path = static_cast<LogitsPath>(v);
+    CHECK(*codec::decode<PrefixBatch>(codec::encode(b)) == b);
+  }
+}
+
+TEST_CASE("node protocol: a message of one kind is never decoded as another", "[codec]") {
+  int pairs = 0;
+  auto refuse = [&](const char* written, const std::vector<uint8_t>& bytes, auto read) {
+    using R = typename decltype(read)::type;
+    INFO(written << " read as " << read.name);
+    auto r = codec::decode<R>(bytes);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::decode_failed);
+    CHECK(r.error().field == "Envelope.body");
+    CHECK(r.error().reason.find(written) != std::string::npos);
+    ++pairs;
+  };
+  for_each_node_type([&](auto written) {
+    using W = typename decltype(written)::type;
+    const auto bytes = codec::encode(filled<W>());
+    for_each_node_type([&](auto read) {
+      if constexpr (!std::is_same_v<W, typename decltype(read)::type>) refuse(written.name, bytes, read);
+    });
+    for_each_codec_type([&](auto read) { refuse(written.name, bytes, read); });
+  });
+  for_each_codec_type([&](auto written) {
+    const auto bytes = codec::encode(filled<typename decltype(written)::type>());
+    for_each_node_type([&](auto read) { refuse(written.name, bytes, read); });
+  });
+  CHECK(pairs == kNodeTypeCount * (kNodeTypeCount - 1) + 2 * kNodeTypeCount * kCodecTypeCount);
+}
+
+TEST_CASE("node protocol: an unknown op or outcome kind is unknown_enum naming the element", "[codec]") {
+  const auto batch = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
+    overwrite_union_tag(e.getBody().getAs<wire::AllocatorBatch>().getOps()[3], wire::AllocatorOp::COMMIT_ROWS, 99);
+  });
+  auto op = decode_error<AllocatorBatch>(batch);
+  CHECK(op.code == ErrorCode::unknown_enum);
+  CHECK(op.field == "AllocatorBatch.ops[3]");
+  CHECK(op.reason.find("99") != std::string::npos);
+
+  const auto receipt = edited(codec::encode(filled<AllocatorBatchReceipt>()), [](wire::Envelope::Builder e) {
+    overwrite_union_tag(e.getBody().getAs<wire::AllocatorBatchReceipt>().getOutcomes()[5],
+                        wire::AllocatorOutcome::BLOCK_TABLE_VIEW, 6);
+  });
+  CHECK(decode_error<AllocatorBatchReceipt>(receipt).field == "AllocatorBatchReceipt.outcomes[5]");
+
+  const auto prefix = edited(codec::encode(filled<PrefixBatch>()), [](wire::Envelope::Builder e) {
+    overwrite_union_tag(e.getBody().getAs<wire::PrefixBatch>().getOps()[1], wire::PrefixOp::PUBLISH, 2);
+  });
+  CHECK(decode_error<PrefixBatch>(prefix).field == "PrefixBatch.ops[1]");
+
+  const auto prefix_receipt = edited(codec::encode(filled<PrefixBatchReceipt>()), [](wire::Envelope::Builder e) {
+    overwrite_union_tag(e.getBody().getAs<wire::PrefixBatchReceipt>().getOutcomes()[0], wire::PrefixOutcome::ERROR, 3);
+  });
+  CHECK(decode_error<PrefixBatchReceipt>(prefix_receipt).field == "PrefixBatchReceipt.outcomes[0]");
+
+  const auto reuse_receipt = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    overwrite_union_tag(e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[2],
+                        wire::ReuseOutcome::REJECTION_RECEIPT, 4);
+  });
+  auto reuse = decode_error<ReuseBatchReceipt>(reuse_receipt);
+  CHECK(reuse.code == ErrorCode::unknown_enum);
+  CHECK(reuse.field == "ReuseBatchReceipt.outcomes[2]");
+  CHECK(reuse.reason.find("unknown ReuseOutcome kind 4") != std::string::npos);
+
+  const auto reuse_release = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    overwrite_union_tag(e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[3],
+                        wire::ReuseOutcome::RELEASE_RECEIPT, 999);
+  });
+  auto release_outcome = decode_error<ReuseBatchReceipt>(reuse_release);
+  CHECK(release_outcome.code == ErrorCode::unknown_enum);
+  CHECK(release_outcome.field == "ReuseBatchReceipt.outcomes[3]");
+  CHECK(release_outcome.reason.find("unknown ReuseOutcome kind 999") != std::string::npos);
+
+  const auto reuse_batch = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
+    overwrite_union_tag(e.getBody().getAs<wire::ReuseBatch>().getOps()[2], wire::ReuseOp::RELEASE, 2);
+  });
+  auto reuse_op = decode_error<ReuseBatch>(reuse_batch);
+  CHECK(reuse_op.code == ErrorCode::unknown_enum);
+  CHECK(reuse_op.field == "ReuseBatch.ops[2]");
+  CHECK(reuse_op.reason.find("unknown ReuseOp kind 2") != std::string::npos);
+
+  // The optional epoch's {none, epoch} tag.
+  const auto epoch = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
+    overwrite_union_tag(e.getBody().getAs<wire::AllocatorBatch>().getOps()[1].getAppend(),
+                        wire::AppendOp::ExpectedEpoch::EPOCH, 2);
+  });
+  auto bad_epoch = decode_error<AllocatorBatch>(epoch);
+  CHECK(bad_epoch.code == ErrorCode::unknown_enum);
+  CHECK(bad_epoch.field == "AllocatorBatch.ops[1].append.expected_epoch");
+}
+
+TEST_CASE("node protocol: an unknown enum value is unknown_enum naming element and field", "[codec]") {
+  const auto release = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
+    e.getBody().getAs<wire::AllocatorBatch>().getOps()[6].getRelease().setReason(
+        static_cast<wire::ReleaseReason>(kReleaseReasonMax + 1));
+  });
+  auto r = decode_error<AllocatorBatch>(release);
+  CHECK(r.code == ErrorCode::unknown_enum);
+  CHECK(r.field == "AllocatorBatch.ops[6].release.reason");
+
+  const auto logits = edited(codec::encode(filled<PrefixBatch>()), [](wire::Envelope::Builder e) {
+    e.getBody().getAs<wire::PrefixBatch>().getOps()[0].getMatch().setLogitsPath(
+        static_cast<wire::LogitsPath>(kLogitsPathMax + 1));
+  });
+  auto l = decode_error<PrefixBatch>(logits);
+  CHECK(l.code == ErrorCode::unknown_enum);
+  CHECK(l.field == "PrefixBatch.ops[0].match.logits_path");
+
+  // A nested receipt keeps its own field names below the element.
+  const auto nested = edited(codec::encode(filled<AllocatorBatchReceipt>()), [](wire::Envelope::Builder e) {
+    e.getBody().getAs<wire::AllocatorBatchReceipt>().getOutcomes()[1].getAllocationReceipt().setOutcome(
+        static_cast<wire::AllocationOutcome>(kAllocationOutcomeMax + 1));
+  });
+  CHECK(decode_error<AllocatorBatchReceipt>(nested).field ==
+        "AllocatorBatchReceipt.outcomes[1].allocation_receipt.outcome");
+
+  const auto code = edited(codec::encode(filled<PrefixBatchReceipt>()), [](wire::Envelope::Builder e) {
+    e.getBody().getAs<wire::PrefixBatchReceipt>().getOutcomes()[0].getError().setCode(9999);
+  });
+  auto c = decode_error<PrefixBatchReceipt>(code);
+  CHECK(c.code == ErrorCode::unknown_enum);
+  CHECK(c.field == "PrefixBatchReceipt.outcomes[0].error.code");
+}
+
+TEST_CASE("node protocol: a reuse batch round-trips every field of every op and outcome", "[codec][reuse-codec]") {
+  const ReuseBatch batch = filled<ReuseBatch>(11);
+  auto b = codec::decode<ReuseBatch>(codec::encode(batch));
+  REQUIRE(b.ok());
+  CHECK(*b == batch);
+  REQUIRE(b->ops.size() == 5);
+  const auto& acquire = std::get<ReuseAcquireOp>(b->ops[0]);
+  CHECK(acquire.require_collision_witness);
+  CHECK(acquire.logits_path == LogitsPath::no_logits);
+  CHECK(acquire.tokens.back() == std::numeric_limits<TokenId>::min());
+  CHECK(std::holds_alternative<ReuseAcquireOp>(b->ops[1]));
+  // Each release op keeps its attempt and its execution report.
+  const auto& not_run = std::get<ReuseReleaseOp>(b->ops[2]);
+  CHECK(not_run.snapshot == ExecutionSnapshotVersion{41});
+  CHECK_FALSE(not_run.executed);
+  const auto& ran = std::get<ReuseReleaseOp>(b->ops[3]);
+  CHECK(ran.snapshot == ExecutionSnapshotVersion{42});
+  CHECK(ran.executed);
+  CHECK_FALSE(ran.successor.has_value());
+  // A named successor keeps its request, tokens (both extremes) and end block.
+  const auto& named = std::get<ReuseReleaseOp>(b->ops[4]);
+  REQUIRE(named.successor.has_value());
+  CHECK(named.successor == std::get<ReuseReleaseOp>(batch.ops[4]).successor);
+  CHECK(named.successor->tokens.at(1) == std::numeric_limits<TokenId>::max());
+  // Every bit of the snapshot travels.
+  const ReuseBatch widest{TraceContext{4, 5, 6},
+                          {ReuseReleaseOp{ExecutionSnapshotVersion{std::numeric_limits<uint64_t>::max()}, false}}};
+  CHECK(codec::decode<ReuseBatch>(codec::encode(widest)).value() == widest);
+
+  // A default release op (snapshot 0, executed) and an acquire with default
+  // fields stay what they are.
+  const ReuseBatch bare{TraceContext{4, 5, 6}, {ReuseReleaseOp{}, ReuseAcquireOp{}}};
+  auto bare_back = codec::decode<ReuseBatch>(codec::encode(bare));
+  REQUIRE(bare_back.ok());
+  CHECK(*bare_back == bare);
+  CHECK(bare_back->ops[0].index() == 1);
+  CHECK(std::get<ReuseReleaseOp>(bare_back->ops[0]).executed);
+  CHECK(bare_back->ops[1].index() == 0);
+  // A release op with an empty data section reads as the C++ default: the
+  // wire default of executed is true as well.
+  const auto empty_release = edited(codec::encode(bare), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatch>().getOps()[0])
+        .getPointerSection()[0]
+        .initAsAnyStruct(0, 0);
+  });
+  auto empty_back = codec::decode<ReuseBatch>(empty_release);
+  REQUIRE(empty_back.ok());
+  CHECK(std::get<ReuseReleaseOp>(empty_back->ops[0]) == ReuseReleaseOp{});
+
+  const ReuseBatchReceipt receipt = filled<ReuseBatchReceipt>(11);
+  const auto& executable = std::get<ExecutableReuseReceipt>(receipt.outcomes[1]);
+  REQUIRE_FALSE(executable.pool_generations.empty());
+  REQUIRE_FALSE(executable.physical_handles.empty());
+  REQUIRE_FALSE(executable.path_node_ids.empty());
+  REQUIRE_FALSE(executable.leases.empty());
+  const auto& rejection = std::get<ReuseRejectionReceipt>(receipt.outcomes[2]);
+  REQUIRE(rejection.leases_released.size() == 2);
+  auto r = codec::decode<ReuseBatchReceipt>(codec::encode(receipt));
+  REQUIRE(r.ok());
+  CHECK(*r == receipt);
+  CHECK(std::get<Error>(r->outcomes[0]) == std::get<Error>(receipt.outcomes[0]));
+  CHECK(std::get<ExecutableReuseReceipt>(r->outcomes[1]) == executable);
+  CHECK(std::get<ReuseRejectionReceipt>(r->outcomes[2]) == rejection);
+  CHECK(bucket_of(std::get<ReuseRejectionReceipt>(r->outcomes[2]).reason) == ReuseBucket::lease);
+  const auto& released = std::get<ReuseReleaseReceipt>(receipt.outcomes[3]);
+  REQUIRE(released.snapshot.value != 0);
+  REQUIRE(released.released.size() == 2);
+  REQUIRE(released.refused.size() == 3);
+  REQUIRE(released.completed);
+  const auto& released_back = std::get<ReuseReleaseReceipt>(r->outcomes[3]);
+  CHECK(released_back == released);
+  CHECK(released_back.snapshot == released.snapshot);
+  CHECK(released_back.completed);
+  // Every bit of a lease travels: bit 63 still marks the radix path lease.
+  CHECK(released_back.released[0] == LeaseId{(uint64_t{1} << 63) | 5});
+  CHECK(is_path_lease(released_back.released[0]));
+  CHECK_FALSE(is_path_lease(released_back.released[1]));
+  CHECK(is_path_lease(released_back.refused[0]));
+  CHECK(released_back.refused[2] == LeaseId{0});
+
+  // A release receipt with only one list filled keeps the lists apart; an
+  // incomplete attempt stays incomplete.
+  for (const ReuseReleaseReceipt& one_sided :
+       {ReuseReleaseReceipt{ExecutionSnapshotVersion{9}, {LeaseId{7}}, {}, true},
+        ReuseReleaseReceipt{ExecutionSnapshotVersion{9}, {}, {LeaseId{7}}, false}, ReuseReleaseReceipt{}}) {
+    const ReuseBatchReceipt single{TraceContext{1, 2, 3}, {one_sided}};
+    CHECK(codec::decode<ReuseBatchReceipt>(codec::encode(single)).value() == single);
+  }
+
+  // A default rejection (step authorize, reason no_candidate, nothing released).
+  const ReuseBatchReceipt plain{TraceContext{1, 2, 3}, {ReuseRejectionReceipt{}}};
+  CHECK(codec::decode<ReuseBatchReceipt>(codec::encode(plain)).value() == plain);
+}
+
+TEST_CASE("node protocol: every ReuseStep and RejectionReason travels", "[codec][reuse-codec]") {
+  for (uint8_t step = 1; step <= kReuseStepCount; ++step)
+    for (uint8_t reason = 0; reason < kRejectionReasonCount; ++reason) {
+      INFO("step " << int(step) << ", reason " << int(reason));
+      ReuseBatchReceipt r = filled<ReuseBatchReceipt>();
+      auto& rejection = std::get<ReuseRejectionReceipt>(r.outcomes[2]);
+      rejection.step = static_cast<ReuseStep>(step);
+      rejection.reason = static_cast<RejectionReason>(reason);
+      auto back = codec::decode<ReuseBatchReceipt>(codec::encode(r));
+      REQUIRE(back.ok());
+      CHECK(*back == r);
+    }
+  for (uint8_t v = 0; v <= kLogitsPathMax; ++v) {
+    ReuseBatch b = filled<ReuseBatch>();
+    std::get<ReuseAcquireOp>(b.ops[0]).logits_path = static_cast<LogitsPath>(v);
+    CHECK(*codec::decode<ReuseBatch>(codec::encode(b)) == b);
+  }
+}
+
+TEST_CASE("node protocol: a reuse batch and its receipt are never decoded as another kind", "[codec][reuse-codec]") {
+  auto kind_error = [](auto r, const std::string& written) {
+    REQUIRE_FALSE(r.ok());
+    INFO(r.error().describe());
+    CHECK(r.error().code == ErrorCode::decode_failed);
+    CHECK(r.error().field == "Envelope.body");
+    CHECK(r.error().reason.ends_with("got a " + written));
+  };
+  const auto batch = codec::encode(filled<ReuseBatch>());
+  const auto receipt = codec::encode(filled<ReuseBatchReceipt>());
+  // The nearest neighbours: the prefix batch (same op fields but one), the
+  // receipt the reuse receipt carries, and each other.
+  kind_error(codec::decode<PrefixBatch>(batch), "ReuseBatch");
+  kind_error(codec::decode<ReuseBatchReceipt>(batch), "ReuseBatch");
+  kind_error(codec::decode<ExecuteBatch>(batch), "ReuseBatch");
+  kind_error(codec::decode<PrefixBatchReceipt>(receipt), "ReuseBatchReceipt");
+  kind_error(codec::decode<ExecutableReuseReceipt>(receipt), "ReuseBatchReceipt");
+  kind_error(codec::decode<ReuseBatch>(receipt), "ReuseBatchReceipt");
+  kind_error(codec::decode<ReuseBatch>(codec::encode(filled<PrefixBatch>())), "PrefixBatch");
+  kind_error(codec::decode<ReuseBatchReceipt>(codec::encode(filled<PrefixBatchReceipt>())), "PrefixBatchReceipt");
+  kind_error(codec::decode<ReuseBatchReceipt>(codec::encode(filled<ExecutableReuseReceipt>())),
+             "ExecutableReuseReceipt");
+  kind_error(codec::decode<ReuseBatchReceipt>(codec::encode(filled<AllocatorBatchReceipt>())), "AllocatorBatchReceipt");
+  // Even an empty batch keeps its kind.
+  kind_error(codec::decode<PrefixBatch>(codec::encode(ReuseBatch{})), "ReuseBatch");
+  kind_error(codec::decode<ReuseBatch>(codec::encode(PrefixBatch{})), "PrefixBatch");
+}
+
+TEST_CASE("node protocol: a bad reuse step, reason or source is unknown_enum naming the field",
+          "[codec][reuse-codec]") {
+  // ReuseStep counts from 1: wire value 0 is as unknown as one past finish.
+  for (uint16_t step : {uint16_t{0}, uint16_t{kReuseStepCount + 1}, uint16_t{999}}) {
+    INFO("step " << step);
+    const auto bytes = edited(codec::encode(filled<ReuseBatchReceipt>()), [&](wire::Envelope::Builder e) {
+      e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[2].getRejectionReceipt().setStep(
+          static_cast<wire::ReuseStep>(step));
+    });
+    auto s = decode_error<ReuseBatchReceipt>(bytes);
+    CHECK(s.code == ErrorCode::unknown_enum);
+    CHECK(s.field == "ReuseBatchReceipt.outcomes[2].rejection_receipt.step");
+    CHECK(s.reason.find("value " + std::to_string(step)) != std::string::npos);
+  }
+
+  const auto reason = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[2].getRejectionReceipt().setReason(
+        static_cast<wire::RejectionReason>(kRejectionReasonCount));
+  });
+  auto r = decode_error<ReuseBatchReceipt>(reason);
+  CHECK(r.code == ErrorCode::unknown_enum);
+  CHECK(r.field == "ReuseBatchReceipt.outcomes[2].rejection_receipt.reason");
+
+  // The reused ExecutableReuseReceipt codec keeps its own field names below the element.
+  const auto source = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[1].getExecutableReuseReceipt().setSource(
+        static_cast<wire::ReuseSource>(kReuseSourceMax + 1));
+  });
+  auto src = decode_error<ReuseBatchReceipt>(source);
+  CHECK(src.code == ErrorCode::unknown_enum);
+  CHECK(src.field == "ReuseBatchReceipt.outcomes[1].executable_reuse_receipt.source");
+
+  const auto logits = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
+    e.getBody().getAs<wire::ReuseBatch>().getOps()[1].getAcquire().setLogitsPath(
+        static_cast<wire::LogitsPath>(kLogitsPathMax + 1));
+  });
+  auto l = decode_error<ReuseBatch>(logits);
+  CHECK(l.code == ErrorCode::unknown_enum);
+  CHECK(l.field == "ReuseBatch.ops[1].acquire.logits_path");
+
+  const auto code = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[0].getError().setCode(9999);
+  });
+  auto c = decode_error<ReuseBatchReceipt>(code);
+  CHECK(c.code == ErrorCode::unknown_enum);
+  CHECK(c.field == "ReuseBatchReceipt.outcomes[0].error.code");
+}
+
+TEST_CASE("node protocol: a malformed reuse message is a typed error naming element and field",
+          "[codec][reuse-codec]") {
+  // ReuseRejectionReceipt's pointer section is {detail, leasesReleased}:
+  // leasesReleased becomes a struct pointer.
+  const auto leases = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[2].getRejectionReceipt())
+        .getPointerSection()[1]
+        .initAs<wire::TraceContext>();
+  });
+  auto l = decode_error<ReuseBatchReceipt>(leases);
+  CHECK(l.code == ErrorCode::decode_failed);
+  CHECK(l.field == "ReuseBatchReceipt.outcomes[2].rejection_receipt.leases_released");
+
+  // ReuseAcquireOp's pointer section is {namespaceName, tokens}.
+  const auto tokens = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatch>().getOps()[1].getAcquire())
+        .getPointerSection()[1]
+        .initAs<wire::TraceContext>();
+  });
+  CHECK(decode_error<ReuseBatch>(tokens).field == "ReuseBatch.ops[1].acquire.tokens");
+
+  // ReuseReleaseOp has no pointers; ReuseReleaseReceipt's pointer section is
+  // {released, refused}.
+  // The release op itself a list instead of a struct: the element's member is named.
+  const auto release_op = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatch>().getOps()[2])
+        .getPointerSection()[0]
+        .initAsListOfAnyStruct(1, 0, 2);
+  });
+  CHECK(decode_error<ReuseBatch>(release_op).field == "ReuseBatch.ops[2].release");
+  for (unsigned slot : {0u, 1u}) {
+    INFO("pointer " << slot);
+    const auto lists = edited(codec::encode(filled<ReuseBatchReceipt>()), [&](wire::Envelope::Builder e) {
+      capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[3].getReleaseReceipt())
+          .getPointerSection()[slot]
+          .initAs<wire::TraceContext>();
+    });
+    auto rr = decode_error<ReuseBatchReceipt>(lists);
+    CHECK(rr.code == ErrorCode::decode_failed);
+    CHECK(rr.field == std::string("ReuseBatchReceipt.outcomes[3].release_receipt.") + (slot ? "refused" : "released"));
+  }
+
+  const uint8_t zeros[33] = {};
+  for (size_t len : {size_t{0}, size_t{31}, size_t{33}}) {
+    INFO("length " << len);
+    const auto digest = edited(codec::encode(filled<ReuseBatchReceipt>()), [&](wire::Envelope::Builder e) {
+      e.getBody().getAs<wire::ReuseBatchReceipt>().getOutcomes()[1].getExecutableReuseReceipt().setLayoutDigest(
+          capnp::Data::Reader(zeros, len));
+    });
+    CHECK(decode_error<ReuseBatchReceipt>(digest).field ==
+          "ReuseBatchReceipt.outcomes[1].executable_reuse_receipt.layout_digest");
+  }
+
+  // Lists of elements smaller than the schema's are refused, ops and outcomes alike.
+  const auto ops = edited(codec::encode(filled<ReuseBatch>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatch>())
+        .getPointerSection()[1]
+        .initAsListOfAnyStruct(0, 0, 100000);
+  });
+  REQUIRE(ops.size() < 1024);
+  auto o = decode_error<ReuseBatch>(ops);
+  CHECK(o.code == ErrorCode::decode_failed);
+  CHECK(o.field == "ReuseBatch.ops");
+  const auto outcomes = edited(codec::encode(filled<ReuseBatchReceipt>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::ReuseBatchReceipt>())
+        .getPointerSection()[1]
+        .initAsListOfAnyStruct(0, 0, 100000);
+  });
+  CHECK(decode_error<ReuseBatchReceipt>(outcomes).field == "ReuseBatchReceipt.outcomes");
+}
+
+TEST_CASE("node protocol: a malformed pointer is a typed error naming element and field", "[codec]") {
+  // AppendOp's pointer section is {fence, rows}: rows becomes a struct pointer,
+  // which Cap'n Proto refuses to read as List(Data).
+  const auto rows = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::AllocatorBatch>().getOps()[1].getAppend())
+        .getPointerSection()[1]
+        .initAs<wire::TraceContext>();
+  });
+  auto r = decode_error<AllocatorBatch>(rows);
+  CHECK(r.code == ErrorCode::decode_failed);
+  CHECK(r.field == "AllocatorBatch.ops[1].append.rows");
+
+  // The op's own pointer: AllocatorOp.append becomes a list pointer.
+  const auto op = edited(codec::encode(filled<AllocatorBatch>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::AllocatorBatch>().getOps()[2])
+        .getPointerSection()[0]
+        .initAs<capnp::Text>(5);
+  });
+  CHECK(decode_error<AllocatorBatch>(op).field == "AllocatorBatch.ops[2].append");
+
+  // Inside a reused receipt codec: PrefixMatchReceipt's matched_group_handles
+  // (ptr[3] after the manifest digest, namespace and policy; `capnp compile
+  // -ocapnp schema/reuse.capnp`) becomes a struct pointer. (A byte list would
+  // not do: Cap'n Proto reads a list of primitives as a list of structs.)
+  const auto matched = edited(codec::encode(filled<PrefixBatchReceipt>()), [](wire::Envelope::Builder e) {
+    auto receipt = e.getBody().getAs<wire::PrefixBatchReceipt>().getOutcomes()[1].getMatchReceipt();
+    capnp::AnyStruct::Builder(kj::mv(receipt)).getPointerSection()[3].initAs<wire::TraceContext>();
+  });
+  CHECK(decode_error<PrefixBatchReceipt>(matched).field ==
+        "PrefixBatchReceipt.outcomes[1].match_receipt.matched_group_handles");
+}
+
+TEST_CASE("node protocol: a digest of the wrong length is a typed error naming the field", "[codec]") {
+  const uint8_t zeros[33] = {};
+  for (size_t len : {size_t{0}, size_t{31}, size_t{33}}) {
+    INFO("length " << len);
+    const auto session = edited(codec::encode(filled<SessionReceipt>()), [&](wire::Envelope::Builder e) {
+      e.getBody().getAs<wire::SessionReceipt>().setLayoutSha256(capnp::Data::Reader(zeros, len));
+    });
+    CHECK(decode_error<SessionReceipt>(session).field == "SessionReceipt.layout_sha256");
+    const auto grant = edited(codec::encode(filled<NamespaceGrantReceipt>()), [&](wire::Envelope::Builder e) {
+      e.getBody().getAs<wire::NamespaceGrantReceipt>().setGrantSha256(capnp::Data::Reader(zeros, len));
+    });
+    CHECK(decode_error<NamespaceGrantReceipt>(grant).field == "NamespaceGrantReceipt.grant_sha256");
+    const auto match = edited(codec::encode(filled<PrefixBatchReceipt>()), [&](wire::Envelope::Builder e) {
+      e.getBody().getAs<wire::PrefixBatchReceipt>().getOutcomes()[1].getMatchReceipt().setReceiptSha256(
+          capnp::Data::Reader(zeros, len));
+    });
+    CHECK(decode_error<PrefixBatchReceipt>(match).field ==
+          "PrefixBatchReceipt.outcomes[1].match_receipt.receipt_sha256");
+  }
+}
+
+TEST_CASE("node protocol: a batch list of elements smaller than the schema's is refused", "[codec]") {
+  // A list of zero-sized structs costs one traversal word per element: a
+  // message of a few words could otherwise claim a million ops.
+  auto with_ops = [](auto init) {
+    return edited(codec::encode(filled<AllocatorBatch>()), [&](wire::Envelope::Builder e) {
+      init(
+          capnp::AnyStruct::Builder(e.getBody().getAs<wire::AllocatorBatch>()).getPointerSection()[1]);  // ptr[1] = ops
+    });
+  };
+  const auto empty_structs = with_ops([](capnp::AnyPointer::Builder ops) { ops.initAsListOfAnyStruct(0, 0, 1000000); });
+  REQUIRE(empty_structs.size() < 1024);
+  auto r = decode_error<AllocatorBatch>(empty_structs);
+  CHECK(r.code == ErrorCode::decode_failed);
+  CHECK(r.field == "AllocatorBatch.ops");
+  const auto bytes = with_ops([](capnp::AnyPointer::Builder ops) { ops.initAs<capnp::List<uint8_t>>(4096); });
+  CHECK(decode_error<AllocatorBatch>(bytes).field == "AllocatorBatch.ops");
+  // Larger elements (a newer peer's op with more fields) are read as usual.
+  const auto larger = with_ops([](capnp::AnyPointer::Builder ops) { ops.initAsListOfAnyStruct(2, 2, 3); });
+  auto ok = codec::decode<AllocatorBatch>(larger);
+  REQUIRE(ok.ok());
+  CHECK(ok->ops.size() == 3);
+
+  const auto outcomes = edited(codec::encode(filled<PrefixBatchReceipt>()), [](wire::Envelope::Builder e) {
+    capnp::AnyStruct::Builder(e.getBody().getAs<wire::PrefixBatchReceipt>())
+        .getPointerSection()[1]
+        .initAsListOfAnyStruct(0, 0, 100000);
+  });
+  CHECK(decode_error<PrefixBatchReceipt>(outcomes).field == "PrefixBatchReceipt.outcomes");
+}
+
+TEST_CASE("node protocol: the deepest messages need 9 nesting levels, inside the default limit", "[codec]") {
+  // codec.hpp's DecodeLimits derivation: Envelope, body, outcomes, its
+  // elements, the view, groups, one group, its entries, entry.handle.
+  const AllocatorBatchReceipt view_only{{}, {filled<AllocatorBatchReceipt>().outcomes[5]}};
+  for (const auto& receipt : {filled<AllocatorBatchReceipt>(), view_only}) {
+    const auto bytes = codec::encode(receipt);
+    CHECK(codec::decode<AllocatorBatchReceipt>(bytes, codec::DecodeLimits{uint64_t{1} << 23, 9}).ok());
+    auto r = codec::decode<AllocatorBatchReceipt>(bytes, codec::DecodeLimits{uint64_t{1} << 23, 8});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::message_too_large);
+    CHECK(r.error().field == "AllocatorBatchReceipt.outcomes[" + std::to_string(receipt.outcomes.size() - 1) +
+                                 "].block_table_view.groups[0][0].handle");
+  }
+  const auto prefix = codec::encode(filled<PrefixBatchReceipt>());
+  CHECK(codec::decode<PrefixBatchReceipt>(prefix, codec::DecodeLimits{uint64_t{1} << 23, 9}).ok());
+  CHECK_FALSE(codec::decode<PrefixBatchReceipt>(prefix, codec::DecodeLimits{uint64_t{1} << 23, 8}).ok());
+  CHECK(codec::DecodeLimits{}.nesting_limit >= 9);
+}
+
+TEST_CASE("node protocol: an encoding does not depend on what its thread encoded before", "[codec]") {
+  // encode() reuses a per-thread first segment; a message encoded after a
+  // large one must be byte-identical to one encoded on a fresh thread.
+  const auto small = filled<PrefixBatch>(3);
+  std::vector<uint8_t> fresh;
+  std::thread([&] { fresh = codec::encode(small); }).join();
+  AllocatorBatch large = filled<AllocatorBatch>(4);
+  std::get<AppendOp>(large.ops[1]).rows.assign(2, std::vector<uint8_t>(300000, 0xa5));  // 600 KB: grows the segment
+  CHECK(codec::decode<AllocatorBatch>(codec::encode(large)).value() == large);
+  CHECK(codec::encode(small) == fresh);
+  CHECK(codec::encode(PrefixBatch{}) == codec::encode(PrefixBatch{}));
+  CHECK(codec::decode<AllocatorBatch>(codec::encode(large)).value() == large);
+  CHECK(codec::encode(small) == fresh);
+}
+
+TEST_CASE("node protocol: every strict prefix and every bit flip decodes safely", "[codec]") {
+  for_each_node_type([&](auto named) {
+    using T = typename decltype(named)::type;
+    INFO(named.name);
+    const auto bytes = codec::encode(filled<T>());
+    for (size_t len = 0; len < bytes.size(); ++len) {
+      INFO("prefix length " << len << " of " << bytes.size());
+      auto r = codec::decode<T>(std::span(bytes.data(), len));
+      REQUIRE_FALSE(r.ok());  // the segment table declares the full length
+      CHECK(r.error().code == ErrorCode::decode_failed);
+      CHECK_FALSE(r.error().field.empty());
+    }
+    size_t values = 0, errors = 0;
+    for (size_t bit = 0; bit < bytes.size() * 8; ++bit) {
+      INFO("flipped bit " << bit);
+      auto corrupt = bytes;
+      corrupt[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+      (decode_is_safe<T>(corrupt) ? values : errors)++;
+    }
+    CHECK(values > 0);
+    CHECK(errors > 0);
+  });
+}
+
+TEST_CASE("node protocol: random and randomly overwritten bytes decode safely", "[codec]") {
+  const uint64_t seed = 0x6e6f6465;  // "node"
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < 2000; ++i) {
+    INFO("string " << i);
+    std::vector<uint8_t> bytes(rng() % 600);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+    for_each_node_type([&](auto named) {
+      INFO(named.name);
+      decode_is_safe<typename decltype(named)::type>(bytes);
+    });
+  }
+  for_each_node_type([&](auto named) {
+    using T = typename decltype(named)::type;
+    INFO(named.name);
+    const auto bytes = codec::encode(filled<T>());
+    for (int i = 0; i < 1500; ++i) {
+      INFO("mutation " << i);
+      auto corrupt = bytes;
+      const int writes = 1 + static_cast<int>(rng() % 8);
+      for (int w = 0; w < writes; ++w) corrupt[rng() % corrupt.size()] = static_cast<uint8_t>(rng());
+      decode_is_safe<T>(corrupt);
+    }
+  });
+}
+
+namespace {
+
+// One scheduler iteration of 256 decoding requests on the shared-memory path:
+// each append carries its fence and expected epoch, no row bytes (the worker
+// writes rows into the pool itself, allocator_ops.hpp).
+AllocatorBatch append_batch(size_t appends, size_t row_bytes_per_group) {
+  AllocatorBatch batch;
+  batch.trace = TraceContext{0x1234, 0x55, 0x54};
+  batch.ops.reserve(appends);
+  for (size_t i = 0; i < appends; ++i) {
+    AppendOp op{RequestFence{RequestId{1000 + i}, RequestGeneration{1}, TableVersion{40 + i}}, {}, Epoch{43}};
+    if (row_bytes_per_group) op.rows.assign(2, std::vector<uint8_t>(row_bytes_per_group, static_cast<uint8_t>(i)));
+    batch.ops.push_back(std::move(op));
+  }
+  return batch;
+}
+
+// Medians over `trials` [microseconds] of one encode, one decode, and one
+// encode followed by one decode, each timed on its own.
+struct CodecTimes {
+  double encode_us, decode_us, round_trip_us;
+};
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+CodecTimes median_times(const AllocatorBatch& batch, int trials) {
+  using clock = std::chrono::steady_clock;
+  auto us = [](clock::time_point a, clock::time_point b) {
+    return std::chrono::duration<double, std::micro>(b - a).count();
+  };
+  std::vector<double> encode, decode, round_trip;
+  for (int t = 0; t < trials; ++t) {
+    const auto t0 = clock::now();
+    const auto bytes = codec::encode(batch);
+    const auto t1 = clock::now();
+    auto decoded = codec::decode<AllocatorBatch>(bytes);
+    const auto t2 = clock::now();
+    REQUIRE(decoded.ok());
+    REQUIRE(decoded->ops.size() == batch.ops.size());
+    encode.push_back(us(t0, t1));
+    decode.push_back(us(t1, t2));
+    round_trip.push_back(us(t0, t2));
+  }
+  return CodecTimes{median(encode), median(decode), median(round_trip)};
+}
+
+}  // namespace
+
+TEST_CASE("node protocol: a 256-append batch encodes and decodes well inside 100 us", "[codec]") {
+  const AllocatorBatch batch = append_batch(256, 0);
+  REQUIRE(*codec::decode<AllocatorBatch>(codec::encode(batch)) == batch);
+  const double us = median_times(batch, 301).round_trip_us;
+  INFO("256 appends: median encode+decode " << us << " us, " << codec::encode(batch).size() << " bytes");
+#ifdef NDEBUG
+  // The actor RPC's budget (issue 5) is 100 us for the whole batch. The median
+  // here is about a third of it on the 2-vCPU development machine under load
+  // (`kvrt_tests "[codec-bench]"` prints the split); the check keeps the full
+  // budget as its bound so that a busy machine does not make it flaky, while
+  // a regression of 3x fails it. Debug builds only check the round trip.
+  CHECK(us < 100.0);
+#else
+  SUCCEED();
+#endif
+}
+
+TEST_CASE("node protocol: batch codec timings", "[.][codec-bench]") {
+  for (size_t row_bytes : {size_t{0}, size_t{64}, size_t{1024}}) {
+    const AllocatorBatch batch = append_batch(256, row_bytes);
+    const CodecTimes t = median_times(batch, row_bytes > 64 ? 201 : 5001);
+    WARN("256 appends, 2 rows x " << row_bytes << " B: " << codec::encode(batch).size() << " bytes; median encode "
+                                  << t.encode_us << " us, decode " << t.decode_us << " us, encode+decode "
+                                  << t.round_trip_us << " us");
+  }
+}
