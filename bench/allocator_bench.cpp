@@ -14,6 +14,7 @@
 
 #include "bench/rectangular_baseline.hpp"
 #include "services/allocator/block_allocator.hpp"
+#include "services/common/splitmix64.hpp"
 
 namespace kvrt::bench {
 namespace {
@@ -21,13 +22,8 @@ namespace {
 // splitmix64: a generator cheap enough not to dominate the ops it drives
 // (std::mt19937_64 cost as much as a kvrt append).
 struct SplitMix {
-  uint64_t state;
-  uint64_t operator()() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  SplitMix64 stream;
+  uint64_t operator()() { return stream.next(); }
 };
 
 constexpr uint32_t kP = 16;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "services/allocator/block_allocator.hpp"
+#include "services/common/splitmix64.hpp"
 #include "services/executor/allocator_block_table.hpp"
 #include "services/executor/blocked_matmul.hpp"
 #include "services/executor/chunk_attention.hpp"
@@ -51,13 +52,8 @@ double seconds_since(uint64_t t0) { return double(now_ns() - t0) * 1e-9; }
 // Uniform values in [-1, 1) from splitmix64: filling hundreds of MiB must not
 // dominate the benchmark.
 void fill(std::vector<float>& v, uint64_t seed) {
-  uint64_t s = seed;
-  for (float& x : v) {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    x = float(int32_t(uint32_t(z >> 32))) * (1.0f / 2147483648.0f);
-  }
+  SplitMix64 s{seed};
+  for (float& x : v) x = float(int32_t(uint32_t(s.next() >> 32))) * (1.0f / 2147483648.0f);
 }
 
 // A plain fp32 [slot][token][head][lane] pool of `slots` blocks.

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "services/allocator/block_allocator.hpp"
+#include "services/common/splitmix64.hpp"
 #include "services/prefix/prefix_index.hpp"
 
 namespace kvrt::bench {
@@ -32,13 +33,8 @@ constexpr uint32_t kSystemTokens = 1024;  // shared by every stored sequence
 constexpr uint32_t kSequences = 64;
 
 struct SplitMix {
-  uint64_t state;
-  uint64_t operator()() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  SplitMix64 stream;
+  uint64_t operator()() { return stream.next(); }
 };
 
 std::vector<std::vector<TokenId>> make_sequences(uint64_t seed) {
@@ -120,6 +116,9 @@ struct LookupRig {
   LookupRig(BlockAllocator a, PrefixIndex i)
       : alloc(std::move(a)), index(std::move(i)), scope(index.local_scope().value()) {}
   BlockAllocator alloc;
+  // Rebuilt per call, so a moved rig never publishes into a moved-from allocator.
+  AllocatorPublicationTarget& target() { return target_.emplace(alloc); }
+  std::optional<AllocatorPublicationTarget> target_;
   PrefixIndex index;
   PrefixScope scope;
   std::vector<std::vector<BlockHash>> chains;
@@ -147,11 +146,11 @@ LookupRig make_lookup_rig(const std::vector<std::vector<TokenId>>& seqs) {
         "bench pool holds every sequence");
     const RequestId id = r.request_id;
     KVRT_ASSERT(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(id).value(), kPromptTokens}, r).ok(), "commit");
-    KVRT_ASSERT(
-        rig.index
-            .publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, s, chain, &no_extras, hits, kPromptTokens / kP})
-            .ok(),
-        "publish");
+    KVRT_ASSERT(rig.index
+                    .publish_blocks(rig.scope, rig.target(),
+                                    PrefixPublishArgs{id, s, chain, &no_extras, hits, kPromptTokens / kP})
+                    .ok(),
+                "publish");
     rig.chains.push_back(std::move(chain));
   }
   return rig;

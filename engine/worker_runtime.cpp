@@ -10,17 +10,11 @@
 
 #include "actors/client.hpp"
 #include "engine/session_pools.hpp"
+#include "services/common/splitmix64.hpp"
 
 namespace kvrt {
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // The K/V row of position t depends on every token up to t (as a
 // transformer's does), through a running hash of the prefix.
@@ -204,9 +198,11 @@ class Worker {
     // back the leases of the previous iteration's receipts.
     ReuseBatch tx{next_trace(), {}};
     const size_t first = take_releases(tx);
+    // Built in place: GCC 12 warns that the other alternative's members of a
+    // pushed temporary may be uninitialized (a false -Wmaybe-uninitialized).
     for (const LiveRequest& r : fresh)
-      tx.ops.push_back(
-          ReuseAcquireOp{namespace_, RequestId{0}, RequestGeneration{0}, r.tokens, LogitsPath::logits_required, false});
+      tx.ops.emplace_back(std::in_place_type<ReuseAcquireOp>, namespace_, RequestId{0}, RequestGeneration{0}, r.tokens,
+                          LogitsPath::logits_required, false);
     Result<ReuseBatchReceipt> reused = client_.call(tx);
     ++summary_.round_trips;
     if (!reused.ok() || reused->outcomes.size() != tx.ops.size()) {

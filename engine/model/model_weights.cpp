@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "services/common/splitmix64.hpp"
+
 namespace kvrt::model {
 namespace {
 
@@ -24,35 +26,20 @@ Status check_size(uint64_t value, uint64_t max, const char* field) {
   return Status::success();
 }
 
-// splitmix64 (Steele, Lea, Flood 2014): a full-period 64-bit generator whose
-// every output is a fixed integer function of the seed.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [-1, 1) on the grid 2^-23: the top 24 bits k give
-  // (k - 2^23) * 2^-23, exact in binary32.
-  float symmetric() { return float(int32_t(next() >> 40) - (1 << 23)) * 0x1p-23f; }
-
- private:
-  uint64_t state_;
-};
+// Uniform in [-1, 1) on the grid 2^-23: the top 24 bits k of the next
+// splitmix64 output give (k - 2^23) * 2^-23, exact in binary32.
+float symmetric(SplitMix64& s) { return float(int32_t(s.next() >> 40) - (1 << 23)) * 0x1p-23f; }
 
 std::vector<float> draw_matrix(SplitMix64& rng, uint64_t in, uint64_t out) {
   const float scale = float(1.0 / std::sqrt(double(in)));
   std::vector<float> w(in * out);
-  for (float& x : w) x = rng.symmetric() * scale;
+  for (float& x : w) x = symmetric(rng) * scale;
   return w;
 }
 
 std::vector<float> draw_gain(SplitMix64& rng, uint32_t n) {
   std::vector<float> g(n);
-  for (float& x : g) x = 1.0f + rng.symmetric() * 0.25f;
+  for (float& x : g) x = 1.0f + symmetric(rng) * 0.25f;
   return g;
 }
 
@@ -129,7 +116,7 @@ uint64_t ModelShape::weight_count() const {
 }
 
 ModelWeights draw_model_weights(const ModelShape& shape, uint64_t seed) {
-  SplitMix64 rng(seed);
+  SplitMix64 rng{seed};
   ModelWeights w;
   const uint32_t d = shape.d_model;
   w.embedding = draw_matrix(rng, 1, uint64_t{shape.vocab} * d);  // fan-in 1: uniform [-1, 1)

@@ -3,35 +3,13 @@
 #include <openssl/evp.h>
 
 #include "services/common/assert.hpp"
+#include "services/common/hex.hpp"
 
 namespace kvrt {
 
-std::string Sha256Digest::hex() const {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(64);
-  for (uint8_t b : bytes) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 0xF]);
-  }
-  return out;
-}
+std::string Sha256Digest::hex() const { return to_hex(bytes); }
 
-bool Sha256Digest::from_hex(std::string_view hex, Sha256Digest& out) {
-  if (hex.size() != 64) return false;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  for (size_t i = 0; i < 32; ++i) {
-    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    out.bytes[i] = static_cast<uint8_t>(hi << 4 | lo);
-  }
-  return true;
-}
+bool Sha256Digest::from_hex(std::string_view hex, Sha256Digest& out) { return kvrt::from_hex(hex, out.bytes); }
 
 Sha256Digest sha256(std::span<const uint8_t> data) {
   Sha256Digest d;

@@ -1,6 +1,8 @@
 #include "services/prefix/hash_chain.hpp"
 
 #include <openssl/evp.h>
+
+#include "services/common/hex.hpp"
 // XXH3 is compiled into this file (static, inlinable): a 16-token block is
 // an ~81-byte message, where a call through the shared library's PLT costs
 // a noticeable share of the hash itself.
@@ -26,16 +28,7 @@ void put_u32(std::vector<uint8_t>& out, uint32_t v) {
 
 }  // namespace
 
-std::string BlockHash::hex() const {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(64);
-  for (uint8_t b : bytes) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 0xF]);
-  }
-  return out;
-}
+std::string BlockHash::hex() const { return to_hex(bytes); }
 
 Result<ChainHasher> ChainHasher::create(HashFamily family, uint32_t block_tokens, Sha256Path path) {
   if (block_tokens == 0 || block_tokens > UINT16_MAX)

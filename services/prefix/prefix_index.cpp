@@ -164,7 +164,7 @@ std::vector<std::pair<BlockHash, uint32_t>> PrefixIndex::present_keys() const {
 }
 
 uint32_t PrefixIndex::new_record(const BlockHash& digest, const BlockHash& parent, std::span<const TokenId> tokens,
-                                 const std::optional<ExtrasKey>& extras, uint32_t valid_rows, bool tail,
+                                 const std::optional<ExtrasKey>& extras, uint32_t valid_rows, Published kind,
                                  bool root_child) {
   uint32_t r;
   if (!free_records_.empty()) {
@@ -180,6 +180,7 @@ uint32_t PrefixIndex::new_record(const BlockHash& digest, const BlockHash& paren
   rec.tokens.assign(tokens.begin(), tokens.end());
   rec.extras = extras;
   rec.valid_rows = valid_rows;
+  const bool tail = kind == Published::partial_tail;
   rec.tail = tail;
   rec.root_child = root_child;
   rec.entries.clear();

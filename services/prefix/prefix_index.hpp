@@ -38,9 +38,9 @@
 #include "services/prefix/hash_chain.hpp"
 #include "services/prefix/kv_events.hpp"
 #include "services/prefix/prefix_lengths.hpp"
+#include "services/prefix/prefix_match_receipt.hpp"
 #include "services/prefix/prefix_scope.hpp"
 #include "services/prefix/publication_target.hpp"
-#include "services/prefix/prefix_match_receipt.hpp"
 
 namespace kvrt {
 
@@ -171,13 +171,11 @@ class PrefixIndex {
   Status check_receipt(const PrefixMatchReceipt& receipt, const BlockAllocator* currency) const;
 
   // --- publication (after the K/V rows are committed) -----------------------
-  // Into an in-process allocator, or into any PublicationTarget (a table
-  // snapshot of the allocator owner behind an actor, publication_target.hpp).
-  Result<PublishOutcome> publish_blocks(const PrefixScope& scope, BlockAllocator& allocator,
-                                        const PrefixPublishArgs& args);
+  // Into a PublicationTarget (publication_target.hpp): an in-process
+  // allocator (AllocatorPublicationTarget), or a table snapshot of the
+  // allocator owner behind an actor (BlockTableSnapshotTarget).
   Result<PublishOutcome> publish_blocks(const PrefixScope& scope, PublicationTarget& target,
                                         const PrefixPublishArgs& args);
-  Result<PublishOutcome> publish_tail(const PrefixScope& scope, BlockAllocator& allocator, const PrefixTailArgs& args);
   Result<PublishOutcome> publish_tail(const PrefixScope& scope, PublicationTarget& target, const PrefixTailArgs& args);
 
   // --- weak identity --------------------------------------------------------
@@ -251,12 +249,24 @@ class PrefixIndex {
   };
   Extension best_child(const BlockHash& parent, std::span<const TokenId> block_tokens,
                        const std::optional<ExtrasKey>& extras, const BlockAllocator* currency) const;
-  Result<PublishOutcome> publish(const PrefixScope& scope, PublicationTarget& target, RequestId request,
-                                 std::span<const TokenId> tokens, std::span<const BlockHash> digests,
-                                 std::span<const BlockHash> parents, std::span<const std::optional<ExtrasKey>> extras,
-                                 uint32_t first_block, uint32_t valid_rows, bool tail, const std::string& lora);
+  // What publish_blocks and publish_tail hand the one publication path:
+  // digests[k], the child of parents[k] with extras[k], is logical block
+  // first_block + k of `request`, covering valid_rows rows of `tokens`.
+  enum class Published : uint8_t { full_blocks, partial_tail };
+  struct PublishEntries {
+    RequestId request;
+    std::span<const TokenId> tokens;
+    std::span<const BlockHash> digests;
+    std::span<const BlockHash> parents;
+    std::span<const std::optional<ExtrasKey>> extras;
+    uint32_t first_block = 0;  // [blocks]
+    uint32_t valid_rows = 0;   // of each block [rows]
+    Published kind = Published::full_blocks;
+    std::string lora;  // the adapter the extras name; empty: none
+  };
+  Result<PublishOutcome> publish(const PrefixScope& scope, PublicationTarget& target, const PublishEntries& entries);
   uint32_t new_record(const BlockHash& digest, const BlockHash& parent, std::span<const TokenId> tokens,
-                      const std::optional<ExtrasKey>& extras, uint32_t valid_rows, bool tail, bool root_child);
+                      const std::optional<ExtrasKey>& extras, uint32_t valid_rows, Published kind, bool root_child);
   uint32_t new_entry(uint32_t record, uint32_t group, const PhysicalBlockHandle& handle);
   // Removes a live entry (and its record when it was the last); emits BlockRemoved
   // when the (digest, group) key leaves the index.

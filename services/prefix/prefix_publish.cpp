@@ -10,18 +10,6 @@
 
 namespace kvrt {
 
-Result<PublishOutcome> PrefixIndex::publish_blocks(const PrefixScope& scope, BlockAllocator& allocator,
-                                                   const PrefixPublishArgs& args) {
-  AllocatorPublicationTarget target(allocator);
-  return publish_blocks(scope, target, args);
-}
-
-Result<PublishOutcome> PrefixIndex::publish_tail(const PrefixScope& scope, BlockAllocator& allocator,
-                                                 const PrefixTailArgs& args) {
-  AllocatorPublicationTarget target(allocator);
-  return publish_tail(scope, target, args);
-}
-
 Result<PublishOutcome> PrefixIndex::publish_blocks(const PrefixScope& scope, PublicationTarget& allocator,
                                                    const PrefixPublishArgs& a) {
   const uint32_t P = config_.block_tokens;
@@ -46,8 +34,9 @@ Result<PublishOutcome> PrefixIndex::publish_blocks(const PrefixScope& scope, Pub
     if (a.extras != nullptr) extras[k] = a.extras->key(j);
   }
   const std::string lora = a.extras != nullptr ? a.extras->extras().lora_name : std::string();
-  return publish(scope, allocator, a.request, a.tokens, a.hashes.subspan(a.first_block, n), parents, extras,
-                 a.first_block, P, /*tail=*/false, lora);
+  return publish(scope, allocator,
+                 PublishEntries{a.request, a.tokens, a.hashes.subspan(a.first_block, n), parents, extras, a.first_block,
+                                P, Published::full_blocks, lora});
 }
 
 Result<PublishOutcome> PrefixIndex::publish_tail(const PrefixScope& scope, PublicationTarget& allocator,
@@ -75,15 +64,21 @@ Result<PublishOutcome> PrefixIndex::publish_tail(const PrefixScope& scope, Publi
   const std::optional<ExtrasKey> extras_list[1] = {extras};
   const BlockHash digests[1] = {digest};
   const std::string lora = a.extras != nullptr ? a.extras->extras().lora_name : std::string();
-  return publish(scope, allocator, a.request, a.tokens, digests, parents, extras_list, a.block, a.valid_rows,
-                 /*tail=*/true, lora);
+  return publish(scope, allocator,
+                 PublishEntries{a.request, a.tokens, digests, parents, extras_list, a.block, a.valid_rows,
+                                Published::partial_tail, lora});
 }
 
-Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, PublicationTarget& allocator, RequestId request,
-                                            std::span<const TokenId> tokens, std::span<const BlockHash> digests,
-                                            std::span<const BlockHash> parents,
-                                            std::span<const std::optional<ExtrasKey>> extras, uint32_t first_block,
-                                            uint32_t valid_rows, bool tail, const std::string& lora) {
+Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, PublicationTarget& allocator,
+                                            const PublishEntries& e) {
+  const RequestId request = e.request;
+  const std::span<const TokenId> tokens = e.tokens;
+  const std::span<const BlockHash> digests = e.digests;
+  const std::span<const BlockHash> parents = e.parents;
+  const std::span<const std::optional<ExtrasKey>> extras = e.extras;
+  const uint32_t first_block = e.first_block, valid_rows = e.valid_rows;
+  const Published kind = e.kind;
+  const std::string& lora = e.lora;
   KVRT_TRY(check_scope(scope));
   const uint32_t P = config_.block_tokens, G = config_.cache_groups;
   if (allocator.group_count() != G || allocator.block_size() != P)
@@ -180,7 +175,7 @@ Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, Publicatio
     uint32_t r = table_.record_of(digests[k]);
     if (r == DigestTable::kMissing)
       r = new_record(digests[k], parents[k], tokens.subspan(uint64_t{p.block} * P, valid_rows), extras[k], valid_rows,
-                     tail, p.block == 0);
+                     kind, p.block == 0);
     const bool newly_present = !group_present(records_[r], p.group);
     const uint32_t slot = new_entry(r, p.group, p.handle);
     const Status tagged = allocator.publish_cache_key(p.handle, entries_[slot].cache_key);

@@ -113,13 +113,13 @@ class PrefixRig {
     const RequestId id = r.request_id;
     REQUIRE(alloc.commit_rows(CommitRowsArgs{alloc.fence(id).value(), static_cast<uint32_t>(tokens.size())}, r).ok());
     auto published = index.publish_blocks(
-        scope, alloc, PrefixPublishArgs{id, tokens, hashes, &p, hits, static_cast<uint32_t>(hashes.size())});
+        scope, target(), PrefixPublishArgs{id, tokens, hashes, &p, hits, static_cast<uint32_t>(hashes.size())});
     INFO((published.ok() ? std::string("ok") : published.error().describe()));
     REQUIRE(published.ok());
     const uint32_t tail_rows = static_cast<uint32_t>(tokens.size() % P);
     if (publish_tail && tail_rows > 0) {
       auto t = index.publish_tail(
-          scope, alloc, PrefixTailArgs{id, tokens, hashes, &p, static_cast<uint32_t>(tokens.size() / P), tail_rows});
+          scope, target(), PrefixTailArgs{id, tokens, hashes, &p, static_cast<uint32_t>(tokens.size() / P), tail_rows});
       INFO((t.ok() ? std::string("ok") : t.error().describe()));
       REQUIRE(t.ok());
     }
@@ -138,10 +138,14 @@ class PrefixRig {
   PrefixRigOptions options;
   KvEventRecorder events;
   BlockAllocator alloc;
+  // Publications go straight into alloc; rebuilt per call, so a moved rig
+  // never publishes into the allocator it was moved from.
+  AllocatorPublicationTarget& target() { return target_.emplace(alloc); }
   PrefixIndex index;
   PrefixScope scope;
 
  private:
+  std::optional<AllocatorPublicationTarget> target_;
   PrefixIndex make_index(const PrefixRigOptions& o) {
     PrefixIndexConfig c = rig_index_config(o);
     c.events = &events;

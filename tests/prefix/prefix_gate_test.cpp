@@ -10,8 +10,8 @@
 #include <type_traits>
 
 #include "services/identity/isolation_namespace.hpp"
-#include "tests/support/identity_fixtures.hpp"
 #include "tests/prefix/prefix_fixture.hpp"
+#include "tests/support/identity_fixtures.hpp"
 
 using namespace kvrt;
 using namespace kvrt::test;
@@ -39,6 +39,7 @@ TEST_CASE("gate: the namespace gate (0x01A legal order) in front of the index", 
   PrefixRigOptions shape;
   shape.groups = 2;
   BlockAllocator alloc = BlockAllocator::create(rig_allocator_config(shape)).value();
+  AllocatorPublicationTarget target(alloc);
 
   const std::vector<TokenId> tokens = iota_tokens(48, 1);
   CoveredInput input = text_input();
@@ -60,7 +61,7 @@ TEST_CASE("gate: the namespace gate (0x01A legal order) in front of the index", 
   REQUIRE(alloc.allocate(AllocateArgs{48, {}, {}}, r).ok());
   const RequestId id = r.request_id;
   REQUIRE(alloc.commit_rows(CommitRowsArgs{alloc.fence(id).value(), 48}, r).ok());
-  REQUIRE(index.publish_blocks(scope, alloc, PrefixPublishArgs{id, tokens, chain, &plan, 0, 3}).ok());
+  REQUIRE(index.publish_blocks(scope, target, PrefixPublishArgs{id, tokens, chain, &plan, 0, 3}).ok());
   const auto m = index.lookup(
       scope, PrefixLookupArgs{RequestId{7}, RequestGeneration{1}, tokens, &plan, LogitsPath::logits_required, {}},
       &alloc);
@@ -98,7 +99,7 @@ TEST_CASE("gate: the namespace gate (0x01A legal order) in front of the index", 
       &alloc);
   CHECK(stale_lookup.error().code == ErrorCode::stale_generation);
   CHECK(stale_lookup.error().field == "namespace_generation");
-  CHECK(index.publish_blocks(scope, alloc, PrefixPublishArgs{id, tokens, chain, &plan, 0, 3}).error().code ==
+  CHECK(index.publish_blocks(scope, target, PrefixPublishArgs{id, tokens, chain, &plan, 0, 3}).error().code ==
         ErrorCode::stale_generation);
   CHECK(index.check_receipt(m->receipt, &alloc).error().field == "namespace_generation");
   const AdmissionTicket next_ticket = registry.admit(name).value();

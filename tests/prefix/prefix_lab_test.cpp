@@ -6,8 +6,8 @@
 // generation, partial group, forged digests) simply do not hit.
 #include <catch2/catch.hpp>
 
-#include "tests/support/identity_fixtures.hpp"
 #include "tests/prefix/prefix_fixture.hpp"
+#include "tests/support/identity_fixtures.hpp"
 
 using namespace kvrt;
 using namespace kvrt::test;
@@ -76,7 +76,7 @@ TEST_CASE("lab: a forced digest collision is refused by the witness", "[prefix][
     const BlockExtrasPlan plan = rig.plan();
     const Digests before = digests(rig);
     const auto published =
-        rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{consumer, b, forged, &plan, 0, 3});
+        rig.index.publish_blocks(rig.scope, rig.target(), PrefixPublishArgs{consumer, b, forged, &plan, 0, 3});
     if (witness) {
       require_rejected(rig, before, published, ErrorCode::digest_collision, "hashes[0]");
     } else {
@@ -215,39 +215,41 @@ TEST_CASE("lab: malformed publications change nothing", "[prefix][lab]") {
   Digests before = digests(rig);
   // Rows not committed yet: publication waits for the valid frontier.
   require_rejected(rig, before,
-                   rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 0, 2}),
+                   rig.index.publish_blocks(rig.scope, rig.target(), PrefixPublishArgs{id, a, chain, &plan, 0, 2}),
                    ErrorCode::row_not_valid, "end_block");
   REQUIRE(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(id).value(), 40}, r).ok());
   before = digests(rig);
   require_rejected(rig, before,
-                   rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 0, 3}),
+                   rig.index.publish_blocks(rig.scope, rig.target(), PrefixPublishArgs{id, a, chain, &plan, 0, 3}),
                    ErrorCode::invalid_argument, "end_block");  // block 2 is partial
   require_rejected(rig, before,
-                   rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 2, 1}),
+                   rig.index.publish_blocks(rig.scope, rig.target(), PrefixPublishArgs{id, a, chain, &plan, 2, 1}),
                    ErrorCode::invalid_argument, "first_block");
   require_rejected(
       rig, before,
-      rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{RequestId{99}, a, chain, &plan, 0, 2}),
+      rig.index.publish_blocks(rig.scope, rig.target(), PrefixPublishArgs{RequestId{99}, a, chain, &plan, 0, 2}),
       ErrorCode::unknown_request, "request");
-  require_rejected(rig, before, rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{id, a, chain, &plan, 2, 8}),
+  require_rejected(rig, before,
+                   rig.index.publish_tail(rig.scope, rig.target(), PrefixTailArgs{id, a, chain, &plan, 2, 8}),
                    ErrorCode::invalid_argument, "policy");
-  REQUIRE(rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 0, 2}).ok());
+  REQUIRE(rig.index.publish_blocks(rig.scope, rig.target(), PrefixPublishArgs{id, a, chain, &plan, 0, 2}).ok());
   // Republishing is idempotent; another identity for a tagged block is refused.
-  const auto again = rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 0, 2});
+  const auto again = rig.index.publish_blocks(rig.scope, rig.target(), PrefixPublishArgs{id, a, chain, &plan, 0, 2});
   REQUIRE(again.ok());
   CHECK(again->already == 4);
   CHECK(again->published == 0);
   before = digests(rig);
   const std::vector<BlockHash> other = rig.chain(iota_tokens(40, 7000));
-  require_rejected(
-      rig, before,
-      rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{id, iota_tokens(40, 7000), other, &plan, 0, 1}),
-      ErrorCode::invalid_argument, "end_block");
+  require_rejected(rig, before,
+                   rig.index.publish_blocks(rig.scope, rig.target(),
+                                            PrefixPublishArgs{id, iota_tokens(40, 7000), other, &plan, 0, 1}),
+                   ErrorCode::invalid_argument, "end_block");
   // An index over another shape of allocator.
   PrefixRig single;
-  require_rejected(single, digests(single),
-                   single.index.publish_blocks(single.scope, rig.alloc, PrefixPublishArgs{id, a, chain, &plan, 0, 2}),
-                   ErrorCode::invalid_argument, "allocator");
+  require_rejected(
+      single, digests(single),
+      single.index.publish_blocks(single.scope, rig.target(), PrefixPublishArgs{id, a, chain, &plan, 0, 2}),
+      ErrorCode::invalid_argument, "allocator");
 }
 
 TEST_CASE("lab: partial tails only under their policy and within 0 < v < P", "[prefix][lab]") {
@@ -259,14 +261,16 @@ TEST_CASE("lab: partial tails only under their policy and within 0 < v < P", "[p
   const BlockExtrasPlan plan = rig.plan();
   const auto chain = rig.chain(a);
   const Digests before = digests(rig);
-  require_rejected(rig, before, rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{id, a, chain, &plan, 2, 0}),
+  require_rejected(rig, before,
+                   rig.index.publish_tail(rig.scope, rig.target(), PrefixTailArgs{id, a, chain, &plan, 2, 0}),
                    ErrorCode::invalid_argument, "valid_rows");
   require_rejected(rig, before,
-                   rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{id, a, chain, &plan, 2, 16}),
+                   rig.index.publish_tail(rig.scope, rig.target(), PrefixTailArgs{id, a, chain, &plan, 2, 16}),
                    ErrorCode::invalid_argument, "valid_rows");
-  require_rejected(rig, before, rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{id, a, chain, &plan, 2, 9}),
+  require_rejected(rig, before,
+                   rig.index.publish_tail(rig.scope, rig.target(), PrefixTailArgs{id, a, chain, &plan, 2, 9}),
                    ErrorCode::invalid_argument, "valid_rows");  // beyond the 40 tokens
-  REQUIRE(rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{id, a, chain, &plan, 2, 8}).ok());
+  REQUIRE(rig.index.publish_tail(rig.scope, rig.target(), PrefixTailArgs{id, a, chain, &plan, 2, 8}).ok());
   // A tail is immutable under its key: the owner's next write copies it.
   AllocationReceipt r;
   REQUIRE(rig.alloc.append(AppendArgs{rig.alloc.fence(id).value(), {}, {}}, r).ok());

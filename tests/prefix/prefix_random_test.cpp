@@ -80,7 +80,7 @@ class Driver {
     std::vector<BlockHash> chain;
     rig.index.extend_hashes(rig.scope, r.tokens, plan, chain);
     const auto out =
-        rig.index.publish_blocks(rig.scope, rig.alloc, PrefixPublishArgs{r.id, r.tokens, chain, &plan, first, end});
+        rig.index.publish_blocks(rig.scope, rig.target(), PrefixPublishArgs{r.id, r.tokens, chain, &plan, first, end});
     INFO((out.ok() ? std::string("ok") : out.error().describe()));
     REQUIRE(out.ok());
     for (uint32_t j = first; j < end; ++j)
@@ -163,7 +163,7 @@ class Driver {
       rig.index.extend_hashes(rig.scope, r.tokens, plan, chain);
       const uint32_t block = static_cast<uint32_t>(r.tokens.size() / P);
       REQUIRE(
-          rig.index.publish_tail(rig.scope, rig.alloc, PrefixTailArgs{r.id, r.tokens, chain, &plan, block, v}).ok());
+          rig.index.publish_tail(rig.scope, rig.target(), PrefixTailArgs{r.id, r.tokens, chain, &plan, block, v}).ok());
       const RefIdentity id{r.salt, r.lora, r.tokens, v, true};
       for (uint32_t g = 0; g < G; ++g)
         if (rig.options.publish_duplicates || !ref.present(id, g))

@@ -7,15 +7,9 @@
 #include <vector>
 
 #include "services/allocator/payload_store.hpp"
+#include "services/common/splitmix64.hpp"
 
 namespace kvrt::test {
-
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 class RowWriter {
  public:

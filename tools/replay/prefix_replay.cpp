@@ -203,7 +203,8 @@ OpOutcome PrefixReplay::request(FieldReader& f) {
   KVRT_ASSERT(committed.ok(), "prefill rows of fresh private blocks commit: " + committed.error().describe());
   const PrefixPublishArgs publish{r.allocator_id, r.tokens, r.hashes,
                                   &r.extras,      hits,     static_cast<uint32_t>(r.hashes.size())};
-  const Result<PublishOutcome> published = index_->publish_blocks(*scope_, *allocator_, publish);
+  AllocatorPublicationTarget target(*allocator_);
+  const Result<PublishOutcome> published = index_->publish_blocks(*scope_, target, publish);
   KVRT_ASSERT(published.ok(), "prompt publication: " + published.error().describe());
 
   out["admitted"] = true;
@@ -259,7 +260,8 @@ OpOutcome PrefixReplay::decode(FieldReader& f) {
       index_->extend_hashes(*scope_, r.tokens, r.extras, r.hashes);
       const uint32_t block = static_cast<uint32_t>(r.hashes.size()) - 1;
       const PrefixPublishArgs publish{r.allocator_id, r.tokens, r.hashes, &r.extras, block, block + 1};
-      const Result<PublishOutcome> published = index_->publish_blocks(*scope_, *allocator_, publish);
+      AllocatorPublicationTarget target(*allocator_);
+      const Result<PublishOutcome> published = index_->publish_blocks(*scope_, target, publish);
       KVRT_ASSERT(published.ok(), "decode block publication: " + published.error().describe());
     }
   }

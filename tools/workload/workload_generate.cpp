@@ -17,23 +17,16 @@
 #include <map>
 #include <utility>
 
+#include "services/common/splitmix64.hpp"
 #include "tools/workload/workload_spec.hpp"
 
 namespace kvrt::workload {
 namespace {
 
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-
-uint64_t splitmix64_finalize(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // Folds `parts` into one 64-bit stream key, one splitmix64 step per part.
 uint64_t stream_key(uint64_t base, std::initializer_list<uint64_t> parts) {
   uint64_t h = base;
-  for (uint64_t p : parts) h = splitmix64_finalize((h ^ p) + kGolden);
+  for (uint64_t p : parts) h = splitmix64(h ^ p);
   return h;
 }
 
@@ -46,12 +39,9 @@ constexpr uint64_t kJobStream = 2;     // a job's own turns or questions
 
 class TokenStream {
  public:
-  explicit TokenStream(uint64_t key) : state_(key) {}
+  explicit TokenStream(uint64_t key) : stream_{key} {}
 
-  uint64_t next() {
-    state_ += kGolden;
-    return splitmix64_finalize(state_);
-  }
+  uint64_t next() { return stream_.next(); }
   // Uniform in [0, n) by multiply-high (Lemire); the bias, n / 2^64, is nil for n <= 2^32.
   uint32_t below(uint32_t n) { return static_cast<uint32_t>((static_cast<unsigned __int128>(next()) * n) >> 64); }
   uint32_t between(TokenRange r) { return r.min + below(r.max - r.min + 1); }
@@ -62,7 +52,7 @@ class TokenStream {
   }
 
  private:
-  uint64_t state_;
+  SplitMix64 stream_;
 };
 
 class Generator {
