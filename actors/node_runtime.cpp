@@ -1,4 +1,4 @@
-// `kvrt node`: the node process composition (issue 5). See node_runtime.hpp.
+// `kvrt node`: the node process composition. See node_runtime.hpp.
 #include "actors/node_runtime.hpp"
 
 #include <signal.h>
@@ -59,11 +59,11 @@ std::vector<uint64_t> block_id_bases(const AllocatorService& allocator, const Ca
 struct NodeInstance::Impl {
   std::string descriptor_path;
   std::string token_dir;
-  std::optional<shm::SharedBlockPools> pools;       // [node] pool_backend = "shm"
-  std::unique_ptr<shm::SharedPoolStore> gpu_pools;  // [node] pool_backend = "cuda"
+  std::optional<shm::SharedBlockPools> pools;       // [node] pool_backend = shm
+  std::unique_ptr<shm::SharedPoolStore> gpu_pools;  // [node] pool_backend = cuda
   std::shared_ptr<AllocatorService> allocator;
-  std::shared_ptr<PrefixService> prefix;     // [node] prefix_index = "hash_chain"
-  std::shared_ptr<RadixBlockService> radix;  // [node] prefix_index = "radix"
+  std::shared_ptr<PrefixService> prefix;     // [node] prefix_index = hash_chain
+  std::shared_ptr<RadixBlockService> radix;  // [node] prefix_index = radix
   std::shared_ptr<AuthorizationService> authorization;
   std::unique_ptr<shm::ShmModelKvCache> kv_views;  // the executor's per-layer views of the pools
   std::shared_ptr<ExecutorService> executor;
@@ -138,6 +138,169 @@ NodeInstance::~NodeInstance() = default;
 uint16_t NodeInstance::port() const { return impl_->descriptor.port; }
 const std::string& NodeInstance::descriptor_path() const { return impl_->descriptor_path; }
 
+namespace {
+
+// The authorization owner first: it issues the workers' tokens, written once
+// to files only this user can read (a token directory of mode 0700).
+Status start_authorization(NodeInstance::Impl& impl, const NodeConfig& config, const CacheLayoutManifest& layout,
+                           const std::string& descriptor_path) {
+  Result<NamespaceAuthority> authority =
+      NamespaceAuthority::create(config.authorization, node_generation_facts(layout));
+  if (!authority.ok()) return authority.error();
+  impl.token_dir = descriptor_path + ".tokens";
+  std::error_code ec;
+  std::filesystem::create_directories(impl.token_dir, ec);
+  if (ec) return make_error(ErrorCode::io, "cannot create " + impl.token_dir + ": " + ec.message(), "descriptor");
+  ::chmod(impl.token_dir.c_str(), 0700);
+  impl.descriptor.token_dir = impl.token_dir;
+  for (const IssuedToken& t : authority->take_issued_tokens())
+    KVRT_TRY(write_token_file(impl.descriptor.token_path(t.principal_name), t.token.reveal_hex()));
+  impl.authorization = std::make_shared<AuthorizationService>(std::move(*authority), config.authorization);
+  return Status::success();
+}
+
+// What the executor owner reads the pools through: one view per model layer
+// and, for device pools, the CUDA decode kernel (empty: the CPU kernel).
+struct ExecutorInputs {
+  std::vector<executor::PagedKvView> layer_views;
+  ExecutorService::DecodeKernel kernel;
+};
+
+// Device pools on GPU 0 (gpu/cuda_pool_store.hpp), their IPC handles in the
+// descriptor; the executor runs the CUDA decode kernel over them.
+Result<ExecutorInputs> create_cuda_pools(NodeInstance::Impl& impl, const NodeConfig& config,
+                                         const CacheLayoutManifest& layout,
+                                         const shm::SharedBlockPoolsOptions& pool_options) {
+  BlockAllocatorConfig allocator_config;
+  KVRT_TRY_ASSIGN(allocator_config, shm::shared_pools_allocator_config(layout, pool_options));
+  Result<gpu::CudaPools> gpu_pools = gpu::create_cuda_pools(layout, allocator_config);
+  if (!gpu_pools.ok())
+    return make_error(gpu_pools.error().code,
+                      config.config_path + ": pool_backend = \"cuda\": " + gpu_pools.error().reason, "pool_backend");
+  impl.gpu_pools = std::move(gpu_pools->store);
+  impl.descriptor.pools = std::move(gpu_pools->attachments);
+  Result<BlockAllocator> allocator = BlockAllocator::create(allocator_config, impl.gpu_pools.get());
+  if (!allocator.ok()) return allocator.error();
+  impl.allocator = std::make_shared<AllocatorService>(std::move(allocator).value());
+  Result<gpu::CudaDecodeKernel> kernel = gpu::make_cuda_decode_kernel();
+  if (!kernel.ok()) return kernel.error();
+  return ExecutorInputs{std::move(gpu_pools->layer_views), std::move(*kernel)};
+}
+
+// Pools in POSIX shared memory named by this node's instance, their segment
+// names in the descriptor; the executor reads them in place, layer by layer.
+Result<ExecutorInputs> create_shm_pools(NodeInstance::Impl& impl, const CacheLayoutManifest& layout,
+                                        const shm::SharedBlockPoolsOptions& pool_options) {
+  Result<shm::SharedBlockPools> pools = shm::SharedBlockPools::create(layout, pool_options);
+  if (!pools.ok()) return pools.error();
+  impl.pools.emplace(std::move(*pools));
+  for (uint32_t g = 0; g < impl.pools->store().group_count(); ++g) {
+    const shm::BlockPoolSegment& s = impl.pools->store().segment(g);
+    impl.descriptor.pools.push_back(
+        PoolAttachment{s.group(), s.pool_id(), s.pool_generation(), s.name(), s.geometry().segment_bytes()});
+  }
+  // The payload store stays with the pools (it outlives the actors); the
+  // allocator core moves into its owner.
+  impl.allocator = std::make_shared<AllocatorService>(std::move(impl.pools->allocator()));
+  Result<std::unique_ptr<shm::ShmModelKvCache>> kv_views = shm::ShmModelKvCache::create(impl.pools->store(), layout);
+  if (!kv_views.ok()) return kv_views.error();
+  impl.kv_views = std::move(kv_views).value();
+  uint32_t layers = 0;
+  for (const CacheGroupLayout& g : layout.cache_groups) layers = std::max(layers, g.layer_end);
+  ExecutorInputs inputs;
+  for (uint32_t l = 0; l < layers; ++l) inputs.layer_views.push_back(impl.kv_views->layer_view(l));
+  return inputs;
+}
+
+// The pools, the allocator over them and the executor that reads them: one
+// allocator configuration and one executor construction for either backend.
+Status start_pool_owners(NodeInstance::Impl& impl, const NodeConfig& config, const CacheLayoutManifest& layout) {
+  shm::SharedBlockPoolsOptions pool_options;
+  pool_options.namespace_name = "node";
+  pool_options.namespace_generation = NamespaceGeneration{1};
+  pool_options.instance = shm::make_instance_id();
+  pool_options.capacity = shm::PoolCapacity::blocks(config.blocks_per_group);
+  pool_options.max_requests = config.max_requests;
+  impl.descriptor.instance = pool_options.instance;
+  Result<ExecutorInputs> inputs = config.pool_backend == PoolBackend::cuda
+                                      ? create_cuda_pools(impl, config, layout, pool_options)
+                                      : create_shm_pools(impl, layout, pool_options);
+  if (!inputs.ok()) return inputs.error();
+  Result<std::unique_ptr<ExecutorService>> executor = ExecutorService::create(
+      layout, std::move(inputs->layer_views), block_id_bases(*impl.allocator, layout), 1, std::move(inputs->kernel));
+  if (!executor.ok()) return executor.error();
+  impl.executor = std::move(executor).value();
+  return Status::success();
+}
+
+// The prefix-reuse owner the config names; same messages either way.
+Status start_prefix_owner(NodeInstance::Impl& impl, const NodeConfig& config, const CacheLayoutManifest& layout) {
+  if (config.prefix_index == PrefixIndexKind::radix) {
+    Result<RadixBlockService> radix =
+        RadixBlockService::create(layout, config.radix_budget_blocks, config.radix_eviction);
+    if (!radix.ok()) return radix.error();
+    impl.radix = std::make_shared<RadixBlockService>(std::move(*radix));
+    return Status::success();
+  }
+  PrefixIndexConfig prefix_config;
+  KVRT_TRY_ASSIGN(prefix_config, PrefixIndexConfig::from_layout(layout));
+  Result<PrefixService> prefix = PrefixService::create(prefix_config);
+  if (!prefix.ok()) return prefix.error();
+  impl.prefix = std::make_shared<PrefixService>(std::move(*prefix));
+  return Status::success();
+}
+
+actors::RuntimeSettings node_runtime_settings(const NodeConfig& config) {
+  actors::RuntimeSettings runtime{config.scheduler_threads, config.heartbeat_interval_ms, config.connection_timeout_ms};
+  if (config.scheduler == NodeScheduler::polling) {
+    runtime.policy = actors::SchedulerPolicy::stealing;
+    runtime.poll_attempts = config.scheduler_poll_attempts;
+  }
+  return runtime;
+}
+
+// One actor per owner, the reuse coordinator over them and the gateway in
+// front; the session channel beside the gateway when configured. The
+// gateway is returned for publishing.
+Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const NodeConfig& config,
+                                                const actors::Observability& obs) {
+  actors::apply_runtime_settings(impl.cfg, node_runtime_settings(config));
+  impl.system = std::make_unique<caf::actor_system>(impl.cfg);
+  caf::actor_system& system = *impl.system;
+  const NodeDescriptor& d = impl.descriptor;
+  auto allocator_handle = actors::spawn_allocator_actor(system, impl.allocator, obs);
+  auto prefix_handle = impl.radix ? actors::spawn_radix_prefix_actor(system, impl.radix, allocator_handle, obs)
+                                  : actors::spawn_prefix_actor(system, impl.prefix, allocator_handle, obs);
+  caf::anon_send(allocator_handle, actors::events_atom::value, prefix_handle);
+  auto authorization_handle = actors::spawn_authorization_actor(system, impl.authorization, prefix_handle, obs);
+  auto mapper_handle = actors::spawn_mapper_actor(system, impl.mapper, obs);
+  auto executor_handle = actors::spawn_executor_actor(system, impl.executor, allocator_handle, obs);
+  actors::OwnerHandles owners{allocator_handle, prefix_handle,   authorization_handle,
+                              mapper_handle,    executor_handle, {}};
+  actors::ReuseNodeFacts reuse_facts;
+  for (const PoolAttachment& p : d.pools) reuse_facts.pools.push_back(PoolGenerationRef{p.pool, p.generation});
+  reuse_facts.block_tokens = d.block_tokens;
+  reuse_facts.cache_groups = static_cast<uint32_t>(d.pools.size());
+  owners.reuse = actors::spawn_reuse_actor(system, owners, std::move(reuse_facts), obs);
+  actors::NodeFacts facts{d.layout_sha256, d.block_tokens, d.pools, {}};
+  if (config.session_channel) facts.channel_socket = impl.token_dir + "/session.sock";
+  auto gateway = actors::spawn_gateway_actor(system, owners, facts, obs);
+  impl.actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle),
+                 caf::actor_cast<caf::actor>(prefix_handle), caf::actor_cast<caf::actor>(allocator_handle)};
+  if (mapper_handle) impl.actors.push_back(caf::actor_cast<caf::actor>(mapper_handle));
+  impl.actors.push_back(caf::actor_cast<caf::actor>(executor_handle));
+  impl.actors.push_back(caf::actor_cast<caf::actor>(owners.reuse));
+  if (config.session_channel) {
+    Result<std::unique_ptr<actors::ChannelServer>> channel =
+        actors::ChannelServer::start(system, gateway, facts.channel_socket, obs);
+    if (!channel.ok()) return channel.error();
+    impl.channel = std::move(channel).value();
+  }
+  return gateway;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->descriptor_path = options.descriptor_path;
@@ -147,93 +310,16 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   if (options.port_override >= 0) config.port = static_cast<uint16_t>(options.port_override);
   CacheLayoutManifest layout;
   KVRT_TRY_ASSIGN(layout, load_layout_manifest(config.layout_path));
-
-  // Authorization owner first: it issues the workers' tokens, written once
-  // to files only this user can read.
-  Result<NamespaceAuthority> authority =
-      NamespaceAuthority::create(config.authorization, node_generation_facts(layout));
-  if (!authority.ok()) return authority.error();
-  impl->token_dir = options.descriptor_path + ".tokens";
-  std::error_code ec;
-  std::filesystem::create_directories(impl->token_dir, ec);
-  if (ec) return make_error(ErrorCode::io, "cannot create " + impl->token_dir + ": " + ec.message(), "descriptor");
-  ::chmod(impl->token_dir.c_str(), 0700);
   NodeDescriptor& d = impl->descriptor;
-  d.token_dir = impl->token_dir;
-  for (const IssuedToken& t : authority->take_issued_tokens())
-    KVRT_TRY(write_token_file(d.token_path(t.principal_name), t.token.reveal_hex()));
-  impl->authorization = std::make_shared<AuthorizationService>(std::move(*authority), config.authorization);
-
-  // Pools in POSIX shared memory, named by this node's instance, or in GPU
-  // memory (gpu/cuda_pool_store.hpp); one allocator configuration either way.
-  shm::SharedBlockPoolsOptions pool_options;
-  pool_options.namespace_name = "node";
-  pool_options.namespace_generation = NamespaceGeneration{1};
-  pool_options.instance = shm::make_instance_id();
-  pool_options.capacity = shm::PoolCapacity::blocks(config.blocks_per_group);
-  pool_options.max_requests = config.max_requests;
   d.host = config.host;
   d.node_pid = static_cast<uint32_t>(::getpid());
-  d.instance = pool_options.instance;
   d.layout_path = std::filesystem::absolute(config.layout_path).string();
   d.layout_sha256 = layout.digest();
   d.block_tokens = layout.allocator_block_size;
-  if (config.pool_backend == "cuda") {
-    BlockAllocatorConfig allocator_config;
-    KVRT_TRY_ASSIGN(allocator_config, shm::shared_pools_allocator_config(layout, pool_options));
-    Result<gpu::CudaPools> gpu_pools = gpu::create_cuda_pools(layout, allocator_config);
-    if (!gpu_pools.ok())
-      return make_error(gpu_pools.error().code,
-                        config.config_path + ": pool_backend = \"cuda\": " + gpu_pools.error().reason, "pool_backend");
-    impl->gpu_pools = std::move(gpu_pools->store);
-    d.pools = std::move(gpu_pools->attachments);
-    Result<BlockAllocator> allocator = BlockAllocator::create(allocator_config, impl->gpu_pools.get());
-    if (!allocator.ok()) return allocator.error();
-    impl->allocator = std::make_shared<AllocatorService>(std::move(allocator).value());
-    // The executor runs issue 7's CUDA decode kernel over the device pools.
-    Result<gpu::CudaDecodeKernel> kernel = gpu::make_cuda_decode_kernel();
-    if (!kernel.ok()) return kernel.error();
-    Result<std::unique_ptr<ExecutorService>> executor = ExecutorService::create(
-        layout, std::move(gpu_pools->layer_views), block_id_bases(*impl->allocator, layout), 1, std::move(*kernel));
-    if (!executor.ok()) return executor.error();
-    impl->executor = std::move(executor).value();
-  } else {
-    Result<shm::SharedBlockPools> pools = shm::SharedBlockPools::create(layout, pool_options);
-    if (!pools.ok()) return pools.error();
-    impl->pools.emplace(std::move(*pools));
-    for (uint32_t g = 0; g < impl->pools->store().group_count(); ++g) {
-      const shm::BlockPoolSegment& s = impl->pools->store().segment(g);
-      d.pools.push_back(
-          PoolAttachment{s.group(), s.pool_id(), s.pool_generation(), s.name(), s.geometry().segment_bytes()});
-    }
-    // The payload store stays with the pools (it outlives the actors); the
-    // allocator core moves into its owner.
-    impl->allocator = std::make_shared<AllocatorService>(std::move(impl->pools->allocator()));
-    // The kernel executor reads the same pools in place, layer by layer.
-    Result<std::unique_ptr<shm::ShmModelKvCache>> kv_views = shm::ShmModelKvCache::create(impl->pools->store(), layout);
-    if (!kv_views.ok()) return kv_views.error();
-    impl->kv_views = std::move(kv_views).value();
-    uint32_t layers = 0;
-    for (const CacheGroupLayout& g : layout.cache_groups) layers = std::max(layers, g.layer_end);
-    std::vector<executor::PagedKvView> views;
-    for (uint32_t l = 0; l < layers; ++l) views.push_back(impl->kv_views->layer_view(l));
-    Result<std::unique_ptr<ExecutorService>> executor =
-        ExecutorService::create(layout, std::move(views), block_id_bases(*impl->allocator, layout), 1);
-    if (!executor.ok()) return executor.error();
-    impl->executor = std::move(executor).value();
-  }
-  PrefixIndexConfig prefix_config;
-  KVRT_TRY_ASSIGN(prefix_config, PrefixIndexConfig::from_layout(layout));
-  if (config.prefix_index == "radix") {
-    Result<RadixBlockService> radix = RadixBlockService::create(layout, config.radix_budget_blocks,
-                                                                parse_eviction_policy(config.radix_eviction).value());
-    if (!radix.ok()) return radix.error();
-    impl->radix = std::make_shared<RadixBlockService>(std::move(*radix));
-  } else {
-    Result<PrefixService> prefix = PrefixService::create(prefix_config);
-    if (!prefix.ok()) return prefix.error();
-    impl->prefix = std::make_shared<PrefixService>(std::move(*prefix));
-  }
+
+  KVRT_TRY(start_authorization(*impl, config, layout, options.descriptor_path));
+  KVRT_TRY(start_pool_owners(*impl, config, layout));
+  KVRT_TRY(start_prefix_owner(*impl, config, layout));
   if (config.mapper.enabled) {
     Result<NodeMapper> mapper = start_mapper(impl->token_dir, config.mapper, layout);
     if (!mapper.ok()) return mapper.error();
@@ -243,45 +329,10 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   }
 
   if (!options.trace_path.empty()) impl->trace = std::make_unique<ChromeTraceRecorder>(options.trace_path, "kvrt node");
-  actors::Observability obs{impl->trace.get(), impl->log};
-
-  actors::RuntimeSettings runtime{config.scheduler_threads, config.heartbeat_interval_ms, config.connection_timeout_ms};
-  if (config.scheduler == "polling") {
-    runtime.policy = actors::SchedulerPolicy::stealing;
-    runtime.poll_attempts = config.scheduler_poll_attempts;
-  }
-  actors::apply_runtime_settings(impl->cfg, runtime);
-  impl->system = std::make_unique<caf::actor_system>(impl->cfg);
-  caf::actor_system& system = *impl->system;
-  auto allocator_handle = actors::spawn_allocator_actor(system, impl->allocator, obs);
-  auto prefix_handle = impl->radix ? actors::spawn_radix_prefix_actor(system, impl->radix, allocator_handle, obs)
-                                   : actors::spawn_prefix_actor(system, impl->prefix, allocator_handle, obs);
-  caf::anon_send(allocator_handle, actors::events_atom::value, prefix_handle);
-  auto authorization_handle = actors::spawn_authorization_actor(system, impl->authorization, prefix_handle, obs);
-  auto mapper_handle = actors::spawn_mapper_actor(system, impl->mapper, obs);
-  auto executor_handle = actors::spawn_executor_actor(system, impl->executor, allocator_handle, obs);
-  actors::OwnerHandles owners{allocator_handle, prefix_handle,   authorization_handle,
-                              mapper_handle,    executor_handle, {}};
-  actors::ReuseNodeFacts reuse_facts;
-  for (const PoolAttachment& p : d.pools) reuse_facts.pools.push_back(PoolGenerationRef{p.pool, p.generation});
-  reuse_facts.block_tokens = d.block_tokens;
-  reuse_facts.cache_groups = static_cast<uint32_t>(d.pools.size());
-  owners.reuse = actors::spawn_reuse_actor(system, owners, std::move(reuse_facts), obs);
-  actors::NodeFacts facts{d.layout_sha256, d.block_tokens, d.pools, {}};
-  if (config.session_channel) facts.channel_socket = impl->token_dir + "/session.sock";
-  auto gateway = actors::spawn_gateway_actor(system, owners, facts, obs);
-  impl->actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle),
-                  caf::actor_cast<caf::actor>(prefix_handle), caf::actor_cast<caf::actor>(allocator_handle)};
-  if (mapper_handle) impl->actors.push_back(caf::actor_cast<caf::actor>(mapper_handle));
-  impl->actors.push_back(caf::actor_cast<caf::actor>(executor_handle));
-  impl->actors.push_back(caf::actor_cast<caf::actor>(owners.reuse));
-  if (config.session_channel) {
-    Result<std::unique_ptr<actors::ChannelServer>> channel =
-        actors::ChannelServer::start(system, gateway, facts.channel_socket, obs);
-    if (!channel.ok()) return channel.error();
-    impl->channel = std::move(channel).value();
-  }
-  auto port = system.middleman().publish(gateway, config.port, config.host.c_str(), true);
+  const actors::Observability obs{impl->trace.get(), impl->log};
+  Result<actors::gateway_actor> gateway = spawn_node_actors(*impl, config, obs);
+  if (!gateway.ok()) return gateway.error();
+  auto port = impl->system->middleman().publish(*gateway, config.port, config.host.c_str(), true);
   if (!port)
     return make_error(
         ErrorCode::node_unreachable,

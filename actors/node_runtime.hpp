@@ -35,8 +35,11 @@ class NodeInstance {
   uint16_t port() const;
   const std::string& descriptor_path() const;
 
- private:
+  // What a started node holds; complete only in node_runtime.cpp, whose
+  // start-up steps fill it one owner at a time.
   struct Impl;
+
+ private:
   explicit NodeInstance(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -3,10 +3,29 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "services/common/toml_reader.hpp"
-#include "services/radix/radix_options.hpp"
+#include "node/node_config_fields.hpp"
 
 namespace kvrt {
+
+std::string_view name_of(PoolBackend backend) { return backend == PoolBackend::cuda ? "cuda" : "shm"; }
+std::string_view name_of(NodeScheduler scheduler) {
+  return scheduler == NodeScheduler::polling ? "polling" : "sharing";
+}
+std::string_view name_of(PrefixIndexKind index) { return index == PrefixIndexKind::radix ? "radix" : "hash_chain"; }
+
+Result<NodeScheduler> read_node_scheduler(const TomlReader& reader, const toml::table& table, const std::string& where,
+                                          const std::string& field) {
+  return reader.choice<NodeScheduler>(table, where, field, name_of(NodeScheduler::sharing),
+                                      {{name_of(NodeScheduler::sharing), NodeScheduler::sharing},
+                                       {name_of(NodeScheduler::polling), NodeScheduler::polling}});
+}
+
+Result<PrefixIndexKind> read_prefix_index_kind(const TomlReader& reader, const toml::table& table,
+                                               const std::string& where, const std::string& field) {
+  return reader.choice<PrefixIndexKind>(table, where, field, name_of(PrefixIndexKind::hash_chain),
+                                        {{name_of(PrefixIndexKind::hash_chain), PrefixIndexKind::hash_chain},
+                                         {name_of(PrefixIndexKind::radix), PrefixIndexKind::radix}});
+}
 
 namespace {
 
@@ -22,10 +41,9 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
   int64_t v = 0;
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "blocks_per_group", std::nullopt, 1, int64_t{1} << 24));
   c.blocks_per_group = static_cast<uint64_t>(v);
-  KVRT_TRY_ASSIGN(c.pool_backend, reader.string(*node, "node", "pool_backend", std::string("shm")));
-  if (c.pool_backend != "shm" && c.pool_backend != "cuda")
-    return reader.field_error(node->get("pool_backend"), "node", "pool_backend",
-                              "must be \"shm\" or \"cuda\", not \"" + c.pool_backend + "\"");
+  KVRT_TRY_ASSIGN(c.pool_backend, reader.choice<PoolBackend>(*node, "node", "pool_backend", name_of(PoolBackend::shm),
+                                                             {{name_of(PoolBackend::shm), PoolBackend::shm},
+                                                              {name_of(PoolBackend::cuda), PoolBackend::cuda}}));
   KVRT_TRY_ASSIGN(c.host, reader.string(*node, "node", "host", std::string("127.0.0.1")));
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "port", 0, 0, 65535));
   c.port = static_cast<uint16_t>(v);
@@ -39,27 +57,24 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
                                   " ms), or every worker times out");
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "scheduler_threads", 2, 1, 256));
   c.scheduler_threads = static_cast<uint32_t>(v);
-  KVRT_TRY_ASSIGN(c.scheduler, reader.string(*node, "node", "scheduler", std::string("sharing")));
-  if (c.scheduler != "sharing" && c.scheduler != "polling")
-    return reader.field_error(node->get("scheduler"), "node", "scheduler",
-                              "must be \"sharing\" or \"polling\", not \"" + c.scheduler + "\"");
+  KVRT_TRY_ASSIGN(c.scheduler, read_node_scheduler(reader, *node, "node", "scheduler"));
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "scheduler_poll_attempts", 1000000, 1, int64_t{1} << 32));
   c.scheduler_poll_attempts = static_cast<uint32_t>(std::min<int64_t>(v, UINT32_MAX));
   KVRT_TRY_ASSIGN(c.session_channel, reader.boolean(*node, "node", "session_channel", true));
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "max_requests", 1 << 14, 1, 1 << 20));
   c.max_requests = static_cast<uint32_t>(v);
-  KVRT_TRY_ASSIGN(c.prefix_index, reader.string(*node, "node", "prefix_index", std::string("hash_chain")));
-  if (c.prefix_index != "hash_chain" && c.prefix_index != "radix")
-    return reader.field_error(node->get("prefix_index"), "node", "prefix_index",
-                              "must be \"hash_chain\" or \"radix\", not \"" + c.prefix_index + "\"");
+  KVRT_TRY_ASSIGN(c.prefix_index, read_prefix_index_kind(reader, *node, "node", "prefix_index"));
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "radix_budget_blocks", 0, 0, int64_t{1} << 24));
   c.radix_budget_blocks =
       v == 0 ? static_cast<uint32_t>(std::max<uint64_t>(1, c.blocks_per_group / 2)) : static_cast<uint32_t>(v);
   if (c.radix_budget_blocks > c.blocks_per_group)
     return reader.field_error(node->get("radix_budget_blocks"), "node", "radix_budget_blocks",
                               "exceeds blocks_per_group (" + std::to_string(c.blocks_per_group) + ")");
-  KVRT_TRY_ASSIGN(c.radix_eviction, reader.string(*node, "node", "radix_eviction", std::string("lru")));
-  if (Result<EvictionPolicy> p = parse_eviction_policy(c.radix_eviction); !p.ok())
+  std::string eviction;
+  KVRT_TRY_ASSIGN(eviction, reader.string(*node, "node", "radix_eviction", std::string("lru")));
+  if (Result<EvictionPolicy> p = parse_eviction_policy(eviction); p.ok())
+    c.radix_eviction = p.value();
+  else
     return reader.field_error(node->get("radix_eviction"), "node", "radix_eviction", p.error().reason);
   KVRT_TRY_ASSIGN(c.authorization, read_authorization_config(reader));
   if (const toml::table* mapper = reader.root()["mapper"].as_table(); mapper != nullptr) {

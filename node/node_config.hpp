@@ -5,11 +5,23 @@
 // Every field error names the file, line and field (TomlReader).
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "services/authorization/authorization_config.hpp"
 #include "services/common/result.hpp"
+#include "services/radix/radix_options.hpp"
 
 namespace kvrt {
+
+// The choices of [node], parsed once when the file is loaded (STYLE.md: no
+// configuration string is compared after that). name_of() gives the name
+// the file spells, for messages and for configs written by `kvrt run`.
+enum class PoolBackend : uint8_t { shm, cuda };
+enum class NodeScheduler : uint8_t { sharing, polling };
+enum class PrefixIndexKind : uint8_t { hash_chain, radix };
+std::string_view name_of(PoolBackend backend);
+std::string_view name_of(NodeScheduler scheduler);
+std::string_view name_of(PrefixIndexKind index);
 
 // [mapper] (optional): the vAttention-style mapper owner (issue 6). Its
 // tensors take cache group 0's layers, K/V heads, head width and K dtype;
@@ -26,24 +38,24 @@ struct NodeConfig {
   std::string config_path;        // the file read (for messages and relative paths)
   std::string layout_path;        // layout manifest TOML; relative to the config file's directory
   uint64_t blocks_per_group = 0;  // pool capacity per cache group [blocks]
-  // Where the K/V pools live: "shm", POSIX shared memory that workers map
-  // (segment names in the session receipt); "cuda", device memory on GPU 0
+  // Where the K/V pools live: shm, POSIX shared memory that workers map
+  // (segment names in the session receipt); cuda, device memory on GPU 0
   // that workers import through CUDA IPC (handles in the session receipt,
-  // gpu/cuda_pool_store.hpp). With "cuda" the node's kernel executor runs
+  // gpu/cuda_pool_store.hpp). With cuda the node's kernel executor runs
   // the CUDA decode kernel over them (gpu/cuda_decode_kernel.hpp).
-  std::string pool_backend = "shm";       // "shm" | "cuda"
+  PoolBackend pool_backend = PoolBackend::shm;
   std::string host = "127.0.0.1";         // loopback only by default: the node serves one host's workers
   uint16_t port = 0;                      // 0: any free port (the descriptor names the chosen one)
   uint32_t heartbeat_interval_ms = 250;   // middleman heartbeats: a hung worker is detected too
   uint32_t connection_timeout_ms = 2000;  // silence after which a worker counts as gone [ms]
   uint32_t scheduler_threads = 2;         // CAF worker threads [threads]
-  // "sharing": scheduler threads sleep when their queue is empty, and every
+  // sharing: scheduler threads sleep when their queue is empty, and every
   // message to an idle owner wakes one (about 10 us per hop on these VMs).
-  // "polling": CAF's work-stealing scheduler, whose threads keep polling
+  // polling: CAF's work-stealing scheduler, whose threads keep polling
   // their queues for `scheduler_poll_attempts` empty polls before they sleep,
   // so a message that arrives while traffic flows is taken at once. Costs a
   // busy core while the node is in use (docs/benchmarks.md, rpc).
-  std::string scheduler = "sharing";  // "sharing" | "polling"
+  NodeScheduler scheduler = NodeScheduler::sharing;
   uint32_t scheduler_poll_attempts = 1000000;
   // The session channel (services/session/channel_frame.hpp): workers call
   // their session through a Unix socket in the token directory instead of
@@ -53,9 +65,9 @@ struct NodeConfig {
   // The prefix-reuse owner: the hash-chain index (vLLM's design, weak
   // identity tags) or the radix index (SGLang's design over pages of P_a
   // tokens, holding leases on what it caches). Same messages either way.
-  std::string prefix_index = "hash_chain";  // "hash_chain" | "radix"
-  uint32_t radix_budget_blocks = 0;         // blocks per group the radix may hold; 0 = half the pool
-  std::string radix_eviction = "lru";       // the radix tree's eviction policy
+  PrefixIndexKind prefix_index = PrefixIndexKind::hash_chain;
+  uint32_t radix_budget_blocks = 0;                     // blocks per group the radix may hold; 0 = half the pool
+  EvictionPolicy radix_eviction = EvictionPolicy::lru;  // the radix tree's eviction policy
   AuthorizationConfig authorization;
   NodeMapperConfig mapper;
 };

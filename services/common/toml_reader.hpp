@@ -5,8 +5,10 @@
 #include <toml++/toml.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "services/common/result.hpp"
@@ -37,6 +39,22 @@ class TomlReader {
                                              std::optional<std::vector<int64_t>> fallback = std::nullopt) const;
   Result<std::vector<std::string>> string_array(const toml::table& table, const std::string& where,
                                                 const std::string& field) const;
+  // A string field that names one of `choices`, returned as its enum value so
+  // nothing downstream compares configuration strings (STYLE.md). The error
+  // lists every accepted name.
+  template <typename Enum>
+  Result<Enum> choice(const toml::table& table, const std::string& where, const std::string& field,
+                      std::string_view fallback,
+                      std::initializer_list<std::pair<std::string_view, Enum>> choices) const {
+    Result<std::string> name = string(table, where, field, std::string(fallback));
+    if (!name.ok()) return name.error();
+    std::string accepted;
+    for (const auto& [choice_name, value] : choices) {
+      if (choice_name == name.value()) return value;
+      accepted += (accepted.empty() ? "\"" : ", \"") + std::string(choice_name) + "\"";
+    }
+    return field_error(table.get(field), where, field, "must be one of " + accepted + ", not \"" + name.value() + "\"");
+  }
   // Error for a field whose value is present but not acceptable.
   Error field_error(const toml::node* node, const std::string& where, const std::string& field,
                     const std::string& reason) const;

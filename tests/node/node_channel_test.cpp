@@ -11,10 +11,10 @@
 
 #include <cstring>
 
+#include "node/node_config.hpp"
 #include "schema/codecs.hpp"
 #include "services/common/unix_socket_address.hpp"
 #include "services/session/channel_frame.hpp"
-#include "node/node_config.hpp"
 #include "services/session/session_channel.hpp"
 #include "tests/node/node_fixture.hpp"
 
@@ -331,17 +331,18 @@ TEST_CASE("node config: the scheduler and the session channel are checked option
   const std::string head = "[node]\nlayout = \"x.toml\"\nblocks_per_group = 8\n";
   Result<NodeConfig> plain = parse_node_config(head, "plain.toml");
   REQUIRE(plain.ok());
-  CHECK(plain->scheduler == "sharing");
+  CHECK(plain->scheduler == NodeScheduler::sharing);
   CHECK(plain->session_channel);
   Result<NodeConfig> polling = parse_node_config(
       head + "scheduler = \"polling\"\nscheduler_poll_attempts = 5000\nsession_channel = false\n", "polling.toml");
   REQUIRE(polling.ok());
-  CHECK(polling->scheduler == "polling");
+  CHECK(polling->scheduler == NodeScheduler::polling);
   CHECK(polling->scheduler_poll_attempts == 5000);
   CHECK_FALSE(polling->session_channel);
   Result<NodeConfig> bad = parse_node_config(head + "scheduler = \"spinning\"\n", "bad.toml");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().reason.find("scheduler") != std::string::npos);
+  CHECK(bad.error().reason.find("\"sharing\", \"polling\"") != std::string::npos);  // names what it accepts
   Result<NodeConfig> zero = parse_node_config(head + "scheduler_poll_attempts = 0\n", "bad.toml");
   REQUIRE_FALSE(zero.ok());
   Result<NodeConfig> typed = parse_node_config(head + "session_channel = \"yes\"\n", "bad.toml");

@@ -10,9 +10,9 @@
 #include "engine/session_pools.hpp"
 #include "gpu/cuda_pool_store.hpp"
 #include "gpu/cuda_probe.hpp"
-#include "services/identity/layout_loader.hpp"
-#include "services/executor/executor_service.hpp"
 #include "node/node_config.hpp"
+#include "services/executor/executor_service.hpp"
+#include "services/identity/layout_loader.hpp"
 #include "tests/node/node_fixture.hpp"
 
 namespace kvrt::test {
@@ -41,10 +41,10 @@ TEST_CASE("node config: pool_backend is shm by default, cuda on request, nothing
   const std::string head = "[node]\nlayout = \"x.toml\"\nblocks_per_group = 8\n";
   Result<NodeConfig> plain = parse_node_config(head, "plain.toml");
   REQUIRE(plain.ok());
-  CHECK(plain->pool_backend == "shm");
+  CHECK(plain->pool_backend == PoolBackend::shm);
   Result<NodeConfig> cuda = parse_node_config(head + "pool_backend = \"cuda\"\n", "cuda.toml");
   REQUIRE(cuda.ok());
-  CHECK(cuda->pool_backend == "cuda");
+  CHECK(cuda->pool_backend == PoolBackend::cuda);
   Result<NodeConfig> bad = parse_node_config(head + "pool_backend = \"rdma\"\n", "bad.toml");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().reason.find("pool_backend") != std::string::npos);

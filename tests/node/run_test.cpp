@@ -14,9 +14,9 @@
 
 #include "engine/engine_worker.hpp"
 #include "node/node_config.hpp"
+#include "tests/node/node_fixture.hpp"
 #include "tools/run/run_config.hpp"
 #include "tools/workload/workload.hpp"
-#include "tests/node/node_fixture.hpp"
 
 using namespace kvrt;
 
@@ -90,13 +90,13 @@ TEST_CASE("run config: defaults, paths relative to the file, and the derived nod
   // namespace per tenant, one principal per worker allowed every tenant.
   Result<NodeConfig> node = parse_node_config(node_config_for_run(*c, *w, c->prefix_index), "derived");
   REQUIRE(node.ok());
-  CHECK(c->prefix_index == "hash_chain");
-  CHECK(node->prefix_index == "hash_chain");
+  CHECK(c->prefix_index == PrefixIndexKind::hash_chain);
+  CHECK(node->prefix_index == PrefixIndexKind::hash_chain);
   CHECK(node->scheduler == c->node_scheduler);  // kvrt run's node shares the cores: sharing by default
-  CHECK(node->scheduler == "sharing");
-  Result<NodeConfig> radix = parse_node_config(node_config_for_run(*c, *w, "radix"), "derived");
+  CHECK(node->scheduler == NodeScheduler::sharing);
+  Result<NodeConfig> radix = parse_node_config(node_config_for_run(*c, *w, PrefixIndexKind::radix), "derived");
   REQUIRE(radix.ok());
-  CHECK(radix->prefix_index == "radix");
+  CHECK(radix->prefix_index == PrefixIndexKind::radix);
   CHECK(radix->radix_budget_blocks == 256);  // half the pool by default
   CHECK(node->layout_path == c->layout_path);
   CHECK(node->blocks_per_group == 512);

@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "node/node_config_fields.hpp"
 #include "services/common/toml_reader.hpp"
 
 namespace kvrt {
@@ -77,14 +78,8 @@ Result<RunConfig> load_run_config(const std::string& path) {
                               "must exceed heartbeat_interval_ms");
   KVRT_TRY_ASSIGN(v, reader.integer(*run, "run", "node_threads", 2, 1, 64));
   c.node_threads = static_cast<uint32_t>(v);
-  KVRT_TRY_ASSIGN(c.node_scheduler, reader.string(*run, "run", "node_scheduler", std::string("sharing")));
-  if (c.node_scheduler != "sharing" && c.node_scheduler != "polling")
-    return reader.field_error(run->get("node_scheduler"), "run", "node_scheduler",
-                              "must be \"sharing\" or \"polling\", not \"" + c.node_scheduler + "\"");
-  KVRT_TRY_ASSIGN(c.prefix_index, reader.string(*run, "run", "prefix_index", std::string("hash_chain")));
-  if (c.prefix_index != "hash_chain" && c.prefix_index != "radix")
-    return reader.field_error(run->get("prefix_index"), "run", "prefix_index",
-                              "must be \"hash_chain\" or \"radix\", not \"" + c.prefix_index + "\"");
+  KVRT_TRY_ASSIGN(c.node_scheduler, read_node_scheduler(reader, *run, "run", "node_scheduler"));
+  KVRT_TRY_ASSIGN(c.prefix_index, read_prefix_index_kind(reader, *run, "run", "prefix_index"));
   KVRT_TRY_ASSIGN(v,
                   reader.integer(*run, "run", "radix_budget_blocks", 0, 0, static_cast<int64_t>(c.blocks_per_group)));
   c.radix_budget_blocks = static_cast<uint32_t>(v);
@@ -93,7 +88,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
 }
 
 std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload,
-                                const std::string& prefix_index) {
+                                PrefixIndexKind prefix_index) {
   std::ostringstream o;
   o << "# Written by kvrt run from " << run.config_path << " and " << workload.origin << ".\n"
     << "[node]\n"
@@ -103,9 +98,9 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
     << "heartbeat_interval_ms = " << run.heartbeat_interval_ms << "\n"
     << "connection_timeout_ms = " << run.connection_timeout_ms << "\n"
     << "scheduler_threads = " << run.node_threads << "\n"
-    << "scheduler = " << quoted(run.node_scheduler) << "\n"
+    << "scheduler = " << quoted(std::string(name_of(run.node_scheduler))) << "\n"
     << "max_requests = " << std::max<uint64_t>(1024, uint64_t{run.workers} * run.in_flight * 64) << "\n"
-    << "prefix_index = " << quoted(prefix_index) << "\n"
+    << "prefix_index = " << quoted(std::string(name_of(prefix_index))) << "\n"
     << "radix_budget_blocks = " << run.radix_budget_blocks << "\n";
   std::string names;
   for (const workload::TenantSpec& t : workload.tenants) {

@@ -7,8 +7,9 @@
 #include <cstdint>
 #include <string>
 
-#include "services/common/result.hpp"
 #include "engine/model/reference_model.hpp"
+#include "node/node_config.hpp"
+#include "services/common/result.hpp"
 #include "tools/workload/workload.hpp"
 
 namespace kvrt {
@@ -24,11 +25,11 @@ struct RunConfig {
   uint32_t sample_interval_ms = 100;  // node statistics sampling for the timeline [ms]
   uint32_t heartbeat_interval_ms = 250;
   uint32_t connection_timeout_ms = 5000;
-  uint32_t node_threads = 2;               // CAF scheduler threads of the node [threads]
-  std::string node_scheduler = "sharing";  // the node's [node] scheduler: "sharing" | "polling"
-  // The node's prefix-reuse owner for the main pass: "hash_chain" or "radix"
-  // (`kvrt run --compare` runs both either way).
-  std::string prefix_index = "hash_chain";
+  uint32_t node_threads = 2;                              // CAF scheduler threads of the node [threads]
+  NodeScheduler node_scheduler = NodeScheduler::sharing;  // the node's [node] scheduler
+  // The node's prefix-reuse owner for the main pass (`kvrt run --compare`
+  // runs both either way).
+  PrefixIndexKind prefix_index = PrefixIndexKind::hash_chain;
   uint32_t radix_budget_blocks = 0;  // blocks per group the radix may lease; 0 = the node's default (half)
   model::ModelConfig model;
 };
@@ -41,7 +42,6 @@ Result<RunConfig> load_run_config(const std::string& path);
 // [[namespace]] per workload tenant, principals worker-0 .. worker-(n-1),
 // each allowed every tenant's namespace. Paths in it are absolute.
 // `prefix_index` overrides the run config's choice (the --compare passes).
-std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload,
-                                const std::string& prefix_index);
+std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload, PrefixIndexKind prefix_index);
 
 }  // namespace kvrt

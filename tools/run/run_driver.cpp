@@ -153,7 +153,7 @@ struct PassMode {
   bool reuse = true;
   bool verify = true;
   bool shared_prefix = true;
-  std::string index = "hash_chain";  // the node's prefix-reuse owner
+  PrefixIndexKind index = PrefixIndexKind::hash_chain;  // the node's prefix-reuse owner
 };
 
 Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, const workload::Workload& workload,
@@ -344,11 +344,11 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
     // The same workload under each reuse mode, without the verification
     // replay so wall times compare serving alone.
     std::vector<RunPass> passes;
-    for (const PassMode& mode : {PassMode{"no_reuse", false, false, false, "hash_chain"},
-                                 PassMode{"hash_chain", true, false, false, "hash_chain"},
-                                 PassMode{"hash_chain_shared_prefix", true, false, true, "hash_chain"},
-                                 PassMode{"radix", true, false, false, "radix"},
-                                 PassMode{"radix_shared_prefix", true, false, true, "radix"}}) {
+    for (const PassMode& mode : {PassMode{"no_reuse", false, false, false, PrefixIndexKind::hash_chain},
+                                 PassMode{"hash_chain", true, false, false, PrefixIndexKind::hash_chain},
+                                 PassMode{"hash_chain_shared_prefix", true, false, true, PrefixIndexKind::hash_chain},
+                                 PassMode{"radix", true, false, false, PrefixIndexKind::radix},
+                                 PassMode{"radix_shared_prefix", true, false, true, PrefixIndexKind::radix}}) {
       auto pass_result = run_pass(options, config, workload, layout, mode, options.out_dir + "/compare-" + mode.name);
       if (!pass_result.ok()) return pass_result.error();
       RunPass pass = std::move(pass_result).value();

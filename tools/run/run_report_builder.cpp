@@ -109,7 +109,7 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   }
   r.tokens_requested = r.prompt_tokens + r.decode_tokens;
   // One index serves a pass: every reused row was found by it.
-  (pass.index == "radix" ? r.reused_by_radix : r.reused_by_hash_chain) = r.prefill_rows_reused;
+  (pass.index == PrefixIndexKind::radix ? r.reused_by_radix : r.reused_by_hash_chain) = r.prefill_rows_reused;
   for (size_t k = 0; k < kFunnelStageCount; ++k)
     r.funnel_stages.emplace_back(std::string(to_string(static_cast<FunnelStage>(k))), funnel.stage[k]);
   for (size_t b = 0; b < kReuseBucketCount; ++b)

@@ -15,9 +15,9 @@ namespace kvrt {
 
 // One pass of a workload through a fresh node and fresh workers.
 struct RunPass {
-  std::string mode;                   // "run", "no_reuse", "hash_chain", ...
-  std::string index = "hash_chain";   // the node's prefix-reuse owner: "hash_chain" | "radix"
-  std::vector<EngineResult> results;  // one per worker, in worker order
+  std::string mode;                                     // "run", "no_reuse", "hash_chain", ...
+  PrefixIndexKind index = PrefixIndexKind::hash_chain;  // the node's prefix-reuse owner
+  std::vector<EngineResult> results;                    // one per worker, in worker order
   std::vector<report::UtilisationSample> timeline;
   NodeStats final_stats;                // after every worker exited, before shutdown
   std::vector<std::string> pool_names;  // the node's shared-memory segments
