@@ -205,7 +205,7 @@ DecodeFigures run_decode(Variant variant, uint32_t steps) {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(kForwardUs));  // the forward pass
   }
-  f.digest = m.digest();
+  f.digest = m.state_digest();
   if (prefetch != nullptr) {
     prefetch->settle();
     f.prefetch = prefetch->stats();

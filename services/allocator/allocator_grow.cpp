@@ -76,16 +76,16 @@ Status BlockAllocator::resolve_bundles(std::span<const PhysicalBlockHandle> hand
                           "bundles[" + std::to_string(i / G) + "]");
       break;
     }
-    if (b.reserved_pad != 0) {  // seen already in this call
+    if (b.named_in_call != 0) {
       status =
           make_error(ErrorCode::invalid_argument, "block " + std::to_string(handles[i].block.value) + " appears twice",
                      "bundles[" + std::to_string(i / G) + "]");
       break;
     }
-    b.reserved_pad = 1;
+    b.named_in_call = 1;
     scratch_slots_.push_back(*slot);
   }
-  for (size_t i = 0; i < scratch_slots_.size(); ++i) pools_[i % G].blocks[scratch_slots_[i]].reserved_pad = 0;
+  for (size_t i = 0; i < scratch_slots_.size(); ++i) pools_[i % G].blocks[scratch_slots_[i]].named_in_call = 0;
   if (!status.ok()) scratch_slots_.clear();
   return status;
 }
@@ -289,89 +289,111 @@ Status BlockAllocator::allocate(const AllocateArgs& a, AllocationReceipt& out) {
   return Status::success();
 }
 
+Status BlockAllocator::check_append_rows(std::span<const std::span<const uint8_t>> rows) const {
+  const uint32_t G = group_count();
+  if (rows.size() != G)
+    return make_error(ErrorCode::invalid_argument,
+                      "rows for " + std::to_string(rows.size()) + " cache groups, the layout has " + std::to_string(G),
+                      "rows");
+  for (uint32_t g = 0; g < G; ++g)
+    if (rows[g].size() != pools_[g].config.row_bytes)
+      return make_error(ErrorCode::invalid_argument,
+                        "row of group " + std::to_string(g) + " has " + std::to_string(rows[g].size()) +
+                            " bytes, B_row is " + std::to_string(pools_[g].config.row_bytes),
+                        "rows[" + std::to_string(g) + "]");
+  if (store_ == nullptr)
+    return make_error(ErrorCode::invalid_argument, "rows given but the allocator has no payload store", "rows");
+  return Status::success();
+}
+
 Status BlockAllocator::append(const AppendArgs& a, AllocationReceipt& out) {
   if (!fence_current(a.fence)) [[unlikely]]
     return check_fence(a.fence);
   if (a.expected_epoch && a.expected_epoch->value != epoch_) [[unlikely]]
     return check_epoch(a.expected_epoch);
-  const uint32_t G = group_count(), P = block_size();
-  const bool with_rows = !a.rows.empty();
-  if (with_rows) {
-    if (a.rows.size() != G)
-      return make_error(
-          ErrorCode::invalid_argument,
-          "rows for " + std::to_string(a.rows.size()) + " cache groups, the layout has " + std::to_string(G), "rows");
-    for (uint32_t g = 0; g < G; ++g)
-      if (a.rows[g].size() != pools_[g].config.row_bytes)
-        return make_error(ErrorCode::invalid_argument,
-                          "row of group " + std::to_string(g) + " has " + std::to_string(a.rows[g].size()) +
-                              " bytes, B_row is " + std::to_string(pools_[g].config.row_bytes),
-                          "rows[" + std::to_string(g) + "]");
-    if (store_ == nullptr)
-      return make_error(ErrorCode::invalid_argument, "rows given but the allocator has no payload store", "rows");
-  }
+  if (!a.rows.empty()) KVRT_TRY(check_append_rows(a.rows));
   const uint32_t index = static_cast<uint32_t>(a.fence.request.value);
-  RequestRecord& r = requests_[index];
-  const uint32_t t = r.context_tokens;
-  const uint32_t j = t / P, o = t % P;
-
+  const RequestRecord& r = requests_[index];
+  const uint32_t j = r.context_tokens / block_size(), o = r.context_tokens % block_size();
   if (o == 0) {
-    // Path 1 (0x04E): a new bundle, row 0, one new table entry per group.
     if (!available_for(1)) {
       out_of_capacity(out, AllocationOperation::append, "no free or evictable block for a new bundle");
       return Status::success();
     }
-    begin_receipt(out, AllocationOperation::append, &r);
-    if (!reserve_bundles(1, out)) {
-      finish_receipt(out, &r, index);
-      return Status::success();
-    }
-    for (const Reservation& res : scratch_log_) {
-      if (config_.zero_on_recycle && store_ != nullptr) store_->zero_block(res.group_index, res.slot);
-      if (with_rows) store_->write_rows(res.group_index, res.slot, 0, 1, a.rows[res.group_index]);
-    }
-    publish_fresh_blocks(index, with_rows ? 1 : 0, out);
-    set_request_counters(index, r.table_version + 1, r.context_tokens + 1);
-    bump_epoch();
-    out.append_path = AppendPath::new_bundle;
-    out.useful_new_rows = 1;
-    out.new_physical_blocks = G;
-    finish_receipt(out, &r, index);
+    append_new_bundle(index, a.rows, out);
     return Status::success();
   }
-
   // Offset > 0: the tail is written in place only when every group's tail has
   // one strong owner and no published cache identity (a keyed block is
   // immutable); otherwise the bundle is copied first.
   bool shared = false;
-  for (uint32_t g = 0; g < G; ++g) {
+  for (uint32_t g = 0; g < group_count(); ++g) {
     const BlockMeta& b = pools_[g].blocks[r.tables[g][j]];
     shared |= b.refcount > 1 || b.cache_key != 0;
   }
-
   if (!shared) {
-    // Path 2: unique writer, write row o, publish valid_rows = o + 1.
-    begin_receipt(out, AllocationOperation::append, &r);
-    for (uint32_t g = 0; g < G; ++g) {
-      const uint32_t slot = r.tables[g][j];
-      BlockMeta& b = pools_[g].blocks[slot];
-      // Rows at or past o are not this request's history any more.
-      const uint16_t valid = with_rows ? (b.valid_rows >= o ? static_cast<uint16_t>(o + 1) : b.valid_rows)
-                                       : static_cast<uint16_t>(std::min<uint32_t>(b.valid_rows, o));
-      if (with_rows) store_->write_rows(g, slot, o, 1, a.rows[g]);
-      if (valid != b.valid_rows) set_valid_rows(g, slot, valid);
-      out.published_entries.push_back(TableEntryUpdate{j, handle_of(g, slot), b.valid_rows});
-    }
-    set_request_counters(index, r.table_version + 1, r.context_tokens + 1);
-    out.append_path = AppendPath::private_tail;
-    out.useful_new_rows = 1;
-    finish_receipt(out, &r, index);
+    append_private_tail(index, o, a.rows, out);
     return Status::success();
   }
+  return append_copy_on_write(index, o, a.rows, out);
+}
 
-  // Path 3: copy-on-write in the order of 0x05C.
-  // Steps 1-2 (versions checked above; load the source handles and check that
-  // the rows this request sees are committed, since only valid rows are copied).
+// Path 1 (0x04E): a new bundle, row 0, one new table entry per group.
+void BlockAllocator::append_new_bundle(uint32_t index, std::span<const std::span<const uint8_t>> rows,
+                                       AllocationReceipt& out) {
+  RequestRecord& r = requests_[index];
+  const bool with_rows = !rows.empty();
+  begin_receipt(out, AllocationOperation::append, &r);
+  if (!reserve_bundles(1, out)) {
+    finish_receipt(out, &r, index);
+    return;
+  }
+  for (const Reservation& res : scratch_log_) {
+    if (config_.zero_on_recycle && store_ != nullptr) store_->zero_block(res.group_index, res.slot);
+    if (with_rows) store_->write_rows(res.group_index, res.slot, 0, 1, rows[res.group_index]);
+  }
+  publish_fresh_blocks(index, with_rows ? 1 : 0, out);
+  set_request_counters(index, r.table_version + 1, r.context_tokens + 1);
+  bump_epoch();
+  out.append_path = AppendPath::new_bundle;
+  out.useful_new_rows = 1;
+  out.new_physical_blocks = group_count();
+  finish_receipt(out, &r, index);
+}
+
+// Path 2: a unique writer writes row o in place and publishes valid_rows = o + 1.
+void BlockAllocator::append_private_tail(uint32_t index, uint32_t o, std::span<const std::span<const uint8_t>> rows,
+                                         AllocationReceipt& out) {
+  RequestRecord& r = requests_[index];
+  const bool with_rows = !rows.empty();
+  const uint32_t j = r.context_tokens / block_size();
+  begin_receipt(out, AllocationOperation::append, &r);
+  for (uint32_t g = 0; g < group_count(); ++g) {
+    const uint32_t slot = r.tables[g][j];
+    BlockMeta& b = pools_[g].blocks[slot];
+    // Rows at or past o are not this request's history any more.
+    const uint16_t valid = with_rows ? (b.valid_rows >= o ? static_cast<uint16_t>(o + 1) : b.valid_rows)
+                                     : static_cast<uint16_t>(std::min<uint32_t>(b.valid_rows, o));
+    if (with_rows) store_->write_rows(g, slot, o, 1, rows[g]);
+    if (valid != b.valid_rows) set_valid_rows(g, slot, valid);
+    out.published_entries.push_back(TableEntryUpdate{j, handle_of(g, slot), b.valid_rows});
+  }
+  set_request_counters(index, r.table_version + 1, r.context_tokens + 1);
+  out.append_path = AppendPath::private_tail;
+  out.useful_new_rows = 1;
+  finish_receipt(out, &r, index);
+}
+
+// Path 3: copy-on-write in the nine-step order of 0x05C.
+Status BlockAllocator::append_copy_on_write(uint32_t index, uint32_t o, std::span<const std::span<const uint8_t>> rows,
+                                            AllocationReceipt& out) {
+  RequestRecord& r = requests_[index];
+  const bool with_rows = !rows.empty();
+  const uint32_t G = group_count();
+  const uint32_t j = r.context_tokens / block_size();
+  // Steps 1-2 (versions checked by append; load the source handles and check
+  // that the rows this request sees are committed, since only valid rows are
+  // copied).
   for (uint32_t g = 0; g < G; ++g) {
     const BlockMeta& b = pools_[g].blocks[r.tables[g][j]];
     if (b.valid_rows < o)
@@ -399,7 +421,7 @@ Status BlockAllocator::append(const AppendArgs& a, AllocationReceipt& out) {
     pools_[res.group_index].blocks[res.slot].state = BlockState::copying;
     if (store_ != nullptr) {
       store_->copy_rows(res.group_index, r.tables[res.group_index][j], res.slot, o);
-      if (with_rows) store_->write_rows(res.group_index, res.slot, o, 1, a.rows[res.group_index]);
+      if (with_rows) store_->write_rows(res.group_index, res.slot, o, 1, rows[res.group_index]);
     }
   }
   // Step 7: destination frontiers are valid: o copied rows (+ the new row).

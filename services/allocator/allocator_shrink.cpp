@@ -100,7 +100,7 @@ Status BlockAllocator::truncate(const TruncateArgs& a, ReleaseResult& out) {
         "from_token");
   if (a.from_token == 0)
     return make_error(ErrorCode::invalid_argument, "truncating every token is a release, not a truncate", "from_token");
-  begin_release(out, TransactionId{next_transaction_++}, digest());
+  begin_release(out, TransactionId{next_transaction_++}, state_digest());
   out.request_id = a.fence.request;
   out.request_generation = a.fence.generation;
   out.reason = ReleaseReason::truncated;
@@ -125,7 +125,7 @@ Status BlockAllocator::truncate(const TruncateArgs& a, ReleaseResult& out) {
   set_request_counters(index, r.table_version + 1, a.from_token);
   out.context_tokens_after = r.context_tokens;
   out.table_version_after = TableVersion{r.table_version};
-  out.successor_digest = digest();
+  out.successor_digest = state_digest();
   out.allocator_epoch_after = Epoch{epoch_};
   return Status::success();
 }
@@ -138,7 +138,7 @@ Status BlockAllocator::release(const ReleaseArgs& a, ReleaseResult& out) {
     return make_error(ErrorCode::invalid_argument, "release reason must be finished, cancelled or preempted", "reason");
   const uint32_t index = static_cast<uint32_t>(a.fence.request.value);
   RequestRecord& r = requests_[index];
-  begin_release(out, TransactionId{next_transaction_++}, digest());
+  begin_release(out, TransactionId{next_transaction_++}, state_digest());
   out.request_id = a.fence.request;
   out.request_generation = a.fence.generation;
   out.reason = a.reason;
@@ -151,7 +151,7 @@ Status BlockAllocator::release(const ReleaseArgs& a, ReleaseResult& out) {
   free_request_slots_.push_back(index);
   out.context_tokens_after = 0;
   out.table_version_after = TableVersion{r.table_version};
-  out.successor_digest = digest();
+  out.successor_digest = state_digest();
   out.allocator_epoch_after = Epoch{epoch_};
   return Status::success();
 }

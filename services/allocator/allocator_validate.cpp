@@ -84,6 +84,7 @@ Status BlockAllocator::validate() const {
         return broken("group " + std::to_string(g) + " block " + std::to_string(s) + " refcount " +
                       std::to_string(b.refcount) + " but reachability gives " + std::to_string(derived[g][s]));
       if (b.valid_rows > P) return broken("valid rows exceed the block size");
+      if (b.named_in_call != 0) return broken("a duplicate mark outlived resolve_bundles");
       switch (b.state) {
         case BlockState::live:
           if (b.refcount == 0) return broken("LIVE block without references");
@@ -136,8 +137,8 @@ Status BlockAllocator::validate() const {
     // Partition: free + evictable + live + in-transaction = pool.
     if (free + evictable + live + in_txn != p.capacity()) return broken("pool partition does not add up");
   }
-  if (recompute_digest() != digest())
-    return broken("incremental digest " + digest().hex() + " != recomputed " + recompute_digest().hex());
+  if (recompute_digest() != state_digest())
+    return broken("incremental digest " + state_digest().hex() + " != recomputed " + recompute_digest().hex());
   return Status::success();
 }
 

@@ -52,7 +52,9 @@ struct BlockMeta {
   uint32_t generation = 1;  // advanced when the block is recycled to a new owner
   uint16_t valid_rows = 0;  // committed K/V rows [0, valid_rows) [rows]
   BlockState state = BlockState::free;
-  uint8_t reserved_pad = 0;
+  // Set only inside resolve_bundles, to find a block named twice in one
+  // request without a side table; zero between calls (validate() checks).
+  uint8_t named_in_call = 0;
 };
 static_assert(sizeof(BlockMeta) == 32);
 
@@ -134,7 +136,7 @@ class BlockAllocator {
   // --- queries ---------------------------------------------------------------
   Epoch epoch() const { return Epoch{epoch_}; }
   // O(1): the incrementally maintained digest.
-  StateDigest digest() const {
+  StateDigest state_digest() const {
     MultisetDigest d = digest_;
     d.add_digest(epoch_image_);
     return d.value();
@@ -267,6 +269,14 @@ class BlockAllocator {
   void publish_fresh_blocks(uint32_t index, uint16_t valid_rows, AllocationReceipt& out);
   // An evictable reservation's dropped identity: event, receipt, digest.
   void record_eviction(const Reservation& r, AllocationReceipt& out);
+  // append's three paths (0x04E), chosen by append() from the request's tail.
+  // `rows` is the appended token's K/V per group, or empty.
+  Status check_append_rows(std::span<const std::span<const uint8_t>> rows) const;
+  void append_new_bundle(uint32_t index, std::span<const std::span<const uint8_t>> rows, AllocationReceipt& out);
+  void append_private_tail(uint32_t index, uint32_t offset, std::span<const std::span<const uint8_t>> rows,
+                           AllocationReceipt& out);
+  Status append_copy_on_write(uint32_t index, uint32_t offset, std::span<const std::span<const uint8_t>> rows,
+                              AllocationReceipt& out);
   bool available_for(uint32_t bundles) const;
 
   // Reference changes of committed blocks, with queue and digest upkeep.

@@ -197,7 +197,7 @@ inline void BlockAllocator::drop_ref(uint32_t g, uint32_t slot) {
 inline void BlockAllocator::begin_receipt(AllocationReceipt& out, AllocationOperation op, const RequestRecord*) {
   out.transaction_id = TransactionId{next_transaction_++};
   out.operation = op;
-  out.predecessor_digest = digest();
+  out.predecessor_digest = state_digest();
   out.useful_new_rows = 0;
   out.new_physical_blocks = 0;
   out.copied_rows = 0;
@@ -217,7 +217,7 @@ inline void BlockAllocator::finish_receipt(AllocationReceipt& out, const Request
     out.table_version_after = TableVersion{r->table_version};
     out.context_tokens_after = r->context_tokens;
   }
-  out.successor_digest = digest();
+  out.successor_digest = state_digest();
   out.allocator_epoch_after = Epoch{epoch_};
 }
 

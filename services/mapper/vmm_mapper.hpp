@@ -95,9 +95,9 @@ class VmmMapper {
   std::vector<PlannedMapping> plan_frontier_mappings(const std::vector<StepRequest>& next) const;
 
   MappingLedger ledger() const;
-  Status validate() const;                                // ledgers, both state machines, page tables, digest
-  StateDigest digest() const { return digest_.value(); }  // O(1), maintained incrementally
-  StateDigest recompute_digest() const;                   // O(slots + handles), from scratch
+  Status validate() const;                                      // ledgers, both state machines, page tables, digest
+  StateDigest state_digest() const { return digest_.value(); }  // O(1), maintained incrementally
+  StateDigest recompute_digest() const;                         // O(slots + handles), from scratch
   const MapperGeometry& geometry() const { return geometry_; }
   MapperPhase phase() const { return phase_; }
   const SlotRecord& slot(uint32_t index) const { return slots_.at(index); }

@@ -67,8 +67,9 @@ StateDigest VmmMapper::recompute_digest() const {
 }
 
 Status VmmMapper::validate() const {
-  if (recompute_digest() != digest())
-    return broken("incremental digest " + digest().hex() + " != recomputed " + recompute_digest().hex(), "digest");
+  if (recompute_digest() != state_digest())
+    return broken("incremental digest " + state_digest().hex() + " != recomputed " + recompute_digest().hex(),
+                  "digest");
   const uint32_t tensors = geometry_.tensor_count();
   const uint64_t g = geometry_.config().page_group_bytes;
   if (phase_ == MapperPhase::va_released) {

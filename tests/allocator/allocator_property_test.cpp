@@ -111,12 +111,12 @@ struct PropertyRun {
 
   void expect_unchanged(const StateDigest& before, const Status& s) {
     REQUIRE(!s.ok());
-    REQUIRE(al.digest() == before);
+    REQUIRE(al.state_digest() == before);
     ++failed;
   }
 
   void step() {
-    const StateDigest before = al.digest();
+    const StateDigest before = al.state_digest();
     AllocationReceipt r;
     ReleaseResult rr;
     uint32_t op = pick(100);
@@ -138,7 +138,7 @@ struct PropertyRun {
       al.faults().disarm_all();
       REQUIRE(s.ok());
       if (r.outcome != AllocationOutcome::committed) {
-        REQUIRE(al.digest() == before);
+        REQUIRE(al.state_digest() == before);
         if (r.outcome == AllocationOutcome::rolled_back)
           ++rolled_back;
         else
@@ -171,7 +171,7 @@ struct PropertyRun {
         return;
       }
       if (r.outcome != AllocationOutcome::committed) {
-        REQUIRE(al.digest() == before);
+        REQUIRE(al.state_digest() == before);
         if (r.outcome == AllocationOutcome::rolled_back)
           ++rolled_back;
         else

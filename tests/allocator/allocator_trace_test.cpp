@@ -96,14 +96,14 @@ TEST_CASE("0x05B: private append, fork and a two-group copy-on-write", "[allocat
   REQUIRE(al.validate().ok());
 
   SECTION("injected failure after reserving group 0 restores the predecessor digest (0x04F)") {
-    const StateDigest before = al.digest();
+    const StateDigest before = al.state_digest();
     al.faults().arm("after_reserve_group_0");
     REQUIRE(al.append(AppendArgs{d1, f.rows.rows_for(2, 34), {}}, r).ok());
     CHECK(r.outcome == AllocationOutcome::rolled_back);
     CHECK(r.rollback_reason == "fault point after_reserve_group_0");
     CHECK(r.predecessor_digest == before);
     CHECK(r.successor_digest == before);
-    CHECK(al.digest() == before);
+    CHECK(al.state_digest() == before);
     CHECK(al.epoch().value == 43);
     CHECK(al.fence(d1.request).value().table_version.value == 1);  // nothing published
     REQUIRE(al.validate().ok());

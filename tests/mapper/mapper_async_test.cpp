@@ -153,12 +153,12 @@ TEST_CASE("async mapping: malformed plans are rejected before anything is submit
 
 TEST_CASE("mapper digest is maintained incrementally and moves with every transition", "[mapper]") {
   auto m = make_fixture_mapper();
-  std::vector<StateDigest> seen{m->digest()};
+  std::vector<StateDigest> seen{m->state_digest()};
   auto moved = [&](const char* what) {
     INFO(what);
-    CHECK(m->digest() == m->recompute_digest());
-    for (const StateDigest& d : seen) CHECK(m->digest() != d);
-    seen.push_back(m->digest());
+    CHECK(m->state_digest() == m->recompute_digest());
+    for (const StateDigest& d : seen) CHECK(m->state_digest() != d);
+    seen.push_back(m->state_digest());
   };
   auto a = m->alloc_reqid(req('A'), gen1(), 8).value();
   moved("alloc");
@@ -180,5 +180,5 @@ TEST_CASE("mapper digest is maintained incrementally and moves with every transi
   REQUIRE(twin->append_rows(req('A'), ta.generation, 5).ok());
   REQUIRE(twin->free_reqid(req('A'), ta.generation, ReleaseMode::unmap_now).ok());
   REQUIRE(twin->shutdown().ok());
-  CHECK(twin->digest() == m->digest());
+  CHECK(twin->state_digest() == m->state_digest());
 }

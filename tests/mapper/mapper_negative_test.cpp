@@ -40,7 +40,7 @@ struct Snapshot {
   Epoch epoch;
   friend bool operator==(const Snapshot&, const Snapshot&) = default;
 };
-Snapshot snapshot(const VmmMapper& m) { return {m.digest(), m.ledger(), m.epoch()}; }
+Snapshot snapshot(const VmmMapper& m) { return {m.state_digest(), m.ledger(), m.epoch()}; }
 
 template <class F>
 void expect_rejected(Scene& scene, ErrorCode code, F&& op) {

@@ -86,17 +86,17 @@ TEST_CASE("mapper service: a session never touches another's slot, and a refusal
   const SlotBinding x =
       outcome_as<SlotBinding>(svc->apply_one(a, MapperAllocOp{RequestId{1}, RequestGeneration{1}, 100}));
   outcome_as<StepResult>(svc->apply_one(a, MapperStepOp{{StepRequest{RequestId{1}, 100}}}));
-  const StateDigest before = svc->core().digest();
+  const StateDigest before = svc->core().state_digest();
   CHECK(error_of(svc->apply_one(b, MapperStepOp{{StepRequest{RequestId{1}, 300}}})) == ErrorCode::not_owner);
   CHECK(error_of(svc->apply_one(b, MapperAppendOp{RequestId{1}, x.generation, 50})) == ErrorCode::not_owner);
   CHECK(error_of(svc->apply_one(b, MapperFreeOp{RequestId{1}, x.generation})) == ErrorCode::not_owner);
   CHECK(error_of(svc->apply_one(b, MapperAllocOp{RequestId{1}, RequestGeneration{2}, 10})) == ErrorCode::not_owner);
   // A step naming one own and one foreign request is refused whole.
   outcome_as<SlotBinding>(svc->apply_one(b, MapperAllocOp{RequestId{2}, RequestGeneration{1}, 10}));
-  const StateDigest with_b = svc->core().digest();
+  const StateDigest with_b = svc->core().state_digest();
   CHECK(error_of(svc->apply_one(b, MapperStepOp{{StepRequest{RequestId{2}, 10}, StepRequest{RequestId{1}, 400}}})) ==
         ErrorCode::not_owner);
-  CHECK(svc->core().digest() == with_b);
+  CHECK(svc->core().state_digest() == with_b);
   CHECK(before != with_b);  // b's own alloc did change it
   REQUIRE(svc->validate().ok());
 }

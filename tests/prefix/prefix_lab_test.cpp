@@ -19,7 +19,7 @@ struct Digests {
   StateDigest allocator;
   friend bool operator==(const Digests&, const Digests&) = default;
 };
-Digests digests(const PrefixRig& rig) { return Digests{rig.index.state_digest(), rig.alloc.digest()}; }
+Digests digests(const PrefixRig& rig) { return Digests{rig.index.state_digest(), rig.alloc.state_digest()}; }
 
 template <class R>
 void require_rejected(const PrefixRig& rig, const Digests& before, const R& result, ErrorCode code,

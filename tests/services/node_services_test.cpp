@@ -79,11 +79,11 @@ TEST_CASE("random multi-session allocator traffic: ownership holds and ending ev
     } else if (kind == 1) {  // another session acts on a request it does not hold
       Held& h = requests[rng() % requests.size()];
       SessionId other{h.session.value % 3 + 1};
-      const StateDigest before = svc.core().digest();
+      const StateDigest before = svc.core().state_digest();
       const AllocatorOutcome o = svc.apply_one(other, ReleaseOp{h.fence, ReleaseReason::finished});
       REQUIRE(std::holds_alternative<Error>(o));
       CHECK(std::get<Error>(o).code == ErrorCode::not_owner);
-      CHECK(svc.core().digest() == before);
+      CHECK(svc.core().state_digest() == before);
     } else if (kind == 2) {
       Held& h = requests[rng() % requests.size()];
       const Result<uint32_t> ctx = svc.core().context_tokens(h.fence.request);

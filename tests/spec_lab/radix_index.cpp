@@ -43,7 +43,7 @@ StateDigest RadixIndex::state_digest() const {
   // so the sum is the digest of their union.
   MultisetDigest d;
   d.add_digest(tree_.state_digest());
-  d.add_digest(pool_.digest());
+  d.add_digest(pool_.state_digest());
   d.add_digest(lease_digest_.value());
   return d.value();
 }

@@ -47,7 +47,8 @@ Status RadixIndex::validate() const {
         replay.adopt(n.edge.slots()[k], n.edge.tokens()[k], n.depth + k);
       }
     });
-    if (replay.digest() != pool_.digest()) return broken("a tree-owned slot records another token or depth");
+    if (replay.state_digest() != pool_.state_digest())
+      return broken("a tree-owned slot records another token or depth");
   }
 
   // Locks: lock(v) = number of leases whose path root -> terminal contains v.

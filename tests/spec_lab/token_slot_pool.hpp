@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "services/common/ids.hpp"
+#include "services/common/receipt_ids.hpp"
 #include "services/common/result.hpp"
 #include "services/common/state_digest.hpp"
 #include "services/radix/radix_options.hpp"
-#include "services/common/receipt_ids.hpp"
 
 namespace kvrt {
 
@@ -52,7 +52,7 @@ class TokenSlotPool {
   // private or tree-owned -> free (tail of the queue).
   void release(TokenSlotId s);
 
-  StateDigest digest() const { return digest_.value(); }
+  StateDigest state_digest() const { return digest_.value(); }
   Status validate() const;
 
  private:
