@@ -203,7 +203,7 @@ double kvrt_evict_on_allocate(const Sizes& s) {
       f[i] = RequestFence{r.request_id, r.request_generation, r.table_version_after};
       (void)al.commit_rows(CommitRowsArgs{f[i], kP}, r);
       f[i].table_version = r.table_version_after;
-      (void)al.publish_cache_key(r.published_entries[0].handle, key++, r);
+      (void)al.publish_cache_key(r.published_entries[0].handle, CacheKey{key++}, r);
     }
     for (uint32_t i = 0; i < blocks; ++i) (void)al.release(ReleaseArgs{f[i], ReleaseReason::finished}, rr);
     (void)al.drain_events();

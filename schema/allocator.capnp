@@ -260,7 +260,7 @@ struct BlockTableEntry {
   # One block of a request table with its committed facts.
   handle @0 :Common.PhysicalBlockHandle;
   validRows @1 :UInt32;                    # committed rows [rows]
-  cacheKey @2 :UInt64;                     # weak cache identity; 0 = none
+  cacheKey @2 :UInt64 $Kvrt.type("CacheKey");  # weak cache identity; 0 = none
 }
 
 struct BlockTableView {

@@ -329,7 +329,7 @@ Status BlockAllocator::append(const AppendArgs& a, AllocationReceipt& out) {
   bool shared = false;
   for (uint32_t g = 0; g < group_count(); ++g) {
     const BlockMeta& b = pools_[g].blocks[r.tables[g][j]];
-    shared |= b.refcount > 1 || b.cache_key != 0;
+    shared |= b.refcount > 1 || b.cache_key != kNoCacheKey;
   }
   if (!shared) {
     append_private_tail(index, o, a.rows, out);
@@ -538,7 +538,7 @@ Status BlockAllocator::commit_rows(const CommitRowsArgs& a, AllocationReceipt& o
     for (uint32_t g = 0; g < G; ++g) {
       const BlockMeta& b = pools_[g].blocks[r.tables[g][j]];
       const uint32_t target = std::min(P, a.valid_through - j * P);
-      if (b.valid_rows < target && (b.refcount > 1 || b.cache_key != 0))
+      if (b.valid_rows < target && (b.refcount > 1 || b.cache_key != kNoCacheKey))
         return make_error(ErrorCode::invalid_argument,
                           "block " + std::to_string(handle_of(g, r.tables[g][j]).block.value) +
                               " is shared or cached; its rows cannot be committed in place",

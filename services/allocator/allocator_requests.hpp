@@ -15,7 +15,7 @@ namespace kvrt {
 // One cache-key tag the index decided on; the allocator owner applies it.
 struct CacheKeyTag {
   PhysicalBlockHandle handle;
-  uint64_t cache_key = 0;
+  CacheKey cache_key;
 };
 
 // A request's tables as a session may read them. Answered by the view, or

@@ -114,7 +114,7 @@ Status BlockAllocator::truncate(const TruncateArgs& a, ReleaseResult& out) {
   bool private_tail = o != 0;
   for (uint32_t g = 0; g < G && private_tail; ++g) {
     const BlockMeta& b = pools_[g].blocks[r.tables[g][keep_blocks - 1]];
-    private_tail = b.refcount == 1 && b.cache_key == 0;
+    private_tail = b.refcount == 1 && b.cache_key == kNoCacheKey;
   }
   if (private_tail)
     for (uint32_t g = 0; g < G; ++g) {
@@ -161,12 +161,12 @@ Status BlockAllocator::evict(const PhysicalBlockHandle& handle, AllocationReceip
   if (!slot_r.ok()) return slot_r.error();
   const uint32_t g = group_index_of(handle.group), slot = *slot_r;
   BlockMeta& b = pools_[g].blocks[slot];
-  if (b.cache_key == 0)
+  if (b.cache_key == kNoCacheKey)
     return make_error(ErrorCode::invalid_argument,
                       "block " + std::to_string(handle.block.value) + " has no cached identity to evict", "handle");
   begin_receipt(out, AllocationOperation::evict, nullptr);
   events_.push_back(AllocatorEvent{AllocatorEvent::Kind::cache_key_evicted, handle, b.cache_key});
-  set_cache_key(g, slot, 0);
+  set_cache_key(g, slot, kNoCacheKey);
   if (b.refcount == 0) {
     // EVICTABLE -> FREE; a live mapping is never revoked (0x05E). Under
     // single_lru_queue the block keeps its place in the one queue.
@@ -183,9 +183,10 @@ Status BlockAllocator::evict(const PhysicalBlockHandle& handle, AllocationReceip
   return Status::success();
 }
 
-Status BlockAllocator::publish_cache_key(const PhysicalBlockHandle& handle, uint64_t cache_key,
+Status BlockAllocator::publish_cache_key(const PhysicalBlockHandle& handle, CacheKey cache_key,
                                          AllocationReceipt& out) {
-  if (cache_key == 0) return make_error(ErrorCode::invalid_argument, "cache key 0 means \"none\"", "cache_key");
+  if (cache_key == kNoCacheKey)
+    return make_error(ErrorCode::invalid_argument, "cache key 0 means \"none\"", "cache_key");
   auto slot_r = resolve(handle, UINT32_MAX);
   if (!slot_r.ok()) return slot_r.error();
   const uint32_t g = group_index_of(handle.group), slot = *slot_r;
@@ -197,7 +198,7 @@ Status BlockAllocator::publish_cache_key(const PhysicalBlockHandle& handle, uint
   if (b.valid_rows == 0)
     return make_error(ErrorCode::row_not_valid,
                       "block " + std::to_string(handle.block.value) + " has no committed rows to publish", "handle");
-  if (b.cache_key != 0 && b.cache_key != cache_key)
+  if (b.cache_key != kNoCacheKey && b.cache_key != cache_key)
     return make_error(ErrorCode::invalid_argument,
                       "block " + std::to_string(handle.block.value) + " already carries another cache identity",
                       "cache_key");
@@ -228,19 +229,20 @@ Result<BlockLease> BlockAllocator::acquire_lease(const PhysicalBlockHandle& hand
   l.handle = handle;
   l.group_index = g;
   l.slot = slot;
-  // 31 bits, so a LeaseId never sets kPathLeaseBit (receipt_ids.hpp).
-  l.generation = l.generation >= 0x7FFFFFFFu ? 1 : l.generation + 1;
+  // 31 bits: the id's top bit names the owner (OwnerLeaseId).
+  l.generation = l.generation >= OwnerLeaseId::kMaxGeneration ? 1 : l.generation + 1;
   l.active = true;
   ++active_leases_;
   add_ref(g, slot);
   digest_.add(lease_entry(li));
-  return BlockLease{LeaseId{(uint64_t{l.generation} << 32) | li}, handle};
+  return BlockLease{OwnerLeaseId::allocator_lease(li, l.generation).id(), handle};
 }
 
 Status BlockAllocator::release_lease(LeaseId lease) {
-  const uint32_t li = static_cast<uint32_t>(lease.value & 0xFFFFFFFFu);
-  const uint32_t gen = static_cast<uint32_t>(lease.value >> 32);
-  if (li >= leases_.size() || !leases_[li].active || leases_[li].generation != gen)
+  const OwnerLeaseId parts = OwnerLeaseId::of(lease);
+  const uint32_t li = parts.slot(), gen = parts.generation();
+  if (parts.owner() != LeaseOwner::allocator || li >= leases_.size() || !leases_[li].active ||
+      leases_[li].generation != gen)
     return make_error(ErrorCode::stale_generation,
                       "lease " + std::to_string(lease.value) + " is not active (released twice or stale)", "lease");
   Lease& l = leases_[li];

@@ -91,11 +91,12 @@ Status BlockAllocator::validate() const {
           ++live;
           break;
         case BlockState::evictable:
-          if (b.refcount != 0 || b.cache_key == 0) return broken("EVICTABLE block with refs or without a key");
+          if (b.refcount != 0 || b.cache_key == kNoCacheKey)
+            return broken("EVICTABLE block with refs or without a key");
           ++evictable;
           break;
         case BlockState::free:
-          if (b.refcount != 0 || b.cache_key != 0) return broken("FREE block with refs or a key");
+          if (b.refcount != 0 || b.cache_key != kNoCacheKey) return broken("FREE block with refs or a key");
           ++free;
           break;
         default:

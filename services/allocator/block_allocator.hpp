@@ -47,7 +47,7 @@ enum class BlockState : uint8_t { free = 0, evictable = 1, live = 2, reserved = 
 // Per-block metadata, 32 bytes.
 struct BlockMeta {
   QueueLinks links;         // free or evictable queue membership
-  uint64_t cache_key = 0;   // weak cache identity from the prefix index; 0 = none
+  CacheKey cache_key;       // weak cache identity from the prefix index; kNoCacheKey = none
   uint32_t refcount = 0;    // request-map references + active leases
   uint32_t generation = 1;  // advanced when the block is recycled to a new owner
   uint16_t valid_rows = 0;  // committed K/V rows [0, valid_rows) [rows]
@@ -71,7 +71,7 @@ struct AllocatorEvent {
   enum class Kind : uint8_t { cache_key_evicted = 0 };
   Kind kind = Kind::cache_key_evicted;
   PhysicalBlockHandle handle;  // the block as it was when its identity was dropped
-  uint64_t cache_key = 0;
+  CacheKey cache_key;
 };
 
 struct AllocateArgs {
@@ -129,7 +129,7 @@ class BlockAllocator {
   Status truncate(const TruncateArgs& args, ReleaseResult& out);
   Status release(const ReleaseArgs& args, ReleaseResult& out);
   Status evict(const PhysicalBlockHandle& handle, AllocationReceipt& out);
-  Status publish_cache_key(const PhysicalBlockHandle& handle, uint64_t cache_key, AllocationReceipt& out);
+  Status publish_cache_key(const PhysicalBlockHandle& handle, CacheKey cache_key, AllocationReceipt& out);
   Result<BlockLease> acquire_lease(const PhysicalBlockHandle& handle);
   Status release_lease(LeaseId lease);
 
@@ -159,7 +159,7 @@ class BlockAllocator {
   // and its block carries `cache_key` (non-zero): the prefix index's
   // generation fence on every hit block (0x07C), with no error built on the
   // lookup's hot path. Added for issue 4.
-  bool holds_cache_key(const PhysicalBlockHandle& handle, uint64_t cache_key) const noexcept;
+  bool holds_cache_key(const PhysicalBlockHandle& handle, CacheKey cache_key) const noexcept;
   PhysicalBlockHandle handle_of(uint32_t group_index, uint32_t slot) const;
   uint32_t live_requests() const { return open_requests_; }
   uint32_t active_leases() const { return active_leases_; }
@@ -299,14 +299,14 @@ class BlockAllocator {
   static uint64_t block_counter(uint32_t generation, uint16_t valid_rows) {
     return (uint64_t{valid_rows} << 32) | generation;
   }
-  StateDigest cache_key_image(uint32_t g, uint32_t slot, uint64_t cache_key) const;  // 0 for no key
+  StateDigest cache_key_image(uint32_t g, uint32_t slot, CacheKey cache_key) const;  // 0 for no key
   MultisetDigest::Entry lease_entry(uint32_t index) const;
   void add_cell(uint32_t index, uint32_t g, uint32_t j, uint32_t slot);
   void remove_cell(uint32_t index, uint32_t g, uint32_t j, uint32_t slot);
   // Committed-state setters that keep the digest: every change of these
   // fields goes through them.
   void set_valid_rows(uint32_t g, uint32_t slot, uint16_t valid_rows);
-  void set_cache_key(uint32_t g, uint32_t slot, uint64_t cache_key);
+  void set_cache_key(uint32_t g, uint32_t slot, CacheKey cache_key);
   void set_request_counters(uint32_t index, uint64_t table_version, uint32_t context_tokens);
 
   void begin_receipt(AllocationReceipt& out, AllocationOperation op, const RequestRecord* r);
@@ -362,14 +362,14 @@ inline PhysicalBlockHandle BlockAllocator::handle_of(uint32_t g, uint32_t slot) 
                              BlockGeneration{p.blocks[slot].generation}};
 }
 
-inline bool BlockAllocator::holds_cache_key(const PhysicalBlockHandle& h, uint64_t cache_key) const noexcept {
+inline bool BlockAllocator::holds_cache_key(const PhysicalBlockHandle& h, CacheKey cache_key) const noexcept {
   for (const Pool& p : pools_) {
     if (p.config.group != h.group) continue;
     // A block id below the base wraps to a huge slot and fails the bound.
     const uint64_t slot = uint64_t{h.block.value} - p.config.block_id_base;
     if (p.config.pool != h.pool || slot >= p.blocks.size()) return false;
     const BlockMeta& b = p.blocks[slot];
-    return cache_key != 0 && b.generation == h.generation.value && b.cache_key == cache_key;
+    return cache_key != kNoCacheKey && b.generation == h.generation.value && b.cache_key == cache_key;
   }
   return false;
 }

@@ -58,9 +58,9 @@ inline StateDigest BlockAllocator::block_coefficient(uint32_t g, uint32_t slot) 
   return MultisetDigest::coefficient(allocator_digest::kTagBlock, (uint64_t{g} << 32) | slot);
 }
 
-inline StateDigest BlockAllocator::cache_key_image(uint32_t g, uint32_t slot, uint64_t cache_key) const {
-  if (cache_key == 0) return StateDigest{};
-  return MultisetDigest::pair_image(allocator_digest::kTagBlock | (uint64_t{g} << 32) | slot, cache_key);
+inline StateDigest BlockAllocator::cache_key_image(uint32_t g, uint32_t slot, CacheKey cache_key) const {
+  if (cache_key == kNoCacheKey) return StateDigest{};
+  return MultisetDigest::pair_image(allocator_digest::kTagBlock | (uint64_t{g} << 32) | slot, cache_key.value);
 }
 
 inline StateDigest BlockAllocator::block_image(uint32_t g, uint32_t slot) const {
@@ -78,7 +78,7 @@ inline void BlockAllocator::set_valid_rows(uint32_t g, uint32_t slot, uint16_t v
   b.valid_rows = valid_rows;
 }
 
-inline void BlockAllocator::set_cache_key(uint32_t g, uint32_t slot, uint64_t cache_key) {
+inline void BlockAllocator::set_cache_key(uint32_t g, uint32_t slot, CacheKey cache_key) {
   BlockMeta& b = pools_[g].blocks[slot];
   digest_.remove_digest(cache_key_image(g, slot, b.cache_key));
   digest_.add_digest(cache_key_image(g, slot, cache_key));
@@ -148,7 +148,7 @@ inline StateDigest BlockAllocator::recycle_block(uint32_t g, uint32_t slot, uint
   // The digest moves by the step of the block's counter word.
   const uint64_t step = block_counter(b.generation + 1, valid_rows) - block_counter(b.generation, b.valid_rows);
   b.generation += 1;
-  b.cache_key = 0;
+  b.cache_key = kNoCacheKey;
   b.valid_rows = valid_rows;
   b.refcount = 1;
   b.state = BlockState::live;
@@ -181,7 +181,7 @@ inline void BlockAllocator::add_ref(uint32_t g, uint32_t slot) {
 // counters and queues are the caller's (drop_ref, or release_tables in bulk).
 inline BlockState BlockAllocator::unreference(BlockMeta& b) {
   KVRT_ASSERT(b.refcount > 0 && b.state == BlockState::live, "reference dropped from an unreferenced block");
-  if (--b.refcount == 0) b.state = b.cache_key != 0 ? BlockState::evictable : BlockState::free;
+  if (--b.refcount == 0) b.state = b.cache_key != kNoCacheKey ? BlockState::evictable : BlockState::free;
   return b.state;
 }
 

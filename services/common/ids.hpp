@@ -31,6 +31,13 @@ using Epoch = StrongId<struct EpochTag, uint64_t>;
 // A worker's session on the node (one per connected kvrt::Client).
 using SessionId = StrongId<struct SessionIdTag, uint64_t>;
 
+// A block's weak cache identity (0x04B): the prefix index gives it to a full
+// block it publishes, the allocator drops it when it recycles the block. The
+// allocator only compares keys; what a key encodes is the index's business
+// (PrefixIndex::key_of). CacheKey{} (kNoCacheKey) is no identity.
+using CacheKey = StrongId<struct CacheKeyValueTag, uint64_t>;
+inline constexpr CacheKey kNoCacheKey{};
+
 // A token id as it appears in a request (0x08A X_v[i]): a vocabulary index.
 // 32 bits: every tokenizer vocabulary fits, and an index match streams stored
 // ids from memory, so the id width is the match cost (4 bytes per compared

@@ -24,8 +24,8 @@ struct DigestSlotValue {
 
   uint32_t record = UINT32_MAX;
   uint32_t flags = 0;
-  PhysicalBlockHandle primary;  // earliest live block of group 0, when primary_key != 0
-  uint64_t primary_key = 0;     // its cache key; 0 = the record has no group-0 block
+  PhysicalBlockHandle primary;  // earliest live block of group 0, when primary_key is set
+  CacheKey primary_key;         // its cache key; kNoCacheKey = the record has no group-0 block
 };
 
 class DigestTable {

@@ -185,7 +185,7 @@ uint32_t PrefixIndex::new_record(const BlockHash& digest, const BlockHash& paren
   rec.root_child = root_child;
   rec.entries.clear();
   rec.live = true;
-  table_.insert(digest, DigestSlotValue{r, tail ? DigestSlotValue::kTail : 0u, {}, 0});
+  table_.insert(digest, DigestSlotValue{r, tail ? DigestSlotValue::kTail : 0u, {}, kNoCacheKey});
   children_[parent].push_back(r);
   ++live_records_;
   return r;
@@ -212,7 +212,7 @@ uint32_t PrefixIndex::new_entry(uint32_t record, uint32_t group, const PhysicalB
   // Entries join in publication order: the first group-0 block stays the
   // slot's primary until it goes.
   DigestSlotValue* v = table_.find_mutable(records_[record].digest);
-  if (group == 0 && v->primary_key == 0) {
+  if (group == 0 && v->primary_key == kNoCacheKey) {
     v->primary = handle;
     v->primary_key = e.cache_key;
   }
@@ -225,7 +225,7 @@ void PrefixIndex::remove_entry(uint32_t slot) {
   rec.entries.erase(std::find(rec.entries.begin(), rec.entries.end(), slot));
   DigestSlotValue* v = table_.find_mutable(rec.digest);
   if (v->primary_key == e.cache_key) {
-    v->primary_key = 0;
+    v->primary_key = kNoCacheKey;
     for (uint32_t other : rec.entries)
       if (entries_[other].group_index == 0) {
         v->primary = entries_[other].handle;
@@ -266,14 +266,12 @@ AbsorbOutcome PrefixIndex::absorb(std::span<const AllocatorEvent> events) {
   absorbed_events_ += events.size();
   for (const AllocatorEvent& ev : events) {
     if (ev.kind != AllocatorEvent::Kind::cache_key_evicted) continue;
-    const uint64_t slot_plus_one = ev.cache_key >> 32;
-    const uint32_t slot = static_cast<uint32_t>(slot_plus_one - 1);
-    if (slot_plus_one == 0 || slot >= entries_.size() || !entries_[slot].live ||
-        entries_[slot].cache_key != ev.cache_key || !(entries_[slot].handle == ev.handle)) {
+    const std::optional<uint32_t> slot = entry_keyed(ev.cache_key);
+    if (!slot || !(entries_[*slot].handle == ev.handle)) {
       ++out.unknown;
       continue;
     }
-    remove_entry(slot);
+    remove_entry(*slot);
     ++out.removed;
   }
   if (out.removed > 0) ++publication_generation_;

@@ -207,7 +207,7 @@ class PrefixIndex {
     uint32_t record = 0;
     uint32_t group_index = 0;
     PhysicalBlockHandle handle;
-    uint64_t cache_key = 0;   // (slot + 1) << 32 | slot generation
+    CacheKey cache_key;       // key_of(slot, generation)
     uint64_t sequence = 0;    // publication order
     uint32_t generation = 0;  // of this entry slot
     bool live = false;
@@ -273,7 +273,18 @@ class PrefixIndex {
   void remove_entry(uint32_t slot);
   bool group_present(const Record& r, uint32_t group) const;
   void emit(KvEvent event);
-  static uint64_t key_of(uint32_t slot, uint32_t generation) { return (uint64_t{slot} + 1) << 32 | generation; }
+  // The key this index gives entry `slot` in its `generation`: slot + 1 in the
+  // high word (so no key is kNoCacheKey), the generation in the low word, so
+  // an allocator event naming a key finds its entry without a lookup table.
+  static CacheKey key_of(uint32_t slot, uint32_t generation) {
+    return CacheKey{(uint64_t{slot} + 1) << 32 | generation};
+  }
+  // The live entry that carries exactly `key` (the one decoder of key_of).
+  std::optional<uint32_t> entry_keyed(CacheKey key) const {
+    const uint64_t slot = (key.value >> 32) - 1;  // kNoCacheKey wraps past every slot
+    if (slot >= entries_.size() || !entries_[slot].live || entries_[slot].cache_key != key) return std::nullopt;
+    return static_cast<uint32_t>(slot);
+  }
 
   PrefixIndexConfig config_;
   ChainHasher hasher_;

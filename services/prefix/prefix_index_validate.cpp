@@ -31,7 +31,7 @@ Status PrefixIndex::validate(const BlockAllocator* allocator) const {
     if (((v->flags & DigestSlotValue::kTail) != 0) != rec.tail) return broken(at + " has the wrong tail flag");
     const auto group0 = std::find_if(rec.entries.begin(), rec.entries.end(),
                                      [&](uint32_t slot) { return entries_[slot].group_index == 0; });
-    const bool primary_ok = group0 == rec.entries.end() ? v->primary_key == 0
+    const bool primary_ok = group0 == rec.entries.end() ? v->primary_key == kNoCacheKey
                                                         : v->primary_key == entries_[*group0].cache_key &&
                                                               v->primary == entries_[*group0].handle;
     if (!primary_ok) return broken(at + " has a primary block that is not its earliest group-0 block");
@@ -104,11 +104,10 @@ Status PrefixIndex::validate(const BlockAllocator* allocator) const {
     for (uint32_t s = 0; s < allocator->capacity_blocks(); ++s) {
       const PhysicalBlockHandle h = allocator->handle_of(g, s);
       const BlockMeta meta = allocator->block(h).value();
-      if (meta.cache_key == 0) continue;
+      if (meta.cache_key == kNoCacheKey) continue;
       ++keyed;
-      const uint64_t slot = (meta.cache_key >> 32) - 1;
-      if ((meta.cache_key >> 32) == 0 || slot >= entries_.size() || !entries_[slot].live ||
-          !(entries_[slot].handle == h))
+      const std::optional<uint32_t> slot = entry_keyed(meta.cache_key);
+      if (!slot || !(entries_[*slot].handle == h))
         return broken("allocator block " + std::to_string(h.block.value) + " carries a key this index does not hold");
     }
   if (keyed != live_entries_) return broken("keyed allocator blocks and index entries differ in number");
@@ -130,7 +129,7 @@ Sha256Digest PrefixIndex::state_digest() const {
     for (uint32_t slot : rec.entries) {
       const Entry& e = entries_[slot];
       w.u32("group", e.group_index).u32("pool", e.handle.pool.value).u32("block", e.handle.block.value);
-      w.u32("generation", e.handle.generation.value).u64("cache_key", e.cache_key).u64("sequence", e.sequence);
+      w.u32("generation", e.handle.generation.value).u64("cache_key", e.cache_key.value).u64("sequence", e.sequence);
     }
   }
   return w.finish();

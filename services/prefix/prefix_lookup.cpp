@@ -33,7 +33,7 @@ uint32_t PrefixIndex::match_full_blocks(std::span<const BlockHash> hashes, uint3
       if (!std::equal(rec.tokens.begin(), rec.tokens.end(), witness_tokens.begin() + uint64_t{i} * P)) break;
     }
     // One group: the slot's primary block answers unless it went stale.
-    if (G == 1 && v->primary_key != 0 &&
+    if (G == 1 && v->primary_key != kNoCacheKey &&
         (currency == nullptr || currency->holds_cache_key(v->primary, v->primary_key))) {
       if (handles != nullptr) handles->push_back(v->primary);
       continue;
@@ -245,10 +245,8 @@ Status PrefixIndex::check_receipt(const PrefixMatchReceipt& r, const BlockAlloca
       if (currency != nullptr) {
         // The block's cache key names the entry directly.
         const Result<BlockMeta> meta = currency->block(h);
-        const uint64_t slot = meta.ok() ? (meta->cache_key >> 32) - 1 : UINT64_MAX;
-        indexed = meta.ok() && meta->cache_key != 0 && slot < entries_.size() && entries_[slot].live &&
-                  entries_[slot].group_index == g && entries_[slot].handle == h &&
-                  entries_[slot].cache_key == meta->cache_key;
+        const std::optional<uint32_t> slot = meta.ok() ? entry_keyed(meta->cache_key) : std::nullopt;
+        indexed = slot && entries_[*slot].group_index == g && entries_[*slot].handle == h;
       } else {
         for (const Entry& e : entries_)
           if (e.live && e.group_index == g && e.handle == h) {

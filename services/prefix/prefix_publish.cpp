@@ -133,11 +133,9 @@ Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, Publicatio
                           "block " + std::to_string(h.block.value) + " has " + std::to_string(meta.valid_rows) +
                               " committed rows; its identity covers " + std::to_string(valid_rows),
                           "end_block");
-      if (meta.cache_key != 0) {
-        const uint32_t slot = static_cast<uint32_t>((meta.cache_key >> 32) - 1);
-        const bool ours = (meta.cache_key >> 32) != 0 && slot < entries_.size() && entries_[slot].live &&
-                          entries_[slot].cache_key == meta.cache_key &&
-                          records_[entries_[slot].record].digest == digests[k];
+      if (meta.cache_key != kNoCacheKey) {
+        const std::optional<uint32_t> slot = entry_keyed(meta.cache_key);
+        const bool ours = slot && records_[entries_[*slot].record].digest == digests[k];
         if (!ours)
           return make_error(ErrorCode::invalid_argument,
                             "block " + std::to_string(h.block.value) +

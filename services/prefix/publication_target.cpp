@@ -40,7 +40,7 @@ Result<BlockMeta> BlockTableSnapshotTarget::block(const PhysicalBlockHandle& han
   return meta;
 }
 
-Status BlockTableSnapshotTarget::publish_cache_key(const PhysicalBlockHandle& handle, uint64_t cache_key) {
+Status BlockTableSnapshotTarget::publish_cache_key(const PhysicalBlockHandle& handle, CacheKey cache_key) {
   if (find(handle) == nullptr) return make_error(ErrorCode::unknown_physical, "block is not in the snapshot", "handle");
   tags_.push_back(CacheKeyTag{handle, cache_key});
   return Status::success();

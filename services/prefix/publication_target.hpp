@@ -26,7 +26,7 @@ class PublicationTarget {
   virtual Result<BlockMeta> block(const PhysicalBlockHandle& handle) const = 0;
   // Attaches the weak identity; only called for blocks block() answered with
   // cache_key 0 and enough valid rows.
-  virtual Status publish_cache_key(const PhysicalBlockHandle& handle, uint64_t cache_key) = 0;
+  virtual Status publish_cache_key(const PhysicalBlockHandle& handle, CacheKey cache_key) = 0;
   // The allocator itself when it is in this process (the index then fences
   // existing entries by generation); nullptr when only absorbed events say
   // which entries are current.
@@ -43,7 +43,7 @@ class AllocatorPublicationTarget final : public PublicationTarget {
     return allocator_.table(request, group_index);
   }
   Result<BlockMeta> block(const PhysicalBlockHandle& handle) const override { return allocator_.block(handle); }
-  Status publish_cache_key(const PhysicalBlockHandle& handle, uint64_t cache_key) override {
+  Status publish_cache_key(const PhysicalBlockHandle& handle, CacheKey cache_key) override {
     AllocationReceipt receipt;
     return allocator_.publish_cache_key(handle, cache_key, receipt);
   }
@@ -57,7 +57,7 @@ class AllocatorPublicationTarget final : public PublicationTarget {
 struct SnapshotBlock {
   PhysicalBlockHandle handle;
   uint32_t valid_rows = 0;  // [rows]
-  uint64_t cache_key = 0;   // 0 = no weak identity
+  CacheKey cache_key;       // kNoCacheKey = no weak identity
 };
 
 // Publication into a snapshot of one request's tables (the allocator owner's
@@ -74,7 +74,7 @@ class BlockTableSnapshotTarget final : public PublicationTarget {
   uint32_t block_size() const override { return block_tokens_; }
   Result<std::vector<PhysicalBlockHandle>> table(RequestId request, uint32_t group_index) const override;
   Result<BlockMeta> block(const PhysicalBlockHandle& handle) const override;
-  Status publish_cache_key(const PhysicalBlockHandle& handle, uint64_t cache_key) override;
+  Status publish_cache_key(const PhysicalBlockHandle& handle, CacheKey cache_key) override;
   const BlockAllocator* currency() const override { return nullptr; }
 
   const std::vector<CacheKeyTag>& tags() const { return tags_; }

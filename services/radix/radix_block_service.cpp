@@ -122,7 +122,7 @@ ReusePathLeaseAnswer RadixBlockService::lease_path(SessionId session, const Reus
     ++at;
   }
   if (Status locked = index_.lock_path(*terminal); !locked.ok()) return refuse(locked.error().describe());
-  const LeaseId lease{kPathLeaseBit | next_path_lease_++};
+  const LeaseId lease = OwnerLeaseId::path_lease(next_path_lease_++).id();
   path_leases_[lease.value] = PathLease{session, *terminal};
   ++path_leases_granted_;
   return ReusePathLeaseAnswer{lease, ""};
@@ -141,8 +141,9 @@ Status RadixBlockService::validate() const {
   std::map<uint64_t, uint32_t> ending;  // node id -> path leases ending there
   for (const auto& [id, lease] : path_leases_) {
     if (!index_.tree().is_live(lease.terminal))
-      return make_error(ErrorCode::invariant_violated,
-                        "path lease " + std::to_string(id & ~kPathLeaseBit) + " ends at a node not in the tree");
+      return make_error(
+          ErrorCode::invariant_violated,
+          "path lease " + std::to_string(OwnerLeaseId::of(LeaseId{id}).serial()) + " ends at a node not in the tree");
     ++ending[lease.terminal.id.value];
   }
   for (const auto& [id, lease] : path_leases_)

@@ -116,7 +116,8 @@ ReuseBatchRun::LeaseReturn ReuseBatchRun::release_requests() {
   for (size_t i = 0; i < batch_.ops.size(); ++i) {
     if (!std::holds_alternative<ReuseReleaseOp>(batch_.ops[i]) || ops_[i].outcome || !ops_[i].attempt) continue;
     stage_.push_back(i);
-    for (LeaseId l : ops_[i].attempt->acquired_leases()) (is_path_lease(l) ? out.paths : out.blocks).push_back(l);
+    for (LeaseId l : ops_[i].attempt->acquired_leases())
+      (lease_owner(l) == LeaseOwner::radix_index ? out.paths : out.blocks).push_back(l);
   }
   return out;
 }
@@ -129,7 +130,7 @@ void ReuseBatchRun::on_released(const std::vector<uint8_t>& blocks, const std::v
     ReuseReleaseReceipt r;
     r.snapshot = release.snapshot;
     for (LeaseId l : op.attempt->acquired_leases()) {
-      const bool path = is_path_lease(l);
+      const bool path = lease_owner(l) == LeaseOwner::radix_index;
       const size_t k = path ? p++ : b++;
       const std::vector<uint8_t>& flags = path ? paths : blocks;
       (k < flags.size() && flags[k] != 0 ? r.released : r.refused).push_back(l);
@@ -402,7 +403,7 @@ ReuseBatchRun::LeaseReturn ReuseBatchRun::leases_to_release() const {
     // An op no stage finished holds what its attempt acquired.
     std::vector<LeaseId> held = op.outcome ? op.release : op.attempt ? op.attempt->acquired_leases() : op.release;
     if (!op.outcome) held.insert(held.end(), op.pending.begin(), op.pending.end());
-    for (LeaseId l : held) (is_path_lease(l) ? out.paths : out.blocks).push_back(l);
+    for (LeaseId l : held) (lease_owner(l) == LeaseOwner::radix_index ? out.paths : out.blocks).push_back(l);
   }
   return out;
 }
@@ -412,7 +413,7 @@ ReuseBatchRun::LeaseReturn ReuseBatchRun::all_leases() const {
   for (const OpRun& op : ops_)
     if (op.outcome)
       if (const auto* r = std::get_if<ExecutableReuseReceipt>(&*op.outcome))
-        for (LeaseId l : r->leases) (is_path_lease(l) ? out.paths : out.blocks).push_back(l);
+        for (LeaseId l : r->leases) (lease_owner(l) == LeaseOwner::radix_index ? out.paths : out.blocks).push_back(l);
   return out;
 }
 

@@ -11,7 +11,7 @@
 //   successor  index owner    10     PrefixBatch of the release ops' PrefixBatchReceipt (a publish
 //                                    named successors (publish ops)  receipt or error per op)
 //   release    allocator,     9, 10  the release ops' leases, split  released or not, per lease
-//              radix index           by owner (kPathLeaseBit)
+//              radix index           by owner (lease_owner)
 //   keys       authorization  1, 2   ReuseKeyRequest per open op     ReuseKeyAnswer
 //   lookup     index owner    3      PrefixMatchOp per open op       CandidateReply
 //   leases     allocator      4      ReuseLeaseRequest per open op   ReuseLeaseAnswer (+ step 5's pool part)
@@ -95,7 +95,7 @@ class ReuseBatchRun {
   // Leases by the owner that issued them.
   struct LeaseReturn {
     std::vector<LeaseId> blocks;  // the allocator's
-    std::vector<LeaseId> paths;   // the radix index's (kPathLeaseBit)
+    std::vector<LeaseId> paths;   // the radix index's (LeaseOwner::radix_index)
     bool empty() const { return blocks.empty() && paths.empty(); }
   };
 

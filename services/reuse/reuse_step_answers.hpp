@@ -51,7 +51,7 @@ struct ReusePathLeaseRequest {
   std::vector<RadixNodeId> path;  // root -> terminal, as the candidate named it
 };
 struct ReusePathLeaseAnswer {
-  std::optional<LeaseId> lease;  // set when granted (bit 63 set: kPathLeaseBit)
+  std::optional<LeaseId> lease;  // set when granted (owner: LeaseOwner::radix_index)
   std::string refusal;           // why not, when not
 };
 

@@ -106,7 +106,7 @@ struct PropertyRun {
 
   // Identities evicted to serve allocations arrive as events (issue 3).
   void drain() {
-    for (const AllocatorEvent& e : al.drain_events()) forget_key(e.cache_key);
+    for (const AllocatorEvent& e : al.drain_events()) forget_key(e.cache_key.value);
   }
 
   void expect_unchanged(const StateDigest& before, const Status& s) {
@@ -207,10 +207,10 @@ struct PropertyRun {
       auto t1 = al.table(RequestId{id}, 1).value();
       const uint32_t j = pick(static_cast<uint32_t>(t0.size()));
       const BlockMeta b0 = al.block(t0[j]).value();
-      if (b0.valid_rows != kP || b0.cache_key != 0 || (j + 1) * kP > m.history.size()) return;
+      if (b0.valid_rows != kP || b0.cache_key != kNoCacheKey || (j + 1) * kP > m.history.size()) return;
       const uint64_t key = next_key++;
-      REQUIRE(al.publish_cache_key(t0[j], key, r).ok());
-      REQUIRE(al.publish_cache_key(t1[j], key, r).ok());
+      REQUIRE(al.publish_cache_key(t0[j], CacheKey{key}, r).ok());
+      REQUIRE(al.publish_cache_key(t1[j], CacheKey{key}, r).ok());
       key_handles[key] = {t0[j], t1[j]};
       key_content[key] = std::vector<Writer>(m.history.begin() + j * kP, m.history.begin() + (j + 1) * kP);
       ++committed;
@@ -219,7 +219,7 @@ struct PropertyRun {
       auto t0 = al.table(RequestId{id}, 0).value();
       auto t1 = al.table(RequestId{id}, 1).value();
       for (size_t j = 0; j < t0.size(); ++j) {
-        const uint64_t key = al.block(t0[j]).value().cache_key;
+        const uint64_t key = al.block(t0[j]).value().cache_key.value;
         if (key == 0) continue;
         REQUIRE(al.evict(t0[j], r).ok());
         REQUIRE(al.evict(t1[j], r).ok());

@@ -185,8 +185,8 @@ TEST_CASE("0x05E/0x05F: truncate, reuse with new generations, release, touch, ev
   auto a_t0 = al.table(f.a.request, 0).value();
   auto a_t1 = al.table(f.a.request, 1).value();
   for (int j = 0; j < 2; ++j) {
-    REQUIRE(al.publish_cache_key(a_t0[j], 0x100 + j, r).ok());
-    REQUIRE(al.publish_cache_key(a_t1[j], 0x200 + j, r).ok());
+    REQUIRE(al.publish_cache_key(a_t0[j], CacheKey{0x100u + j}, r).ok());
+    REQUIRE(al.publish_cache_key(a_t1[j], CacheKey{0x200u + j}, r).ok());
   }
   REQUIRE(al.release(ReleaseArgs{al.fence(f.a.request).value(), ReleaseReason::finished}, rr).ok());
   CHECK(rr.reason == ReleaseReason::finished);
@@ -215,15 +215,15 @@ TEST_CASE("0x05E/0x05F: truncate, reuse with new generations, release, touch, ev
   // evict(cached block 1): the weak identity goes, the block turns FREE.
   REQUIRE(al.evict(a_t0[1], r).ok());
   CHECK(al.block(a_t0[1]).value().state == BlockState::free);
-  CHECK(al.block(a_t0[1]).value().cache_key == 0);
+  CHECK(al.block(a_t0[1]).value().cache_key == kNoCacheKey);
   // Evicting block 0's identity does not revoke G's live mapping.
   REQUIRE(al.evict(a_t0[0], r).ok());
   CHECK(al.block(a_t0[0]).value().state == BlockState::live);
   CHECK(al.table(g, 0).value()[0] == a_t0[0]);
   auto events = al.drain_events();
   REQUIRE(events.size() == 2);
-  CHECK(events[0].cache_key == 0x101);
-  CHECK(events[1].cache_key == 0x100);
+  CHECK(events[0].cache_key == CacheKey{0x101});
+  CHECK(events[1].cache_key == CacheKey{0x100});
   REQUIRE(al.validate().ok());
 }
 

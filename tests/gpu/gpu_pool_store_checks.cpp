@@ -14,9 +14,9 @@
 
 #include "gpu/cuda_decode_kernel.hpp"
 #include "gpu/cuda_pool_store.hpp"
+#include "services/executor/executor_service.hpp"
 #include "services/executor/scalar_convert.hpp"
 #include "services/identity/layout_loader.hpp"
-#include "services/executor/executor_service.hpp"
 #include "shm/segment_name.hpp"
 #include "shm/shared_block_pools.hpp"
 #include "shm/shm_model_kv_cache.hpp"
@@ -142,7 +142,7 @@ TEST_CASE("cuda pools: the node executor's CUDA kernel equals its CPU kernel ove
         const uint32_t valid = std::min(P, context - j * P);
         table.groups[g].push_back(BlockTableEntry{PhysicalBlockHandle{config.groups[g].pool, config.groups[g].group,
                                                                       PhysicalBlockId{slot}, BlockGeneration{1}},
-                                                  valid, 0});
+                                                  valid, kNoCacheKey});
       }
     for (uint32_t layer = 0; layer < layout.layer_count(); layer += 5) {
       INFO("context " << context << " layer " << layer);

@@ -183,9 +183,9 @@ TEST_CASE("the executor runs the decode kernel it is given (the CUDA one on a GP
   table.groups.resize(layout.cache_groups.size());
   for (auto& entries : table.groups) {
     entries.push_back(BlockTableEntry{
-        PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1007}, BlockGeneration{1}}, 16, 0});
+        PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1007}, BlockGeneration{1}}, 16, kNoCacheKey});
     entries.push_back(BlockTableEntry{
-        PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1002}, BlockGeneration{1}}, 4, 0});
+        PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1002}, BlockGeneration{1}}, 4, kNoCacheKey});
   }
   DecodeAttentionOp op;
   op.request = RequestId{9};

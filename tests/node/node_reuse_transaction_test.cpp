@@ -193,7 +193,8 @@ TEST_CASE("node reuse transaction: a radix candidate leases its blocks and locks
   CHECK_FALSE(receipt.path_node_ids.empty());
   // One lease per block and one on the path.
   REQUIRE(receipt.leases.size() == receipt.physical_handles.size() + 1);
-  CHECK(std::count_if(receipt.leases.begin(), receipt.leases.end(), is_path_lease) == 1);
+  CHECK(std::count_if(receipt.leases.begin(), receipt.leases.end(),
+                      [](LeaseId l) { return lease_owner(l) == LeaseOwner::radix_index; }) == 1);
   CHECK(receipt.collision_witness_verified);  // the tree compared every token of its walk
   CHECK(n.stat("prefix_index", "path_leases") == 1);
   CHECK(n.stat("allocator", "live_leases") == node_leases + int64_t(receipt.physical_handles.size()));

@@ -102,7 +102,7 @@ TEST_CASE("duplicates emit nothing, the last block of a key emits BlockRemoved, 
   REQUIRE(ev.size() == 1);
   CHECK(std::holds_alternative<KvAllBlocksCleared>(ev[0]));
   CHECK(rig.index.cached_blocks() == 0);
-  CHECK(rig.alloc.block(t1[0]).value().cache_key == 0);  // the allocator dropped every weak identity
+  CHECK(rig.alloc.block(t1[0]).value().cache_key == kNoCacheKey);  // the allocator dropped every weak identity
   REQUIRE(rig.index.validate(&rig.alloc).ok());
 }
 
@@ -137,7 +137,7 @@ TEST_CASE("folding the event stream reconstructs the present keys after every op
           // An explicit eviction of a random tagged block.
           for (uint32_t s = 0; s < 20; ++s) {
             const PhysicalBlockHandle h = rig.alloc.handle_of(static_cast<uint32_t>(rng() % groups), s);
-            if (rig.alloc.block(h).value().cache_key != 0 && rng() % 3 == 0) {
+            if (rig.alloc.block(h).value().cache_key != kNoCacheKey && rng() % 3 == 0) {
               AllocationReceipt r;
               REQUIRE(rig.alloc.evict(h, r).ok());
               rig.absorb();

@@ -124,25 +124,25 @@ TEST_CASE("allocator additions for the index: holds_cache_key and cache_keys_dro
   const RequestId id = r.request_id;
   REQUIRE(al.commit_rows(CommitRowsArgs{al.fence(id).value(), 16}, r).ok());
   const PhysicalBlockHandle h = al.table(id, 0).value()[0];
-  CHECK_FALSE(al.holds_cache_key(h, 7));  // no key yet
-  REQUIRE(al.publish_cache_key(h, 7, r).ok());
-  CHECK(al.holds_cache_key(h, 7));
-  CHECK_FALSE(al.holds_cache_key(h, 8));
-  CHECK_FALSE(al.holds_cache_key(h, 0));
+  CHECK_FALSE(al.holds_cache_key(h, CacheKey{7}));  // no key yet
+  REQUIRE(al.publish_cache_key(h, CacheKey{7}, r).ok());
+  CHECK(al.holds_cache_key(h, CacheKey{7}));
+  CHECK_FALSE(al.holds_cache_key(h, CacheKey{8}));
+  CHECK_FALSE(al.holds_cache_key(h, CacheKey{0}));
   PhysicalBlockHandle other = h;
   other.generation.value += 1;
-  CHECK_FALSE(al.holds_cache_key(other, 7));  // another generation of the block
+  CHECK_FALSE(al.holds_cache_key(other, CacheKey{7}));  // another generation of the block
   other = h;
   other.pool = PoolId{99};
-  CHECK_FALSE(al.holds_cache_key(other, 7));
+  CHECK_FALSE(al.holds_cache_key(other, CacheKey{7}));
   other = h;
   other.block = PhysicalBlockId{h.block.value - 1000};  // below the pool's first id
-  CHECK_FALSE(al.holds_cache_key(other, 7));
+  CHECK_FALSE(al.holds_cache_key(other, CacheKey{7}));
   other.block = PhysicalBlockId{h.block.value + 2};  // past the pool
-  CHECK_FALSE(al.holds_cache_key(other, 7));
+  CHECK_FALSE(al.holds_cache_key(other, CacheKey{7}));
   other = h;
   other.group = CacheGroupId{5};
-  CHECK_FALSE(al.holds_cache_key(other, 7));
+  CHECK_FALSE(al.holds_cache_key(other, CacheKey{7}));
 
   // Every dropped identity counts, drained or not.
   CHECK(al.cache_keys_dropped() == 0);
@@ -152,13 +152,13 @@ TEST_CASE("allocator additions for the index: holds_cache_key and cache_keys_dro
   REQUIRE(al.allocate(AllocateArgs{32, {}, {}}, r).ok());  // takes the free block and recycles the keyed one
   REQUIRE(r.evicted_handles.size() == 1);
   CHECK(al.cache_keys_dropped() == 1);
-  CHECK_FALSE(al.holds_cache_key(h, 7));
+  CHECK_FALSE(al.holds_cache_key(h, CacheKey{7}));
   CHECK(al.drain_events().size() == 1);
   CHECK(al.cache_keys_dropped() == 1);
   const RequestId second = r.request_id;
   REQUIRE(al.commit_rows(CommitRowsArgs{al.fence(second).value(), 32}, r).ok());
   const PhysicalBlockHandle h2 = al.table(second, 0).value()[1];
-  REQUIRE(al.publish_cache_key(h2, 9, r).ok());
+  REQUIRE(al.publish_cache_key(h2, CacheKey{9}, r).ok());
   REQUIRE(al.evict(h2, r).ok());
   CHECK(al.cache_keys_dropped() == 2);
   REQUIRE(al.validate().ok());

@@ -223,7 +223,7 @@ TEST_CASE("digest table: random inserts and erases against std::unordered_map", 
       model.erase(k);
     } else if (model.count(k) == 0) {
       const uint32_t v = static_cast<uint32_t>(step);
-      table.insert(k, DigestSlotValue{v, 0, {}, 0});
+      table.insert(k, DigestSlotValue{v, 0, {}, kNoCacheKey});
       model[k] = {v, 0};
     } else {
       // The payload moves with its key through every later backward shift.

@@ -117,7 +117,7 @@ TEST_CASE("lab: stale generations never hit, and stale receipts are rejected", "
   CHECK(rig.index.check_receipt(m.receipt, nullptr).error().code == ErrorCode::stale_generation);
   CHECK(rig.index
             .absorb(std::vector<AllocatorEvent>{
-                AllocatorEvent{AllocatorEvent::Kind::cache_key_evicted, r.evicted_handles[0], 1ull << 32}})
+                AllocatorEvent{AllocatorEvent::Kind::cache_key_evicted, r.evicted_handles[0], CacheKey{1ull << 32}}})
             .unknown == 1);
   REQUIRE(rig.index.validate(&rig.alloc).ok());
 }

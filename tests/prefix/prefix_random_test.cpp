@@ -198,7 +198,7 @@ class Driver {
     const uint32_t start = static_cast<uint32_t>(rng() % rig.alloc.capacity_blocks());
     for (uint32_t k = 0; k < rig.alloc.capacity_blocks(); ++k) {
       const PhysicalBlockHandle h = rig.alloc.handle_of(g, (start + k) % rig.alloc.capacity_blocks());
-      if (rig.alloc.block(h).value().cache_key == 0) continue;
+      if (rig.alloc.block(h).value().cache_key == kNoCacheKey) continue;
       AllocationReceipt a;
       REQUIRE(rig.alloc.evict(h, a).ok());
       drain();

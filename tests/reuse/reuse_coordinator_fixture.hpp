@@ -5,8 +5,8 @@
 // generation 3): the [reuse][coordinator] tests and their property tests.
 #include <catch2/catch.hpp>
 
-#include "tests/reuse/reuse_fixture.hpp"
 #include "services/reuse/reuse_batch_run.hpp"
+#include "tests/reuse/reuse_fixture.hpp"
 
 namespace kvrt::test {
 
@@ -116,7 +116,7 @@ inline ExecutableReuseReceipt hold_one(const ScriptedOwners& x, OpenReuseAttempt
   run.answer(std::vector<ReuseLeaseAnswer>{x.leases({LeaseId{snapshot * 10 + 1}, LeaseId{snapshot * 10 + 2}})});
   if (radix) {
     REQUIRE(expect_next<PathLeaseAcquire>(run).requests.size() == 1);
-    run.answer(std::vector<ReusePathLeaseAnswer>{ReusePathLeaseAnswer{LeaseId{kPathLeaseBit | snapshot}, ""}});
+    run.answer(std::vector<ReusePathLeaseAnswer>{ReusePathLeaseAnswer{OwnerLeaseId::path_lease(snapshot).id(), ""}});
   }
   (void)expect_next<IndexVersionRead>(run);
   run.answer(ReuseIndexVersion{7, TreeVersion{0}});

@@ -9,7 +9,7 @@
 //     (receipt / the chosen rejection reason / a typed error);
 //   - lease conservation: every granted lease is either in exactly one
 //     receipt, or in leases_to_release(), never both, never lost; path
-//     leases carry kPathLeaseBit and go to the path list, block leases to
+//     leases are LeaseOwner::radix_index ids and go to the path list, block leases to
 //     the block list;
 //   - a receipt's leases are exactly those granted to its op;
 //   - funnel outcomes are one per rejection, and the receipts' attempts are
@@ -192,7 +192,7 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
           ended.insert(i);
           continue;
         }
-        const LeaseId l{kPathLeaseBit | next_path_lease++};
+        const LeaseId l = OwnerLeaseId::path_lease(next_path_lease++).id();
         granted_to[l.value] = i;
         answers.push_back({l, ""});
       }
@@ -298,11 +298,11 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
   }
   const ReuseBatchRun::LeaseReturn back = run.leases_to_release();
   for (LeaseId l : back.blocks) {
-    CHECK_FALSE(is_path_lease(l));
+    CHECK(lease_owner(l) == LeaseOwner::allocator);
     ++seen[l.value];
   }
   for (LeaseId l : back.paths) {
-    CHECK(is_path_lease(l));
+    CHECK(lease_owner(l) == LeaseOwner::radix_index);
     ++seen[l.value];
   }
   // Conservation: every granted lease appears exactly once, and nothing else.

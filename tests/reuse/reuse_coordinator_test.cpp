@@ -223,7 +223,7 @@ TEST_CASE("reuse coordinator: a radix candidate's grant covers its blocks and it
   const std::vector<ReusePathLeaseRequest> paths = expect_next<PathLeaseAcquire>(run).requests;
   REQUIRE(paths.size() == 1);
   CHECK(paths[0].path == radix_candidate(x).path_node_ids);
-  const LeaseId path{kPathLeaseBit | 1};
+  const LeaseId path = OwnerLeaseId::path_lease(1).id();
   run.answer(std::vector<ReusePathLeaseAnswer>{ReusePathLeaseAnswer{path, ""}});
   (void)expect_next<IndexVersionRead>(run);
   run.answer(ReuseIndexVersion{7, TreeVersion{0}});
@@ -281,7 +281,7 @@ TEST_CASE("reuse coordinator: release ops end their attempts at steps 9 and 10",
         std::vector<LeaseId>{LeaseId{411}, LeaseId{412}, LeaseId{421}, LeaseId{422}, LeaseId{431}, LeaseId{432}});
   // The allocator had lost lease 412 (say, reclaimed); everything else was held.
   run.answer(std::vector<uint8_t>{1, 0, 1, 1, 1, 1});
-  CHECK(expect_next<PathLeaseReturn>(run).leases == std::vector<LeaseId>{LeaseId{kPathLeaseBit | 42}});
+  CHECK(expect_next<PathLeaseReturn>(run).leases == std::vector<LeaseId>{OwnerLeaseId::path_lease(42).id()});
   run.answer(std::vector<uint8_t>{1});
   // The acquire op between them still runs its own sequence.
   CHECK(expect_next<KeyLookup>(run).requests.size() == 1);

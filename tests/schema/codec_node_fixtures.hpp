@@ -53,9 +53,11 @@ inline BlockTableView filled_table_view(Numbers& n) {
   v.fence = fence(n);
   v.context_tokens = n.u32();
   v.allocator_epoch = Epoch{n.u64()};
-  v.groups = {{BlockTableEntry{n.handle(), n.u32(), n.u64()}, BlockTableEntry{n.handle(), n.u32(), n.u64()}},
-              {BlockTableEntry{n.handle(), n.u32(), n.u64()}, BlockTableEntry{n.handle(), n.u32(), n.u64()},
-               BlockTableEntry{n.handle(), n.u32(), n.u64()}}};
+  v.groups = {
+      {BlockTableEntry{n.handle(), n.u32(), CacheKey{n.u64()}},
+       BlockTableEntry{n.handle(), n.u32(), CacheKey{n.u64()}}},
+      {BlockTableEntry{n.handle(), n.u32(), CacheKey{n.u64()}}, BlockTableEntry{n.handle(), n.u32(), CacheKey{n.u64()}},
+       BlockTableEntry{n.handle(), n.u32(), CacheKey{n.u64()}}}};
   return v;
 }
 
@@ -271,10 +273,11 @@ inline ReuseBatchReceipt filled(uint64_t seed) {
                                              {LeaseId{n.u64()}, LeaseId{n.u64()}}});
   // Every field non-default: both lists filled, a radix path lease (bit 63
   // set) in each, a full-width snapshot and completed.
-  r.outcomes.push_back(ReuseReleaseReceipt{ExecutionSnapshotVersion{kPathLeaseBit | n.u64()},
-                                           {LeaseId{kPathLeaseBit | 5}, LeaseId{n.u64() & ~kPathLeaseBit}},
-                                           {LeaseId{kPathLeaseBit | n.u64()}, LeaseId{n.u64()}, LeaseId{0}},
-                                           true});
+  r.outcomes.push_back(
+      ReuseReleaseReceipt{ExecutionSnapshotVersion{(uint64_t{1} << 63) | n.u64()},
+                          {OwnerLeaseId::path_lease(5).id(), OwnerLeaseId::allocator_lease(n.u32(), n.u32()).id()},
+                          {OwnerLeaseId::path_lease(n.u64()).id(), LeaseId{n.u64()}, LeaseId{0}},
+                          true});
   // A published successor, and a refused one (both optional parts present in turn).
   ReuseReleaseReceipt published{ExecutionSnapshotVersion{n.u64()}, {LeaseId{n.u64()}}, {}, true};
   published.successor = PrefixPublishReceipt{RequestId{n.u64()}, n.u32(), n.u32(), n.u32(), n.u64()};

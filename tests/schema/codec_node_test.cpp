@@ -19,13 +19,13 @@
 #include <set>
 #include <thread>
 
-#include "tests/schema/codec_node_fixtures.hpp"
 #include "schema/allocator.capnp.h"
 #include "schema/authorization.capnp.h"
 #include "schema/kvrt.capnp.h"
 #include "schema/prefix.capnp.h"
 #include "schema/reuse.capnp.h"
 #include "schema/session.capnp.h"
+#include "tests/schema/codec_node_fixtures.hpp"
 
 using namespace kvrt;
 using kvrt::test::decode_is_safe;
@@ -372,9 +372,9 @@ TEST_CASE("node protocol: a reuse batch round-trips every field of every op and 
   CHECK(released_back.completed);
   // Every bit of a lease travels: bit 63 still marks the radix path lease.
   CHECK(released_back.released[0] == LeaseId{(uint64_t{1} << 63) | 5});
-  CHECK(is_path_lease(released_back.released[0]));
-  CHECK_FALSE(is_path_lease(released_back.released[1]));
-  CHECK(is_path_lease(released_back.refused[0]));
+  CHECK(lease_owner(released_back.released[0]) == LeaseOwner::radix_index);
+  CHECK(lease_owner(released_back.released[1]) == LeaseOwner::allocator);
+  CHECK(lease_owner(released_back.refused[0]) == LeaseOwner::radix_index);
   CHECK(released_back.refused[2] == LeaseId{0});
 
   // A release receipt with only one list filled keeps the lists apart; an

@@ -4,8 +4,8 @@
 //   L_map = max(0, f_required - f_ready).
 #include <catch2/catch.hpp>
 
-#include "services/allocator/block_allocator.hpp"
 #include "services/allocator/allocator_observation.hpp"
+#include "services/allocator/block_allocator.hpp"
 #include "services/telemetry/reconciliation_gauges.hpp"
 
 using namespace kvrt;
@@ -92,7 +92,7 @@ TEST_CASE("gauges read from a committed allocator reconcile", "[telemetry][gauge
   const RequestId d = r.request_id;
   REQUIRE(al.commit_rows(CommitRowsArgs{al.fence(d).value(), 8}, r).ok());  // D wrote its 8 rows
   const auto d_table = al.table(d, 0).value();
-  for (size_t j = 0; j < d_table.size(); ++j) REQUIRE(al.publish_cache_key(d_table[j], 0x700 + j, r).ok());
+  for (size_t j = 0; j < d_table.size(); ++j) REQUIRE(al.publish_cache_key(d_table[j], CacheKey{0x700 + j}, r).ok());
   REQUIRE(al.release(ReleaseArgs{al.fence(d).value(), ReleaseReason::finished}, rr).ok());
   REQUIRE(al.allocate(AllocateArgs{12, {}, {}}, r).ok());
   const RequestId a = r.request_id;
