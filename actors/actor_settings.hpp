@@ -1,5 +1,5 @@
 #pragma once
-// The CAF settings every kvrt process uses (STACK.md): a sharing scheduler
+// The CAF settings every kvrt process uses (docs/stack-notes.md): a sharing scheduler
 // with few threads and no separate middleman workers roughly halves the
 // cross-process round trip on small machines; heartbeats on both sides make
 // a hung peer detectable. Include only from actors/*.cpp.
@@ -11,7 +11,7 @@
 namespace kvrt::actors {
 
 // sharing: for processes whose messages cross the middleman (node, worker);
-// it roughly halves the cross-process round trip here (STACK.md).
+// it roughly halves the cross-process round trip here (docs/stack-notes.md).
 // stealing: for actors that talk only within one process (an engine embedded
 // as actors beside the owners). A message to an idle actor is queued on the
 // sender's own worker and runs there next, without waking another thread:

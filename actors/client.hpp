@@ -1,6 +1,6 @@
 #pragma once
 // kvrt::Client: the C++ client library a worker (or an inference engine)
-// links to talk to a node (issue 5). No CAF in this header: an engine
+// links to talk to a node. No CAF in this header: an engine
 // includes it without the actor runtime's compile cost.
 //
 // connect() presents the principal's token to the node's gateway and opens a

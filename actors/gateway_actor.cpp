@@ -1,4 +1,4 @@
-// The node's front door (issue 5). A worker says hello with its token and an
+// The node's front door. A worker says hello with its token and an
 // anchor actor; the gateway has the authorization owner open a session,
 // spawns the session actor, and monitors the anchor. When the anchor goes
 // down (the worker exited, was killed, or stopped answering heartbeats) every

@@ -1,5 +1,5 @@
 #pragma once
-// The node process composition (issue 5, `kvrt node`): creates the pools,
+// The node process composition (`kvrt node`): creates the pools,
 // spawns the owners, publishes the gateway on the middleman, writes the
 // descriptor and the token files, serves until SIGINT/SIGTERM, then stops
 // the actors and removes its shared-memory segments. CAF-free interface.

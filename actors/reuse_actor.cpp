@@ -1,4 +1,4 @@
-// The executable-reuse coordinator (spec 0x0CD; issue 5): one actor per node.
+// The executable-reuse coordinator (spec 0x0CD): one actor per node.
 // A worker's ReuseBatch arrives through its session actor; this actor runs
 // the batch's ops through steps 1-8 as one message per owner per step
 // (services/reuse/reuse_batch_run.hpp has the sequence), releases the leases

@@ -3,7 +3,7 @@
 // std::vector<char> that carries them, and the log lines every actor writes
 // for rejected input, answered batches and reclaimed sessions (process,
 // actor, session, and the trace id wherever the line is about a message
-// that carried one: issue 5).
+// that carried one, so one grep follows a message across processes).
 #include <spdlog/logger.h>
 #include <spdlog/spdlog.h>
 

@@ -1,6 +1,6 @@
 // `kvrt bench allocator`: per-operation cost of the allocator owner on one
 // thread with validate() off, against the rectangular reservation baseline
-// replaying the same operation trace in the same run (issue 3).
+// replaying the same operation trace in the same run.
 //
 // Geometry: one cache group (the vLLM v1 single-group comparison point),
 // P = 16 tokens per block, 128-block (2048-token) prompts. Receipts are filled
@@ -16,6 +16,25 @@
 #include "services/allocator/block_allocator.hpp"
 #include "services/common/splitmix64.hpp"
 
+namespace kvrt {
+
+// The rows time the transactions' bodies in place, one receipt lent to every
+// call (its vectors reused, nothing allocated); append_private_tail_call
+// times the same appends through the public Result-returning operation.
+struct BlockAllocatorBodies {
+  BlockAllocator& al;
+  Status allocate(const AllocateArgs& a, AllocationReceipt& out) { return al.allocate_into(a, out); }
+  Status append(const AppendArgs& a, AllocationReceipt& out) { return al.append_into(a, out); }
+  Status fork(const ForkArgs& a, AllocationReceipt& out) { return al.fork_into(a, out); }
+  Status commit_rows(const CommitRowsArgs& a, AllocationReceipt& out) { return al.commit_rows_into(a, out); }
+  Status release(const ReleaseArgs& a, ReleaseResult& out) { return al.release_into(a, out); }
+  Status publish_cache_key(const PhysicalBlockHandle& h, CacheKey k, AllocationReceipt& out) {
+    return al.publish_cache_key_into(h, k, out);
+  }
+};
+
+}  // namespace kvrt
+
 namespace kvrt::bench {
 namespace {
 
@@ -25,6 +44,15 @@ struct SplitMix {
   SplitMix64 stream;
   uint64_t operator()() { return stream.next(); }
 };
+
+// The public operations answer Result<Receipt> and recycle the receipt they
+// are lent: keep() takes it back into `r`.
+template <class Receipt>
+Status keep(Result<Receipt> answer, Receipt& r) {
+  if (!answer.ok()) return answer.error();
+  r = std::move(answer).value();
+  return Status::success();
+}
 
 constexpr uint32_t kP = 16;
 constexpr uint32_t kPromptRows = 2048;  // 128 blocks
@@ -46,6 +74,7 @@ struct Sizes {
 // ns per allocate of a 128-block prompt (releases untimed).
 double kvrt_allocate(const Sizes& s, double& release_ns) {
   BlockAllocator al = make_allocator(s.requests * 128, s.requests);
+  BlockAllocatorBodies tx{al};
   AllocationReceipt r;
   ReleaseResult rr;
   std::vector<RequestFence> fences(s.requests);
@@ -53,11 +82,11 @@ double kvrt_allocate(const Sizes& s, double& release_ns) {
   alloc_total = median_of(s.trials, [&] {
     const uint64_t t0 = now_ns();
     for (uint32_t i = 0; i < s.requests; ++i) {
-      (void)al.allocate(AllocateArgs{kPromptRows, {}, {}}, r);
+      (void)tx.allocate(AllocateArgs{kPromptRows, {}, {}}, r);
       fences[i] = RequestFence{r.request_id, r.request_generation, r.table_version_after};
     }
     const uint64_t t1 = now_ns();
-    for (uint32_t i = 0; i < s.requests; ++i) (void)al.release(ReleaseArgs{fences[i], ReleaseReason::finished}, rr);
+    for (uint32_t i = 0; i < s.requests; ++i) (void)tx.release(ReleaseArgs{fences[i], ReleaseReason::finished}, rr);
     const uint64_t t2 = now_ns();
     release_total += double(t2 - t1) / s.requests;
     return double(t1 - t0) / s.requests;
@@ -68,16 +97,17 @@ double kvrt_allocate(const Sizes& s, double& release_ns) {
 
 double kvrt_release(const Sizes& s) {
   BlockAllocator al = make_allocator(s.requests * 128, s.requests);
+  BlockAllocatorBodies tx{al};
   AllocationReceipt r;
   ReleaseResult rr;
   std::vector<RequestFence> fences(s.requests);
   return median_of(s.trials, [&] {
     for (uint32_t i = 0; i < s.requests; ++i) {
-      (void)al.allocate(AllocateArgs{kPromptRows, {}, {}}, r);
+      (void)tx.allocate(AllocateArgs{kPromptRows, {}, {}}, r);
       fences[i] = RequestFence{r.request_id, r.request_generation, r.table_version_after};
     }
     const uint64_t t0 = now_ns();
-    for (uint32_t i = 0; i < s.requests; ++i) (void)al.release(ReleaseArgs{fences[i], ReleaseReason::finished}, rr);
+    for (uint32_t i = 0; i < s.requests; ++i) (void)tx.release(ReleaseArgs{fences[i], ReleaseReason::finished}, rr);
     return double(now_ns() - t0) / s.requests;
   });
 }
@@ -89,10 +119,11 @@ double kvrt_release(const Sizes& s) {
 double release_floor(const Sizes& s) {
   const uint32_t capacity = s.requests * 128;
   BlockAllocator al = make_allocator(capacity, s.requests);
+  BlockAllocatorBodies tx{al};
   AllocationReceipt r;
   std::vector<std::vector<uint32_t>> tables(s.requests);
   for (uint32_t i = 0; i < s.requests; ++i) {
-    (void)al.allocate(AllocateArgs{kPromptRows, {}, {}}, r);
+    (void)tx.allocate(AllocateArgs{kPromptRows, {}, {}}, r);
     const std::vector<PhysicalBlockHandle> table = al.table(r.request_id, 0).value();
     for (const PhysicalBlockHandle& h : table) tables[i].push_back(h.block.value);
   }
@@ -120,24 +151,31 @@ double release_floor(const Sizes& s) {
 }
 
 // Decode appends: private-tail appends (offsets 1..15) and new-block appends
-// (offset 0) timed separately over the same decode loop.
+// (offset 0) timed separately over the same decode loop. kThroughCall: the
+// appends go through the public BlockAllocator::append, whose answer moves
+// the lent receipt into a Result and back.
+template <bool kThroughCall>
 void kvrt_append(const Sizes& s, double& private_ns, double& new_block_ns) {
   const uint32_t rounds = 64;  // tokens appended per request per trial
   BlockAllocator al = make_allocator(s.requests * (2 + (rounds + 16) / kP + 1), s.requests);
+  BlockAllocatorBodies tx{al};
   AllocationReceipt r;
   ReleaseResult rr;
   std::vector<RequestFence> f(s.requests);
   std::vector<double> priv, fresh;
   for (int trial = 0; trial < s.trials; ++trial) {
     for (uint32_t i = 0; i < s.requests; ++i) {
-      (void)al.allocate(AllocateArgs{17, {}, {}}, r);  // offset 1 in block 1
+      (void)tx.allocate(AllocateArgs{17, {}, {}}, r);  // offset 1 in block 1
       f[i] = RequestFence{r.request_id, r.request_generation, r.table_version_after};
     }
     uint64_t priv_ns = 0, fresh_ns = 0, priv_n = 0, fresh_n = 0;
     for (uint32_t t = 17; t < 17 + rounds; ++t) {
       const uint64_t t0 = now_ns();
       for (uint32_t i = 0; i < s.requests; ++i) {
-        (void)al.append(AppendArgs{f[i], {}, {}}, r);
+        if constexpr (kThroughCall)
+          (void)keep(al.append(AppendArgs{f[i], {}, {}}, std::move(r)), r);
+        else
+          (void)tx.append(AppendArgs{f[i], {}, {}}, r);
         f[i].table_version = r.table_version_after;
       }
       const uint64_t dt = now_ns() - t0;
@@ -148,7 +186,7 @@ void kvrt_append(const Sizes& s, double& private_ns, double& new_block_ns) {
     }
     priv.push_back(double(priv_ns) / priv_n);
     fresh.push_back(double(fresh_ns) / fresh_n);
-    for (uint32_t i = 0; i < s.requests; ++i) (void)al.release(ReleaseArgs{f[i], ReleaseReason::finished}, rr);
+    for (uint32_t i = 0; i < s.requests; ++i) (void)tx.release(ReleaseArgs{f[i], ReleaseReason::finished}, rr);
   }
   std::sort(priv.begin(), priv.end());
   std::sort(fresh.begin(), fresh.end());
@@ -159,28 +197,29 @@ void kvrt_append(const Sizes& s, double& private_ns, double& new_block_ns) {
 // fork of a 128-block request, then a COW append on the child at offset 1.
 void kvrt_fork_cow(const Sizes& s, double& fork_ns, double& cow_ns) {
   BlockAllocator al = make_allocator(s.requests * 2 + 256, s.requests + 1);
+  BlockAllocatorBodies tx{al};
   AllocationReceipt r;
   ReleaseResult rr;
-  (void)al.allocate(AllocateArgs{kPromptRows + 1, {}, {}}, r);  // 129 blocks, tail offset 1
+  (void)tx.allocate(AllocateArgs{kPromptRows + 1, {}, {}}, r);  // 129 blocks, tail offset 1
   RequestFence parent{r.request_id, r.request_generation, r.table_version_after};
-  (void)al.commit_rows(CommitRowsArgs{parent, kPromptRows + 1}, r);
+  (void)tx.commit_rows(CommitRowsArgs{parent, kPromptRows + 1}, r);
   parent.table_version = r.table_version_after;
   std::vector<RequestFence> kids(s.requests - 1);
   std::vector<double> forks, cows;
   for (int trial = 0; trial < s.trials; ++trial) {
     uint64_t t0 = now_ns();
     for (auto& k : kids) {
-      (void)al.fork(ForkArgs{parent}, r);
+      (void)tx.fork(ForkArgs{parent}, r);
       k = RequestFence{r.request_id, r.request_generation, r.table_version_after};
     }
     forks.push_back(double(now_ns() - t0) / kids.size());
     t0 = now_ns();
     for (auto& k : kids) {
-      (void)al.append(AppendArgs{k, {}, {}}, r);
+      (void)tx.append(AppendArgs{k, {}, {}}, r);
       k.table_version = r.table_version_after;
     }
     cows.push_back(double(now_ns() - t0) / kids.size());
-    for (auto& k : kids) (void)al.release(ReleaseArgs{k, ReleaseReason::finished}, rr);
+    for (auto& k : kids) (void)tx.release(ReleaseArgs{k, ReleaseReason::finished}, rr);
   }
   std::sort(forks.begin(), forks.end());
   std::sort(cows.begin(), cows.end());
@@ -193,27 +232,29 @@ void kvrt_fork_cow(const Sizes& s, double& fork_ns, double& cow_ns) {
 double kvrt_evict_on_allocate(const Sizes& s) {
   const uint32_t blocks = s.requests;
   BlockAllocator al = make_allocator(blocks, blocks);
+  BlockAllocatorBodies tx{al};
   AllocationReceipt r;
   ReleaseResult rr;
   std::vector<RequestFence> f(blocks);
   uint64_t key = 1;
   return median_of(s.trials, [&] {
     for (uint32_t i = 0; i < blocks; ++i) {
-      (void)al.allocate(AllocateArgs{kP, {}, {}}, r);
+      (void)tx.allocate(AllocateArgs{kP, {}, {}}, r);
       f[i] = RequestFence{r.request_id, r.request_generation, r.table_version_after};
-      (void)al.commit_rows(CommitRowsArgs{f[i], kP}, r);
+      (void)tx.commit_rows(CommitRowsArgs{f[i], kP}, r);
       f[i].table_version = r.table_version_after;
-      (void)al.publish_cache_key(r.published_entries[0].handle, CacheKey{key++}, r);
+      const PhysicalBlockHandle block = r.published_entries[0].handle;  // copied: r is lent to the call
+      (void)tx.publish_cache_key(block, CacheKey{key++}, r);
     }
-    for (uint32_t i = 0; i < blocks; ++i) (void)al.release(ReleaseArgs{f[i], ReleaseReason::finished}, rr);
+    for (uint32_t i = 0; i < blocks; ++i) (void)tx.release(ReleaseArgs{f[i], ReleaseReason::finished}, rr);
     (void)al.drain_events();
     const uint64_t t0 = now_ns();
     for (uint32_t i = 0; i < blocks; ++i) {
-      (void)al.allocate(AllocateArgs{kP, {}, {}}, r);
+      (void)tx.allocate(AllocateArgs{kP, {}, {}}, r);
       f[i] = RequestFence{r.request_id, r.request_generation, r.table_version_after};
     }
     const double ns = double(now_ns() - t0) / blocks;
-    for (uint32_t i = 0; i < blocks; ++i) (void)al.release(ReleaseArgs{f[i], ReleaseReason::finished}, rr);
+    for (uint32_t i = 0; i < blocks; ++i) (void)tx.release(ReleaseArgs{f[i], ReleaseReason::finished}, rr);
     (void)al.drain_events();
     return ns;
   });
@@ -229,6 +270,7 @@ double kvrt_evict_on_allocate(const Sizes& s) {
 double kvrt_mixed(const Sizes& s, uint64_t seed, uint64_t& rejected) {
   const uint32_t max_live = 256;
   BlockAllocator al = make_allocator(max_live * 24, max_live);
+  BlockAllocatorBodies tx{al};
   rejected = 0;
   return median_of(s.trials, [&] {
     SplitMix rng{seed};
@@ -247,29 +289,30 @@ double kvrt_mixed(const Sizes& s, uint64_t seed, uint64_t& rejected) {
       const uint32_t dice = static_cast<uint32_t>(rng() % 100);
       if (live.size() < 8 || (dice < 4 && live.size() < max_live)) {
         const uint32_t rows = static_cast<uint32_t>(64 + rng() % 192);
-        if (committed(al.allocate(AllocateArgs{rows, {}, {}}, r)) &&
-            committed(al.commit_rows(CommitRowsArgs{fence_of(), rows}, r)))
-          live.push_back(fence_of());
+        if (committed(tx.allocate(AllocateArgs{rows, {}, {}}, r))) {
+          const RequestFence fresh = fence_of();  // read before r is lent to commit_rows
+          if (committed(tx.commit_rows(CommitRowsArgs{fresh, rows}, r))) live.push_back(fence_of());
+        }
       } else if (dice < 90) {
         auto& f = live[rng() % live.size()];
-        if (committed(al.append(AppendArgs{f, {}, {}}, r))) f.table_version = r.table_version_after;
+        if (committed(tx.append(AppendArgs{f, {}, {}}, r))) f.table_version = r.table_version_after;
       } else if (dice < 93 && live.size() < max_live) {
         auto& f = live[rng() % live.size()];
         const uint32_t context = al.context_tokens(f.request).value();
-        if (committed(al.commit_rows(CommitRowsArgs{f, context}, r))) {
+        if (committed(tx.commit_rows(CommitRowsArgs{f, context}, r))) {
           f.table_version = r.table_version_after;
-          if (committed(al.fork(ForkArgs{f}, r))) live.push_back(fence_of());
+          if (committed(tx.fork(ForkArgs{f}, r))) live.push_back(fence_of());
         }
       } else {
         const size_t k = rng() % live.size();
-        if (!al.release(ReleaseArgs{live[k], ReleaseReason::finished}, rr).ok()) ++rejected;
+        if (!tx.release(ReleaseArgs{live[k], ReleaseReason::finished}, rr).ok()) ++rejected;
         live[k] = live.back();
         live.pop_back();
       }
       ++ops;
     }
     const double secs = double(now_ns() - t0) * 1e-9;
-    for (auto& f : live) (void)al.release(ReleaseArgs{f, ReleaseReason::finished}, rr);
+    for (auto& f : live) (void)tx.release(ReleaseArgs{f, ReleaseReason::finished}, rr);
     return double(ops) / secs;
   });
 }
@@ -376,11 +419,18 @@ BenchReport run_allocator_bench(bool quick) {
   const double rect_alloc = rect_allocate(s, rect_release_ns);
   rep.rows.push_back(ns_row("allocate_128_blocks", alloc, rect_alloc, 1000));
 
-  double priv = 0, fresh = 0;
-  kvrt_append(s, priv, fresh);
+  double priv = 0, fresh = 0, priv_call = 0, fresh_call = 0;
+  kvrt_append<false>(s, priv, fresh);
+  kvrt_append<true>(s, priv_call, fresh_call);
   const double rect_app = rect_append(s);
   rep.rows.push_back(ns_row("append_private_tail", priv, rect_app, 25));
   rep.rows.push_back(ns_row("append_new_block", fresh, rect_app, 40));
+  BenchRow call_row = ns_row("append_private_tail_call", priv_call, std::nullopt, 0);
+  call_row.target.reset();
+  call_row.baseline_name = "in_place";
+  call_row.baseline = priv;
+  call_row.note = "the same appends through the public append(), which moves the lent receipt into its Result and back";
+  rep.rows.push_back(call_row);
 
   double fork_ns = 0, cow_ns = 0;
   kvrt_fork_cow(s, fork_ns, cow_ns);

@@ -1,5 +1,5 @@
-// `kvrt bench attention`: the kernel executor (issue 7) measured against
-// limits measured in the same run on the same threads (../shared/BENCH.md).
+// `kvrt bench attention`: the kernel executor measured against
+// limits measured in the same run on the same threads (docs/benchmarks.md).
 //
 //   copy_bandwidth     memcpy of a large buffer split across the pool's
 //                      workers; counted as bytes read plus bytes written
@@ -131,12 +131,12 @@ double decode_gbps(ThreadPool& pool, uint32_t ctx, bool scatter, int trials) {
   config.max_requests = 4;
   config.groups.push_back(GroupPoolConfig{CacheGroupId{0}, PoolId{1}, PoolGeneration{1}, blocks, 0, kRowBytes, {}});
   BlockAllocator allocator = BlockAllocator::create(config).value();
-  AllocationReceipt r;
-  KVRT_ASSERT(allocator.allocate(AllocateArgs{ctx, {}, {}}, r).ok(), "bench allocation");
-  KVRT_ASSERT(
-      allocator.commit_rows(CommitRowsArgs{{r.request_id, r.request_generation, r.table_version_after}, ctx}, r).ok(),
-      "bench commit");
-  ResolvedBlockTable table = block_table_from_allocator(allocator, r.request_id, 0, 0).value();
+  const Result<AllocationReceipt> allocated = allocator.allocate(AllocateArgs{ctx, {}, {}});
+  KVRT_ASSERT(allocated.ok(), "bench allocation");
+  const Result<AllocationReceipt> r = allocator.commit_rows(
+      CommitRowsArgs{{allocated->request_id, allocated->request_generation, allocated->table_version_after}, ctx});
+  KVRT_ASSERT(r.ok(), "bench commit");
+  ResolvedBlockTable table = block_table_from_allocator(allocator, r->request_id, 0, 0).value();
   if (scatter) {
     uint64_t s = 0x5ca77e4;
     for (size_t i = table.slots.size(); i > 1; --i) {
@@ -227,7 +227,7 @@ std::string speedup_note(double design_ms, double ordinary_ms, double ideal) {
          "x, ideal " + fixed(ideal) + "x";
 }
 
-// The issue's configuration: times against ordinary decode, and the two
+// The shared-prefix configuration: times against ordinary decode, and the two
 // required ratios to the ideal speedup.
 void add_shared_rows(BenchReport& report, const SharedResult& r) {
   report.rows.push_back(BenchRow{"hydragen_ms", r.hydragen_ms, "ms", Better::lower, "ordinary_decode", r.ordinary_ms,

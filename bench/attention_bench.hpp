@@ -2,7 +2,7 @@
 #include "bench/bench_report.hpp"
 
 namespace kvrt::bench {
-// `kvrt bench attention` (issue 7): the executor's paged decode against the
+// `kvrt bench attention`: the executor's paged decode against the
 // machine's copy bandwidth, and shared-prefix execution (Hydragen,
 // ChunkAttention) against ordinary paged decode and its roofline ideal, all
 // measured in one run. quick: reduced sizes for the test suite.

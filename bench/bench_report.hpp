@@ -1,5 +1,5 @@
 #pragma once
-// Benchmark reporting as ../shared/BENCH.md prescribes: a human table, or one
+// Benchmark reporting as docs/benchmarks.md prescribes: a human table, or one
 // JSON object with a machine line and rows {name, value, unit, baseline_name,
 // baseline, ratio, target, meets}. `ratio` is always "how many times better
 // kvrt is" (> 1 is better); `meets` is computed from the target.

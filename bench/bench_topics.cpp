@@ -10,7 +10,7 @@
 namespace kvrt::bench {
 
 namespace {
-// Both index owners of issue 4 in one report: the radix rows, then the
+// Both index owners in one report: the radix rows, then the
 // prefix (hash-chain) rows.
 BenchReport run_index_bench(bool quick) {
   BenchReport report = run_radix_index_bench(quick);

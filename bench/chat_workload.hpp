@@ -1,5 +1,5 @@
 #pragma once
-// A generated chat workload for `kvrt bench index` (issue 4): requests share
+// A generated chat workload for `kvrt bench index`: requests share
 // a few system prompts, prompts are 1-4K tokens, and about half of the
 // requests continue an earlier conversation (its prompt + response + a new
 // user turn), so prefixes are reused both across users (system prompt) and

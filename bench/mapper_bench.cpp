@@ -1,5 +1,5 @@
 // `kvrt bench mapper`, part 1: what one page-group map + unmap costs on the
-// CPU realisation (issue 6 target: <= 5 us per 64 KiB group). The backing is
+// CPU realisation (target: <= 5 us per 64 KiB group). The backing is
 // MemfdBacking exactly as the mapper uses it: one sealed memfd pool, map =
 // mmap(MAP_FIXED|MAP_SHARED, fd, handle*G), unmap = PROT_NONE MAP_FIXED over
 // the page. Each trial maps `groups` reservation pages to handles in a seeded

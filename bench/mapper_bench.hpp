@@ -2,7 +2,7 @@
 #include "bench/bench_report.hpp"
 
 namespace kvrt::bench {
-// `kvrt bench mapper` (issue 6): map + unmap latency per page group over the
+// `kvrt bench mapper`: map + unmap latency per page group over the
 // memfd pool (map_unmap_4k, map_unmap_64k, map_unmap_2m), then the decode rows
 // of append_mapper_decode_rows. quick: reduced sizes for the test suite.
 BenchReport run_mapper_bench(bool quick);

@@ -146,16 +146,16 @@ DecodeFigures run_decode(Variant variant, uint32_t steps) {
   std::vector<RequestFence> fences(kRequests);
   std::vector<SlotGeneration> generations(kRequests);
   std::vector<StepRequest> batch;
-  AllocationReceipt receipt;
   for (uint32_t i = 0; i < kRequests; ++i) {  // prefill, untimed
     const uint32_t prompt = 64 + 2 * i;
     auto b = m.alloc_reqid(RequestId{i + 1}, RequestGeneration{1}, prompt);
     if (!b.ok()) return failed(b.error().describe());
     generations[i] = b->generation;
     batch.push_back({RequestId{i + 1}, prompt});
-    if (Status s = al->allocate(AllocateArgs{prompt, {}, {}}, receipt); !s.ok()) return failed(s.error().describe());
-    fences[i] = RequestFence{receipt.request_id, receipt.request_generation, receipt.table_version_after};
-    paged.absorb(i, receipt);
+    const Result<AllocationReceipt> receipt = al->allocate(AllocateArgs{prompt, {}, {}});
+    if (!receipt.ok()) return failed(receipt.error().describe());
+    fences[i] = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
+    paged.absorb(i, *receipt);
   }
   if (auto r = m.step(batch, MappingPath::synchronous); !r.ok()) return failed(r.error().describe());
   for (uint32_t i = 0; i < kRequests; ++i)
@@ -185,8 +185,9 @@ DecodeFigures run_decode(Variant variant, uint32_t steps) {
     // table preparation the paged kernel needs (timed).
     std::vector<AllocationReceipt> appended(kRequests);
     for (uint32_t i = 0; i < kRequests; ++i) {
-      if (Status s = al->append(AppendArgs{fences[i], {}, {}}, appended[i]); !s.ok())
-        return failed(s.error().describe());
+      Result<AllocationReceipt> receipt = al->append(AppendArgs{fences[i], {}, {}});
+      if (!receipt.ok()) return failed(receipt.error().describe());
+      appended[i] = std::move(receipt).value();
       fences[i].table_version = appended[i].table_version_after;
     }
     t0 = now_ns();

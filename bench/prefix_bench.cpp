@@ -140,12 +140,10 @@ LookupRig make_lookup_rig(const std::vector<std::vector<TokenId>>& seqs) {
     rig.index.extend_hashes(rig.scope, s, no_extras, chain);
     std::vector<PhysicalBlockHandle> hit;
     const uint32_t hits = rig.index.match_full_blocks(chain, kPromptTokens / kP, {}, &rig.alloc, &hit);
-    AllocationReceipt r;
-    KVRT_ASSERT(
-        rig.alloc.allocate(AllocateArgs{kPromptTokens, hit, {}}, r).ok() && r.outcome == AllocationOutcome::committed,
-        "bench pool holds every sequence");
-    const RequestId id = r.request_id;
-    KVRT_ASSERT(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(id).value(), kPromptTokens}, r).ok(), "commit");
+    const Result<AllocationReceipt> r = rig.alloc.allocate(AllocateArgs{kPromptTokens, hit, {}});
+    KVRT_ASSERT(r.ok() && r->outcome == AllocationOutcome::committed, "bench pool holds every sequence");
+    const RequestId id = r->request_id;
+    KVRT_ASSERT(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(id).value(), kPromptTokens}).ok(), "commit");
     KVRT_ASSERT(rig.index
                     .publish_blocks(rig.scope, rig.target(),
                                     PrefixPublishArgs{id, s, chain, &no_extras, hits, kPromptTokens / kP})

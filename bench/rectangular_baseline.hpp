@@ -1,5 +1,5 @@
 #pragma once
-// The naive baseline of issue 3's benchmark: a rectangular per-request
+// The naive baseline of `kvrt bench allocator`: a rectangular per-request
 // reservation allocator (spec 0x00A, 0x02B). Each request reserves T_max
 // contiguous rows of one arena, first fit over a coalescing free-extent map;
 // append only bumps a length; fork reserves a second full range (no sharing);

@@ -1,6 +1,6 @@
 // `kvrt bench rpc`: see rpc_bench.hpp. The raw floors run first, in a forked
 // child that only echoes bytes (fork before this process starts any actor
-// system thread, STACK.md); the cross-process rows drive a `kvrt node`
+// system thread, docs/stack-notes.md); the cross-process rows drive a `kvrt node`
 // child (this same binary) through kvrt::Client.
 #include "bench/rpc_bench.hpp"
 

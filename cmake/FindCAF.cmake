@@ -1,4 +1,4 @@
-# FindCAF: CAF 0.17 ships no CMake config and no pkg-config file (STACK.md).
+# FindCAF: CAF 0.17 ships no CMake config and no pkg-config file (docs/stack-notes.md).
 # Exports CAF::core and CAF::io, and CAF_VERSION from caf/config.hpp.
 find_path(CAF_INCLUDE_DIR caf/config.hpp)
 find_library(CAF_CORE_LIBRARY caf_core)

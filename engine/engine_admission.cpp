@@ -1,4 +1,4 @@
-// Steps 1-3 of the engine loop (issue 8): cache-aware admission, one prefix
+// Steps 1-3 of the engine loop: cache-aware admission, one prefix
 // message, allocation with the hits, then prefill, commit, early publication
 // and the fork of sampling branches. See engine_loop.hpp.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Steps 4-5 of the engine loop (issue 8): one decode row per live request,
+// Steps 4-5 of the engine loop: one decode row per live request,
 // then verification, publication, release and the next chat turn. See
 // engine_loop.hpp.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The engine loop of a `kvrt run` worker (issue 8): the loop itself, the job
+// The engine loop of a `kvrt run` worker: the loop itself, the job
 // queue, and the calls to the node with their receipt latencies.
 #include "engine/engine_loop.hpp"
 

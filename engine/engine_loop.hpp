@@ -1,5 +1,5 @@
 #pragma once
-// The engine loop of one `kvrt run` worker (issue 8), private to
+// The engine loop of one `kvrt run` worker, private to
 // actors/engine_*.cpp: the scheduler state and its steps. The public entry
 // point is run_engine_worker() in engine_worker.hpp.
 //

@@ -1,4 +1,4 @@
-// The no-reuse replay of one served request (issue 8): see engine_replay.hpp.
+// The no-reuse replay of one served request: see engine_replay.hpp.
 #include "engine/engine_replay.hpp"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 #pragma once
-// The exactness check of `kvrt run` (issue 8): one finished request replayed
+// The exactness check of `kvrt run`: one finished request replayed
 // with no reuse and no sharing, in a private cache, and compared with what
 // the served request produced. CAF-free.
 //
@@ -16,10 +16,10 @@
 #include <span>
 #include <string>
 
-#include "services/common/ids.hpp"
-#include "services/common/result.hpp"
 #include "engine/model/model_kv_cache.hpp"
 #include "engine/model/reference_model.hpp"
+#include "services/common/ids.hpp"
+#include "services/common/result.hpp"
 
 namespace kvrt {
 

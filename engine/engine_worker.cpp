@@ -1,4 +1,4 @@
-// run_engine_worker (issue 8): attach the node's pools, build the model and
+// run_engine_worker: attach the node's pools, build the model and
 // its cache over them, and run the engine loop. See engine_worker.hpp.
 #include "engine/engine_worker.hpp"
 

@@ -1,10 +1,10 @@
 #pragma once
-// One worker of `kvrt run` (issue 8): an engine loop that serves its share
+// One worker of `kvrt run`: an engine loop that serves its share
 // of a workload through a node, with the reference model computing real K/V
 // into the node's shared-memory pools. CAF-free: it talks to the node only
 // through kvrt::Client, like an inference engine would.
 //
-// Per request (the engine loop of the issue): prefix match in the request's
+// Per request (the engine loop of `kvrt run`): prefix match in the request's
 // namespace, allocate with the hit, prefill the suffix (the model writes the
 // suffix rows at the receipt's blocks and attends over the reused prefix
 // read from the pools), commit the rows, decode token by token (batched
@@ -12,7 +12,7 @@
 // tail happens in the allocator), fork the branches of a sampling job,
 // publish the request's full blocks, release.
 //
-// Exactness (the verdict of issue 8): before a finished request is released
+// Exactness (the verdict of `kvrt run`): before a finished request is released
 // the worker replays it with no reuse and no sharing in a private cache
 // (model::LocalModelKvCache): the same prompt prefilled from row 0, the same
 // number of tokens decoded. The generated tokens must be identical, and every
@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "services/common/result.hpp"
 #include "engine/model/reference_model.hpp"
+#include "services/common/result.hpp"
 #include "services/session/node_descriptor.hpp"
 #include "services/telemetry/reuse_funnel.hpp"
 #include "tools/workload/workload.hpp"

@@ -1,7 +1,7 @@
 #pragma once
-// The pools a session receipt names, attached in this worker process
-// (issue 5: "K/V is shared through shared memory (CPU) or CUDA IPC handles
-// (GPU)"). A receipt names either POSIX shared-memory segments (segment
+// The pools a session receipt names, attached in this worker process: K/V
+// is shared through shared memory on the CPU and CUDA IPC handles on the
+// GPU. A receipt names either POSIX shared-memory segments (segment
 // names) or GPU allocations (CUDA IPC handles), never a mix; either way the
 // worker gets one SharedPoolStore that writes and reads canonical rows at
 // the slots its receipts name, after every pool's header was checked

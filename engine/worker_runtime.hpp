@@ -1,6 +1,6 @@
 #pragma once
 // `kvrt worker`: one engine-like process driving a node through kvrt::Client
-// (issue 5). It runs a random shared-prefix workload for a bounded time: every
+//. It runs a random shared-prefix workload for a bounded time: every
 // request matches its prompt against the prefix index, allocates with the
 // hit, writes the K/V rows of the suffix into the shared-memory pools at the
 // receipt's blocks, commits them, decodes a few tokens (batched appends and

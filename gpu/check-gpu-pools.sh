@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A node whose pools are GPU memory (`[node] pool_backend = "cuda"`) and two
 # worker processes that import them through CUDA IPC, write K/V rows at their
-# receipts' slots and read reused rows back (issue 5). Passes when every
+# receipts' slots and read reused rows back. Passes when every
 # worker finished requests with zero reuse mismatches and zero errors, some
 # prompt tokens were reused across processes, and the node's owners all
 # validate with nothing leaked once the workers are gone.

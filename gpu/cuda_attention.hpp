@@ -1,5 +1,5 @@
 #pragma once
-// Host launchers of the CUDA attention kernels (issue 7 "CUDA kernels"):
+// Host launchers of the CUDA attention kernels (0x0A, 0x0B):
 // ordinary paged decode with split-K, and the two-level shared-prefix
 // (cascade) path, both ending in the exact LSE merge. Each validates exactly
 // what its CPU twin validates (services/executor/attention_work_plan.hpp),

@@ -1,4 +1,4 @@
-// CUDA attention kernels over paged K/V pools (issue 7; spec 0x0A, 0x0BA-0x0BD).
+// CUDA attention kernels over paged K/V pools (spec 0x0A, 0x0BA-0x0BD).
 // Three kernels execute one AttentionWorkPlan (services/executor/attention_work_plan.hpp):
 //
 //   sequence_kernel  split-K paged decode: one thread block per (sequence

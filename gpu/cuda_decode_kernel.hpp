@@ -2,7 +2,7 @@
 // The node executor's decode kernel over GPU pools (`[node] pool_backend =
 // "cuda"`): ExecutorService hands it a layer view whose bases are device
 // addresses (gpu/cuda_pool_store.hpp, CudaPools::layer_views) and host
-// queries; it uploads the queries, runs cuda_paged_decode (issue 7's split-K
+// queries; it uploads the queries, runs cuda_paged_decode (the split-K
 // kernel with the exact reduction, the same plan checks as the CPU's
 // paged_decode), and downloads the outputs and LSE. One kernel serves one
 // executor actor: calls are serialised, and its device buffers grow to the

@@ -1,7 +1,7 @@
 #pragma once
-// CUDA IPC of pools in cudaMalloc memory (issue 7 "CUDA IPC import of pools
-// exported by another process"; issue 5: with the GPU backend, receipts carry
-// these handles instead of segment names). The node exports each pool once;
+// CUDA IPC of pools in cudaMalloc memory, imported by another process: with
+// the GPU backend, session receipts carry these handles instead of segment
+// names. The node exports each pool once;
 // a worker process imports the 64-byte handle and its kernels read the pool
 // in place. VMM-backed pools travel as POSIX fds instead
 // (gpu/cuda_vmm_backing.hpp): cudaIpcGetMemHandle does not work on them.

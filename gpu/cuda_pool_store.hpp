@@ -1,6 +1,6 @@
 #pragma once
-// GPU block pools (issue 5: "K/V is shared through shared memory (CPU) or
-// CUDA IPC handles (GPU)"; `[node] pool_backend = "cuda"`).
+// GPU block pools, shared with workers through CUDA IPC handles
+// (`[node] pool_backend = "cuda"`).
 //
 // Each cache group's pool is one cudaMalloc allocation on device 0 laid out
 // byte for byte as its POSIX shared-memory segment would be

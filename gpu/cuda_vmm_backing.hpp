@@ -1,5 +1,5 @@
 #pragma once
-// The mapper's CUDA realisation (issue 6 "CUDA realisation", spec 0x06B/0x06C):
+// The mapper's CUDA realisation (spec 0x06B/0x06C):
 // the same PageBacking interface as MemfdBacking, over the driver's virtual
 // memory management API, reached only through cuda_vmm_shim.hpp:
 // - create():  cuMemAddressReserve of M_VA = 2LBR bytes of device address
@@ -13,7 +13,7 @@
 // - unmap():   cuMemUnmap; the range stays reserved and inaccessible.
 // - release(): unmap what is mapped, cuMemRelease every handle, free the VA.
 // Other processes get a handle as a POSIX fd (cuMemExportToShareableHandle;
-// cudaIpcGetMemHandle does not work on VMM memory, STACK.md), sent over a
+// cudaIpcGetMemHandle does not work on VMM memory, docs/stack-notes.md), sent over a
 // Unix socket with SCM_RIGHTS like the memfd pool, and rebuild the view with
 // CudaPeerView. reservation_base() is a device address.
 //

@@ -1,6 +1,5 @@
-// Driver VMM entry points for the mapper's CUDA realisation (issue 6,
-// spec 0x06B: reserve virtual tensors, create physical pages unmapped, map at
-// the frontier, unmap). Includes only CUDA and standard headers (STACK.md).
+// Driver VMM entry points for the mapper's CUDA realisation (spec 0x06B: reserve virtual tensors, create physical pages
+// unmapped, map at the frontier, unmap). Includes only CUDA and standard headers (docs/stack-notes.md).
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>

@@ -2,7 +2,7 @@
 // Plain C entry points over the CUDA driver's virtual memory management API
 // (cuMemAddressReserve / cuMemCreate / cuMemMap / cuMemSetAccess / cuMemUnmap,
 // cuMemExportToShareableHandle), implemented by cuda_vmm_shim.cu. No CUDA type
-// appears here, so g++ translation units include it (STACK.md).
+// appears here, so g++ translation units include it (docs/stack-notes.md).
 //
 // libcuda is never linked: the shim resolves every driver entry point once
 // through cudaGetDriverEntryPointByVersion (the static runtime dlopens the

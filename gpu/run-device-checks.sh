@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call verifies every CUDA piece of kvrt on a machine with a GPU (issue 7):
+# One call verifies every CUDA piece of kvrt on a machine with a GPU:
 # the attention kernels (paged decode with split-K, the cascade path with the
 # exact LSE merge) against the CPU FP64 reference, the COW block-copy kernel,
 # CUDA IPC and VMM-fd import by another process, the mapper's VMM backing,

@@ -36,7 +36,9 @@ fi
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 jobs="$(nproc)"
-cmake_args=(-DCMAKE_BUILD_TYPE=Release)
+# Warnings are errors in kvrt's own code for every job but sanitize (whose
+# instrumentation adds its own diagnostics).
+cmake_args=(-DCMAKE_BUILD_TYPE=Release -DKVRT_WERROR=ON)
 if [ "$job" = sanitize ]; then
   # A separate tree: every object differs. UB aborts the test that hit it
   # (-fno-sanitize-recover) so that CTest reports it as a failure. CUDA is
@@ -46,7 +48,9 @@ if [ "$job" = sanitize ]; then
   cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DKVRT_WITH_CUDA=OFF "-DCMAKE_CXX_FLAGS=$flags"
               "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
 fi
-if [ ! -f "$build/build.ninja" ]; then
+# Configure a new tree, or one configured before warnings became errors.
+if [ ! -f "$build/build.ninja" ] ||
+   { [ "$job" != sanitize ] && ! grep -q '^KVRT_WERROR:BOOL=ON$' "$build/CMakeCache.txt"; }; then
   cmake -S "$root" -B "$build" -G Ninja "${cmake_args[@]}" ${KVRT_CMAKE_ARGS:-}
 fi
 # The main job needs only the kvrt binary; the others build everything

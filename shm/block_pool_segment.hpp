@@ -2,7 +2,7 @@
 // One cache group's physical block pool: K and V tensors laid out by the layout
 // manifest, in a POSIX shared-memory segment (Boost.Interprocess, /dev/shm).
 //
-// Ownership (STYLE.md habit 5, DESIGN.md "Rules"): the process that creates a
+// Ownership (docs/conventions.md habit 5, docs/architecture.md "Rules"): the process that creates a
 // segment owns it, and destroying (or moving from and destroying) the owning
 // object unmaps and removes the segment; that is the clean-shutdown path.
 // Attachers map the same bytes read-write but never remove anything. The pool
@@ -70,7 +70,7 @@ class BlockPoolSegment {
   // Creates and owns a new segment. The file is sized and fully allocated
   // (posix_fallocate) before anything touches it, so a pool /dev/shm cannot
   // hold fails here with storage_exhausted instead of SIGBUS on first write
-  // (STACK.md). Payload bytes start zeroed. Errors: from the manifest and
+  // (docs/stack-notes.md). Payload bytes start zeroed. Errors: from the manifest and
   // capacity (invalid_manifest, unknown_group, config_field), the name
   // (invalid_argument), an existing segment of that name (segment_in_use),
   // storage_exhausted, io.

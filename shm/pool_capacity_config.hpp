@@ -1,6 +1,6 @@
 #pragma once
-// Pool capacity as configured (issue 3: "capacity comes from config, bytes or
-// blocks"). A table holds exactly one of
+// Pool capacity as configured, in bytes or in blocks. A table holds exactly
+// one of
 //
 //   capacity_blocks = 4096          # [blocks per cache-group pool]
 //   capacity_bytes  = 4294967296    # [bytes] budget for whole bundles, all groups

@@ -27,7 +27,7 @@ namespace kvrt::shm {
 inline constexpr uint64_t kHeaderBytes = 4096;      // [bytes] header region at offset 0
 inline constexpr uint64_t kTensorAlignment = 4096;  // [bytes] alignment of K and V bases
 
-// Configured pool size (issue 3: "capacity comes from config, bytes or blocks").
+// Configured pool size, in bytes or in blocks.
 struct PoolCapacity {
   enum class Unit : uint8_t { blocks, bytes };
   Unit unit = Unit::blocks;
@@ -38,7 +38,7 @@ struct PoolCapacity {
 
 // Blocks per group pool. A byte budget buys whole bundles: every logical block
 // needs one physical block in every cache group at once (a half bundle is never
-// published, issue 3), so blocks = floor(bytes / bundle bytes) with
+// published), so blocks = floor(bytes / bundle bytes) with
 // bundle bytes = P_a * sum_g B_row,g (0x02A, 0x03B; 1 MiB for two-group-tp2).
 // Every group's pool gets the same count. Errors: config_field ("capacity")
 // when the result is zero or does not fit a 32-bit slot index.

@@ -1,6 +1,6 @@
 #pragma once
 // The immutable header at offset 0 of every pool segment. Only offsets cross
-// process boundaries (STACK.md), so the header holds everything an attacher
+// process boundaries (docs/stack-notes.md), so the header holds everything an attacher
 // needs to address the payload without the owner's help: identity (pool id,
 // pool generation, cache group, layout digest), shape, and the K/V tensor
 // ranges. It is written once by the creating owner and never again; both sides

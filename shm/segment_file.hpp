@@ -49,7 +49,7 @@ class SegmentFile {
   // storage_exhausted, before any page is touched, when the filesystem
   // (fstatvfs) or physical memory cannot hold it, or when posix_fallocate
   // reports ENOSPC/EFBIG; otherwise a sparse segment would die with SIGBUS on
-  // first touch (STACK.md).
+  // first touch (docs/stack-notes.md).
   Status reserve(uint64_t bytes);
   // Maps the whole file (MAP_SHARED). Errors: io.
   Result<std::span<uint8_t>> map(bool writable);

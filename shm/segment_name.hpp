@@ -1,9 +1,9 @@
 #pragma once
-// Names of the POSIX shared-memory segments that hold block pools (DESIGN.md
+// Names of the POSIX shared-memory segments that hold block pools (docs/architecture.md
 // layer 4). A name is derived, never chosen freely, so that every process that
 // knows (namespace, namespace generation, cache group, instance) finds the same
 // segment, and two runs on one host (parallel tests, CI jobs, two nodes) never
-// meet: the instance id keeps them apart (STACK.md, "Shared memory").
+// meet: the instance id keeps them apart (docs/stack-notes.md, "Shared memory").
 //
 //   /kvrt.<namespace>.g<namespace generation>.c<cache group>.<instance>
 //

@@ -1,5 +1,5 @@
 #pragma once
-// SharedBlockPools: "pools + allocator" in one call (issue 3). From a layout
+// SharedBlockPools: "pools + allocator" in one call. From a layout
 // manifest and a capacity it creates one POSIX shared-memory pool per cache
 // group (block_pool_segment.hpp), a ShmPayloadStore over them, and the
 // BlockAllocator whose configuration names exactly those pools, so that the
@@ -11,7 +11,7 @@
 // lives on the heap, so moving a SharedBlockPools keeps that pointer valid,
 // and members are declared store first so the allocator is destroyed before
 // the bytes it points at. Destroying (or moving from and destroying) the
-// object removes every segment name: the clean-shutdown path of issue 3.
+// object removes every segment name: the clean-shutdown path.
 // Creation goes through BlockPoolSegment::create_or_replace: a segment left
 // by a crashed owner at one of the names is replaced and reported.
 //

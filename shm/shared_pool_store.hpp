@@ -5,8 +5,7 @@
 // (shm_payload_store.hpp) and GPU memory shared through CUDA IPC
 // (gpu/cuda_pool_store.hpp). A worker writes and reads K/V rows at the
 // positions its receipts name through this interface, whichever the node's
-// pools are (issue 5: "K/V is shared through shared memory (CPU) or CUDA IPC
-// handles (GPU)").
+// pools are: shared memory on the CPU, CUDA IPC handles on the GPU.
 #include <cstdint>
 #include <string>
 

@@ -1,6 +1,6 @@
 #pragma once
 // ShmModelKvCache: the reference model's K/V in the node's shared-memory
-// pools (issue 8). A worker attaches every group's BlockPoolSegment, wraps
+// pools. A worker attaches every group's BlockPoolSegment, wraps
 // them in a ShmPayloadStore, and hands the model this cache: the model
 // writes its rows straight into the pools, and reads prefix rows other
 // processes wrote there (reuse), through per-layer views built from each
@@ -18,10 +18,10 @@
 #include <span>
 #include <vector>
 
+#include "engine/model/model_kv_cache.hpp"
 #include "services/common/result.hpp"
 #include "services/executor/kv_view.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
-#include "engine/model/model_kv_cache.hpp"
 #include "shm/shm_payload_store.hpp"
 
 namespace kvrt::shm {

@@ -1,10 +1,10 @@
 #pragma once
 // ShmPayloadStore: the allocator's BlockPayloadStore over POSIX shared-memory
-// block pools, one BlockPoolSegment per cache group (issue 3: blocks are "real
-// bytes in POSIX shared memory that another process can read and write", and
-// the copy-on-write copy of 0x05C steps 5-6 is "done on the real bytes").
+// block pools, one BlockPoolSegment per cache group: blocks are real bytes in
+// POSIX shared memory that another process reads and writes, and the
+// copy-on-write copy of 0x05C steps 5-6 moves those bytes.
 //
-// Ownership (STYLE.md habit 5): the store owns its segments; they are moved in.
+// Ownership (docs/conventions.md habit 5): the store owns its segments; they are moved in.
 // What destruction does follows from how each segment was obtained: a created
 // (owning) segment removes its name when the store goes, an attached one only
 // unmaps. So one class serves both sides of a pool: the owner process hands

@@ -1,5 +1,5 @@
 // `kvrt bench <topic> [--json] [--quick]`: measured figures with a baseline
-// from the same run (../shared/BENCH.md).
+// from the same run (docs/benchmarks.md).
 #include <iostream>
 
 #include "apps/kvrt/subcommand_registry.hpp"
@@ -36,7 +36,7 @@ const SubcommandRegistration kRegistration{
       for (const auto& t : bench::bench_topics()) help += "\n  " + t.name + ": " + t.description;
       auto* sub = parent.add_subcommand("bench", help);
       sub->add_option("topic", opts->topic, "what to measure")->required();
-      sub->add_flag("--json", opts->json, "print one JSON object (BENCH.md)");
+      sub->add_flag("--json", opts->json, "print one JSON object (docs/benchmarks.md)");
       sub->add_flag("--quick", opts->quick, "reduced sizes, as the test suite runs it");
       return [opts] { return run_bench(*opts); };
     }};

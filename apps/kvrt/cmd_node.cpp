@@ -1,5 +1,5 @@
 // `kvrt node --config config/node.toml --descriptor PATH [--trace FILE]`:
-// runs the node until SIGINT/SIGTERM (actors/node_runtime.hpp, issue 5).
+// runs the node until SIGINT/SIGTERM (actors/node_runtime.hpp).
 #include <iostream>
 #include <memory>
 

@@ -1,6 +1,6 @@
 // `kvrt replay <index> [options] [FILE|-]`: drives one index owner from a
 // JSON-lines trace and prints one JSON result line per trace line
-// (../shared/replay/FORMAT.md). Each index is one entry of kModes: its own
+// (docs/replay-format.md). Each index is one entry of kModes: its own
 // options and a runner over (input, output); bad trace lines are answered in
 // the output and never stop the run, so the exit code is 0 unless the
 // command line or the input file is unusable (2).
@@ -90,7 +90,7 @@ int run_mode(const ReplayMode& mode, const ReplayCli& cli) {
 
 const SubcommandRegistration kRegistration{
     "replay", [](CLI::App& parent) {
-      auto* replay = parent.add_subcommand("replay", "Replay a JSON-lines index trace (../shared/replay/FORMAT.md)");
+      auto* replay = parent.add_subcommand("replay", "Replay a JSON-lines index trace (docs/replay-format.md)");
       replay->require_subcommand(1);
       auto cli = std::make_shared<ReplayCli>();
       auto selected = std::make_shared<const ReplayMode*>(nullptr);

@@ -1,5 +1,5 @@
 // `kvrt run [--config F] [--workload F] [--workers N] [--out DIR] [--json]
-// [--trace F] [--compare]`: the main job (issue 8). A node and N worker
+// [--trace F] [--compare]`: the main job. A node and N worker
 // processes serve a workload end to end with the reference model computing
 // real K/V into the shared-memory pools; prints the summary (or one JSON
 // object with --json) and writes the report directory. Exit status: 0 when
@@ -14,8 +14,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "tools/run/run_driver.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
+#include "tools/run/run_driver.hpp"
 
 namespace kvrt::app {
 namespace {

@@ -1,4 +1,4 @@
-// `kvrt run-worker`: one worker process of `kvrt run` (issue 8), started by
+// `kvrt run-worker`: one worker process of `kvrt run`, started by
 // the run driver, not by hand. It loads the run config (for the model), the
 // workload and its share of the jobs, serves them as an engine loop through
 // the node (engine/engine_worker.hpp), prints progress lines on stdout
@@ -8,10 +8,10 @@
 #include <iostream>
 #include <memory>
 
-#include "engine/engine_worker.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
-#include "tools/run/run_config.hpp"
+#include "engine/engine_worker.hpp"
 #include "services/telemetry/chrome_trace.hpp"
+#include "tools/run/run_config.hpp"
 
 namespace kvrt::app {
 namespace {

@@ -1,15 +1,15 @@
 #pragma once
-// The checked plan of one ReferenceModel::forward() call (issue 8), internal
+// The checked plan of one ReferenceModel::forward() call, internal
 // to engine/model/: every argument is checked here, before the model writes
 // a single K/V row, so a refused call leaves the cache as it was.
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "engine/model/reference_model.hpp"
 #include "services/common/result.hpp"
 #include "services/executor/attention_args.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
-#include "engine/model/reference_model.hpp"
 
 namespace kvrt::model {
 

@@ -1,5 +1,5 @@
 #pragma once
-// The row stages of one ReferenceModel pass (issue 8), internal to
+// The row stages of one ReferenceModel pass, internal to
 // engine/model/: everything of a layer except the attention call, shared by
 // forward() (paged_prefill) and forward_shared_prefix() (Hydragen), so both
 // compute a row's projections, K/V stores, MLP and logits with the same
@@ -16,12 +16,12 @@
 #include <span>
 #include <vector>
 
-#include "services/common/result.hpp"
-#include "services/executor/thread_pool.hpp"
 #include "engine/model/forward_plan.hpp"
 #include "engine/model/model_kv_cache.hpp"
 #include "engine/model/model_weights.hpp"
 #include "engine/model/reference_model.hpp"
+#include "services/common/result.hpp"
+#include "services/executor/thread_pool.hpp"
 
 namespace kvrt::model {
 

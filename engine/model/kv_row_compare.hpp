@@ -1,5 +1,5 @@
 #pragma once
-// Closeness of two canonical K/V token rows (issue 8), for checks that cannot
+// Closeness of two canonical K/V token rows, for checks that cannot
 // be bitwise: shared-prefix decode against forward()
 // (engine/model/shared_prefix_decode.cpp states the bound it meets).
 #include <cstdint>

@@ -1,4 +1,4 @@
-// LocalModelKvCache: process-private pools for the reference run (issue 8).
+// LocalModelKvCache: process-private pools for the reference run.
 //
 // Each group's K and V tensors are laid out by tensor_geometry(group, P_a,
 // slots), the 0x03E implementation that shm/pool_geometry.cpp also plans a
@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
+#include "engine/model/model_kv_cache.hpp"
 #include "services/address/tensor_geometry.hpp"
 #include "services/common/assert.hpp"
-#include "engine/model/model_kv_cache.hpp"
 
 namespace kvrt::model {
 namespace {

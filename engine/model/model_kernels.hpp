@@ -1,5 +1,5 @@
 #pragma once
-// The reference model's per-row arithmetic (issue 8), internal to
+// The reference model's per-row arithmetic, internal to
 // engine/model/. Every function computes one token row from that row's
 // inputs alone, in one fixed order of operations, so a row's bits never
 // depend on which rows, sequences or threads share its forward() call.

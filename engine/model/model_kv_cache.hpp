@@ -1,5 +1,5 @@
 #pragma once
-// Where the reference model's K/V lives (issue 8). The model reads and writes
+// Where the reference model's K/V lives. The model reads and writes
 // one model layer at a time through the layer's PagedKvView (kv_view.hpp:
 // base + strides, any declared axis order), and a checker reads whole token
 // rows in the canonical order of services/allocator/payload_store.hpp (per

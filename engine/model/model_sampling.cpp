@@ -1,4 +1,4 @@
-// Greedy and ranked token choice over a row of logits (issue 8). One order
+// Greedy and ranked token choice over a row of logits. One order
 // serves both: a larger logit first, the lower token id on a tie, and a NaN
 // after every number (a NaN logit never wins over a real one), so
 // greedy_token(l) == ranked_tokens(l, 1)[0] and the choice is a pure
@@ -8,8 +8,8 @@
 #include <numeric>
 #include <string>
 
-#include "services/common/assert.hpp"
 #include "engine/model/reference_model.hpp"
+#include "services/common/assert.hpp"
 
 namespace kvrt::model {
 namespace {

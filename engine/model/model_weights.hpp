@@ -1,5 +1,5 @@
 #pragma once
-// The reference model's shape and weights (issue 8), shared by the model and
+// The reference model's shape and weights, shared by the model and
 // by the FP64 reference of tests/model_test.cpp, which recomputes the same
 // transformer from the same weights in straight loops.
 //
@@ -21,9 +21,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/model/reference_model.hpp"
 #include "services/common/result.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
-#include "engine/model/reference_model.hpp"
 
 namespace kvrt::model {
 

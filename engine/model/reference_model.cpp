@@ -1,5 +1,5 @@
 // ReferenceModel::forward(): the deterministic reference transformer of
-// issue 8 (shape and weights: model_weights.hpp; per-row arithmetic:
+// `kvrt run` (shape and weights: model_weights.hpp; per-row arithmetic:
 // model_kernels.hpp; the row stages around attention: forward_rows.hpp;
 // argument checks: forward_plan.hpp; shared-prefix decode:
 // shared_prefix_decode.cpp).
@@ -40,12 +40,12 @@
 
 #include <utility>
 
-#include "services/common/assert.hpp"
-#include "services/executor/paged_prefill.hpp"
-#include "services/executor/thread_pool.hpp"
 #include "engine/model/forward_plan.hpp"
 #include "engine/model/forward_rows.hpp"
 #include "engine/model/model_weights.hpp"
+#include "services/common/assert.hpp"
+#include "services/executor/paged_prefill.hpp"
+#include "services/executor/thread_pool.hpp"
 
 namespace kvrt::model {
 namespace {

@@ -1,5 +1,5 @@
 #pragma once
-// The reference model of `kvrt run` (issue 8): a small deterministic
+// The reference model of `kvrt run`: a small deterministic
 // decoder-only transformer on the CPU whose K/V rows are real, depend on the
 // whole prefix, and live in kvrt's pools. No weights are downloaded: every
 // weight is drawn from ModelConfig::seed.
@@ -32,10 +32,10 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/model/model_kv_cache.hpp"
 #include "services/common/ids.hpp"
 #include "services/common/result.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
-#include "engine/model/model_kv_cache.hpp"
 
 namespace kvrt::executor {
 class ThreadPool;

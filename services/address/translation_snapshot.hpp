@@ -97,7 +97,7 @@ struct TranslationSnapshot {
   // [base, end) of one tensor [byte addresses].
   uint64_t tensor_end(const CacheGroupLayout& group, const GroupPool& pool, TensorKind kind) const;
 
-  // Structural invariants, re-derived from scratch (STYLE.md habit 2):
+  // Structural invariants, re-derived from scratch (docs/conventions.md habit 2):
   //  - the layout validates (layer gaps, duplicate axes, P_k | P_a);
   //  - exactly one pool per layout group; distinct pool ids; slot_count > 0;
   //  - every descriptor carries its pool's generation (stale_physical), a slot

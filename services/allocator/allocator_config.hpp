@@ -1,5 +1,5 @@
 #pragma once
-// Configuration of the allocator owner (issue 3). One pool per cache group;
+// Configuration of the allocator owner. One pool per cache group;
 // every pool has the same block count because a bundle takes one block from
 // each group (0x04E), and groups are addressed by their index in the layout.
 #include <cstdint>
@@ -23,7 +23,8 @@ struct GroupPoolConfig {
   std::vector<uint32_t> initial_generations;
 };
 
-// Which unreferenced block an allocation takes (issue 3, issue 4 profiles).
+// Which unreferenced block an allocation takes (`kvrt replay` runs the vLLM
+// queue beside kvrt's to compare hit rates on one trace).
 enum class FreeQueuePolicy : uint8_t {
   // kvrt default: truly free blocks first, then the oldest evictable cached
   // block, so cached prefixes survive as long as uncached capacity remains.
@@ -39,7 +40,7 @@ struct BlockAllocatorConfig {
   uint64_t initial_epoch = 1;
   uint32_t max_requests = 1 << 16;  // request slots [requests]
   // Zero a block's bytes when it is recycled to a new owner, in addition to the
-  // valid-row frontier that already hides old rows (issue 3).
+  // valid-row frontier that already hides old rows.
   bool zero_on_recycle = false;
   FreeQueuePolicy queue_policy = FreeQueuePolicy::free_first_then_oldest_evictable;
 

@@ -61,18 +61,17 @@ Status AllocatorService::check_request(SessionId s, RequestId request, const cha
 }
 
 AllocatorOutcome AllocatorService::apply(SessionId s, const AllocateOp& op) {
-  AllocationReceipt r;
-  const Status st = allocator_.allocate(AllocateArgs{op.prompt_rows, op.prefix_hit, op.expected_epoch}, r);
+  Result<AllocationReceipt> r = allocator_.allocate(AllocateArgs{op.prompt_rows, op.prefix_hit, op.expected_epoch});
   const bool reuses = !op.prefix_hit.empty();
-  if (!st.ok()) {
+  if (!r.ok()) {
     if (reuses)
-      if (const auto reason = hit_rejection(st.error().code)) hits_.record_refused(*reason);
-    return st.error();
+      if (const auto reason = hit_rejection(r.error().code)) hits_.record_refused(*reason);
+    return r.error();
   }
-  if (r.outcome == AllocationOutcome::committed) requests_.record(s, r.request_id.value);
-  if (reuses && r.outcome == AllocationOutcome::committed) hits_.record_leased();
-  if (reuses && r.outcome == AllocationOutcome::out_of_capacity) hits_.record_out_of_capacity();
-  return r;
+  if (r->outcome == AllocationOutcome::committed) requests_.record(s, r->request_id.value);
+  if (reuses && r->outcome == AllocationOutcome::committed) hits_.record_leased();
+  if (reuses && r->outcome == AllocationOutcome::out_of_capacity) hits_.record_out_of_capacity();
+  return std::move(r).value();
 }
 
 AllocatorOutcome AllocatorService::apply(SessionId s, const AppendOp& op) {
@@ -80,35 +79,31 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const AppendOp& op) {
   std::vector<std::span<const uint8_t>> rows;
   rows.reserve(op.rows.size());
   for (const auto& row : op.rows) rows.emplace_back(row);
-  AllocationReceipt r;
-  const Status st = allocator_.append(AppendArgs{op.fence, rows, op.expected_epoch}, r);
-  if (!st.ok()) return st.error();
-  return r;
+  Result<AllocationReceipt> r = allocator_.append(AppendArgs{op.fence, rows, op.expected_epoch});
+  if (!r.ok()) return r.error();
+  return std::move(r).value();
 }
 
 AllocatorOutcome AllocatorService::apply(SessionId s, const CommitRowsOp& op) {
   if (Status own = check_request(s, op.fence.request, "fence.request"); !own.ok()) return own.error();
-  AllocationReceipt r;
-  const Status st = allocator_.commit_rows(CommitRowsArgs{op.fence, op.valid_through}, r);
-  if (!st.ok()) return st.error();
-  return r;
+  Result<AllocationReceipt> r = allocator_.commit_rows(CommitRowsArgs{op.fence, op.valid_through});
+  if (!r.ok()) return r.error();
+  return std::move(r).value();
 }
 
 AllocatorOutcome AllocatorService::apply(SessionId s, const ForkOp& op) {
   if (Status own = check_request(s, op.parent.request, "parent.request"); !own.ok()) return own.error();
-  AllocationReceipt r;
-  const Status st = allocator_.fork(ForkArgs{op.parent}, r);
-  if (!st.ok()) return st.error();
-  if (r.outcome == AllocationOutcome::committed) requests_.record(s, r.request_id.value);
-  return r;
+  Result<AllocationReceipt> r = allocator_.fork(ForkArgs{op.parent});
+  if (!r.ok()) return r.error();
+  if (r->outcome == AllocationOutcome::committed) requests_.record(s, r->request_id.value);
+  return std::move(r).value();
 }
 
 AllocatorOutcome AllocatorService::apply(SessionId s, const TruncateOp& op) {
   if (Status own = check_request(s, op.fence.request, "fence.request"); !own.ok()) return own.error();
-  ReleaseResult r;
-  const Status st = allocator_.truncate(TruncateArgs{op.fence, op.from_token, op.to_token}, r);
-  if (!st.ok()) return st.error();
-  return r;
+  Result<ReleaseResult> r = allocator_.truncate(TruncateArgs{op.fence, op.from_token, op.to_token});
+  if (!r.ok()) return r.error();
+  return std::move(r).value();
 }
 
 AllocatorOutcome AllocatorService::apply(SessionId s, const ReleaseOp& op) {
@@ -116,19 +111,17 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const ReleaseOp& op) {
   if (op.reason != ReleaseReason::finished && op.reason != ReleaseReason::cancelled &&
       op.reason != ReleaseReason::preempted)
     return make_error(ErrorCode::invalid_argument, "a release is finished, cancelled or preempted", "reason");
-  ReleaseResult r;
-  const Status st = allocator_.release(ReleaseArgs{op.fence, op.reason}, r);
-  if (!st.ok()) return st.error();
+  Result<ReleaseResult> r = allocator_.release(ReleaseArgs{op.fence, op.reason});
+  if (!r.ok()) return r.error();
   requests_.forget(op.fence.request.value);
-  return r;
+  return std::move(r).value();
 }
 
 AllocatorOutcome AllocatorService::apply(SessionId s, const TouchOp& op) {
   if (Status own = check_request(s, op.fence.request, "fence.request"); !own.ok()) return own.error();
-  AllocationReceipt r;
-  const Status st = allocator_.touch(TouchArgs{op.fence, op.bundles}, r);
-  if (!st.ok()) return st.error();
-  return r;
+  Result<AllocationReceipt> r = allocator_.touch(TouchArgs{op.fence, op.bundles});
+  if (!r.ok()) return r.error();
+  return std::move(r).value();
 }
 
 AllocatorOutcome AllocatorService::apply(SessionId s, const AcquireLeaseOp& op) {
@@ -230,8 +223,8 @@ std::vector<Status> AllocatorService::tag_cache_keys(const std::vector<CacheKeyT
   std::vector<Status> out;
   out.reserve(tags.size());
   for (const CacheKeyTag& t : tags) {
-    AllocationReceipt r;
-    out.push_back(allocator_.publish_cache_key(t.handle, t.cache_key, r));
+    Result<AllocationReceipt> r = allocator_.publish_cache_key(t.handle, t.cache_key);
+    out.push_back(r.ok() ? Status::success() : Status(r.error()));
   }
   return out;
 }
@@ -260,13 +253,12 @@ SessionReclaim AllocatorService::end_session(SessionId session) {
       out.receipts.push_back(fence.error());
       continue;
     }
-    ReleaseResult r;
-    const Status st = allocator_.release(ReleaseArgs{*fence, ReleaseReason::cancelled}, r);
-    if (st.ok()) {
+    Result<ReleaseResult> r = allocator_.release(ReleaseArgs{*fence, ReleaseReason::cancelled});
+    if (r.ok()) {
       ++out.requests_released;
-      out.receipts.push_back(std::move(r));
+      out.receipts.push_back(std::move(r).value());
     } else {
-      out.receipts.push_back(st.error());
+      out.receipts.push_back(r.error());
     }
   }
   requests_reclaimed_ += out.requests_released;

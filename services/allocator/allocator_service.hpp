@@ -1,5 +1,5 @@
 #pragma once
-// AllocatorService: the allocator owner as the node serves it (issue 5). It
+// AllocatorService: the allocator owner as the node serves it. It
 // holds the BlockAllocator core and which worker session owns each request
 // and lease, applies one batch of wire operations in order (one outcome per
 // operation), and ends a session's holdings through the core's normal

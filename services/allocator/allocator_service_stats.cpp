@@ -1,4 +1,4 @@
-// AllocatorService gauges for `kvrt stats` (issue 5) and the 0x0CF
+// AllocatorService gauges for `kvrt stats` and the 0x0CF
 // reconciliation: the pool partition per group, the refcount delta
 // (recorded references minus references derived from the request maps the
 // sessions hold and the active leases), and leaked blocks (referenced, yet

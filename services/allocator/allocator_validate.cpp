@@ -1,5 +1,5 @@
 // BlockAllocator::validate(): re-derives every invariant from scratch
-// (STYLE.md habit 2, the verifyQueueIntegrity habit). O(pool + tables);
+// (docs/conventions.md habit 2, the verifyQueueIntegrity habit). O(pool + tables);
 // tests call it after every transition.
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 #pragma once
-// BlockAllocator: the allocator owner's core (spec 0x04, 0x05, 0x09C; issue 3).
+// BlockAllocator: the allocator owner's core (spec 0x04, 0x05, 0x09C).
 //
 // It owns, for every cache group, a pool of generation-fenced blocks, their
 // refcounts, the free and evictable queues, and every request's per-group
@@ -66,7 +66,7 @@ struct BlockLease {
 };
 
 // Something the index owners must hear about, drained by the caller
-// (STYLE.md habit 6).
+// (docs/conventions.md habit 6).
 struct AllocatorEvent {
   enum class Kind : uint8_t { cache_key_evicted = 0 };
   Kind kind = Kind::cache_key_evicted;
@@ -116,20 +116,31 @@ struct CommitRowsArgs {
   uint32_t valid_through = 0;  // rows [0, valid_through) of the request are now written [tokens]
 };
 
+// The transaction bodies without the answer's move, for `kvrt bench
+// allocator` only (bench/allocator_bench.cpp defines it): the benchmark times
+// the core's work in place, and in a row of its own what the public
+// Result-returning call adds to it.
+struct BlockAllocatorBodies;
+
 class BlockAllocator {
  public:
   static Result<BlockAllocator> create(BlockAllocatorConfig config, BlockPayloadStore* store = nullptr);
 
-  // --- transactions (each fills `out` only when it returns ok) -------------
-  Status allocate(const AllocateArgs& args, AllocationReceipt& out);
-  Status append(const AppendArgs& args, AllocationReceipt& out);
-  Status fork(const ForkArgs& args, AllocationReceipt& out);
-  Status touch(const TouchArgs& args, AllocationReceipt& out);
-  Status commit_rows(const CommitRowsArgs& args, AllocationReceipt& out);
-  Status truncate(const TruncateArgs& args, ReleaseResult& out);
-  Status release(const ReleaseArgs& args, ReleaseResult& out);
-  Status evict(const PhysicalBlockHandle& handle, AllocationReceipt& out);
-  Status publish_cache_key(const PhysicalBlockHandle& handle, CacheKey cache_key, AllocationReceipt& out);
+  // --- transactions ----------------------------------------------------------
+  // Every operation answers Result<Receipt>: an error (typed, state unchanged)
+  // or a receipt saying what happened (committed, rolled back, out of capacity).
+  // `recycled` lends the vectors of an earlier receipt so a caller in a loop
+  // allocates nothing (the benchmarks do); its contents are overwritten.
+  Result<AllocationReceipt> allocate(const AllocateArgs& args, AllocationReceipt&& recycled = {});
+  Result<AllocationReceipt> append(const AppendArgs& args, AllocationReceipt&& recycled = {});
+  Result<AllocationReceipt> fork(const ForkArgs& args, AllocationReceipt&& recycled = {});
+  Result<AllocationReceipt> touch(const TouchArgs& args, AllocationReceipt&& recycled = {});
+  Result<AllocationReceipt> commit_rows(const CommitRowsArgs& args, AllocationReceipt&& recycled = {});
+  Result<ReleaseResult> truncate(const TruncateArgs& args, ReleaseResult&& recycled = {});
+  Result<ReleaseResult> release(const ReleaseArgs& args, ReleaseResult&& recycled = {});
+  Result<AllocationReceipt> evict(const PhysicalBlockHandle& handle, AllocationReceipt&& recycled = {});
+  Result<AllocationReceipt> publish_cache_key(const PhysicalBlockHandle& handle, CacheKey cache_key,
+                                              AllocationReceipt&& recycled = {});
   Result<BlockLease> acquire_lease(const PhysicalBlockHandle& handle);
   Status release_lease(LeaseId lease);
 
@@ -158,7 +169,7 @@ class BlockAllocator {
   // True when `handle` is current (pool, group, block and generation resolve)
   // and its block carries `cache_key` (non-zero): the prefix index's
   // generation fence on every hit block (0x07C), with no error built on the
-  // lookup's hot path. Added for issue 4.
+  // lookup's hot path.
   bool holds_cache_key(const PhysicalBlockHandle& handle, CacheKey cache_key) const noexcept;
   PhysicalBlockHandle handle_of(uint32_t group_index, uint32_t slot) const;
   uint32_t live_requests() const { return open_requests_; }
@@ -167,11 +178,11 @@ class BlockAllocator {
   // Cache identities dropped so far (evicted or recycled), drained or not:
   // an index that has absorbed exactly this many events holds only current
   // handles, so its hot walk may skip the per-block generation fence
-  // (holds_cache_key). Added for issue 4.
+  // (holds_cache_key).
   uint64_t cache_keys_dropped() const { return drained_events_ + events_.size(); }
   FaultPoints& faults() { return faults_; }
 
-  // Full re-derivation (STYLE.md habit 2): refcounts from reachability, queue
+  // Full re-derivation (docs/conventions.md habit 2): refcounts from reachability, queue
   // membership and order-free partition counts, cross-group table lengths and
   // valid rows, and the digest recomputed from scratch.
   Status validate() const;
@@ -227,7 +238,18 @@ class BlockAllocator {
     uint8_t pad = 0;
   };
 
+  friend struct BlockAllocatorBodies;
   BlockAllocator() = default;
+  // The transactions' bodies: each fills `out` only when it returns ok.
+  Status allocate_into(const AllocateArgs& args, AllocationReceipt& out);
+  Status append_into(const AppendArgs& args, AllocationReceipt& out);
+  Status fork_into(const ForkArgs& args, AllocationReceipt& out);
+  Status touch_into(const TouchArgs& args, AllocationReceipt& out);
+  Status commit_rows_into(const CommitRowsArgs& args, AllocationReceipt& out);
+  Status truncate_into(const TruncateArgs& args, ReleaseResult& out);
+  Status release_into(const ReleaseArgs& args, ReleaseResult& out);
+  Status evict_into(const PhysicalBlockHandle& handle, AllocationReceipt& out);
+  Status publish_cache_key_into(const PhysicalBlockHandle& handle, CacheKey cache_key, AllocationReceipt& out);
   bool single_queue() const { return config_.queue_policy == FreeQueuePolicy::single_lru_queue; }
   auto links_of(uint32_t g) {
     return [this, g](uint32_t b) -> QueueLinks& { return pools_[g].blocks[b].links; };
@@ -236,7 +258,7 @@ class BlockAllocator {
   void enqueue_unreferenced(uint32_t g, uint32_t slot, BlockState state);
   void requeue_front(uint32_t g, uint32_t slot, BlockState state);  // exact undo of a pop
   // Takes the block a reservation gets: FREE first, then the oldest EVICTABLE
-  // (issue 3); the front of the one queue under single_lru_queue.
+  //; the front of the one queue under single_lru_queue.
   bool pop_unreferenced(uint32_t g, uint32_t& slot);
   bool fence_current(const RequestFence& f) const {
     const uint64_t index = f.request.value;
@@ -355,6 +377,65 @@ class BlockAllocator {
   std::vector<uint32_t> scratch_unreferenced_;  // blocks a release left unreferenced, in order
   std::vector<std::pair<uint32_t, BlockQueue::Unlinked>> scratch_unlinked_;
 };
+
+// The public transactions: thin wrappers that lend `recycled` to the body and
+// hand it back inside the answer. One move in, none out (the answer is
+// returned in place): the receipt's vectors are handed on, never copied.
+inline Result<AllocationReceipt> BlockAllocator::allocate(const AllocateArgs& args, AllocationReceipt&& recycled) {
+  Result<AllocationReceipt> answer{std::move(recycled)};
+  if (Status status = allocate_into(args, *answer); !status.ok()) answer = status.error();
+  return answer;
+}
+
+inline Result<AllocationReceipt> BlockAllocator::append(const AppendArgs& args, AllocationReceipt&& recycled) {
+  Result<AllocationReceipt> answer{std::move(recycled)};
+  if (Status status = append_into(args, *answer); !status.ok()) answer = status.error();
+  return answer;
+}
+
+inline Result<AllocationReceipt> BlockAllocator::fork(const ForkArgs& args, AllocationReceipt&& recycled) {
+  Result<AllocationReceipt> answer{std::move(recycled)};
+  if (Status status = fork_into(args, *answer); !status.ok()) answer = status.error();
+  return answer;
+}
+
+inline Result<AllocationReceipt> BlockAllocator::touch(const TouchArgs& args, AllocationReceipt&& recycled) {
+  Result<AllocationReceipt> answer{std::move(recycled)};
+  if (Status status = touch_into(args, *answer); !status.ok()) answer = status.error();
+  return answer;
+}
+
+inline Result<AllocationReceipt> BlockAllocator::commit_rows(const CommitRowsArgs& args, AllocationReceipt&& recycled) {
+  Result<AllocationReceipt> answer{std::move(recycled)};
+  if (Status status = commit_rows_into(args, *answer); !status.ok()) answer = status.error();
+  return answer;
+}
+
+inline Result<ReleaseResult> BlockAllocator::truncate(const TruncateArgs& args, ReleaseResult&& recycled) {
+  Result<ReleaseResult> answer{std::move(recycled)};
+  if (Status status = truncate_into(args, *answer); !status.ok()) answer = status.error();
+  return answer;
+}
+
+inline Result<ReleaseResult> BlockAllocator::release(const ReleaseArgs& args, ReleaseResult&& recycled) {
+  Result<ReleaseResult> answer{std::move(recycled)};
+  if (Status status = release_into(args, *answer); !status.ok()) answer = status.error();
+  return answer;
+}
+
+inline Result<AllocationReceipt> BlockAllocator::evict(const PhysicalBlockHandle& handle,
+                                                       AllocationReceipt&& recycled) {
+  Result<AllocationReceipt> answer{std::move(recycled)};
+  if (Status status = evict_into(handle, *answer); !status.ok()) answer = status.error();
+  return answer;
+}
+
+inline Result<AllocationReceipt> BlockAllocator::publish_cache_key(const PhysicalBlockHandle& handle,
+                                                                   CacheKey cache_key, AllocationReceipt&& recycled) {
+  Result<AllocationReceipt> answer{std::move(recycled)};
+  if (Status status = publish_cache_key_into(handle, cache_key, *answer); !status.ok()) answer = status.error();
+  return answer;
+}
 
 inline PhysicalBlockHandle BlockAllocator::handle_of(uint32_t g, uint32_t slot) const {
   const Pool& p = pools_[g];

@@ -3,7 +3,7 @@
 // implement BlockAllocator (block_allocator.cpp, allocator_grow.cpp,
 // allocator_shrink.cpp, allocator_validate.cpp). They run once per block of a
 // transaction, so a call per step was a measurable share of a 128-block
-// allocate (`kvrt bench allocator`, issue 3). Not for use outside the owner.
+// allocate (`kvrt bench allocator`). Not for use outside the owner.
 #include "services/allocator/block_allocator.hpp"
 
 namespace kvrt {

@@ -1,6 +1,6 @@
 #pragma once
 // Intrusive doubly linked queue over block indices of one pool (the vLLM v1
-// free-queue shape, STYLE.md): links live in the block metadata, so push,
+// free-queue shape, docs/conventions.md): links live in the block metadata, so push,
 // pop and removal from the middle are O(1) with no allocation. A block is in
 // at most one queue at a time; kNoBlock marks "not linked".
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// Named fault points inside multi-step transactions (issue 3), e.g.
+// Named fault points inside multi-step transactions, e.g.
 // "after_reserve_group_0". Tests (and later fault-injection runs) arm a point;
 // the transaction that reaches it fails there and must roll back to the exact
 // predecessor digest (0x04F). Disarmed points cost one branch.

@@ -1,5 +1,5 @@
 #pragma once
-// FreeBlockRing: the FIFO of truly FREE blocks of one pool (issue 3).
+// FreeBlockRing: the FIFO of truly FREE blocks of one pool.
 //
 // A FREE block never leaves this queue from the middle: touch revives only
 // EVICTABLE blocks, and an evicted identity turns an EVICTABLE block FREE by

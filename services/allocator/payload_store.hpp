@@ -42,7 +42,7 @@ class BlockPayloadStore {
                           std::span<const uint8_t> bytes) = 0;
   virtual void read_rows(uint32_t group_index, uint32_t slot, uint32_t first_row, uint32_t rows,
                          std::span<uint8_t> out) const = 0;
-  // Zeroes every row of a block, K and V (zero-on-recycle, issue 3).
+  // Zeroes every row of a block, K and V (zero-on-recycle).
   virtual void zero_block(uint32_t group_index, uint32_t slot) = 0;
 };
 

@@ -1,6 +1,6 @@
 #pragma once
 // Strong identifiers of the namespace / authorization owner (spec 0x0CE,
-// STYLE.md habit 3). Every id is issued by the NamespaceAuthority, increases
+// docs/conventions.md habit 3). Every id is issued by the NamespaceAuthority, increases
 // monotonically and is never reused, so a capability or hold from before a
 // revocation can never name a later one.
 #include "services/common/ids.hpp"

@@ -1,6 +1,6 @@
 #pragma once
 // AuthorizationService: the namespace / authorization owner as the node
-// serves it (issue 5). It wraps the NamespaceAuthority core (principals,
+// serves it. It wraps the NamespaceAuthority core (principals,
 // tokens, namespaces, generations, grants, purge) with the node's sessions: a
 // worker authenticates once with its bearer token and gets a session; every
 // namespace grant belongs to a session, and when the session ends its grants

@@ -3,7 +3,7 @@
 // Lookup": authenticate principal first). A token is 128 random bits issued
 // by the node at start-up (or whose SHA-256 an operator put in the config).
 //
-// Hygiene (0x0CE "Telemetry Hygiene", DESIGN.md): the authority stores only
+// Hygiene (0x0CE "Telemetry Hygiene", docs/architecture.md): the authority stores only
 // SHA-256 digests of tokens; a raw token is never logged, never a metric label
 // and never part of an error reason. BearerToken therefore has no stream
 // operator and no to_string; reveal_hex() exists only to hand a freshly issued

@@ -1,5 +1,5 @@
 #pragma once
-// NamespaceAuthority: the namespace / authorization owner's core (DESIGN.md;
+// NamespaceAuthority: the namespace / authorization owner's core (docs/architecture.md;
 // spec 0x01A "CacheIsolationNamespace", 0x0CE). A plain class; the namespace
 // actor holds it. It owns
 //   - principals: one bearer token per worker, kept only as its SHA-256,

@@ -93,7 +93,7 @@ struct PurgeWorkItem {
   friend bool operator==(const PurgeWorkItem&, const PurgeWorkItem&) = default;
 };
 
-// Immutable record of one performed step (STYLE.md habit 5).
+// Immutable record of one performed step (docs/conventions.md habit 5).
 struct PurgeStepReceipt {
   PurgeId purge;
   PurgeStep step = PurgeStep::stop_admitting;

@@ -1,5 +1,5 @@
 #pragma once
-// Typed caller errors (STYLE.md habit 4): a caller's broken precondition is a
+// Typed caller errors (docs/conventions.md habit 4): a caller's broken precondition is a
 // value, never an exception or a crash. Running out of capacity is a normal
 // outcome and is reported by the owner's own result type, not here; a bug in
 // kvrt itself is a KVRT_ASSERT.
@@ -52,7 +52,7 @@ enum class ErrorCode : uint16_t {
   // Accounting ledgers, spec 0x02B-0x02G and 0x0D (5xx).
   ledger_identity_broken = 500,  // a reconciliation identity of 0x0D fails (field names it)
 
-  // Physical storage: shared-memory pool segments (DESIGN.md layer 4) (6xx).
+  // Physical storage: shared-memory pool segments (docs/architecture.md, physical storage) (6xx).
   storage_exhausted = 600,  // the host cannot back the requested bytes (e.g. /dev/shm full)
   segment_in_use = 601,     // a named segment belongs to a live owner and is kept
 
@@ -114,7 +114,7 @@ enum class ErrorCode : uint16_t {
   reuse_attempt_closed = 1301,     // a step after the attempt was rejected or completed
   reuse_evidence_mismatch = 1302,  // evidence that cannot belong to this attempt (ids, leases, interval)
 
-  // Node runtime (14xx, issue 5): sessions and the actor transport.
+  // Node runtime (14xx): sessions and the actor transport.
   not_owner = 1400,           // the object belongs to another worker session
   node_unreachable = 1401,    // the node (or its gateway) cannot be reached or refused the connection
   rpc_timeout = 1402,         // no receipt within the caller's deadline
@@ -126,7 +126,7 @@ enum class ErrorCode : uint16_t {
   telemetry_forbidden_label = 1500,     // a metric label carries a raw prompt, token list or unsalted key
   telemetry_counter_regression = 1501,  // a later counter snapshot is behind an earlier one
 
-  // `kvrt run`, issue 8 (16xx): the node-and-workers composition.
+  // `kvrt run` (16xx): the node-and-workers composition.
   run_stalled = 1600,        // a worker made no progress: the pools cannot hold its requests
   run_worker_failed = 1601,  // a worker process exited with an error or was killed
   run_interrupted = 1602,    // SIGINT/SIGTERM stopped the run (the node was shut down cleanly)

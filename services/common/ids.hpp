@@ -1,5 +1,5 @@
 #pragma once
-// Strong identifier types (STYLE.md habit 3): a BlockId cannot be passed where
+// Strong identifier types (docs/conventions.md habit 3): a BlockId cannot be passed where
 // a PoolId is expected, and none converts silently to an integer.
 #include <compare>
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// Strong identifiers that appear only in receipts so far (STYLE.md habit 3).
+// Strong identifiers that appear only in receipts so far (docs/conventions.md habit 3).
 // They follow services/common/ids.hpp; when an owner adopts one in its own
 // state it may move it there unchanged (same tag, same representation), and
 // the wire schema stays the same.

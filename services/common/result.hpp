@@ -13,7 +13,10 @@ template <class T>
 class [[nodiscard]] Result {
  public:
   using value_type = T;
-  Result(T value) : v_(std::move(value)) {}
+  // By reference, not by value: a receipt returned in a loop is moved once
+  // into the answer, not twice.
+  Result(T&& value) : v_(std::in_place_index<0>, std::move(value)) {}
+  Result(const T& value) : v_(std::in_place_index<0>, value) {}
   Result(Error error) : v_(std::move(error)) {}
 
   bool ok() const { return v_.index() == 0; }

@@ -1,6 +1,6 @@
 #pragma once
 // StateDigest: an incrementally maintained digest of an owner's committed
-// state (issue 3: "a receipt costs O(what changed), never O(pool)").
+// state, so a receipt costs O(what changed), never O(pool) (0x04D).
 //
 // The committed state is a multiset of entries (a request header, one block
 // table cell, one block's generation/frontier/key, one lease...). Each entry
@@ -48,7 +48,7 @@ class MultisetDigest {
     return StateDigest{lo, hi};
   }
 
-  // Images for owners whose entries change by counting (issue 3's
+  // Images for owners whose entries change by counting (the
   // allocator: a block's generation and valid rows, a request's table
   // version and length move by small steps on the hot path). Such an entry's
   // image is pair_image(identity, fixed fields) plus sum_k counter_k * C_k,

@@ -40,7 +40,7 @@ class TomlReader {
   Result<std::vector<std::string>> string_array(const toml::table& table, const std::string& where,
                                                 const std::string& field) const;
   // A string field that names one of `choices`, returned as its enum value so
-  // nothing downstream compares configuration strings (STYLE.md). The error
+  // nothing downstream compares configuration strings (docs/conventions.md). The error
   // lists every accepted name.
   template <typename Enum>
   Result<Enum> choice(const toml::table& table, const std::string& where, const std::string& field,

@@ -1,6 +1,6 @@
 #pragma once
-// TraceContext: the trace id and span id every kvrt message carries (issue 5,
-// "Tracing and logs"). A worker opens a trace per scheduler iteration; every
+// TraceContext: the trace id and span id every kvrt message carries, so a
+// Perfetto trace and the logs follow one call across processes. A worker opens a trace per scheduler iteration; every
 // hop that handles the message opens a child span whose parent is the span it
 // received, so a Chrome trace can draw a flow arrow from request to receipt.
 #include <cstdint>

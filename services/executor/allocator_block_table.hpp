@@ -1,6 +1,6 @@
 #pragma once
-// A request's block table taken straight from the allocator owner (issue 3's
-// BlockAllocator) for the executor: physical slots in logical order and each
+// A request's block table taken straight from the allocator owner's
+// BlockAllocator for the executor: physical slots in logical order and each
 // block's committed rows, at the request's current table version. This is
 // how a single-process model (engine/model/) or the executor's actor hands
 // an allocation receipt's request to a paged kernel; across processes the

@@ -1,7 +1,7 @@
 #pragma once
 // Arguments shared by the executor's attention entry points.
 //
-// Precision (issue 7): K/V are stored as fp32, fp16 or bf16 (per the layout
+// Precision: K/V are stored as fp32, fp16 or bf16 (per the layout
 // manifest) and always widened exactly. The element type T of the query and
 // output spans selects the accumulation: T = float accumulates scores, the
 // online-softmax state and outputs in binary32 (the serving mode); T = double

@@ -2,7 +2,7 @@
 // The flat, device-ready form of one attention launch: plain structs of
 // 32-bit fields that the host planner (attention_work_plan.hpp) fills and the
 // CUDA kernels (gpu/cuda_attention_shim.cu) read straight from device memory.
-// Only <cstdint> here: nvcc compiles this header too (STACK.md: nothing that
+// Only <cstdint> here: nvcc compiles this header too (docs/stack-notes.md: nothing that
 // reaches Cap'n Proto or fmt may enter a .cu file).
 //
 // Vocabulary (spec 0x0A, 0x0BA-0x0BD):

@@ -1,7 +1,7 @@
 #pragma once
 // A cache-blocked FP32 matrix multiply, C = A B (row-major). It exists to
 // measure the machine's matrix-multiply rate in `kvrt bench attention` (the
-// compute roof of the shared-prefix roofline, issue 7) with the same register
+// compute roof of the shared-prefix roofline) with the same register
 // tile and the same compiler vectorisation as the executor's tile kernel, so
 // the roof is what this code base can reach on this machine, not a vendor
 // BLAS figure.

@@ -1,5 +1,5 @@
 #pragma once
-// The kernel executor owner (issue 7; spec 0x0A-0x0BN), CPU side: one include
+// The kernel executor owner (spec 0x0A-0x0BN), CPU side: one include
 // for a caller (the executor's actor, the reference model of engine/model/).
 // Plain C++: no CAF, no Cap'n Proto, no CUDA.
 //

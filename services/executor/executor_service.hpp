@@ -1,6 +1,6 @@
 #pragma once
-// ExecutorService: the kernel executor owner as the node serves it (issue 5;
-// DESIGN.md "worker -> execute -> executor"). It runs decode attention for a
+// ExecutorService: the kernel executor owner as the node serves it
+// (docs/architecture.md, "How one call travels"). It runs decode attention for a
 // session's request over the node's own shared-memory pools, reading them in
 // place through the executor's paged kernels (services/executor/), with the
 // request's block table as the allocator owner resolved it for that session:

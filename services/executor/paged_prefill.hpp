@@ -1,5 +1,5 @@
 #pragma once
-// Paged prefill of a suffix over a cached prefix (issue 7; spec 0x0B's
+// Paged prefill of a suffix over a cached prefix (spec 0x0B's
 // "find token-prefix hit -> reuse K/V -> prefill suffix"). The request's
 // table already holds the reused prefix rows and the suffix rows the model
 // just wrote; suffix token i (position T - n + i) attends to positions

@@ -1,6 +1,6 @@
 #pragma once
-// Storage dtypes of K/V rows (issue 7: FP32, FP16, BF16 per the layout
-// manifest's k_dtype / v_dtype) and their conversions, written by hand so
+// Storage dtypes of K/V rows (FP32, FP16, BF16 per the layout manifest's
+// k_dtype / v_dtype, 0x01A) and their conversions, written by hand so
 // that the result never depends on F16C or AVX512-BF16 being present.
 //
 //   fp16 (IEEE binary16): 1 sign, 5 exponent (bias 15), 10 fraction bits.

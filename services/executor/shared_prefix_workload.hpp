@@ -1,6 +1,6 @@
 #pragma once
-// The regular shared-prefix workload of spec 0x0BI (and of the issue 7
-// benchmark): B sequences share an S-token prefix and each owns a private
+// The regular shared-prefix workload of spec 0x0BI (and of `kvrt bench
+// attention`): B sequences share an S-token prefix and each owns a private
 // suffix of U_r tokens. The builder cuts the prefix into ceil(S / P_c) chunks
 // covering all B sequences and each suffix into ceil(U_r / P_c) private
 // chunks, and lays every chunk out in a plain pool, each chunk starting on a

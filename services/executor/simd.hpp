@@ -1,6 +1,6 @@
 #pragma once
-// Portable vector helpers for the executor's inner loops (issue 7: "vectorised
-// inner loops ... with a portable fallback").
+// Portable vector helpers for the executor's inner loops: vector code where
+// the compiler offers it, a scalar fallback with the same results elsewhere.
 //
 // Why GCC vector extensions and function multi-versioning rather than global
 // -march flags: the binary must run on any x86-64 host (and build on others),

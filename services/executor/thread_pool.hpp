@@ -1,6 +1,6 @@
 #pragma once
-// A small fixed thread pool for the executor's data-parallel phases (issue 7:
-// "multi-threaded across requests and heads"). One job at a time: a caller
+// A small fixed thread pool for the executor's data-parallel phases, across
+// requests and heads. One job at a time: a caller
 // hands parallel_for() a count of independent work items; the pool's workers
 // and the calling thread take items from one atomic counter until none are
 // left, and parallel_for() returns when every item has finished. Items must
@@ -17,7 +17,7 @@
 // hundreds of microseconds, about what a futex wake-up costs in a VM, so a
 // sleeping pool would run short calls on one thread.
 //
-// Lifetime (STYLE.md habit 5): the pool owns its std::jthreads; destruction
+// Lifetime (docs/conventions.md habit 5): the pool owns its std::jthreads; destruction
 // stops and joins them. Not copyable or movable (workers hold `this`).
 #include <atomic>
 #include <chrono>

@@ -75,7 +75,7 @@ struct CompatibilityVerdict {
 // Does the single field f match? nullopt when equal, else the typed error.
 // Token values and salts never appear in the reason: a rejected lookup must
 // not disclose another request's prefix or the salt that guards it (0x01A:
-// isolation gates discovery; DESIGN.md: no raw tokens or unsalted keys leave).
+// isolation gates discovery; docs/architecture.md: no raw tokens or unsalted keys leave).
 std::optional<Error> compare_field(CompatibilityField f, const CacheCompatibilityManifest& producer,
                                    const CacheCompatibilityManifest& consumer);
 

@@ -55,7 +55,7 @@ std::vector<std::string> changed_facts(const GenerationFacts& current, const Gen
 // the receipt lists them all. ErrorCode::invalid_argument naming the fact.
 Status check_invalidation(InvalidationCause cause, const GenerationFacts& current, const GenerationFacts& successor);
 
-// Immutable record of one invalidation (STYLE.md habit 5).
+// Immutable record of one invalidation (docs/conventions.md habit 5).
 struct InvalidationReceipt {
   std::string namespace_name;
   InvalidationCause cause = InvalidationCause::weights;

@@ -1,7 +1,7 @@
 #pragma once
 // CacheNamespaceRegistry: cache-isolation namespaces and their generations
 // (spec 0x01A "CacheIsolationNamespace", "Invalidation Produces A Successor
-// Namespace"). A plain class (DESIGN.md layer 1); the namespace actor holds it.
+// Namespace"). A plain class (docs/architecture.md, cores); the namespace actor holds it.
 //
 // Invalidation follows the spec's six steps:
 //   1. freeze old namespace for its still-live owners  -> old generation: frozen,

@@ -1,5 +1,5 @@
 // CacheNamespaceRegistry::validate() and state_digest(): the full
-// re-derivation of the registry's invariants (STYLE.md habit 2), kept apart
+// re-derivation of the registry's invariants (docs/conventions.md habit 2), kept apart
 // from the transitions in namespace_registry.cpp.
 #include <set>
 #include <utility>

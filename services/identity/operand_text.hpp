@@ -1,6 +1,6 @@
 #pragma once
 // Renders the two operands of a failed equality check for an Error reason
-// (STYLE.md: failures print their operands). Identity values are often long
+// (docs/conventions.md: failures print their operands). Identity values are often long
 // (64-hex digests, adapter ids), and two digests that share a long prefix
 // would read as equal if both were merely truncated; so a long pair is shown
 // as a window around its first differing character.

@@ -1,9 +1,7 @@
 #pragma once
-// MapperService: the mapper owner as the node serves it (issue 6 with issue
-// 5). It holds the VmmMapper core over one memfd page pool, which worker
-// session owns each bound request, applies one batch of wire operations in
-// order (one outcome per operation), and frees a session's slots through the
-// core's normal free_reqid when the session ends (worker death). No CAF here:
+// MapperService: the mapper owner as the node serves it. It holds the VmmMapper core over one memfd page pool, which
+// worker session owns each bound request, applies one batch of wire operations in order (one outcome per operation),
+// and frees a session's slots through the core's normal free_reqid when the session ends (worker death). No CAF here:
 // actors/mapper_actor.cpp only decodes, calls apply(), and encodes.
 //
 // Workers see the pages through their own contiguous views of the same memfd

@@ -1,6 +1,6 @@
 #pragma once
-// MapperPoolView: a worker's contiguous view of its node's mapper pool (issue
-// 6: "attention code there indexes K/V with plain strides"). attach() fetches
+// MapperPoolView: a worker's contiguous view of its node's mapper pool, so
+// attention code there indexes K/V with plain strides (0x06B). attach() fetches
 // the pool's memfd from the node's socket (page_pool_server.hpp) and reserves
 // the whole virtual layout with no page mapped; apply() maps the pages a
 // step's MappedFrontierReceipts announce, at the node's offsets (0x06C), so

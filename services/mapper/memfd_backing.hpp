@@ -1,5 +1,5 @@
 #pragma once
-// CPU realisation of the page backing (issue 6, STACK.md "memfd pages"):
+// CPU realisation of the page backing (docs/stack-notes.md "memfd pages"):
 // - the virtual reservation is one mmap(PROT_NONE, MAP_PRIVATE|MAP_ANONYMOUS|
 //   MAP_NORESERVE) range: address space, not memory (0x06A);
 // - the physical pool is ONE memfd created with MFD_ALLOW_SEALING, sized once
@@ -10,7 +10,7 @@
 // With MemfdPages::huge_2m the pool is a MFD_HUGETLB memfd of 2 MiB pages and
 // the reservation is 2 MiB aligned; G must then be a multiple of 2 MiB. Where
 // no huge pages are configured the first map() fails (os_mapping_failed), which
-// is how callers find out (STACK.md: MFD_HUGETLB fails on the build machines).
+// is how callers find out (docs/stack-notes.md: MFD_HUGETLB fails on the build machines).
 #include <cstddef>
 #include <cstdint>
 

@@ -1,7 +1,7 @@
 #pragma once
-// Cross-process sharing of the mapper's page pool (issue 6 CPU realisation:
-// "a worker process reproduces the same contiguous view in its own address
-// space from the same handles"). The node sends the sealed memfd of a
+// Cross-process sharing of the mapper's page pool: a worker process
+// reproduces the same contiguous view in its own address space from the
+// same handles (0x06B). The node sends the sealed memfd of a
 // MemfdBacking over a connected AF_UNIX SOCK_SEQPACKET socket as SCM_RIGHTS,
 // in ONE message together with a fixed header and the page table of the view
 // (virtual page index -> handle). SOCK_SEQPACKET keeps message boundaries, so a

@@ -1,7 +1,7 @@
 #pragma once
 // PagePoolServer: the node's side of handing the mapper's page pool to worker
-// processes (issue 6: "a worker process reproduces the same contiguous view
-// ... memfd passed over a Unix socket with SCM_RIGHTS"). A background thread
+// processes, so a worker reproduces the node's contiguous view from the same
+// memfd, passed over a Unix socket with SCM_RIGHTS (0x06B). A background thread
 // listens on an AF_UNIX SOCK_SEQPACKET socket; each connection receives one
 // message (send_page_pool): the memfd and the pool's identity, with an empty
 // page table. Workers then map pages as their MappedFrontierReceipts

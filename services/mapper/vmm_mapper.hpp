@@ -1,5 +1,5 @@
 #pragma once
-// VmmMapper: the mapper owner's core (spec 0x06A-0x06F, issue 6), CPU side.
+// VmmMapper: the mapper owner's core (spec 0x06A-0x06F), CPU side.
 //
 // Lifecycle (0x06B): init -> alloc_reqid -> step(sequence lengths) -> kernels
 // read/write through the virtual tensors (append_rows / check_readable) ->

@@ -1,5 +1,5 @@
-// VmmMapper's ledgers (0x06A), receipts (0x06D) and validator (issue 6:
-// "validate() checks them after every transition").
+// VmmMapper's ledgers (0x06A), receipts (0x06D) and validator, which tests
+// run after every transition (habit 2, docs/conventions.md).
 #include <map>
 #include <string>
 

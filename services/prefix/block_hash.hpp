@@ -1,6 +1,6 @@
 #pragma once
 // BlockHash: the concrete key of one hash block of the prefix index (spec
-// 0x07B). The hash family is part of identity (issue 4): an index holds keys
+// 0x07B). The hash family is part of identity: an index holds keys
 // of exactly one family, fixed by its CacheLayoutManifest, so two families
 // never meet in one table. SHA-256 fills all 32 bytes; XXH3-128 fills the
 // first 16 (its canonical big-endian form) and leaves the rest zero.

@@ -1,5 +1,5 @@
 #pragma once
-// KV cache events of the prefix index (issue 4), shaped like vLLM v1's
+// KV cache events of the prefix index, shaped like vLLM v1's
 // vllm/distributed/kv_events.py so that a KV-aware router could consume them:
 // BlockStored {block_hashes, parent_block_hash, token_ids, block_size,
 // lora_name, medium}, BlockRemoved {block_hashes, medium}, AllBlocksCleared.

@@ -285,8 +285,7 @@ Status PrefixIndex::clear(BlockAllocator& allocator) {
   for (uint32_t slot = 0; slot < entries_.size(); ++slot) {
     const Entry& e = entries_[slot];
     if (!e.live || !entry_current(e, &allocator)) continue;
-    AllocationReceipt receipt;
-    const Status evicted = allocator.evict(e.handle, receipt);
+    const Result<AllocationReceipt> evicted = allocator.evict(e.handle);
     KVRT_ASSERT(evicted.ok(), "evicting a current indexed block failed: " + evicted.error().describe());
   }
   absorbed_events_ += allocator.drain_events().size();  // exactly the keys evicted above

@@ -1,5 +1,5 @@
 #pragma once
-// PrefixIndex: the prefix (hash-chain) index owner of spec 0x07 (DESIGN.md
+// PrefixIndex: the prefix (hash-chain) index owner of spec 0x07 (docs/architecture.md
 // "prefix index"). It answers "which exact prefix already exists, and which
 // physical rows realise it" with an immutable PrefixMatchReceipt; it proposes
 // candidates, the compatibility gate and the allocator decide, and nothing

@@ -1,5 +1,5 @@
 // PrefixIndex::validate(): re-derives the laws listed in prefix_index.hpp
-// from scratch (STYLE.md habit 2). O(records + entries + allocator blocks);
+// from scratch (docs/conventions.md habit 2). O(records + entries + allocator blocks);
 // tests call it after every transition.
 #include <algorithm>
 #include <string>

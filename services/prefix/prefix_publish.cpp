@@ -127,7 +127,7 @@ Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, Publicatio
       const PhysicalBlockHandle& h = tables[g][j];
       BlockMeta meta;
       KVRT_TRY_ASSIGN(meta, allocator.block(h));
-      // Publication only after the rows are committed (issue 4).
+      // Publication only after the rows are committed.
       if (meta.valid_rows < valid_rows)
         return make_error(ErrorCode::row_not_valid,
                           "block " + std::to_string(h.block.value) + " has " + std::to_string(meta.valid_rows) +

@@ -1,5 +1,5 @@
 #pragma once
-// PrefixService: the prefix-index owner as the node serves it (issue 5).
+// PrefixService: the prefix-index owner as the node serves it.
 //
 // Isolation (0x0CE) uses three different controls, each for what it is for:
 //   - authorization: a session's lookup or publication reaches the index only

@@ -2,11 +2,11 @@
 // PublicationTarget: the allocator facts a prefix publication reads and the
 // one allocator mutation it makes (tagging a full block with its weak cache
 // identity, 0x04B). The prefix index and the allocator are separate owners
-// (DESIGN.md): in one process the index publishes straight into a
+// (docs/architecture.md): in one process the index publishes straight into a
 // BlockAllocator (AllocatorPublicationTarget); behind actors it publishes into
 // a snapshot of the request's tables read from the allocator owner, and the
 // recorded tags travel to the allocator as one message afterwards
-// (BlockTableSnapshotTarget, issue 5). The index's own checks are the same
+// (BlockTableSnapshotTarget). The index's own checks are the same
 // either way.
 #include <cstdint>
 #include <vector>
@@ -44,8 +44,9 @@ class AllocatorPublicationTarget final : public PublicationTarget {
   }
   Result<BlockMeta> block(const PhysicalBlockHandle& handle) const override { return allocator_.block(handle); }
   Status publish_cache_key(const PhysicalBlockHandle& handle, CacheKey cache_key) override {
-    AllocationReceipt receipt;
-    return allocator_.publish_cache_key(handle, cache_key, receipt);
+    Result<AllocationReceipt> receipt = allocator_.publish_cache_key(handle, cache_key);
+    if (!receipt.ok()) return receipt.error();
+    return Status::success();
   }
   const BlockAllocator* currency() const override { return &allocator_; }
 

@@ -1,6 +1,6 @@
 #pragma once
 // RadixBlockIndex: the radix index owner of spec 0x08 over the allocator's
-// paged blocks, as the node serves it (issue 8's "radix reuse").
+// paged blocks, as the node serves it for radix reuse.
 //
 // SGLang's radix cache maps token paths to slots of a token K/V pool. Here
 // the K/V rows live in the allocator's blocks of P_a rows per cache group, so

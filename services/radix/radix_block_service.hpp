@@ -1,6 +1,6 @@
 #pragma once
-// RadixBlockService: the radix index owner as the node serves it (issue 8
-// "radix reuse"; spec 0x08 with the node protocol of issue 5). The node runs
+// RadixBlockService: the radix index owner as the node serves it (spec 0x08
+// over the node's session protocol). The node runs
 // either this owner or the hash-chain PrefixService behind the same messages
 // (PrefixBatch match and publish ops, PrefixMatchReceipt), selected by
 // `[node] prefix_index`; engines do not change.

@@ -1,6 +1,6 @@
 #pragma once
 // Options of the radix index (spec 0x08): page granularity and the eviction
-// policy, as typed values (STYLE.md: never a policy chosen by comparing
+// policy, as typed values (docs/conventions.md: never a policy chosen by comparing
 // strings on the hot path; strings are parsed once, at the boundary).
 #include <cstdint>
 #include <string_view>

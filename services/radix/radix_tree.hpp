@@ -8,7 +8,7 @@
 // maintained eviction order (0x08E), the token ledgers and a state digest.
 // What it does not own: slot allocation. Inserted duplicate slots and evicted
 // slots are reported to the caller (insert result, eviction sink), who returns
-// them to the pool (STYLE.md: the index never frees into the allocator).
+// them to the pool (docs/conventions.md: the index never frees into the allocator).
 //
 // Logical clock. Every match or insert takes one fresh tick t and writes it to
 // every node it walks (root included); a node created during the op (the new

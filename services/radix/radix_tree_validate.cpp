@@ -1,6 +1,6 @@
 // RadixTree::validate(): re-derives every conservation law of radix_tree.hpp
 // from the node arena alone, never from the incrementally kept counters it
-// checks (STYLE.md habit 2).
+// checks (docs/conventions.md habit 2).
 #include <algorithm>
 #include <cstring>
 #include <string>

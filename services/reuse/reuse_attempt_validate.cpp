@@ -1,5 +1,5 @@
 // ReuseAttempt::validate(): the attempt's invariants re-derived from its
-// state (STYLE.md habit 2).
+// state (docs/conventions.md habit 2).
 #include <algorithm>
 #include <set>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
-// The node's own view of the reuse funnel of 0x0CF (issue 5: "funnel counts
-// ... read live from a running node"). Until now only each engine kept a
-// funnel of its own admissions.
+// The node's own view of the reuse funnel of 0x0CF, read live from a running
+// node (`kvrt stats`), beside the funnel each engine keeps of its own
+// admissions.
 //
 // Every prefix lookup a worker sends is one reuse attempt.
 //   - The prefix owner that answers it (hash chain or radix) sees the first

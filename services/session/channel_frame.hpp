@@ -1,5 +1,5 @@
 #pragma once
-// The session channel's framing (issue 5): a worker's fast path to its own
+// The session channel's framing: a worker's fast path to its own
 // session on the node, beside the middleman.
 //
 // Why a second transport: CAF 0.17's middleman (BASP) costs 4-5x a raw

@@ -1,6 +1,6 @@
 #pragma once
 // NodeDescriptor: the file `kvrt node --descriptor PATH` writes for workers
-// (issue 5): where the gateway listens, the pools to attach (names and
+//: where the gateway listens, the pools to attach (names and
 // generations), the layout and its digest, and the directory holding each
 // principal's token file (mode 0600; the descriptor itself holds no secret).
 // Written atomically (temporary file + rename), so a worker never reads half
@@ -16,7 +16,7 @@
 
 namespace kvrt {
 
-// The mapper's page pool, when the node serves a mapper (issue 6): the
+// The mapper's page pool, when the node serves a mapper: the
 // geometry a worker rebuilds its contiguous view with, and the Unix socket
 // (SOCK_SEQPACKET, in a directory only the node's user can enter) that hands
 // out the pool's memfd (services/mapper/page_pool_channel.hpp).

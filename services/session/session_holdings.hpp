@@ -1,6 +1,6 @@
 #pragma once
 // SessionHoldings: which worker session owns each object an owner handed out
-// (issue 5, "Worker death"). An owner's actor records a holding when a
+// ("Worker death"). An owner's actor records a holding when a
 // receipt creates one and forgets it when a receipt ends it; a session may
 // act only on what it holds; when the session ends (the worker disconnected,
 // was killed or hung past its heartbeat) the owner ends every remaining

@@ -1,6 +1,6 @@
 #pragma once
-// ChromeTraceRecorder: actor-level traces as Chrome trace-event JSON (issue
-// 5), which Perfetto and chrome://tracing open. One track (thread id) per
+// ChromeTraceRecorder: actor-level traces as Chrome trace-event JSON, which
+// Perfetto and chrome://tracing open. One track (thread id) per
 // actor or worker, one complete slice ("ph":"X") per handled message, and a
 // flow arrow ("ph":"s" at the request, "ph":"f" at its receipt) keyed by the
 // message's span id, so a worker's call and the owner slice that answered it

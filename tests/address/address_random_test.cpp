@@ -1,5 +1,5 @@
 // Seeded randomised comparison of the translator with a brute-force reference
-// (STYLE.md habit 7). Random layouts (group splits, axis orders, dtypes,
+// (docs/conventions.md habit 7). Random layouts (group splits, axis orders, dtypes,
 // block sizes), pools, request tables and queries; the reference
 //  - materialises every K/V tensor as a flat array by explicitly nested loops
 //    over the declared axes (outermost first), recording which coordinate each

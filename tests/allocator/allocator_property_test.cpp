@@ -1,4 +1,4 @@
-// Seeded randomised test of the allocator state machine (issue 3): 10^5
+// Seeded randomised test of the allocator state machine: 10^5
 // operations over several requests, forks and two cache groups, with
 // validate() after every step, every failed or rolled-back operation leaving
 // the digest unchanged, and the K/V bytes every request can see compared with
@@ -81,9 +81,8 @@ struct PropertyRun {
         store.write_rows(g, slot_of(table[t / kP], g), t % kP, 1, row);
       }
     }
-    AllocationReceipt r;
-    Status s = al.commit_rows(CommitRowsArgs{al.fence(RequestId{id}).value(), to}, r);
-    REQUIRE(s.ok());
+    Result<AllocationReceipt> r = al.commit_rows(CommitRowsArgs{al.fence(RequestId{id}).value(), to});
+    REQUIRE(r.ok());
   }
 
   // Every valid row a request can see holds exactly what its model says.
@@ -104,7 +103,7 @@ struct PropertyRun {
     key_handles.erase(key);
   }
 
-  // Identities evicted to serve allocations arrive as events (issue 3).
+  // Identities evicted to serve allocations arrive as events.
   void drain() {
     for (const AllocatorEvent& e : al.drain_events()) forget_key(e.cache_key.value);
   }
@@ -114,11 +113,15 @@ struct PropertyRun {
     REQUIRE(al.state_digest() == before);
     ++failed;
   }
+  template <class Receipt>
+  void expect_unchanged(const StateDigest& before, const Result<Receipt>& r) {
+    REQUIRE(!r.ok());
+    REQUIRE(al.state_digest() == before);
+    ++failed;
+  }
 
   void step() {
     const StateDigest before = al.state_digest();
-    AllocationReceipt r;
-    ReleaseResult rr;
     uint32_t op = pick(100);
     auto target = random_request();
     if (pressure && target) op = 75;  // after a capacity outcome, release something
@@ -134,12 +137,12 @@ struct PropertyRun {
         hit_history = key_content.at(it->first);
       }
       if (pick(8) == 0) al.faults().arm("after_reserve_group_" + std::to_string(pick(2)));
-      Status s = al.allocate(AllocateArgs{n, hits, {}}, r);
+      Result<AllocationReceipt> r = al.allocate(AllocateArgs{n, hits, {}});
       al.faults().disarm_all();
-      REQUIRE(s.ok());
-      if (r.outcome != AllocationOutcome::committed) {
+      REQUIRE(r.ok());
+      if (r->outcome != AllocationOutcome::committed) {
         REQUIRE(al.state_digest() == before);
-        if (r.outcome == AllocationOutcome::rolled_back)
+        if (r->outcome == AllocationOutcome::rolled_back)
           ++rolled_back;
         else
           ++capacity, pressure = true;
@@ -148,8 +151,8 @@ struct PropertyRun {
       ModelRequest m{next_lineage++, {}};
       m.history = hit_history;
       for (uint32_t t = static_cast<uint32_t>(m.history.size()); t < n; ++t) m.history.push_back({m.lineage, t});
-      model[r.request_id.value] = m;
-      write_and_commit(r.request_id.value, static_cast<uint32_t>(hit_history.size()), n);
+      model[r->request_id.value] = m;
+      write_and_commit(r->request_id.value, static_cast<uint32_t>(hit_history.size()), n);
       ++committed;
       return;
     }
@@ -160,19 +163,17 @@ struct PropertyRun {
       const uint32_t t = static_cast<uint32_t>(m.history.size());
       if (pick(6) == 0) al.faults().arm("after_reserve_group_" + std::to_string(pick(2)));
       const bool inline_rows = pick(4) != 0;
-      Status s = al.append(
-          AppendArgs{
-              fence, inline_rows ? rows.rows_for(m.lineage, t) : std::span<const std::span<const uint8_t>>{}, {}},
-          r);
+      Result<AllocationReceipt> r = al.append(AppendArgs{
+          fence, inline_rows ? rows.rows_for(m.lineage, t) : std::span<const std::span<const uint8_t>>{}, {}});
       al.faults().disarm_all();
-      if (!s.ok()) {  // COW over rows not yet committed: a typed rejection
-        REQUIRE(s.error().code == ErrorCode::row_not_valid);
-        expect_unchanged(before, s);
+      if (!r.ok()) {  // COW over rows not yet committed: a typed rejection
+        REQUIRE(r.error().code == ErrorCode::row_not_valid);
+        expect_unchanged(before, r);
         return;
       }
-      if (r.outcome != AllocationOutcome::committed) {
+      if (r->outcome != AllocationOutcome::committed) {
         REQUIRE(al.state_digest() == before);
-        if (r.outcome == AllocationOutcome::rolled_back)
+        if (r->outcome == AllocationOutcome::rolled_back)
           ++rolled_back;
         else
           ++capacity, pressure = true;
@@ -182,24 +183,24 @@ struct PropertyRun {
       if (!inline_rows) write_and_commit(id, t, t + 1);
       ++committed;
     } else if (op < 63) {  // fork
-      Status s = al.fork(ForkArgs{fence}, r);
-      REQUIRE(s.ok());
-      if (r.outcome != AllocationOutcome::committed) {
+      Result<AllocationReceipt> r = al.fork(ForkArgs{fence});
+      REQUIRE(r.ok());
+      if (r->outcome != AllocationOutcome::committed) {
         ++capacity;
         pressure = true;
         return;
       }
-      model[r.request_id.value] = ModelRequest{next_lineage++, m.history};
+      model[r->request_id.value] = ModelRequest{next_lineage++, m.history};
       ++committed;
     } else if (op < 70) {  // truncate a suffix
       const uint32_t len = static_cast<uint32_t>(m.history.size());
       if (len < 2) return;
       const uint32_t keep = 1 + pick(len - 1);
-      REQUIRE(al.truncate(TruncateArgs{fence, keep, len}, rr).ok());
+      REQUIRE(al.truncate(TruncateArgs{fence, keep, len}).ok());
       m.history.resize(keep);
       ++committed;
     } else if (op < 80) {  // release or cancel
-      REQUIRE(al.release(ReleaseArgs{fence, pick(2) ? ReleaseReason::finished : ReleaseReason::cancelled}, rr).ok());
+      REQUIRE(al.release(ReleaseArgs{fence, pick(2) ? ReleaseReason::finished : ReleaseReason::cancelled}).ok());
       model.erase(id);
       ++committed;
     } else if (op < 87) {  // publish a cache key on a full, valid, unkeyed bundle
@@ -209,8 +210,8 @@ struct PropertyRun {
       const BlockMeta b0 = al.block(t0[j]).value();
       if (b0.valid_rows != kP || b0.cache_key != kNoCacheKey || (j + 1) * kP > m.history.size()) return;
       const uint64_t key = next_key++;
-      REQUIRE(al.publish_cache_key(t0[j], CacheKey{key}, r).ok());
-      REQUIRE(al.publish_cache_key(t1[j], CacheKey{key}, r).ok());
+      REQUIRE(al.publish_cache_key(t0[j], CacheKey{key}).ok());
+      REQUIRE(al.publish_cache_key(t1[j], CacheKey{key}).ok());
       key_handles[key] = {t0[j], t1[j]};
       key_content[key] = std::vector<Writer>(m.history.begin() + j * kP, m.history.begin() + (j + 1) * kP);
       ++committed;
@@ -221,8 +222,8 @@ struct PropertyRun {
       for (size_t j = 0; j < t0.size(); ++j) {
         const uint64_t key = al.block(t0[j]).value().cache_key.value;
         if (key == 0) continue;
-        REQUIRE(al.evict(t0[j], r).ok());
-        REQUIRE(al.evict(t1[j], r).ok());
+        REQUIRE(al.evict(t0[j]).ok());
+        REQUIRE(al.evict(t1[j]).ok());
         forget_key(key);
         ++committed;
         break;
@@ -242,18 +243,14 @@ struct PropertyRun {
       switch (pick(6)) {
         case 0:
           expect_unchanged(
-              before,
-              al.append(
-                  AppendArgs{{fence.request, fence.generation, TableVersion{fence.table_version.value + 1}}, {}, {}},
-                  r));
+              before, al.append(AppendArgs{
+                          {fence.request, fence.generation, TableVersion{fence.table_version.value + 1}}, {}, {}}));
           break;
         case 1:
           expect_unchanged(
               before,
-              al.append(
-                  AppendArgs{
-                      {fence.request, RequestGeneration{fence.generation.value + 1}, fence.table_version}, {}, {}},
-                  r));
+              al.append(AppendArgs{
+                  {fence.request, RequestGeneration{fence.generation.value + 1}, fence.table_version}, {}, {}}));
           break;
         case 2: {
           auto h = al.table(RequestId{id}, 0).value()[0];
@@ -263,14 +260,13 @@ struct PropertyRun {
           break;
         }
         case 3:
-          expect_unchanged(before,
-                           al.truncate(TruncateArgs{fence, 0, static_cast<uint32_t>(m.history.size()) + 1}, rr));
+          expect_unchanged(before, al.truncate(TruncateArgs{fence, 0, static_cast<uint32_t>(m.history.size()) + 1}));
           break;
         case 4:
           expect_unchanged(before, al.release_lease(LeaseId{0xFFFFFFFFFFull}));
           break;
         default:
-          expect_unchanged(before, al.allocate(AllocateArgs{0, {}, {}}, r));
+          expect_unchanged(before, al.allocate(AllocateArgs{0, {}, {}}));
           break;
       }
     }

@@ -42,13 +42,15 @@ struct Loop5 {
   // A: 30 prompt rows committed, then tokens 30, 31, 32 appended with rows:
   // context 33, table version 5, tail 1002@9 / 2002@12 with one valid row.
   Loop5() {
-    AllocationReceipt r;
-    REQUIRE(alloc.allocate(AllocateArgs{30, {}, {}}, r).ok());
-    a = alloc.fence(r.request_id).value();
-    REQUIRE(alloc.commit_rows(CommitRowsArgs{a, 30}, r).ok());
+    Result<AllocationReceipt> r = alloc.allocate(AllocateArgs{30, {}, {}});
+    REQUIRE(r.ok());
+    a = alloc.fence(r->request_id).value();
+    r = alloc.commit_rows(CommitRowsArgs{a, 30});
+    REQUIRE(r.ok());
     for (uint32_t t = 30; t < 33; ++t) {
       a = alloc.fence(a.request).value();
-      REQUIRE(alloc.append(AppendArgs{a, rows.rows_for(1, t), {}}, r).ok());
+      r = alloc.append(AppendArgs{a, rows.rows_for(1, t), {}});
+      REQUIRE(r.ok());
     }
     a = alloc.fence(a.request).value();
     REQUIRE(alloc.validate().ok());
@@ -72,37 +74,39 @@ TEST_CASE("0x05B: private append, fork and a two-group copy-on-write", "[allocat
 
   // A appends privately at token 33: write offset 1, publish context 34,
   // table version 6, tail rows 2; the epoch does not move.
-  AllocationReceipt r;
-  REQUIRE(al.append(AppendArgs{f.a, f.rows.rows_for(1, 33), {}}, r).ok());
-  CHECK(r.append_path == AppendPath::private_tail);
-  CHECK(r.context_tokens_after == 34);
-  CHECK(r.table_version_after.value == 6);
+  Result<AllocationReceipt> r = al.append(AppendArgs{f.a, f.rows.rows_for(1, 33), {}});
+  REQUIRE(r.ok());
+  CHECK(r->append_path == AppendPath::private_tail);
+  CHECK(r->context_tokens_after == 34);
+  CHECK(r->table_version_after.value == 6);
   CHECK(al.block(tail0).value().valid_rows == 2);
-  CHECK(r.allocator_epoch_after.value == 43);
-  CHECK(r.new_physical_blocks == 0);
-  CHECK(r.copied_rows == 0);
+  CHECK(r->allocator_epoch_after.value == 43);
+  CHECK(r->new_physical_blocks == 0);
+  CHECK(r->copied_rows == 0);
   REQUIRE(al.validate().ok());
 
   // Fork A to D: every mapped handle gains one strong reference.
   const RequestFence a6 = al.fence(f.a.request).value();
-  REQUIRE(al.fork(ForkArgs{a6}, r).ok());
-  const RequestFence d1 = al.fence(r.request_id).value();
+  r = al.fork(ForkArgs{a6});
+  REQUIRE(r.ok());
+  const RequestFence d1 = al.fence(r->request_id).value();
   CHECK(d1.table_version.value == 1);
   CHECK(al.block(tail0).value().refcount == 2);
   CHECK(al.block(tail1).value().refcount == 2);
-  CHECK(r.refcount_deltas.size() == 6);  // 3 blocks x 2 groups, 1 -> 2
-  for (const auto& d : r.refcount_deltas) CHECK((int64_t(d.refs_after) - int64_t(d.refs_before)) == 1);
-  CHECK(r.allocator_epoch_after.value == 43);
+  CHECK(r->refcount_deltas.size() == 6);  // 3 blocks x 2 groups, 1 -> 2
+  for (const auto& d : r->refcount_deltas) CHECK((int64_t(d.refs_after) - int64_t(d.refs_before)) == 1);
+  CHECK(r->allocator_epoch_after.value == 43);
   REQUIRE(al.validate().ok());
 
   SECTION("injected failure after reserving group 0 restores the predecessor digest (0x04F)") {
     const StateDigest before = al.state_digest();
     al.faults().arm("after_reserve_group_0");
-    REQUIRE(al.append(AppendArgs{d1, f.rows.rows_for(2, 34), {}}, r).ok());
-    CHECK(r.outcome == AllocationOutcome::rolled_back);
-    CHECK(r.rollback_reason == "fault point after_reserve_group_0");
-    CHECK(r.predecessor_digest == before);
-    CHECK(r.successor_digest == before);
+    r = al.append(AppendArgs{d1, f.rows.rows_for(2, 34), {}});
+    REQUIRE(r.ok());
+    CHECK(r->outcome == AllocationOutcome::rolled_back);
+    CHECK(r->rollback_reason == "fault point after_reserve_group_0");
+    CHECK(r->predecessor_digest == before);
+    CHECK(r->successor_digest == before);
     CHECK(al.state_digest() == before);
     CHECK(al.epoch().value == 43);
     CHECK(al.fence(d1.request).value().table_version.value == 1);  // nothing published
@@ -110,9 +114,10 @@ TEST_CASE("0x05B: private append, fork and a two-group copy-on-write", "[allocat
   }
 
   SECTION("D's append at token 34 copies the shared tail bundle") {
-    REQUIRE(al.append(AppendArgs{d1, f.rows.rows_for(2, 34), {}}, r).ok());
-    CHECK(r.outcome == AllocationOutcome::committed);
-    CHECK(r.append_path == AppendPath::copy_on_write);
+    r = al.append(AppendArgs{d1, f.rows.rows_for(2, 34), {}});
+    REQUIRE(r.ok());
+    CHECK(r->outcome == AllocationOutcome::committed);
+    CHECK(r->append_path == AppendPath::copy_on_write);
     auto d_tail0 = al.table(d1.request, 0).value().back();
     auto d_tail1 = al.table(d1.request, 1).value().back();
     CHECK(hg(d_tail0) == "1003@12");
@@ -121,19 +126,19 @@ TEST_CASE("0x05B: private append, fork and a two-group copy-on-write", "[allocat
     CHECK(al.block(d_tail0).value().refcount == 1);
     CHECK(al.block(tail0).value().refcount == 1);  // old tail refs 2 -> 1
     CHECK(al.block(tail1).value().refcount == 1);
-    CHECK(r.copied_rows == 2);
-    CHECK(r.context_tokens_after == 35);
-    CHECK(r.table_version_after.value == 2);
-    CHECK(r.predecessor_digest != r.successor_digest);
-    CHECK(r.allocator_epoch_after.value == 44);
+    CHECK(r->copied_rows == 2);
+    CHECK(r->context_tokens_after == 35);
+    CHECK(r->table_version_after.value == 2);
+    CHECK(r->predecessor_digest != r->successor_digest);
+    CHECK(r->allocator_epoch_after.value == 44);
     // 0x05A: copy payload r * 64 KiB = 128 KiB; traffic 2*128 + 64 = 320 KiB;
     // amplification 2r + 1 = 5; new capacity P * 64 KiB = 1 MiB across groups.
     const uint64_t row = 64 * 1024;
-    CHECK(r.copy_payload_bytes == 2 * row);
-    CHECK(2 * r.copy_payload_bytes + row == 320 * 1024);
-    CHECK((2 * r.copy_payload_bytes + row) / row == 5);
-    CHECK(r.new_physical_blocks == 2);
-    CHECK(uint64_t{r.new_physical_blocks} / 2 * 16 * row == 1024 * 1024);
+    CHECK(r->copy_payload_bytes == 2 * row);
+    CHECK(2 * r->copy_payload_bytes + row == 320 * 1024);
+    CHECK((2 * r->copy_payload_bytes + row) / row == 5);
+    CHECK(r->new_physical_blocks == 2);
+    CHECK(uint64_t{r->new_physical_blocks} / 2 * 16 * row == 1024 * 1024);
     // The copied rows are the predecessor's bytes; row 2 is D's own.
     CHECK(f.rows.matches(f.store, 0, 3, 0, 2, 1, 32));
     CHECK(f.rows.matches(f.store, 0, 3, 2, 1, 2, 34));
@@ -145,30 +150,33 @@ TEST_CASE("0x05B: private append, fork and a two-group copy-on-write", "[allocat
 TEST_CASE("0x05E/0x05F: truncate, reuse with new generations, release, touch, evict", "[allocator][trace]") {
   Loop5 f;
   BlockAllocator& al = f.alloc;
-  AllocationReceipt r;
-  ReleaseResult rr;
-  REQUIRE(al.append(AppendArgs{f.a, f.rows.rows_for(1, 33), {}}, r).ok());
-  REQUIRE(al.fork(ForkArgs{al.fence(f.a.request).value()}, r).ok());
-  const RequestId d = r.request_id;
-  REQUIRE(al.append(AppendArgs{al.fence(d).value(), f.rows.rows_for(2, 34), {}}, r).ok());
+  Result<AllocationReceipt> r = al.append(AppendArgs{f.a, f.rows.rows_for(1, 33), {}});
+  REQUIRE(r.ok());
+  r = al.fork(ForkArgs{al.fence(f.a.request).value()});
+  REQUIRE(r.ok());
+  const RequestId d = r->request_id;
+  r = al.append(AppendArgs{al.fence(d).value(), f.rows.rows_for(2, 34), {}});
+  REQUIRE(r.ok());
   const PhysicalBlockHandle d_tail0 = al.table(d, 0).value().back();
   const PhysicalBlockHandle d_tail1 = al.table(d, 1).value().back();
   const RequestFence stale_d = al.fence(d).value();
 
   // truncate(D, 32): only D's suffix bundle goes; its refs reach zero and
   // 1003@12 / 2003@6 return to the free queues.
-  REQUIRE(al.truncate(TruncateArgs{stale_d, 32, 35}, rr).ok());
-  CHECK(rr.reason == ReleaseReason::truncated);
-  CHECK(rr.context_tokens_after == 32);
-  REQUIRE(rr.freed_handles.size() == 2);
-  CHECK(hg(rr.freed_handles[0]) == "1003@12");
-  CHECK(hg(rr.freed_handles[1]) == "2003@6");
+  Result<ReleaseResult> rr = al.truncate(TruncateArgs{stale_d, 32, 35});
+  REQUIRE(rr.ok());
+  CHECK(rr->reason == ReleaseReason::truncated);
+  CHECK(rr->context_tokens_after == 32);
+  REQUIRE(rr->freed_handles.size() == 2);
+  CHECK(hg(rr->freed_handles[0]) == "1003@12");
+  CHECK(hg(rr->freed_handles[1]) == "2003@6");
   CHECK(al.counts(0).free == 1);
   REQUIRE(al.validate().ok());
 
   // allocate(F, 16) reuses those ids with generations 13 and 7.
-  REQUIRE(al.allocate(AllocateArgs{16, {}, {}}, r).ok());
-  const RequestId fr = r.request_id;
+  r = al.allocate(AllocateArgs{16, {}, {}});
+  REQUIRE(r.ok());
+  const RequestId fr = r->request_id;
   CHECK(hg(al.table(fr, 0).value()[0]) == "1003@13");
   CHECK(hg(al.table(fr, 1).value()[0]) == "2003@7");
   // The stale D writer holding @12 / @6 is rejected (ABA, 0x05F) ...
@@ -177,7 +185,7 @@ TEST_CASE("0x05E/0x05F: truncate, reuse with new generations, release, touch, ev
   CHECK(stale.error().code == ErrorCode::stale_physical);
   CHECK(al.acquire_lease(d_tail1).error().code == ErrorCode::stale_physical);
   // ... and so is its pre-truncate table version.
-  CHECK(al.append(AppendArgs{stale_d, {}, {}}, r).error().code == ErrorCode::stale_table_version);
+  CHECK(al.append(AppendArgs{stale_d, {}, {}}).error().code == ErrorCode::stale_table_version);
   REQUIRE(al.validate().ok());
 
   // Publish cache identities on A's two full bundles, then release A and
@@ -185,17 +193,21 @@ TEST_CASE("0x05E/0x05F: truncate, reuse with new generations, release, touch, ev
   auto a_t0 = al.table(f.a.request, 0).value();
   auto a_t1 = al.table(f.a.request, 1).value();
   for (int j = 0; j < 2; ++j) {
-    REQUIRE(al.publish_cache_key(a_t0[j], CacheKey{0x100u + j}, r).ok());
-    REQUIRE(al.publish_cache_key(a_t1[j], CacheKey{0x200u + j}, r).ok());
+    r = al.publish_cache_key(a_t0[j], CacheKey{0x100u + j});
+    REQUIRE(r.ok());
+    r = al.publish_cache_key(a_t1[j], CacheKey{0x200u + j});
+    REQUIRE(r.ok());
   }
-  REQUIRE(al.release(ReleaseArgs{al.fence(f.a.request).value(), ReleaseReason::finished}, rr).ok());
-  CHECK(rr.reason == ReleaseReason::finished);
+  rr = al.release(ReleaseArgs{al.fence(f.a.request).value(), ReleaseReason::finished});
+  REQUIRE(rr.ok());
+  CHECK(rr->reason == ReleaseReason::finished);
   CHECK(al.block(a_t0[0]).value().refcount == 1);  // D still maps blocks 0 and 1
-  CHECK(rr.freed_handles.size() == 2);             // A's tail bundle 1002 / 2002
-  REQUIRE(al.release(ReleaseArgs{al.fence(d).value(), ReleaseReason::cancelled}, rr).ok());
-  CHECK(rr.reason == ReleaseReason::cancelled);
-  CHECK(rr.evictable_handles.size() == 4);
-  CHECK(rr.freed_handles.empty());
+  CHECK(rr->freed_handles.size() == 2);            // A's tail bundle 1002 / 2002
+  rr = al.release(ReleaseArgs{al.fence(d).value(), ReleaseReason::cancelled});
+  REQUIRE(rr.ok());
+  CHECK(rr->reason == ReleaseReason::cancelled);
+  CHECK(rr->evictable_handles.size() == 4);
+  CHECK(rr->freed_handles.empty());
   CHECK(al.counts(0).evictable == 2);
   CHECK(al.block(a_t0[0]).value().state == BlockState::evictable);
   REQUIRE(al.validate().ok());
@@ -203,21 +215,24 @@ TEST_CASE("0x05E/0x05F: truncate, reuse with new generations, release, touch, ev
   // touch(G, cached block 0): the zero-ref cached bundle leaves the
   // evictable queue and G's map publishes it.
   const PhysicalBlockHandle bundle0[2] = {a_t0[0], a_t1[0]};
-  REQUIRE(al.allocate(AllocateArgs{16, bundle0, {}}, r).ok());
-  const RequestId g = r.request_id;
-  CHECK(r.useful_new_rows == 0);
-  CHECK(r.new_physical_blocks == 0);
+  r = al.allocate(AllocateArgs{16, bundle0, {}});
+  REQUIRE(r.ok());
+  const RequestId g = r->request_id;
+  CHECK(r->useful_new_rows == 0);
+  CHECK(r->new_physical_blocks == 0);
   CHECK(al.block(a_t0[0]).value().state == BlockState::live);
   CHECK(al.block(a_t0[0]).value().refcount == 1);
   CHECK(al.counts(0).evictable == 1);
   REQUIRE(al.validate().ok());
 
   // evict(cached block 1): the weak identity goes, the block turns FREE.
-  REQUIRE(al.evict(a_t0[1], r).ok());
+  r = al.evict(a_t0[1]);
+  REQUIRE(r.ok());
   CHECK(al.block(a_t0[1]).value().state == BlockState::free);
   CHECK(al.block(a_t0[1]).value().cache_key == kNoCacheKey);
   // Evicting block 0's identity does not revoke G's live mapping.
-  REQUIRE(al.evict(a_t0[0], r).ok());
+  r = al.evict(a_t0[0]);
+  REQUIRE(r.ok());
   CHECK(al.block(a_t0[0]).value().state == BlockState::live);
   CHECK(al.table(g, 0).value()[0] == a_t0[0]);
   auto events = al.drain_events();
@@ -240,19 +255,22 @@ TEST_CASE("0x09C: COW cost over allocator block sizes for a 20-token shared pref
     HostPayloadStore store({48 * 1024, 16 * 1024}, 16, p);
     BlockAllocator al = BlockAllocator::create(c, &store).value();
     RowWriter rows{{48 * 1024, 16 * 1024}};
-    AllocationReceipt r;
-    REQUIRE(al.allocate(AllocateArgs{20, {}, {}}, r).ok());
-    const RequestId a = r.request_id;
-    REQUIRE(al.commit_rows(CommitRowsArgs{al.fence(a).value(), 20}, r).ok());
-    REQUIRE(al.fork(ForkArgs{al.fence(a).value()}, r).ok());
-    const RequestId b = r.request_id;
-    REQUIRE(al.append(AppendArgs{al.fence(b).value(), rows.rows_for(9, 20), {}}, r).ok());
+    Result<AllocationReceipt> r = al.allocate(AllocateArgs{20, {}, {}});
+    REQUIRE(r.ok());
+    const RequestId a = r->request_id;
+    r = al.commit_rows(CommitRowsArgs{al.fence(a).value(), 20});
+    REQUIRE(r.ok());
+    r = al.fork(ForkArgs{al.fence(a).value()});
+    REQUIRE(r.ok());
+    const RequestId b = r->request_id;
+    r = al.append(AppendArgs{al.fence(b).value(), rows.rows_for(9, 20), {}});
+    REQUIRE(r.ok());
     const uint32_t expected_r = 20 % p;
-    CHECK(r.copied_rows == expected_r);
-    CHECK(2 * r.copy_payload_bytes == 2 * expected_r * row);
-    CHECK(r.append_path == (expected_r == 0 ? AppendPath::new_bundle : AppendPath::copy_on_write));
-    CHECK(uint64_t{r.new_physical_blocks} / 2 * p * row == p * row);  // M_dst
-    if (expected_r != 0) CHECK(double(p) / r.copied_rows == Approx(double(p) / (20 % p)));
+    CHECK(r->copied_rows == expected_r);
+    CHECK(2 * r->copy_payload_bytes == 2 * expected_r * row);
+    CHECK(r->append_path == (expected_r == 0 ? AppendPath::new_bundle : AppendPath::copy_on_write));
+    CHECK(uint64_t{r->new_physical_blocks} / 2 * p * row == p * row);  // M_dst
+    if (expected_r != 0) CHECK(double(p) / r->copied_rows == Approx(double(p) / (20 % p)));
     REQUIRE(al.validate().ok());
   }
 }

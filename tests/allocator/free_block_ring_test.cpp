@@ -1,4 +1,4 @@
-// [allocator][ring] FreeBlockRing, the FIFO of FREE blocks (issue 3): a
+// [allocator][ring] FreeBlockRing, the FIFO of FREE blocks: a
 // seeded random walk of every operation, single and bulk, across the wrap
 // point, against std::deque as the reference; the seed is printed on failure.
 #include "services/allocator/free_block_ring.hpp"

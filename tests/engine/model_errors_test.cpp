@@ -1,4 +1,4 @@
-// The reference model's edges (issue 8): refused forward() calls leave the
+// The reference model's edges: refused forward() calls leave the
 // cache untouched, create() refuses configs and layouts it cannot serve, the
 // [model] config table, the weight generator, macs_per_token, and greedy /
 // ranked token choice.
@@ -6,8 +6,8 @@
 #include <limits>
 #include <utility>
 
-#include "tests/engine/model_fixture.hpp"
 #include "engine/model/model_weights.hpp"
+#include "tests/engine/model_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::model;

@@ -1,4 +1,4 @@
-// Shared-prefix decode of the reference model (issue 8, spec 0x0BC): many
+// Shared-prefix decode of the reference model (spec 0x0BC): many
 // sequences over one physically shared document, decoded with
 // forward_shared_prefix() and, on a second cache set up identically, with
 // forward(). The two are not bitwise equal (the LSE merge rounds differently
@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "tests/engine/model_fixture.hpp"
-#include "services/executor/scalar_convert.hpp"
 #include "engine/model/kv_row_compare.hpp"
+#include "services/executor/scalar_convert.hpp"
+#include "tests/engine/model_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::model;

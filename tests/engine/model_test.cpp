@@ -1,4 +1,4 @@
-// The reference model (issue 8): batch invariance proved bitwise, the same
+// The reference model: batch invariance proved bitwise, the same
 // rows in a process-private cache and in shared-memory pools, and agreement
 // with an independent FP64 transformer. Argument checks, config and
 // sampling: model_errors_test.cpp.
@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <optional>
 
-#include "tests/engine/model_fixture.hpp"
-#include "tests/engine/model_reference.hpp"
 #include "shm/shm_model_kv_cache.hpp"
 #include "shm/shm_payload_store.hpp"
+#include "tests/engine/model_fixture.hpp"
+#include "tests/engine/model_reference.hpp"
 
 using namespace kvrt;
 using namespace kvrt::model;

@@ -5,16 +5,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
-#include "gpu/cuda_vmm_backing.hpp"
 #include "gpu/cuda_error.hpp"
 #include "gpu/cuda_probe.hpp"
 #include "gpu/cuda_runtime_shim.hpp"
+#include "gpu/cuda_vmm_backing.hpp"
 #include "services/mapper/prefetching_backing.hpp"
 #include "services/mapper/vmm_mapper.hpp"
 
@@ -37,14 +37,16 @@ int check_copy_ranges(uint64_t seed) {
   for (uint64_t i = 0; i < 16; ++i) flat.insert(flat.end(), {i * 16384, (32 + i) * 16384, (i % 16 + 1) * 1024});
   flat.insert(flat.end(), {3, 48 * 16384 + 5, 1001});
   void* device = nullptr;
-  if (int rc = kvrt_cuda_malloc(&device, bytes); rc != 0) return fail("cudaMalloc", kvrt::gpu::cuda_error("cudaMalloc", rc));
+  if (int rc = kvrt_cuda_malloc(&device, bytes); rc != 0)
+    return fail("cudaMalloc", kvrt::gpu::cuda_error("cudaMalloc", rc));
   int rc = kvrt_cuda_memcpy_h2d(device, want.data(), bytes);
   if (rc == 0) rc = kvrt_cuda_copy_ranges(device, flat.data(), flat.size() / 3);
   std::vector<uint8_t> got(bytes);
   if (rc == 0) rc = kvrt_cuda_memcpy_d2h(got.data(), device, bytes);
   (void)kvrt_cuda_free(device);
   if (rc != 0) return fail("copy_ranges", kvrt::gpu::cuda_error("copy_ranges_kernel", rc));
-  for (size_t k = 0; k < flat.size(); k += 3) std::memmove(want.data() + flat[k + 1], want.data() + flat[k], flat[k + 2]);
+  for (size_t k = 0; k < flat.size(); k += 3)
+    std::memmove(want.data() + flat[k + 1], want.data() + flat[k], flat[k + 2]);
   if (got != want) {
     std::printf("FAIL copy_ranges: device bytes differ from the host reference (seed %llu)\n",
                 static_cast<unsigned long long>(seed));
@@ -54,7 +56,7 @@ int check_copy_ranges(uint64_t seed) {
   return 0;
 }
 
-// The mapper over CUDA VMM (issue 6 "CUDA realisation"): L=1, B=2, rows of
+// The mapper over CUDA VMM (0x06B, 0x06C): L=1, B=2, rows of
 // H_kv=8 x d_h=128 x 2 B = 2 KiB, G = the device's VMM granularity (2 MiB on
 // H100/H200), two pages per slot, three bundles of 2 handles.
 kvrt::MapperConfig vmm_config(uint64_t g) {

@@ -1,5 +1,5 @@
 // kvrt_gpu_tests --bench [--quick] [--json]: the CUDA kernels against limits
-// measured in the same run (../shared/BENCH.md): the device-to-device copy
+// measured in the same run (docs/benchmarks.md): the device-to-device copy
 // rate (bytes read + written per second) and the fp32 FMA rate, then
 //   paged_decode_<T>_over_copy   K/V bytes read per second at context T as a
 //                                fraction of the copy rate (fp16, H_q 32,
@@ -21,8 +21,8 @@
 
 #include "gpu/cuda_attention.hpp"
 #include "gpu/cuda_attention_shim.hpp"
-#include "gpu/cuda_runtime_shim.hpp"
 #include "gpu/cuda_probe.hpp"
+#include "gpu/cuda_runtime_shim.hpp"
 #include "services/executor/shared_prefix_workload.hpp"
 #include "tests/gpu/gpu_ipc_checks.hpp"
 

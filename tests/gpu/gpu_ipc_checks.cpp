@@ -1,6 +1,5 @@
 // [gpu][ipc] Pools shared with another process, as a node shares them with
-// its workers (issue 5, issue 7 "CUDA IPC import of pools exported by another
-// process"):
+// its workers (CUDA IPC import of pools exported by another process):
 //   - cudaMalloc pools: this process exports K, V and an output buffer as
 //     CUDA IPC handles; a child process (this binary, --ipc-child) imports
 //     them, runs paged decode over the imported pools into the imported

@@ -1,6 +1,6 @@
 // kvrt_gpu_tests: the CUDA device checks (Catch2, tags [gpu]...). Without a
 // usable device it prints "skipped: <reason>" and exits 77, which CTest
-// reports as skipped (STACK.md); CI never has a GPU. With one:
+// reports as skipped (docs/stack-notes.md); CI never has a GPU. With one:
 //   kvrt_gpu_tests [catch2 arguments]     every check, or a tag such as "[ipc]"
 //   kvrt_gpu_tests --bench [--quick] [--json]   the kernel benchmark table
 // --ipc-child and --vmm-child are the other process of the [ipc] checks.

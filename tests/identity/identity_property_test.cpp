@@ -1,4 +1,4 @@
-// Seeded randomised properties of the 0x01A identity checks (STYLE.md habit 7):
+// Seeded randomised properties of the 0x01A identity checks (docs/conventions.md habit 7):
 // compatible() against a brute-force field-by-field reference, and
 // diff_layouts() against the set of layout fields actually mutated.
 #include <algorithm>
@@ -7,10 +7,10 @@
 #include <random>
 #include <set>
 
-#include "tests/support/identity_fixtures.hpp"
 #include "services/identity/compatibility_check.hpp"
 #include "services/identity/compatibility_digest.hpp"
 #include "services/identity/layout_mismatch.hpp"
+#include "tests/support/identity_fixtures.hpp"
 
 using namespace kvrt;
 using namespace kvrt::test;

@@ -1,6 +1,6 @@
 #pragma once
-// Shared helpers of the [mapper] asynchronous-mapping tests (spec 0x06D,
-// issue 6: "asynchronous mapping one step ahead ... only changes timing"):
+// Shared helpers of the [mapper] asynchronous-mapping tests (spec 0x06D:
+// mapping one step ahead changes timing only, never a receipt):
 // a synchronous and an asynchronous mapper over real memfd pools, driven
 // through the same operations, plus OS-level probes of what each address
 // really shows.

@@ -1,8 +1,6 @@
-// Cross-process page pool (issue 6 CPU realisation and its "Cross-process"
-// test): the node maps pages and writes rows through its contiguous view; a
-// worker process, given only the pool's memfd (SCM_RIGHTS) and the receipts'
-// page table, reads the same rows through its own contiguous view. Plus the
-// typed rejections of a foreign, stale or malformed pool message.
+// Cross-process page pool (the CPU realisation of 0x06B): the node maps pages and writes rows through its contiguous
+// view; a worker process, given only the pool's memfd (SCM_RIGHTS) and the receipts' page table, reads the same rows
+// through its own contiguous view. Plus the typed rejections of a foreign, stale or malformed pool message.
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/mman.h>

@@ -1,5 +1,5 @@
 #pragma once
-// Shared helpers of the [mapper] tests (spec 0x06-0x06I, issue 6).
+// Shared helpers of the [mapper] tests (spec 0x06-0x06I).
 #include <catch2/catch.hpp>
 #include <memory>
 

@@ -1,5 +1,5 @@
-// Real mappings at the OS page size (issue 6 CPU realisation, STACK.md "memfd
-// pages"): rows written through one slot's contiguous virtual view land in
+// Real mappings at the OS page size (the CPU realisation of 0x06B;
+// docs/stack-notes.md, shared memory): rows written through one slot's contiguous virtual view land in
 // the sealed memfd pool at the handle's offset, even though the slot's pages
 // are backed by non-adjacent handles.
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// [node][executor] The kernel executor owner served by a node (issue 5): a
+// [node][executor] The kernel executor owner served by a node: a
 // worker writes K/V rows into the node's shared pools at its receipt's
 // blocks, commits them, and asks the node to run decode attention for its
 // request; the node resolves the table itself under the session and its

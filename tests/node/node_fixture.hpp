@@ -1,5 +1,5 @@
 #pragma once
-// Process fixtures of the node tests (issue 5): a `kvrt node` or `kvrt
+// Process fixtures of the node tests: a `kvrt node` or `kvrt
 // worker` child process with its output in a file, signalled and reaped by
 // the test; and a scratch directory per test so that parallel CTest runs
 // never share a descriptor.

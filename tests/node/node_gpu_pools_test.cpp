@@ -1,5 +1,5 @@
-// GPU pools for the node (issue 5: "with the GPU backend the receipts carry
-// CUDA IPC handles instead of segment names"): what runs without a device.
+// GPU pools for the node (with the GPU backend the session receipt carries
+// CUDA IPC handles instead of segment names): what runs without a device.
 // The config option, the typed refusal of a node that cannot make them, the
 // checks a worker applies to a session's pools before it imports anything,
 // the descriptor that carries the handles, and the executor's kernel seam

@@ -1,4 +1,4 @@
-// [node][mapper] The mapper owner served by a node (issue 6 with issue 5): a
+// [node][mapper] The mapper owner served by a node: a
 // worker binds a request, steps its frontier and gets MappedFrontierReceipts
 // over the wire; its MapperPoolView, built from the memfd the node hands out
 // on its socket, shows the bytes another session wrote at the same virtual

@@ -1,4 +1,4 @@
-// Multi-process tests of the node runtime (issue 5): a `kvrt node` and
+// Multi-process tests of the node runtime: a `kvrt node` and
 // `kvrt worker` processes on loopback. Every test ends by reading the node's
 // live statistics and requiring the reconciliation every owner must show
 // once no worker holds anything: validate() holds everywhere, no leaked
@@ -207,7 +207,7 @@ TEST_CASE(
 
 namespace kvrt::test {
 
-// spdlog lines carry the trace id of the message they are about (issue 5):
+// spdlog lines carry the trace id of the message they are about:
 // at debug level every answered batch names its owner, session, trace and
 // span, and how many of its operations ended in a typed error.
 TEST_CASE("node --log-level debug: each answered batch logs its session, trace and span ids",

@@ -1,5 +1,5 @@
 // [node][radix] The radix index owner served by a node ([node] prefix_index =
-// "radix", issue 8): the same prefix messages as the hash chain; a publication
+// "radix"): the same prefix messages as the hash chain; a publication
 // leases every adopted block to the node, a second session of the namespace
 // hits the first one's blocks and allocates with them, another namespace
 // does not; the budget evicts least-recently-used pages and releases their

@@ -1,4 +1,4 @@
-// [node][funnel] The node's own reuse funnel (0x0CF, issue 5): every lookup
+// [node][funnel] The node's own reuse funnel (0x0CF): every lookup
 // is one attempt; the prefix owner counts authorization refusals, misses and
 // candidates, the allocator owner counts how presented candidates end, and
 // node_reuse_funnel() joins them into monotone stages. The same script runs

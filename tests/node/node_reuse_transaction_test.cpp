@@ -1,5 +1,5 @@
 // [node][reuse_tx] The executable-reuse transaction (0x0CD) served by a node
-// (issue 5): a worker's ReuseBatch goes through the node's owners as one
+//: a worker's ReuseBatch goes through the node's owners as one
 // message per owner per step and comes back as a receipt whose leases the
 // session holds, or as a rejection naming its step and bucket. The expected
 // values are read independently: the hit's handles from the prefix route,

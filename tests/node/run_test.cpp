@@ -1,4 +1,4 @@
-// `kvrt run` (issue 8): the run config, the node config it derives, the
+// `kvrt run`: the run config, the node config it derives, the
 // worker result exchange, and short end-to-end runs of the real binary: a
 // node and worker processes serving every request shape with the reference
 // model, whose verdict must be exact with nothing leaked after shutdown, and

@@ -1,4 +1,4 @@
-// KV events (issue 4): vLLM-shaped BlockStored / BlockRemoved /
+// KV events: vLLM-shaped BlockStored / BlockRemoved /
 // AllBlocksCleared, emitted in order through the sink. Folding the stream
 // reconstructs the index's present (digest, group) keys after every
 // operation of a random workload, with and without duplicate publication.
@@ -85,13 +85,12 @@ TEST_CASE("duplicates emit nothing, the last block of a key emits BlockRemoved, 
   REQUIRE(ev.size() == 1);
   CHECK(std::get<KvBlockStored>(ev[0]).block_hashes.size() == 2);
 
-  AllocationReceipt r;
   const auto t1 = rig.alloc.table(first, 0).value();
-  REQUIRE(rig.alloc.evict(t1[1], r).ok());
+  REQUIRE(rig.alloc.evict(t1[1]).ok());
   rig.absorb();
   CHECK(rig.events.drain().empty());  // the duplicate still holds the key
   const auto t2 = rig.alloc.table(second, 0).value();
-  REQUIRE(rig.alloc.evict(t2[1], r).ok());
+  REQUIRE(rig.alloc.evict(t2[1]).ok());
   rig.absorb();
   ev = rig.events.drain();
   REQUIRE(ev.size() == 1);
@@ -138,8 +137,7 @@ TEST_CASE("folding the event stream reconstructs the present keys after every op
           for (uint32_t s = 0; s < 20; ++s) {
             const PhysicalBlockHandle h = rig.alloc.handle_of(static_cast<uint32_t>(rng() % groups), s);
             if (rig.alloc.block(h).value().cache_key != kNoCacheKey && rng() % 3 == 0) {
-              AllocationReceipt r;
-              REQUIRE(rig.alloc.evict(h, r).ok());
+              REQUIRE(rig.alloc.evict(h).ok());
               rig.absorb();
               break;
             }

@@ -106,12 +106,13 @@ class PrefixRig {
     const uint32_t P = options.block_tokens;
     const uint32_t hits =
         index.match_full_blocks(hashes, static_cast<uint32_t>((tokens.size() - 1) / P), tokens, &alloc, &hit);
-    AllocationReceipt r;
-    REQUIRE(alloc.allocate(AllocateArgs{static_cast<uint32_t>(tokens.size()), hit, {}}, r).ok());
-    REQUIRE(r.outcome == AllocationOutcome::committed);
+    Result<AllocationReceipt> r = alloc.allocate(AllocateArgs{static_cast<uint32_t>(tokens.size()), hit, {}});
+    REQUIRE(r.ok());
+    REQUIRE(r->outcome == AllocationOutcome::committed);
     absorb();
-    const RequestId id = r.request_id;
-    REQUIRE(alloc.commit_rows(CommitRowsArgs{alloc.fence(id).value(), static_cast<uint32_t>(tokens.size())}, r).ok());
+    const RequestId id = r->request_id;
+    r = alloc.commit_rows(CommitRowsArgs{alloc.fence(id).value(), static_cast<uint32_t>(tokens.size())});
+    REQUIRE(r.ok());
     auto published = index.publish_blocks(
         scope, target(), PrefixPublishArgs{id, tokens, hashes, &p, hits, static_cast<uint32_t>(hashes.size())});
     INFO((published.ok() ? std::string("ok") : published.error().describe()));
@@ -128,8 +129,8 @@ class PrefixRig {
   }
 
   void release(RequestId id) {
-    ReleaseResult rr;
-    REQUIRE(alloc.release(ReleaseArgs{alloc.fence(id).value(), ReleaseReason::finished}, rr).ok());
+    Result<ReleaseResult> rr = alloc.release(ReleaseArgs{alloc.fence(id).value(), ReleaseReason::finished});
+    REQUIRE(rr.ok());
     absorb();
   }
 

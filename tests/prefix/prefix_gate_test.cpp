@@ -57,10 +57,11 @@ TEST_CASE("gate: the namespace gate (0x01A legal order) in front of the index", 
   const BlockExtrasPlan plan = index.extras_plan(scope, {}).value();
   std::vector<BlockHash> chain;
   index.extend_hashes(scope, tokens, plan, chain);
-  AllocationReceipt r;
-  REQUIRE(alloc.allocate(AllocateArgs{48, {}, {}}, r).ok());
-  const RequestId id = r.request_id;
-  REQUIRE(alloc.commit_rows(CommitRowsArgs{alloc.fence(id).value(), 48}, r).ok());
+  Result<AllocationReceipt> r = alloc.allocate(AllocateArgs{48, {}, {}});
+  REQUIRE(r.ok());
+  const RequestId id = r->request_id;
+  r = alloc.commit_rows(CommitRowsArgs{alloc.fence(id).value(), 48});
+  REQUIRE(r.ok());
   REQUIRE(index.publish_blocks(scope, target, PrefixPublishArgs{id, tokens, chain, &plan, 0, 3}).ok());
   const auto m = index.lookup(
       scope, PrefixLookupArgs{RequestId{7}, RequestGeneration{1}, tokens, &plan, LogitsPath::logits_required, {}},
@@ -119,13 +120,15 @@ TEST_CASE("allocator additions for the index: holds_cache_key and cache_keys_dro
   PrefixRigOptions o;
   o.blocks = 2;
   BlockAllocator al = BlockAllocator::create(rig_allocator_config(o)).value();
-  AllocationReceipt r;
-  REQUIRE(al.allocate(AllocateArgs{16, {}, {}}, r).ok());
-  const RequestId id = r.request_id;
-  REQUIRE(al.commit_rows(CommitRowsArgs{al.fence(id).value(), 16}, r).ok());
+  Result<AllocationReceipt> r = al.allocate(AllocateArgs{16, {}, {}});
+  REQUIRE(r.ok());
+  const RequestId id = r->request_id;
+  r = al.commit_rows(CommitRowsArgs{al.fence(id).value(), 16});
+  REQUIRE(r.ok());
   const PhysicalBlockHandle h = al.table(id, 0).value()[0];
   CHECK_FALSE(al.holds_cache_key(h, CacheKey{7}));  // no key yet
-  REQUIRE(al.publish_cache_key(h, CacheKey{7}, r).ok());
+  r = al.publish_cache_key(h, CacheKey{7});
+  REQUIRE(r.ok());
   CHECK(al.holds_cache_key(h, CacheKey{7}));
   CHECK_FALSE(al.holds_cache_key(h, CacheKey{8}));
   CHECK_FALSE(al.holds_cache_key(h, CacheKey{0}));
@@ -146,20 +149,25 @@ TEST_CASE("allocator additions for the index: holds_cache_key and cache_keys_dro
 
   // Every dropped identity counts, drained or not.
   CHECK(al.cache_keys_dropped() == 0);
-  ReleaseResult rr;
-  REQUIRE(al.release(ReleaseArgs{al.fence(id).value(), ReleaseReason::finished}, rr).ok());  // evictable, key kept
+  Result<ReleaseResult> rr =
+      al.release(ReleaseArgs{al.fence(id).value(), ReleaseReason::finished});  // evictable, key kept
+  REQUIRE(rr.ok());
   CHECK(al.cache_keys_dropped() == 0);
-  REQUIRE(al.allocate(AllocateArgs{32, {}, {}}, r).ok());  // takes the free block and recycles the keyed one
-  REQUIRE(r.evicted_handles.size() == 1);
+  r = al.allocate(AllocateArgs{32, {}, {}});  // takes the free block and recycles the keyed one
+  REQUIRE(r.ok());
+  REQUIRE(r->evicted_handles.size() == 1);
   CHECK(al.cache_keys_dropped() == 1);
   CHECK_FALSE(al.holds_cache_key(h, CacheKey{7}));
   CHECK(al.drain_events().size() == 1);
   CHECK(al.cache_keys_dropped() == 1);
-  const RequestId second = r.request_id;
-  REQUIRE(al.commit_rows(CommitRowsArgs{al.fence(second).value(), 32}, r).ok());
+  const RequestId second = r->request_id;
+  r = al.commit_rows(CommitRowsArgs{al.fence(second).value(), 32});
+  REQUIRE(r.ok());
   const PhysicalBlockHandle h2 = al.table(second, 0).value()[1];
-  REQUIRE(al.publish_cache_key(h2, CacheKey{9}, r).ok());
-  REQUIRE(al.evict(h2, r).ok());
+  r = al.publish_cache_key(h2, CacheKey{9});
+  REQUIRE(r.ok());
+  r = al.evict(h2);
+  REQUIRE(r.ok());
   CHECK(al.cache_keys_dropped() == 2);
   REQUIRE(al.validate().ok());
 }

@@ -69,10 +69,10 @@ TEST_CASE("lab: a forced digest collision is refused by the witness", "[prefix][
     const uint32_t hits = rig.index.match_full_blocks(forged, 3, b, &rig.alloc, &handles);
     CHECK(hits == (witness ? 0u : 3u));
     // Publication: B's blocks under A's digests.
-    AllocationReceipt r;
-    REQUIRE(rig.alloc.allocate(AllocateArgs{48, {}, {}}, r).ok());
-    const RequestId consumer = r.request_id;
-    REQUIRE(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(consumer).value(), 48}, r).ok());
+    const Result<AllocationReceipt> r = rig.alloc.allocate(AllocateArgs{48, {}, {}});
+    REQUIRE(r.ok());
+    const RequestId consumer = r->request_id;
+    REQUIRE(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(consumer).value(), 48}).ok());
     const BlockExtrasPlan plan = rig.plan();
     const Digests before = digests(rig);
     const auto published =
@@ -99,9 +99,9 @@ TEST_CASE("lab: stale generations never hit, and stale receipts are rejected", "
 
   // Another request takes every block: A's blocks are recycled under new
   // generations before the index has absorbed the evictions.
-  AllocationReceipt r;
-  REQUIRE(rig.alloc.allocate(AllocateArgs{6 * 16, {}, {}}, r).ok());
-  REQUIRE(r.evicted_handles.size() == 3);
+  const Result<AllocationReceipt> r = rig.alloc.allocate(AllocateArgs{6 * 16, {}, {}});
+  REQUIRE(r.ok());
+  REQUIRE(r->evicted_handles.size() == 3);
   CHECK(rig.index.match_full_blocks(rig.chain(a), 3, a, &rig.alloc, nullptr) == 0);  // generation fence
   const Result<PrefixMatch> stale_lookup = rig.index.lookup(
       rig.scope, PrefixLookupArgs{RequestId{0}, RequestGeneration{0}, a, nullptr, LogitsPath::logits_required, {}},
@@ -117,7 +117,7 @@ TEST_CASE("lab: stale generations never hit, and stale receipts are rejected", "
   CHECK(rig.index.check_receipt(m.receipt, nullptr).error().code == ErrorCode::stale_generation);
   CHECK(rig.index
             .absorb(std::vector<AllocatorEvent>{
-                AllocatorEvent{AllocatorEvent::Kind::cache_key_evicted, r.evicted_handles[0], CacheKey{1ull << 32}}})
+                AllocatorEvent{AllocatorEvent::Kind::cache_key_evicted, r->evicted_handles[0], CacheKey{1ull << 32}}})
             .unknown == 1);
   REQUIRE(rig.index.validate(&rig.alloc).ok());
 }
@@ -184,15 +184,13 @@ TEST_CASE("lab: all-group lookup and contiguity", "[prefix][lab]") {
   const RequestId producer = rig.produce(a);
   CHECK(hit_blocks(rig, a) == 3);
   SECTION("a digest present for one group only ends the hit") {
-    AllocationReceipt r;
-    REQUIRE(rig.alloc.evict(rig.alloc.table(producer, 1).value()[1], r).ok());  // group 1, block 1
+    REQUIRE(rig.alloc.evict(rig.alloc.table(producer, 1).value()[1]).ok());  // group 1, block 1
     rig.absorb();
     CHECK(rig.index.present_keys().size() == 4 * 2 - 1);
     CHECK(hit_blocks(rig, a) == 1);
   }
   SECTION("blocks after the first miss are not candidates") {
-    AllocationReceipt r;
-    for (uint32_t g = 0; g < 2; ++g) REQUIRE(rig.alloc.evict(rig.alloc.table(producer, g).value()[0], r).ok());
+    for (uint32_t g = 0; g < 2; ++g) REQUIRE(rig.alloc.evict(rig.alloc.table(producer, g).value()[0]).ok());
     rig.absorb();
     const auto digests = rig.chain(a);
     CHECK(rig.index.contains(digests[1]));
@@ -209,15 +207,15 @@ TEST_CASE("lab: malformed publications change nothing", "[prefix][lab]") {
   const std::vector<TokenId> a = iota_tokens(40);
   const BlockExtrasPlan plan = rig.plan();
   const std::vector<BlockHash> chain = rig.chain(a);
-  AllocationReceipt r;
-  REQUIRE(rig.alloc.allocate(AllocateArgs{40, {}, {}}, r).ok());
-  const RequestId id = r.request_id;
+  const Result<AllocationReceipt> allocated = rig.alloc.allocate(AllocateArgs{40, {}, {}});
+  REQUIRE(allocated.ok());
+  const RequestId id = allocated->request_id;
   Digests before = digests(rig);
   // Rows not committed yet: publication waits for the valid frontier.
   require_rejected(rig, before,
                    rig.index.publish_blocks(rig.scope, rig.target(), PrefixPublishArgs{id, a, chain, &plan, 0, 2}),
                    ErrorCode::row_not_valid, "end_block");
-  REQUIRE(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(id).value(), 40}, r).ok());
+  REQUIRE(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(id).value(), 40}).ok());
   before = digests(rig);
   require_rejected(rig, before,
                    rig.index.publish_blocks(rig.scope, rig.target(), PrefixPublishArgs{id, a, chain, &plan, 0, 3}),
@@ -272,10 +270,10 @@ TEST_CASE("lab: partial tails only under their policy and within 0 < v < P", "[p
                    ErrorCode::invalid_argument, "valid_rows");  // beyond the 40 tokens
   REQUIRE(rig.index.publish_tail(rig.scope, rig.target(), PrefixTailArgs{id, a, chain, &plan, 2, 8}).ok());
   // A tail is immutable under its key: the owner's next write copies it.
-  AllocationReceipt r;
-  REQUIRE(rig.alloc.append(AppendArgs{rig.alloc.fence(id).value(), {}, {}}, r).ok());
-  CHECK(r.append_path == AppendPath::copy_on_write);
-  CHECK(r.copied_rows == 8);
+  const Result<AllocationReceipt> r = rig.alloc.append(AppendArgs{rig.alloc.fence(id).value(), {}, {}});
+  REQUIRE(r.ok());
+  CHECK(r->append_path == AppendPath::copy_on_write);
+  CHECK(r->copied_rows == 8);
   rig.absorb();
   REQUIRE(rig.index.validate(&rig.alloc).ok());
 }

@@ -178,16 +178,17 @@ TEST_CASE("0x07D: the partial design reuses one more row of a 50-token prompt, t
   // The intent, carried out by the allocator: map the 49 reused rows (the
   // tail bundle by reference), then the first divergent write copies the one
   // shared row into a private bundle (0x05C) and writes row 49.
-  AllocationReceipt r;
-  REQUIRE(rig.alloc.allocate(AllocateArgs{m.lengths.runtime, m.hit_handles, {}}, r).ok());
-  REQUIRE(r.outcome == AllocationOutcome::committed);
-  CHECK(r.new_physical_blocks == 0);
-  const RequestId consumer = r.request_id;
-  REQUIRE(rig.alloc.append(AppendArgs{rig.alloc.fence(consumer).value(), {}, {}}, r).ok());
-  CHECK(r.append_path == AppendPath::copy_on_write);
-  CHECK(r.copied_rows == m.receipt.copy_valid_partial_rows);
-  CHECK(r.new_physical_blocks / 2 == m.receipt.new_block_bundles);
-  CHECK(r.copy_payload_bytes == capacity_ledger(m.receipt, 64 * 1024).copy_payload_bytes);
+  Result<AllocationReceipt> r = rig.alloc.allocate(AllocateArgs{m.lengths.runtime, m.hit_handles, {}});
+  REQUIRE(r.ok());
+  REQUIRE(r->outcome == AllocationOutcome::committed);
+  CHECK(r->new_physical_blocks == 0);
+  const RequestId consumer = r->request_id;
+  r = rig.alloc.append(AppendArgs{rig.alloc.fence(consumer).value(), {}, {}});
+  REQUIRE(r.ok());
+  CHECK(r->append_path == AppendPath::copy_on_write);
+  CHECK(r->copied_rows == m.receipt.copy_valid_partial_rows);
+  CHECK(r->new_physical_blocks / 2 == m.receipt.new_block_bundles);
+  CHECK(r->copy_payload_bytes == capacity_ledger(m.receipt, 64 * 1024).copy_payload_bytes);
   rig.absorb();
   REQUIRE(rig.alloc.validate().ok());
   REQUIRE(rig.index.validate(&rig.alloc).ok());

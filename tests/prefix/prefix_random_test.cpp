@@ -112,14 +112,14 @@ class Driver {
     const uint32_t blocks = static_cast<uint32_t>(ceil_div(r.tokens.size(), P));
     const std::vector<PhysicalBlockHandle> full_hit(m.hit_handles.begin(),
                                                     m.hit_handles.begin() + uint64_t{m.full_hit_blocks} * G);
-    AllocationReceipt a;
-    REQUIRE(rig.alloc.allocate(AllocateArgs{static_cast<uint32_t>(r.tokens.size()), full_hit, {}}, a).ok());
-    if (a.outcome != AllocationOutcome::committed) return;  // out of capacity: nothing changed
+    const Result<AllocationReceipt> a =
+        rig.alloc.allocate(AllocateArgs{static_cast<uint32_t>(r.tokens.size()), full_hit, {}});
+    REQUIRE(a.ok());
+    if (a->outcome != AllocationOutcome::committed) return;  // out of capacity: nothing changed
     drain();
-    r.id = a.request_id;
-    REQUIRE(
-        rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(r.id).value(), static_cast<uint32_t>(r.tokens.size())}, a)
-            .ok());
+    r.id = a->request_id;
+    REQUIRE(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(r.id).value(), static_cast<uint32_t>(r.tokens.size())})
+                .ok());
     publish(r, m.full_hit_blocks, static_cast<uint32_t>(r.tokens.size()) / P);
     REQUIRE(rig.alloc.table(r.id, 0).value().size() == blocks);
     running.push_back(std::move(r));
@@ -169,8 +169,7 @@ class Driver {
         if (rig.options.publish_duplicates || !ref.present(id, g))
           ref.store(id, g, rig.alloc.table(r.id, g).value()[block]);
     }
-    ReleaseResult rr;
-    REQUIRE(rig.alloc.release(ReleaseArgs{rig.alloc.fence(r.id).value(), ReleaseReason::finished}, rr).ok());
+    REQUIRE(rig.alloc.release(ReleaseArgs{rig.alloc.fence(r.id).value(), ReleaseReason::finished}).ok());
     drain();
     running.erase(running.begin() + static_cast<ptrdiff_t>(k));
   }
@@ -179,14 +178,13 @@ class Driver {
   void append() {
     if (running.empty()) return;
     Running& r = running[rng() % running.size()];
-    AllocationReceipt a;
-    REQUIRE(rig.alloc.append(AppendArgs{rig.alloc.fence(r.id).value(), {}, {}}, a).ok());
-    if (a.outcome != AllocationOutcome::committed) return;
+    const Result<AllocationReceipt> a = rig.alloc.append(AppendArgs{rig.alloc.fence(r.id).value(), {}, {}});
+    REQUIRE(a.ok());
+    if (a->outcome != AllocationOutcome::committed) return;
     drain();
     r.tokens.push_back(static_cast<TokenId>(rng() % 3));
-    REQUIRE(
-        rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(r.id).value(), static_cast<uint32_t>(r.tokens.size())}, a)
-            .ok());
+    REQUIRE(rig.alloc.commit_rows(CommitRowsArgs{rig.alloc.fence(r.id).value(), static_cast<uint32_t>(r.tokens.size())})
+                .ok());
     if (r.tokens.size() % P == 0) {
       const uint32_t block = static_cast<uint32_t>(r.tokens.size() / P) - 1;
       publish(r, block, block + 1);
@@ -199,8 +197,7 @@ class Driver {
     for (uint32_t k = 0; k < rig.alloc.capacity_blocks(); ++k) {
       const PhysicalBlockHandle h = rig.alloc.handle_of(g, (start + k) % rig.alloc.capacity_blocks());
       if (rig.alloc.block(h).value().cache_key == kNoCacheKey) continue;
-      AllocationReceipt a;
-      REQUIRE(rig.alloc.evict(h, a).ok());
+      REQUIRE(rig.alloc.evict(h).ok());
       drain();
       return;
     }

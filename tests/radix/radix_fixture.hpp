@@ -32,7 +32,7 @@ inline RadixIndex teaching_index(uint64_t row_bytes = 0) {
   return RadixIndex::create(c).value();
 }
 
-// Every transition of the index leaves it valid (STYLE.md habit 2).
+// Every transition of the index leaves it valid (docs/conventions.md habit 2).
 inline void require_valid(const RadixIndex& index) {
   const Status s = index.validate();
   INFO((s.ok() ? std::string("ok") : s.error().describe()));

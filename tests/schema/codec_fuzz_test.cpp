@@ -1,4 +1,4 @@
-// Codec robustness (issue 2 "Schema"): truncated, bit-flipped, overwritten
+// Codec robustness (docs/architecture.md, wire schema): truncated, bit-flipped, overwritten
 // and random bytes decode to a typed Error, or, where a corruption still forms
 // a valid message, to a value that is stable under re-encoding; never a crash.
 // Every random test prints its fixed seed on failure.

@@ -1,5 +1,5 @@
-// Codec between core value types and wire messages (DESIGN.md layer 2, issue 2
-// "Schema"): every type round-trips with every field set; oversized,
+// Codec between core value types and wire messages (docs/architecture.md,
+// wire schema): every type round-trips with every field set; oversized,
 // misrouted, misaligned and hand-crafted malformed messages (unknown enums,
 // short digests, foreign versions) decode to a typed Error naming the field.
 // Random, truncated and bit-flipped input: codec_fuzz_test.cpp.
@@ -12,12 +12,12 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
-#include "tests/schema/codec_fixtures.hpp"
 #include "schema/codecs.hpp"
 #include "schema/common.capnp.h"
 #include "schema/kvrt.capnp.h"
 #include "schema/prefix.capnp.h"
 #include "schema/reuse.capnp.h"
+#include "tests/schema/codec_fixtures.hpp"
 
 using namespace kvrt;
 using kvrt::test::filled;

@@ -283,15 +283,16 @@ TEST_CASE("decode reads a table the allocator owner published", "[executor][stor
   auto made = BlockAllocator::create(config);
   REQUIRE(made.ok());
   BlockAllocator& allocator = *made;
-  AllocationReceipt receipt;
-  REQUIRE(allocator.allocate(AllocateArgs{70, {}, {}}, receipt).ok());
-  const RequestFence fence{receipt.request_id, receipt.request_generation, receipt.table_version_after};
-  REQUIRE(allocator.commit_rows(CommitRowsArgs{fence, 70}, receipt).ok());
-  auto table = block_table_from_allocator(allocator, receipt.request_id, 0, 500);
+  Result<AllocationReceipt> receipt = allocator.allocate(AllocateArgs{70, {}, {}});
+  REQUIRE(receipt.ok());
+  const RequestFence fence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
+  receipt = allocator.commit_rows(CommitRowsArgs{fence, 70});
+  REQUIRE(receipt.ok());
+  auto table = block_table_from_allocator(allocator, receipt->request_id, 0, 500);
   REQUIRE(table.ok());
   CHECK(table->context_tokens == 70);
   CHECK(table->valid_rows == std::vector<uint32_t>{16, 16, 16, 16, 6});
-  CHECK(table->table_version == receipt.table_version_after);
+  CHECK(table->table_version == receipt->table_version_after);
   // K/V rows at the allocator's slots, in a plain pool of its capacity.
   std::mt19937_64 rng(0xA110C);
   PlainPool pool(PlainPoolShape{12, 16, 2, 32, 32, ScalarType::bf16, ScalarType::bf16});

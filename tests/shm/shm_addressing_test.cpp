@@ -1,5 +1,5 @@
-// Addressing inside a pool segment (spec 0x03E, 0x03F; issue 3 "address blocks
-// by (pool id, pool generation, block id) -> byte offset"), segment names and
+// Addressing inside a pool segment (spec 0x03E, 0x03F: blocks are
+// addressed by (pool id, pool generation, block id) -> byte offset), segment names and
 // configured capacity. Every expected figure is derived here independently of
 // the code under test: nested (Horner) evaluation written out per axis order,
 // brute-force enumeration of row bytes, and the spec's worked address.

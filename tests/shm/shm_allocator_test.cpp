@@ -1,4 +1,4 @@
-// The allocator over shared-memory pools (issue 3): BlockAllocator moves K/V
+// The allocator over shared-memory pools: BlockAllocator moves K/V
 // bytes through a ShmPayloadStore, and the bytes are where the pools' declared
 // axis orders say. Every row is checked twice against the seeded row the test
 // wrote: through ShmPayloadStore::read_rows, and rebuilt scalar by scalar from
@@ -46,10 +46,10 @@ Trace run_trace(BlockAllocator& al, BlockPayloadStore& store, const BlockAllocat
                 const std::vector<uint64_t>& row_bytes) {
   kvrt::test::RowWriter rows(row_bytes);
   Trace t;
-  AllocationReceipt r;
-  REQUIRE(al.allocate(AllocateArgs{20, {}, {}}, r).ok());
-  REQUIRE(r.outcome == AllocationOutcome::committed);
-  for (const TableEntryUpdate& e : r.published_entries) {
+  Result<AllocationReceipt> r = al.allocate(AllocateArgs{20, {}, {}});
+  REQUIRE(r.ok());
+  REQUIRE(r->outcome == AllocationOutcome::committed);
+  for (const TableEntryUpdate& e : r->published_entries) {
     const uint32_t g = group_index_of(config, e.handle);
     const uint32_t first = e.logical_block * kP, n = std::min(kP, 20 - first);
     std::vector<uint8_t> block_rows;
@@ -59,19 +59,25 @@ Trace run_trace(BlockAllocator& al, BlockPayloadStore& store, const BlockAllocat
     }
     store.write_rows(g, slot_of(config, e.handle), 0, n, block_rows);
   }
-  t.a = al.fence(r.request_id).value();
-  REQUIRE(al.commit_rows(CommitRowsArgs{t.a, 20}, r).ok());
+  t.a = al.fence(r->request_id).value();
+  r = al.commit_rows(CommitRowsArgs{t.a, 20});
+  REQUIRE(r.ok());
   for (uint32_t token = 20; token < 45; ++token) {
     t.a = al.fence(t.a.request).value();
-    REQUIRE(al.append(AppendArgs{t.a, rows.rows_for(1, token), {}}, r).ok());
-    CHECK(r.append_path == (token == 32 ? AppendPath::new_bundle : AppendPath::private_tail));
+    r = al.append(AppendArgs{t.a, rows.rows_for(1, token), {}});
+    REQUIRE(r.ok());
+    CHECK(r->append_path == (token == 32 ? AppendPath::new_bundle : AppendPath::private_tail));
   }
   t.a = al.fence(t.a.request).value();
-  REQUIRE(al.fork(ForkArgs{t.a}, r).ok());
-  t.d = al.fence(r.request_id).value();
-  REQUIRE(al.append(AppendArgs{t.d, rows.rows_for(2, 45), {}}, t.cow).ok());
-  REQUIRE(al.append(AppendArgs{t.a, rows.rows_for(1, 45), {}}, r).ok());
-  CHECK(r.append_path == AppendPath::private_tail);
+  r = al.fork(ForkArgs{t.a});
+  REQUIRE(r.ok());
+  t.d = al.fence(r->request_id).value();
+  Result<AllocationReceipt> cow = al.append(AppendArgs{t.d, rows.rows_for(2, 45), {}});
+  REQUIRE(cow.ok());
+  t.cow = std::move(cow).value();
+  r = al.append(AppendArgs{t.a, rows.rows_for(1, 45), {}});
+  REQUIRE(r.ok());
+  CHECK(r->append_path == AppendPath::private_tail);
   t.a = al.fence(t.a.request).value();
   t.d = al.fence(t.d.request).value();
   for (uint32_t g = 0; g < config.groups.size(); ++g) {
@@ -226,10 +232,10 @@ TEST_CASE("zero-on-recycle clears a recycled block's bytes and its old handle go
   BlockAllocator& al = pools->allocator();
   ShmPayloadStore& store = pools->store();
 
-  AllocationReceipt r;
-  REQUIRE(al.allocate(AllocateArgs{kP, {}, {}}, r).ok());
+  Result<AllocationReceipt> r = al.allocate(AllocateArgs{kP, {}, {}});
+  REQUIRE(r.ok());
   std::vector<PhysicalBlockHandle> old_handles;
-  for (const TableEntryUpdate& e : r.published_entries) {
+  for (const TableEntryUpdate& e : r->published_entries) {
     const uint32_t g = group_index_of(pools->config(), e.handle);
     std::vector<uint8_t> rows;
     for (uint32_t i = 0; i < kP; ++i) {
@@ -240,15 +246,17 @@ TEST_CASE("zero-on-recycle clears a recycled block's bytes and its old handle go
     CHECK_FALSE(block_is_zero(store.segment(g), store.block_ref(g, 0)));
     old_handles.push_back(e.handle);
   }
-  const RequestFence a = al.fence(r.request_id).value();
-  REQUIRE(al.commit_rows(CommitRowsArgs{a, kP}, r).ok());
-  ReleaseResult released;
-  REQUIRE(al.release(ReleaseArgs{al.fence(a.request).value(), ReleaseReason::finished}, released).ok());
+  const RequestFence a = al.fence(r->request_id).value();
+  r = al.commit_rows(CommitRowsArgs{a, kP});
+  REQUIRE(r.ok());
+  const Result<ReleaseResult> released = al.release(ReleaseArgs{al.fence(a.request).value(), ReleaseReason::finished});
+  REQUIRE(released.ok());
 
   // One block per pool: the next request must get the same slot, recycled.
-  REQUIRE(al.allocate(AllocateArgs{5, {}, {}}, r).ok());
-  REQUIRE(r.outcome == AllocationOutcome::committed);
-  for (const TableEntryUpdate& e : r.published_entries) {
+  r = al.allocate(AllocateArgs{5, {}, {}});
+  REQUIRE(r.ok());
+  REQUIRE(r->outcome == AllocationOutcome::committed);
+  for (const TableEntryUpdate& e : r->published_entries) {
     const uint32_t g = group_index_of(pools->config(), e.handle);
     CAPTURE(g);
     CHECK(e.handle.block == old_handles[g].block);
@@ -365,12 +373,13 @@ TEST_CASE("the pools factory and the store refuse what does not match, leaving n
       REQUIRE(created.ok());
       SharedBlockPools pools = std::move(created).value();
       for (uint32_t g = 0; g < 2; ++g) names.push_back(pools.store().segment(g).name());
-      AllocationReceipt r;
-      REQUIRE(pools.allocator().allocate(AllocateArgs{1, {}, {}}, r).ok());
+      Result<AllocationReceipt> r = pools.allocator().allocate(AllocateArgs{1, {}, {}});
+      REQUIRE(r.ok());
       kvrt::test::RowWriter rows(layout_row_bytes(layout));
-      const RequestFence f = pools.allocator().fence(r.request_id).value();
-      REQUIRE(pools.allocator().append(AppendArgs{f, rows.rows_for(9, 1), {}}, r).ok());
-      const uint32_t slot = slot_of(pools.config(), r.published_entries[1].handle);
+      const RequestFence f = pools.allocator().fence(r->request_id).value();
+      r = pools.allocator().append(AppendArgs{f, rows.rows_for(9, 1), {}});
+      REQUIRE(r.ok());
+      const uint32_t slot = slot_of(pools.config(), r->published_entries[1].handle);
       CHECK(read_block_rows(pools.store(), 1, slot, 1, 1, 16 * 1024) == seeded_row(16 * 1024, 9, 1, 1));
       for (const auto& name : names) CHECK(segment_exists(name));
     }

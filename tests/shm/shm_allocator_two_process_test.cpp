@@ -1,4 +1,4 @@
-// Two processes share the allocator's pools (issue 3 "Tests": one allocates
+// Two processes share the allocator's pools (one allocates
 // and writes rows through the pool, the other attaches by name and reads
 // exactly those bytes; and the reverse). This process owns the segments and
 // the BlockAllocator. The peer, kvrt_shm_store_peer, is a separate executable
@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "tests/support/peer_process.hpp"
 #include "tests/shm/shm_allocator_fixture.hpp"
 #include "tests/shm/shm_store_peer_protocol.hpp"
+#include "tests/support/peer_process.hpp"
 
 extern char** environ;
 
@@ -128,33 +128,37 @@ TEST_CASE("a peer process reads, by pool name, exactly the rows the allocator wr
   BlockAllocator& al = pools->allocator();
   ReceiptTables receipts(pools->config());
   kvrt::test::RowWriter rows(B);
-  AllocationReceipt r;
 
   // A: 20 prompt rows written at the allocate receipt's slots and committed,
   // tokens 20..36 appended with rows (t = 32 opens a new bundle); D forks and
   // appends token 37 of its own (copy-on-write of 5 rows).
-  REQUIRE(al.allocate(AllocateArgs{20, {}, {}}, r).ok());
-  receipts.apply(r);
-  for (const TableEntryUpdate& e : r.published_entries) {
+  Result<AllocationReceipt> r = al.allocate(AllocateArgs{20, {}, {}});
+  REQUIRE(r.ok());
+  receipts.apply(*r);
+  for (const TableEntryUpdate& e : r->published_entries) {
     const auto where = pools->locate(e.handle).value();
     for (uint32_t i = 0; i < std::min(kP, 20 - e.logical_block * kP); ++i)
       pools->store().write_rows(where.group_index, where.ref.block.value, i, 1,
                                 seeded_row(B[where.group_index], 1, e.logical_block * kP + i, where.group_index));
   }
-  RequestFence a = al.fence(r.request_id).value();
-  REQUIRE(al.commit_rows(CommitRowsArgs{a, 20}, r).ok());
-  receipts.apply(r);
+  RequestFence a = al.fence(r->request_id).value();
+  r = al.commit_rows(CommitRowsArgs{a, 20});
+  REQUIRE(r.ok());
+  receipts.apply(*r);
   for (uint32_t token = 20; token < 37; ++token) {
     a = al.fence(a.request).value();
-    REQUIRE(al.append(AppendArgs{a, rows.rows_for(1, token), {}}, r).ok());
-    receipts.apply(r);
+    r = al.append(AppendArgs{a, rows.rows_for(1, token), {}});
+    REQUIRE(r.ok());
+    receipts.apply(*r);
   }
-  REQUIRE(al.fork(ForkArgs{al.fence(a.request).value()}, r).ok());
-  receipts.apply(r);
-  const RequestId d = r.request_id;
-  REQUIRE(al.append(AppendArgs{al.fence(d).value(), rows.rows_for(2, 37), {}}, r).ok());
-  REQUIRE(r.append_path == AppendPath::copy_on_write);
-  receipts.apply(r);
+  r = al.fork(ForkArgs{al.fence(a.request).value()});
+  REQUIRE(r.ok());
+  receipts.apply(*r);
+  const RequestId d = r->request_id;
+  r = al.append(AppendArgs{al.fence(d).value(), rows.rows_for(2, 37), {}});
+  REQUIRE(r.ok());
+  REQUIRE(r->append_path == AppendPath::copy_on_write);
+  receipts.apply(*r);
   REQUIRE(al.validate().ok());
 
   auto spans = spans_of(receipts, *pools, a.request, 37);
@@ -193,16 +197,17 @@ TEST_CASE("the allocator commits rows a peer process wrote at receipt positions"
   REQUIRE(pools.ok());
   BlockAllocator& al = pools->allocator();
   ReceiptTables receipts(pools->config());
-  AllocationReceipt r;
 
   // B: 30 prompt rows and tokens 30..35 appended without bytes: the receipts
   // name the slots, nothing is valid yet (t = 32 opens a new bundle).
-  REQUIRE(al.allocate(AllocateArgs{30, {}, {}}, r).ok());
-  receipts.apply(r);
-  RequestFence b = al.fence(r.request_id).value();
+  Result<AllocationReceipt> r = al.allocate(AllocateArgs{30, {}, {}});
+  REQUIRE(r.ok());
+  receipts.apply(*r);
+  RequestFence b = al.fence(r->request_id).value();
   for (uint32_t token = 30; token < 36; ++token) {
-    REQUIRE(al.append(AppendArgs{b, {}, {}}, r).ok());
-    receipts.apply(r);
+    r = al.append(AppendArgs{b, {}, {}});
+    REQUIRE(r.ok());
+    receipts.apply(*r);
     b = al.fence(b.request).value();
   }
   const auto spans = spans_of(receipts, *pools, b.request, 36);
@@ -216,9 +221,10 @@ TEST_CASE("the allocator commits rows a peer process wrote at receipt positions"
   REQUIRE(wrote.exit_code == 0);
 
   // Publish what the peer wrote, then read it through the allocator's store.
-  REQUIRE(al.commit_rows(CommitRowsArgs{b, 36}, r).ok());
-  REQUIRE(r.outcome == AllocationOutcome::committed);
-  receipts.apply(r);
+  r = al.commit_rows(CommitRowsArgs{b, 36});
+  REQUIRE(r.ok());
+  REQUIRE(r->outcome == AllocationOutcome::committed);
+  receipts.apply(*r);
   REQUIRE(al.validate().ok());
   const std::string want = expected_rows(spans, B, [&](uint32_t) { return lineage; });
   CHECK(wrote.output == sha256(want).hex());

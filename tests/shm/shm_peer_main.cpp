@@ -1,5 +1,5 @@
 // kvrt_shm_peer: the second process of the shared-memory pool tests
-// (tests/shm_pool_test.cpp, issue 3 "two processes"). It attaches a pool by
+// (tests/shm/shm_pool_test.cpp). It attaches a pool by
 // name only, as a worker would, and either reads the selected rows or writes
 // seeded bytes into them, then prints the SHA-256 of those bytes on stdout.
 //

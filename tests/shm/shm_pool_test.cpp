@@ -1,5 +1,5 @@
-// Block pool segments in POSIX shared memory (issue 3, "Physical pools";
-// DESIGN.md layer 4; STACK.md "Shared memory"): lifecycle, typed attach
+// Block pool segments in POSIX shared memory ("Physical pools";
+// docs/architecture.md, physical storage; docs/stack-notes.md "Shared memory"): lifecycle, typed attach
 // failures, clean failure of an oversized pool, and start-up replacement of a
 // segment left behind by a crashed owner. Crashes are real: a forked child
 // creates a segment and leaves with _exit, skipping every destructor.

@@ -1,5 +1,5 @@
 // kvrt_shm_store_peer: the second process of the allocator-over-shared-memory
-// tests (tests/shm_allocator_two_process_test.cpp, issue 3 "two processes").
+// tests (tests/shm/shm_allocator_two_process_test.cpp).
 // Like a worker, it knows the pools only by name: it attaches every cache
 // group's segment with the pool generation and layout digest it expects,
 // builds a ShmPayloadStore over the attachments, and reads or writes token
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "shm/shm_payload_store.hpp"
-#include "tests/support/allocator_fixture.hpp"
 #include "tests/shm/shm_store_peer_protocol.hpp"
+#include "tests/support/allocator_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::shm;

@@ -1,4 +1,4 @@
-// Two processes share a pool (issue 3 "Tests": one allocates and writes rows
+// Two processes share a pool (one allocates and writes rows
 // through the pool, the other attaches by name and reads exactly those bytes).
 // The peer is a separate executable (kvrt_shm_peer) started with posix_spawn,
 // so it shares nothing with this process but the segment's name and a few
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "tests/shm/shm_peer_protocol.hpp"
-#include "tests/support/shm_test_fixture.hpp"
 #include "tests/support/peer_process.hpp"
+#include "tests/support/shm_test_fixture.hpp"
 
 extern char** environ;
 

@@ -1,5 +1,5 @@
 #pragma once
-// RadixIndex: the radix index owner of spec 0x08 (DESIGN.md "radix index"):
+// RadixIndex: the radix index owner of spec 0x08 (docs/architecture.md "radix index"):
 // the tree, the token-slot pool partition it is accountable for (0x08A), the
 // lock leases that protect paths (0x08D), the tree version, and the receipts
 // that cross its boundary (RadixMutationReceipt, RadixSchedulerHandoffReceipt).
@@ -14,7 +14,7 @@
 // handoff leases back a RadixSchedulerHandoffReceipt until M5.2 disposes of it
 // by release() or admit_handoff() (exchange for a request lease). Leases are
 // named by LeaseId, not by in-process handles, because they cross process
-// boundaries as receipt fields (DESIGN.md: versions and leases, never shared
+// boundaries as receipt fields (docs/architecture.md: versions and leases, never shared
 // pointers).
 #include <map>
 #include <optional>
@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "services/common/digest.hpp"
-#include "tests/spec_lab/radix_mutation_receipt.hpp"
 #include "services/radix/radix_tree.hpp"
-#include "tests/spec_lab/token_slot_pool.hpp"
 #include "tests/spec_lab/radix_handoff_receipt.hpp"
+#include "tests/spec_lab/radix_mutation_receipt.hpp"
+#include "tests/spec_lab/token_slot_pool.hpp"
 
 namespace kvrt {
 

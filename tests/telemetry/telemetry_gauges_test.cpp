@@ -86,20 +86,22 @@ TEST_CASE("gauges read from a committed allocator reconcile", "[telemetry][gauge
   auto created = BlockAllocator::create(config);
   REQUIRE(created.ok());
   BlockAllocator al = std::move(created).value();
-  AllocationReceipt r;
-  ReleaseResult rr;
-  REQUIRE(al.allocate(AllocateArgs{8, {}, {}}, r).ok());
-  const RequestId d = r.request_id;
-  REQUIRE(al.commit_rows(CommitRowsArgs{al.fence(d).value(), 8}, r).ok());  // D wrote its 8 rows
+  Result<AllocationReceipt> r = al.allocate(AllocateArgs{8, {}, {}});
+  REQUIRE(r.ok());
+  const RequestId d = r->request_id;
+  REQUIRE(al.commit_rows(CommitRowsArgs{al.fence(d).value(), 8}).ok());  // D wrote its 8 rows
   const auto d_table = al.table(d, 0).value();
-  for (size_t j = 0; j < d_table.size(); ++j) REQUIRE(al.publish_cache_key(d_table[j], CacheKey{0x700 + j}, r).ok());
-  REQUIRE(al.release(ReleaseArgs{al.fence(d).value(), ReleaseReason::finished}, rr).ok());
-  REQUIRE(al.allocate(AllocateArgs{12, {}, {}}, r).ok());
-  const RequestId a = r.request_id;
-  REQUIRE(al.fork(ForkArgs{al.fence(a).value()}, r).ok());
-  const RequestId b = r.request_id;
-  REQUIRE(al.allocate(AllocateArgs{8, {}, {}}, r).ok());
-  const RequestId c = r.request_id;
+  for (size_t j = 0; j < d_table.size(); ++j) REQUIRE(al.publish_cache_key(d_table[j], CacheKey{0x700 + j}).ok());
+  REQUIRE(al.release(ReleaseArgs{al.fence(d).value(), ReleaseReason::finished}).ok());
+  r = al.allocate(AllocateArgs{12, {}, {}});
+  REQUIRE(r.ok());
+  const RequestId a = r->request_id;
+  r = al.fork(ForkArgs{al.fence(a).value()});
+  REQUIRE(r.ok());
+  const RequestId b = r->request_id;
+  r = al.allocate(AllocateArgs{8, {}, {}});
+  REQUIRE(r.ok());
+  const RequestId c = r->request_id;
   auto lease = al.acquire_lease(al.table(a, 0).value()[1]);
   REQUIRE(lease.ok());
   REQUIRE(al.validate().ok());

@@ -1,4 +1,4 @@
-// Seeded random request families against a brute-force reference (STYLE.md
+// Seeded random request families against a brute-force reference (docs/conventions.md
 // habit 7): the ledger's per-block tallies versus the naive set union of block
 // ids and the set of (block, offset) rows any request can see; every
 // reconciliation identity must hold. Also the typed rejections of bad input.

@@ -1,4 +1,4 @@
-// `kvrt replay prefix` (../shared/replay/FORMAT.md): the demo trace (copied
+// `kvrt replay prefix` (docs/replay-format.md): the demo trace (copied
 // to tests/data/replay/) reproduces its expected output byte for byte through
 // the library and the kvrt binary under --profile vllm; random traces built
 // from the format's rules give, line for line, the output of an independent

@@ -1,6 +1,6 @@
 #pragma once
 // An independent, literal model of vLLM v1's prefix cache (BlockPool +
-// KVCacheManager, single full-attention group) as ../shared/replay/FORMAT.md
+// KVCacheManager, single full-attention group) as docs/replay-format.md
 // describes it, written the way vllm/v1/core/block_pool.py reads: blocks with
 // ref_cnt and an optional block hash, one free queue (front = next to take),
 // and a hash -> blocks map in insertion order. A block's "hash" here is its

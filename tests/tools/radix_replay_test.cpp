@@ -1,4 +1,4 @@
-// `kvrt replay radix` (../shared/replay/FORMAT.md): the demo trace reproduces
+// `kvrt replay radix` (docs/replay-format.md): the demo trace reproduces
 // its expected output value for value, through the library under both
 // profiles and through the kvrt binary; random traces built from the format's
 // rules keep every state field reconciled; bad lines change nothing.

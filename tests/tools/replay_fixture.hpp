@@ -1,6 +1,6 @@
 #pragma once
-// Shared helpers of the `kvrt replay` suites: the demo traces copied from
-// ../shared/replay (so the suite needs nothing outside the repository), and
+// Shared helpers of the `kvrt replay` suites: the demo traces of
+// docs/replay-format.md (tests/data/replay/, with their expected output), and
 // JSON-lines reading for value-by-value comparison (key order does not matter).
 #include <catch2/catch.hpp>
 #include <fstream>

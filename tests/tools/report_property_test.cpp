@@ -1,4 +1,4 @@
-// Seeded property test of the run report (issue 8, STYLE.md habit 7): random
+// Seeded property test of the run report (docs/conventions.md habit 7): random
 // reports with hostile strings (markup, control characters, malformed UTF-8)
 // and extreme or non-finite figures always give parseable JSON, well-formed
 // SVG and printable text. The seed is printed with every failure.
@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "tests/tools/report_fixture.hpp"
 #include "tools/report/report_format.hpp"
 #include "tools/report/report_latency.hpp"
 #include "tools/report/report_render.hpp"
 #include "tools/report/svg_canvas.hpp"
-#include "tests/tools/report_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::report;

@@ -1,4 +1,4 @@
-// The plots of the run report (issue 8): well-formed SVG whose plotted
+// The plots of the run report: well-formed SVG whose plotted
 // values lie where the documented coordinate convention puts them, recomputed
 // here from the plot-area attributes (the largest bar spans the plot, t = max
 // lies on the right edge, histogram bars on log10-spaced bin edges).
@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "tests/tools/report_fixture.hpp"
 #include "tools/report/report_format.hpp"
 #include "tools/report/report_latency.hpp"
 #include "tools/report/report_render.hpp"
 #include "tools/report/svg_canvas.hpp"
-#include "tests/tools/report_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::report;

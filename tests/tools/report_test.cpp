@@ -1,4 +1,4 @@
-// The report of `kvrt run` (issue 8): a RunReport built by hand with known
+// The report of `kvrt run`: a RunReport built by hand with known
 // numbers whose derived figures (ratios, percentiles, histogram bins) the
 // tests recompute on their own; the written files read back (nlohmann for
 // JSON, report_xml.hpp for SVG); failures as typed io errors.
@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "tests/tools/report_fixture.hpp"
 #include "tools/report/report_format.hpp"
 #include "tools/report/report_latency.hpp"
 #include "tools/report/report_render.hpp"
 #include "tools/report/svg_canvas.hpp"
-#include "tests/tools/report_fixture.hpp"
 
 using namespace kvrt;
 using namespace kvrt::report;

@@ -1,4 +1,4 @@
-// Workload files (issue 8, tools/workload/workload.hpp): every shipped file
+// Workload files (tools/workload/workload.hpp): every shipped file
 // loads; expansion is deterministic and independent of the worker count; the
 // figures a run reports (requests, requested tokens, T_max) match a closed-form
 // derivation from the file's sizes; shared prefixes are shared exactly where
@@ -134,7 +134,7 @@ TEST_CASE("the default mix has every kind, two tenants and a quick size", "[work
   CHECK(select(w, JobKind::long_document, "run/alpha").size() == 2);
   CHECK(select(w, JobKind::long_document, "run/beta").size() == 1);
   // Sized for a run of seconds on two CPU cores with the tiny reference
-  // model (issue 8: "well under a minute"): 300..600 requests, 100k..200k
+  // model (well under a minute): 300..600 requests, 100k..200k
   // requested token rows.
   CHECK(w.request_count() >= 300);
   CHECK(w.request_count() <= 600);

@@ -189,17 +189,16 @@ OpOutcome PrefixReplay::request(FieldReader& f) {
   for (const PhysicalBlockHandle& h : hit) needed += allocator_->block(h).value().refcount == 0 ? 1 : 0;
   if (needed > state().free) return not_admitted();
 
-  AllocationReceipt allocation;
-  const Status allocated = allocator_->allocate(AllocateArgs{r.prompt_tokens, hit, {}}, allocation);
-  KVRT_ASSERT(allocated.ok() && allocation.outcome == AllocationOutcome::committed,
+  const Result<AllocationReceipt> allocated = allocator_->allocate(AllocateArgs{r.prompt_tokens, hit, {}});
+  KVRT_ASSERT(allocated.ok() && allocated->outcome == AllocationOutcome::committed,
               "admission was checked against the free queue");
+  const AllocationReceipt& allocation = *allocated;
   absorb_evictions();
   r.allocator_id = allocation.request_id;
   // The whole prompt is prefilled inside the op: its rows are committed, then
   // every full block of the prompt is published at once.
-  AllocationReceipt commit;
-  const Status committed =
-      allocator_->commit_rows(CommitRowsArgs{allocator_->fence(r.allocator_id).value(), r.prompt_tokens}, commit);
+  const Result<AllocationReceipt> committed =
+      allocator_->commit_rows(CommitRowsArgs{allocator_->fence(r.allocator_id).value(), r.prompt_tokens});
   KVRT_ASSERT(committed.ok(), "prefill rows of fresh private blocks commit: " + committed.error().describe());
   const PrefixPublishArgs publish{r.allocator_id, r.tokens, r.hashes,
                                   &r.extras,      hits,     static_cast<uint32_t>(r.hashes.size())};
@@ -232,14 +231,13 @@ OpOutcome PrefixReplay::decode(FieldReader& f) {
   for (TokenId t : ids) {
     if (r.tokens.size() >= max_model_len_) break;  // the request is length-capped
     const RequestFence fence = allocator_->fence(r.allocator_id).value();
-    AllocationReceipt step;
-    const Status appended = allocator_->append(AppendArgs{fence, {}, {}}, step);
+    const Result<AllocationReceipt> appended = allocator_->append(AppendArgs{fence, {}, {}});
     KVRT_ASSERT(appended.ok(), "append of a running request: " + appended.error().describe());
+    const AllocationReceipt& step = *appended;
     if (step.outcome == AllocationOutcome::out_of_capacity) {
       // No block for the step: the request is preempted, every block freed
       // tail first (their hashes kept), and it leaves the running set.
-      ReleaseResult released;
-      const Status dropped = allocator_->release(ReleaseArgs{fence, ReleaseReason::preempted}, released);
+      const Result<ReleaseResult> dropped = allocator_->release(ReleaseArgs{fence, ReleaseReason::preempted});
       KVRT_ASSERT(dropped.ok(), "preemption: " + dropped.error().describe());
       absorb_evictions();
       preempted = true;
@@ -250,9 +248,8 @@ OpOutcome PrefixReplay::decode(FieldReader& f) {
     absorb_evictions();
     r.tokens.push_back(t);
     ++decoded;
-    AllocationReceipt commit;
-    const Status committed = allocator_->commit_rows(
-        CommitRowsArgs{allocator_->fence(r.allocator_id).value(), static_cast<uint32_t>(r.tokens.size())}, commit);
+    const Result<AllocationReceipt> committed = allocator_->commit_rows(
+        CommitRowsArgs{allocator_->fence(r.allocator_id).value(), static_cast<uint32_t>(r.tokens.size())});
     KVRT_ASSERT(committed.ok(), "decode row of a private tail commits: " + committed.error().describe());
     // A block is published the moment it becomes full; its hash covers the
     // generated tokens.
@@ -288,9 +285,8 @@ OpOutcome PrefixReplay::free_request(FieldReader& f) {
   }
   // Released tail first: each block whose refcount reaches 0 joins the tail
   // of the free queue with its hash kept (allocator release_tables).
-  ReleaseResult released;
-  const Status dropped = allocator_->release(
-      ReleaseArgs{allocator_->fence(it->second.allocator_id).value(), ReleaseReason::finished}, released);
+  const Result<ReleaseResult> dropped =
+      allocator_->release(ReleaseArgs{allocator_->fence(it->second.allocator_id).value(), ReleaseReason::finished});
   KVRT_ASSERT(dropped.ok(), "release of a running request: " + dropped.error().describe());
   absorb_evictions();
   out["num_tokens"] = it->second.tokens.size();

@@ -1,6 +1,6 @@
 #pragma once
 // `kvrt replay prefix`: drives a PrefixIndex over a BlockAllocator from a
-// JSON-lines trace as ../shared/replay/FORMAT.md specifies (section "prefix").
+// JSON-lines trace as docs/replay-format.md specifies (section "prefix").
 //
 // Profiles. `vllm` is vLLM v0.23.0's v1 prefix cache, field for field: one
 // free queue holding free and zero-ref cached blocks in release order

@@ -1,6 +1,6 @@
 #pragma once
 // `kvrt replay radix`: drives a RadixTree from a JSON-lines trace as
-// ../shared/replay/FORMAT.md specifies (section "radix").
+// docs/replay-format.md specifies (section "radix").
 //
 // Profiles. `sglang` is SGLang v0.5.11 RadixCache's observable behaviour,
 // field for field: page size 1 only; hit counts are never incremented (so

@@ -1,5 +1,5 @@
 #pragma once
-// Shared machinery of `kvrt replay <index>` (../shared/replay/FORMAT.md):
+// Shared machinery of `kvrt replay <index>` (docs/replay-format.md):
 // the JSON-lines loop, typed field access, and the error line.
 //
 // Contract (FORMAT.md): one JSON object per line; blank lines and lines

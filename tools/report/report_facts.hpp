@@ -1,7 +1,7 @@
 #pragma once
 // Figures derived from a RunReport that more than one renderer prints (the
 // terminal summary, --json, report.md), computed once here so the three can
-// never disagree. Ratios follow ../shared/BENCH.md: "how many times better",
+// never disagree. Ratios follow docs/benchmarks.md: "how many times better",
 // > 1 is better, and an undefined ratio is absent (printed "n/a", JSON null)
 // rather than a division by zero (spec 0x02F, not_applicable).
 #include <cstdint>

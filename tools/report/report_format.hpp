@@ -1,5 +1,5 @@
 #pragma once
-// Text helpers shared by the report renderers (issue 8). A RunReport carries
+// Text helpers shared by the report renderers. A RunReport carries
 // strings the run driver copied from configuration files and worker names, so
 // they may hold anything: invalid UTF-8 breaks JSON serialisation and XML
 // parsers, control characters break terminals, Markdown tables and XML 1.0.

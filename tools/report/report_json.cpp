@@ -1,4 +1,4 @@
-// summary_json (the `kvrt run --json` object) and report.json (issue 8).
+// summary_json (the `kvrt run --json` object) and report.json.
 // Field names are the RunReport's own; derived figures follow
 // report_facts.hpp, undefined ratios are null. Strings pass through
 // sanitize_utf8 so that dump() never throws on a malformed name.
@@ -75,7 +75,7 @@ json comparison_json(const RunReport& r) {
                       {"wall_s", optional_number(ratios.wall_s)}}}});
   }
   return json{{"baseline", r.comparison.empty() ? json(nullptr) : json(sanitize_utf8(r.comparison.front().mode))},
-              {"ratio", "baseline / row: how many times less the row needs, > 1 is better (BENCH.md)"},
+              {"ratio", "baseline / row: how many times less the row needs, > 1 is better (docs/benchmarks.md)"},
               {"rows", rows}};
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// Receipt latency per owner (issue 8): the percentiles the summary prints and
+// Receipt latency per owner: the percentiles the summary prints and
 // the log-scaled histogram report.json and latency.svg show. A sample is one
 // call's receipt latency as a worker saw it [us].
 #include <cstdint>

@@ -1,4 +1,4 @@
-// report.md (issue 8): the run report a person reads, as plain Markdown that
+// report.md: the run report a person reads, as plain Markdown that
 // also renders well: run facts, the verdict, then one section per concern
 // (work, reuse, funnel, memory, latency, workers, comparison, node), each
 // with a one-line explanation citing the spec and a table with units. The

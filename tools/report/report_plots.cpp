@@ -1,4 +1,4 @@
-// The three plots of report.md (issue 8), built from a RunReport with the
+// The three plots of report.md, built from a RunReport with the
 // chart kinds of svg_plot.hpp.
 #include <string>
 

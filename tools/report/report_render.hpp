@@ -1,5 +1,5 @@
 #pragma once
-// The pieces write_report() assembles (issue 8), each a pure function of the
+// The pieces write_report() assembles, each a pure function of the
 // report so that tests can check a piece without touching the file system.
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,4 +1,4 @@
-// summary_text: what `kvrt run` prints when it is done (issue 8), about 30
+// summary_text: what `kvrt run` prints when it is done, about 30
 // lines, verdict first; every figure carries its unit, every ratio follows
 // report_facts.hpp (> 1 is better, "n/a" when undefined).
 #include <string>

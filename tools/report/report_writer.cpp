@@ -1,4 +1,4 @@
-// write_report (issue 8): renders report.json, report.md and the three SVG
+// write_report: renders report.json, report.md and the three SVG
 // plots, then writes them into the report directory. Rendering cannot fail,
 // so it happens first; writing is two phases (every file to a temporary name,
 // then each renamed into place) so that a full disk or a bad path leaves any

@@ -1,5 +1,5 @@
 #pragma once
-// The report of `kvrt run` (issue 8): what a person reads after a run. The
+// The report of `kvrt run`: what a person reads after a run. The
 // run driver fills a RunReport from its workers' results and the node's
 // statistics; this module turns it into the terminal summary, the `--json`
 // object, and a report directory (report.json, report.md and SVG plots that
@@ -131,7 +131,7 @@ double percentile(std::vector<double> samples, double p);
 
 // The `--json` object: every field above except the raw timeline and
 // samples, with at least exact, leaked_blocks, prefill_rows_computed,
-// prefill_rows_reused, pool_utilisation, requests, workers (issue 8).
+// prefill_rows_reused, pool_utilisation, requests, workers.
 nlohmann::json summary_json(const RunReport& report);
 // The terminal summary (plain text, about 30 lines).
 std::string summary_text(const RunReport& report);

@@ -1,5 +1,5 @@
 #pragma once
-// The low-level half of the report's SVG writer (issue 8): a document being
+// The low-level half of the report's SVG writer: a document being
 // written, escaped text, axes with tick labels and units, legends and the
 // plot-area frame. svg_plot.hpp builds the three chart kinds on top of it.
 //

@@ -1,5 +1,5 @@
 #pragma once
-// The three chart kinds report.md embeds (issue 8): a line chart
+// The three chart kinds report.md embeds: a line chart
 // (utilisation over time), a horizontal bar chart (the reuse funnel) and
 // histograms on a log axis (receipt latency per owner). Each renders a
 // complete, well-formed SVG document: title, axes with tick labels and units,

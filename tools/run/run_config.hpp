@@ -1,5 +1,5 @@
 #pragma once
-// The configuration of `kvrt run` (issue 8; config/run.toml): how many
+// The configuration of `kvrt run` (config/run.toml): how many
 // workers, which workload, the node's pools, and the reference model. The
 // node's own configuration (namespaces for the workload's tenants,
 // principals for the workers) is derived from it, so one file describes a

@@ -1,4 +1,4 @@
-// `kvrt run`: the node and its worker processes (issue 8). See run_driver.hpp.
+// `kvrt run`: the node and its worker processes. See run_driver.hpp.
 #include "tools/run/run_driver.hpp"
 
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 #pragma once
-// `kvrt run` (issue 8): a node and N worker processes on one machine serving
+// `kvrt run`: a node and N worker processes on one machine serving
 // a workload end to end through every owner, and the report of it.
 //
 // The driver (this process) loads and checks everything first (run config,

@@ -1,4 +1,4 @@
-// From a `kvrt run` pass to its RunReport (issue 8). See run_report_builder.hpp.
+// From a `kvrt run` pass to its RunReport. See run_report_builder.hpp.
 #include "tools/run/run_report_builder.hpp"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #pragma once
 // From what a `kvrt run` pass observed (its workers' results and the node's
-// statistics) to the RunReport of services/report (issue 8). CAF-free.
+// statistics) to the RunReport of services/report. CAF-free.
 #include <string>
 #include <vector>
 

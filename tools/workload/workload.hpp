@@ -1,5 +1,5 @@
 #pragma once
-// Workloads of `kvrt run` (issue 8; config/workloads/*.toml): the request
+// Workloads of `kvrt run` (config/workloads/*.toml): the request
 // shapes a serving node sees, each with sizes and seeds, expanded into a
 // deterministic list of jobs that the run's workers replay as engine loops.
 //
