@@ -170,7 +170,8 @@ struct ExecutorInputs {
 // descriptor; the executor runs the CUDA decode kernel over them.
 Result<ExecutorInputs> create_cuda_pools(NodeInstance::Impl& impl, const NodeConfig& config,
                                          const CacheLayoutManifest& layout,
-                                         const shm::SharedBlockPoolsOptions& pool_options) {
+                                         const shm::SharedBlockPoolsOptions& pool_options,
+                                         const AllocatorServiceOptions& allocator_options) {
   BlockAllocatorConfig allocator_config;
   KVRT_TRY_ASSIGN(allocator_config, shm::shared_pools_allocator_config(layout, pool_options));
   Result<gpu::CudaPools> gpu_pools = gpu::create_cuda_pools(layout, allocator_config);
@@ -181,7 +182,7 @@ Result<ExecutorInputs> create_cuda_pools(NodeInstance::Impl& impl, const NodeCon
   impl.descriptor.pools = std::move(gpu_pools->attachments);
   Result<BlockAllocator> allocator = BlockAllocator::create(allocator_config, impl.gpu_pools.get());
   if (!allocator.ok()) return allocator.error();
-  impl.allocator = std::make_shared<AllocatorService>(std::move(allocator).value());
+  impl.allocator = std::make_shared<AllocatorService>(std::move(allocator).value(), allocator_options);
   Result<gpu::CudaDecodeKernel> kernel = gpu::make_cuda_decode_kernel();
   if (!kernel.ok()) return kernel.error();
   return ExecutorInputs{std::move(gpu_pools->layer_views), std::move(*kernel)};
@@ -190,7 +191,8 @@ Result<ExecutorInputs> create_cuda_pools(NodeInstance::Impl& impl, const NodeCon
 // Pools in POSIX shared memory named by this node's instance, their segment
 // names in the descriptor; the executor reads them in place, layer by layer.
 Result<ExecutorInputs> create_shm_pools(NodeInstance::Impl& impl, const CacheLayoutManifest& layout,
-                                        const shm::SharedBlockPoolsOptions& pool_options) {
+                                        const shm::SharedBlockPoolsOptions& pool_options,
+                                        const AllocatorServiceOptions& allocator_options) {
   Result<shm::SharedBlockPools> pools = shm::SharedBlockPools::create(layout, pool_options);
   if (!pools.ok()) return pools.error();
   impl.pools.emplace(std::move(*pools));
@@ -201,7 +203,7 @@ Result<ExecutorInputs> create_shm_pools(NodeInstance::Impl& impl, const CacheLay
   }
   // The payload store stays with the pools (it outlives the actors); the
   // allocator core moves into its owner.
-  impl.allocator = std::make_shared<AllocatorService>(std::move(impl.pools->allocator()));
+  impl.allocator = std::make_shared<AllocatorService>(std::move(impl.pools->allocator()), allocator_options);
   Result<std::unique_ptr<shm::ShmModelKvCache>> kv_views = shm::ShmModelKvCache::create(impl.pools->store(), layout);
   if (!kv_views.ok()) return kv_views.error();
   impl.kv_views = std::move(kv_views).value();
@@ -222,9 +224,10 @@ Status start_pool_owners(NodeInstance::Impl& impl, const NodeConfig& config, con
   pool_options.capacity = shm::PoolCapacity::blocks(config.blocks_per_group);
   pool_options.max_requests = config.max_requests;
   impl.descriptor.instance = pool_options.instance;
+  const AllocatorServiceOptions allocator_options{.fault_injection = config.fault_injection};
   Result<ExecutorInputs> inputs = config.pool_backend == PoolBackend::cuda
-                                      ? create_cuda_pools(impl, config, layout, pool_options)
-                                      : create_shm_pools(impl, layout, pool_options);
+                                      ? create_cuda_pools(impl, config, layout, pool_options, allocator_options)
+                                      : create_shm_pools(impl, layout, pool_options, allocator_options);
   if (!inputs.ok()) return inputs.error();
   Result<std::unique_ptr<ExecutorService>> executor = ExecutorService::create(
       layout, std::move(inputs->layer_views), block_id_bases(*impl.allocator, layout), 1, std::move(inputs->kernel));

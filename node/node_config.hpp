@@ -1,5 +1,5 @@
 #pragma once
-// NodeConfig: what `kvrt node --config FILE` reads (issue 5). The [node]
+// NodeConfig: what `kvrt node --config FILE` reads. The [node]
 // table sets the runtime; the [[namespace]] and [[principal]] tables are the
 // authorization owner's (services/authorization/authorization_config.hpp).
 // Every field error names the file, line and field (TomlReader).
@@ -13,7 +13,7 @@
 
 namespace kvrt {
 
-// The choices of [node], parsed once when the file is loaded (STYLE.md: no
+// The choices of [node], parsed once when the file is loaded (docs/conventions.md: no
 // configuration string is compared after that). name_of() gives the name
 // the file spells, for messages and for configs written by `kvrt run`.
 enum class PoolBackend : uint8_t { shm, cuda };
@@ -23,7 +23,7 @@ std::string_view name_of(PoolBackend backend);
 std::string_view name_of(NodeScheduler scheduler);
 std::string_view name_of(PrefixIndexKind index);
 
-// [mapper] (optional): the vAttention-style mapper owner (issue 6). Its
+// [mapper] (optional): the vAttention-style mapper owner. Its
 // tensors take cache group 0's layers, K/V heads, head width and K dtype;
 // the section sizes the reservation and the page pool.
 struct NodeMapperConfig {
@@ -62,6 +62,10 @@ struct NodeConfig {
   // the middleman. Off: every call goes through the middleman.
   bool session_channel = true;
   uint32_t max_requests = 1 << 14;  // allocator request slots [requests]
+  // Whether a session may arm the owners' named fault points (the allocator's
+  // after_reserve_group_<g>): on for fault-injection runs and their tests,
+  // off in serving, where an armed point would fail a real request.
+  bool fault_injection = false;
   // The prefix-reuse owner: the hash-chain index (vLLM's design, weak
   // identity tags) or the radix index (SGLang's design over pages of P_a
   // tokens, holding leases on what it caches). Same messages either way.

@@ -9,6 +9,16 @@
 
 namespace kvrt {
 
+namespace {
+constexpr const char* kAfterReserveGroup = "after_reserve_group_";
+}  // namespace
+
+std::vector<std::string> BlockAllocator::fault_point_names() const {
+  std::vector<std::string> names;
+  for (uint32_t g = 0; g < group_count(); ++g) names.push_back(kAfterReserveGroup + std::to_string(g));
+  return names;
+}
+
 bool BlockAllocator::fault(const char* prefix, uint32_t g) {
   if (!faults_.any_armed()) [[likely]]
     return false;
@@ -129,7 +139,7 @@ bool BlockAllocator::reserve_bundles(uint32_t per_group, AllocationReceipt& out)
     p.in_transaction += from_ring;
     for (uint32_t k = from_ring; k < per_group; ++k)
       KVRT_ASSERT(reserve_block(g, scratch_log_), "capacity was checked");
-    if (fault("after_reserve_group_", g)) {
+    if (fault(kAfterReserveGroup, g)) {
       rollback(scratch_log_);
       out.outcome = AllocationOutcome::rolled_back;
       out.rollback_reason = "fault point after_reserve_group_" + std::to_string(g);

@@ -6,7 +6,8 @@
 
 namespace kvrt {
 
-AllocatorService::AllocatorService(BlockAllocator allocator) : allocator_(std::move(allocator)) {}
+AllocatorService::AllocatorService(BlockAllocator allocator, AllocatorServiceOptions options)
+    : allocator_(std::move(allocator)), options_(options) {}
 
 AllocatorBatchReceipt AllocatorService::apply(SessionId session, const AllocatorBatch& batch) {
   AllocatorBatchReceipt out;

@@ -29,9 +29,15 @@ struct SessionReclaim {
   std::vector<AllocatorOutcome> receipts;
 };
 
+// What the node's configuration decides about its allocator owner.
+struct AllocatorServiceOptions {
+  // [node] fault_injection: sessions may arm the core's named fault points.
+  bool fault_injection = false;
+};
+
 class AllocatorService {
  public:
-  explicit AllocatorService(BlockAllocator allocator);
+  explicit AllocatorService(BlockAllocator allocator, AllocatorServiceOptions options = {});
 
   // The allocator route: one outcome per operation, in order. Refusals for
   // capacity feed the pressure monitor (take_pressure).
@@ -85,6 +91,7 @@ class AllocatorService {
   LeaseReleaseReceipt finish_lease(LeaseId lease);  // forgets a released lease, names its block
 
   BlockAllocator allocator_;
+  AllocatorServiceOptions options_;
   SessionHoldings<uint64_t> requests_{"request"};          // RequestId value -> session
   SessionHoldings<uint64_t> leases_{"lease"};              // LeaseId value -> session
   std::map<uint64_t, PhysicalBlockHandle> lease_handles_;  // LeaseId value -> leased block

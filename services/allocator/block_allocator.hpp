@@ -181,6 +181,11 @@ class BlockAllocator {
   // (holds_cache_key).
   uint64_t cache_keys_dropped() const { return drained_events_ + events_.size(); }
   FaultPoints& faults() { return faults_; }
+  const FaultPoints& faults() const { return faults_; }
+  // The names faults() can arm: one point per cache group, between reserving
+  // that group's blocks and the next group's (0x04F: a later group's failure
+  // must undo the earlier groups' reservations).
+  std::vector<std::string> fault_point_names() const;
 
   // Full re-derivation (docs/conventions.md habit 2): refcounts from reachability, queue
   // membership and order-free partition counts, cross-group table lengths and

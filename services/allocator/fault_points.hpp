@@ -1,13 +1,21 @@
 #pragma once
 // Named fault points inside multi-step transactions, e.g.
-// "after_reserve_group_0". Tests (and later fault-injection runs) arm a point;
-// the transaction that reaches it fails there and must roll back to the exact
+// "after_reserve_group_0". Tests and fault-injection runs (the fault_arm
+// route of a node started with [node] fault_injection) arm a point; the
+// transaction that reaches it fails there and must roll back to the exact
 // predecessor digest (0x04F). Disarmed points cost one branch.
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace kvrt {
+
+// An armed point and how many more times it must be reached to fire.
+struct ArmedFaultPoint {
+  std::string name;
+  uint32_t remaining = 1;
+};
 
 class FaultPoints {
  public:
@@ -15,6 +23,8 @@ class FaultPoints {
   void arm(std::string name, uint32_t nth = 1) { armed_.push_back({std::move(name), nth}); }
   void disarm_all() { armed_.clear(); }
   bool any_armed() const { return !armed_.empty(); }
+  // In the order they were armed.
+  const std::vector<ArmedFaultPoint>& armed() const { return armed_; }
 
   // True when an armed point fires now.
   bool reached(std::string_view name) {
@@ -29,11 +39,7 @@ class FaultPoints {
   }
 
  private:
-  struct Armed {
-    std::string name;
-    uint32_t remaining;
-  };
-  std::vector<Armed> armed_;
+  std::vector<ArmedFaultPoint> armed_;
 };
 
 }  // namespace kvrt

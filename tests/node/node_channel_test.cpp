@@ -1,4 +1,4 @@
-// The session channel (issue 5; services/session/channel_frame.hpp): a
+// The session channel (services/session/channel_frame.hpp): a
 // worker's framed-bytes fast path to its session. The frame header's codec;
 // a Client on the channel gets the same answers as one on the middleman;
 // what a raw socket can send (garbage, frames before attach, wrong tickets,
@@ -348,6 +348,14 @@ TEST_CASE("node config: the scheduler and the session channel are checked option
   Result<NodeConfig> typed = parse_node_config(head + "session_channel = \"yes\"\n", "bad.toml");
   REQUIRE_FALSE(typed.ok());
   CHECK(typed.error().reason.find("session_channel") != std::string::npos);
+  // Fault injection is off unless asked for, and a boolean.
+  CHECK_FALSE(plain->fault_injection);
+  Result<NodeConfig> faults = parse_node_config(head + "fault_injection = true\n", "faults.toml");
+  REQUIRE(faults.ok());
+  CHECK(faults->fault_injection);
+  Result<NodeConfig> faults_typed = parse_node_config(head + "fault_injection = 1\n", "bad.toml");
+  REQUIRE_FALSE(faults_typed.ok());
+  CHECK(faults_typed.error().reason.find("fault_injection") != std::string::npos);
 }
 
 TEST_CASE("a node without a session channel serves every call through the middleman", "[node][channel]") {
