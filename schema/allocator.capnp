@@ -290,3 +290,25 @@ struct AllocatorBatchReceipt $Kvrt.message {
   trace @0 :Common.TraceContext;
   outcomes @1 :List(AllocatorOutcome);       # outcomes[i] answers ops[i] [operations]
 }
+
+struct FaultPointArm {
+  # One named fault point of the allocator's core (after_reserve_group_<g>,
+  # one per cache group): the transaction that reaches it for the nth time
+  # fails there and rolls back to its predecessor digest (0x04F).
+  name @0 :Text;
+  nth @1 :UInt32;                          # fires on the nth reach, 1-based [reaches]
+}
+
+struct FaultArmRequest $Kvrt.message {
+  # The fault_arm route: arms named fault points for fault-injection runs.
+  # Refused unless the node runs with [node] fault_injection = true; checked
+  # whole before anything changes (a bad name or nth arms nothing).
+  trace @0 :Common.TraceContext;
+  disarmAll @1 :Bool;                      # first disarm every armed point
+  arm @2 :List(FaultPointArm);             # then arm these, in order
+}
+
+struct FaultArmReceipt $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  armed @1 :List(FaultPointArm);           # every point armed now, nth = reaches still to go
+}

@@ -19,6 +19,38 @@ AllocatorBatchReceipt AllocatorService::apply(SessionId session, const Allocator
   return out;
 }
 
+Result<FaultArmReceipt> AllocatorService::apply(SessionId, const FaultArmRequest& request) {
+  if (!options_.fault_injection)
+    return make_error(ErrorCode::invalid_argument,
+                      "this node does not arm fault points: start it with [node] fault_injection = true "
+                      "(fault-injection runs only)",
+                      "fault_injection");
+  const std::vector<std::string> names = allocator_.fault_point_names();
+  for (size_t i = 0; i < request.arm.size(); ++i) {
+    const FaultPointArm& point = request.arm[i];
+    const std::string at = "arm[" + std::to_string(i) + "]";
+    if (std::find(names.begin(), names.end(), point.name) == names.end())
+      return make_error(
+          ErrorCode::invalid_argument,
+          "no fault point \"" + point.name + "\"; this allocator has after_reserve_group_0 .. " + names.back(),
+          at + ".name");
+    if (point.nth == 0) return make_error(ErrorCode::invalid_argument, "nth counts reaches from 1", at + ".nth");
+  }
+  const size_t kept = request.disarm_all ? 0 : allocator_.faults().armed().size();
+  if (kept + request.arm.size() > kMaxArmedFaultPoints)
+    return make_error(ErrorCode::invalid_argument,
+                      std::to_string(kept + request.arm.size()) + " armed fault points exceed the limit of " +
+                          std::to_string(kMaxArmedFaultPoints),
+                      "arm");
+  if (request.disarm_all) allocator_.faults().disarm_all();
+  for (const FaultPointArm& point : request.arm) allocator_.faults().arm(point.name, point.nth);
+  FaultArmReceipt receipt;
+  receipt.trace = request.trace;
+  for (const ArmedFaultPoint& point : allocator_.faults().armed())
+    receipt.armed.push_back(FaultPointArm{point.name, point.remaining});
+  return receipt;
+}
+
 std::optional<BlockTableView> AllocatorService::read_table(SessionId session, RequestId request) {
   AllocatorOutcome out = apply_one(session, ReadTableOp{request});
   if (auto* view = std::get_if<BlockTableView>(&out)) return std::move(*view);

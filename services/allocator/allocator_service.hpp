@@ -43,6 +43,12 @@ class AllocatorService {
   // capacity feed the pressure monitor (take_pressure).
   AllocatorBatchReceipt apply(SessionId session, const AllocatorBatch& batch);
   AllocatorOutcome apply_one(SessionId session, const AllocatorOp& op);
+  // The fault_arm route (fault-injection runs): refused unless the node runs
+  // with [node] fault_injection; the request is checked whole (names the
+  // core knows, nth >= 1, at most kMaxArmedFaultPoints armed) before any
+  // point changes. The receipt lists every point armed afterwards.
+  Result<FaultArmReceipt> apply(SessionId session, const FaultArmRequest& request);
+  static constexpr size_t kMaxArmedFaultPoints = 1024;
 
   // ---- node-internal: what the other owners of the node ask --------------
   // The index's publication, phase 1: the request's tables as `session`

@@ -85,7 +85,13 @@ struct ReuseRoute : Route<6, Owner::reuse, ReuseBatch, ReuseBatchReceipt> {
   static constexpr std::string_view name = "reuse";
 };
 
-using Routes = std::tuple<AllocatorRoute, PrefixRoute, AuthorizeRoute, MapperRoute, ExecutorRoute, ReuseRoute>;
+// Fault-injection runs only: the node refuses it unless [node] fault_injection.
+struct FaultArmRoute : Route<8, Owner::allocator, FaultArmRequest, FaultArmReceipt> {
+  static constexpr std::string_view name = "fault_arm";
+};
+
+using Routes =
+    std::tuple<AllocatorRoute, PrefixRoute, AuthorizeRoute, MapperRoute, ExecutorRoute, ReuseRoute, FaultArmRoute>;
 
 // ---- what follows from it -----------------------------------------------------
 

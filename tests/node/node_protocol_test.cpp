@@ -1,4 +1,4 @@
-// The node's protocol in one process (issue 5): a NodeInstance and
+// The node's protocol in one process: a NodeInstance and
 // kvrt::Client sessions talking over loopback. Malformed bytes get a typed
 // error and the node keeps serving; stale receipts are refused with their
 // reason; a session may touch only what it holds; a lookup needs a grant.
@@ -146,6 +146,45 @@ TEST_CASE("a batch of operations is answered by one receipt with one outcome eac
   }
   const AllocatorBatchReceipt done = call(*client, releases);
   for (size_t i = 0; i < 64; ++i) CHECK(std::holds_alternative<ReleaseResult>(done.outcomes[i]));
+}
+
+TEST_CASE("fault_arm: refused by a serving node, armed through Client::call on a fault-injection node",
+          "[node][faults]") {
+  ScratchDir dir("proto-faults");
+  {
+    InProcessNode serving(dir);
+    auto client = serving.connect("worker-0");
+    const Result<FaultArmReceipt> refused = client->call(FaultArmRequest{{}, false, {{"after_reserve_group_0", 1}}});
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == ErrorCode::invalid_argument);
+    CHECK(refused.error().field == "fault_injection");
+    CHECK(outcome_as<AllocationReceipt>(call(*client, {AllocateOp{20, {}, std::nullopt}}), 0).outcome ==
+          AllocationOutcome::committed);
+  }
+  InProcessNode n(dir, test_node_config(dir, "fault_injection = true\n"));
+  auto client = n.connect("worker-0");
+  const Result<FaultArmReceipt> bad = client->call(FaultArmRequest{{}, false, {{"after_reserve_group_9", 1}}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().field == "arm[0].name");
+  const Result<FaultArmReceipt> armed =
+      client->call(FaultArmRequest{TraceContext{3, 4, 0}, true, {{"after_reserve_group_1", 2}}});
+  INFO((armed.ok() ? std::string("ok") : armed.error().describe()));
+  REQUIRE(armed.ok());
+  CHECK(armed->trace.trace_id == 3);
+  CHECK(armed->armed == std::vector<FaultPointArm>{{"after_reserve_group_1", 2}});
+  // The first allocation passes the point, the second fails at it and
+  // changes nothing; the node keeps serving and every owner validates.
+  const AllocationReceipt first = outcome_as<AllocationReceipt>(call(*client, {AllocateOp{20, {}, std::nullopt}}), 0);
+  CHECK(first.outcome == AllocationOutcome::committed);
+  const AllocationReceipt second = outcome_as<AllocationReceipt>(call(*client, {AllocateOp{20, {}, std::nullopt}}), 0);
+  CHECK(second.outcome == AllocationOutcome::rolled_back);
+  CHECK(second.rollback_reason == "fault point after_reserve_group_1");
+  CHECK(second.successor_digest == second.predecessor_digest);
+  CHECK(second.predecessor_digest == first.successor_digest);
+  CHECK(n.stat("allocator", "live_requests") == 1);
+  const AllocationReceipt third = outcome_as<AllocationReceipt>(call(*client, {AllocateOp{20, {}, std::nullopt}}), 0);
+  CHECK(third.outcome == AllocationOutcome::committed);
+  CHECK(client->call(FaultArmRequest{{}, false, {}})->armed.empty());  // fired once, then gone
 }
 
 }  // namespace kvrt::test

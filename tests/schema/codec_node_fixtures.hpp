@@ -1,5 +1,5 @@
 #pragma once
-// Fully populated node-protocol messages (issue 5), in the manner of
+// Fully populated node-protocol messages, in the manner of
 // codec_fixtures.hpp: every field differs from its default, and every batch
 // holds every alternative of its op or outcome union at least once, so that a
 // round trip compared with operator== proves each field and each alternative
@@ -289,6 +289,20 @@ inline ReuseBatchReceipt filled(uint64_t seed) {
   return r;
 }
 
+template <>
+inline FaultArmRequest filled(uint64_t seed) {
+  Numbers n(seed);
+  return FaultArmRequest{trace(n), true, {{n.text("after_reserve_group_"), n.u32()}, {n.text("point"), n.u32()}}};
+}
+
+template <>
+inline FaultArmReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  return FaultArmReceipt{trace(n), {{n.text("after_reserve_group_"), n.u32()}}};
+}
+
+// Every message of the node protocol; every route's request and receipt
+// must be among them (codec_node_test.cpp checks against the route table).
 template <class Fn>
 void for_each_node_type(Fn&& fn) {
   fn(Named<AllocatorBatch>{"AllocatorBatch"});
@@ -306,7 +320,9 @@ void for_each_node_type(Fn&& fn) {
   fn(Named<ExecuteBatchReceipt>{"ExecuteBatchReceipt"});
   fn(Named<ReuseBatch>{"ReuseBatch"});
   fn(Named<ReuseBatchReceipt>{"ReuseBatchReceipt"});
+  fn(Named<FaultArmRequest>{"FaultArmRequest"});
+  fn(Named<FaultArmReceipt>{"FaultArmReceipt"});
 }
-inline constexpr int kNodeTypeCount = 15;
+inline constexpr int kNodeTypeCount = 17;
 
 }  // namespace kvrt::test

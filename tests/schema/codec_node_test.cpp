@@ -18,6 +18,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <typeindex>
 
 #include "schema/allocator.capnp.h"
 #include "schema/authorization.capnp.h"
@@ -25,6 +26,7 @@
 #include "schema/prefix.capnp.h"
 #include "schema/reuse.capnp.h"
 #include "schema/session.capnp.h"
+#include "services/session/routes.hpp"
 #include "tests/schema/codec_node_fixtures.hpp"
 
 using namespace kvrt;
@@ -105,6 +107,16 @@ TEST_CASE("node protocol: every message round-trips with every field set", "[cod
     CHECK(*zero == T{});
   });
   CHECK(types == kNodeTypeCount);
+}
+
+TEST_CASE("node protocol: every route's request and receipt has a round-trip fixture", "[codec]") {
+  std::set<std::type_index> fixtures;
+  for_each_node_type([&](auto named) { fixtures.insert(typeid(typename decltype(named)::type)); });
+  for_each_route([&]<class R>() {
+    INFO("route " << R::name);
+    CHECK(fixtures.count(typeid(typename R::Request)) == 1);
+    CHECK(fixtures.count(typeid(typename R::Receipt)) == 1);
+  });
 }
 
 TEST_CASE("node protocol: every op and outcome alternative travels on its own", "[codec]") {
@@ -782,7 +794,7 @@ TEST_CASE("node protocol: a 256-append batch encodes and decodes well inside 100
   const double us = median_times(batch, 301).round_trip_us;
   INFO("256 appends: median encode+decode " << us << " us, " << codec::encode(batch).size() << " bytes");
 #ifdef NDEBUG
-  // The actor RPC's budget (issue 5) is 100 us for the whole batch. The median
+  // The actor RPC's budget is 100 us for the whole batch. The median
   // here is about a third of it on the 2-vCPU development machine under load
   // (`kvrt_tests "[codec-bench]"` prints the split); the check keeps the full
   // budget as its bound so that a busy machine does not make it flaky, while

@@ -1,4 +1,4 @@
-// The node-side owner services without actors (issue 5, "Deterministic
+// The node-side owner services without actors ("Deterministic
 // actor tests of each owner's protocol"): every actor handler is one call on
 // these classes, so driving them directly is the owners' protocol, message by
 // message, with no scheduler in the way. Randomised with a printed seed.
@@ -234,6 +234,111 @@ TEST_CASE("the authorization owner opens sessions from tokens and ends grants wi
   CHECK(svc.end_session(b.session).error().code == ErrorCode::session_ended);
   CHECK(svc.authorize(a.session, AuthorizeRequest{{}, "d/t"}).error().code == ErrorCode::session_ended);
   CHECK(svc.validate().ok());
+}
+
+}  // namespace kvrt::test
+
+// ---- the fault_arm route -------------------------------------------------------
+
+namespace kvrt::test {
+namespace {
+
+FaultArmRequest arm_request(std::vector<FaultPointArm> points, bool disarm_all = false) {
+  return FaultArmRequest{TraceContext{7, 8, 0}, disarm_all, std::move(points)};
+}
+
+const AllocationReceipt& receipt_of(const AllocatorOutcome& o) {
+  INFO((std::holds_alternative<Error>(o) ? std::get<Error>(o).describe() : "receipt"));
+  REQUIRE(std::holds_alternative<AllocationReceipt>(o));
+  return std::get<AllocationReceipt>(o);
+}
+
+}  // namespace
+
+TEST_CASE("fault_arm is refused unless the node runs with fault_injection", "[node][services][faults]") {
+  AllocatorService svc(BlockAllocator::create(small_pools(2, 32)).value());
+  const StateDigest before = svc.core().state_digest();
+  const Result<FaultArmReceipt> r = svc.apply(SessionId{1}, arm_request({{"after_reserve_group_0", 1}}));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == ErrorCode::invalid_argument);
+  CHECK(r.error().field == "fault_injection");
+  CHECK_FALSE(svc.core().faults().any_armed());
+  CHECK(svc.core().state_digest() == before);
+  // Nothing armed: the next allocation commits.
+  CHECK(receipt_of(svc.apply_one(SessionId{1}, AllocateOp{40, {}, std::nullopt})).outcome ==
+        AllocationOutcome::committed);
+}
+
+TEST_CASE("fault_arm checks the whole request before it arms anything", "[node][services][faults]") {
+  AllocatorService svc(BlockAllocator::create(small_pools(2, 32)).value(), AllocatorServiceOptions{true});
+  REQUIRE(svc.apply(SessionId{1}, arm_request({{"after_reserve_group_1", 3}})).ok());
+  struct Bad {
+    std::vector<FaultPointArm> points;
+    std::string field;
+  };
+  const std::vector<Bad> bad = {
+      {{{"after_reserve_group_0", 1}, {"after_reserve_group_2", 1}}, "arm[1].name"},  // two groups only
+      {{{"before_everything", 1}}, "arm[0].name"},
+      {{{"after_reserve_group_0", 1}, {"after_reserve_group_1", 0}}, "arm[1].nth"},
+      {std::vector<FaultPointArm>(AllocatorService::kMaxArmedFaultPoints + 1, {"after_reserve_group_0", 1}), "arm"},
+  };
+  for (const Bad& b : bad) {
+    INFO(b.field);
+    // With and without disarm_all: a refused request disarms nothing either.
+    for (bool disarm : {false, true}) {
+      const Result<FaultArmReceipt> r = svc.apply(SessionId{1}, arm_request(b.points, disarm));
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().code == ErrorCode::invalid_argument);
+      CHECK(r.error().field == b.field);
+      REQUIRE(svc.core().faults().armed().size() == 1);
+      CHECK(svc.core().faults().armed()[0].name == "after_reserve_group_1");
+      CHECK(svc.core().faults().armed()[0].remaining == 3);
+    }
+  }
+  // disarm_all then arm: the receipt lists what is armed afterwards.
+  const Result<FaultArmReceipt> r =
+      svc.apply(SessionId{1}, arm_request({{"after_reserve_group_0", 2}, {"after_reserve_group_1", 1}}, true));
+  REQUIRE(r.ok());
+  CHECK(r->trace.trace_id == 7);
+  CHECK(r->armed == std::vector<FaultPointArm>{{"after_reserve_group_0", 2}, {"after_reserve_group_1", 1}});
+  CHECK(svc.apply(SessionId{1}, arm_request({}, true))->armed.empty());
+}
+
+TEST_CASE("an armed fault point fails the nth transaction that reaches it and restores the digest",
+          "[node][services][faults][property]") {
+  const uint64_t seed = GENERATE(3ull, 19ull, 20261201ull);
+  INFO("seed " << seed);
+  std::mt19937_64 rng(seed);
+  AllocatorService svc(BlockAllocator::create(small_pools(2, 64)).value(), AllocatorServiceOptions{true});
+  for (int round = 0; round < 40; ++round) {
+    INFO("round " << round);
+    const uint32_t group = static_cast<uint32_t>(rng() % 2);
+    const uint32_t nth = 1 + static_cast<uint32_t>(rng() % 3);
+    const std::string point = "after_reserve_group_" + std::to_string(group);
+    REQUIRE(svc.apply(SessionId{1}, arm_request({{point, nth}}, true)).ok());
+    // Each allocation reaches both groups' points once: the nth rolls back.
+    std::vector<RequestFence> held;
+    for (uint32_t i = 1; i <= nth; ++i) {
+      const StateDigest before = svc.core().state_digest();
+      const AllocationReceipt r =
+          receipt_of(svc.apply_one(SessionId{1}, AllocateOp{1 + static_cast<uint32_t>(rng() % 40), {}, std::nullopt}));
+      if (i < nth) {
+        REQUIRE(r.outcome == AllocationOutcome::committed);
+        held.push_back(RequestFence{r.request_id, r.request_generation, r.table_version_after});
+        continue;
+      }
+      CHECK(r.outcome == AllocationOutcome::rolled_back);
+      CHECK(r.rollback_reason == "fault point " + point);
+      CHECK(r.predecessor_digest == before);
+      CHECK(r.successor_digest == before);
+      CHECK(svc.core().state_digest() == before);
+    }
+    CHECK_FALSE(svc.core().faults().any_armed());  // a point fires once
+    REQUIRE(svc.validate().ok());
+    for (const RequestFence& f : held)
+      CHECK(std::holds_alternative<ReleaseResult>(svc.apply_one(SessionId{1}, ReleaseOp{f, ReleaseReason::finished})));
+  }
+  CHECK(svc.core().live_requests() == 0);
 }
 
 }  // namespace kvrt::test
