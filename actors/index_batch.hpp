@@ -1,6 +1,6 @@
 #pragma once
-// The prefix route as both index owners serve it (the hash chain,
-// actors/prefix_actor.cpp, and the radix index, actors/radix_actor.cpp): a
+// The prefix route as both index owners serve it (the hash chain and the
+// radix index, one actor for either: actors/prefix_index_actor.cpp): a
 // PrefixBatchRun (services/prefix/prefix_batch_run.hpp) whose requests go to
 // the allocator owner. Each allocator answer is awaited (CAF `await`
 // suspends this mailbox), so no other message changes the index between a

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,15 @@ class PrefixService {
   ReuseIndexVersion reuse_version() const {
     return ReuseIndexVersion{retraction_version_, TreeVersion{0}, index_.publication_generation()};
   }
+  // Steps 4 and 10 for paths: hash-chain candidates name no path, so there
+  // is nothing to lock and no path lease to release.
+  ReusePathLeaseAnswer lease_path(SessionId, const ReusePathLeaseRequest&) const {
+    return ReusePathLeaseAnswer{std::nullopt, "the hash-chain index holds no paths"};
+  }
+  bool release_path(SessionId, LeaseId) const { return false; }
+  // The hash chain holds no block (the allocator's own LRU evicts cached
+  // blocks on demand): work stuck for capacity asks nothing of it.
+  std::vector<LeaseId> relieve_pressure(uint32_t) const { return {}; }
 
   OwnerStats stats() const;
   Status validate() const { return index_.validate(nullptr); }

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "schema/prefix_types.hpp"
 #include "schema/session_types.hpp"
 #include "services/allocator/allocator_requests.hpp"
+#include "services/allocator/block_allocator.hpp"
 #include "services/authorization/namespace_grants.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
 #include "services/radix/radix_block_index.hpp"
@@ -93,6 +95,9 @@ class RadixBlockService {
   // that many pages, policy order, leaf first (0x08E), and return their
   // leases to release.
   std::vector<LeaseId> relieve_pressure(uint32_t missing_blocks);
+  // The allocator never evicts a block the tree leases, so its eviction
+  // events name nothing the tree holds.
+  void absorb(std::span<const AllocatorEvent>) {}
 
   OwnerStats stats() const;
   // The index's laws, then: every path lease's terminal is in the tree and
