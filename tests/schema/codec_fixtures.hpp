@@ -393,4 +393,21 @@ bool decode_is_safe(std::span<const uint8_t> bytes, const codec::DecodeLimits& l
   return true;
 }
 
+// Flips every bit of a valid encoding of T, one at a time, and decodes each:
+// all must decode safely. A flip in a data field still forms a valid
+// message, a flip in the segment table or a pointer does not: both outcomes
+// must occur.
+template <class T>
+void check_every_bit_flip(const std::vector<uint8_t>& bytes) {
+  size_t values = 0, errors = 0;
+  for (size_t bit = 0; bit < bytes.size() * 8; ++bit) {
+    INFO("flipped bit " << bit);
+    auto corrupt = bytes;
+    corrupt[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    (decode_is_safe<T>(corrupt) ? values : errors)++;
+  }
+  CHECK(values > 0);
+  CHECK(errors > 0);
+}
+
 }  // namespace kvrt::test
