@@ -393,6 +393,41 @@ bool decode_is_safe(std::span<const uint8_t> bytes, const codec::DecodeLimits& l
   return true;
 }
 
+// Encodes filled<T>(seed) for three seeds and T{}, decodes each and
+// compares: every field travels (the filler moves each off its default),
+// defaults travel too, and the encoding is a function of the value.
+template <class T>
+void check_round_trip() {
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    const T value = filled<T>(seed);
+    CHECK_FALSE(value == T{});
+    const auto bytes = codec::encode(value);
+    CHECK(bytes.size() % 8 == 0);
+    auto decoded = codec::decode<T>(bytes);
+    INFO((decoded.ok() ? std::string("ok") : decoded.error().describe()));
+    REQUIRE(decoded.ok());
+    CHECK(*decoded == value);
+    CHECK(codec::encode(*decoded) == bytes);
+  }
+  auto zero = codec::decode<T>(codec::encode(T{}));
+  REQUIRE(zero.ok());
+  CHECK(*zero == T{});
+}
+
+// `mutations` copies of a valid encoding of T, each with 1-8 bytes
+// overwritten at random: all must decode safely.
+template <class T, class Rng>
+void check_random_overwrites(Rng& rng, int mutations) {
+  const auto bytes = codec::encode(filled<T>());
+  for (int i = 0; i < mutations; ++i) {
+    INFO("mutation " << i);
+    auto corrupt = bytes;
+    const int writes = 1 + static_cast<int>(rng() % 8);
+    for (int w = 0; w < writes; ++w) corrupt[rng() % corrupt.size()] = static_cast<uint8_t>(rng());
+    decode_is_safe<T>(corrupt);
+  }
+}
+
 // Flips every bit of a valid encoding of T, one at a time, and decodes each:
 // all must decode safely. A flip in a data field still forms a valid
 // message, a flip in the segment table or a pointer does not: both outcomes

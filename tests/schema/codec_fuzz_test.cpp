@@ -10,6 +10,7 @@
 
 using namespace kvrt;
 using kvrt::test::check_every_bit_flip;
+using kvrt::test::check_random_overwrites;
 using kvrt::test::decode_is_safe;
 using kvrt::test::filled;
 using kvrt::test::for_each_codec_type;
@@ -100,13 +101,6 @@ TEST_CASE("randomly overwritten encodings decode safely", "[codec]") {
   for_each_codec_type([&](auto named) {
     using T = typename decltype(named)::type;
     INFO(named.name);
-    const auto bytes = codec::encode(filled<T>());
-    for (int i = 0; i < 1500; ++i) {
-      INFO("mutation " << i);
-      auto corrupt = bytes;
-      const int writes = 1 + static_cast<int>(rng() % 8);
-      for (int w = 0; w < writes; ++w) corrupt[rng() % corrupt.size()] = static_cast<uint8_t>(rng());
-      decode_is_safe<T>(corrupt);
-    }
+    check_random_overwrites<T>(rng, 1500);
   });
 }
