@@ -50,6 +50,7 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
           r.session = opened->session;
           r.principal = opened->principal;
           r.allowed_namespaces = opened->allowed_namespaces;
+          r.admin = opened->admin;
           return to_wire(codec::encode(r));
         },
         [self](route_atom, uint16_t route, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {

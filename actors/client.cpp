@@ -5,11 +5,13 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "actors/actor_protocol.hpp"
 #include "actors/actor_settings.hpp"
 #include "actors/wire_bytes.hpp"
 #include "schema/codecs.hpp"
+#include "services/common/process_identity.hpp"
 #include "services/session/session_channel.hpp"
 #include "services/telemetry/chrome_trace.hpp"
 
@@ -45,10 +47,84 @@ class AnchorActor final : public caf::event_based_actor {
   }
 };
 
+// What the watch of a session and the calling thread share. The watch may
+// outlive neither the Client nor its channel: ~Client detaches both first.
+struct SessionWatchState {
+  std::mutex mutex;
+  std::optional<Error> lost;          // set once: every later call answers it
+  caf::message_id pending;            // the middleman call awaiting its reply (not a response id: none)
+  caf::strong_actor_ptr caller;       // the scoped actor that waits for `pending`
+  SessionChannel* channel = nullptr;  // interrupted when the session is lost
+  ProcessIdentity node;               // the node process, from its descriptor
+  std::string node_name;              // "host:port (pid N)", for the reasons
+
+  // The first loss decides the error. A connection that went silent, or a
+  // node process that has exited (or whose pid now names a later process),
+  // is a lost node; a live node that closed the session ended it. A killed
+  // process closes its sockets before it becomes a zombie, so a node seen
+  // alive is given a moment to finish exiting. Call with `mutex` held.
+  const Error& lose(const std::string& cause, bool connection_lost = false) {
+    if (lost) return *lost;
+    bool alive = !connection_lost && node.pid > 0 && owner_state(node) == OwnerState::alive;
+    for (int i = 0; alive && i < 20; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      alive = owner_state(node) == OwnerState::alive;
+    }
+    lost = alive ? make_error(ErrorCode::session_ended, "the node at " + node_name + " ended this session: " + cause,
+                              "session")
+                 : make_error(ErrorCode::node_lost,
+                              "the node at " + node_name + " is gone (" + cause +
+                                  "); its receipts, handles and leases are void: connect again",
+                              "node");
+    if (channel) channel->interrupt();
+    // Wakes a blocked middleman call the way CAF's own request timeout does:
+    // an error message under the awaited response id.
+    if (pending.is_response() && caller)
+      caller->enqueue(nullptr, pending, caf::make_message(caf::make_error(caf::sec::request_receiver_down)), nullptr);
+    return *lost;
+  }
+};
+
+// Watches the session actor: its proxy dies when the middleman connection
+// drops, at once for a node that died (the kernel closes its sockets) and
+// after connection_timeout_ms of missed heartbeats for a hung one.
+class SessionWatch final : public caf::event_based_actor {
+ public:
+  SessionWatch(caf::actor_config& cfg, caf::actor session, std::shared_ptr<SessionWatchState> state)
+      : caf::event_based_actor(cfg), session_(std::move(session)), state_(std::move(state)) {}
+  caf::behavior make_behavior() override {
+    monitor(session_);
+    set_down_handler([state = state_](const caf::down_msg& down) {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      // remote_link_unreachable: the connection closed or missed its
+      // heartbeats; any other reason: the node ended the session actor.
+      const bool connection_lost = down.reason == caf::exit_reason::remote_link_unreachable;
+      state->lose("the session actor is down: " + caf::to_string(down.reason), connection_lost);
+    });
+    return {[](anchor_atom) {}};
+  }
+
+ private:
+  caf::actor session_;
+  std::shared_ptr<SessionWatchState> state_;
+};
+
 }  // namespace
 
 struct Client::Impl {
   explicit Impl(const ClientOptions& o) : options(o), system(configure(cfg, o)), self(system) {}
+  // Every actor this client spawned must exit before the actor system's
+  // destructor, which waits for all of them: a connect that failed after
+  // the anchor was spawned would otherwise never return.
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(watch->mutex);
+      watch->channel = nullptr;
+      watch->caller = nullptr;
+    }
+    if (watcher) caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
+    if (anchor) caf::anon_send_exit(anchor, caf::exit_reason::user_shutdown);
+  }
   static caf::actor_system_config& configure(caf::actor_system_config& cfg, const ClientOptions& o) {
     actors::apply_runtime_settings(
         cfg, actors::RuntimeSettings{o.scheduler_threads, o.heartbeat_interval_ms, o.connection_timeout_ms});
@@ -56,16 +132,39 @@ struct Client::Impl {
   }
 
   // One blocking round trip to the session actor: through the session
-  // channel while it works, else through the middleman.
+  // channel while it works, else through the middleman. Once the session is
+  // lost (the node died or ended it) every call answers that at once.
   Result<std::vector<uint8_t>> call(RouteId route, std::span<const uint8_t> bytes, const char* what) {
     if (route == kAttachRoute)
       return make_error(ErrorCode::invalid_argument, "the attach route is the session channel's own", what);
-    if (channel && !channel->broken()) return channel->call(route, bytes, options.timeout);
+    {
+      std::lock_guard<std::mutex> lock(watch->mutex);
+      if (watch->lost) return *watch->lost;
+    }
+    if (channel && !channel->broken()) {
+      Result<std::vector<uint8_t>> reply = channel->call(route, bytes, options.timeout);
+      // A closed channel is a lost session, not a reason to try the middleman:
+      // a dead node would hold that call until its timeout. A slow reply
+      // leaves the rest of the session to the middleman.
+      if (!reply.ok() && channel->break_cause() == SessionChannel::Break::closed) {
+        std::lock_guard<std::mutex> lock(watch->mutex);
+        return watch->lose(reply.error().reason);
+      }
+      return reply;
+    }
     Result<std::vector<uint8_t>> out = make_error(ErrorCode::rpc_failed, "no reply", what);
-    self->request(session_handle, caf::timespan{options.timeout}, actors::route_atom::value, route.value,
-                  actors::wire_bytes(bytes.begin(), bytes.end()))
-        .receive([&](actors::wire_bytes& reply) { out = std::vector<uint8_t>(reply.begin(), reply.end()); },
-                 [&](caf::error& e) { out = transport_error(what, e); });
+    auto handle = self->request(session_handle, caf::timespan{options.timeout}, actors::route_atom::value, route.value,
+                                actors::wire_bytes(bytes.begin(), bytes.end()));
+    {
+      std::lock_guard<std::mutex> lock(watch->mutex);
+      if (watch->lost) return *watch->lost;  // lost before the watch could see this call
+      watch->pending = handle.id();
+    }
+    handle.receive([&](actors::wire_bytes& reply) { out = std::vector<uint8_t>(reply.begin(), reply.end()); },
+                   [&](caf::error& e) { out = transport_error(what, e); });
+    std::lock_guard<std::mutex> lock(watch->mutex);
+    watch->pending = caf::message_id{};
+    if (!out.ok() && watch->lost) return *watch->lost;
     return out;
   }
 
@@ -74,6 +173,8 @@ struct Client::Impl {
   caf::actor_system system;
   caf::scoped_actor self;
   caf::actor anchor;
+  std::shared_ptr<SessionWatchState> watch = std::make_shared<SessionWatchState>();
+  caf::actor watcher;
   actors::session_actor session_handle;
   SessionReceipt session;
   std::unique_ptr<SessionChannel> channel;  // null: the middleman only
@@ -81,9 +182,7 @@ struct Client::Impl {
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-Client::~Client() {
-  if (impl_ && impl_->anchor) caf::anon_send_exit(impl_->anchor, caf::exit_reason::user_shutdown);
-}
+Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, const std::string& token_hex,
                                                 const ClientOptions& options) {
@@ -117,6 +216,12 @@ Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, cons
     // A node whose channel cannot be reached is still served through the middleman.
     if (channel.ok()) impl->channel = std::move(channel).value();
   }
+  SessionWatchState& w = *impl->watch;
+  w.node = ProcessIdentity{static_cast<int32_t>(node.node_pid), node.node_start_ticks};
+  w.node_name = node.host + ":" + std::to_string(node.port) + " (pid " + std::to_string(node.node_pid) + ")";
+  w.channel = impl->channel.get();
+  w.caller = caf::actor_cast<caf::strong_actor_ptr>(impl->self);
+  impl->watcher = impl->system.spawn<SessionWatch>(session, impl->watch);
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

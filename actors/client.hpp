@@ -11,6 +11,14 @@
 // failure or a refused message answers a typed Error instead. The session
 // ends when the Client is destroyed (or the process dies: the node notices
 // through its heartbeats and reclaims everything the session held).
+//
+// The node's own death: a Client watches its session, and when the node
+// exits (its sockets close at once) or stops answering heartbeats
+// (ClientOptions::connection_timeout_ms), the call in flight and every later
+// call answer node_lost within that time, on either transport, never at the
+// call timeout. Nothing of the old node survives it (docs/operations.md,
+// "When the node dies"): an engine drops every receipt, handle and lease and
+// connects a new Client when a node serves the descriptor again.
 #include <chrono>
 #include <cstdint>
 #include <memory>

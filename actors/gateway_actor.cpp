@@ -181,7 +181,9 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                         st.channel_tickets[ticket] = anchor.address();
                       }
                     }
-                    session_actor session = spawn_session_actor(self->system(), receipt->session, st.owners);
+                    session_actor session =
+                        spawn_session_actor(self->system(), receipt->session,
+                                            receipt->admin ? RouteAccess::admin : RouteAccess::worker, st.owners);
                     // Linked: when the gateway stops, every session stops with it.
                     self->link_to(session);
                     st.workers[anchor.address()] = GatewayState::Connected{receipt->session, session, ticket};

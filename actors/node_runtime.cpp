@@ -16,6 +16,8 @@
 #include "gpu/cuda_decode_kernel.hpp"
 #include "gpu/cuda_pool_store.hpp"
 #include "node/node_config.hpp"
+#include "node/node_predecessor.hpp"
+#include "services/common/process_identity.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "services/mapper/memfd_backing.hpp"
 #include "services/mapper/page_pool_server.hpp"
@@ -101,7 +103,7 @@ struct NodeMapper {
 };
 
 Result<NodeMapper> start_mapper(const std::string& token_dir, const NodeMapperConfig& m,
-                                const CacheLayoutManifest& layout) {
+                                const CacheLayoutManifest& layout, PoolGeneration generation) {
   const CacheGroupLayout& g = layout.cache_groups.at(0);
   MapperConfig c;
   c.local_layers = g.layers();
@@ -112,7 +114,6 @@ Result<NodeMapper> start_mapper(const std::string& token_dir, const NodeMapperCo
   c.element_bytes = scalar_bytes(g.k_dtype);
   c.page_group_bytes = m.page_group_bytes != 0 ? m.page_group_bytes : MemfdBacking::os_page_bytes();
   c.handle_count = m.handle_count;
-  const PoolGeneration generation{1};
   Result<std::unique_ptr<MapperService>> mapper = MapperService::create(c, generation);
   if (!mapper.ok()) return mapper.error();
   NodeMapper out;
@@ -216,8 +217,10 @@ Result<ExecutorInputs> create_shm_pools(NodeInstance::Impl& impl, const CacheLay
 
 // The pools, the allocator over them and the executor that reads them: one
 // allocator configuration and one executor construction for either backend.
-Status start_pool_owners(NodeInstance::Impl& impl, const NodeConfig& config, const CacheLayoutManifest& layout) {
+Status start_pool_owners(NodeInstance::Impl& impl, const NodeConfig& config, const CacheLayoutManifest& layout,
+                         PoolGeneration pool_generation) {
   shm::SharedBlockPoolsOptions pool_options;
+  pool_options.pool_generation = pool_generation;
   pool_options.namespace_name = "node";
   pool_options.namespace_generation = NamespaceGeneration{1};
   pool_options.instance = shm::make_instance_id();
@@ -251,6 +254,16 @@ Status start_prefix_owner(NodeInstance::Impl& impl, const NodeConfig& config, co
   if (!prefix.ok()) return prefix.error();
   impl.prefix = std::make_shared<PrefixService>(std::move(*prefix));
   return Status::success();
+}
+
+void log_reclaim(spdlog::logger& log, const PredecessorReclaim& r) {
+  if (r.predecessor_pid)
+    log.warn("a dead node (pid {}) left this descriptor: removed it{}; pools start at generation {}",
+             *r.predecessor_pid, r.token_dir_removed ? " and its token directory (tokens, sockets)" : "",
+             r.pool_generation.value);
+  if (r.segments_removed > 0)
+    log.warn("removed {} stale pool segment(s) of dead owners from /dev/shm ({} bytes)", r.segments_removed,
+             r.segment_bytes_removed);
 }
 
 actors::RuntimeSettings node_runtime_settings(const NodeConfig& config) {
@@ -306,7 +319,6 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
 
 Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& options) {
   auto impl = std::make_unique<Impl>();
-  impl->descriptor_path = options.descriptor_path;
   impl->log = node_logger();
   NodeConfig config;
   KVRT_TRY_ASSIGN(config, load_node_config(options.config_path));
@@ -316,15 +328,25 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   NodeDescriptor& d = impl->descriptor;
   d.host = config.host;
   d.node_pid = static_cast<uint32_t>(::getpid());
+  ProcessIdentity self;
+  KVRT_TRY_ASSIGN(self, current_process_identity());
+  d.node_start_ticks = self.start_time_ticks;
   d.layout_path = std::filesystem::absolute(config.layout_path).string();
   d.layout_sha256 = layout.digest();
   d.block_tokens = layout.allocator_block_size;
 
+  PredecessorReclaim reclaimed;
+  KVRT_TRY_ASSIGN(reclaimed, reclaim_predecessor(options.descriptor_path));
+  log_reclaim(*impl->log, reclaimed);
+  // From here on the descriptor path is this node's: a start that fails
+  // later removes what it wrote there. One refused above (a live node's
+  // path) is left alone.
+  impl->descriptor_path = options.descriptor_path;
   KVRT_TRY(start_authorization(*impl, config, layout, options.descriptor_path));
-  KVRT_TRY(start_pool_owners(*impl, config, layout));
+  KVRT_TRY(start_pool_owners(*impl, config, layout, reclaimed.pool_generation));
   KVRT_TRY(start_prefix_owner(*impl, config, layout));
   if (config.mapper.enabled) {
-    Result<NodeMapper> mapper = start_mapper(impl->token_dir, config.mapper, layout);
+    Result<NodeMapper> mapper = start_mapper(impl->token_dir, config.mapper, layout, reclaimed.pool_generation);
     if (!mapper.ok()) return mapper.error();
     impl->mapper = std::move(mapper->service);
     impl->pool_server = std::move(mapper->server);

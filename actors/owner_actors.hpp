@@ -82,7 +82,9 @@ struct ReuseNodeFacts {
 // `owners.reuse` is ignored (the coordinator calls the other owners).
 reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, ReuseNodeFacts facts, Observability obs);
 
-session_actor spawn_session_actor(caf::actor_system& system, SessionId session, OwnerHandles owners);
+// `role`: the principal's (SessionReceipt::admin), which decides the routes
+// the session may call (RouteAccess).
+session_actor spawn_session_actor(caf::actor_system& system, SessionId session, RouteAccess role, OwnerHandles owners);
 
 // Facts the gateway adds to every SessionReceipt (pools, layout).
 struct NodeFacts {

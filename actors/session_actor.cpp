@@ -13,15 +13,17 @@ namespace {
 struct SessionActorState {
   static inline const char* name = "session";
   SessionId session;
+  RouteAccess role = RouteAccess::worker;  // the principal's: which routes it may call
   OwnerHandles owners;
 };
 
 }  // namespace
 
-session_actor spawn_session_actor(caf::actor_system& system, SessionId session, OwnerHandles owners) {
-  auto behavior = [](session_actor::stateful_pointer<SessionActorState> self, SessionId id,
+session_actor spawn_session_actor(caf::actor_system& system, SessionId session, RouteAccess role, OwnerHandles owners) {
+  auto behavior = [](session_actor::stateful_pointer<SessionActorState> self, SessionId id, RouteAccess r,
                      OwnerHandles handles) -> session_actor::behavior_type {
     self->state.session = id;
+    self->state.role = r;
     self->state.owners = std::move(handles);
     return {
         [self](route_atom, uint16_t route, wire_bytes& bytes) -> caf::result<wire_bytes> {
@@ -32,6 +34,13 @@ session_actor spawn_session_actor(caf::actor_system& system, SessionId session, 
                 ErrorCode::invalid_argument,
                 "no route " + std::to_string(route) + " (" + std::string(route_name(id)) + ") leads to an owner",
                 "route"));
+          if (route_access(id) != self->state.role)
+            return error_reply(make_error(ErrorCode::authorization_route_denied,
+                                          "route " + std::string(route_name(id)) + " is for " +
+                                              (route_access(id) == RouteAccess::admin ? "admin" : "worker") +
+                                              " sessions; this session's principal is " +
+                                              (self->state.role == RouteAccess::admin ? "an admin" : "a worker"),
+                                          "route"));
           const Owner owner = route_owner(id);
           owner_interface handle = self->state.owners.of(owner);
           if (!handle)
@@ -43,7 +52,7 @@ session_actor spawn_session_actor(caf::actor_system& system, SessionId session, 
         },
     };
   };
-  return system.spawn(behavior, session, std::move(owners));
+  return system.spawn(behavior, session, role, std::move(owners));
 }
 
 }  // namespace kvrt::actors

@@ -70,7 +70,7 @@ class Worker {
     const auto deadline = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                       std::chrono::duration<double>(o_.duration_s));
     std::vector<LiveRequest> live;
-    while (true) {
+    while (!summary_.stopped_by) {
       const bool may_start =
           std::chrono::steady_clock::now() < deadline && (o_.max_requests == 0 || started_ < o_.max_requests);
       if (may_start) admit(live);
@@ -82,7 +82,7 @@ class Worker {
       finish(live);
       ++iteration_;
     }
-    release_receipts();
+    if (!summary_.stopped_by) release_receipts();
     summary_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return summary_;
   }
@@ -97,6 +97,9 @@ class Worker {
   void note_error(const Error& e) {
     ++summary_.operation_errors;
     if (summary_.first_error.empty()) summary_.first_error = e.describe();
+    // Nothing more can be done through this session: what it held is gone
+    // with the node (or was reclaimed by it), so the run stops here.
+    if (e.code == ErrorCode::node_lost || e.code == ErrorCode::session_ended) summary_.stopped_by = e;
   }
 
   // Steps 9-10 of a receipt: the node answers which of its leases it

@@ -9,6 +9,7 @@
 // worker would have written, so a reuse that is not exact is counted, never
 // hidden. CAF-free: it only uses the client library.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "services/common/result.hpp"
@@ -47,6 +48,9 @@ struct WorkerSummary {
   uint64_t successors_published = 0;  // reuse attempts ended by publishing this worker's prompt blocks (0x0CD step 10)
   double wall_s = 0;
   std::string first_error;  // the first typed error seen, for the log
+  // Set when the session was lost (node_lost, session_ended): the worker
+  // stopped there, with requests unfinished.
+  std::optional<Error> stopped_by;
 };
 
 Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions& options);

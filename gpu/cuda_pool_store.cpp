@@ -10,9 +10,9 @@
 #include "gpu/cuda_probe.hpp"
 #include "gpu/cuda_runtime_shim.hpp"
 #include "services/common/assert.hpp"
+#include "services/common/process_identity.hpp"
 #include "shm/pool_row_plan.hpp"
 #include "shm/pool_segment_header.hpp"
-#include "shm/process_identity.hpp"
 
 namespace kvrt::gpu {
 namespace {
@@ -108,8 +108,8 @@ class CudaPoolStore final : public shm::SharedPoolStore {
 
 Result<CudaPools> create_cuda_pools(const CacheLayoutManifest& manifest, const BlockAllocatorConfig& config) {
   KVRT_TRY(require_cuda_device());
-  shm::ProcessIdentity owner;
-  KVRT_TRY_ASSIGN(owner, shm::current_process_identity());
+  ProcessIdentity owner;
+  KVRT_TRY_ASSIGN(owner, current_process_identity());
   std::vector<DevicePool> pools;
   std::vector<PoolAttachment> attachments;
   std::vector<executor::PagedKvView> views(manifest.layer_count());

@@ -308,7 +308,14 @@ struct FaultArmRequest $Kvrt.message {
   arm @2 :List(FaultPointArm);             # then arm these, in order
 }
 
+struct FaultPointFired {
+  name @0 :Text;
+  fired @1 :UInt64;                        # since the node started [firings]
+}
+
 struct FaultArmReceipt $Kvrt.message {
   trace @0 :Common.TraceContext;
   armed @1 :List(FaultPointArm);           # every point armed now, nth = reaches still to go
+  registered @2 :List(Text);               # every point this owner has, whether armed or not
+  fired @3 :List(FaultPointFired);         # the points that have fired, by name
 }

@@ -43,6 +43,9 @@ struct SessionReceipt $Kvrt.message {
   # ticket that binds a connection to this session. Empty: the node offers
   # no channel. The ticket is a secret of this session, like the token.
   channelTicket @7 :Text;
+  admin @8 :Bool;
+  # The principal's role is admin: the session may call the admin routes
+  # (services/session/routes.hpp, RouteAccess) and no worker route.
 }
 
 struct StatValue {

@@ -23,10 +23,10 @@
 
 #include "services/common/digest.hpp"
 #include "services/common/ids.hpp"
+#include "services/common/process_identity.hpp"
 #include "services/common/result.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
 #include "shm/pool_geometry.hpp"
-#include "shm/process_identity.hpp"
 #include "shm/segment_name.hpp"
 
 namespace kvrt::shm {

@@ -19,9 +19,9 @@
 
 #include "services/common/digest.hpp"
 #include "services/common/ids.hpp"
+#include "services/common/process_identity.hpp"
 #include "services/common/result.hpp"
 #include "shm/pool_geometry.hpp"
-#include "shm/process_identity.hpp"
 
 namespace kvrt::shm {
 

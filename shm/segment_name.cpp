@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <random>
 
-#include "shm/process_identity.hpp"
+#include "services/common/process_identity.hpp"
 
 namespace kvrt::shm {
 namespace {

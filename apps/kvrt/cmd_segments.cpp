@@ -1,25 +1,19 @@
 // `kvrt segments [--remove-stale] [--json]`: the kvrt pool segments in
 // /dev/shm and who owns them. A node removes its segments when it shuts down;
 // one killed with SIGKILL (or a `kvrt run` killed that way) cannot, and its
-// segments keep their memory until someone unlinks them. `--remove-stale`
-// unlinks exactly those whose recorded owner has exited or whose pid now
-// belongs to a later process (BlockPoolSegment::remove_if_stale); a live
-// owner's segment, one without an owner record and any other file are kept.
-//
-// Pids are local to a pid namespace: run this in the namespace of the nodes
-// that created the segments (shm/process_identity.hpp).
+// segments keep their memory until someone unlinks them, or until a node
+// starts on the same host (it sweeps the same way). `--remove-stale` unlinks
+// exactly those whose recorded owner is gone (shm/stale_segments.hpp).
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "apps/kvrt/subcommand_registry.hpp"
-#include "shm/block_pool_segment.hpp"
+#include "shm/stale_segments.hpp"
 
 namespace kvrt::app {
 namespace {
-
-constexpr const char* kShmDir = "/dev/shm";
 
 struct SegmentsOptions {
   bool remove_stale = false;
@@ -35,53 +29,50 @@ struct SegmentRow {
   bool removed = false;
 };
 
-SegmentRow row_for(const std::string& file_name, bool remove_stale) {
+SegmentRow row_for(const std::string& file_name, const Result<shm::SegmentInspection>& inspected, bool removed,
+                   const char* failure) {
   SegmentRow row;
   row.name = file_name;
-  const std::string name = "/" + file_name;
-  shm::SegmentInspection found;
-  if (remove_stale) {
-    Result<shm::BlockPoolSegment::StaleRemoval> r = shm::BlockPoolSegment::remove_if_stale(name);
-    if (!r.ok()) {
-      row.state = "kept: " + r.error().describe();
-      return row;
-    }
-    found = r->found;
-    row.removed = r->removed;
-  } else {
-    Result<shm::SegmentInspection> r = shm::BlockPoolSegment::inspect(name);
-    if (!r.ok()) {
-      row.state = "unreadable: " + r.error().describe();
-      return row;
-    }
-    found = *r;
+  row.removed = removed;
+  if (!inspected.ok()) {
+    row.state = std::string(failure) + inspected.error().describe();
+    return row;
   }
+  const shm::SegmentInspection& found = *inspected;
   row.bytes = found.file_bytes;
   if (!found.owner_recorded) {
     row.owner = "none recorded";
     row.state = "starting or died creating it";
   } else {
     row.owner = std::to_string(found.owner.pid);
-    row.state = std::string(shm::to_string(found.owner_state));
+    row.state = std::string(to_string(found.owner_state));
   }
   if (found.pool_generation) row.generation = std::to_string(found.pool_generation->value);
   return row;
 }
 
-int run_segments(const SegmentsOptions& o) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(kShmDir, ec)) {
-    const std::string n = entry.path().filename().string();
-    if (n.starts_with("kvrt.")) names.push_back(n);
-  }
-  if (ec)
-    return report_error("segments",
-                        make_error(ErrorCode::io, std::string("cannot list ") + kShmDir + ": " + ec.message(), "dir"));
-  std::sort(names.begin(), names.end());
+Result<std::vector<SegmentRow>> segment_rows(bool remove_stale) {
   std::vector<SegmentRow> rows;
-  rows.reserve(names.size());
-  for (const std::string& n : names) rows.push_back(row_for(n, o.remove_stale));
+  if (remove_stale) {
+    shm::SegmentSweep sweep;
+    KVRT_TRY_ASSIGN(sweep, shm::remove_stale_pool_segments());
+    for (const shm::SegmentSweepRow& r : sweep.rows)
+      rows.push_back(row_for(
+          r.name, r.found ? Result<shm::SegmentInspection>(*r.found) : Result<shm::SegmentInspection>(*r.kept_because),
+          r.removed, "kept: "));
+    return rows;
+  }
+  std::vector<std::string> names;
+  KVRT_TRY_ASSIGN(names, shm::list_pool_segments());
+  for (const std::string& n : names)
+    rows.push_back(row_for(n, shm::BlockPoolSegment::inspect("/" + n), false, "unreadable: "));
+  return rows;
+}
+
+int run_segments(const SegmentsOptions& o) {
+  Result<std::vector<SegmentRow>> listed = segment_rows(o.remove_stale);
+  if (!listed.ok()) return report_error("segments", listed.error());
+  const std::vector<SegmentRow>& rows = *listed;
   const auto removed = std::count_if(rows.begin(), rows.end(), [](const SegmentRow& r) { return r.removed; });
   if (o.json) {
     nlohmann::json list = nlohmann::json::array();
@@ -98,7 +89,7 @@ int run_segments(const SegmentsOptions& o) {
   for (const SegmentRow& r : rows)
     std::cout << r.name << "  owner " << r.owner << " (" << r.state << ")  generation " << r.generation << "  "
               << r.bytes << " bytes" << (r.removed ? "  REMOVED" : "") << "\n";
-  std::cout << rows.size() << " kvrt segment(s) in " << kShmDir;
+  std::cout << rows.size() << " kvrt segment(s) in " << shm::kShmDirectory;
   if (o.remove_stale) std::cout << ", " << removed << " stale removed";
   std::cout << "\n";
   return 0;

@@ -1,12 +1,13 @@
 // `kvrt worker --node PATH [--principal NAME | --token-file F] [--workload
 // options] [--duration S] [--seed N] [--json]`: one worker process running a
 // random shared-prefix workload against a node (engine/worker_runtime.hpp).
+// Exit status 0 only when every request was served exactly and without error.
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "engine/worker_runtime.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
+#include "engine/worker_runtime.hpp"
 #include "services/telemetry/chrome_trace.hpp"
 
 namespace kvrt::app {
@@ -49,7 +50,8 @@ int run_worker_command(WorkerCli& cli) {
                              {"round_trips", s->round_trips},
                              {"successors_published", s->successors_published},
                              {"wall_s", s->wall_s},
-                             {"first_error", s->first_error}};
+                             {"first_error", s->first_error},
+                             {"stopped_by", s->stopped_by ? s->stopped_by->describe() : ""}};
     std::cout << j.dump() << std::endl;
   } else {
     std::cout << cli.workload.worker_name << ": " << s->requests << " requests, " << s->hit_tokens << "/"
@@ -59,7 +61,10 @@ int run_worker_command(WorkerCli& cli) {
               << std::endl;
     if (!s->first_error.empty()) std::cout << "  first error: " << s->first_error << std::endl;
   }
-  return s->reuse_mismatches == 0 ? 0 : 1;
+  // Non-zero when the worker could not do what it was asked: its session was
+  // lost (the node died), an operation failed, or a reused row was not exact.
+  if (s->stopped_by) std::cerr << "kvrt worker: stopped: " << s->stopped_by->describe() << std::endl;
+  return s->stopped_by || s->operation_errors > 0 || s->reuse_mismatches > 0 ? 1 : 0;
 }
 
 SubcommandRegistration worker_command{

@@ -48,6 +48,8 @@ Result<FaultArmReceipt> AllocatorService::apply(SessionId, const FaultArmRequest
   receipt.trace = request.trace;
   for (const ArmedFaultPoint& point : allocator_.faults().armed())
     receipt.armed.push_back(FaultPointArm{point.name, point.remaining});
+  receipt.registered = names;
+  for (const auto& [name, count] : allocator_.faults().fired()) receipt.fired.push_back(FaultPointFired{name, count});
   return receipt;
 }
 

@@ -5,6 +5,7 @@
 // transaction that reaches it fails there and must roll back to the exact
 // predecessor digest (0x04F). Disarmed points cost one branch.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,14 +33,19 @@ class FaultPoints {
       return false;
     for (size_t i = 0; i < armed_.size(); ++i)
       if (armed_[i].name == name && --armed_[i].remaining == 0) {
+        ++fired_[armed_[i].name];
         armed_.erase(armed_.begin() + static_cast<std::ptrdiff_t>(i));
         return true;
       }
     return false;
   }
+  // How often each point has fired since the owner started (points that
+  // never fired are absent): a fault campaign reports them.
+  const std::map<std::string, uint64_t, std::less<>>& fired() const { return fired_; }
 
  private:
   std::vector<ArmedFaultPoint> armed_;
+  std::map<std::string, uint64_t, std::less<>> fired_;
 };
 
 }  // namespace kvrt

@@ -87,6 +87,8 @@ Status AuthorizationConfig::validate() const {
       return make_error(ErrorCode::config_field, "principal \"" + p.name + "\" is configured twice", where + ".name");
     if (p.token_sha256 && !digests.insert(*p.token_sha256).second)
       return make_error(ErrorCode::config_field, "two principals share one token digest", where + ".token_sha256");
+    if (p.role == PrincipalRole::admin && !p.namespaces.empty())
+      return make_error(ErrorCode::config_field, "an admin principal uses no namespace", where + ".namespaces");
     std::set<std::string, std::less<>> seen;
     for (size_t j = 0; j < p.namespaces.size(); ++j) {
       const std::string field = where + ".namespaces[" + std::to_string(j) + "]";
@@ -150,7 +152,16 @@ Result<AuthorizationConfig> read_authorization_config(const TomlReader& r) {
       return r.field_error(t.get("name"), where, "name", "must be 1..64 characters of [A-Za-z0-9._-]");
     if (!principal_names.insert(p.name).second)
       return r.field_error(t.get("name"), where, "name", "principal \"" + p.name + "\" is configured twice");
-    KVRT_TRY_ASSIGN(p.namespaces, r.string_array(t, where, "namespaces"));
+    KVRT_TRY_ASSIGN(p.role,
+                    r.choice<PrincipalRole>(t, where, "role", "worker",
+                                            {{"worker", PrincipalRole::worker}, {"admin", PrincipalRole::admin}}));
+    if (p.role == PrincipalRole::admin) {
+      if (t.get("namespaces") != nullptr)
+        return r.field_error(t.get("namespaces"), where, "namespaces",
+                             "an admin principal uses no namespace (give K/V access to a worker principal)");
+    } else {
+      KVRT_TRY_ASSIGN(p.namespaces, r.string_array(t, where, "namespaces"));
+    }
     std::set<std::string, std::less<>> seen;
     for (size_t j = 0; j < p.namespaces.size(); ++j) {
       const toml::node* item = t.get("namespaces")->as_array()->get(j);

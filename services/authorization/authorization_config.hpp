@@ -14,7 +14,8 @@
 //
 //   [[principal]]
 //   name = "worker-0"
-//   namespaces = ["prod-eu1/tenant-a"]  # namespace names "deployment/tenant"
+//   role = "worker"                     # optional: "worker" (default) or "admin"
+//   namespaces = ["prod-eu1/tenant-a"]  # namespace names "deployment/tenant" (a worker's only)
 //   token_sha256 = "..."                # optional: SHA-256 (64 hex) of a token the operator
 //                                       # distributes; otherwise the node issues one at start-up
 //
@@ -40,10 +41,18 @@ struct NamespaceConfig {
   uint64_t generation = 1;  // initial namespace generation (>= 1)
 };
 
+// What a principal's sessions may call (services/session/routes.hpp,
+// RouteAccess). Two capabilities that never meet: a worker uses namespaces
+// and their K/V; an admin (an operator, a fault campaign) arms fault points
+// and, later, purges, but holds no namespace, so it can read no K/V, and a
+// worker session can never reach an admin route.
+enum class PrincipalRole : uint8_t { worker = 0, admin = 1 };
+
 struct PrincipalConfig {
   std::string name;                          // [A-Za-z0-9._-], 1..64 characters
-  std::vector<std::string> namespaces;       // "deployment/tenant", each configured, no duplicates
+  std::vector<std::string> namespaces;       // "deployment/tenant", each configured, no duplicates; none for an admin
   std::optional<Sha256Digest> token_sha256;  // nullopt: the node issues a token
+  PrincipalRole role = PrincipalRole::worker;
 };
 
 struct AuthorizationConfig {

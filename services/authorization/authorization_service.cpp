@@ -8,7 +8,10 @@ namespace kvrt {
 
 AuthorizationService::AuthorizationService(NamespaceAuthority authority, const AuthorizationConfig& config)
     : authority_(std::move(authority)) {
-  for (const PrincipalConfig& p : config.principals) allowed_[p.name] = p.namespaces;
+  for (const PrincipalConfig& p : config.principals) {
+    allowed_[p.name] = p.namespaces;
+    if (p.role == PrincipalRole::admin) admins_.insert(p.name);
+  }
 }
 
 Result<OpenedSession> AuthorizationService::open_session(const HelloRequest& hello) {
@@ -24,7 +27,7 @@ Result<OpenedSession> AuthorizationService::open_session(const HelloRequest& hel
   const SessionId id{next_session_++};
   sessions_[id.value] = SessionRecord{*principal, name, hello.worker_name, {}};
   ++sessions_per_principal_[principal->value];
-  OpenedSession out{id, name, {}};
+  OpenedSession out{id, name, {}, admins_.contains(name)};
   if (const auto it = allowed_.find(name); it != allowed_.end()) out.allowed_namespaces = it->second;
   return out;
 }

@@ -7,6 +7,7 @@
 // end with it (revocation of a worker that went away, 0x0CE).
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct OpenedSession {
   SessionId session;
   std::string principal;
   std::vector<std::string> allowed_namespaces;
+  bool admin = false;  // the principal's role is admin (services/session/routes.hpp, RouteAccess)
 };
 
 // A grant as the index owners must hear it (salt digest, not the salt).
@@ -61,6 +63,7 @@ class AuthorizationService {
   };
   NamespaceAuthority authority_;
   std::map<std::string, std::vector<std::string>> allowed_;  // principal -> namespaces (config)
+  std::set<std::string> admins_;                             // principals whose role is admin (config)
   std::map<uint64_t, SessionRecord> sessions_;
   std::map<uint64_t, uint32_t> sessions_per_principal_;
   uint64_t next_session_ = 1;

@@ -74,6 +74,12 @@ std::string_view to_string(ErrorCode code) {
       return "session_ended";
     case ErrorCode::descriptor_invalid:
       return "descriptor_invalid";
+    case ErrorCode::authorization_route_denied:
+      return "authorization_route_denied";
+    case ErrorCode::node_lost:
+      return "node_lost";
+    case ErrorCode::descriptor_in_use:
+      return "descriptor_in_use";
     case ErrorCode::ledger_identity_broken:
       return "ledger_identity_broken";
     case ErrorCode::storage_exhausted:

@@ -108,6 +108,7 @@ enum class ErrorCode : uint16_t {
   authorization_namespace_closed = 1206,   // the generation stopped admitting (purge step 1 of 0x0CE)
   authorization_purge_pending = 1207,      // a purge step whose precondition does not hold yet
   authorization_unknown_hold = 1208,       // a lease/receipt hold that is not live (released twice)
+  authorization_route_denied = 1209,       // a worker session called an admin route, or an admin session a worker route
 
   // Executable-reuse transaction, spec 0x0CD (13xx).
   reuse_step_out_of_order = 1300,  // evidence for a step other than the attempt's next one
@@ -121,6 +122,9 @@ enum class ErrorCode : uint16_t {
   rpc_failed = 1403,          // the transport answered an error instead of a receipt (field: CAF's text)
   session_ended = 1404,       // the worker's session was closed by the node
   descriptor_invalid = 1405,  // a node descriptor file is missing, unreadable or malformed
+  node_lost = 1406,           // the session's node exited, restarted or stopped answering: nothing it issued
+                              // (receipts, handles, leases) is valid any more; connect again
+  descriptor_in_use = 1407,   // a live node already serves this descriptor path
 
   // Telemetry, spec 0x0CE "Telemetry Hygiene" and 0x0CF (15xx).
   telemetry_forbidden_label = 1500,     // a metric label carries a raw prompt, token list or unsalted key

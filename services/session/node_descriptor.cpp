@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -15,6 +16,20 @@ namespace {
 
 Error invalid(const std::string& path, const std::string& why, const std::string& field = {}) {
   return make_error(ErrorCode::descriptor_invalid, path + ": " + why, field);
+}
+
+// A field holding a JSON integer that fits T. nlohmann's get<T>() converts
+// whatever number it finds: a float out of T's range is undefined behaviour,
+// a negative or wider integer wraps (port -1 would read as 65535). The
+// refusal is a json exception like every other mistyped field's.
+template <class T>
+T unsigned_at(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_unsigned() || v.get<uint64_t>() > std::numeric_limits<T>::max())
+    throw nlohmann::json::type_error::create(
+        302, std::string(key) + " must be an integer in [0, " + std::to_string(std::numeric_limits<T>::max()) + "]",
+        &v);
+  return static_cast<T>(v.get<uint64_t>());
 }
 
 Result<Sha256Digest> digest_from_hex(const std::string& hex) {
@@ -31,11 +46,12 @@ Result<Sha256Digest> digest_from_hex(const std::string& hex) {
 
 }  // namespace
 
-Status write_node_descriptor(const NodeDescriptor& d, const std::string& path) {
+std::string node_descriptor_json(const NodeDescriptor& d) {
   nlohmann::ordered_json j;
   j["host"] = d.host;
   j["port"] = d.port;
   j["node_pid"] = d.node_pid;
+  j["node_start_ticks"] = d.node_start_ticks;
   j["instance"] = d.instance;
   j["layout_path"] = d.layout_path;
   j["layout_sha256"] = d.layout_sha256.hex();
@@ -65,11 +81,15 @@ Status write_node_descriptor(const NodeDescriptor& d, const std::string& path) {
                    {"handle_count", d.mapper->handle_count},
                    {"pool_generation", d.mapper->pool_generation},
                    {"socket_path", d.mapper->socket_path}};
+  return j.dump(2) + "\n";
+}
+
+Status write_node_descriptor(const NodeDescriptor& d, const std::string& path) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) return make_error(ErrorCode::io, "cannot write descriptor " + tmp, "descriptor");
-    out << j.dump(2) << "\n";
+    out << node_descriptor_json(d);
     if (!out) return make_error(ErrorCode::io, "short write to " + tmp, "descriptor");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
@@ -80,45 +100,52 @@ Status write_node_descriptor(const NodeDescriptor& d, const std::string& path) {
 Result<NodeDescriptor> read_node_descriptor(const std::string& path) {
   std::ifstream in(path);
   if (!in) return invalid(path, "cannot be read (is the node running?)", "descriptor");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_node_descriptor(text.str(), path);
+}
+
+Result<NodeDescriptor> parse_node_descriptor(std::string_view text, const std::string& path) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return invalid(path, "is not a JSON object", "descriptor");
   NodeDescriptor d;
   try {
     d.host = j.at("host").get<std::string>();
-    d.port = j.at("port").get<uint16_t>();
-    d.node_pid = j.at("node_pid").get<uint32_t>();
+    d.port = unsigned_at<uint16_t>(j, "port");
+    d.node_pid = unsigned_at<uint32_t>(j, "node_pid");
+    d.node_start_ticks = unsigned_at<uint64_t>(j, "node_start_ticks");
     d.instance = j.at("instance").get<std::string>();
     d.layout_path = j.at("layout_path").get<std::string>();
     Result<Sha256Digest> digest = digest_from_hex(j.at("layout_sha256").get<std::string>());
     if (!digest.ok()) return invalid(path, digest.error().reason, "layout_sha256");
     d.layout_sha256 = *digest;
-    d.block_tokens = j.at("block_tokens").get<uint32_t>();
+    d.block_tokens = unsigned_at<uint32_t>(j, "block_tokens");
     d.token_dir = j.at("token_dir").get<std::string>();
     for (const auto& p : j.at("pools")) {
       PoolAttachment a;
-      a.group = CacheGroupId{p.at("group").get<uint32_t>()};
-      a.pool = PoolId{p.at("pool").get<uint32_t>()};
-      a.generation = PoolGeneration{p.at("generation").get<uint32_t>()};
+      a.group = CacheGroupId{unsigned_at<uint32_t>(p, "group")};
+      a.pool = PoolId{unsigned_at<uint32_t>(p, "pool")};
+      a.generation = PoolGeneration{unsigned_at<uint32_t>(p, "generation")};
       a.segment_name = p.at("segment").get<std::string>();
-      a.segment_bytes = p.at("segment_bytes").get<uint64_t>();
+      a.segment_bytes = unsigned_at<uint64_t>(p, "segment_bytes");
       if (p.contains("cuda_ipc_handle")) {
         a.cuda_ipc_handle = p.at("cuda_ipc_handle").get<std::string>();
-        a.cuda_device = p.at("cuda_device").get<uint32_t>();
+        a.cuda_device = unsigned_at<uint32_t>(p, "cuda_device");
       }
       d.pools.push_back(std::move(a));
     }
     if (j.contains("mapper")) {
       const auto& m = j.at("mapper");
       MapperAttachment a;
-      a.local_layers = m.at("local_layers").get<uint32_t>();
-      a.request_slots = m.at("request_slots").get<uint32_t>();
-      a.max_tokens = m.at("max_tokens").get<uint32_t>();
-      a.kv_heads = m.at("kv_heads").get<uint32_t>();
-      a.head_dim = m.at("head_dim").get<uint32_t>();
-      a.element_bytes = m.at("element_bytes").get<uint32_t>();
-      a.page_group_bytes = m.at("page_group_bytes").get<uint64_t>();
-      a.handle_count = m.at("handle_count").get<uint32_t>();
-      a.pool_generation = m.at("pool_generation").get<uint32_t>();
+      a.local_layers = unsigned_at<uint32_t>(m, "local_layers");
+      a.request_slots = unsigned_at<uint32_t>(m, "request_slots");
+      a.max_tokens = unsigned_at<uint32_t>(m, "max_tokens");
+      a.kv_heads = unsigned_at<uint32_t>(m, "kv_heads");
+      a.head_dim = unsigned_at<uint32_t>(m, "head_dim");
+      a.element_bytes = unsigned_at<uint32_t>(m, "element_bytes");
+      a.page_group_bytes = unsigned_at<uint64_t>(m, "page_group_bytes");
+      a.handle_count = unsigned_at<uint32_t>(m, "handle_count");
+      a.pool_generation = unsigned_at<uint32_t>(m, "pool_generation");
       a.socket_path = m.at("socket_path").get<std::string>();
       d.mapper = a;
     }

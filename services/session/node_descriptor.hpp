@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schema/authorization_types.hpp"
@@ -32,6 +33,10 @@ struct NodeDescriptor {
   std::string host;
   uint16_t port = 0;
   uint32_t node_pid = 0;
+  // /proc/<pid>/stat start time of the node process [clock ticks since boot]:
+  // with node_pid, the node's identity even after its pid is reused, so a
+  // worker can tell a dead node from a live one that closed its session.
+  uint64_t node_start_ticks = 0;
   std::string instance;     // shared-memory instance suffix
   std::string layout_path;  // absolute
   Sha256Digest layout_sha256;
@@ -45,6 +50,11 @@ struct NodeDescriptor {
 
 Status write_node_descriptor(const NodeDescriptor& d, const std::string& path);
 Result<NodeDescriptor> read_node_descriptor(const std::string& path);
+// The descriptor's JSON text as write_node_descriptor writes it, and its
+// parse as read_node_descriptor reads it (`path` names it in errors):
+// descriptor_invalid for text that is not a descriptor.
+std::string node_descriptor_json(const NodeDescriptor& d);
+Result<NodeDescriptor> parse_node_descriptor(std::string_view text, const std::string& path);
 // Reads a token file written by the node (32 hex digits and a newline).
 Result<std::string> read_token_file(const std::string& path);
 // Writes one token file with mode 0600 (created exclusively after removing a stale one).

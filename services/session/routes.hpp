@@ -56,10 +56,19 @@ using RouteId = StrongId<struct RouteIdTag, uint16_t>;
 inline constexpr RouteId kAttachRoute{0};
 inline constexpr RouteId kPingRoute{7};
 
-template <uint16_t Id, Owner O, class Req, class Rec>
+// Who may call a route: a session of a worker principal (the K/V routes) or
+// of an admin principal (fault points; purges later). Never both: an admin
+// holds no namespace and so no K/V, and a worker can never arm a fault or
+// purge (the session actor refuses the other kind with
+// authorization_route_denied). The role is the principal's, from the node's
+// [[principal]] role.
+enum class RouteAccess : uint8_t { worker = 0, admin = 1 };
+
+template <uint16_t Id, Owner O, class Req, class Rec, RouteAccess A = RouteAccess::worker>
 struct Route {
   static constexpr RouteId id{Id};
   static constexpr Owner owner = O;
+  static constexpr RouteAccess access = A;
   using Request = Req;
   using Receipt = Rec;
 };
@@ -85,8 +94,9 @@ struct ReuseRoute : Route<6, Owner::reuse, ReuseBatch, ReuseBatchReceipt> {
   static constexpr std::string_view name = "reuse";
 };
 
-// Fault-injection runs only: the node refuses it unless [node] fault_injection.
-struct FaultArmRoute : Route<8, Owner::allocator, FaultArmRequest, FaultArmReceipt> {
+// Fault-injection runs only: the node refuses it unless [node] fault_injection,
+// and only an admin session may call it.
+struct FaultArmRoute : Route<8, Owner::allocator, FaultArmRequest, FaultArmReceipt, RouteAccess::admin> {
   static constexpr std::string_view name = "fault_arm";
 };
 
@@ -146,6 +156,13 @@ constexpr Owner route_owner(RouteId id) {
   Owner owner = Owner::reuse;
   with_route(id, [&]<class R>() { owner = R::owner; });
   return owner;
+}
+
+// Who may call a route (a table route only).
+constexpr RouteAccess route_access(RouteId id) {
+  RouteAccess access = RouteAccess::worker;
+  with_route(id, [&]<class R>() { access = R::access; });
+  return access;
 }
 
 // The table's own checks: ids unique and clear of the channel's own, one

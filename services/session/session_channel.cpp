@@ -64,7 +64,13 @@ Result<std::unique_ptr<SessionChannel>> SessionChannel::attach(const std::string
     return make_error(ErrorCode::node_unreachable,
                       "cannot reach the session channel at " + socket_path + ": " + std::strerror(e), "channel");
   }
-  std::unique_ptr<SessionChannel> channel(new SessionChannel(fd));
+  const int interrupt_fd = ::dup(fd);
+  if (interrupt_fd < 0) {
+    const int e = errno;
+    ::close(fd);
+    return make_error(ErrorCode::node_unreachable, std::string("dup: ") + std::strerror(e), "channel");
+  }
+  std::unique_ptr<SessionChannel> channel(new SessionChannel(fd, interrupt_fd));
   const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(ticket.data()), ticket.size());
   Result<std::vector<uint8_t>> reply = channel->call(kAttachRoute, payload, timeout);
   if (!reply.ok()) return reply.error();
@@ -77,11 +83,17 @@ Result<std::unique_ptr<SessionChannel>> SessionChannel::attach(const std::string
 
 SessionChannel::~SessionChannel() {
   if (fd_ >= 0) ::close(fd_);
+  if (interrupt_fd_ >= 0) ::close(interrupt_fd_);
 }
 
-Error SessionChannel::fail(ErrorCode code, const std::string& reason) {
+void SessionChannel::interrupt() {
+  if (interrupt_fd_ >= 0) ::shutdown(interrupt_fd_, SHUT_RDWR);
+}
+
+Error SessionChannel::fail(Break cause, ErrorCode code, const std::string& reason) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  break_ = cause;
   return make_error(code, reason, "channel");
 }
 
@@ -112,6 +124,11 @@ int SessionChannel::fill_inbox(size_t n, Clock::time_point deadline) {
   return 0;
 }
 
+Error SessionChannel::fail_io(int e, const std::string& reason) {
+  if (e == ETIMEDOUT) return fail(Break::timeout, ErrorCode::rpc_timeout, reason);
+  return fail(Break::closed, ErrorCode::rpc_failed, reason);
+}
+
 Result<std::vector<uint8_t>> SessionChannel::call(RouteId route, std::span<const uint8_t> payload,
                                                   std::chrono::milliseconds timeout) {
   if (fd_ < 0)
@@ -121,27 +138,26 @@ Result<std::vector<uint8_t>> SessionChannel::call(RouteId route, std::span<const
                       "a request of " + std::to_string(payload.size()) + " bytes exceeds the channel's frame limit",
                       "payload");
   if (const int e = apply_timeout(timeout); e != 0)
-    return fail(ErrorCode::rpc_failed, std::string("cannot set the channel's timeout: ") + std::strerror(e));
+    return fail(Break::protocol, ErrorCode::rpc_failed,
+                std::string("cannot set the channel's timeout: ") + std::strerror(e));
   const Clock::time_point deadline = Clock::now() + timeout;
   const ChannelFrameHeader request{static_cast<uint32_t>(payload.size()), route, next_sequence_++};
   if (const int e = write_channel_frame(fd_, request, payload, timeout); e != 0)
-    return fail(e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
-                std::string(route_name(route)) + ": cannot send: " + std::strerror(e));
+    return fail_io(e, std::string(route_name(route)) + ": cannot send: " + std::strerror(e));
   if (const int e = fill_inbox(kChannelHeaderBytes, deadline); e != 0)
-    return fail(
-        e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
-        std::string(route_name(route)) + (e == ETIMEDOUT ? ": no reply in time" : ": the node closed the channel"));
+    return fail_io(
+        e, std::string(route_name(route)) + (e == ETIMEDOUT ? ": no reply in time" : ": the node closed the channel"));
   Result<ChannelFrameHeader> reply = read_channel_header(std::span<const uint8_t>(inbox_.data(), kChannelHeaderBytes));
-  if (!reply.ok()) return fail(ErrorCode::rpc_failed, "malformed reply header: " + reply.error().reason);
+  if (!reply.ok())
+    return fail(Break::protocol, ErrorCode::rpc_failed, "malformed reply header: " + reply.error().reason);
   if (reply->sequence != request.sequence || reply->route != request.route)
-    return fail(ErrorCode::rpc_failed, "reply " + std::to_string(reply->sequence) + " (" +
-                                           std::string(route_name(reply->route)) +
-                                           ") answers no outstanding request (" + std::to_string(request.sequence) +
-                                           ", " + std::string(route_name(route)) + ")");
+    return fail(Break::protocol, ErrorCode::rpc_failed,
+                "reply " + std::to_string(reply->sequence) + " (" + std::string(route_name(reply->route)) +
+                    ") answers no outstanding request (" + std::to_string(request.sequence) + ", " +
+                    std::string(route_name(route)) + ")");
   const size_t frame = kChannelHeaderBytes + reply->payload_bytes;
   if (const int e = fill_inbox(frame, deadline); e != 0)
-    return fail(e == ETIMEDOUT ? ErrorCode::rpc_timeout : ErrorCode::rpc_failed,
-                std::string(route_name(route)) + ": reply cut short: " + std::strerror(e));
+    return fail_io(e, std::string(route_name(route)) + ": reply cut short: " + std::strerror(e));
   std::vector<uint8_t> out(inbox_.begin() + kChannelHeaderBytes, inbox_.begin() + static_cast<std::ptrdiff_t>(frame));
   // The node answers one frame per request, so nothing follows it yet; a
   // byte that did would be a protocol error, found by the next header check.

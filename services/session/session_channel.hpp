@@ -44,9 +44,24 @@ class SessionChannel {
   Result<std::vector<uint8_t>> call(RouteId route, std::span<const uint8_t> payload, std::chrono::milliseconds timeout);
   bool broken() const { return fd_ < 0; }
 
+  // Why the channel broke: the caller tells a dead node (closed: the kernel
+  // closes a killed process's sockets at once) from a slow one (timeout).
+  enum class Break : uint8_t { none, timeout, closed, protocol };
+  Break break_cause() const { return break_; }
+
+  // Wakes a call blocked in this channel from another thread (it then fails
+  // as closed) and makes every later call fail the same way: the client's
+  // watch of the node's liveness uses it. Safe at any time while the object
+  // lives: it shuts the socket down through a descriptor of its own, which
+  // the calling thread never closes.
+  void interrupt();
+
  private:
-  explicit SessionChannel(int fd) : fd_(fd) {}
-  Error fail(ErrorCode code, const std::string& reason);
+  SessionChannel(int fd, int interrupt_fd) : fd_(fd), interrupt_fd_(interrupt_fd) {}
+  Error fail(Break cause, ErrorCode code, const std::string& reason);
+  // A failed read or write: ETIMEDOUT is a timeout, any other errno (reset,
+  // broken pipe, end of stream) a closed connection.
+  Error fail_io(int e, const std::string& reason);
   // The socket's receive timeout follows the caller's (set only when it
   // changes: a system call).
   int apply_timeout(std::chrono::milliseconds timeout);
@@ -55,6 +70,8 @@ class SessionChannel {
   int fill_inbox(size_t n, std::chrono::steady_clock::time_point deadline);
 
   int fd_ = -1;
+  int interrupt_fd_ = -1;  // dup of fd_ for interrupt(); closed only by the destructor
+  Break break_ = Break::none;
   uint64_t next_sequence_ = 1;
   std::chrono::milliseconds timeout_{-1};
   // Bytes read but not consumed: a small reply arrives with its header in

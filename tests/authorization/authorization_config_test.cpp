@@ -101,6 +101,10 @@ TEST_CASE("configuration errors name file, line, column and field", "[authorizat
        "principal[1].name"},
       {"missing tenant", replace(kGood, "tenant = \"tenant-b\"\n", ""), "node.toml:11:1", "namespace[1].tenant"},
       {"namespace is not a table array", "namespace = 3\n", "node.toml:1:13", "namespace"},
+      {"unknown role", replace(kGood, "name = \"worker-ab\"\n", "name = \"worker-ab\"\nrole = \"root\"\n"),
+       "node.toml:23:8", "principal[1].role"},
+      {"an admin with namespaces", replace(kGood, "name = \"worker-ab\"\n", "name = \"worker-ab\"\nrole = \"admin\"\n"),
+       "node.toml:24:14", "principal[1].namespaces"},
   };
   for (const Case& c : cases) {
     INFO(c.what);
@@ -147,4 +151,21 @@ TEST_CASE("the authorization section of config/node.toml loads", "[authorization
   auto a = NamespaceAuthority::create(*c, base_facts());
   REQUIRE(a.ok());
   REQUIRE(a->validate().ok());
+}
+
+TEST_CASE("an admin principal has no namespaces and a role of its own", "[authorization][config]") {
+  auto c = parse_authorization_config(std::string(kGood) + "\n[[principal]]\nname = \"operator\"\nrole = \"admin\"\n",
+                                      "node.toml");
+  INFO((c.ok() ? std::string("ok") : c.error().describe()));
+  REQUIRE(c.ok());
+  REQUIRE(c->principals.size() == 3);
+  CHECK(c->principals[0].role == PrincipalRole::worker);
+  CHECK(c->principals[2].role == PrincipalRole::admin);
+  CHECK(c->principals[2].namespaces.empty());
+  // The same rule for a config built in code.
+  AuthorizationConfig built = *c;
+  built.principals[2].namespaces = {"prod-eu1/tenant-a"};
+  const Status s = built.validate();
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().field == "principal[2].namespaces");
 }

@@ -110,12 +110,18 @@ class NodeProcess {
       : descriptor_path_(dir.file("node.json")),
         process_(node_args(config, descriptor_path_, std::move(extra_args), std::move(global_args)),
                  dir.file("node.log")) {
+    // Ready when the descriptor names this process: one a killed node left
+    // at the same path is not (the new node replaces it).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (!std::filesystem::exists(descriptor_path_)) {
+    while (true) {
+      Result<NodeDescriptor> d = read_node_descriptor(descriptor_path_);
+      if (d.ok() && d->node_pid == static_cast<uint32_t>(process_.pid())) {
+        descriptor_ = std::move(*d);
+        break;
+      }
       if (std::chrono::steady_clock::now() > deadline) FAIL("the node did not start; log:\n" << process_.output());
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    descriptor_ = read_node_descriptor(descriptor_path_).value();
   }
   ~NodeProcess() {
     if (!stopped_) stop();
@@ -132,8 +138,34 @@ class NodeProcess {
   int stop() {
     stopped_ = true;
     process_.signal(SIGTERM);
+    process_.signal(SIGCONT);  // a node a test left stopped acts on the SIGTERM too
     return process_.wait();
   }
+  // SIGKILL: the node cleans up nothing (descriptor, tokens, sockets and
+  // segments stay behind); reaped before this returns.
+  int kill() {
+    stopped_ = true;
+    process_.signal(SIGKILL);
+    return process_.wait();
+  }
+  // SIGSTOP / SIGCONT: a hung node.
+  void signal(int sig) const { process_.signal(sig); }
+  // SIGSTOP, returning once the kernel shows the node stopped (a signal is
+  // delivered asynchronously: a node on another core may answer one more
+  // call first).
+  void stop_and_wait() const {
+    process_.signal(SIGSTOP);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (true) {
+      std::ifstream stat("/proc/" + std::to_string(process_.pid()) + "/stat");
+      std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+      const size_t paren = text.rfind(')');
+      if (paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'T') return;
+      if (std::chrono::steady_clock::now() > deadline) FAIL("the node did not stop");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  pid_t pid() const { return process_.pid(); }
   const NodeDescriptor& descriptor() const { return descriptor_; }
   const std::string& descriptor_path() const { return descriptor_path_; }
   std::string log() const { return process_.output(); }

@@ -153,21 +153,24 @@ TEST_CASE("fault_arm: refused by a serving node, armed through Client::call on a
   ScratchDir dir("proto-faults");
   {
     InProcessNode serving(dir);
-    auto client = serving.connect("worker-0");
-    const Result<FaultArmReceipt> refused = client->call(FaultArmRequest{{}, false, {{"after_reserve_group_0", 1}}});
+    auto admin = serving.connect("operator");
+    CHECK(admin->session().admin);
+    const Result<FaultArmReceipt> refused = admin->call(FaultArmRequest{{}, false, {{"after_reserve_group_0", 1}}});
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error().code == ErrorCode::invalid_argument);
     CHECK(refused.error().field == "fault_injection");
+    auto client = serving.connect("worker-0");
     CHECK(outcome_as<AllocationReceipt>(call(*client, {AllocateOp{20, {}, std::nullopt}}), 0).outcome ==
           AllocationOutcome::committed);
   }
   InProcessNode n(dir, test_node_config(dir, "fault_injection = true\n"));
+  auto admin = n.connect("operator");
   auto client = n.connect("worker-0");
-  const Result<FaultArmReceipt> bad = client->call(FaultArmRequest{{}, false, {{"after_reserve_group_9", 1}}});
+  const Result<FaultArmReceipt> bad = admin->call(FaultArmRequest{{}, false, {{"after_reserve_group_9", 1}}});
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().field == "arm[0].name");
   const Result<FaultArmReceipt> armed =
-      client->call(FaultArmRequest{TraceContext{3, 4, 0}, true, {{"after_reserve_group_1", 2}}});
+      admin->call(FaultArmRequest{TraceContext{3, 4, 0}, true, {{"after_reserve_group_1", 2}}});
   INFO((armed.ok() ? std::string("ok") : armed.error().describe()));
   REQUIRE(armed.ok());
   CHECK(armed->trace.trace_id == 3);
@@ -184,7 +187,62 @@ TEST_CASE("fault_arm: refused by a serving node, armed through Client::call on a
   CHECK(n.stat("allocator", "live_requests") == 1);
   const AllocationReceipt third = outcome_as<AllocationReceipt>(call(*client, {AllocateOp{20, {}, std::nullopt}}), 0);
   CHECK(third.outcome == AllocationOutcome::committed);
-  CHECK(client->call(FaultArmRequest{{}, false, {}})->armed.empty());  // fired once, then gone
+  const Result<FaultArmReceipt> after = admin->call(FaultArmRequest{{}, false, {}});
+  REQUIRE(after.ok());
+  CHECK(after->armed.empty());  // fired once, then gone
+  CHECK(after->fired == std::vector<FaultPointFired>{{"after_reserve_group_1", 1}});
+  CHECK(after->registered.size() == n.descriptor.pools.size());  // one point per cache group
+}
+
+TEST_CASE("admin and worker sessions reach only their own routes", "[node][faults]") {
+  ScratchDir dir("proto-roles");
+  InProcessNode n(dir, test_node_config(dir, "fault_injection = true\n"));
+  auto admin = n.connect("operator");
+  auto worker = n.connect("worker-0");
+  CHECK_FALSE(worker->session().admin);
+  CHECK(admin->session().allowed_namespaces.empty());
+  // A worker can never arm a fault point, on either transport, and arms nothing.
+  for (bool channel : {true, false}) {
+    ClientOptions o;
+    o.use_session_channel = channel;
+    Result<std::unique_ptr<Client>> w =
+        Client::connect(n.descriptor, read_token_file(n.descriptor.token_path("worker-1")).value(), o);
+    REQUIRE(w.ok());
+    const Result<FaultArmReceipt> refused = (*w)->call(FaultArmRequest{{}, false, {{"after_reserve_group_0", 1}}});
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == ErrorCode::authorization_route_denied);
+  }
+  CHECK(admin->call(FaultArmRequest{{}, false, {}})->armed.empty());
+  // An admin reaches no K/V: no allocation, no namespace.
+  const Result<AllocatorBatchReceipt> alloc = admin->call(AllocatorBatch{{}, {AllocateOp{20, {}, std::nullopt}}});
+  REQUIRE_FALSE(alloc.ok());
+  CHECK(alloc.error().code == ErrorCode::authorization_route_denied);
+  const Result<NamespaceGrantReceipt> grant = admin->call(AuthorizeRequest{{}, "test/shared"});
+  REQUIRE_FALSE(grant.ok());
+  CHECK(grant.error().code == ErrorCode::authorization_route_denied);
+  CHECK(n.stat("allocator", "live_requests") == 0);
+  CHECK(outcome_as<AllocationReceipt>(call(*worker, {AllocateOp{20, {}, std::nullopt}}), 0).outcome ==
+        AllocationOutcome::committed);
+}
+
+}  // namespace kvrt::test
+
+namespace kvrt::test {
+
+TEST_CASE("a hello with an unknown token is refused with its reason, and connect returns", "[node]") {
+  ScratchDir dir("proto-bad-token");
+  InProcessNode n(dir);
+  ClientOptions o;
+  o.timeout = std::chrono::seconds(30);
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<Client>> c = Client::connect(n.descriptor, std::string(32, '7'), o);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().code == ErrorCode::authorization_unauthenticated);
+  // Refused, not timed out: a failed connect used to wait forever for its
+  // own actors in the actor system's destructor.
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  // The node still serves.
+  CHECK(n.connect("worker-0") != nullptr);
 }
 
 }  // namespace kvrt::test

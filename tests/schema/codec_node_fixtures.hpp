@@ -298,7 +298,10 @@ inline FaultArmRequest filled(uint64_t seed) {
 template <>
 inline FaultArmReceipt filled(uint64_t seed) {
   Numbers n(seed);
-  return FaultArmReceipt{trace(n), {{n.text("after_reserve_group_"), n.u32()}}};
+  return FaultArmReceipt{trace(n),
+                         {{n.text("after_reserve_group_"), n.u32()}},
+                         {n.text("after_reserve_group_"), n.text("point")},
+                         {{n.text("after_reserve_group_"), n.u64()}}};
 }
 
 // Every message of the node protocol; every route's request and receipt

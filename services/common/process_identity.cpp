@@ -1,4 +1,4 @@
-#include "shm/process_identity.hpp"
+#include "services/common/process_identity.hpp"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <string>
 
-namespace kvrt::shm {
+namespace kvrt {
 namespace {
 
 // Reads /proc/<pid>/stat; nullopt when the process does not exist.
@@ -84,4 +84,4 @@ OwnerState owner_state(const ProcessIdentity& recorded) {
   return OwnerState::alive;
 }
 
-}  // namespace kvrt::shm
+}  // namespace kvrt

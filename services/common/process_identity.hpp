@@ -14,7 +14,7 @@
 
 #include "services/common/result.hpp"
 
-namespace kvrt::shm {
+namespace kvrt {
 
 struct ProcessIdentity {
   int32_t pid = 0;
@@ -44,4 +44,4 @@ Result<ProcStat> parse_proc_stat(std::string_view text);
 // Judges a recorded owner against the live process table.
 OwnerState owner_state(const ProcessIdentity& recorded);
 
-}  // namespace kvrt::shm
+}  // namespace kvrt

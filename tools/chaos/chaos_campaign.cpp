@@ -1,0 +1,535 @@
+#include "tools/chaos/chaos_campaign.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "actors/client.hpp"
+#include "services/common/child_process.hpp"
+#include "services/common/splitmix64.hpp"
+#include "services/session/node_descriptor.hpp"
+
+namespace kvrt::chaos {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string tail_of(const std::string& text, size_t bytes = 600) {
+  return text.size() <= bytes ? text : "..." + text.substr(text.size() - bytes);
+}
+
+LatencySummary summarize(std::vector<double> ms) {
+  LatencySummary s;
+  s.count = ms.size();
+  if (ms.empty()) return s;
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * (ms.size() - 1) + 0.5))]; };
+  s.p50_ms = at(0.50);
+  s.p99_ms = at(0.99);
+  s.max_ms = ms.back();
+  return s;
+}
+
+// A child process of the campaign: spawned tied to this thread (it dies
+// with the campaign), reaped by poll().
+struct Child {
+  pid_t pid = -1;
+  std::string log;
+  std::optional<int> status;  // exit code, or 128 + signal
+
+  bool running() const { return pid > 0 && !status; }
+  // Reaps without blocking; true once it has exited.
+  bool poll() {
+    if (pid <= 0 || status) return true;
+    int s = 0;
+    if (::waitpid(pid, &s, WNOHANG) != pid) return false;
+    status = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
+    return true;
+  }
+  void kill_and_reap() {
+    if (!running()) return;
+    ::kill(pid, SIGKILL);
+    int s = 0;
+    ::waitpid(pid, &s, 0);
+    status = WIFEXITED(s) ? WEXITSTATUS(s) : 128 + WTERMSIG(s);
+  }
+};
+
+struct WorkerSlot {
+  Child process;
+  uint32_t started = 0;                         // processes this slot has run
+  std::optional<FaultKind> fault;               // the fault the current process received
+  std::optional<Clock::time_point> resume_at;   // worker_sigstop: SIGCONT then
+  std::optional<Clock::time_point> hung_until;  // worker_hang: SIGKILL then
+};
+
+class Campaign {
+ public:
+  explicit Campaign(const ChaosOptions& o) : o_(o), c_(o.config) {
+    report_.seed = c_.seed;
+    report_.workers = c_.workers;
+    slots_.resize(c_.workers);
+  }
+
+  Result<ChaosReport> run() {
+    std::error_code ec;
+    std::filesystem::create_directories(o_.out_dir + "/logs", ec);
+    if (ec) return make_error(ErrorCode::io, "cannot create " + o_.out_dir + "/logs: " + ec.message(), "out");
+    descriptor_path_ = o_.out_dir + "/node.json";
+    const std::vector<FaultEvent> schedule = make_fault_schedule(c_, c_.seed);
+    for (const FaultEvent& e : schedule) ++report_.scheduled[static_cast<size_t>(e.kind)];
+    start_ = Clock::now();
+    KVRT_TRY(start_node());
+    for (uint32_t s = 0; s < c_.workers; ++s) spawn_worker(s);
+    size_t next = 0;
+    const auto end = start_ + std::chrono::seconds(c_.duration_s);
+    auto next_validation = Clock::now() + std::chrono::milliseconds(c_.validate_every_ms);
+    auto next_progress = Clock::now() + std::chrono::seconds(5);
+    while (Clock::now() < end) {
+      while (next < schedule.size() && elapsed_ms() >= schedule[next].at_ms) KVRT_TRY(inject(schedule[next++]));
+      tend_workers(/*respawn=*/true);
+      if (Clock::now() >= next_validation) {
+        validate_node();
+        next_validation = Clock::now() + std::chrono::milliseconds(c_.validate_every_ms);
+      }
+      if (o_.on_progress && Clock::now() >= next_progress) {
+        o_.on_progress(progress_line());
+        next_progress = Clock::now() + std::chrono::seconds(5);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    finish();
+    report_.wall_s = std::chrono::duration<double>(Clock::now() - start_).count();
+    report_.node_death_detection = summarize(detection_ms_);
+    report_.node_restart = summarize(restart_ms_);
+    return report_;
+  }
+
+ private:
+  uint64_t elapsed_ms() const {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_).count());
+  }
+
+  void violation(const std::string& what) {
+    report_.violations.push_back(Violation{elapsed_ms(), what, last_fault_});
+    if (o_.on_progress) o_.on_progress("VIOLATION at " + std::to_string(elapsed_ms()) + " ms: " + what);
+  }
+
+  std::string progress_line() const {
+    uint64_t injected = 0;
+    for (uint64_t n : report_.injected) injected += n;
+    return std::to_string(elapsed_ms() / 1000) + " s: " + std::to_string(injected) + " faults, " +
+           std::to_string(report_.node_restarts) + " node restarts, " + std::to_string(report_.requests) +
+           " requests, " + std::to_string(report_.violations.size()) + " violations";
+  }
+
+  Result<pid_t> spawn(const std::vector<std::string>& args, const std::string& log) {
+    return spawn_tied_child(o_.kvrt_binary, args, ChildOutput{-1, log, {}, true}, SIGKILL);
+  }
+
+  // A node on the campaign's descriptor path, serving once the descriptor
+  // names it (a killed predecessor's descriptor stays until it replaces it).
+  Status start_node() {
+    const std::string log = o_.out_dir + "/logs/node-" + std::to_string(node_starts_++) + ".log";
+    Result<pid_t> pid = spawn({"node", "--config", c_.node_config_path, "--descriptor", descriptor_path_}, log);
+    if (!pid.ok()) return pid.error();
+    node_ = Child{*pid, log, std::nullopt};
+    const auto deadline = Clock::now() + std::chrono::milliseconds(c_.settle_timeout_ms) + std::chrono::seconds(30);
+    while (true) {
+      Result<NodeDescriptor> d = read_node_descriptor(descriptor_path_);
+      if (d.ok() && d->node_pid == static_cast<uint32_t>(*pid)) {
+        descriptor_ = std::move(*d);
+        for (const PoolAttachment& p : descriptor_.pools) segments_seen_.insert(p.segment_name);
+        return connect_admin();
+      }
+      if (node_.poll())
+        return make_error(ErrorCode::run_worker_failed,
+                          "the node exited with status " + std::to_string(*node_.status) + " before serving:\n" +
+                              tail_of(read_file(log)),
+                          "node");
+      if (Clock::now() > deadline)
+        return make_error(ErrorCode::run_stalled, "the node did not serve its descriptor in time", "node");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
+  // The admin session that arms fault points (only when the campaign arms
+  // any): the node's fault_arm route refuses worker sessions.
+  Status connect_admin() {
+    admin_.reset();
+    if (c_.per_minute[static_cast<size_t>(FaultKind::fault_point)] == 0) return Status::success();
+    Result<std::string> token = read_token_file(descriptor_.token_path(c_.admin_principal));
+    if (!token.ok())
+      return make_error(ErrorCode::config_field,
+                        "fault_point faults need an admin principal \"" + c_.admin_principal + "\" in " +
+                            c_.node_config_path + " ([[principal]] role = \"admin\"): " + token.error().reason,
+                        "admin_principal");
+    ClientOptions o;
+    o.worker_name = c_.admin_principal;
+    o.timeout = std::chrono::milliseconds(c_.settle_timeout_ms);
+    Result<std::unique_ptr<Client>> client = Client::connect(descriptor_, *token, o);
+    if (!client.ok()) return client.error();
+    admin_ = std::move(*client);
+    // What the node registers; armed points start from none.
+    Result<FaultArmReceipt> known = admin_->call(FaultArmRequest{{}, true, {}});
+    if (!known.ok()) return known.error();
+    registered_ = known->registered;
+    return Status::success();
+  }
+
+  // Adds what fired on this node to the campaign's totals (before the node
+  // goes: its counters go with it).
+  void collect_fired() {
+    if (!admin_) return;
+    Result<FaultArmReceipt> now = admin_->call(FaultArmRequest{{}, true, {}});
+    if (!now.ok()) {
+      violation("the node's fault points could not be read: " + now.error().describe());
+      return;
+    }
+    for (const FaultPointFired& f : now->fired) report_.fault_points_fired[f.name] += f.fired;
+  }
+
+  void arm_fault_point(const FaultEvent& e) {
+    if (!admin_ || registered_.empty()) return;
+    const std::string& name = registered_[e.slot % registered_.size()];
+    const uint32_t nth = 1 + e.slot % 3;  // the next, second or third reach
+    Result<FaultArmReceipt> armed = admin_->call(FaultArmRequest{{}, false, {{name, nth}}});
+    if (!armed.ok()) {
+      violation("arming fault point " + name + " failed: " + armed.error().describe());
+      return;
+    }
+    ++report_.fault_points_armed[name];
+  }
+
+  void spawn_worker(uint32_t s) {
+    WorkerSlot& slot = slots_[s];
+    const uint64_t seed = splitmix64(c_.seed ^ (uint64_t(s) << 32) ^ slot.started);
+    const std::string log =
+        o_.out_dir + "/logs/worker-" + std::to_string(s) + "-" + std::to_string(slot.started) + ".log";
+    Result<pid_t> pid =
+        spawn({"worker", "--node", descriptor_path_, "--principal", "worker-" + std::to_string(s), "--duration",
+               std::to_string(c_.worker_duration_s), "--seed", std::to_string(seed), "--json"},
+              log);
+    ++slot.started;
+    slot.fault.reset();
+    slot.resume_at.reset();
+    slot.hung_until.reset();
+    if (!pid.ok()) {
+      violation("worker slot " + std::to_string(s) + " could not start: " + pid.error().describe());
+      slot.process = Child{};
+      return;
+    }
+    slot.process = Child{*pid, log, std::nullopt};
+    ++report_.workers_started;
+  }
+
+  // The summary line `kvrt worker --json` prints, if it got that far.
+  std::optional<nlohmann::json> summary_of(const std::string& output) const {
+    const size_t line = output.rfind("{\"worker\"");
+    if (line == std::string::npos) return std::nullopt;
+    nlohmann::json j = nlohmann::json::parse(output.substr(line, output.find('\n', line) - line), nullptr, false);
+    if (j.is_discarded()) return std::nullopt;
+    return j;
+  }
+
+  // Judges a worker that exited: how it ended must follow from what was done to it.
+  void judge_worker(uint32_t s, bool node_died) {
+    WorkerSlot& slot = slots_[s];
+    const int status = *slot.process.status;
+    const std::string output = read_file(slot.process.log);
+    const std::optional<nlohmann::json> summary = summary_of(output);
+    if (summary) {
+      report_.requests += summary->value("requests", uint64_t{0});
+      report_.hit_tokens += summary->value("hit_tokens", uint64_t{0});
+      report_.prompt_tokens += summary->value("prompt_tokens", uint64_t{0});
+      report_.reused_rows_checked += summary->value("reused_rows_checked", uint64_t{0});
+      const uint64_t mismatches = summary->value("reuse_mismatches", uint64_t{0});
+      report_.reuse_mismatches += mismatches;
+      if (mismatches > 0)
+        violation("worker slot " + std::to_string(s) + ": " + std::to_string(mismatches) + " reused rows not exact");
+    }
+    const std::string name = "worker slot " + std::to_string(s) + " (pid " + std::to_string(slot.process.pid) + ")";
+    const bool lost = output.find("node_lost") != std::string::npos;
+    const bool ended = output.find("session_ended") != std::string::npos;
+    if (slot.fault == FaultKind::worker_sigkill || slot.fault == FaultKind::worker_hang) {
+      if (status != 128 + SIGKILL && status != 0)
+        violation(name + " was killed but exited with status " + std::to_string(status) + ": " + tail_of(output));
+      return;
+    }
+    if (slot.fault == FaultKind::worker_sigterm) {
+      if (status != 128 + SIGTERM && status != 0)
+        violation(name + " got SIGTERM but exited with status " + std::to_string(status) + ": " + tail_of(output));
+      return;
+    }
+    if (status == 0) {
+      if (!summary) violation(name + " exited 0 without its summary");
+      ++report_.workers_completed;
+      return;
+    }
+    // Status 1 is expected only for a lost session: its node died, or (a
+    // stopped worker) the node took it for hung and reclaimed it.
+    if (status == 1 && node_died && lost) return;
+    if (status == 1 && slot.fault == FaultKind::worker_sigstop && (ended || lost)) return;
+    violation(name + " exited with status " + std::to_string(status) + (node_died ? " after its node died" : "") +
+              ": " + tail_of(output));
+  }
+
+  void tend_workers(bool respawn) {
+    const auto now = Clock::now();
+    for (uint32_t s = 0; s < slots_.size(); ++s) {
+      WorkerSlot& slot = slots_[s];
+      if (slot.resume_at && now >= *slot.resume_at && slot.process.running()) {
+        ::kill(slot.process.pid, SIGCONT);
+        slot.resume_at.reset();
+      }
+      if (slot.hung_until && now >= *slot.hung_until && slot.process.running()) {
+        slot.process.kill_and_reap();
+        slot.hung_until.reset();
+      }
+      if (slot.process.pid > 0 && slot.process.poll()) {
+        judge_worker(s, /*node_died=*/false);
+        slot.process = Child{};
+        if (respawn) spawn_worker(s);
+      }
+    }
+  }
+
+  Status inject(const FaultEvent& e) {
+    last_fault_ = std::string(to_string(e.kind)) + " at " + std::to_string(e.at_ms) + " ms";
+    const size_t k = static_cast<size_t>(e.kind);
+    if (e.kind == FaultKind::node_sigkill) {
+      ++report_.injected[k];
+      return kill_and_restart_node();
+    }
+    if (e.kind == FaultKind::fault_point) {
+      ++report_.injected[k];
+      arm_fault_point(e);
+      return Status::success();
+    }
+    WorkerSlot& slot = slots_.at(e.slot);
+    // One fault per process: a stopped or already faulted worker is left to
+    // the fault it has.
+    if (!slot.process.running() || slot.fault) {
+      ++report_.skipped[k];
+      return Status::success();
+    }
+    ++report_.injected[k];
+    slot.fault = e.kind;
+    switch (e.kind) {
+      case FaultKind::worker_sigkill:
+        ::kill(slot.process.pid, SIGKILL);
+        break;
+      case FaultKind::worker_sigterm:
+        ::kill(slot.process.pid, SIGTERM);
+        break;
+      case FaultKind::worker_sigstop:
+        ::kill(slot.process.pid, SIGSTOP);
+        slot.resume_at = Clock::now() + std::chrono::milliseconds(c_.stop_ms);
+        break;
+      case FaultKind::worker_hang:
+        // Left stopped past the node's heartbeat timeout: the node must
+        // reclaim its session (the end-of-campaign check proves it did).
+        ::kill(slot.process.pid, SIGSTOP);
+        slot.hung_until = Clock::now() + std::chrono::milliseconds(c_.settle_timeout_ms / 2);
+        break;
+      case FaultKind::node_sigkill:
+      case FaultKind::fault_point:
+        break;
+    }
+    return Status::success();
+  }
+
+  // SIGKILL of the node: every running worker must notice within the
+  // settle timeout and exit with node_lost; a new node on the same
+  // descriptor must reclaim the dead one's segments and start at the next
+  // pool generation. Then every slot gets a fresh worker.
+  Status kill_and_restart_node() {
+    const NodeDescriptor dead = descriptor_;
+    // Stopped workers cannot notice anything: they are killed with the node.
+    for (WorkerSlot& slot : slots_)
+      if (slot.process.running() && (slot.resume_at || slot.hung_until)) {
+        slot.process.kill_and_reap();
+        slot.fault = FaultKind::worker_sigkill;
+      }
+    collect_fired();
+    admin_.reset();
+    const Clock::time_point killed = Clock::now();
+    node_.kill_and_reap();
+    const auto deadline = killed + std::chrono::milliseconds(c_.settle_timeout_ms);
+    while (true) {
+      bool any = false;
+      for (uint32_t s = 0; s < slots_.size(); ++s) {
+        WorkerSlot& slot = slots_[s];
+        if (slot.process.pid <= 0) continue;
+        if (!slot.process.poll()) {
+          any = true;
+          continue;
+        }
+        const std::string output = read_file(slot.process.log);
+        if (*slot.process.status == 1 && output.find("node_lost") != std::string::npos)
+          detection_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - killed).count());
+        judge_worker(s, /*node_died=*/true);
+        slot.process = Child{};
+      }
+      if (!any) break;
+      if (Clock::now() > deadline) {
+        for (uint32_t s = 0; s < slots_.size(); ++s)
+          if (slots_[s].process.running()) {
+            violation("worker slot " + std::to_string(s) + " still ran " + std::to_string(c_.settle_timeout_ms) +
+                      " ms after its node was killed");
+            slots_[s].process.kill_and_reap();
+            slots_[s].process = Child{};
+          }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    KVRT_TRY(start_node());
+    restart_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - killed).count());
+    ++report_.node_restarts;
+    for (const PoolAttachment& p : dead.pools)
+      if (std::filesystem::exists("/dev/shm/" + p.segment_name))
+        violation("the restarted node left the dead node's segment " + p.segment_name);
+    for (size_t g = 0; g < descriptor_.pools.size() && g < dead.pools.size(); ++g)
+      if (descriptor_.pools[g].generation.value != dead.pools[g].generation.value + 1)
+        violation("the restarted node's pool " + std::to_string(g) + " is at generation " +
+                  std::to_string(descriptor_.pools[g].generation.value) + ", not one past " +
+                  std::to_string(dead.pools[g].generation.value));
+    for (uint32_t s = 0; s < slots_.size(); ++s) spawn_worker(s);
+    return Status::success();
+  }
+
+  void validate_node() {
+    Result<NodeStats> stats = read_node_stats(descriptor_, /*validate=*/true, std::chrono::seconds(10));
+    if (!stats.ok()) {
+      violation("the node's statistics could not be read: " + stats.error().describe());
+      return;
+    }
+    ++report_.validations;
+    for (const OwnerStats& owner : stats->owners)
+      if (!owner.validate_ok) violation(owner.owner + ".validate(): " + owner.validate_error);
+  }
+
+  // No new faults: resume stopped workers, kill hung ones, let the rest run
+  // to their end; then the node must be quiescent, and its clean shutdown
+  // must leave nothing behind.
+  void finish() {
+    last_fault_ = "end of campaign";
+    for (WorkerSlot& slot : slots_) {
+      if (slot.process.running() && slot.resume_at) {
+        ::kill(slot.process.pid, SIGCONT);
+        slot.resume_at.reset();
+      }
+      if (slot.process.running() && slot.hung_until) {
+        slot.process.kill_and_reap();
+        slot.hung_until.reset();
+      }
+    }
+    const auto deadline =
+        Clock::now() + std::chrono::seconds(c_.worker_duration_s) + std::chrono::milliseconds(c_.settle_timeout_ms);
+    while (std::any_of(slots_.begin(), slots_.end(), [](const WorkerSlot& s) { return s.process.pid > 0; })) {
+      tend_workers(/*respawn=*/false);
+      if (Clock::now() > deadline) {
+        for (uint32_t s = 0; s < slots_.size(); ++s)
+          if (slots_[s].process.running()) {
+            violation("worker slot " + std::to_string(s) + " did not finish");
+            slots_[s].process.kill_and_reap();
+            slots_[s].process = Child{};
+          }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // The admin session first: it is a session too, and the node must end
+    // with none.
+    collect_fired();
+    admin_.reset();
+    check_quiescent();
+    const NodeDescriptor last = descriptor_;
+    ::kill(node_.pid, SIGTERM);
+    const auto stop_deadline = Clock::now() + std::chrono::milliseconds(c_.settle_timeout_ms);
+    while (!node_.poll()) {
+      if (Clock::now() > stop_deadline) {
+        violation("the node did not shut down on SIGTERM");
+        node_.kill_and_reap();
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (node_.status != 0) violation("the node exited with status " + std::to_string(*node_.status) + " on SIGTERM");
+    if (std::filesystem::exists(descriptor_path_)) violation("the node left its descriptor behind");
+    if (std::filesystem::exists(last.token_dir)) violation("the node left its token directory (sockets) behind");
+    for (const std::string& name : segments_seen_)
+      if (std::filesystem::exists("/dev/shm/" + name)) violation("segment " + name + " outlived the campaign");
+  }
+
+  void check_quiescent() {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(c_.settle_timeout_ms);
+    Result<NodeStats> stats = read_node_stats(descriptor_, /*validate=*/true, std::chrono::seconds(10));
+    while (stats.ok() && stats->value("node", "workers_connected") != 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      stats = read_node_stats(descriptor_, /*validate=*/true, std::chrono::seconds(10));
+    }
+    if (!stats.ok()) {
+      violation("the node's final statistics could not be read: " + stats.error().describe());
+      return;
+    }
+    ++report_.validations;
+    for (const OwnerStats& owner : stats->owners)
+      if (!owner.validate_ok) violation(owner.owner + ".validate() at the end: " + owner.validate_error);
+    const std::pair<const char*, const char*> zero[] = {
+        {"node", "workers_connected"},  {"allocator", "leaked_blocks"}, {"allocator", "refcount_delta"},
+        {"allocator", "live_requests"}, {"allocator", "live_leases"},   {"allocator", "pool0_live_blocks"},
+        {"node", "reuse_open_attempts"}};
+    for (const auto& [owner, name] : zero) {
+      const std::optional<int64_t> v = stats->value(owner, name);
+      if (v != 0)
+        violation(std::string(owner) + "." + name + " is " + (v ? std::to_string(*v) : std::string("missing")) +
+                  " once every worker is gone");
+    }
+  }
+
+  const ChaosOptions& o_;
+  const ChaosConfig& c_;
+  ChaosReport report_;
+  Clock::time_point start_;
+  std::string descriptor_path_;
+  NodeDescriptor descriptor_;
+  Child node_;
+  uint32_t node_starts_ = 0;
+  std::vector<WorkerSlot> slots_;
+  std::set<std::string> segments_seen_;
+  std::vector<double> detection_ms_, restart_ms_;
+  std::unique_ptr<Client> admin_;        // null: the campaign arms no fault point
+  std::vector<std::string> registered_;  // the node's fault points
+  std::string last_fault_ = "none";
+};
+
+}  // namespace
+
+Result<ChaosReport> run_chaos_campaign(const ChaosOptions& options) {
+  if (options.kvrt_binary.empty())
+    return make_error(ErrorCode::invalid_argument, "no kvrt binary to run the node and workers", "kvrt_binary");
+  Campaign campaign(options);
+  return campaign.run();
+}
+
+}  // namespace kvrt::chaos

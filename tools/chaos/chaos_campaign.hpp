@@ -1,0 +1,76 @@
+#pragma once
+// One `kvrt chaos` campaign: a `kvrt node` child and worker-slot children
+// (`kvrt worker`, the shared-prefix workload whose every reused row is read
+// back and compared bitwise), with the seeded schedule of
+// tools/chaos/chaos_config.hpp applied to them. What it checks, after
+// faults and at the end, and reports as violations with the seed and the
+// fault that preceded them:
+//   - the node's validate() (every owner), every validate_every_ms;
+//   - every worker that ran to its end finished exactly (exit 0, no reuse
+//     mismatch); a faulted worker ended the way its fault implies;
+//   - a killed node: every running worker exits within settle_timeout_ms
+//     with node_lost, and the new node reclaims the dead one's segments and
+//     starts at the next pool generation;
+//   - at the end: no leaked block, refcount delta 0, no live request, lease
+//     or reuse attempt, no worker connected; the node shuts down cleanly and
+//     leaves no segment, descriptor or socket behind.
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "services/common/result.hpp"
+#include "tools/chaos/chaos_config.hpp"
+
+namespace kvrt::chaos {
+
+struct ChaosOptions {
+  ChaosConfig config;
+  std::string kvrt_binary;                              // the executable the children run
+  std::string out_dir;                                  // logs, report.json, report.md
+  std::function<void(const std::string&)> on_progress;  // one line now and then; may be empty
+};
+
+struct Violation {
+  uint64_t at_ms = 0;
+  std::string what;
+  std::string preceding_fault;  // "node_sigkill at 1234 ms", or "none"
+};
+
+struct LatencySummary {
+  uint64_t count = 0;
+  double p50_ms = 0, p99_ms = 0, max_ms = 0;
+};
+
+struct ChaosReport {
+  uint64_t seed = 0;
+  uint32_t workers = 0;
+  double wall_s = 0;
+  std::array<uint64_t, kFaultKindCount> scheduled{};
+  std::array<uint64_t, kFaultKindCount> injected{};
+  // A worker fault whose slot had no running worker at that moment (it was
+  // being replaced, or the node was restarting).
+  std::array<uint64_t, kFaultKindCount> skipped{};
+  uint64_t node_restarts = 0;
+  uint64_t workers_started = 0;
+  uint64_t workers_completed = 0;  // ran to the end of their duration, exactly
+  uint64_t requests = 0;           // completed by workers that reported a summary
+  uint64_t hit_tokens = 0, prompt_tokens = 0, reused_rows_checked = 0, reuse_mismatches = 0;
+  uint64_t validations = 0;             // node-wide validate() passes read
+  LatencySummary node_death_detection;  // node SIGKILL -> each running worker exited with node_lost
+  LatencySummary node_restart;          // node SIGKILL -> the new node serves the descriptor
+  // Owner fault points armed through the admin route, and fired (the
+  // transaction that reached one rolled back to its predecessor, 0x04F), by name.
+  std::map<std::string, uint64_t> fault_points_armed, fault_points_fired;
+  std::vector<Violation> violations;
+};
+
+Result<ChaosReport> run_chaos_campaign(const ChaosOptions& options);
+
+std::string chaos_report_text(const ChaosReport& report);
+std::string chaos_report_json(const ChaosReport& report);
+std::string chaos_report_markdown(const ChaosReport& report, const ChaosConfig& config);
+
+}  // namespace kvrt::chaos

@@ -1,0 +1,67 @@
+#pragma once
+// The configuration of `kvrt chaos` (config/chaos.toml) and the seeded fault
+// schedule it draws. A campaign starts a node and worker processes and
+// injects process faults at seeded moments; the same seed and config give the
+// same schedule, so `--seed N` replays a campaign that found a violation.
+//
+// Each fault kind arrives as a Poisson process of its own rate (events per
+// minute): exponential gaps drawn by inverse transform from SplitMix64, not
+// from <random>'s distributions, whose output differs between standard
+// libraries. A worker fault names a worker slot; whichever process serves
+// that slot when the fault is due receives it.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "services/common/result.hpp"
+
+namespace kvrt::chaos {
+
+enum class FaultKind : uint8_t {
+  worker_sigkill = 0,  // killed; a fresh worker takes its slot
+  worker_sigstop = 1,  // stopped, resumed after stop_ms (a pause the node must ride out)
+  worker_hang = 2,     // stopped and left hung: the node's heartbeats reclaim its session
+  worker_sigterm = 3,  // asked to terminate (default action: exit without cleanup)
+  node_sigkill = 4,    // the node killed; a new node on the same descriptor path
+  fault_point = 5,     // an owner fault point armed through the node's admin route (fires on a later reach)
+};
+inline constexpr size_t kFaultKindCount = 6;
+std::string_view to_string(FaultKind kind);
+
+struct ChaosConfig {
+  std::string config_path;             // the file read (absolute)
+  std::string node_config_path;        // absolute (relative paths resolve against the chaos config)
+  uint64_t seed = 1;                   // the schedule's and the workers' seeds derive from it
+  uint32_t duration_s = 60;            // faults are injected for this long [s]
+  uint32_t workers = 4;                // worker slots [processes]
+  uint32_t worker_duration_s = 4;      // each worker starts requests this long, then a fresh one replaces it [s]
+  uint32_t stop_ms = 300;              // how long a worker_sigstop lasts [ms]
+  uint32_t settle_timeout_ms = 15000;  // the most a node may take to reclaim a session or a worker to exit [ms]
+  uint32_t validate_every_ms = 1000;   // the node's validate() between faults [ms]
+  std::array<uint32_t, kFaultKindCount> per_minute{};  // mean rate of each kind [events/min]
+  // The admin principal of the node config that arms fault points (its
+  // token file is in the node's token directory); needed when fault_point > 0.
+  std::string admin_principal = "chaos-admin";
+};
+
+// The most faults one campaign may schedule (rates x duration).
+inline constexpr uint64_t kMaxScheduledFaults = 1'000'000;
+
+// Reads [chaos] and [faults]; unknown keys are errors, each naming file, line and field.
+Result<ChaosConfig> parse_chaos_config(std::string_view text, const std::string& origin);
+Result<ChaosConfig> load_chaos_config(const std::string& path);
+
+struct FaultEvent {
+  uint64_t at_ms = 0;  // since the campaign started [ms]
+  FaultKind kind = FaultKind::worker_sigkill;
+  uint32_t slot = 0;  // worker slot (worker faults); fault_point: which registered point (modulo their count)
+  friend bool operator==(const FaultEvent&, const FaultEvent&) = default;
+};
+
+// Every fault of the campaign in time order (ties: kind order). Pure: the
+// same config and seed give the same schedule on every machine.
+std::vector<FaultEvent> make_fault_schedule(const ChaosConfig& config, uint64_t seed);
+
+}  // namespace kvrt::chaos

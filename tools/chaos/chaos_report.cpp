@@ -1,0 +1,136 @@
+// The campaign's report: text for the terminal, JSON (`--json`,
+// report.json) and Markdown (report.md in --out).
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tools/chaos/chaos_campaign.hpp"
+
+namespace kvrt::chaos {
+
+namespace {
+
+nlohmann::ordered_json latency_json(const LatencySummary& s) {
+  return {{"count", s.count}, {"p50_ms", s.p50_ms}, {"p99_ms", s.p99_ms}, {"max_ms", s.max_ms}};
+}
+
+std::string latency_text(const LatencySummary& s) {
+  if (s.count == 0) return "none measured";
+  std::ostringstream out;
+  out.precision(1);
+  out << std::fixed << "p50 " << s.p50_ms << " ms, p99 " << s.p99_ms << " ms, max " << s.max_ms << " ms (" << s.count
+      << ")";
+  return out.str();
+}
+
+nlohmann::ordered_json fault_points_json(const ChaosReport& r) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  for (const auto& [name, armed] : r.fault_points_armed) {
+    const auto fired = r.fault_points_fired.find(name);
+    out[name] = {{"armed", armed}, {"fired", fired == r.fault_points_fired.end() ? 0 : fired->second}};
+  }
+  return out;
+}
+
+uint64_t worker_kills(const ChaosReport& r) {
+  return r.injected[static_cast<size_t>(FaultKind::worker_sigkill)] +
+         r.injected[static_cast<size_t>(FaultKind::worker_sigstop)] +
+         r.injected[static_cast<size_t>(FaultKind::worker_hang)];
+}
+
+}  // namespace
+
+std::string chaos_report_json(const ChaosReport& r) {
+  nlohmann::ordered_json faults = nlohmann::ordered_json::object();
+  for (size_t k = 0; k < kFaultKindCount; ++k)
+    faults[std::string(to_string(static_cast<FaultKind>(k)))] = {
+        {"scheduled", r.scheduled[k]}, {"injected", r.injected[k]}, {"skipped", r.skipped[k]}};
+  nlohmann::ordered_json violations = nlohmann::ordered_json::array();
+  for (const Violation& v : r.violations)
+    violations.push_back({{"at_ms", v.at_ms}, {"what", v.what}, {"preceding_fault", v.preceding_fault}});
+  nlohmann::ordered_json j{{"seed", r.seed},
+                           {"workers", r.workers},
+                           {"wall_s", r.wall_s},
+                           {"faults", faults},
+                           {"worker_kills", worker_kills(r)},
+                           {"node_restarts", r.node_restarts},
+                           {"workers_started", r.workers_started},
+                           {"workers_completed", r.workers_completed},
+                           {"requests", r.requests},
+                           {"requests_per_s", r.wall_s > 0 ? r.requests / r.wall_s : 0.0},
+                           {"hit_tokens", r.hit_tokens},
+                           {"prompt_tokens", r.prompt_tokens},
+                           {"reused_rows_checked", r.reused_rows_checked},
+                           {"reuse_mismatches", r.reuse_mismatches},
+                           {"validations", r.validations},
+                           {"node_death_detection", latency_json(r.node_death_detection)},
+                           {"node_restart", latency_json(r.node_restart)},
+                           {"fault_points", fault_points_json(r)},
+                           {"violations", violations}};
+  return j.dump(2);
+}
+
+std::string chaos_report_text(const ChaosReport& r) {
+  std::ostringstream out;
+  out << "kvrt chaos: seed " << r.seed << ", " << r.workers << " worker slots, " << r.wall_s << " s\n";
+  out << "  faults (injected / scheduled, skipped when the slot had no running worker):\n";
+  for (size_t k = 0; k < kFaultKindCount; ++k)
+    out << "    " << to_string(static_cast<FaultKind>(k)) << ": " << r.injected[k] << " / " << r.scheduled[k]
+        << (r.skipped[k] ? " (" + std::to_string(r.skipped[k]) + " skipped)" : "") << "\n";
+  out << "  worker kills (SIGKILL + SIGSTOP): " << worker_kills(r) << ", node restarts: " << r.node_restarts << "\n";
+  out << "  workers: " << r.workers_started << " started, " << r.workers_completed << " ran to their end exactly\n";
+  out << "  requests: " << r.requests << " completed, " << r.hit_tokens << "/" << r.prompt_tokens
+      << " prompt tokens reused, " << r.reused_rows_checked << " reused rows checked, " << r.reuse_mismatches
+      << " mismatches\n";
+  out << "  node validate() passes: " << r.validations << "\n";
+  out << "  node death detected by workers: " << latency_text(r.node_death_detection) << "\n";
+  out << "  node kill to new node serving: " << latency_text(r.node_restart) << "\n";
+  for (const auto& [name, armed] : r.fault_points_armed) {
+    const auto fired = r.fault_points_fired.find(name);
+    out << "  fault point " << name << ": armed " << armed << ", fired "
+        << (fired == r.fault_points_fired.end() ? 0 : fired->second) << "\n";
+  }
+  out << "  violations: " << r.violations.size() << "\n";
+  for (const Violation& v : r.violations)
+    out << "    at " << v.at_ms << " ms (after " << v.preceding_fault << "): " << v.what << "\n";
+  if (!r.violations.empty()) out << "  replay: kvrt chaos --seed " << r.seed << " with the same config\n";
+  return out.str();
+}
+
+std::string chaos_report_markdown(const ChaosReport& r, const ChaosConfig& c) {
+  std::ostringstream out;
+  out << "# kvrt chaos report\n\n";
+  out << "Config `" << c.config_path << "`, seed " << r.seed << ", " << c.duration_s << " s of faults over "
+      << r.workers << " worker slots (each worker runs " << c.worker_duration_s << " s), node config `"
+      << c.node_config_path << "`.\n\n";
+  out << "| fault | rate [/min] | scheduled | injected | skipped |\n| --- | ---: | ---: | ---: | ---: |\n";
+  for (size_t k = 0; k < kFaultKindCount; ++k)
+    out << "| " << to_string(static_cast<FaultKind>(k)) << " | " << c.per_minute[k] << " | " << r.scheduled[k] << " | "
+        << r.injected[k] << " | " << r.skipped[k] << " |\n";
+  out << "\n| measure | value |\n| --- | --- |\n";
+  out << "| wall time | " << r.wall_s << " s |\n";
+  out << "| node restarts | " << r.node_restarts << " |\n";
+  out << "| workers started / ran to their end | " << r.workers_started << " / " << r.workers_completed << " |\n";
+  out << "| requests completed | " << r.requests << " (" << (r.wall_s > 0 ? r.requests / r.wall_s : 0.0) << " /s) |\n";
+  out << "| reused rows checked / mismatches | " << r.reused_rows_checked << " / " << r.reuse_mismatches << " |\n";
+  out << "| node validate() passes | " << r.validations << " |\n";
+  out << "| node death detected by workers | " << latency_text(r.node_death_detection) << " |\n";
+  out << "| node kill to new node serving | " << latency_text(r.node_restart) << " |\n";
+  out << "| violations | " << r.violations.size() << " |\n";
+  if (!r.fault_points_armed.empty()) {
+    out << "\n| fault point | armed | fired |\n| --- | ---: | ---: |\n";
+    for (const auto& [name, armed] : r.fault_points_armed) {
+      const auto fired = r.fault_points_fired.find(name);
+      out << "| " << name << " | " << armed << " | " << (fired == r.fault_points_fired.end() ? 0 : fired->second)
+          << " |\n";
+    }
+  }
+  if (!r.violations.empty()) {
+    out << "\n## Violations\n\n";
+    for (const Violation& v : r.violations)
+      out << "- at " << v.at_ms << " ms, after " << v.preceding_fault << ": " << v.what << "\n";
+    out << "\nReplay: `kvrt chaos --config " << c.config_path << " --seed " << r.seed << "`.\n";
+  }
+  return out.str();
+}
+
+}  // namespace kvrt::chaos
