@@ -198,37 +198,33 @@ void ChannelServer::accept_loop() {
 void ChannelServer::serve(int fd) {
   caf::actor writer;
   uint64_t session_id = 0;
-  std::vector<uint8_t> inbox;
-  size_t consumed = 0;
+  ChannelFrameReader frames;
   std::string why;  // why the node ended the connection; empty: the worker closed it
   std::vector<uint8_t> buf(64 * 1024);
   for (bool open = true; open;) {
     const ssize_t r = ::recv(fd, buf.data(), buf.size(), 0);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
-    inbox.insert(inbox.end(), buf.begin(), buf.begin() + r);
-    while (open && inbox.size() - consumed >= kChannelHeaderBytes) {
-      Result<ChannelFrameHeader> header =
-          read_channel_header(std::span<const uint8_t>(inbox.data() + consumed, kChannelHeaderBytes));
-      if (!header.ok()) {
-        why = header.error().describe();
+    frames.append(std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)));
+    while (open) {
+      Result<std::optional<ChannelFrameReader::Frame>> frame = frames.next();
+      if (!frame.ok()) {
+        why = frame.error().describe();
         open = false;
         break;
       }
-      const size_t frame = kChannelHeaderBytes + header->payload_bytes;
-      if (inbox.size() - consumed < frame) break;
-      const auto payload = inbox.begin() + static_cast<std::ptrdiff_t>(consumed + kChannelHeaderBytes);
-      wire_bytes bytes(payload, payload + header->payload_bytes);
-      consumed += frame;
+      if (!frame->has_value()) break;
+      const ChannelFrameHeader header = (*frame)->header;
+      wire_bytes bytes((*frame)->payload.begin(), (*frame)->payload.end());
       if (writer) {
-        caf::anon_send(writer, channel_frame_atom::value, header->route.value, header->sequence, std::move(bytes));
+        caf::anon_send(writer, channel_frame_atom::value, header.route.value, header.sequence, std::move(bytes));
         continue;
       }
       // The first frame binds the connection; a refusal's reason travels as
       // text (the worker has no session to decode it under).
-      if (header->route != kAttachRoute) {
-        why = std::string("a ") + std::string(route_name(header->route)) + " frame before the attach frame";
-        (void)send_text_frame(fd, *header, why);
+      if (header.route != kAttachRoute) {
+        why = std::string("a ") + std::string(route_name(header.route)) + " frame before the attach frame";
+        (void)send_text_frame(fd, header, why);
         open = false;
         break;
       }
@@ -243,25 +239,18 @@ void ChannelServer::serve(int fd) {
       const int writer_fd = session ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
       if (session && writer_fd < 0) why = std::string("cannot share the connection: ") + std::strerror(errno);
       if (!why.empty()) {
-        (void)send_text_frame(fd, *header, why);
+        (void)send_text_frame(fd, header, why);
         open = false;
         break;
       }
       // Answered before the writer exists, so nothing else writes yet.
-      if (!send_text_frame(fd, *header, {})) {
+      if (!send_text_frame(fd, header, {})) {
         ::close(writer_fd);
         why = "the worker did not take the attach answer";
         open = false;
         break;
       }
       writer = system_.spawn(channel_writer, caf::actor_cast<session_actor>(session), writer_fd);
-    }
-    if (consumed == inbox.size()) {
-      inbox.clear();
-      consumed = 0;
-    } else if (consumed > 0) {
-      inbox.erase(inbox.begin(), inbox.begin() + static_cast<std::ptrdiff_t>(consumed));
-      consumed = 0;
     }
   }
   if (!why.empty())

@@ -7,6 +7,13 @@
 #   scripts/kvrt-setup.sh sanitize  build into build-sanitize/ with AddressSanitizer and
 #                                 UndefinedBehaviorSanitizer, then run the whole test suite
 #                                 (about 35 minutes to build on 2 cores; not part of CI)
+#   scripts/kvrt-setup.sh fuzz [SECONDS] [TARGET...]
+#                                 build the libFuzzer targets into build-fuzz/ with clang-14,
+#                                 AddressSanitizer and UndefinedBehaviorSanitizer, then fuzz each
+#                                 target (all of fuzz/targets/ by default) for SECONDS (60; 0: run
+#                                 the corpus once) over a copy of its corpus; non-zero on any crash,
+#                                 leak or timeout (docs/fuzzing.md; not part of CI, whose suite
+#                                 replays the corpus with g++)
 # Fast when everything is already there: dpkg is queried, apt runs only for
 # missing packages, and ccache makes an unchanged rebuild take about a second.
 set -euo pipefail
@@ -20,6 +27,10 @@ packages=(
   libcaf-dev libboost-dev capnproto libcapnp-dev catch2 libspdlog-dev
   libtomlplusplus-dev libcli11-dev libssl-dev libxxhash-dev nlohmann-json3-dev
 )
+# libFuzzer comes with clang; only the fuzz job needs them.
+if [ "$job" = fuzz ]; then
+  packages+=(clang-14 libfuzzer-14-dev libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -36,8 +47,8 @@ fi
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 jobs="$(nproc)"
-# Warnings are errors in kvrt's own code for every job but sanitize (whose
-# instrumentation adds its own diagnostics).
+# Warnings are errors in kvrt's own code for every job but sanitize and fuzz
+# (whose instrumentation adds its own diagnostics).
 cmake_args=(-DCMAKE_BUILD_TYPE=Release -DKVRT_WERROR=ON)
 if [ "$job" = sanitize ]; then
   # A separate tree: every object differs. UB aborts the test that hit it
@@ -48,15 +59,29 @@ if [ "$job" = sanitize ]; then
   cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DKVRT_WITH_CUDA=OFF "-DCMAKE_CXX_FLAGS=$flags"
               "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
 fi
+if [ "$job" = fuzz ]; then
+  # A separate clang tree: the libraries carry libFuzzer's coverage
+  # instrumentation without its main (fuzzer-no-link), only the fuzz
+  # executables link libFuzzer itself (fuzz/CMakeLists.txt). UB aborts, so
+  # that libFuzzer records it as a crash. CUDA is off, as for sanitize.
+  build="${KVRT_BUILD_DIR:-$root/build-fuzz}"
+  flags="-O2 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
+  cmake_args=(-DCMAKE_BUILD_TYPE=Debug -DKVRT_WITH_CUDA=OFF -DKVRT_FUZZ=ON
+              -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14
+              "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags"
+              "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
+fi
 # Configure a new tree, or one configured before warnings became errors.
 if [ ! -f "$build/build.ninja" ] ||
-   { [ "$job" != sanitize ] && ! grep -q '^KVRT_WERROR:BOOL=ON$' "$build/CMakeCache.txt"; }; then
+   { [ "$job" != sanitize ] && [ "$job" != fuzz ] && ! grep -q '^KVRT_WERROR:BOOL=ON$' "$build/CMakeCache.txt"; }; then
   cmake -S "$root" -B "$build" -G Ninja "${cmake_args[@]}" ${KVRT_CMAKE_ARGS:-}
 fi
-# The main job needs only the kvrt binary; the others build everything
-# (every test suite, the peers, the GPU checks).
+# The main job needs only the kvrt binary and the fuzz job its fuzzers; the
+# others build everything (every test suite, the peers, the GPU checks).
 if [ "$job" = main ]; then
   cmake --build "$build" -j "$jobs" --target kvrt
+elif [ "$job" = fuzz ]; then
+  cmake --build "$build" -j "$jobs" --target kvrt_fuzzers
 else
   cmake --build "$build" -j "$jobs"
 fi
@@ -81,8 +106,51 @@ case "$job" in
       LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/scripts/lsan-caf.supp}" \
       ctest --output-on-failure -j "$jobs" --timeout 900
     ;;
+  fuzz)
+    shift || true
+    seconds="${1:-60}"
+    shift || true
+    targets=("$@")
+    if ((${#targets[@]} == 0)); then
+      for f in "$root"/fuzz/targets/*.cpp; do targets+=("$(basename "$f" .cpp)"); done
+    fi
+    # Each target fuzzes a copy of its corpus: what libFuzzer adds stays in
+    # build-fuzz/corpus/, crash, leak, timeout and OOM inputs in
+    # build-fuzz/artifacts/<target>/ (a crash becomes fuzz/corpus/<target>/regression-<what>,
+    # docs/fuzzing.md). Run it under `taskset -c N nice -n 10` to keep it to one core.
+    # SECONDS 0 runs each corpus once under the sanitizers and fuzzes nothing
+    # (libFuzzer's -max_total_time=0 would mean no limit).
+    if [ "$seconds" = 0 ]; then limit=(-runs=0); else limit=(-max_total_time="$seconds"); fi
+    status=0
+    printf '%-16s %12s %9s %7s %7s %8s\n' target executions exec/s cov ft crashes
+    for t in "${targets[@]}"; do
+      fuzzer="$build/fuzz/kvrt_fuzz_$t"
+      [ -x "$fuzzer" ] || { echo "kvrt-setup: no fuzz target $t" >&2; exit 2; }
+      work="$build/corpus/$t"
+      artifacts="$build/artifacts/$t"
+      log="$build/logs/$t.log"
+      rm -rf "$work" "$artifacts"
+      mkdir -p "$work" "$artifacts" "$(dirname "$log")"
+      cp "$root/fuzz/corpus/$t"/* "$work"/
+      rc=0
+      UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}" \
+        "$fuzzer" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix="$artifacts/" "$work" >"$log" 2>&1 || rc=$?
+      execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
+      rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)"
+      cov="$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)"
+      ft="$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)"
+      crashes="$(find "$artifacts" -type f | wc -l)"
+      printf '%-16s %12s %9s %7s %7s %8s\n' "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "${ft:-?}" "$crashes"
+      if [ "$rc" -ne 0 ] || [ "$crashes" -ne 0 ]; then
+        status=1
+        echo "kvrt-setup: $t failed (libFuzzer exit $rc); see $log and $artifacts/" >&2
+      fi
+    done
+    exit "$status"
+    ;;
   *)
-    echo "usage: scripts/kvrt-setup.sh [main|test|build|sanitize]" >&2
+    echo "usage: scripts/kvrt-setup.sh [main|test|build|sanitize|fuzz [SECONDS] [TARGET...]]" >&2
     exit 2
     ;;
 esac

@@ -5,9 +5,10 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "apps/kvrt/subcommand_registry.hpp"
+#include "services/telemetry/trace_merge.hpp"
 
 namespace kvrt::app {
 namespace {
@@ -18,21 +19,19 @@ struct TraceMergeCli {
 };
 
 int run_trace_merge(const TraceMergeCli& cli) {
-  nlohmann::json merged = {{"displayTimeUnit", "ns"}, {"traceEvents", nlohmann::json::array()}};
+  TraceMerge merged;
   for (const std::string& path : cli.inputs) {
     std::ifstream in(path);
     if (!in) return report_error("trace-merge", make_error(ErrorCode::io, "cannot read " + path, "input"));
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded() || !j.contains("traceEvents") || !j["traceEvents"].is_array())
-      return report_error("trace-merge",
-                          make_error(ErrorCode::invalid_argument, path + " is not a Chrome trace-event file", "input"));
-    for (auto& e : j["traceEvents"]) merged["traceEvents"].push_back(std::move(e));
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (Status added = merged.add(text.str(), path); !added.ok()) return report_error("trace-merge", added.error());
   }
   std::ofstream out(cli.out, std::ios::trunc);
   if (!out) return report_error("trace-merge", make_error(ErrorCode::io, "cannot write " + cli.out, "out"));
-  out << merged.dump() << "\n";
-  std::cout << "kvrt trace-merge: " << merged["traceEvents"].size() << " events from " << cli.inputs.size()
-            << " files -> " << cli.out << "\n";
+  out << merged.json() << "\n";
+  std::cout << "kvrt trace-merge: " << merged.events() << " events from " << cli.inputs.size() << " files -> "
+            << cli.out << "\n";
   return 0;
 }
 

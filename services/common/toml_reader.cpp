@@ -50,8 +50,11 @@ Result<int64_t> TomlReader::integer(const toml::table& table, const std::string&
     if (fallback) return *fallback;
     return field_error(&table, where, field, "is required (an integer)");
   }
-  auto v = node->value<int64_t>();
-  if (!node->is_integer() || !v) return field_error(node, where, field, "must be an integer");
+  // The type first: value<int64_t>() converts a float too, and one outside
+  // int64's range (1e300) is undefined behaviour.
+  if (!node->is_integer()) return field_error(node, where, field, "must be an integer");
+  const std::optional<int64_t> v = node->value<int64_t>();
+  if (!v) return field_error(node, where, field, "must be an integer");
   if (*v < min || *v > max)
     return field_error(
         node, where, field,

@@ -101,16 +101,16 @@ KVRT_INLINE V vmax(V a, V b) {
 // instructions for 8 sums instead of 8 separate horizontal sums.
 KVRT_INLINE Vec<float> reduce_lanes(const Vec<float>* a) {
   using V = Vec<float>;
-  using M = VecOf<float>::itype;
+  // __builtin_shufflevector: the spelling GCC (12 and later) and clang share.
   const auto hadd = [](V x, V y) {
-    return __builtin_shuffle(x, y, M{0, 2, 8, 10, 4, 6, 12, 14}) +
-           __builtin_shuffle(x, y, M{1, 3, 9, 11, 5, 7, 13, 15});
+    return __builtin_shufflevector(x, y, 0, 2, 8, 10, 4, 6, 12, 14) +
+           __builtin_shufflevector(x, y, 1, 3, 9, 11, 5, 7, 13, 15);
   };
   const V t0 = hadd(a[0], a[1]), t1 = hadd(a[2], a[3]), t2 = hadd(a[4], a[5]), t3 = hadd(a[6], a[7]);
   // u0 lanes: [s0 s1 s2 s3 | s0' s1' s2' s3'] partial sums of a0..a3 per half.
   const V u0 = hadd(t0, t1), u1 = hadd(t2, t3);
-  return __builtin_shuffle(u0, u1, M{0, 1, 2, 3, 8, 9, 10, 11}) +
-         __builtin_shuffle(u0, u1, M{4, 5, 6, 7, 12, 13, 14, 15});
+  return __builtin_shufflevector(u0, u1, 0, 1, 2, 3, 8, 9, 10, 11) +
+         __builtin_shufflevector(u0, u1, 4, 5, 6, 7, 12, 13, 14, 15);
 }
 KVRT_INLINE Vec<double> reduce_lanes(const Vec<double>* a) {
   Vec<double> out;

@@ -102,10 +102,7 @@ std::vector<ViewPage> view_pages_from_receipts(const MapperGeometry& geometry,
   return pages;
 }
 
-Status send_page_pool(int socket_fd, int pool_fd, const PagePoolOffer& offer) {
-  KVRT_TRY(require_seqpacket(socket_fd));
-  if (pool_fd < 0) return make_error(ErrorCode::invalid_argument, "no pool fd to send", "pool_fd");
-  KVRT_TRY(validate_pages(offer.identity, offer.view_pages, offer.pages));
+std::vector<std::byte> encode_page_pool_message(const PagePoolOffer& offer) {
   std::vector<std::byte> payload(sizeof(WireHeader) + offer.pages.size() * sizeof(WireEntry));
   const WireHeader header{kPagePoolMagic,
                           kPagePoolWireVersion,
@@ -120,6 +117,18 @@ Status send_page_pool(int socket_fd, int pool_fd, const PagePoolOffer& offer) {
     const WireEntry e{offer.pages[i].virtual_page, 0, offer.pages[i].handle};
     std::memcpy(payload.data() + sizeof header + i * sizeof e, &e, sizeof e);
   }
+  return payload;
+}
+
+Status validate_page_pool_offer(const PagePoolOffer& offer) {
+  return validate_pages(offer.identity, offer.view_pages, offer.pages);
+}
+
+Status send_page_pool(int socket_fd, int pool_fd, const PagePoolOffer& offer) {
+  KVRT_TRY(require_seqpacket(socket_fd));
+  if (pool_fd < 0) return make_error(ErrorCode::invalid_argument, "no pool fd to send", "pool_fd");
+  KVRT_TRY(validate_pages(offer.identity, offer.view_pages, offer.pages));
+  std::vector<std::byte> payload = encode_page_pool_message(offer);
   iovec iov{payload.data(), payload.size()};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
@@ -155,58 +164,49 @@ ReceivedPagePool::~ReceivedPagePool() {
   if (fd_ >= 0) close(fd_);
 }
 
-Result<ReceivedPagePool> receive_page_pool(int socket_fd, const PagePoolIdentity& expected) {
-  KVRT_TRY(require_seqpacket(socket_fd));
-  std::vector<std::byte> payload(sizeof(WireHeader) + kPagePoolMaxEntries * sizeof(WireEntry));
-  iovec iov{payload.data(), payload.size()};
-  // Room for several fds, so a sender passing more than one is seen and every one closed.
-  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t got;
-  do got = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC);
-  while (got < 0 && errno == EINTR);
-  if (got < 0) return os_error("recvmsg", errno);
-
+std::vector<int> scm_rights_fds(std::span<const std::byte> control) {
+  // The walk of CMSG_FIRSTHDR / CMSG_NXTHDR, with every length checked
+  // against what is left of the buffer before it is used: those macros trust
+  // the first header's cmsg_len, and a length below the header's own size or
+  // beyond the buffer would read past it. Read through memcpy, so the buffer
+  // needs no alignment.
   std::vector<int> fds;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < n; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      fds.push_back(fd);
+  size_t at = 0;  // [bytes] offset of the current control message
+  while (control.size() - at >= sizeof(cmsghdr)) {
+    cmsghdr c;
+    std::memcpy(&c, control.data() + at, sizeof c);
+    if (c.cmsg_len < CMSG_LEN(0) || c.cmsg_len > control.size() - at) break;
+    if (c.cmsg_level == SOL_SOCKET && c.cmsg_type == SCM_RIGHTS) {
+      const size_t n = (c.cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < n; ++i) {
+        int fd;
+        std::memcpy(&fd, control.data() + at + CMSG_LEN(0) + i * sizeof(int), sizeof fd);
+        fds.push_back(fd);
+      }
     }
+    const size_t next = CMSG_ALIGN(c.cmsg_len);
+    if (next >= control.size() - at) break;
+    at += next;
   }
-  // Every rejection closes what was received.
-  auto close_all = [&fds] {
-    for (int fd : fds) close(fd);
-  };
-  if ((msg.msg_flags & MSG_CTRUNC) != 0 || fds.size() != 1) {
-    close_all();
-    return make_error(ErrorCode::pool_fd_missing,
-                      "expected exactly one SCM_RIGHTS fd, got " + std::to_string(fds.size()) +
-                          ((msg.msg_flags & MSG_CTRUNC) != 0 ? " (control data cut)" : ""),
-                      "pool_fd");
-  }
-  FdGuard pool{fds[0]};
-  const size_t bytes = static_cast<size_t>(got);
-  if (bytes < sizeof(WireHeader))
+  return fds;
+}
+
+Result<PagePoolOffer> parse_page_pool_message(std::span<const std::byte> bytes, bool truncated,
+                                              const PagePoolIdentity& expected) {
+  if (bytes.size() < sizeof(WireHeader))
     return make_error(ErrorCode::pool_message_truncated,
-                      std::to_string(bytes) + " B < header of " + std::to_string(sizeof(WireHeader)) + " B", "header");
+                      std::to_string(bytes.size()) + " B < header of " + std::to_string(sizeof(WireHeader)) + " B",
+                      "header");
   WireHeader header;
-  std::memcpy(&header, payload.data(), sizeof header);
+  std::memcpy(&header, bytes.data(), sizeof header);
   if (header.magic != kPagePoolMagic || header.version != kPagePoolWireVersion)
     return make_error(ErrorCode::pool_message_bad_magic, "not a page-pool message (magic or version)", "magic");
-  if ((msg.msg_flags & MSG_TRUNC) != 0 || header.entry_count > kPagePoolMaxEntries)
+  if (truncated || header.entry_count > kPagePoolMaxEntries)
     return make_error(ErrorCode::pool_message_truncated,
                       "message exceeds " + std::to_string(kPagePoolMaxEntries) + " entries", "entry_count");
-  if (bytes != sizeof(WireHeader) + uint64_t{header.entry_count} * sizeof(WireEntry))
+  if (bytes.size() != sizeof(WireHeader) + uint64_t{header.entry_count} * sizeof(WireEntry))
     return make_error(ErrorCode::pool_message_truncated,
-                      std::to_string(bytes) + " B do not hold the " + std::to_string(header.entry_count) +
+                      std::to_string(bytes.size()) + " B do not hold the " + std::to_string(header.entry_count) +
                           " entries the header announces",
                       "entry_count");
   if (header.page_group_bytes != expected.page_group_bytes || header.handle_count != expected.handle_count)
@@ -221,11 +221,55 @@ Result<ReceivedPagePool> receive_page_pool(int socket_fd, const PagePoolIdentity
                       "pool generation " + std::to_string(header.pool_generation) + ", expected " +
                           std::to_string(expected.generation.value),
                       "pool_generation");
+  PagePoolOffer offer;
+  offer.identity = expected;
+  offer.view_pages = header.view_pages;
+  offer.pages.resize(header.entry_count);
+  for (uint32_t i = 0; i < header.entry_count; ++i) {
+    WireEntry e;
+    std::memcpy(&e, bytes.data() + sizeof header + i * sizeof e, sizeof e);
+    offer.pages[i] = ViewPage{e.virtual_page, e.handle};
+  }
+  return offer;
+}
+
+Result<ReceivedPagePool> receive_page_pool(int socket_fd, const PagePoolIdentity& expected) {
+  KVRT_TRY(require_seqpacket(socket_fd));
+  std::vector<std::byte> payload(sizeof(WireHeader) + kPagePoolMaxEntries * sizeof(WireEntry));
+  iovec iov{payload.data(), payload.size()};
+  // Room for several fds, so a sender passing more than one is seen and every one closed.
+  alignas(cmsghdr) std::byte control[CMSG_SPACE(4 * sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t got;
+  do got = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC);
+  while (got < 0 && errno == EINTR);
+  if (got < 0) return os_error("recvmsg", errno);
+
+  std::vector<int> fds = scm_rights_fds(std::span<const std::byte>(control, msg.msg_controllen));
+  // Every rejection closes what was received.
+  auto close_all = [&fds] {
+    for (int fd : fds) close(fd);
+  };
+  if ((msg.msg_flags & MSG_CTRUNC) != 0 || fds.size() != 1) {
+    close_all();
+    return make_error(ErrorCode::pool_fd_missing,
+                      "expected exactly one SCM_RIGHTS fd, got " + std::to_string(fds.size()) +
+                          ((msg.msg_flags & MSG_CTRUNC) != 0 ? " (control data cut)" : ""),
+                      "pool_fd");
+  }
+  FdGuard pool{fds[0]};
+  Result<PagePoolOffer> offer = parse_page_pool_message(
+      std::span<const std::byte>(payload.data(), static_cast<size_t>(got)), (msg.msg_flags & MSG_TRUNC) != 0, expected);
+  if (!offer.ok()) return offer.error();
   // The fd must be the pool the header describes, and sealed: a pool that
   // could shrink under a MAP_SHARED mapping would turn a read into SIGBUS.
   struct stat st {};
   if (fstat(pool.fd, &st) != 0) return os_error("fstat", errno);
-  const uint64_t pool_bytes = header.handle_count * header.page_group_bytes;
+  const uint64_t pool_bytes = expected.handle_count * expected.page_group_bytes;
   if (static_cast<uint64_t>(st.st_size) != pool_bytes)
     return make_error(ErrorCode::pool_size_mismatch,
                       "fd holds " + std::to_string(st.st_size) +
@@ -234,18 +278,8 @@ Result<ReceivedPagePool> receive_page_pool(int socket_fd, const PagePoolIdentity
   const int seals = fcntl(pool.fd, F_GET_SEALS);
   if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
     return make_error(ErrorCode::pool_size_mismatch, "pool fd is not sealed against shrink and grow", "seals");
-
-  PagePoolOffer offer;
-  offer.identity = expected;
-  offer.view_pages = header.view_pages;
-  offer.pages.resize(header.entry_count);
-  for (uint32_t i = 0; i < header.entry_count; ++i) {
-    WireEntry e;
-    std::memcpy(&e, payload.data() + sizeof header + i * sizeof e, sizeof e);
-    offer.pages[i] = ViewPage{e.virtual_page, e.handle};
-  }
-  KVRT_TRY(validate_pages(offer.identity, offer.view_pages, offer.pages));
-  return ReceivedPagePool(std::exchange(pool.fd, -1), std::move(offer));
+  KVRT_TRY(validate_page_pool_offer(*offer));
+  return ReceivedPagePool(std::exchange(pool.fd, -1), std::move(offer).value());
 }
 
 Result<PoolView> PoolView::map(int pool_fd, const PagePoolIdentity& identity, uint32_t view_pages,

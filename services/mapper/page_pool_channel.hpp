@@ -14,6 +14,7 @@
 // one host.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,29 @@ struct PagePoolOffer {
 // worker's view has the node's layout byte for byte (0x06C).
 std::vector<ViewPage> view_pages_from_receipts(const MapperGeometry& geometry,
                                                const std::vector<MappedFrontierReceipt>& receipts);
+
+// The message's bytes, without the fd: the fixed header (magic, version, G,
+// N_handle, pool generation, view pages, entry count) and one entry per page.
+std::vector<std::byte> encode_page_pool_message(const PagePoolOffer& offer);
+
+// The byte-level parse of one received message, before its fd is looked at:
+// `truncated` says the socket cut it (MSG_TRUNC). Refusals, in this order:
+// pool_message_truncated (shorter than the header), pool_message_bad_magic,
+// pool_message_truncated (cut, or more entries than the header allows or
+// than the bytes hold), incompatible, stale_generation. The page table is
+// read but not yet checked: validate_page_pool_offer does that.
+Result<PagePoolOffer> parse_page_pool_message(std::span<const std::byte> bytes, bool truncated,
+                                              const PagePoolIdentity& expected);
+
+// The page table of an offer fits its view and pool, one handle per view
+// page, at most kPagePoolMaxEntries: coordinate_out_of_range or invalid_argument.
+Status validate_page_pool_offer(const PagePoolOffer& offer);
+
+// The descriptors of every SCM_RIGHTS control message in `control` (what
+// recvmsg wrote to msg_control, msg_controllen bytes of it), in order; a
+// control message whose length does not fit the buffer ends the walk. The
+// caller owns them.
+std::vector<int> scm_rights_fds(std::span<const std::byte> control);
 
 // Sends `pool_fd` and the offer as one SCM_RIGHTS message. Rejects an offer
 // that the receiver would reject (entry outside the view or pool, too many).

@@ -5,6 +5,7 @@
 // sha256msg1 / sha256msg2 (FIPS 180-4, section 6.2.2 step 1).
 #include "services/prefix/sha256_compress.hpp"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 namespace kvrt::sha256x {
@@ -78,8 +79,15 @@ KVRT_SHA_INLINE void compress_one(Lanes& l, const uint8_t* block) {
 }  // namespace
 
 bool sha_ni_available() {
-  static const bool available =
-      __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3");
+  // CPUID itself rather than __builtin_cpu_supports, whose feature names
+  // differ between compilers (clang 14 knows no "sha").
+  static const bool available = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    const bool ssse3 = (ecx & bit_SSSE3) != 0, sse41 = (ecx & bit_SSE4_1) != 0;
+    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    return ssse3 && sse41 && (ebx & bit_SHA) != 0;
+  }();
   return available;
 }
 

@@ -52,4 +52,28 @@ Result<ChannelFrameHeader> read_channel_header(std::span<const uint8_t> bytes) {
   return h;
 }
 
+void ChannelFrameReader::append(std::span<const uint8_t> bytes) {
+  // What was handed out is dropped first: a reader drained after every
+  // append holds at most one partial frame besides the new bytes.
+  if (consumed_ == inbox_.size()) {
+    inbox_.clear();
+  } else if (consumed_ > 0) {
+    inbox_.erase(inbox_.begin(), inbox_.begin() + static_cast<std::ptrdiff_t>(consumed_));
+  }
+  consumed_ = 0;
+  inbox_.insert(inbox_.end(), bytes.begin(), bytes.end());
+}
+
+Result<std::optional<ChannelFrameReader::Frame>> ChannelFrameReader::next() {
+  if (buffered() < kChannelHeaderBytes) return std::optional<Frame>();
+  Result<ChannelFrameHeader> header =
+      read_channel_header(std::span<const uint8_t>(inbox_.data() + consumed_, kChannelHeaderBytes));
+  if (!header.ok()) return header.error();
+  const size_t frame = kChannelHeaderBytes + header->payload_bytes;
+  if (buffered() < frame) return std::optional<Frame>();
+  Frame f{*header, std::span<const uint8_t>(inbox_.data() + consumed_ + kChannelHeaderBytes, header->payload_bytes)};
+  consumed_ += frame;
+  return std::optional<Frame>(f);
+}
+
 }  // namespace kvrt

@@ -23,7 +23,9 @@
 // sequence, in request order.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "services/common/result.hpp"
 #include "services/session/routes.hpp"
@@ -48,5 +50,28 @@ ChannelHeaderBytes write_channel_header(const ChannelFrameHeader& header);
 // decode_failed for a short header, a route nobody declared (routes.hpp), non-zero flags or a
 // payload above kChannelMaxPayloadBytes.
 Result<ChannelFrameHeader> read_channel_header(std::span<const uint8_t> bytes);
+
+// Cuts the byte stream of one connection into frames, as the node's channel
+// server reads it: bytes arrive in pieces of any size (one recv each), and
+// every whole frame is handed out in order. A header that does not read
+// breaks the stream for good: nothing after it can be told apart from
+// payload, so the connection is closed.
+class ChannelFrameReader {
+ public:
+  struct Frame {
+    ChannelFrameHeader header;
+    std::span<const uint8_t> payload;  // valid until the next append()
+  };
+
+  void append(std::span<const uint8_t> bytes);
+  // The next whole frame; nullopt while the bytes buffered hold none; the
+  // header's decode_failed once the stream is broken (and every time after).
+  Result<std::optional<Frame>> next();
+  size_t buffered() const { return inbox_.size() - consumed_; }  // [bytes] not yet handed out
+
+ private:
+  std::vector<uint8_t> inbox_;
+  size_t consumed_ = 0;  // bytes of inbox_ handed out as frames
+};
 
 }  // namespace kvrt
