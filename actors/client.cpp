@@ -85,27 +85,29 @@ struct SessionWatchState {
   }
 };
 
-// Watches the session actor: its proxy dies when the middleman connection
-// drops, at once for a node that died (the kernel closes its sockets) and
-// after connection_timeout_ms of missed heartbeats for a hung one.
+// Watches the node's gateway: its proxy, like every proxy of the node's
+// actors, dies when the middleman connection drops, at once for a node that
+// died (the kernel closes its sockets) and after connection_timeout_ms of
+// missed heartbeats for a hung one. (A session the node ends while it lives
+// closes the session channel, or answers the middleman with an error.)
 class SessionWatch final : public caf::event_based_actor {
  public:
-  SessionWatch(caf::actor_config& cfg, caf::actor session, std::shared_ptr<SessionWatchState> state)
-      : caf::event_based_actor(cfg), session_(std::move(session)), state_(std::move(state)) {}
+  SessionWatch(caf::actor_config& cfg, caf::actor gateway, std::shared_ptr<SessionWatchState> state)
+      : caf::event_based_actor(cfg), gateway_(std::move(gateway)), state_(std::move(state)) {}
   caf::behavior make_behavior() override {
-    monitor(session_);
+    monitor(gateway_);
     set_down_handler([state = state_](const caf::down_msg& down) {
       std::lock_guard<std::mutex> lock(state->mutex);
       // remote_link_unreachable: the connection closed or missed its
-      // heartbeats; any other reason: the node ended the session actor.
+      // heartbeats; any other reason: the node stopped its gateway.
       const bool connection_lost = down.reason == caf::exit_reason::remote_link_unreachable;
-      state->lose("the session actor is down: " + caf::to_string(down.reason), connection_lost);
+      state->lose("the node's gateway is down: " + caf::to_string(down.reason), connection_lost);
     });
     return {[](anchor_atom) {}};
   }
 
  private:
-  caf::actor session_;
+  caf::actor gateway_;
   std::shared_ptr<SessionWatchState> state_;
 };
 
@@ -194,18 +196,34 @@ Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, cons
                           caf::to_string(gateway.error()),
                       "node");
   impl->anchor = impl->system.spawn<AnchorActor>();
+  // The watch starts before the hello: a node that dies while the hello is
+  // in flight fails the connect at once, not at the call timeout.
+  SessionWatchState& w = *impl->watch;
+  w.node = ProcessIdentity{static_cast<int32_t>(node.node_pid), node.node_start_ticks};
+  w.node_name = node.host + ":" + std::to_string(node.port) + " (pid " + std::to_string(node.node_pid) + ")";
+  w.caller = caf::actor_cast<caf::strong_actor_ptr>(impl->self);
+  impl->watcher = impl->system.spawn<SessionWatch>(caf::actor_cast<caf::actor>(*gateway), impl->watch);
   HelloRequest hello{token_hex, options.worker_name, static_cast<uint32_t>(::getpid())};
   Result<SessionReceipt> receipt = make_error(ErrorCode::rpc_failed, "no reply", "hello");
   caf::actor session;
-  impl->self
-      ->request(*gateway, caf::timespan{options.timeout}, actors::hello_atom::value,
-                actors::to_wire(codec::encode(hello)), impl->anchor)
-      .receive(
-          [&](actors::wire_bytes& reply, caf::actor& s) {
-            receipt = decode_reply<SessionReceipt>(actors::as_span(reply));
-            session = std::move(s);
-          },
-          [&](caf::error& e) { receipt = transport_error("hello", e); });
+  auto handle = impl->self->request(*gateway, caf::timespan{options.timeout}, actors::hello_atom::value,
+                                    actors::to_wire(codec::encode(hello)), impl->anchor);
+  {
+    std::lock_guard<std::mutex> lock(w.mutex);
+    if (w.lost) return *w.lost;
+    w.pending = handle.id();
+  }
+  handle.receive(
+      [&](actors::wire_bytes& reply, caf::actor& s) {
+        receipt = decode_reply<SessionReceipt>(actors::as_span(reply));
+        session = std::move(s);
+      },
+      [&](caf::error& e) { receipt = transport_error("hello", e); });
+  {
+    std::lock_guard<std::mutex> lock(w.mutex);
+    w.pending = caf::message_id{};
+    if (!receipt.ok() && w.lost) return *w.lost;
+  }
   if (!receipt.ok()) return receipt.error();
   if (!session) return make_error(ErrorCode::rpc_failed, "the node opened no session actor", "hello");
   impl->session = std::move(*receipt);
@@ -216,12 +234,11 @@ Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, cons
     // A node whose channel cannot be reached is still served through the middleman.
     if (channel.ok()) impl->channel = std::move(channel).value();
   }
-  SessionWatchState& w = *impl->watch;
-  w.node = ProcessIdentity{static_cast<int32_t>(node.node_pid), node.node_start_ticks};
-  w.node_name = node.host + ":" + std::to_string(node.port) + " (pid " + std::to_string(node.node_pid) + ")";
-  w.channel = impl->channel.get();
-  w.caller = caf::actor_cast<caf::strong_actor_ptr>(impl->self);
-  impl->watcher = impl->system.spawn<SessionWatch>(session, impl->watch);
+  {
+    std::lock_guard<std::mutex> lock(w.mutex);
+    if (w.lost) return *w.lost;
+    w.channel = impl->channel.get();
+  }
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -47,6 +48,20 @@ struct LiveRequest {
   uint32_t decoded = 0;
 };
 
+// Nearest-rank percentiles of the samples (all 0 when there are none).
+CallLatency percentiles(std::vector<double> us) {
+  CallLatency out;
+  if (us.empty()) return out;
+  std::sort(us.begin(), us.end());
+  const auto rank = [&](double q) {
+    return us[std::min(us.size() - 1, static_cast<size_t>(q * (us.size() - 1) + 0.5))];
+  };
+  out.p50_us = rank(0.50);
+  out.p99_us = rank(0.99);
+  out.max_us = us.back();
+  return out;
+}
+
 class Worker {
  public:
   Worker(Client& client, shm::SharedPoolStore& store, const WorkerOptions& o, std::string ns)
@@ -84,6 +99,7 @@ class Worker {
     }
     if (!summary_.stopped_by) release_receipts();
     summary_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    summary_.call_us = percentiles(call_us_);
     return summary_;
   }
 
@@ -92,6 +108,16 @@ class Worker {
   // workers never collide in a merged trace.
   TraceContext next_trace() {
     return TraceContext{(uint64_t(::getpid()) << 40) ^ (o_.seed << 32) ^ iteration_, ++span_, 0};
+  }
+
+  // One round trip to the node, its receipt latency recorded [us].
+  template <class Request>
+  Result<receipt_of<Request>> call(const Request& request) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<receipt_of<Request>> out = client_.call(request);
+    call_us_.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    ++summary_.round_trips;
+    return out;
   }
 
   void note_error(const Error& e) {
@@ -131,8 +157,7 @@ class Worker {
     if (pending_releases_.empty()) return;
     ReuseBatch tx{next_trace(), {}};
     const size_t n = take_releases(tx);
-    Result<ReuseBatchReceipt> r = client_.call(tx);
-    ++summary_.round_trips;
+    Result<ReuseBatchReceipt> r = call(tx);
     if (!r.ok()) return note_error(r.error());
     if (r->outcomes.size() != n)
       return note_error(make_error(ErrorCode::rpc_failed, "the release answer has another size"));
@@ -206,8 +231,7 @@ class Worker {
     for (const LiveRequest& r : fresh)
       tx.ops.emplace_back(std::in_place_type<ReuseAcquireOp>, namespace_, RequestId{0}, RequestGeneration{0}, r.tokens,
                           LogitsPath::logits_required, false);
-    Result<ReuseBatchReceipt> reused = client_.call(tx);
-    ++summary_.round_trips;
+    Result<ReuseBatchReceipt> reused = call(tx);
     if (!reused.ok() || reused->outcomes.size() != tx.ops.size()) {
       note_error(reused.ok() ? make_error(ErrorCode::rpc_failed, "the reuse receipt answers another number of ops")
                              : reused.error());
@@ -227,8 +251,7 @@ class Worker {
       }
       alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt});
     }
-    Result<AllocatorBatchReceipt> allocated = client_.call(alloc);
-    ++summary_.round_trips;
+    Result<AllocatorBatchReceipt> allocated = call(alloc);
     if (!allocated.ok()) {
       note_error(allocated.error());
       return;
@@ -265,8 +288,7 @@ class Worker {
       admitted.push_back(std::move(r));
     }
     if (admitted.empty()) return;
-    Result<AllocatorBatchReceipt> committed = client_.call(commit);
-    ++summary_.round_trips;
+    Result<AllocatorBatchReceipt> committed = call(commit);
     if (!committed.ok()) {
       note_error(committed.error());
       // The prefills read the reused rows: their attempts still end.
@@ -317,8 +339,7 @@ class Worker {
       stepping.push_back(&r);
     }
     if (stepping.empty()) return;
-    Result<AllocatorBatchReceipt> appended = client_.call(append);
-    ++summary_.round_trips;
+    Result<AllocatorBatchReceipt> appended = call(append);
     if (!appended.ok()) {
       note_error(appended.error());
       return;
@@ -347,8 +368,7 @@ class Worker {
       ++r.decoded;
     }
     if (committing.empty()) return;
-    Result<AllocatorBatchReceipt> committed = client_.call(commit);
-    ++summary_.round_trips;
+    Result<AllocatorBatchReceipt> committed = call(commit);
     if (!committed.ok()) {
       note_error(committed.error());
       return;
@@ -384,8 +404,7 @@ class Worker {
     // the request still holds them.
     if (successor_waits) release_receipts();
     if (!publish.ops.empty()) {
-      Result<PrefixBatchReceipt> published = client_.call(publish);
-      ++summary_.round_trips;
+      Result<PrefixBatchReceipt> published = call(publish);
       if (!published.ok())
         note_error(published.error());
       else
@@ -393,8 +412,7 @@ class Worker {
           if (const auto* e = std::get_if<Error>(&o)) note_error(*e);
     }
     if (!release.ops.empty()) {
-      Result<AllocatorBatchReceipt> released = client_.call(release);
-      ++summary_.round_trips;
+      Result<AllocatorBatchReceipt> released = call(release);
       if (!released.ok()) {
         note_error(released.error());
       } else {
@@ -418,6 +436,7 @@ class Worker {
   std::vector<std::vector<TokenId>> system_prompts_;
   WorkerSummary summary_;
   uint64_t started_ = 0, iteration_ = 0, span_ = 0;
+  std::vector<double> call_us_;                   // every round trip's receipt latency [us]
   std::vector<ReuseReleaseOp> pending_releases_;  // receipts to end with the next reuse message
   std::set<uint64_t> pending_successors_;         // requests whose successor is in pending_releases_
 };

@@ -35,6 +35,11 @@ struct WorkerOptions {
   ChromeTraceRecorder* trace = nullptr;
 };
 
+// Receipt latency of a worker's round trips, as its calls saw them.
+struct CallLatency {
+  double p50_us = 0, p99_us = 0, max_us = 0;  // [us]
+};
+
 struct WorkerSummary {
   uint64_t requests = 0;       // completed and released
   uint64_t prompt_tokens = 0;  // [tokens]
@@ -45,6 +50,7 @@ struct WorkerSummary {
   uint64_t out_of_capacity = 0;   // allocations refused for capacity (retried later)
   uint64_t operation_errors = 0;  // typed errors in receipts
   uint64_t round_trips = 0;
+  CallLatency call_us;                // over every round trip
   uint64_t successors_published = 0;  // reuse attempts ended by publishing this worker's prompt blocks (0x0CD step 10)
   double wall_s = 0;
   std::string first_error;  // the first typed error seen, for the log

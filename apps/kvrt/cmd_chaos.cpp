@@ -1,5 +1,5 @@
 // `kvrt chaos [--config config/chaos.toml] [--seed N] [--duration S]
-// [--workers N] [--json] [--out DIR]`: a seeded fault campaign over a node
+// [--workers N] [--json] [--out DIR] [--soak]`: a seeded fault campaign over a node
 // and worker processes (tools/chaos/chaos_campaign.hpp). Exit status 0 when
 // the campaign ended with no violation, 1 otherwise; the report lands in
 // DIR/report.md and DIR/report.json, the processes' logs in DIR/logs.
@@ -25,6 +25,7 @@ struct ChaosCli {
   std::optional<uint32_t> duration_s, workers;
   std::string out;
   bool json = false;
+  bool soak = false;
 };
 
 std::string utc_stamp() {
@@ -51,6 +52,14 @@ Status write_text(const std::string& path, const std::string& text) {
 int run_chaos_command(const ChaosCli& cli) {
   Result<chaos::ChaosConfig> config = chaos::load_chaos_config(default_config_path(cli.config));
   if (!config.ok()) return report_error("chaos", config.error());
+  // A soak: the same node and workload without faults, 8 workers for 10
+  // minutes unless told otherwise; the report's RSS slope and receipt
+  // latency are its result.
+  if (cli.soak) {
+    config->per_minute.fill(0);
+    config->workers = 8;
+    config->duration_s = 600;
+  }
   if (cli.seed) config->seed = *cli.seed;
   if (cli.duration_s) config->duration_s = *cli.duration_s;
   if (cli.workers) config->workers = *cli.workers;
@@ -66,6 +75,10 @@ int run_chaos_command(const ChaosCli& cli) {
   const std::string json = chaos::chaos_report_json(*report);
   if (Status s = write_text(o.out_dir + "/report.json", json + "\n"); !s.ok()) return report_error("chaos", s.error());
   if (Status s = write_text(o.out_dir + "/report.md", chaos::chaos_report_markdown(*report, o.config)); !s.ok())
+    return report_error("chaos", s.error());
+  if (Status s = write_text(o.out_dir + "/throughput.svg", chaos::chaos_throughput_svg(*report)); !s.ok())
+    return report_error("chaos", s.error());
+  if (Status s = write_text(o.out_dir + "/faults.svg", chaos::chaos_faults_svg(*report)); !s.ok())
     return report_error("chaos", s.error());
   if (cli.json)
     std::cout << json << std::endl;
@@ -86,6 +99,10 @@ SubcommandRegistration chaos_command{
       sub->add_option("--workers", opts->workers, "worker slots (overrides [chaos] workers)");
       sub->add_option("--out", opts->out, "directory for report.md, report.json and logs (default runs/chaos-<UTC>)");
       sub->add_flag("--json", opts->json, "print the report as JSON");
+      sub->add_flag(
+          "--soak", opts->soak,
+          "no faults: 8 workers for 600 s (unless --workers/--duration say otherwise); reports the node's RSS "
+          "slope and receipt latency");
       return [opts] { return run_chaos_command(*opts); };
     }};
 

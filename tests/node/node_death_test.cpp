@@ -93,6 +93,28 @@ TEST_CASE("a call blocked on a hung node ends with node_lost when the node dies"
   }
 }
 
+TEST_CASE("a connect to a node that dies meanwhile fails at once with a typed error", "[node][process][death]") {
+  ScratchDir dir("death-connect");
+  NodeProcess node(dir);
+  const NodeDescriptor d = node.descriptor();
+  const std::string token = read_token_file(d.token_path("worker-0")).value();
+  node.stop_and_wait();
+  const Clock::time_point t0 = Clock::now();
+  std::future<Result<std::unique_ptr<Client>>> connecting = std::async(std::launch::async, [&] {
+    ClientOptions o;
+    o.timeout = kCallTimeout;
+    return Client::connect(d, token, o);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  node.kill();
+  REQUIRE(connecting.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  const Result<std::unique_ptr<Client>> c = connecting.get();
+  REQUIRE_FALSE(c.ok());
+  INFO(c.error().describe());
+  CHECK((c.error().code == ErrorCode::node_unreachable || c.error().code == ErrorCode::node_lost));
+  CHECK(seconds_since(t0) < 5.0);
+}
+
 TEST_CASE("a hung node that stops answering heartbeats is lost to its clients", "[node][process][death]") {
   ScratchDir dir("death-hung");
   NodeProcess node(dir);

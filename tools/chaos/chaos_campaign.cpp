@@ -119,6 +119,12 @@ class Campaign {
     finish();
     report_.wall_s = std::chrono::duration<double>(Clock::now() - start_).count();
     report_.node_death_detection = summarize(detection_ms_);
+    summarize_rss();
+    if (!worker_p99_us_.empty()) {
+      std::sort(worker_p99_us_.begin(), worker_p99_us_.end());
+      report_.worker_call_p99_median_us = worker_p99_us_[worker_p99_us_.size() / 2];
+      report_.worker_call_p99_max_us = worker_p99_us_.back();
+    }
     report_.node_restart = summarize(restart_ms_);
     return report_;
   }
@@ -261,6 +267,10 @@ class Campaign {
       report_.hit_tokens += summary->value("hit_tokens", uint64_t{0});
       report_.prompt_tokens += summary->value("prompt_tokens", uint64_t{0});
       report_.reused_rows_checked += summary->value("reused_rows_checked", uint64_t{0});
+      if (summary->value("round_trips", uint64_t{0}) > 0) {
+        worker_p99_us_.push_back(summary->value("call_p99_us", 0.0));
+        report_.worker_call_max_us = std::max(report_.worker_call_max_us, summary->value("call_max_us", 0.0));
+      }
       const uint64_t mismatches = summary->value("reuse_mismatches", uint64_t{0});
       report_.reuse_mismatches += mismatches;
       if (mismatches > 0)
@@ -287,6 +297,13 @@ class Campaign {
     // Status 1 is expected only for a lost session: its node died, or (a
     // stopped worker) the node took it for hung and reclaimed it.
     if (status == 1 && node_died && lost) return;
+    // Status 2, node_unreachable: the worker could not connect (its node had
+    // just died, or a loaded node missed the connection timeout). Nothing was
+    // admitted, and the failure is typed and reported: counted, not a violation.
+    if (status == 2 && output.find("node_unreachable") != std::string::npos) {
+      ++report_.workers_unreachable;
+      return;
+    }
     if (status == 1 && slot.fault == FaultKind::worker_sigstop && (ended || lost)) return;
     violation(name + " exited with status " + std::to_string(status) + (node_died ? " after its node died" : "") +
               ": " + tail_of(output));
@@ -426,6 +443,50 @@ class Campaign {
     ++report_.validations;
     for (const OwnerStats& owner : stats->owners)
       if (!owner.validate_ok) violation(owner.owner + ".validate(): " + owner.validate_error);
+    sample_timeline(*stats);
+  }
+
+  // The node's resident set [bytes], from /proc/<pid>/statm (field 2, pages).
+  int64_t node_rss_bytes() const {
+    std::ifstream statm("/proc/" + std::to_string(node_.pid) + "/statm");
+    int64_t size = 0, resident = 0;
+    if (!(statm >> size >> resident)) return 0;
+    return resident * ::sysconf(_SC_PAGESIZE);
+  }
+
+  void sample_timeline(const NodeStats& stats) {
+    const double t = std::chrono::duration<double>(Clock::now() - start_).count();
+    const int64_t ops = stats.value("allocator", "operations").value_or(0);
+    uint64_t faults = 0;
+    for (uint64_t n : report_.injected) faults += n;
+    TimelinePoint p{t, 0, faults - faults_at_last_sample_, node_rss_bytes()};
+    // A restarted node counts from 0 again.
+    const int64_t done = ops >= last_ops_ ? ops - last_ops_ : ops;
+    if (t > last_sample_s_) p.allocator_ops_per_s = static_cast<double>(done) / (t - last_sample_s_);
+    report_.timeline.push_back(p);
+    last_ops_ = ops;
+    last_sample_s_ = t;
+    faults_at_last_sample_ = faults;
+  }
+
+  // First and last resident set, and the slope after warm-up (least squares).
+  void summarize_rss() {
+    std::vector<std::pair<double, double>> kept;
+    for (const TimelinePoint& p : report_.timeline)
+      if (p.node_rss_bytes > 0 && p.t_s >= 0.2 * c_.duration_s)
+        kept.emplace_back(p.t_s / 60.0, static_cast<double>(p.node_rss_bytes) / (1 << 20));
+    if (!report_.timeline.empty()) {
+      report_.node_rss_first_mib = static_cast<double>(report_.timeline.front().node_rss_bytes) / (1 << 20);
+      report_.node_rss_last_mib = static_cast<double>(report_.timeline.back().node_rss_bytes) / (1 << 20);
+    }
+    if (kept.size() < 2) return;
+    double mx = 0, my = 0;
+    for (const auto& [x, y] : kept) mx += x, my += y;
+    mx /= kept.size();
+    my /= kept.size();
+    double sxy = 0, sxx = 0;
+    for (const auto& [x, y] : kept) sxy += (x - mx) * (y - my), sxx += (x - mx) * (x - mx);
+    report_.node_rss_slope_mib_per_min = sxx > 0 ? sxy / sxx : 0;
   }
 
   // No new faults: resume stopped workers, kill hung ones, let the rest run
@@ -518,6 +579,10 @@ class Campaign {
   std::vector<WorkerSlot> slots_;
   std::set<std::string> segments_seen_;
   std::vector<double> detection_ms_, restart_ms_;
+  std::vector<double> worker_p99_us_;  // each finished worker's own p99 [us]
+  int64_t last_ops_ = 0;
+  double last_sample_s_ = 0;
+  uint64_t faults_at_last_sample_ = 0;
   std::unique_ptr<Client> admin_;        // null: the campaign arms no fault point
   std::vector<std::string> registered_;  // the node's fault points
   std::string last_fault_ = "none";

@@ -44,6 +44,14 @@ struct LatencySummary {
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
 };
 
+// One sample of the node, every validate_every_ms.
+struct TimelinePoint {
+  double t_s = 0;                  // since the campaign started [s]
+  double allocator_ops_per_s = 0;  // allocator operations answered since the last sample [ops/s]
+  uint64_t faults = 0;             // faults injected since the last sample
+  int64_t node_rss_bytes = 0;      // the node process's resident set [bytes]
+};
+
 struct ChaosReport {
   uint64_t seed = 0;
   uint32_t workers = 0;
@@ -55,8 +63,9 @@ struct ChaosReport {
   std::array<uint64_t, kFaultKindCount> skipped{};
   uint64_t node_restarts = 0;
   uint64_t workers_started = 0;
-  uint64_t workers_completed = 0;  // ran to the end of their duration, exactly
-  uint64_t requests = 0;           // completed by workers that reported a summary
+  uint64_t workers_completed = 0;    // ran to the end of their duration, exactly
+  uint64_t workers_unreachable = 0;  // exited 2, node_unreachable: could not connect (nothing admitted)
+  uint64_t requests = 0;             // completed by workers that reported a summary
   uint64_t hit_tokens = 0, prompt_tokens = 0, reused_rows_checked = 0, reuse_mismatches = 0;
   uint64_t validations = 0;             // node-wide validate() passes read
   LatencySummary node_death_detection;  // node SIGKILL -> each running worker exited with node_lost
@@ -64,8 +73,22 @@ struct ChaosReport {
   // Owner fault points armed through the admin route, and fired (the
   // transaction that reached one rolled back to its predecessor, 0x04F), by name.
   std::map<std::string, uint64_t> fault_points_armed, fault_points_fired;
+  std::vector<TimelinePoint> timeline;
+  // The node's resident set: first and last sample, and its least-squares
+  // slope over the samples after the first fifth of the campaign (warm-up)
+  // [MiB/min]; a soak run (no faults, one node life) wants it flat.
+  double node_rss_first_mib = 0, node_rss_last_mib = 0, node_rss_slope_mib_per_min = 0;
+  // Receipt latency as the workers saw it: the median and the largest of the
+  // workers' own p99s, and the largest single call [us].
+  double worker_call_p99_median_us = 0, worker_call_p99_max_us = 0, worker_call_max_us = 0;
   std::vector<Violation> violations;
 };
+
+// The timeline as two SVG line charts over time, embedded by report.md:
+// throughput.svg (allocator operations per second) and faults.svg (faults
+// injected per second).
+std::string chaos_throughput_svg(const ChaosReport& report);
+std::string chaos_faults_svg(const ChaosReport& report);
 
 Result<ChaosReport> run_chaos_campaign(const ChaosOptions& options);
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "tools/chaos/chaos_campaign.hpp"
+#include "tools/report/svg_plot.hpp"
 
 namespace kvrt::chaos {
 
@@ -55,6 +56,7 @@ std::string chaos_report_json(const ChaosReport& r) {
                            {"node_restarts", r.node_restarts},
                            {"workers_started", r.workers_started},
                            {"workers_completed", r.workers_completed},
+                           {"workers_unreachable", r.workers_unreachable},
                            {"requests", r.requests},
                            {"requests_per_s", r.wall_s > 0 ? r.requests / r.wall_s : 0.0},
                            {"hit_tokens", r.hit_tokens},
@@ -65,6 +67,12 @@ std::string chaos_report_json(const ChaosReport& r) {
                            {"node_death_detection", latency_json(r.node_death_detection)},
                            {"node_restart", latency_json(r.node_restart)},
                            {"fault_points", fault_points_json(r)},
+                           {"node_rss_first_mib", r.node_rss_first_mib},
+                           {"node_rss_last_mib", r.node_rss_last_mib},
+                           {"node_rss_slope_mib_per_min", r.node_rss_slope_mib_per_min},
+                           {"worker_call_p99_median_us", r.worker_call_p99_median_us},
+                           {"worker_call_p99_max_us", r.worker_call_p99_max_us},
+                           {"worker_call_max_us", r.worker_call_max_us},
                            {"violations", violations}};
   return j.dump(2);
 }
@@ -77,11 +85,16 @@ std::string chaos_report_text(const ChaosReport& r) {
     out << "    " << to_string(static_cast<FaultKind>(k)) << ": " << r.injected[k] << " / " << r.scheduled[k]
         << (r.skipped[k] ? " (" + std::to_string(r.skipped[k]) + " skipped)" : "") << "\n";
   out << "  worker kills (SIGKILL + SIGSTOP): " << worker_kills(r) << ", node restarts: " << r.node_restarts << "\n";
-  out << "  workers: " << r.workers_started << " started, " << r.workers_completed << " ran to their end exactly\n";
+  out << "  workers: " << r.workers_started << " started, " << r.workers_completed << " ran to their end exactly, "
+      << r.workers_unreachable << " could not connect (node_unreachable)\n";
   out << "  requests: " << r.requests << " completed, " << r.hit_tokens << "/" << r.prompt_tokens
       << " prompt tokens reused, " << r.reused_rows_checked << " reused rows checked, " << r.reuse_mismatches
       << " mismatches\n";
   out << "  node validate() passes: " << r.validations << "\n";
+  out << "  node RSS: " << r.node_rss_first_mib << " MiB at the first sample, " << r.node_rss_last_mib
+      << " MiB at the last; slope after warm-up " << r.node_rss_slope_mib_per_min << " MiB/min\n";
+  out << "  receipt latency seen by workers: p99 " << r.worker_call_p99_median_us << " us (median worker), "
+      << r.worker_call_p99_max_us << " us (worst worker), max " << r.worker_call_max_us << " us\n";
   out << "  node death detected by workers: " << latency_text(r.node_death_detection) << "\n";
   out << "  node kill to new node serving: " << latency_text(r.node_restart) << "\n";
   for (const auto& [name, armed] : r.fault_points_armed) {
@@ -109,10 +122,15 @@ std::string chaos_report_markdown(const ChaosReport& r, const ChaosConfig& c) {
   out << "\n| measure | value |\n| --- | --- |\n";
   out << "| wall time | " << r.wall_s << " s |\n";
   out << "| node restarts | " << r.node_restarts << " |\n";
-  out << "| workers started / ran to their end | " << r.workers_started << " / " << r.workers_completed << " |\n";
+  out << "| workers started / ran to their end / could not connect | " << r.workers_started << " / "
+      << r.workers_completed << " / " << r.workers_unreachable << " |\n";
   out << "| requests completed | " << r.requests << " (" << (r.wall_s > 0 ? r.requests / r.wall_s : 0.0) << " /s) |\n";
   out << "| reused rows checked / mismatches | " << r.reused_rows_checked << " / " << r.reuse_mismatches << " |\n";
   out << "| node validate() passes | " << r.validations << " |\n";
+  out << "| node RSS first / last / slope after warm-up | " << r.node_rss_first_mib << " MiB / " << r.node_rss_last_mib
+      << " MiB / " << r.node_rss_slope_mib_per_min << " MiB/min |\n";
+  out << "| receipt latency p99, median worker / worst worker / max | " << r.worker_call_p99_median_us << " / "
+      << r.worker_call_p99_max_us << " / " << r.worker_call_max_us << " us |\n";
   out << "| node death detected by workers | " << latency_text(r.node_death_detection) << " |\n";
   out << "| node kill to new node serving | " << latency_text(r.node_restart) << " |\n";
   out << "| violations | " << r.violations.size() << " |\n";
@@ -124,6 +142,7 @@ std::string chaos_report_markdown(const ChaosReport& r, const ChaosConfig& c) {
           << " |\n";
     }
   }
+  out << "\n![allocator operations per second](throughput.svg)\n\n![faults per second](faults.svg)\n";
   if (!r.violations.empty()) {
     out << "\n## Violations\n\n";
     for (const Violation& v : r.violations)
@@ -131,6 +150,37 @@ std::string chaos_report_markdown(const ChaosReport& r, const ChaosConfig& c) {
     out << "\nReplay: `kvrt chaos --config " << c.config_path << " --seed " << r.seed << "`.\n";
   }
   return out.str();
+}
+
+namespace {
+
+std::string timeline_chart(const ChaosReport& r, const std::string& title, const std::string& name,
+                           const std::string& unit, double (*value)(const TimelinePoint&, double)) {
+  report::svg::LineChart chart;
+  chart.title = title;
+  chart.x_axis = {"time since the campaign started", "s"};
+  chart.y_axis = {name, unit};
+  report::svg::Series series{name, {}};
+  double last_t = 0;
+  for (const TimelinePoint& p : r.timeline) {
+    series.points.emplace_back(p.t_s, value(p, p.t_s - last_t));
+    last_t = p.t_s;
+  }
+  chart.series.push_back(std::move(series));
+  return report::svg::render_line_chart(chart);
+}
+
+}  // namespace
+
+std::string chaos_throughput_svg(const ChaosReport& r) {
+  return timeline_chart(r, "Throughput under faults", "allocator operations", "ops/s",
+                        [](const TimelinePoint& p, double) { return p.allocator_ops_per_s; });
+}
+
+std::string chaos_faults_svg(const ChaosReport& r) {
+  return timeline_chart(r, "Faults injected", "faults", "1/s", [](const TimelinePoint& p, double dt) {
+    return dt > 0 ? static_cast<double>(p.faults) / dt : 0.0;
+  });
 }
 
 }  // namespace kvrt::chaos
