@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -52,6 +53,7 @@ class AnchorActor final : public caf::event_based_actor {
 struct SessionWatchState {
   std::mutex mutex;
   std::optional<Error> lost;          // set once: every later call answers it
+  std::atomic<bool> is_lost{false};   // lost.has_value(), for calls that do not take the mutex
   caf::message_id pending;            // the middleman call awaiting its reply (not a response id: none)
   caf::strong_actor_ptr caller;       // the scoped actor that waits for `pending`
   SessionChannel* channel = nullptr;  // interrupted when the session is lost
@@ -76,6 +78,7 @@ struct SessionWatchState {
                               "the node at " + node_name + " is gone (" + cause +
                                   "); its receipts, handles and leases are void: connect again",
                               "node");
+    is_lost.store(true, std::memory_order_release);
     if (channel) channel->interrupt();
     // Wakes a blocked middleman call the way CAF's own request timeout does:
     // an error message under the awaited response id.
@@ -139,9 +142,11 @@ struct Client::Impl {
   Result<std::vector<uint8_t>> call(RouteId route, std::span<const uint8_t> bytes, const char* what) {
     if (route == kAttachRoute)
       return make_error(ErrorCode::invalid_argument, "the attach route is the session channel's own", what);
-    {
+    // The mutex only once the session is lost: a call on a live session
+    // pays one atomic load for the watch.
+    if (watch->is_lost.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(watch->mutex);
-      if (watch->lost) return *watch->lost;
+      return *watch->lost;
     }
     if (channel && !channel->broken()) {
       Result<std::vector<uint8_t>> reply = channel->call(route, bytes, options.timeout);

@@ -12,6 +12,7 @@
 #include "actors/client.hpp"
 #include "engine/session_pools.hpp"
 #include "services/common/splitmix64.hpp"
+#include "tools/report/run_report.hpp"
 
 namespace kvrt {
 
@@ -48,18 +49,10 @@ struct LiveRequest {
   uint32_t decoded = 0;
 };
 
-// Nearest-rank percentiles of the samples (all 0 when there are none).
-CallLatency percentiles(std::vector<double> us) {
-  CallLatency out;
-  if (us.empty()) return out;
-  std::sort(us.begin(), us.end());
-  const auto rank = [&](double q) {
-    return us[std::min(us.size() - 1, static_cast<size_t>(q * (us.size() - 1) + 0.5))];
-  };
-  out.p50_us = rank(0.50);
-  out.p99_us = rank(0.99);
-  out.max_us = us.back();
-  return out;
+// Nearest-rank percentiles, as every kvrt report defines them (all 0 when
+// there are no samples).
+CallLatency percentiles(const std::vector<double>& us) {
+  return CallLatency{report::percentile(us, 50), report::percentile(us, 99), report::percentile(us, 100)};
 }
 
 class Worker {

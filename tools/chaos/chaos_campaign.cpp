@@ -18,6 +18,7 @@
 #include "services/common/child_process.hpp"
 #include "services/common/splitmix64.hpp"
 #include "services/session/node_descriptor.hpp"
+#include "tools/report/run_report.hpp"
 
 namespace kvrt::chaos {
 
@@ -36,16 +37,8 @@ std::string tail_of(const std::string& text, size_t bytes = 600) {
   return text.size() <= bytes ? text : "..." + text.substr(text.size() - bytes);
 }
 
-LatencySummary summarize(std::vector<double> ms) {
-  LatencySummary s;
-  s.count = ms.size();
-  if (ms.empty()) return s;
-  std::sort(ms.begin(), ms.end());
-  auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * (ms.size() - 1) + 0.5))]; };
-  s.p50_ms = at(0.50);
-  s.p99_ms = at(0.99);
-  s.max_ms = ms.back();
-  return s;
+LatencySummary summarize(const std::vector<double>& ms) {
+  return LatencySummary{ms.size(), report::percentile(ms, 50), report::percentile(ms, 99), report::percentile(ms, 100)};
 }
 
 // A child process of the campaign: spawned tied to this thread (it dies
@@ -256,8 +249,9 @@ class Campaign {
     return j;
   }
 
-  // Judges a worker that exited: how it ended must follow from what was done to it.
-  void judge_worker(uint32_t s, bool node_died) {
+  // Judges a worker that exited: how it ended must follow from what was done
+  // to it. True when it stopped on node_lost (status 1).
+  bool judge_worker(uint32_t s, bool node_died) {
     WorkerSlot& slot = slots_[s];
     const int status = *slot.process.status;
     const std::string output = read_file(slot.process.log);
@@ -282,31 +276,32 @@ class Campaign {
     if (slot.fault == FaultKind::worker_sigkill || slot.fault == FaultKind::worker_hang) {
       if (status != 128 + SIGKILL && status != 0)
         violation(name + " was killed but exited with status " + std::to_string(status) + ": " + tail_of(output));
-      return;
+      return false;
     }
     if (slot.fault == FaultKind::worker_sigterm) {
       if (status != 128 + SIGTERM && status != 0)
         violation(name + " got SIGTERM but exited with status " + std::to_string(status) + ": " + tail_of(output));
-      return;
+      return false;
     }
     if (status == 0) {
       if (!summary) violation(name + " exited 0 without its summary");
       ++report_.workers_completed;
-      return;
+      return false;
     }
     // Status 1 is expected only for a lost session: its node died, or (a
     // stopped worker) the node took it for hung and reclaimed it.
-    if (status == 1 && node_died && lost) return;
+    if (status == 1 && node_died && lost) return true;
     // Status 2, node_unreachable: the worker could not connect (its node had
     // just died, or a loaded node missed the connection timeout). Nothing was
     // admitted, and the failure is typed and reported: counted, not a violation.
     if (status == 2 && output.find("node_unreachable") != std::string::npos) {
       ++report_.workers_unreachable;
-      return;
+      return false;
     }
-    if (status == 1 && slot.fault == FaultKind::worker_sigstop && (ended || lost)) return;
+    if (status == 1 && slot.fault == FaultKind::worker_sigstop && (ended || lost)) return false;
     violation(name + " exited with status " + std::to_string(status) + (node_died ? " after its node died" : "") +
               ": " + tail_of(output));
+    return false;
   }
 
   void tend_workers(bool respawn) {
@@ -400,10 +395,8 @@ class Campaign {
           any = true;
           continue;
         }
-        const std::string output = read_file(slot.process.log);
-        if (*slot.process.status == 1 && output.find("node_lost") != std::string::npos)
+        if (judge_worker(s, /*node_died=*/true))
           detection_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - killed).count());
-        judge_worker(s, /*node_died=*/true);
         slot.process = Child{};
       }
       if (!any) break;

@@ -23,12 +23,15 @@ std::string latency_text(const LatencySummary& s) {
   return out.str();
 }
 
+// How often an armed point fired (0: armed, never reached often enough).
+uint64_t fired_of(const ChaosReport& r, const std::string& name) {
+  const auto fired = r.fault_points_fired.find(name);
+  return fired == r.fault_points_fired.end() ? 0 : fired->second;
+}
+
 nlohmann::ordered_json fault_points_json(const ChaosReport& r) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
-  for (const auto& [name, armed] : r.fault_points_armed) {
-    const auto fired = r.fault_points_fired.find(name);
-    out[name] = {{"armed", armed}, {"fired", fired == r.fault_points_fired.end() ? 0 : fired->second}};
-  }
+  for (const auto& [name, armed] : r.fault_points_armed) out[name] = {{"armed", armed}, {"fired", fired_of(r, name)}};
   return out;
 }
 
@@ -97,11 +100,8 @@ std::string chaos_report_text(const ChaosReport& r) {
       << r.worker_call_p99_max_us << " us (worst worker), max " << r.worker_call_max_us << " us\n";
   out << "  node death detected by workers: " << latency_text(r.node_death_detection) << "\n";
   out << "  node kill to new node serving: " << latency_text(r.node_restart) << "\n";
-  for (const auto& [name, armed] : r.fault_points_armed) {
-    const auto fired = r.fault_points_fired.find(name);
-    out << "  fault point " << name << ": armed " << armed << ", fired "
-        << (fired == r.fault_points_fired.end() ? 0 : fired->second) << "\n";
-  }
+  for (const auto& [name, armed] : r.fault_points_armed)
+    out << "  fault point " << name << ": armed " << armed << ", fired " << fired_of(r, name) << "\n";
   out << "  violations: " << r.violations.size() << "\n";
   for (const Violation& v : r.violations)
     out << "    at " << v.at_ms << " ms (after " << v.preceding_fault << "): " << v.what << "\n";
@@ -136,11 +136,8 @@ std::string chaos_report_markdown(const ChaosReport& r, const ChaosConfig& c) {
   out << "| violations | " << r.violations.size() << " |\n";
   if (!r.fault_points_armed.empty()) {
     out << "\n| fault point | armed | fired |\n| --- | ---: | ---: |\n";
-    for (const auto& [name, armed] : r.fault_points_armed) {
-      const auto fired = r.fault_points_fired.find(name);
-      out << "| " << name << " | " << armed << " | " << (fired == r.fault_points_fired.end() ? 0 : fired->second)
-          << " |\n";
-    }
+    for (const auto& [name, armed] : r.fault_points_armed)
+      out << "| " << name << " | " << armed << " | " << fired_of(r, name) << " |\n";
   }
   out << "\n![allocator operations per second](throughput.svg)\n\n![faults per second](faults.svg)\n";
   if (!r.violations.empty()) {
