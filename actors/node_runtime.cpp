@@ -21,6 +21,7 @@
 #include "services/identity/layout_loader.hpp"
 #include "services/mapper/memfd_backing.hpp"
 #include "services/mapper/page_pool_server.hpp"
+#include "services/reuse/reuse_batch_run.hpp"
 #include "services/session/node_descriptor.hpp"
 #include "shm/segment_name.hpp"
 #include "shm/shared_block_pools.hpp"
@@ -64,6 +65,10 @@ struct NodeInstance::Impl {
   std::optional<shm::SharedBlockPools> pools;       // [node] pool_backend = shm
   std::unique_ptr<shm::SharedPoolStore> gpu_pools;  // [node] pool_backend = cuda
   std::shared_ptr<AllocatorService> allocator;
+  // The reuse coordinator's fault points ([node] fault_injection only); the
+  // allocator's NodeFaultPoints arms them by address, so they live as long
+  // as the node, not as long as the reuse actor.
+  std::shared_ptr<FaultPoints> reuse_faults;
   std::shared_ptr<PrefixService> prefix;     // [node] prefix_index = hash_chain
   std::shared_ptr<RadixBlockService> radix;  // [node] prefix_index = radix
   std::shared_ptr<AuthorizationService> authorization;
@@ -284,6 +289,12 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
   impl.system = std::make_unique<caf::actor_system>(impl.cfg);
   caf::actor_system& system = *impl.system;
   const NodeDescriptor& d = impl.descriptor;
+  // Every owner's fault points are named before the allocator's actor, which
+  // answers the fault_arm route, exists.
+  if (config.fault_injection) {
+    impl.reuse_faults = std::make_shared<FaultPoints>();
+    impl.allocator->fault_points().add("reuse", *impl.reuse_faults, ReuseBatchRun::fault_point_names());
+  }
   auto allocator_handle = actors::spawn_allocator_actor(system, impl.allocator, obs);
   auto prefix_handle = impl.radix ? actors::spawn_radix_prefix_actor(system, impl.radix, allocator_handle, obs)
                                   : actors::spawn_prefix_actor(system, impl.prefix, allocator_handle, obs);
@@ -297,6 +308,7 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
   for (const PoolAttachment& p : d.pools) reuse_facts.pools.push_back(PoolGenerationRef{p.pool, p.generation});
   reuse_facts.block_tokens = d.block_tokens;
   reuse_facts.cache_groups = static_cast<uint32_t>(d.pools.size());
+  reuse_facts.faults = impl.reuse_faults;
   owners.reuse = actors::spawn_reuse_actor(system, owners, std::move(reuse_facts), obs);
   actors::NodeFacts facts{d.layout_sha256, d.block_tokens, d.pools, {}};
   if (config.session_channel) facts.channel_socket = impl.token_dir + "/session.sock";

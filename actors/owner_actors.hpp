@@ -77,6 +77,9 @@ struct ReuseNodeFacts {
   std::vector<PoolGenerationRef> pools;  // every pool and its generation
   uint32_t block_tokens = 0;             // P [tokens / block]
   uint32_t cache_groups = 0;             // handles per bundle
+  // The coordinator's fault points (ReuseBatchRun::fault_point_names), armed
+  // through the node's fault_arm route; null unless [node] fault_injection.
+  std::shared_ptr<FaultPoints> faults;
 };
 
 // `owners.reuse` is ignored (the coordinator calls the other owners).

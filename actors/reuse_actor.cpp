@@ -242,7 +242,8 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
             st.ops += batch.ops.size();
             auto run = std::make_shared<ReuseRun>(
                 ReuseRun{SessionId{session},
-                         ReuseBatchRun(std::move(batch), st.facts.pools, st.facts.block_tokens, st.facts.cache_groups),
+                         ReuseBatchRun(std::move(batch), st.facts.pools, st.facts.block_tokens, st.facts.cache_groups,
+                                       st.facts.faults.get()),
                          self->make_response_promise<wire_bytes>()});
             run->core.bind(st.open, SessionId{session});
             drive(

@@ -240,7 +240,10 @@ class Worker {
         r.prefix_hit = receipt->physical_handles;
         r.reuse_snapshot = receipt->execution_snapshot_version;
       } else if (const auto* e = std::get_if<Error>(&o)) {
-        note_error(*e);
+        if (e->code == ErrorCode::fault_injected)
+          ++summary_.faults_absorbed;  // served without reuse: its rows are recomputed
+        else
+          note_error(*e);
       }
       alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt});
     }
@@ -268,7 +271,7 @@ class Worker {
         continue;
       }
       if (receipt->outcome != AllocationOutcome::committed) {
-        ++summary_.out_of_capacity;
+        ++(receipt->outcome == AllocationOutcome::rolled_back ? summary_.faults_absorbed : summary_.out_of_capacity);
         continue;
       }
       r.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
@@ -346,7 +349,7 @@ class Worker {
         if (receipt == nullptr)
           note_error(std::get<Error>(appended->outcomes[i]));
         else
-          ++summary_.out_of_capacity;
+          ++(receipt->outcome == AllocationOutcome::rolled_back ? summary_.faults_absorbed : summary_.out_of_capacity);
         r.tokens.pop_back();
         r.decoded = o_.decode_tokens;  // stop decoding this one; it is released normally
         continue;
@@ -446,6 +449,7 @@ Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions
   Result<std::unique_ptr<Client>> client = Client::connect(node, options.token_hex, client_options);
   if (!client.ok()) return client.error();
   const SessionReceipt& session = (*client)->session();
+  if (options.on_session) options.on_session(session);
   std::string ns = options.namespace_name;
   if (ns.empty()) {
     if (session.allowed_namespaces.empty())

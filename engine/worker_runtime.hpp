@@ -9,6 +9,7 @@
 // worker would have written, so a reuse that is not exact is counted, never
 // hidden. CAF-free: it only uses the client library.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -33,6 +34,9 @@ struct WorkerOptions {
   uint32_t decode_tokens = 8;          // tokens generated per request [tokens]
   uint32_t in_flight = 4;              // requests batched per iteration
   ChromeTraceRecorder* trace = nullptr;
+  // Called once the node accepted the hello, before any request (`kvrt
+  // worker` prints the session id, which the node's log lines name).
+  std::function<void(const SessionReceipt&)> on_session;
 };
 
 // Receipt latency of a worker's round trips, as its calls saw them.
@@ -49,6 +53,10 @@ struct WorkerSummary {
   uint64_t reuse_mismatches = 0;  // reused rows whose bytes differ from the recomputed row
   uint64_t out_of_capacity = 0;   // allocations refused for capacity (retried later)
   uint64_t operation_errors = 0;  // typed errors in receipts
+  // Transactions an armed fault point ended (an allocation rolled back, a
+  // reuse attempt ended with fault_injected; fault-injection runs only): the
+  // request went on without them, recomputing instead of reusing.
+  uint64_t faults_absorbed = 0;
   uint64_t round_trips = 0;
   CallLatency call_us;                // over every round trip
   uint64_t successors_published = 0;  // reuse attempts ended by publishing this worker's prompt blocks (0x0CD step 10)

@@ -1,5 +1,5 @@
 // `kvrt chaos [--config config/chaos.toml] [--seed N] [--duration S]
-// [--workers N] [--json] [--out DIR] [--soak]`: a seeded fault campaign over a node
+// [--workers N] [--baseline S] [--json] [--out DIR] [--soak]`: a seeded fault campaign over a node
 // and worker processes (tools/chaos/chaos_campaign.hpp). Exit status 0 when
 // the campaign ended with no violation, 1 otherwise; the report lands in
 // DIR/report.md and DIR/report.json, the processes' logs in DIR/logs.
@@ -22,7 +22,7 @@ namespace {
 struct ChaosCli {
   std::string config = "config/chaos.toml";
   std::optional<uint64_t> seed;
-  std::optional<uint32_t> duration_s, workers;
+  std::optional<uint32_t> duration_s, workers, baseline_s;
   std::string out;
   bool json = false;
   bool soak = false;
@@ -63,6 +63,7 @@ int run_chaos_command(const ChaosCli& cli) {
   if (cli.seed) config->seed = *cli.seed;
   if (cli.duration_s) config->duration_s = *cli.duration_s;
   if (cli.workers) config->workers = *cli.workers;
+  if (cli.baseline_s) config->baseline_s = *cli.baseline_s;
   Result<std::string> binary = self_executable();
   if (!binary.ok()) return report_error("chaos", binary.error());
   chaos::ChaosOptions o;
@@ -97,6 +98,9 @@ SubcommandRegistration chaos_command{
       sub->add_option("--seed", opts->seed, "seed of the fault schedule and the workers (replays a campaign)");
       sub->add_option("--duration", opts->duration_s, "seconds of faults (overrides [chaos] duration_s)");
       sub->add_option("--workers", opts->workers, "worker slots (overrides [chaos] workers)");
+      sub->add_option("--baseline", opts->baseline_s,
+                      "then run this many seconds without faults and compare throughput (overrides [chaos] "
+                      "baseline_s; 0: none)");
       sub->add_option("--out", opts->out, "directory for report.md, report.json and logs (default runs/chaos-<UTC>)");
       sub->add_flag("--json", opts->json, "print the report as JSON");
       sub->add_flag(

@@ -2,6 +2,8 @@
 // options] [--duration S] [--seed N] [--json]`: one worker process running a
 // random shared-prefix workload against a node (engine/worker_runtime.hpp).
 // Exit status 0 only when every request was served exactly and without error.
+#include <unistd.h>
+
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -35,6 +37,11 @@ int run_worker_command(WorkerCli& cli) {
     trace = std::make_unique<ChromeTraceRecorder>(cli.trace, "kvrt worker " + cli.workload.worker_name);
     cli.workload.trace = trace.get();
   }
+  // The node's log names sessions by id: this line ties them to this process.
+  cli.workload.on_session = [&cli](const SessionReceipt& session) {
+    std::cerr << "kvrt worker " << cli.workload.worker_name << ": session " << session.session.value << " (pid "
+              << ::getpid() << ")" << std::endl;
+  };
   Result<WorkerSummary> s = run_worker(*node, cli.workload);
   if (!s.ok()) return report_error("worker", s.error());
   if (cli.json) {
@@ -47,6 +54,7 @@ int run_worker_command(WorkerCli& cli) {
                              {"reuse_mismatches", s->reuse_mismatches},
                              {"out_of_capacity", s->out_of_capacity},
                              {"operation_errors", s->operation_errors},
+                             {"faults_absorbed", s->faults_absorbed},
                              {"round_trips", s->round_trips},
                              {"call_p50_us", s->call_us.p50_us},
                              {"call_p99_us", s->call_us.p99_us},

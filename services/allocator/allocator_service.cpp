@@ -7,7 +7,9 @@
 namespace kvrt {
 
 AllocatorService::AllocatorService(BlockAllocator allocator, AllocatorServiceOptions options)
-    : allocator_(std::move(allocator)), options_(options) {}
+    : allocator_(std::move(allocator)), options_(options) {
+  fault_points_.add("allocator", allocator_.faults(), allocator_.fault_point_names());
+}
 
 AllocatorBatchReceipt AllocatorService::apply(SessionId session, const AllocatorBatch& batch) {
   AllocatorBatchReceipt out;
@@ -25,32 +27,7 @@ Result<FaultArmReceipt> AllocatorService::apply(SessionId, const FaultArmRequest
                       "this node does not arm fault points: start it with [node] fault_injection = true "
                       "(fault-injection runs only)",
                       "fault_injection");
-  const std::vector<std::string> names = allocator_.fault_point_names();
-  for (size_t i = 0; i < request.arm.size(); ++i) {
-    const FaultPointArm& point = request.arm[i];
-    const std::string at = "arm[" + std::to_string(i) + "]";
-    if (std::find(names.begin(), names.end(), point.name) == names.end())
-      return make_error(
-          ErrorCode::invalid_argument,
-          "no fault point \"" + point.name + "\"; this allocator has after_reserve_group_0 .. " + names.back(),
-          at + ".name");
-    if (point.nth == 0) return make_error(ErrorCode::invalid_argument, "nth counts reaches from 1", at + ".nth");
-  }
-  const size_t kept = request.disarm_all ? 0 : allocator_.faults().armed().size();
-  if (kept + request.arm.size() > kMaxArmedFaultPoints)
-    return make_error(ErrorCode::invalid_argument,
-                      std::to_string(kept + request.arm.size()) + " armed fault points exceed the limit of " +
-                          std::to_string(kMaxArmedFaultPoints),
-                      "arm");
-  if (request.disarm_all) allocator_.faults().disarm_all();
-  for (const FaultPointArm& point : request.arm) allocator_.faults().arm(point.name, point.nth);
-  FaultArmReceipt receipt;
-  receipt.trace = request.trace;
-  for (const ArmedFaultPoint& point : allocator_.faults().armed())
-    receipt.armed.push_back(FaultPointArm{point.name, point.remaining});
-  receipt.registered = names;
-  for (const auto& [name, count] : allocator_.faults().fired()) receipt.fired.push_back(FaultPointFired{name, count});
-  return receipt;
+  return fault_points_.arm(request);
 }
 
 std::optional<BlockTableView> AllocatorService::read_table(SessionId session, RequestId request) {

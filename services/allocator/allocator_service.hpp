@@ -16,6 +16,7 @@
 #include "services/allocator/allocator_requests.hpp"
 #include "services/allocator/block_allocator.hpp"
 #include "services/allocator/capacity_pressure_monitor.hpp"
+#include "services/allocator/node_fault_points.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
 #include "services/session/session_holdings.hpp"
@@ -38,17 +39,22 @@ struct AllocatorServiceOptions {
 class AllocatorService {
  public:
   explicit AllocatorService(BlockAllocator allocator, AllocatorServiceOptions options = {});
+  // Not moved: fault_points_ names allocator_'s points by address.
+  AllocatorService(const AllocatorService&) = delete;
+  AllocatorService& operator=(const AllocatorService&) = delete;
 
   // The allocator route: one outcome per operation, in order. Refusals for
   // capacity feed the pressure monitor (take_pressure).
   AllocatorBatchReceipt apply(SessionId session, const AllocatorBatch& batch);
   AllocatorOutcome apply_one(SessionId session, const AllocatorOp& op);
   // The fault_arm route (fault-injection runs): refused unless the node runs
-  // with [node] fault_injection; the request is checked whole (names the
-  // core knows, nth >= 1, at most kMaxArmedFaultPoints armed) before any
-  // point changes. The receipt lists every point armed afterwards.
+  // with [node] fault_injection; otherwise NodeFaultPoints::arm over every
+  // owner's points ("allocator.after_reserve_group_0", ...). The receipt
+  // lists every point armed afterwards.
   Result<FaultArmReceipt> apply(SessionId session, const FaultArmRequest& request);
-  static constexpr size_t kMaxArmedFaultPoints = 1024;
+  // The node's fault points: the allocator's own are added here; the node
+  // adds the other owners' before it serves (actors/node_runtime.cpp).
+  NodeFaultPoints& fault_points() { return fault_points_; }
 
   // ---- node-internal: what the other owners of the node ask --------------
   // The index's publication, phase 1: the request's tables as `session`
@@ -98,6 +104,7 @@ class AllocatorService {
 
   BlockAllocator allocator_;
   AllocatorServiceOptions options_;
+  NodeFaultPoints fault_points_;                           // holds allocator_'s points by address
   SessionHoldings<uint64_t> requests_{"request"};          // RequestId value -> session
   SessionHoldings<uint64_t> leases_{"lease"};              // LeaseId value -> session
   std::map<uint64_t, PhysicalBlockHandle> lease_handles_;  // LeaseId value -> leased block

@@ -32,9 +32,9 @@
 #include "schema/allocator_types.hpp"
 #include "services/allocator/allocator_config.hpp"
 #include "services/allocator/block_queue.hpp"
-#include "services/allocator/fault_points.hpp"
 #include "services/allocator/free_block_ring.hpp"
 #include "services/allocator/payload_store.hpp"
+#include "services/common/fault_points.hpp"
 #include "services/common/result.hpp"
 #include "services/common/state_digest.hpp"
 

@@ -62,6 +62,8 @@ std::string_view to_string(ErrorCode code) {
       return "unknown_enum";
     case ErrorCode::invariant_violated:
       return "invariant_violated";
+    case ErrorCode::fault_injected:
+      return "fault_injected";
     case ErrorCode::not_owner:
       return "not_owner";
     case ErrorCode::node_unreachable:

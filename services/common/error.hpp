@@ -85,6 +85,10 @@ enum class ErrorCode : uint16_t {
 
   // Owner invariants (9xx): validate() found a broken conservation law, a kvrt bug.
   invariant_violated = 900,
+  // Not a bug: an armed fault point of a fault-injection run ([node]
+  // fault_injection) fired inside this transaction, which ended there and
+  // handed back what it held (0x04F). The caller carries on without it.
+  fault_injected = 901,
 
   // Kernel executor, spec 0x0A-0x0BN (11xx). Address-level refusals keep their
   // 3xx codes (row_not_valid for a read past a physical valid frontier,

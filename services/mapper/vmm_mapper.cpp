@@ -143,8 +143,16 @@ Status VmmMapper::unmap_highest_bundle(uint32_t s) {
   SlotRecord& slot = slots_[s];
   const uint32_t page = static_cast<uint32_t>(slot.pages.size() - 1);
   const uint64_t g = geometry_.config().page_group_bytes;
-  for (uint32_t t = 0; t < geometry_.tensor_count(); ++t)
-    KVRT_TRY(backing_->unmap(geometry_.page_offset(t, s, page), g));
+  for (uint32_t t = 0; t < geometry_.tensor_count(); ++t) {
+    Status unmapped = backing_->unmap(geometry_.page_offset(t, s, page), g);
+    if (!unmapped.ok()) {
+      // Map this bundle's earlier tensors back: the core still counts the
+      // whole bundle as mapped, so the OS must show it whole (0x06D).
+      for (uint32_t u = 0; u < t; ++u)
+        (void)backing_->map(geometry_.page_offset(u, s, page), slot.pages.back()[u].value * g, g);
+      return unmapped.error();
+    }
+  }
   forget_header();
   for (PageHandleId id : slot.pages.back()) {
     forget_handle(id.value);
@@ -202,8 +210,13 @@ Result<StepResult> VmmMapper::step(const std::vector<StepRequest>& requests, Map
   result.receipts.reserve(requests.size());
   std::vector<std::vector<PageMapping>> new_maps(requests.size());
   std::vector<std::vector<ReclaimedPageBundle>> reclaimed(requests.size());
+  // Every change, so that an OS refusal part-way through undoes the whole
+  // step, not only the bundle it refused.
+  std::vector<StepChange> changes;
+  changes.reserve(requests.size() * 2);
   for (size_t i = 0; i < requests.size(); ++i) {
     const uint32_t s = slot_of[i];
+    changes.push_back(StepChange{StepChange::Kind::target, s, slots_[s].target_tokens, {}});
     forget_slot(s);
     slots_[s].target_tokens = requests[i].target_tokens;
     record_slot(s);
@@ -216,9 +229,13 @@ Result<StepResult> VmmMapper::step(const std::vector<StepRequest>& requests, Map
         reclaimed[i].push_back(ReclaimedPageBundle{RequestSlot{victim}, slots_[victim].generation,
                                                    static_cast<uint32_t>(slots_[victim].pages.size() - 1),
                                                    static_cast<uint32_t>(slots_[s].pages.size())});
-        KVRT_TRY(unmap_highest_bundle(victim));
+        std::vector<PageHandleId> bundle = slots_[victim].pages.back();
+        if (Status unmapped = unmap_highest_bundle(victim); !unmapped.ok()) return undo_step(changes, unmapped.error());
+        changes.push_back(StepChange{StepChange::Kind::reclaimed, victim, 0, std::move(bundle)});
       }
-      KVRT_TRY(map_bundle(s, take_free_bundle(), &new_maps[i]));
+      if (Status mapped = map_bundle(s, take_free_bundle(), &new_maps[i]); !mapped.ok())
+        return undo_step(changes, mapped.error());
+      changes.push_back(StepChange{StepChange::Kind::mapped, s, 0, {}});
     }
   }
   epoch_ = Epoch{epoch_.value + 1};
@@ -232,6 +249,86 @@ Result<StepResult> VmmMapper::step(const std::vector<StepRequest>& requests, Map
     result.receipts.push_back(std::move(receipt));
   }
   return result;
+}
+
+Error VmmMapper::undo_step(std::vector<StepChange>& changes, Error cause) {
+  const uint64_t g = geometry_.config().page_group_bytes;
+  uint32_t kept_reclaims = 0;
+  for (auto it = changes.rbegin(); it != changes.rend(); ++it) {
+    const uint32_t s = it->slot;
+    SlotRecord& slot = slots_[s];
+    switch (it->kind) {
+      case StepChange::Kind::target:
+        forget_slot(s);
+        slot.target_tokens = it->old_target;
+        record_slot(s);
+        break;
+      case StepChange::Kind::mapped: {
+        // The bundle this step mapped goes back to the free handles with the
+        // generation it had: the next step takes exactly the handles, in the
+        // order, that it would have taken had this one never run.
+        // An unmap refused here (a second OS failure) leaves the page showing
+        // beyond the restored frontier, where no receipt and no valid row
+        // reaches it, until the next map of that address replaces it.
+        const uint32_t page = static_cast<uint32_t>(slot.pages.size() - 1);
+        for (uint32_t t = 0; t < geometry_.tensor_count(); ++t)
+          (void)backing_->unmap(geometry_.page_offset(t, s, page), g);
+        forget_header();
+        for (PageHandleId id : slot.pages.back()) {
+          forget_handle(id.value);
+          HandleRecord& h = handles_[id.value];
+          h.state = HandleState::created_free;
+          h.slot = RequestSlot{};
+          h.tensor = h.page = 0;
+          h.generation = BlockGeneration{h.generation.value - 1};
+          record_handle(id.value);
+          free_handles_.insert(id.value);
+        }
+        slot.pages.pop_back();
+        --bundle_maps_;
+        record_header();
+        break;
+      }
+      case StepChange::Kind::reclaimed: {
+        // Map the victim's bundle back where it was (its handles are free
+        // again: the mapped change that took them was undone first). If the
+        // OS refuses that too, the reclaim stands: the victim's retained
+        // capacity shrank, which is a valid state the core then reports.
+        const uint32_t page = static_cast<uint32_t>(slot.pages.size());
+        uint32_t t = 0;
+        for (; t < it->bundle.size(); ++t)
+          if (!backing_->map(geometry_.page_offset(t, s, page), it->bundle[t].value * g, g).ok()) break;
+        if (t < it->bundle.size()) {
+          for (uint32_t u = 0; u < t; ++u) (void)backing_->unmap(geometry_.page_offset(u, s, page), g);
+          ++kept_reclaims;
+          break;
+        }
+        forget_header();
+        for (uint32_t k = 0; k < it->bundle.size(); ++k) {
+          const uint64_t id = it->bundle[k].value;
+          forget_handle(id);
+          HandleRecord& h = handles_[id];
+          h.state = HandleState::mapped;
+          h.slot = RequestSlot{s};
+          h.tensor = k;
+          h.page = page;
+          record_handle(id);
+          free_handles_.erase(id);
+        }
+        slot.pages.push_back(it->bundle);
+        --bundle_unmaps_;
+        record_header();
+        break;
+      }
+    }
+  }
+  cause.reason = "step undone: " + cause.reason;
+  if (kept_reclaims > 0) {
+    cause.reason +=
+        "; " + std::to_string(kept_reclaims) + " reclaimed retained bundle(s) could not be mapped back and stay free";
+    epoch_ = Epoch{epoch_.value + 1};  // the state moved: a compensating successor, not the predecessor
+  }
+  return cause;
 }
 
 Status VmmMapper::append_rows(RequestId request, SlotGeneration generation, uint32_t valid_tokens) {

@@ -14,8 +14,13 @@
 // 0x06D), so a frontier is never half mapped. A caller's broken precondition
 // is a typed Error with the state unchanged; running out of handles in step()
 // is a normal StepResult (0x06D: "a physical-feasibility result"). An OS
-// refusal inside step() (os_mapping_failed) leaves the bundles completed
-// before it mapped as slack and undoes the failing bundle, so validate() holds.
+// refusal inside step() (os_mapping_failed, map or unmap) undoes the whole
+// step: every bundle it mapped goes back to the free handles with its old
+// generation, every retained bundle it reclaimed is mapped back in place and
+// every frontier it moved returns, so handles, ledger, digest and the next
+// step's choices are those of a mapper that never saw the call. (Only when
+// the OS also refuses to map a reclaimed bundle back does that bundle stay
+// free, which the error says: a compensating successor, 0x04F.)
 // MappingPath::asynchronous is recorded in the receipt. The background mapping
 // thread of 0x06D is not part of this core: plan_frontier_mappings() tells a
 // PrefetchingBacking (prefetching_backing.hpp) which (address, handle) pairs
@@ -111,6 +116,14 @@ class VmmMapper {
   VmmMapper(MapperGeometry geometry, std::unique_ptr<PageBacking> backing);
   Result<uint32_t> find_active(RequestId request, SlotGeneration generation) const;
   Status require_reserved() const;
+  // One change step() made, in order; undo_step() reverts them newest first.
+  struct StepChange {
+    enum class Kind : uint8_t { target, mapped, reclaimed } kind;
+    uint32_t slot = 0;
+    uint32_t old_target = 0;           // target: the frontier before [tokens]
+    std::vector<PageHandleId> bundle;  // reclaimed: the victim's bundle, one handle per tensor
+  };
+  Error undo_step(std::vector<StepChange>& changes, Error cause);
   Status map_bundle(uint32_t slot, std::vector<PageHandleId> handles, std::vector<PageMapping>* out);
   Status unmap_highest_bundle(uint32_t slot);
   std::vector<PageHandleId> take_free_bundle();

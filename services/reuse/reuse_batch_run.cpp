@@ -9,11 +9,12 @@
 namespace kvrt {
 
 ReuseBatchRun::ReuseBatchRun(ReuseBatch batch, std::vector<PoolGenerationRef> node_pools, uint32_t block_tokens,
-                             uint32_t cache_groups)
+                             uint32_t cache_groups, FaultPoints* faults)
     : batch_(std::move(batch)),
       node_pools_(std::move(node_pools)),
       block_tokens_(block_tokens),
       cache_groups_(cache_groups),
+      faults_(faults),
       ops_(batch_.ops.size()) {
   for (size_t i = 0; i < batch_.ops.size(); ++i) {
     const auto* acquire = std::get_if<ReuseAcquireOp>(&batch_.ops[i]);
@@ -30,6 +31,19 @@ ReuseBatchRun::ReuseBatchRun(ReuseBatch batch, std::vector<PoolGenerationRef> no
     }
     ops_[i].attempt = std::move(a).value();
   }
+}
+
+namespace {
+// Steps 1-8 carry a fault point each; 9-10 belong to the release op.
+constexpr uint8_t kFaultedSteps = static_cast<uint8_t>(ReuseStep::freeze_snapshot);
+
+std::string fault_point_after(ReuseStep step) { return "after_" + std::string(to_string(step)); }
+}  // namespace
+
+std::vector<std::string> ReuseBatchRun::fault_point_names() {
+  std::vector<std::string> names;
+  for (uint8_t s = 1; s <= kFaultedSteps; ++s) names.push_back(fault_point_after(static_cast<ReuseStep>(s)));
+  return names;
 }
 
 const ReuseAcquireOp& ReuseBatchRun::acquire_op(size_t i) const { return std::get<ReuseAcquireOp>(batch_.ops[i]); }
@@ -199,6 +213,13 @@ void ReuseBatchRun::acquire(size_t i, const LeaseAnswer& answer, const std::vect
 
 void ReuseBatchRun::settle(size_t i, const Result<StepOutcome>& step) {
   if (!step.ok()) return end_with_error(i, step.error());
+  if (faults_ != nullptr && faults_->any_armed() && step->advanced() &&
+      static_cast<uint8_t>(step->step) <= kFaultedSteps && faults_->reached(fault_point_after(step->step)))
+    return end_with_error(
+        i, make_error(ErrorCode::fault_injected,
+                      "fault point reuse." + fault_point_after(step->step) + " fired: the attempt ended after step " +
+                          std::to_string(static_cast<unsigned>(step->step)) + " and handed back its leases",
+                      std::string(to_string(step->step))));
   OpRun& op = ops_[i];
   if (step->rejection) {
     const ReuseRejection& r = *step->rejection;

@@ -43,11 +43,13 @@
 // layout (0x06) is another layout, which prefix reuse does not read.
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <variant>
 #include <vector>
 
 #include "schema/prefix_types.hpp"
 #include "schema/reuse_types.hpp"
+#include "services/common/fault_points.hpp"
 #include "services/reuse/open_reuse_attempts.hpp"
 #include "services/reuse/reuse_attempt.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
@@ -89,8 +91,17 @@ class ReuseBatchRun {
   // node_pools: the node's pools and their generations (what a lookup reads
   // as g_pool); block_tokens: P of the paged layout; cache_groups: handles
   // per bundle.
+  // faults: the reuse owner's fault points (a node run with [node]
+  // fault_injection), or nullptr.
   ReuseBatchRun(ReuseBatch batch, std::vector<PoolGenerationRef> node_pools, uint32_t block_tokens,
-                uint32_t cache_groups);
+                uint32_t cache_groups, FaultPoints* faults = nullptr);
+
+  // The reuse owner's fault points: "after_<step>" for each of steps 1-8 of
+  // an acquire op (after_authorize ... after_freeze_snapshot). One that
+  // fires ends the op right after that step succeeded, with fault_injected,
+  // and hands back every lease it had taken (0x04F: the owners' state is
+  // then that of an attempt that never started).
+  static std::vector<std::string> fault_point_names();
 
   // Leases by the owner that issued them.
   struct LeaseReturn {
@@ -229,6 +240,7 @@ class ReuseBatchRun {
   std::vector<PoolGenerationRef> node_pools_;
   uint32_t block_tokens_ = 0;
   uint32_t cache_groups_ = 0;
+  FaultPoints* faults_ = nullptr;
   std::vector<OpRun> ops_;
   std::vector<size_t> stage_;  // the ops the last request list was for
 };

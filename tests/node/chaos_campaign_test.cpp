@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/node/node_fixture.hpp"
+#include "tests/node/node_prefix_helpers.hpp"
 #include "tools/chaos/chaos_config.hpp"
+#include "tools/chaos/hostile_client.hpp"
 
 namespace kvrt::test {
 
@@ -38,7 +40,46 @@ TEST_CASE("the CI chaos campaign fires every fault kind and ends with 0 violatio
   uint64_t fired = 0;
   for (const auto& [name, counts] : report["fault_points"].items()) fired += counts["fired"].get<uint64_t>();
   CHECK(fired >= 1);
+  // The live-node fuzzer ran beside them and every answer was typed.
+  CHECK(report["hostile_client"]["runs"].get<uint64_t>() >= 1);
+  CHECK(report["hostile_client"]["typed_errors"].get<uint64_t>() > 0);
+  CHECK(report["hostile_client"]["frames_refused"].get<uint64_t>() > 0);
+  CHECK(report["hostile_client"]["unexpected"].get<uint64_t>() == 0);
   CHECK(std::filesystem::exists(out + "/report.md"));
+}
+
+TEST_CASE("a hostile client gets a receipt or a typed error for everything it sends, and honest work goes on",
+          "[node][chaos][hostile]") {
+  ScratchDir dir("hostile");
+  InProcessNode n(dir);
+  auto honest = n.connect("worker-0");
+  REQUIRE(honest->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  const uint64_t seed = GENERATE(1ull, 20261202ull);
+  INFO("seed " << seed);
+  chaos::HostileClientOptions o;
+  o.node = n.descriptor;
+  o.token_hex = read_token_file(n.descriptor.token_path("worker-1")).value();
+  o.seed = seed;
+  o.duration = std::chrono::milliseconds(1500);
+  const Result<chaos::HostileClientSummary> s = chaos::run_hostile_client(o);
+  REQUIRE(s.ok());
+  INFO("first unexpected: " << s->first_unexpected);
+  CHECK(s->unexpected == 0);
+  CHECK_FALSE(s->session_lost);
+  // Both transports and every kind of answer were exercised.
+  CHECK(s->requests_channel > 0);
+  CHECK(s->requests_middleman > 0);
+  CHECK(s->mutated > 0);
+  CHECK(s->receipts > 0);
+  CHECK(s->typed_errors > 0);
+  CHECK(s->frames_refused > 0);
+  // The honest session still works, and the node ends valid with nothing of
+  // the hostile session left (stat() validates every owner).
+  const AllocationReceipt r = allocation(*honest, AllocateOp{20, {}, std::nullopt});
+  CHECK(r.outcome == AllocationOutcome::committed);
+  const auto live = [&] { return n.stat("allocator", "live_requests"); };
+  for (int i = 0; i < 200 && live() != 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(live() == 1);
 }
 
 }  // namespace kvrt::test

@@ -3,6 +3,7 @@
 // error and the node keeps serving; stale receipts are refused with their
 // reason; a session may touch only what it holds; a lookup needs a grant.
 #include "schema/codecs.hpp"
+#include "services/reuse/reuse_batch_run.hpp"
 #include "tests/node/node_fixture.hpp"
 
 namespace kvrt::test {
@@ -155,7 +156,8 @@ TEST_CASE("fault_arm: refused by a serving node, armed through Client::call on a
     InProcessNode serving(dir);
     auto admin = serving.connect("operator");
     CHECK(admin->session().admin);
-    const Result<FaultArmReceipt> refused = admin->call(FaultArmRequest{{}, false, {{"after_reserve_group_0", 1}}});
+    const Result<FaultArmReceipt> refused =
+        admin->call(FaultArmRequest{{}, false, {{"allocator.after_reserve_group_0", 1}}});
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error().code == ErrorCode::invalid_argument);
     CHECK(refused.error().field == "fault_injection");
@@ -166,15 +168,15 @@ TEST_CASE("fault_arm: refused by a serving node, armed through Client::call on a
   InProcessNode n(dir, test_node_config(dir, "fault_injection = true\n"));
   auto admin = n.connect("operator");
   auto client = n.connect("worker-0");
-  const Result<FaultArmReceipt> bad = admin->call(FaultArmRequest{{}, false, {{"after_reserve_group_9", 1}}});
+  const Result<FaultArmReceipt> bad = admin->call(FaultArmRequest{{}, false, {{"allocator.after_reserve_group_9", 1}}});
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.error().field == "arm[0].name");
   const Result<FaultArmReceipt> armed =
-      admin->call(FaultArmRequest{TraceContext{3, 4, 0}, true, {{"after_reserve_group_1", 2}}});
+      admin->call(FaultArmRequest{TraceContext{3, 4, 0}, true, {{"allocator.after_reserve_group_1", 2}}});
   INFO((armed.ok() ? std::string("ok") : armed.error().describe()));
   REQUIRE(armed.ok());
   CHECK(armed->trace.trace_id == 3);
-  CHECK(armed->armed == std::vector<FaultPointArm>{{"after_reserve_group_1", 2}});
+  CHECK(armed->armed == std::vector<FaultPointArm>{{"allocator.after_reserve_group_1", 2}});
   // The first allocation passes the point, the second fails at it and
   // changes nothing; the node keeps serving and every owner validates.
   const AllocationReceipt first = outcome_as<AllocationReceipt>(call(*client, {AllocateOp{20, {}, std::nullopt}}), 0);
@@ -190,8 +192,10 @@ TEST_CASE("fault_arm: refused by a serving node, armed through Client::call on a
   const Result<FaultArmReceipt> after = admin->call(FaultArmRequest{{}, false, {}});
   REQUIRE(after.ok());
   CHECK(after->armed.empty());  // fired once, then gone
-  CHECK(after->fired == std::vector<FaultPointFired>{{"after_reserve_group_1", 1}});
-  CHECK(after->registered.size() == n.descriptor.pools.size());  // one point per cache group
+  CHECK(after->fired == std::vector<FaultPointFired>{{"allocator.after_reserve_group_1", 1}});
+  // One allocator point per cache group, then the reuse coordinator's.
+  REQUIRE(after->registered.size() == n.descriptor.pools.size() + ReuseBatchRun::fault_point_names().size());
+  CHECK(after->registered[0] == "allocator.after_reserve_group_0");
 }
 
 TEST_CASE("admin and worker sessions reach only their own routes", "[node][faults]") {
@@ -208,7 +212,8 @@ TEST_CASE("admin and worker sessions reach only their own routes", "[node][fault
     Result<std::unique_ptr<Client>> w =
         Client::connect(n.descriptor, read_token_file(n.descriptor.token_path("worker-1")).value(), o);
     REQUIRE(w.ok());
-    const Result<FaultArmReceipt> refused = (*w)->call(FaultArmRequest{{}, false, {{"after_reserve_group_0", 1}}});
+    const Result<FaultArmReceipt> refused =
+        (*w)->call(FaultArmRequest{{}, false, {{"allocator.after_reserve_group_0", 1}}});
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error().code == ErrorCode::authorization_route_denied);
   }

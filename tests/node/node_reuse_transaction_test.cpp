@@ -5,6 +5,7 @@
 // values are read independently: the hit's handles from the prefix route,
 // the pools from the session receipt, the leases from the allocator's stats.
 #include "schema/codecs.hpp"
+#include "services/reuse/reuse_batch_run.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 #include "tests/node/node_fixture.hpp"
 #include "tests/node/node_prefix_helpers.hpp"
@@ -221,8 +222,6 @@ TEST_CASE("node reuse transaction: a radix candidate leases its blocks and locks
   CHECK(n.stat("node", "reuse_open_attempts") == 0);
 }
 
-}  // namespace kvrt::test
-
 namespace kvrt::test {
 namespace {
 
@@ -321,6 +320,58 @@ TEST_CASE("node reuse transaction: step 10 publishes one complete successor (has
 
 TEST_CASE("node reuse transaction: step 10 publishes one complete successor (radix)", "[node][reuse_tx]") {
   successor_round("tests/data/node/node-radix-test.toml");
+}
+
+}  // namespace kvrt::test
+
+TEST_CASE("node reuse transaction: a reuse fault point armed by an admin ends one attempt and returns its leases",
+          "[node][reuse_tx][faults]") {
+  ScratchDir dir("node-reuse-tx-fault");
+  InProcessNode n(dir, test_node_config(dir, "fault_injection = true\n"));
+  auto admin = n.connect("operator");
+  auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  const std::vector<TokenId> prompt = prompt_of(13, 40);
+  (void)serve_and_publish(*a, prompt, nullptr);
+  const int64_t leases_before = n.stat("allocator", "live_leases");
+
+  // Every owner's points are named <owner>.<point>: the allocator's, then
+  // the reuse coordinator's, one after each of steps 1-8.
+  const Result<FaultArmReceipt> known = admin->call(FaultArmRequest{{}, true, {}});
+  REQUIRE(known.ok());
+  std::vector<std::string> expected;
+  for (size_t g = 0; g < n.descriptor.pools.size(); ++g)
+    expected.push_back("allocator.after_reserve_group_" + std::to_string(g));
+  for (const std::string& p : ReuseBatchRun::fault_point_names()) expected.push_back("reuse." + p);
+  CHECK(known->registered == expected);
+
+  // The second op to finish step 5 (its leases taken and checked) fails there.
+  REQUIRE(admin->call(FaultArmRequest{{}, false, {{"reuse.after_validate_versions", 2}}}).ok());
+  const ReuseBatchReceipt r = reuse(*b, {acquire("test/shared", prompt), acquire("test/shared", prompt)});
+  REQUIRE(r.outcomes.size() == 2);
+  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes[0]));
+  REQUIRE(std::holds_alternative<Error>(r.outcomes[1]));
+  CHECK(std::get<Error>(r.outcomes[1]).code == ErrorCode::fault_injected);
+  CHECK(std::get<Error>(r.outcomes[1]).field == "validate_versions");
+  // Only the receipt's leases are held: the failed attempt's went back.
+  const auto& receipt = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
+  CHECK(n.stat("allocator", "live_leases") == leases_before + int64_t(receipt.leases.size()));
+  CHECK(n.stat("node", "reuse_open_attempts") == 1);
+  const Result<FaultArmReceipt> after = admin->call(FaultArmRequest{{}, false, {}});
+  REQUIRE(after.ok());
+  CHECK(after->armed.empty());
+  CHECK(after->fired == std::vector<FaultPointFired>{{"reuse.after_validate_versions", 1}});
+  // The same prompt again, nothing armed: a receipt, as if the fault never was.
+  const ReuseBatchReceipt again = reuse(*b, {acquire("test/shared", prompt)});
+  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(again.outcomes.at(0)));
+  const ReuseBatchReceipt released = reuse(
+      *b, {ReuseReleaseOp{receipt.execution_snapshot_version, false},
+           ReuseReleaseOp{std::get<ExecutableReuseReceipt>(again.outcomes[0]).execution_snapshot_version, false}});
+  for (const ReuseOutcome& o : released.outcomes) CHECK(std::holds_alternative<ReuseReleaseReceipt>(o));
+  CHECK(n.stat("allocator", "live_leases") == leases_before);  // stat() also validates every owner
+  CHECK(n.stat("node", "reuse_open_attempts") == 0);
 }
 
 }  // namespace kvrt::test

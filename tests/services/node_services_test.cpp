@@ -258,7 +258,7 @@ const AllocationReceipt& receipt_of(const AllocatorOutcome& o) {
 TEST_CASE("fault_arm is refused unless the node runs with fault_injection", "[node][services][faults]") {
   AllocatorService svc(BlockAllocator::create(small_pools(2, 32)).value());
   const StateDigest before = svc.core().state_digest();
-  const Result<FaultArmReceipt> r = svc.apply(SessionId{1}, arm_request({{"after_reserve_group_0", 1}}));
+  const Result<FaultArmReceipt> r = svc.apply(SessionId{1}, arm_request({{"allocator.after_reserve_group_0", 1}}));
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == ErrorCode::invalid_argument);
   CHECK(r.error().field == "fault_injection");
@@ -271,16 +271,17 @@ TEST_CASE("fault_arm is refused unless the node runs with fault_injection", "[no
 
 TEST_CASE("fault_arm checks the whole request before it arms anything", "[node][services][faults]") {
   AllocatorService svc(BlockAllocator::create(small_pools(2, 32)).value(), AllocatorServiceOptions{true});
-  REQUIRE(svc.apply(SessionId{1}, arm_request({{"after_reserve_group_1", 3}})).ok());
+  REQUIRE(svc.apply(SessionId{1}, arm_request({{"allocator.after_reserve_group_1", 3}})).ok());
   struct Bad {
     std::vector<FaultPointArm> points;
     std::string field;
   };
   const std::vector<Bad> bad = {
-      {{{"after_reserve_group_0", 1}, {"after_reserve_group_2", 1}}, "arm[1].name"},  // two groups only
+      {{{"allocator.after_reserve_group_0", 1}, {"allocator.after_reserve_group_2", 1}},
+       "arm[1].name"},  // two groups only
       {{{"before_everything", 1}}, "arm[0].name"},
-      {{{"after_reserve_group_0", 1}, {"after_reserve_group_1", 0}}, "arm[1].nth"},
-      {std::vector<FaultPointArm>(AllocatorService::kMaxArmedFaultPoints + 1, {"after_reserve_group_0", 1}), "arm"},
+      {{{"allocator.after_reserve_group_0", 1}, {"allocator.after_reserve_group_1", 0}}, "arm[1].nth"},
+      {std::vector<FaultPointArm>(NodeFaultPoints::kMaxArmed + 1, {"allocator.after_reserve_group_0", 1}), "arm"},
   };
   for (const Bad& b : bad) {
     INFO(b.field);
@@ -297,10 +298,12 @@ TEST_CASE("fault_arm checks the whole request before it arms anything", "[node][
   }
   // disarm_all then arm: the receipt lists what is armed afterwards.
   const Result<FaultArmReceipt> r =
-      svc.apply(SessionId{1}, arm_request({{"after_reserve_group_0", 2}, {"after_reserve_group_1", 1}}, true));
+      svc.apply(SessionId{1},
+                arm_request({{"allocator.after_reserve_group_0", 2}, {"allocator.after_reserve_group_1", 1}}, true));
   REQUIRE(r.ok());
   CHECK(r->trace.trace_id == 7);
-  CHECK(r->armed == std::vector<FaultPointArm>{{"after_reserve_group_0", 2}, {"after_reserve_group_1", 1}});
+  CHECK(r->armed ==
+        std::vector<FaultPointArm>{{"allocator.after_reserve_group_0", 2}, {"allocator.after_reserve_group_1", 1}});
   CHECK(svc.apply(SessionId{1}, arm_request({}, true))->armed.empty());
 }
 
@@ -314,7 +317,7 @@ TEST_CASE("an armed fault point fails the nth transaction that reaches it and re
     INFO("round " << round);
     const uint32_t group = static_cast<uint32_t>(rng() % 2);
     const uint32_t nth = 1 + static_cast<uint32_t>(rng() % 3);
-    const std::string point = "after_reserve_group_" + std::to_string(group);
+    const std::string point = "allocator.after_reserve_group_" + std::to_string(group);
     REQUIRE(svc.apply(SessionId{1}, arm_request({{point, nth}}, true)).ok());
     // Each allocation reaches both groups' points once: the nth rolls back.
     std::vector<RequestFence> held;
@@ -328,7 +331,7 @@ TEST_CASE("an armed fault point fails the nth transaction that reaches it and re
         continue;
       }
       CHECK(r.outcome == AllocationOutcome::rolled_back);
-      CHECK(r.rollback_reason == "fault point " + point);
+      CHECK(r.rollback_reason == "fault point after_reserve_group_" + std::to_string(group));
       CHECK(r.predecessor_digest == before);
       CHECK(r.successor_digest == before);
       CHECK(svc.core().state_digest() == before);

@@ -31,9 +31,17 @@ TEST_CASE("chaos config: defaults, overrides and a node config relative to the f
   CHECK(d.workers == 4);
   CHECK(d.node_config_path == "/tmp/node.toml");
   for (uint32_t r : d.per_minute) CHECK(r == 0);
+  CHECK(d.baseline_s == 0);
+  CHECK(d.hostile_principal == "chaos-hostile");
+  CHECK(d.hostile_ms == 2000);
   const ChaosConfig c = parse(
-      "[chaos]\nseed = 9\nduration_s = 30\nworkers = 2\nnode_config = \"n/x.toml\"\n"
-      "[faults]\nworker_sigkill = 12\nnode_sigkill = 1\n");
+      "[chaos]\nseed = 9\nduration_s = 30\nworkers = 2\nnode_config = \"n/x.toml\"\nbaseline_s = 15\n"
+      "hostile_principal = \"fuzzer\"\nhostile_ms = 500\n"
+      "[faults]\nworker_sigkill = 12\nnode_sigkill = 1\nhostile_client = 4\n");
+  CHECK(c.baseline_s == 15);
+  CHECK(c.hostile_principal == "fuzzer");
+  CHECK(c.hostile_ms == 500);
+  CHECK(c.per_minute[static_cast<size_t>(FaultKind::hostile_client)] == 4);
   CHECK(c.seed == 9);
   CHECK(c.duration_s == 30);
   CHECK(c.node_config_path == "/tmp/n/x.toml");
@@ -47,6 +55,7 @@ TEST_CASE("chaos config: a bad key, table or value is a typed error naming the f
   CHECK(refuse("[chaos]\n[faults]\nworker_sigkil = 2\n").field == "faults.worker_sigkil");
   CHECK(refuse("[chaos]\n[extra]\n").field == "extra");
   CHECK(refuse("[chaos]\nworkers = 0\n").code == ErrorCode::config_field);
+  CHECK(refuse("[chaos]\nhostile_ms = 0\n").field == "chaos.hostile_ms");
   CHECK(refuse("[chaos]\n[faults]\nnode_sigkill = -1\n").field.find("node_sigkill") != std::string::npos);
   CHECK(refuse("[chaos]\nseed = \"x\"\n").code == ErrorCode::config_field);
   CHECK(refuse("[chaos\n").code == ErrorCode::config_parse);

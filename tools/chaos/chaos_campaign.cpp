@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -18,6 +21,7 @@
 #include "services/common/child_process.hpp"
 #include "services/common/splitmix64.hpp"
 #include "services/session/node_descriptor.hpp"
+#include "tools/chaos/hostile_client.hpp"
 #include "tools/report/run_report.hpp"
 
 namespace kvrt::chaos {
@@ -72,6 +76,10 @@ struct WorkerSlot {
   std::optional<FaultKind> fault;               // the fault the current process received
   std::optional<Clock::time_point> resume_at;   // worker_sigstop: SIGCONT then
   std::optional<Clock::time_point> hung_until;  // worker_hang: SIGKILL then
+  // worker_hang: when it was stopped, and its session (from the line `kvrt
+  // worker` prints), until the node's log says it reclaimed that session.
+  Clock::time_point hung_at{};
+  std::optional<uint64_t> hung_session;
 };
 
 class Campaign {
@@ -99,6 +107,7 @@ class Campaign {
     while (Clock::now() < end) {
       while (next < schedule.size() && elapsed_ms() >= schedule[next].at_ms) KVRT_TRY(inject(schedule[next++]));
       tend_workers(/*respawn=*/true);
+      collect_hostile(/*wait=*/false);
       if (Clock::now() >= next_validation) {
         validate_node();
         next_validation = Clock::now() + std::chrono::milliseconds(c_.validate_every_ms);
@@ -119,6 +128,7 @@ class Campaign {
       report_.worker_call_p99_max_us = worker_p99_us_.back();
     }
     report_.node_restart = summarize(restart_ms_);
+    report_.hung_worker_reclaim = summarize(hung_reclaim_ms_);
     return report_;
   }
 
@@ -151,6 +161,8 @@ class Campaign {
     Result<pid_t> pid = spawn({"node", "--config", c_.node_config_path, "--descriptor", descriptor_path_}, log);
     if (!pid.ok()) return pid.error();
     node_ = Child{*pid, log, std::nullopt};
+    node_log_offset_ = 0;  // a new node numbers its sessions from 1 again
+    lost_seen_.clear();
     const auto deadline = Clock::now() + std::chrono::milliseconds(c_.settle_timeout_ms) + std::chrono::seconds(30);
     while (true) {
       Result<NodeDescriptor> d = read_node_descriptor(descriptor_path_);
@@ -261,6 +273,7 @@ class Campaign {
       report_.hit_tokens += summary->value("hit_tokens", uint64_t{0});
       report_.prompt_tokens += summary->value("prompt_tokens", uint64_t{0});
       report_.reused_rows_checked += summary->value("reused_rows_checked", uint64_t{0});
+      report_.faults_absorbed += summary->value("faults_absorbed", uint64_t{0});
       if (summary->value("round_trips", uint64_t{0}) > 0) {
         worker_p99_us_.push_back(summary->value("call_p99_us", 0.0));
         report_.worker_call_max_us = std::max(report_.worker_call_max_us, summary->value("call_max_us", 0.0));
@@ -312,7 +325,18 @@ class Campaign {
         ::kill(slot.process.pid, SIGCONT);
         slot.resume_at.reset();
       }
+      if (slot.hung_session) {
+        const auto seen = lost_seen_.find(*slot.hung_session);
+        if (seen != lost_seen_.end()) {
+          hung_reclaim_ms_.push_back(std::chrono::duration<double, std::milli>(seen->second - slot.hung_at).count());
+          slot.hung_session.reset();
+        } else if (now >= next_log_scan_) {
+          scan_node_log();
+          next_log_scan_ = now + std::chrono::milliseconds(10);
+        }
+      }
       if (slot.hung_until && now >= *slot.hung_until && slot.process.running()) {
+        slot.hung_session.reset();  // not reclaimed while hung: the end-of-campaign check judges it
         slot.process.kill_and_reap();
         slot.hung_until.reset();
       }
@@ -336,6 +360,7 @@ class Campaign {
       arm_fault_point(e);
       return Status::success();
     }
+    if (e.kind == FaultKind::hostile_client) return start_hostile(e);
     WorkerSlot& slot = slots_.at(e.slot);
     // One fault per process: a stopped or already faulted worker is left to
     // the fault it has.
@@ -360,10 +385,13 @@ class Campaign {
         // Left stopped past the node's heartbeat timeout: the node must
         // reclaim its session (the end-of-campaign check proves it did).
         ::kill(slot.process.pid, SIGSTOP);
-        slot.hung_until = Clock::now() + std::chrono::milliseconds(c_.settle_timeout_ms / 2);
+        slot.hung_at = Clock::now();
+        slot.hung_until = slot.hung_at + std::chrono::milliseconds(c_.settle_timeout_ms / 2);
+        slot.hung_session = session_of(read_file(slot.process.log));
         break;
       case FaultKind::node_sigkill:
       case FaultKind::fault_point:
+      case FaultKind::hostile_client:
         break;
     }
     return Status::success();
@@ -385,6 +413,7 @@ class Campaign {
     admin_.reset();
     const Clock::time_point killed = Clock::now();
     node_.kill_and_reap();
+    collect_hostile(/*wait=*/true);  // its session is lost with the node
     const auto deadline = killed + std::chrono::milliseconds(c_.settle_timeout_ms);
     while (true) {
       bool any = false;
@@ -425,6 +454,93 @@ class Campaign {
                   std::to_string(dead.pools[g].generation.value));
     for (uint32_t s = 0; s < slots_.size(); ++s) spawn_worker(s);
     return Status::success();
+  }
+
+  // A live-node fuzzer session beside the honest workers, on its own thread
+  // for hostile_ms; one at a time (a fault due while one runs is skipped).
+  Status start_hostile(const FaultEvent& e) {
+    const size_t k = static_cast<size_t>(e.kind);
+    if (hostile_.valid()) {
+      ++report_.skipped[k];
+      return Status::success();
+    }
+    Result<std::string> token = read_token_file(descriptor_.token_path(c_.hostile_principal));
+    if (!token.ok())
+      return make_error(ErrorCode::config_field,
+                        "hostile_client faults need a worker principal \"" + c_.hostile_principal + "\" in " +
+                            c_.node_config_path + ": " + token.error().reason,
+                        "hostile_principal");
+    HostileClientOptions o;
+    o.node = descriptor_;
+    o.token_hex = *token;
+    o.name = c_.hostile_principal;
+    o.seed = splitmix64(c_.seed ^ e.slot ^ (e.at_ms << 20));
+    o.duration = std::chrono::milliseconds(c_.hostile_ms);
+    o.call_timeout = std::chrono::milliseconds(c_.settle_timeout_ms);
+    hostile_ = std::async(std::launch::async, [o] { return run_hostile_client(o); });
+    ++report_.injected[k];
+    return Status::success();
+  }
+
+  // Adds a finished hostile run to the report; `wait`: until it finishes.
+  void collect_hostile(bool wait) {
+    if (!hostile_.valid()) return;
+    if (!wait && hostile_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+    const Result<HostileClientSummary> r = hostile_.get();
+    if (!r.ok()) {
+      // It could not connect: the node was being killed or restarted. Typed
+      // and counted; anything else is a violation.
+      const ErrorCode c = r.error().code;
+      if (c == ErrorCode::node_unreachable || c == ErrorCode::node_lost || c == ErrorCode::session_ended)
+        ++report_.hostile.could_not_connect;
+      else
+        violation("the hostile client failed: " + r.error().describe());
+      return;
+    }
+    ChaosReport::HostileTotals& h = report_.hostile;
+    ++h.runs;
+    h.requests += r->requests_channel + r->requests_middleman;
+    h.requests_channel += r->requests_channel;
+    h.mutated += r->mutated;
+    h.receipts += r->receipts;
+    h.typed_errors += r->typed_errors;
+    h.frames_refused += r->frames_refused;
+    h.unexpected += r->unexpected;
+    if (r->unexpected > 0)
+      violation("the hostile client got " + std::to_string(r->unexpected) +
+                " answers that were neither a receipt nor a typed error; the first: " + r->first_unexpected);
+  }
+
+  // The session id in the line `kvrt worker` prints once its hello was
+  // accepted ("kvrt worker NAME: session N (pid P)"); none before that.
+  static std::optional<uint64_t> session_of(const std::string& worker_log) {
+    const size_t at = worker_log.find(": session ");
+    if (at == std::string::npos) return std::nullopt;
+    const char* first = worker_log.c_str() + at + 10;
+    char* last = nullptr;
+    const unsigned long long id = std::strtoull(first, &last, 10);
+    if (last == first) return std::nullopt;
+    return id;
+  }
+
+  // Reads what the node logged since the last scan and notes when each
+  // "session=N worker lost" line was first seen (the gateway's reclaim of a
+  // killed or hung worker, actors/gateway_actor.cpp).
+  void scan_node_log() {
+    std::ifstream in(node_.log, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(node_log_offset_));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t complete = text.rfind('\n');
+    if (complete == std::string::npos) return;
+    node_log_offset_ += complete + 1;
+    const auto now = Clock::now();
+    std::istringstream lines(text.substr(0, complete + 1));
+    for (std::string line; std::getline(lines, line);) {
+      const size_t lost = line.find(" worker lost");
+      const size_t at = line.find("session=");
+      if (lost == std::string::npos || at == std::string::npos || at > lost) continue;
+      lost_seen_.emplace(std::strtoull(line.c_str() + at + 8, nullptr, 10), now);
+    }
   }
 
   void validate_node() {
@@ -512,8 +628,9 @@ class Campaign {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    // The admin session first: it is a session too, and the node must end
-    // with none.
+    // The hostile and the admin sessions first: they are sessions too, and
+    // the node must end with none.
+    collect_hostile(/*wait=*/true);
     collect_fired();
     admin_.reset();
     check_quiescent();
@@ -571,13 +688,18 @@ class Campaign {
   uint32_t node_starts_ = 0;
   std::vector<WorkerSlot> slots_;
   std::set<std::string> segments_seen_;
-  std::vector<double> detection_ms_, restart_ms_;
+  std::vector<double> detection_ms_, restart_ms_, hung_reclaim_ms_;
+  // The current node's log, scanned for reclaimed sessions (scan_node_log).
+  uint64_t node_log_offset_ = 0;
+  std::map<uint64_t, Clock::time_point> lost_seen_;
+  Clock::time_point next_log_scan_{};
   std::vector<double> worker_p99_us_;  // each finished worker's own p99 [us]
   int64_t last_ops_ = 0;
   double last_sample_s_ = 0;
   uint64_t faults_at_last_sample_ = 0;
-  std::unique_ptr<Client> admin_;        // null: the campaign arms no fault point
-  std::vector<std::string> registered_;  // the node's fault points
+  std::unique_ptr<Client> admin_;                      // null: the campaign arms no fault point
+  std::future<Result<HostileClientSummary>> hostile_;  // the hostile client running now, if any
+  std::vector<std::string> registered_;                // the node's fault points
   std::string last_fault_ = "none";
 };
 
@@ -587,7 +709,27 @@ Result<ChaosReport> run_chaos_campaign(const ChaosOptions& options) {
   if (options.kvrt_binary.empty())
     return make_error(ErrorCode::invalid_argument, "no kvrt binary to run the node and workers", "kvrt_binary");
   Campaign campaign(options);
-  return campaign.run();
+  Result<ChaosReport> report = campaign.run();
+  const ChaosConfig& c = options.config;
+  const bool faulted = std::any_of(c.per_minute.begin(), c.per_minute.end(), [](uint32_t r) { return r > 0; });
+  if (!report.ok() || c.baseline_s == 0 || !faulted) return report;
+  // The same run without faults, in its own directory: its own node, its
+  // own descriptor and logs, so nothing of the campaign carries over.
+  ChaosOptions clean = options;
+  clean.config.per_minute.fill(0);
+  clean.config.duration_s = c.baseline_s;
+  clean.out_dir = options.out_dir + "/baseline";
+  if (options.on_progress)
+    options.on_progress("the same run without faults for " + std::to_string(c.baseline_s) + " s");
+  Campaign baseline(clean);
+  Result<ChaosReport> b = baseline.run();
+  if (!b.ok()) return b.error();
+  report->baseline = ChaosReport::Baseline{b->wall_s, b->requests, median_allocator_ops_per_s(*b)};
+  for (Violation v : b->violations) {
+    v.what = "baseline (no faults): " + v.what;
+    report->violations.push_back(std::move(v));
+  }
+  return report;
 }
 
 }  // namespace kvrt::chaos

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,12 +68,29 @@ struct ChaosReport {
   uint64_t workers_unreachable = 0;  // exited 2, node_unreachable: could not connect (nothing admitted)
   uint64_t requests = 0;             // completed by workers that reported a summary
   uint64_t hit_tokens = 0, prompt_tokens = 0, reused_rows_checked = 0, reuse_mismatches = 0;
+  // Transactions a fired fault point ended that the workers went on without
+  // (an allocation retried later, a request served without reuse): each is
+  // an interrupted request accounted for, never a silent loss.
+  uint64_t faults_absorbed = 0;
   uint64_t validations = 0;             // node-wide validate() passes read
   LatencySummary node_death_detection;  // node SIGKILL -> each running worker exited with node_lost
   LatencySummary node_restart;          // node SIGKILL -> the new node serves the descriptor
+  // worker_hang: SIGSTOP -> the node's log says it reclaimed the session
+  // (about [node] connection_timeout_ms; scanned every 10 ms).
+  LatencySummary hung_worker_reclaim;
   // Owner fault points armed through the admin route, and fired (the
-  // transaction that reached one rolled back to its predecessor, 0x04F), by name.
+  // transaction that reached one rolled back to its predecessor, 0x04F), by
+  // qualified name (<owner>.<point>).
   std::map<std::string, uint64_t> fault_points_armed, fault_points_fired;
+  // The live-node fuzzer (hostile_client faults): its runs and what the
+  // node answered. Every request must get its receipt or a typed error, and
+  // every bad frame a closed connection; `unexpected` counts the rest.
+  struct HostileTotals {
+    uint64_t runs = 0, could_not_connect = 0;
+    uint64_t requests = 0, requests_channel = 0, mutated = 0;
+    uint64_t receipts = 0, typed_errors = 0, frames_refused = 0, unexpected = 0;
+  };
+  HostileTotals hostile;
   std::vector<TimelinePoint> timeline;
   // The node's resident set: first and last sample, and its least-squares
   // slope over the samples after the first fifth of the campaign (warm-up)
@@ -82,6 +100,14 @@ struct ChaosReport {
   // workers' own p99s, and the largest single call [us].
   double worker_call_p99_median_us = 0, worker_call_p99_max_us = 0, worker_call_max_us = 0;
   std::vector<Violation> violations;
+  // The no-fault run that followed ([chaos] baseline_s > 0): the same node
+  // config, workers and seed. Throughput under faults is read against it.
+  struct Baseline {
+    double wall_s = 0;
+    uint64_t requests = 0;  // completed by its workers
+    double allocator_ops_per_s_median = 0;
+  };
+  std::optional<Baseline> baseline;
 };
 
 // The timeline as two SVG line charts over time, embedded by report.md:
@@ -91,6 +117,9 @@ std::string chaos_throughput_svg(const ChaosReport& report);
 std::string chaos_faults_svg(const ChaosReport& report);
 
 Result<ChaosReport> run_chaos_campaign(const ChaosOptions& options);
+
+// The median of the timeline's allocator operations per second.
+double median_allocator_ops_per_s(const ChaosReport& report);
 
 std::string chaos_report_text(const ChaosReport& report);
 std::string chaos_report_json(const ChaosReport& report);

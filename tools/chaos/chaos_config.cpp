@@ -13,7 +13,8 @@ namespace kvrt::chaos {
 namespace {
 
 constexpr std::array<std::string_view, kFaultKindCount> kFaultKeys{"worker_sigkill", "worker_sigstop", "worker_hang",
-                                                                   "worker_sigterm", "node_sigkill",   "fault_point"};
+                                                                   "worker_sigterm", "node_sigkill",   "fault_point",
+                                                                   "hostile_client"};
 
 std::string resolve(const std::string& base_file, const std::string& path) {
   if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
@@ -33,9 +34,10 @@ Result<ChaosConfig> read_chaos_config(const TomlReader& reader, const std::strin
   c.config_path = origin;
   const toml::table* chaos = reader.root()["chaos"].as_table();
   if (chaos == nullptr) return make_error(ErrorCode::config_field, origin + ": missing table [chaos]", "chaos");
-  KVRT_TRY(refuse_unknown(reader, *chaos, "chaos",
-                          {"seed", "duration_s", "workers", "worker_duration_s", "node_config", "stop_ms",
-                           "settle_timeout_ms", "validate_every_ms", "admin_principal"}));
+  KVRT_TRY(refuse_unknown(
+      reader, *chaos, "chaos",
+      {"seed", "duration_s", "workers", "worker_duration_s", "node_config", "stop_ms", "settle_timeout_ms",
+       "validate_every_ms", "admin_principal", "baseline_s", "hostile_principal", "hostile_ms"}));
   for (const auto& [key, node] : reader.root())
     if (key.str() != "chaos" && key.str() != "faults")
       return reader.field_error(&node, "", std::string(key.str()), "unknown table");
@@ -54,12 +56,17 @@ Result<ChaosConfig> read_chaos_config(const TomlReader& reader, const std::strin
   c.settle_timeout_ms = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(v, reader.integer(*chaos, "chaos", "validate_every_ms", 1000, 10, 600000));
   c.validate_every_ms = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*chaos, "chaos", "baseline_s", 0, 0, 24 * 3600));
+  c.baseline_s = static_cast<uint32_t>(v);
   std::string node_config;
   KVRT_TRY_ASSIGN(node_config, reader.string(*chaos, "chaos", "node_config", "node.toml"));
   if (node_config.empty())
     return reader.field_error(chaos->get("node_config"), "chaos", "node_config", "must name a node config file");
   c.node_config_path = resolve(origin, node_config);
   KVRT_TRY_ASSIGN(c.admin_principal, reader.string(*chaos, "chaos", "admin_principal", "chaos-admin"));
+  KVRT_TRY_ASSIGN(c.hostile_principal, reader.string(*chaos, "chaos", "hostile_principal", "chaos-hostile"));
+  KVRT_TRY_ASSIGN(v, reader.integer(*chaos, "chaos", "hostile_ms", 2000, 10, 600000));
+  c.hostile_ms = static_cast<uint32_t>(v);
   if (const toml::table* faults = reader.root()["faults"].as_table()) {
     KVRT_TRY(refuse_unknown(reader, *faults, "faults", std::set<std::string>(kFaultKeys.begin(), kFaultKeys.end())));
     for (size_t k = 0; k < kFaultKindCount; ++k) {
@@ -109,7 +116,7 @@ std::vector<FaultEvent> make_fault_schedule(const ChaosConfig& config, uint64_t 
       if (t >= horizon_ms) break;
       const auto kind = static_cast<FaultKind>(k);
       uint32_t slot = 0;
-      if (kind == FaultKind::fault_point)
+      if (kind == FaultKind::fault_point || kind == FaultKind::hostile_client)
         slot = static_cast<uint32_t>(rng.next() >> 32);
       else if (kind != FaultKind::node_sigkill)
         slot = static_cast<uint32_t>(rng.next() % config.workers);

@@ -26,8 +26,9 @@ enum class FaultKind : uint8_t {
   worker_sigterm = 3,  // asked to terminate (default action: exit without cleanup)
   node_sigkill = 4,    // the node killed; a new node on the same descriptor path
   fault_point = 5,     // an owner fault point armed through the node's admin route (fires on a later reach)
+  hostile_client = 6,  // a live-node fuzzer session for hostile_ms (tools/chaos/hostile_client.hpp)
 };
-inline constexpr size_t kFaultKindCount = 6;
+inline constexpr size_t kFaultKindCount = 7;
 std::string_view to_string(FaultKind kind);
 
 struct ChaosConfig {
@@ -40,10 +41,17 @@ struct ChaosConfig {
   uint32_t stop_ms = 300;              // how long a worker_sigstop lasts [ms]
   uint32_t settle_timeout_ms = 15000;  // the most a node may take to reclaim a session or a worker to exit [ms]
   uint32_t validate_every_ms = 1000;   // the node's validate() between faults [ms]
+  // After the campaign, the same node, workers and seed for this long with
+  // no fault: the throughput the faults are compared with (0: no baseline) [s].
+  uint32_t baseline_s = 0;
   std::array<uint32_t, kFaultKindCount> per_minute{};  // mean rate of each kind [events/min]
   // The admin principal of the node config that arms fault points (its
   // token file is in the node's token directory); needed when fault_point > 0.
   std::string admin_principal = "chaos-admin";
+  // The worker principal the hostile client connects as (needed when
+  // hostile_client > 0), and how long each of its runs lasts [ms].
+  std::string hostile_principal = "chaos-hostile";
+  uint32_t hostile_ms = 2000;
 };
 
 // The most faults one campaign may schedule (rates x duration).
@@ -56,7 +64,9 @@ Result<ChaosConfig> load_chaos_config(const std::string& path);
 struct FaultEvent {
   uint64_t at_ms = 0;  // since the campaign started [ms]
   FaultKind kind = FaultKind::worker_sigkill;
-  uint32_t slot = 0;  // worker slot (worker faults); fault_point: which registered point (modulo their count)
+  // Worker slot (worker faults); fault_point: which registered point (modulo
+  // their count); hostile_client: its seed.
+  uint32_t slot = 0;
   friend bool operator==(const FaultEvent&, const FaultEvent&) = default;
 };
 

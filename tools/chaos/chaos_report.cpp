@@ -1,7 +1,9 @@
 // The campaign's report: text for the terminal, JSON (`--json`,
 // report.json) and Markdown (report.md in --out).
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "tools/chaos/chaos_campaign.hpp"
 #include "tools/report/svg_plot.hpp"
@@ -43,6 +45,20 @@ uint64_t worker_kills(const ChaosReport& r) {
 
 }  // namespace
 
+double median_allocator_ops_per_s(const ChaosReport& r) {
+  std::vector<double> v;
+  for (const TimelinePoint& p : r.timeline) v.push_back(p.allocator_ops_per_s);
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+namespace {
+double per_s(uint64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; }
+// Throughput under faults over throughput without [1].
+double ratio(double faulted, double clean) { return clean > 0 ? faulted / clean : 0.0; }
+}  // namespace
+
 std::string chaos_report_json(const ChaosReport& r) {
   nlohmann::ordered_json faults = nlohmann::ordered_json::object();
   for (size_t k = 0; k < kFaultKindCount; ++k)
@@ -66,10 +82,22 @@ std::string chaos_report_json(const ChaosReport& r) {
                            {"prompt_tokens", r.prompt_tokens},
                            {"reused_rows_checked", r.reused_rows_checked},
                            {"reuse_mismatches", r.reuse_mismatches},
+                           {"faults_absorbed", r.faults_absorbed},
                            {"validations", r.validations},
                            {"node_death_detection", latency_json(r.node_death_detection)},
                            {"node_restart", latency_json(r.node_restart)},
+                           {"hung_worker_reclaim", latency_json(r.hung_worker_reclaim)},
                            {"fault_points", fault_points_json(r)},
+                           {"hostile_client",
+                            {{"runs", r.hostile.runs},
+                             {"could_not_connect", r.hostile.could_not_connect},
+                             {"requests", r.hostile.requests},
+                             {"requests_on_channel", r.hostile.requests_channel},
+                             {"mutated", r.hostile.mutated},
+                             {"receipts", r.hostile.receipts},
+                             {"typed_errors", r.hostile.typed_errors},
+                             {"frames_refused", r.hostile.frames_refused},
+                             {"unexpected", r.hostile.unexpected}}},
                            {"node_rss_first_mib", r.node_rss_first_mib},
                            {"node_rss_last_mib", r.node_rss_last_mib},
                            {"node_rss_slope_mib_per_min", r.node_rss_slope_mib_per_min},
@@ -77,6 +105,17 @@ std::string chaos_report_json(const ChaosReport& r) {
                            {"worker_call_p99_max_us", r.worker_call_p99_max_us},
                            {"worker_call_max_us", r.worker_call_max_us},
                            {"violations", violations}};
+  j["allocator_ops_per_s_median"] = median_allocator_ops_per_s(r);
+  if (r.baseline) {
+    const double clean_rps = per_s(r.baseline->requests, r.baseline->wall_s);
+    j["baseline"] = {
+        {"wall_s", r.baseline->wall_s},
+        {"requests", r.baseline->requests},
+        {"requests_per_s", clean_rps},
+        {"allocator_ops_per_s_median", r.baseline->allocator_ops_per_s_median},
+        {"requests_per_s_ratio", ratio(per_s(r.requests, r.wall_s), clean_rps)},
+        {"allocator_ops_per_s_ratio", ratio(median_allocator_ops_per_s(r), r.baseline->allocator_ops_per_s_median)}};
+  }
   return j.dump(2);
 }
 
@@ -93,6 +132,19 @@ std::string chaos_report_text(const ChaosReport& r) {
   out << "  requests: " << r.requests << " completed, " << r.hit_tokens << "/" << r.prompt_tokens
       << " prompt tokens reused, " << r.reused_rows_checked << " reused rows checked, " << r.reuse_mismatches
       << " mismatches\n";
+  out << "  transactions ended by fault points that workers went on without: " << r.faults_absorbed << "\n";
+  if (r.baseline) {
+    const double clean_rps = per_s(r.baseline->requests, r.baseline->wall_s);
+    out << "  throughput: " << per_s(r.requests, r.wall_s) << " requests/s under faults, " << clean_rps << " without ("
+        << r.baseline->wall_s << " s baseline), ratio " << ratio(per_s(r.requests, r.wall_s), clean_rps)
+        << "; allocator ops/s median " << median_allocator_ops_per_s(r) << " vs "
+        << r.baseline->allocator_ops_per_s_median << "\n";
+  }
+  if (r.hostile.runs > 0)
+    out << "  hostile client: " << r.hostile.runs << " runs, " << r.hostile.requests << " requests ("
+        << r.hostile.mutated << " mutated, " << r.hostile.requests_channel << " on the channel): " << r.hostile.receipts
+        << " receipts, " << r.hostile.typed_errors << " typed errors, " << r.hostile.frames_refused
+        << " bad frames refused, " << r.hostile.unexpected << " unexpected\n";
   out << "  node validate() passes: " << r.validations << "\n";
   out << "  node RSS: " << r.node_rss_first_mib << " MiB at the first sample, " << r.node_rss_last_mib
       << " MiB at the last; slope after warm-up " << r.node_rss_slope_mib_per_min << " MiB/min\n";
@@ -100,6 +152,7 @@ std::string chaos_report_text(const ChaosReport& r) {
       << r.worker_call_p99_max_us << " us (worst worker), max " << r.worker_call_max_us << " us\n";
   out << "  node death detected by workers: " << latency_text(r.node_death_detection) << "\n";
   out << "  node kill to new node serving: " << latency_text(r.node_restart) << "\n";
+  out << "  hung worker to its session reclaimed: " << latency_text(r.hung_worker_reclaim) << "\n";
   for (const auto& [name, armed] : r.fault_points_armed)
     out << "  fault point " << name << ": armed " << armed << ", fired " << fired_of(r, name) << "\n";
   out << "  violations: " << r.violations.size() << "\n";
@@ -126,6 +179,19 @@ std::string chaos_report_markdown(const ChaosReport& r, const ChaosConfig& c) {
       << r.workers_completed << " / " << r.workers_unreachable << " |\n";
   out << "| requests completed | " << r.requests << " (" << (r.wall_s > 0 ? r.requests / r.wall_s : 0.0) << " /s) |\n";
   out << "| reused rows checked / mismatches | " << r.reused_rows_checked << " / " << r.reuse_mismatches << " |\n";
+  out << "| transactions ended by fault points, absorbed by workers | " << r.faults_absorbed << " |\n";
+  if (r.baseline) {
+    const double clean_rps = per_s(r.baseline->requests, r.baseline->wall_s);
+    out << "| requests/s under faults / without (ratio) | " << per_s(r.requests, r.wall_s) << " / " << clean_rps << " ("
+        << ratio(per_s(r.requests, r.wall_s), clean_rps) << ") |\n";
+    out << "| allocator ops/s median under faults / without (ratio) | " << median_allocator_ops_per_s(r) << " / "
+        << r.baseline->allocator_ops_per_s_median << " ("
+        << ratio(median_allocator_ops_per_s(r), r.baseline->allocator_ops_per_s_median) << ") |\n";
+  }
+  out << "| hostile client: runs / requests (mutated) / receipts / typed errors / bad frames refused / unexpected | "
+      << r.hostile.runs << " / " << r.hostile.requests << " (" << r.hostile.mutated << ") / " << r.hostile.receipts
+      << " / " << r.hostile.typed_errors << " / " << r.hostile.frames_refused << " / " << r.hostile.unexpected
+      << " |\n";
   out << "| node validate() passes | " << r.validations << " |\n";
   out << "| node RSS first / last / slope after warm-up | " << r.node_rss_first_mib << " MiB / " << r.node_rss_last_mib
       << " MiB / " << r.node_rss_slope_mib_per_min << " MiB/min |\n";
@@ -133,6 +199,7 @@ std::string chaos_report_markdown(const ChaosReport& r, const ChaosConfig& c) {
       << r.worker_call_p99_max_us << " / " << r.worker_call_max_us << " us |\n";
   out << "| node death detected by workers | " << latency_text(r.node_death_detection) << " |\n";
   out << "| node kill to new node serving | " << latency_text(r.node_restart) << " |\n";
+  out << "| hung worker (SIGSTOP) to its session reclaimed | " << latency_text(r.hung_worker_reclaim) << " |\n";
   out << "| violations | " << r.violations.size() << " |\n";
   if (!r.fault_points_armed.empty()) {
     out << "\n| fault point | armed | fired |\n| --- | ---: | ---: |\n";
