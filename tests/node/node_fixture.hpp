@@ -52,8 +52,10 @@ class ScratchDir {
 // SIGTERM, not SIGKILL: a node shuts down cleanly and removes its segments.
 class KvrtProcess {
  public:
-  KvrtProcess(const std::vector<std::string>& args, const std::string& log) : log_(log) {
-    Result<pid_t> pid = spawn_tied_child(KVRT_BINARY, args, ChildOutput{-1, log, {}, true}, SIGTERM);
+  KvrtProcess(const std::vector<std::string>& args, const std::string& log) : KvrtProcess(KVRT_BINARY, args, log) {}
+  // Another program (a shell that limits or isolates the kvrt it starts).
+  KvrtProcess(const std::string& program, const std::vector<std::string>& args, const std::string& log) : log_(log) {
+    Result<pid_t> pid = spawn_tied_child(program, args, ChildOutput{-1, log, {}, true}, SIGTERM);
     INFO((pid.ok() ? std::string("ok") : pid.error().describe()));
     REQUIRE(pid.ok());
     pid_ = *pid;
