@@ -307,7 +307,9 @@ class Campaign {
     // Status 2, node_unreachable: the worker could not connect (its node had
     // just died, or a loaded node missed the connection timeout). Nothing was
     // admitted, and the failure is typed and reported: counted, not a violation.
-    if (status == 2 && output.find("node_unreachable") != std::string::npos) {
+    // Status 2 with node_lost: its node died while it was still connecting
+    // (hello, grant, pools), before it admitted anything: the same.
+    if (status == 2 && (output.find("node_unreachable") != std::string::npos || (node_died && lost))) {
       ++report_.workers_unreachable;
       return false;
     }
@@ -341,6 +343,7 @@ class Campaign {
         slot.hung_until.reset();
       }
       if (slot.process.pid > 0 && slot.process.poll()) {
+        slot.hung_session.reset();  // a session id names this process only
         judge_worker(s, /*node_died=*/false);
         slot.process = Child{};
         if (respawn) spawn_worker(s);
@@ -406,6 +409,7 @@ class Campaign {
     // Stopped workers cannot notice anything: they are killed with the node.
     for (WorkerSlot& slot : slots_)
       if (slot.process.running() && (slot.resume_at || slot.hung_until)) {
+        slot.hung_session.reset();  // killed with the node: not reclaimed by it
         slot.process.kill_and_reap();
         slot.fault = FaultKind::worker_sigkill;
       }

@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -229,13 +230,22 @@ class RawConnection {
     if (!payload.empty()) std::memcpy(bytes.data() + h.size(), payload.data(), payload.size());
     return bytes;
   }
-  // The attach frame's answer: an empty payload when the node accepted it.
-  bool attach(const std::string& ticket) const {
-    if (!send_bytes(frame(kAttachRoute, 1, std::vector<uint8_t>(ticket.begin(), ticket.end())))) return false;
+  // Binds the connection to the ticket's session: empty when the node
+  // accepted it (an empty answer), else what went wrong (its refusal text).
+  std::string attach(const std::string& ticket) const {
+    const auto sent = Clock::now();
+    if (!send_bytes(frame(kAttachRoute, 1, std::vector<uint8_t>(ticket.begin(), ticket.end()))))
+      return "the attach frame could not be sent";
     std::vector<uint8_t> header(kChannelHeaderBytes);
-    if (!read_exact(header)) return false;
+    if (!read_exact(header))
+      return "no answer to the attach frame after " +
+             std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - sent).count()) + " ms";
     Result<ChannelFrameHeader> h = read_channel_header(header);
-    return h.ok() && h->payload_bytes == 0;
+    if (!h.ok()) return "the attach answer's header: " + h.error().describe();
+    if (h->payload_bytes == 0) return {};
+    std::vector<uint8_t> text(std::min<uint32_t>(h->payload_bytes, 4096));
+    if (!read_exact(text)) return "a refusal whose text did not arrive";
+    return "refused: " + std::string(text.begin(), text.end());
   }
   // Reads and discards until the node closes the connection; false when it
   // is still open after `limit`.
@@ -284,6 +294,20 @@ class HostileClient {
  private:
   const std::string& socket_path() const { return channel_->session().channel_socket; }
 
+  // Whether the node died (or ended the session) under a raw connection:
+  // then its failure is the node's death, which the session's own calls
+  // report as node_lost, not a wrong answer. One ping through the session
+  // tells; it marks the session lost.
+  bool session_gone() {
+    Result<std::vector<uint8_t>> echo = channel_->raw(kPingRoute, {1, 2, 3});
+    if (echo.ok()) return false;
+    if (echo.error().code == ErrorCode::node_lost || echo.error().code == ErrorCode::session_ended) {
+      s_.session_lost = true;
+      return true;
+    }
+    return false;
+  }
+
   void unexpected(const std::string& what) {
     ++s_.unexpected;
     if (s_.first_unexpected.empty()) s_.first_unexpected = what;
@@ -327,7 +351,12 @@ class HostileClient {
     if (!raw.open()) return unexpected("the channel socket refused a connection");
     const std::string& ticket = channel_->session().channel_ticket;
     const uint32_t kind = d_.below(6);
-    if (kind >= 2 && !raw.attach(ticket)) return unexpected("the node refused this session's own ticket");
+    if (kind >= 2) {
+      const std::string refused = raw.attach(ticket);
+      if (!refused.empty() && !session_gone())
+        return unexpected("attaching with this session's own ticket: " + refused);
+      if (!refused.empty()) return;
+    }
     std::vector<uint8_t> bytes;
     switch (kind) {
       case 0:  // a request before the attach frame
@@ -365,7 +394,10 @@ class HostileClient {
         return;  // closing it is the fault; nothing to wait for
       }
     }
-    if (!raw.send_bytes(bytes)) return unexpected("the node closed the connection before the bad frame");
+    if (!raw.send_bytes(bytes)) {
+      if (!session_gone()) unexpected("the node closed the connection before the bad frame");
+      return;
+    }
     if (!raw.closed_by_node(std::chrono::milliseconds(5000)))
       return unexpected("the node kept a connection open after a bad frame (kind " + std::to_string(kind) + ")");
     ++s_.frames_refused;
