@@ -122,16 +122,9 @@ Status VmmMapper::map_bundle(uint32_t s, std::vector<PageHandleId> bundle, std::
   }
   forget_header();
   for (uint32_t t = 0; t < bundle.size(); ++t) {
-    forget_handle(bundle[t].value);
-    HandleRecord& h = handles_[bundle[t].value];
-    h.state = HandleState::mapped;
-    h.slot = RequestSlot{s};
-    h.tensor = t;
-    h.page = page;
-    h.generation = BlockGeneration{h.generation.value + 1};
-    record_handle(bundle[t].value);
-    if (out != nullptr)
-      out->push_back(PageMapping{t / 2, static_cast<KvTensorKind>(t % 2), page, bundle[t], h.generation});
+    const BlockGeneration next{handles_[bundle[t].value].generation.value + 1};
+    set_handle(bundle[t].value, HandleRecord{HandleState::mapped, RequestSlot{s}, t, page, next});
+    if (out != nullptr) out->push_back(PageMapping{t / 2, static_cast<KvTensorKind>(t % 2), page, bundle[t], next});
   }
   slot.pages.push_back(std::move(bundle));
   ++bundle_maps_;
@@ -155,12 +148,7 @@ Status VmmMapper::unmap_highest_bundle(uint32_t s) {
   }
   forget_header();
   for (PageHandleId id : slot.pages.back()) {
-    forget_handle(id.value);
-    HandleRecord& h = handles_[id.value];
-    h.state = HandleState::created_free;
-    h.slot = RequestSlot{};
-    h.tensor = h.page = 0;
-    record_handle(id.value);
+    set_handle(id.value, HandleRecord{HandleState::created_free, {}, 0, 0, handles_[id.value].generation});
     free_handles_.insert(id.value);
   }
   slot.pages.pop_back();
@@ -212,8 +200,8 @@ Result<StepResult> VmmMapper::step(const std::vector<StepRequest>& requests, Map
   std::vector<std::vector<ReclaimedPageBundle>> reclaimed(requests.size());
   // Every change, so that an OS refusal part-way through undoes the whole
   // step, not only the bundle it refused.
-  std::vector<StepChange> changes;
-  changes.reserve(requests.size() * 2);
+  std::vector<StepChange>& changes = step_changes_;
+  changes.clear();
   for (size_t i = 0; i < requests.size(); ++i) {
     const uint32_t s = slot_of[i];
     changes.push_back(StepChange{StepChange::Kind::target, s, slots_[s].target_tokens, {}});
@@ -275,13 +263,8 @@ Error VmmMapper::undo_step(std::vector<StepChange>& changes, Error cause) {
           (void)backing_->unmap(geometry_.page_offset(t, s, page), g);
         forget_header();
         for (PageHandleId id : slot.pages.back()) {
-          forget_handle(id.value);
-          HandleRecord& h = handles_[id.value];
-          h.state = HandleState::created_free;
-          h.slot = RequestSlot{};
-          h.tensor = h.page = 0;
-          h.generation = BlockGeneration{h.generation.value - 1};
-          record_handle(id.value);
+          const BlockGeneration before{handles_[id.value].generation.value - 1};
+          set_handle(id.value, HandleRecord{HandleState::created_free, {}, 0, 0, before});
           free_handles_.insert(id.value);
         }
         slot.pages.pop_back();
@@ -306,13 +289,7 @@ Error VmmMapper::undo_step(std::vector<StepChange>& changes, Error cause) {
         forget_header();
         for (uint32_t k = 0; k < it->bundle.size(); ++k) {
           const uint64_t id = it->bundle[k].value;
-          forget_handle(id);
-          HandleRecord& h = handles_[id];
-          h.state = HandleState::mapped;
-          h.slot = RequestSlot{s};
-          h.tensor = k;
-          h.page = page;
-          record_handle(id);
+          set_handle(id, HandleRecord{HandleState::mapped, RequestSlot{s}, k, page, handles_[id].generation});
           free_handles_.erase(id);
         }
         slot.pages.push_back(it->bundle);

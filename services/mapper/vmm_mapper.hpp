@@ -150,6 +150,12 @@ class VmmMapper {
   }
   void forget_handle(uint64_t h) { digest_.remove(handle_entry(h)); }
   void record_handle(uint64_t h) { digest_.add(handle_entry(h)); }
+  // One handle's transition, with its digest entry moved along.
+  void set_handle(uint64_t h, const HandleRecord& record) {
+    forget_handle(h);
+    handles_[h] = record;
+    record_handle(h);
+  }
 
   MapperGeometry geometry_;
   std::unique_ptr<PageBacking> backing_;
@@ -161,7 +167,8 @@ class VmmMapper {
   uint64_t bundle_maps_ = 0;
   uint64_t bundle_unmaps_ = 0;
   Epoch epoch_{0};
-  MultisetDigest digest_;  // == recompute_digest() after every transition
+  MultisetDigest digest_;                 // == recompute_digest() after every transition
+  std::vector<StepChange> step_changes_;  // step()'s journal, kept to spare a decode step an allocation
 };
 
 // The decode prediction of 0x06D: each request of the step just published

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <memory>
 
+#include "services/mapper/memfd_backing.hpp"
 #include "services/mapper/vmm_mapper.hpp"
 
 namespace kvrt::test {
@@ -28,6 +29,20 @@ inline std::unique_ptr<VmmMapper> make_fixture_mapper() {
   REQUIRE(m.ok());
   REQUIRE(m.value()->validate().ok());
   return std::move(m).value();
+}
+
+// L=1, B=2, T_max=32, H_kv=2, d_h=64, b=2: 256 B rows, G = one OS page.
+inline MapperConfig os_page_config() {
+  MapperConfig c;
+  c.local_layers = 1;
+  c.request_slots = 2;
+  c.max_tokens = 32;
+  c.kv_heads = 2;
+  c.head_dim = 64;
+  c.element_bytes = 2;
+  c.page_group_bytes = MemfdBacking::os_page_bytes();
+  c.handle_count = 8;
+  return c;
 }
 
 inline RequestId req(uint64_t id) { return RequestId{id}; }

@@ -16,20 +16,6 @@ using namespace kvrt::test;
 
 namespace {
 
-// L=1, B=2, T_max=32, H_kv=2, d_h=64, b=2: 256 B rows, G = one OS page.
-MapperConfig os_page_config() {
-  MapperConfig c;
-  c.local_layers = 1;
-  c.request_slots = 2;
-  c.max_tokens = 32;
-  c.kv_heads = 2;
-  c.head_dim = 64;
-  c.element_bytes = 2;
-  c.page_group_bytes = MemfdBacking::os_page_bytes();
-  c.handle_count = 8;
-  return c;
-}
-
 uint8_t pattern(uint32_t token, uint64_t byte) { return static_cast<uint8_t>(token * 31 + byte * 7 + 1); }
 
 }  // namespace

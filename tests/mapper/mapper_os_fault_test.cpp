@@ -198,14 +198,7 @@ TEST_CASE("a refused step maps a reclaimed retained page back: its bytes are whe
   // reclaims it (unmap from X, map at Y) and the OS refuses Y's second
   // bundle. The undo maps the reclaimed bundle back at X: the bytes written
   // through X's view are visible there again, and Y's view is unchanged.
-  MapperConfig c;
-  c.local_layers = 1;
-  c.request_slots = 2;
-  c.max_tokens = 32;
-  c.kv_heads = 2;
-  c.head_dim = 64;
-  c.element_bytes = 2;
-  c.page_group_bytes = MemfdBacking::os_page_bytes();
+  MapperConfig c = os_page_config();
   c.handle_count = 2;  // one bundle: K and V of one page
   FaultPoints faults;
   auto made = VmmMapper::init(c, std::make_unique<FaultInjectingBacking>(std::make_unique<MemfdBacking>(), faults));
