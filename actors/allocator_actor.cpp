@@ -6,6 +6,8 @@
 // (pressure, CapacityPressureMonitor).
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 #include "actors/owner_actors.hpp"
 #include "actors/owner_routes.hpp"
 
@@ -21,6 +23,9 @@ struct AllocatorActorState {
 };
 
 using AllocatorSelf = allocator_actor::stateful_pointer<AllocatorActorState>;
+
+// How long an interrupted reclaim waits before it resumes [ms].
+constexpr int kReclaimResumeMs = 20;
 
 void forward_side_effects(AllocatorSelf self) {
   auto& st = self->state;
@@ -53,7 +58,19 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
           auto& st = self->state;
           const SessionReclaim r = st.service->end_session(SessionId{session});
           forward_side_effects(self);
-          log_reclaim(st.obs.log, "allocator", session, r.requests_released, r.leases_released);
+          // A reclaim stopped by its fault point resumes from this mailbox
+          // shortly after: what other messages see meanwhile is an ended
+          // session still holding requests, never a live one.
+          if (r.interrupted) {
+            logger_or_default(st.obs.log)
+                .warn(
+                    "actor=allocator session={} reclaim interrupted by fault point allocator.{} after {} leases; "
+                    "resuming in {} ms",
+                    session, AllocatorService::kReclaimFaultPoint, r.leases_released, kReclaimResumeMs);
+            self->delayed_send(self, std::chrono::milliseconds(kReclaimResumeMs), end_atom::value, session);
+          } else {
+            log_reclaim(st.obs.log, "allocator", session, r.requests_released, r.leases_released);
+          }
         },
         [self](events_atom, prefix_actor index) { self->state.index = std::move(index); },
         [self](table_atom, uint64_t session, uint64_t request) -> BlockTableView {

@@ -21,6 +21,7 @@
 #include "services/identity/layout_loader.hpp"
 #include "services/mapper/memfd_backing.hpp"
 #include "services/mapper/page_pool_server.hpp"
+#include "services/prefix/prefix_batch_run.hpp"
 #include "services/reuse/reuse_batch_run.hpp"
 #include "services/session/node_descriptor.hpp"
 #include "shm/segment_name.hpp"
@@ -294,6 +295,12 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
   if (config.fault_injection) {
     impl.reuse_faults = std::make_shared<FaultPoints>();
     impl.allocator->fault_points().add("reuse", *impl.reuse_faults, ReuseBatchRun::fault_point_names());
+    if (impl.radix)
+      impl.allocator->fault_points().add(RadixBlockService::kFaultOwner, impl.radix->faults(),
+                                         PrefixBatchRun<RadixBlockService>::fault_point_names());
+    else
+      impl.allocator->fault_points().add(PrefixService::kFaultOwner, impl.prefix->faults(),
+                                         PrefixBatchRun<PrefixService>::fault_point_names());
   }
   auto allocator_handle = actors::spawn_allocator_actor(system, impl.allocator, obs);
   auto prefix_handle = impl.radix ? actors::spawn_radix_prefix_actor(system, impl.radix, allocator_handle, obs)

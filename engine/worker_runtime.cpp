@@ -121,6 +121,16 @@ class Worker {
     if (e.code == ErrorCode::node_lost || e.code == ErrorCode::session_ended) summary_.stopped_by = e;
   }
 
+  // An owner's fault point fired inside the op (a fault-injection run): the
+  // owner undid it, the request is served without what the op would have
+  // given (reuse, or a publication), so this is a fault absorbed, not an error.
+  void note_op_error(const Error& e) {
+    if (e.code == ErrorCode::fault_injected)
+      ++summary_.faults_absorbed;
+    else
+      note_error(e);
+  }
+
   // Steps 9-10 of a receipt: the node answers which of its leases it
   // released; one an owner no longer held is an error.
   void check_release(const ReuseOutcome& o) {
@@ -133,7 +143,7 @@ class Worker {
                             "leases"));
     // A successor the index refused stays unpublished: reuse lost, and an
     // error, since this worker names one only after committing its rows.
-    if (r->successor_refused) note_error(*r->successor_refused);
+    if (r->successor_refused) note_op_error(*r->successor_refused);
     if (r->published_successor) ++summary_.successors_published;
   }
 
@@ -240,10 +250,7 @@ class Worker {
         r.prefix_hit = receipt->physical_handles;
         r.reuse_snapshot = receipt->execution_snapshot_version;
       } else if (const auto* e = std::get_if<Error>(&o)) {
-        if (e->code == ErrorCode::fault_injected)
-          ++summary_.faults_absorbed;  // served without reuse: its rows are recomputed
-        else
-          note_error(*e);
+        note_op_error(*e);  // a fault absorbed: served without reuse, its rows recomputed
       }
       alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt});
     }
@@ -405,7 +412,7 @@ class Worker {
         note_error(published.error());
       else
         for (const PrefixOutcome& o : published->outcomes)
-          if (const auto* e = std::get_if<Error>(&o)) note_error(*e);
+          if (const auto* e = std::get_if<Error>(&o)) note_op_error(*e);
     }
     if (!release.ops.empty()) {
       Result<AllocatorBatchReceipt> released = call(release);

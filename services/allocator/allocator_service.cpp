@@ -8,7 +8,13 @@ namespace kvrt {
 
 AllocatorService::AllocatorService(BlockAllocator allocator, AllocatorServiceOptions options)
     : allocator_(std::move(allocator)), options_(options) {
-  fault_points_.add("allocator", allocator_.faults(), allocator_.fault_point_names());
+  fault_points_.add("allocator", allocator_.faults(), fault_point_names());
+}
+
+std::vector<std::string> AllocatorService::fault_point_names() const {
+  std::vector<std::string> names = allocator_.fault_point_names();
+  names.emplace_back(kReclaimFaultPoint);
+  return names;
 }
 
 AllocatorBatchReceipt AllocatorService::apply(SessionId session, const AllocatorBatch& batch) {
@@ -243,7 +249,10 @@ std::vector<Status> AllocatorService::tag_cache_keys(const std::vector<CacheKeyT
 
 SessionReclaim AllocatorService::end_session(SessionId session) {
   SessionReclaim out;
-  ++sessions_ended_;
+  if (reclaims_interrupted_.erase(session.value) != 0)
+    ++reclaim_resumptions_;
+  else
+    ++sessions_ended_;
   // Leases first: a lease is a reference like a table cell, and releasing it
   // before the requests lets the requests' blocks reach zero references in one
   // pass.
@@ -258,7 +267,14 @@ SessionReclaim AllocatorService::end_session(SessionId session) {
       out.receipts.push_back(st.error());
     }
   }
-  for (uint64_t request : requests_.held_by(session)) {
+  const std::vector<uint64_t> requests = requests_.held_by(session);
+  if (!requests.empty() && allocator_.faults().reached(kReclaimFaultPoint)) {
+    reclaims_interrupted_.insert(session.value);
+    out.interrupted = true;
+    leases_reclaimed_ += out.leases_released;
+    return out;
+  }
+  for (uint64_t request : requests) {
     Result<RequestFence> fence = allocator_.fence(RequestId{request});
     requests_.forget(request);
     if (!fence.ok()) {

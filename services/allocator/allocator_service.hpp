@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct SessionReclaim {
   uint32_t requests_released = 0;
   uint32_t leases_released = 0;
   std::vector<AllocatorOutcome> receipts;
+  // The fault point after_reclaim_leases stopped it between the session's
+  // leases and its requests: the requests are still the session's, and the
+  // caller ends the session again later (end_session resumes).
+  bool interrupted = false;
 };
 
 // What the node's configuration decides about its allocator owner.
@@ -73,7 +78,14 @@ class AllocatorService {
   // Work kept being refused for capacity with nothing released in between
   // (CapacityPressureMonitor): the blocks per group it lacks, once.
   std::optional<uint32_t> take_pressure() { return std::exchange(pressure_, std::nullopt); }
+  // A session ended: its leases, then its requests, go back. Idempotent, so
+  // a reclaim that was interrupted (SessionReclaim::interrupted) finishes
+  // when it is called again; until then the requests stay the ended
+  // session's, where no live session can name them.
   SessionReclaim end_session(SessionId session);
+  // The allocator owner's fault points: the core's, then the reclaim's.
+  std::vector<std::string> fault_point_names() const;
+  static constexpr const char* kReclaimFaultPoint = "after_reclaim_leases";
   // Steps 4-5 of the executable-reuse transaction (0x0CD), node-internal:
   // a lease on every handle for the session, all or none (a refusal releases
   // what this call took and names the first refusal), then, under the
@@ -112,6 +124,8 @@ class AllocatorService {
   uint64_t errors_ = 0;
   uint64_t out_of_capacity_ = 0;
   uint64_t sessions_ended_ = 0;
+  std::set<uint64_t> reclaims_interrupted_;  // ended sessions whose requests are still to release
+  uint64_t reclaim_resumptions_ = 0;
   uint64_t requests_reclaimed_ = 0;
   HitFunnelCounters hits_;  // the node's reuse funnel, how presented candidates end (0x0CF)
   uint64_t leases_reclaimed_ = 0;

@@ -71,6 +71,8 @@ OwnerStats AllocatorService::stats() const {
   put("out_of_capacity", static_cast<int64_t>(out_of_capacity_));
   put("sessions_ended", static_cast<int64_t>(sessions_ended_));
   put("requests_reclaimed", static_cast<int64_t>(requests_reclaimed_));
+  put("reclaims_pending", static_cast<int64_t>(reclaims_interrupted_.size()));
+  put("reclaim_resumptions", static_cast<int64_t>(reclaim_resumptions_));
   hits_.put(out);
   put("leases_reclaimed", static_cast<int64_t>(leases_reclaimed_));
   return out;

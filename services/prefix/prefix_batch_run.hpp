@@ -19,8 +19,18 @@
 // The caller (the index owner's actor, or a test) asks next() for the
 // request to send, answers it, and repeats until next() answers nothing;
 // then take_receipt(). NodeLeaseRelease needs no answer.
+//
+// Fault points (the index's faults(), armed by a node run with [node]
+// fault_injection): "after_table_read" ends the publication before the index
+// decides anything (0x04F: the predecessor digest); "after_decide" ends it
+// after the index decided, withdrawing the decision exactly as a refused
+// allocation does; "after_allocate", where the index can hand back what the
+// allocator granted (Index::kAllocationWithdrawable: the radix tree's node
+// leases, not the hash chain's tags, which the allocator keeps), ends it
+// after the allocator answered. The op then answers fault_injected.
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -43,6 +53,13 @@ class PrefixBatchRun {
       : index_(index), session_(session), batch_(std::move(batch)) {
     receipt_.trace = batch_.trace;
     receipt_.outcomes.reserve(batch_.ops.size());
+  }
+
+  // The names Index::faults() can arm, in the order a publication reaches them.
+  static std::vector<std::string> fault_point_names() {
+    std::vector<std::string> names{"after_table_read", "after_decide"};
+    if constexpr (Index::kAllocationWithdrawable) names.push_back("after_allocate");
+    return names;
   }
 
   // The next request for the allocator owner; nothing when every op is
@@ -79,9 +96,11 @@ class PrefixBatchRun {
                         "request"));
       return;
     }
+    if (fault_fires("after_table_read")) return end_op(fault_error("after_table_read", "nothing was decided"));
     Result<Publication> decided = index_.decide_publication(session_, op, *table);
     if (!decided.ok()) return end_op(decided.error());
     publication_.emplace(std::move(decided).value());
+    if (fault_fires("after_decide")) return withdraw(fault_error("after_decide", "the decision was withdrawn"));
     if (std::optional request = allocator_request(*publication_)) {
       phase_ = Phase::allocate;
       pending_ = Request(std::move(*request));
@@ -93,6 +112,14 @@ class PrefixBatchRun {
   // Phase allocate: the allocator's answer to TagApply or NodeLeaseAcquire.
   void answer(PublicationAnswer allocated) {
     KVRT_ASSERT(phase_ == Phase::allocate, "PrefixBatchRun got an allocation it did not ask for");
+    if constexpr (Index::kAllocationWithdrawable) {
+      if (fault_fires("after_allocate")) {
+        // What the allocator granted goes back with the withdrawn decision.
+        for (const std::optional<LeaseId>& l : allocated.leases)
+          if (l) release_.push_back(*l);
+        return withdraw(fault_error("after_allocate", "the allocation was handed back and the decision withdrawn"));
+      }
+    }
     confirm(allocated);
   }
 
@@ -100,10 +127,7 @@ class PrefixBatchRun {
   // and a decided publication is withdrawn (confirmed with nothing granted).
   void failed(const Error& e) {
     KVRT_ASSERT(phase_ != Phase::next_op, "PrefixBatchRun::failed() with no request outstanding");
-    if (phase_ == Phase::allocate) {
-      std::vector<LeaseId> back = index_.confirm_publication(*publication_, PublicationAnswer{});
-      release_.insert(release_.end(), back.begin(), back.end());
-    }
+    if (phase_ == Phase::allocate) return withdraw(e);
     end_op(e);
   }
 
@@ -112,6 +136,21 @@ class PrefixBatchRun {
 
  private:
   enum class Phase : uint8_t { next_op, table, allocate };
+
+  // A decided publication confirmed with nothing granted: the index takes
+  // back every entry it decided; the op ends with `e`.
+  void withdraw(const Error& e) {
+    std::vector<LeaseId> back = index_.confirm_publication(*publication_, PublicationAnswer{});
+    release_.insert(release_.end(), back.begin(), back.end());
+    end_op(e);
+  }
+  bool fault_fires(std::string_view point) { return index_.faults().reached(point); }
+  Error fault_error(std::string_view point, std::string_view what) const {
+    return make_error(ErrorCode::fault_injected,
+                      "fault point " + std::string(Index::kFaultOwner) + "." + std::string(point) +
+                          " fired: the publication ended there and " + std::string(what),
+                      "publish");
+  }
 
   void confirm(const PublicationAnswer& allocated) {
     std::vector<LeaseId> back = index_.confirm_publication(*publication_, allocated);

@@ -28,6 +28,7 @@
 #include "schema/prefix_types.hpp"
 #include "schema/session_types.hpp"
 #include "services/authorization/namespace_grants.hpp"
+#include "services/common/fault_points.hpp"
 #include "services/prefix/prefix_index.hpp"
 #include "services/prefix/publication_target.hpp"
 #include "services/reuse/reuse_candidates.hpp"
@@ -105,6 +106,13 @@ class PrefixService {
   Status validate() const { return index_.validate(nullptr); }
   const PrefixIndex& index() const { return index_; }
 
+  // A publication's fault points (PrefixBatchRun::fault_point_names), named
+  // "prefix.<point>" on the node. The allocator keeps a tag it applied, so a
+  // publication is withdrawn only before the tags are sent.
+  static constexpr const char* kFaultOwner = "prefix";
+  static constexpr bool kAllocationWithdrawable = false;
+  FaultPoints& faults() { return faults_; }
+
  private:
   explicit PrefixService(PrefixIndex index, PrefixScope scope) : index_(std::move(index)), scope_(std::move(scope)) {}
   Result<BlockExtrasPlan> authorized_plan(SessionId session, const std::string& namespace_name) const;
@@ -120,6 +128,7 @@ class PrefixService {
   uint64_t publications_ = 0, tags_refused_ = 0;
   uint64_t retraction_version_ = 0;
   PublishedReuseDigests published_digests_;
+  FaultPoints faults_;
 };
 
 }  // namespace kvrt

@@ -30,6 +30,7 @@
 #include "services/allocator/allocator_requests.hpp"
 #include "services/allocator/block_allocator.hpp"
 #include "services/authorization/namespace_grants.hpp"
+#include "services/common/fault_points.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
 #include "services/radix/radix_block_index.hpp"
 #include "services/reuse/reuse_candidates.hpp"
@@ -105,6 +106,16 @@ class RadixBlockService {
   Status validate() const;
   const RadixBlockIndex& index() const { return index_; }
 
+  // A publication's fault points (PrefixBatchRun::fault_point_names), named
+  // "radix.<point>" on the node: before the decision, after the adoption
+  // (its leaf leaves the tree again; tests/services/prefix_fault_twin_test.cpp
+  // shows matches and eviction order equal to a tree that never adopted it,
+  // edge splits included) and after the allocator leased the adopted pages
+  // (the leases go back too).
+  static constexpr const char* kFaultOwner = "radix";
+  static constexpr bool kAllocationWithdrawable = true;
+  FaultPoints& faults() { return faults_; }
+
  private:
   RadixBlockService(RadixBlockIndex index, Sha256Digest layout_sha256, uint32_t groups)
       : index_(std::move(index)), layout_sha256_(layout_sha256), groups_(groups) {}
@@ -128,6 +139,7 @@ class RadixBlockService {
   uint64_t next_path_lease_ = 1;
   uint64_t path_leases_granted_ = 0, path_leases_refused_ = 0;
   PublishedReuseDigests published_digests_;
+  FaultPoints faults_;
 };
 
 }  // namespace kvrt

@@ -34,7 +34,9 @@ ReuseBatchRun::ReuseBatchRun(ReuseBatch batch, std::vector<PoolGenerationRef> no
 }
 
 namespace {
-// Steps 1-8 carry a fault point each; 9-10 belong to the release op.
+// Steps 1-8 of an acquire op carry a fault point each (settle()); step 9's
+// is the release op's (successor_requests()). Step 10 is the commit itself:
+// after it there is nothing left to fail.
 constexpr uint8_t kFaultedSteps = static_cast<uint8_t>(ReuseStep::freeze_snapshot);
 
 std::string fault_point_after(ReuseStep step) { return "after_" + std::string(to_string(step)); }
@@ -43,6 +45,7 @@ std::string fault_point_after(ReuseStep step) { return "after_" + std::string(to
 std::vector<std::string> ReuseBatchRun::fault_point_names() {
   std::vector<std::string> names;
   for (uint8_t s = 1; s <= kFaultedSteps; ++s) names.push_back(fault_point_after(static_cast<ReuseStep>(s)));
+  names.push_back(fault_point_after(ReuseStep::execute));
   return names;
 }
 
@@ -103,6 +106,17 @@ std::vector<PrefixOp> ReuseBatchRun::successor_requests() {
   for (size_t i = 0; i < batch_.ops.size(); ++i) {
     const auto* release = std::get_if<ReuseReleaseOp>(&batch_.ops[i]);
     if (release == nullptr || !release->successor || ops_[i].outcome || !ops_[i].attempt) continue;
+    // A transaction that fails after step 9 has published nothing yet
+    // (0x04F, before publication): step 10 falls back to a plain release of
+    // the attempt's leases, and the receipt says why there is no successor.
+    if (faults_ != nullptr && faults_->reached(fault_point_after(ReuseStep::execute))) {
+      ops_[i].successor =
+          PrefixOutcome(make_error(ErrorCode::fault_injected,
+                                   "fault point reuse." + fault_point_after(ReuseStep::execute) +
+                                       " fired: the successor was not published; the attempt's leases were released",
+                                   "successor"));
+      continue;
+    }
     stage_.push_back(i);
     const ReuseSuccessor& s = *release->successor;
     out.push_back(PrefixPublishOp{ops_[i].attempt->request().namespace_name, s.request, s.tokens, 0, s.end_block});

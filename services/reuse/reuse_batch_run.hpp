@@ -100,7 +100,10 @@ class ReuseBatchRun {
   // an acquire op (after_authorize ... after_freeze_snapshot). One that
   // fires ends the op right after that step succeeded, with fault_injected,
   // and hands back every lease it had taken (0x04F: the owners' state is
-  // then that of an attempt that never started).
+  // then that of an attempt that never started). "after_execute" is a
+  // release op's that names a successor: the worker reported step 9, and
+  // step 10 releases the leases without publishing (successor_refused says
+  // fault_injected).
   static std::vector<std::string> fault_point_names();
 
   // Leases by the owner that issued them.

@@ -3,6 +3,8 @@
 // error and the node keeps serving; stale receipts are refused with their
 // reason; a session may touch only what it holds; a lookup needs a grant.
 #include "schema/codecs.hpp"
+#include "services/prefix/prefix_batch_run.hpp"
+#include "services/prefix/prefix_service.hpp"
 #include "services/reuse/reuse_batch_run.hpp"
 #include "tests/node/node_fixture.hpp"
 
@@ -193,9 +195,14 @@ TEST_CASE("fault_arm: refused by a serving node, armed through Client::call on a
   REQUIRE(after.ok());
   CHECK(after->armed.empty());  // fired once, then gone
   CHECK(after->fired == std::vector<FaultPointFired>{{"allocator.after_reserve_group_1", 1}});
-  // One allocator point per cache group, then the reuse coordinator's.
-  REQUIRE(after->registered.size() == n.descriptor.pools.size() + ReuseBatchRun::fault_point_names().size());
+  // One allocator point per cache group and its reclaim's, then the reuse
+  // coordinator's, then the hash-chain index's publication points.
+  const size_t reuse = ReuseBatchRun::fault_point_names().size();
+  REQUIRE(after->registered.size() ==
+          n.descriptor.pools.size() + 1 + reuse + PrefixBatchRun<PrefixService>::fault_point_names().size());
   CHECK(after->registered[0] == "allocator.after_reserve_group_0");
+  CHECK(after->registered[n.descriptor.pools.size()] == "allocator.after_reclaim_leases");
+  CHECK(after->registered[n.descriptor.pools.size() + 1 + reuse] == "prefix.after_table_read");
 }
 
 TEST_CASE("admin and worker sessions reach only their own routes", "[node][faults]") {

@@ -4,7 +4,12 @@
 // session holds, or as a rejection naming its step and bucket. The expected
 // values are read independently: the hit's handles from the prefix route,
 // the pools from the session receipt, the leases from the allocator's stats.
+#include <chrono>
+#include <thread>
+
 #include "schema/codecs.hpp"
+#include "services/prefix/prefix_batch_run.hpp"
+#include "services/prefix/prefix_service.hpp"
 #include "services/reuse/reuse_batch_run.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 #include "tests/node/node_fixture.hpp"
@@ -337,14 +342,17 @@ TEST_CASE("node reuse transaction: a reuse fault point armed by an admin ends on
   (void)serve_and_publish(*a, prompt, nullptr);
   const int64_t leases_before = n.stat("allocator", "live_leases");
 
-  // Every owner's points are named <owner>.<point>: the allocator's, then
-  // the reuse coordinator's, one after each of steps 1-8.
+  // Every owner's points are named <owner>.<point>: the allocator's (one
+  // per cache group, and its reclaim's), the reuse coordinator's (after each
+  // of steps 1-9), then the index's publication points.
   const Result<FaultArmReceipt> known = admin->call(FaultArmRequest{{}, true, {}});
   REQUIRE(known.ok());
   std::vector<std::string> expected;
   for (size_t g = 0; g < n.descriptor.pools.size(); ++g)
     expected.push_back("allocator.after_reserve_group_" + std::to_string(g));
+  expected.push_back("allocator.after_reclaim_leases");
   for (const std::string& p : ReuseBatchRun::fault_point_names()) expected.push_back("reuse." + p);
+  for (const std::string& p : PrefixBatchRun<PrefixService>::fault_point_names()) expected.push_back("prefix." + p);
   CHECK(known->registered == expected);
 
   // The second op to finish step 5 (its leases taken and checked) fails there.
@@ -372,6 +380,50 @@ TEST_CASE("node reuse transaction: a reuse fault point armed by an admin ends on
   for (const ReuseOutcome& o : released.outcomes) CHECK(std::holds_alternative<ReuseReleaseReceipt>(o));
   CHECK(n.stat("allocator", "live_leases") == leases_before);  // stat() also validates every owner
   CHECK(n.stat("node", "reuse_open_attempts") == 0);
+}
+
+TEST_CASE("node faults: a faulted publication is withdrawn, an interrupted reclaim resumes until nothing is held",
+          "[node][faults]") {
+  ScratchDir dir("node-publish-reclaim-fault");
+  InProcessNode n(dir, test_node_config(dir, "fault_injection = true\n"));
+  auto admin = n.connect("operator");
+  const std::vector<TokenId> prompt = prompt_of(17, 40);
+  {
+    auto a = n.connect("worker-0");
+    REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+    // The index decided the publication, then failed: nothing of it stays
+    // visible, and the same publication afterwards succeeds.
+    REQUIRE(admin->call(FaultArmRequest{{}, true, {{"prefix.after_decide", 1}}}).ok());
+    const AllocationReceipt r = allocation(*a, AllocateOp{40, {}, std::nullopt});
+    const RequestFence fence{r.request_id, r.request_generation, r.table_version_after};
+    (void)allocation(*a, CommitRowsOp{fence, 40});
+    const PrefixBatch publish{{}, {PrefixPublishOp{"test/shared", fence.request, prompt, 0, 2}}};
+    Result<PrefixBatchReceipt> faulted = a->call(publish);
+    REQUIRE(faulted.ok());
+    REQUIRE(std::holds_alternative<Error>(faulted->outcomes.at(0)));
+    CHECK(std::get<Error>(faulted->outcomes[0]).code == ErrorCode::fault_injected);
+    CHECK(match(*a, "test/shared", prompt).runtime_hit_tokens == 0);
+    Result<PrefixBatchReceipt> again = a->call(publish);
+    REQUIRE(again.ok());
+    REQUIRE(std::holds_alternative<PrefixPublishReceipt>(again->outcomes.at(0)));
+    CHECK(std::get<PrefixPublishReceipt>(again->outcomes[0]).published == 2 * n.descriptor.pools.size());
+    CHECK(match(*a, "test/shared", prompt).runtime_hit_tokens == 32);
+    // The session ends holding two requests; its reclaim stops after the
+    // leases, then resumes by itself.
+    (void)allocation(*a, AllocateOp{24, {}, std::nullopt});
+    REQUIRE(admin->call(FaultArmRequest{{}, true, {{"allocator.after_reclaim_leases", 1}}}).ok());
+    CHECK(n.stat("allocator", "live_requests") == 2);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (n.stat("allocator", "live_requests") != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(n.stat("allocator", "live_requests") == 0);  // stat() also validates every owner
+  CHECK(n.stat("allocator", "reclaim_resumptions") == 1);
+  CHECK(n.stat("allocator", "reclaims_pending") == 0);
+  const Result<FaultArmReceipt> after = admin->call(FaultArmRequest{{}, false, {}});
+  REQUIRE(after.ok());
+  CHECK(after->fired ==
+        std::vector<FaultPointFired>{{"allocator.after_reclaim_leases", 1}, {"prefix.after_decide", 1}});
 }
 
 }  // namespace kvrt::test

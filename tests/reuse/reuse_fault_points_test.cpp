@@ -1,9 +1,10 @@
 // The reuse coordinator's fault points (ReuseBatchRun::fault_point_names):
-// one after each of steps 1-8 of 0x0CD. A point that fires ends its op
-// right there with fault_injected and lists every lease the op had taken for
-// release, so the owners end as if the attempt had never started (0x04F); the
-// stages after it never see the op, and a point armed for its nth reach
-// spares the ops before.
+// one after each of steps 1-9 of 0x0CD. A point of steps 1-8 that fires ends
+// its op right there with fault_injected and lists every lease the op had
+// taken for release, so the owners end as if the attempt had never started
+// (0x04F); the stages after it never see the op, and a point armed for its
+// nth reach spares the ops before. After step 9 nothing is published yet: the
+// release op's successor is dropped and its leases still go back.
 #include <algorithm>
 #include <set>
 
@@ -69,10 +70,10 @@ size_t stage() {
 
 }  // namespace
 
-TEST_CASE("the reuse coordinator names one fault point after each of steps 1-8", "[reuse][coordinator][fault]") {
+TEST_CASE("the reuse coordinator names one fault point after each of steps 1-9", "[reuse][coordinator][fault]") {
   const std::vector<std::string> names = ReuseBatchRun::fault_point_names();
-  REQUIRE(names.size() == 8);
-  for (uint8_t s = 1; s <= 8; ++s) CHECK(names[s - 1] == "after_" + std::string(to_string(static_cast<ReuseStep>(s))));
+  REQUIRE(names.size() == 9);
+  for (uint8_t s = 1; s <= 9; ++s) CHECK(names[s - 1] == "after_" + std::string(to_string(static_cast<ReuseStep>(s))));
   CHECK(std::set<std::string>(names.begin(), names.end()).size() == names.size());
 }
 
@@ -134,4 +135,44 @@ TEST_CASE("a reuse fault point armed for its nth reach spares the ops before it"
   CHECK(r.released.blocks == std::vector<LeaseId>{LeaseId{11}, LeaseId{12}});
   CHECK(r.released.paths.empty());
   CHECK_FALSE(faults.any_armed());
+}
+
+TEST_CASE("a reuse fault point after step 9 drops the successor and still releases every lease",
+          "[reuse][coordinator][fault]") {
+  ScriptedOwners x;
+  OpenReuseAttempts open;
+  const ExecutableReuseReceipt a = hold_one(x, open, false, 61);
+  const ExecutableReuseReceipt b = hold_one(x, open, false, 62);
+  const std::vector<TokenId> tokens(48, 7);
+  auto named = [&](const ExecutableReuseReceipt& r) {
+    return ReuseReleaseOp{r.execution_snapshot_version, true, ReuseSuccessor{RequestId{900}, tokens, 3}};
+  };
+  FaultPoints faults;
+  faults.arm("after_execute", 2);  // the second release op's
+  ReuseBatchRun run(ReuseBatch{{}, {named(a), named(b)}}, kPools, kBlockTokens, kGroups, &faults);
+  run.bind(open, SessionId{1});
+  // Only the first op's successor reaches the index.
+  const std::vector<PrefixOp> pubs = expect_next<SuccessorPublish>(run).batch.ops;
+  REQUIRE(pubs.size() == 1);
+  CHECK(faults.fired().at("after_execute") == 1);
+  PrefixBatchReceipt answered;
+  answered.outcomes.push_back(PrefixPublishReceipt{RequestId{900}, 4, 0, 2, 9});
+  run.answer(Result<PrefixBatchReceipt>(answered));
+  const std::vector<LeaseId> blocks = expect_next<BlockLeaseReturn>(run).leases;
+  CHECK(blocks.size() == a.leases.size() + b.leases.size());
+  run.answer(std::vector<uint8_t>(blocks.size(), 1));
+  expect_done(run);
+  const ReuseBatchReceipt r = run.receipt();
+  REQUIRE(r.outcomes.size() == 2);
+  const auto& published = std::get<ReuseReleaseReceipt>(r.outcomes[0]);
+  CHECK(published.published_successor);
+  const auto& dropped = std::get<ReuseReleaseReceipt>(r.outcomes[1]);
+  CHECK_FALSE(dropped.published_successor);
+  CHECK_FALSE(dropped.successor.has_value());
+  REQUIRE(dropped.successor_refused.has_value());
+  CHECK(dropped.successor_refused->code == ErrorCode::fault_injected);
+  CHECK(dropped.completed);  // a plain release: step 10 without the successor
+  CHECK(dropped.released == b.leases);
+  CHECK(open.size() == 0);
+  CHECK(run.leases_to_release().empty());
 }

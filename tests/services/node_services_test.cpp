@@ -122,9 +122,33 @@ TEST_CASE("random multi-session allocator traffic: ownership holds and ending ev
     REQUIRE(v.ok());
     if (step % 500 == 499) {  // a worker dies: its session ends through normal operations
       const SessionId dead = pick_session();
-      const SessionReclaim r = svc.end_session(dead);
-      uint32_t held = 0;
+      uint32_t held = 0, held_leases = 0;
       for (const Held& h : requests) held += h.session == dead ? 1 : 0;
+      for (const auto& l : leases) held_leases += l.first == dead ? 1 : 0;
+      // Half the reclaims are interrupted by their fault point after the
+      // leases: the requests stay the ended session's (no other session may
+      // touch them, every owner validates), and a second end finishes.
+      const bool interrupt = rng() % 2 == 0;
+      if (interrupt) (void)svc.fault_points().arm(FaultArmRequest{{}, false, {{"allocator.after_reclaim_leases", 1}}});
+      SessionReclaim r = svc.end_session(dead);
+      CHECK(r.interrupted == (interrupt && held > 0));
+      if (r.interrupted) {
+        CHECK(r.requests_released == 0);
+        CHECK(r.leases_released == held_leases);
+        REQUIRE(svc.validate().ok());
+        CHECK(stat(svc.stats(), "reclaims_pending") == 1);
+        for (const Held& h : requests)
+          if (h.session == dead)
+            CHECK(std::get<Error>(
+                      svc.apply_one(SessionId{dead.value % 3 + 1}, ReleaseOp{h.fence, ReleaseReason::finished}))
+                      .code == ErrorCode::not_owner);
+        const uint32_t leases_first = r.leases_released;
+        r = svc.end_session(dead);
+        CHECK_FALSE(r.interrupted);
+        CHECK(r.leases_released + leases_first == held_leases);
+        CHECK(stat(svc.stats(), "reclaims_pending") == 0);
+      }
+      (void)svc.fault_points().arm(FaultArmRequest{{}, true, {}});  // a point that was not reached goes
       CHECK(r.requests_released == held);
       std::erase_if(requests, [&](const Held& h) { return h.session == dead; });
       std::erase_if(leases, [&](const auto& l) { return l.first == dead; });

@@ -157,8 +157,10 @@ class Campaign {
   // A node on the campaign's descriptor path, serving once the descriptor
   // names it (a killed predecessor's descriptor stays until it replaces it).
   Status start_node() {
+    const bool alternate = !c_.alternate_node_config_path.empty() && node_starts_ % 2 == 1;
+    const std::string& config = alternate ? c_.alternate_node_config_path : c_.node_config_path;
     const std::string log = o_.out_dir + "/logs/node-" + std::to_string(node_starts_++) + ".log";
-    Result<pid_t> pid = spawn({"node", "--config", c_.node_config_path, "--descriptor", descriptor_path_}, log);
+    Result<pid_t> pid = spawn({"node", "--config", config, "--descriptor", descriptor_path_}, log);
     if (!pid.ok()) return pid.error();
     node_ = Child{*pid, log, std::nullopt};
     node_log_offset_ = 0;  // a new node numbers its sessions from 1 again
@@ -203,6 +205,8 @@ class Campaign {
     Result<FaultArmReceipt> known = admin_->call(FaultArmRequest{{}, true, {}});
     if (!known.ok()) return known.error();
     registered_ = known->registered;
+    // Every point some node of the campaign registered is reported, fired or not.
+    for (const std::string& name : registered_) report_.fault_points_armed.try_emplace(name, 0);
     return Status::success();
   }
 

@@ -34,10 +34,10 @@ Result<ChaosConfig> read_chaos_config(const TomlReader& reader, const std::strin
   c.config_path = origin;
   const toml::table* chaos = reader.root()["chaos"].as_table();
   if (chaos == nullptr) return make_error(ErrorCode::config_field, origin + ": missing table [chaos]", "chaos");
-  KVRT_TRY(refuse_unknown(
-      reader, *chaos, "chaos",
-      {"seed", "duration_s", "workers", "worker_duration_s", "node_config", "stop_ms", "settle_timeout_ms",
-       "validate_every_ms", "admin_principal", "baseline_s", "hostile_principal", "hostile_ms"}));
+  KVRT_TRY(refuse_unknown(reader, *chaos, "chaos",
+                          {"seed", "duration_s", "workers", "worker_duration_s", "node_config", "stop_ms",
+                           "settle_timeout_ms", "validate_every_ms", "admin_principal", "baseline_s",
+                           "hostile_principal", "hostile_ms", "alternate_node_config"}));
   for (const auto& [key, node] : reader.root())
     if (key.str() != "chaos" && key.str() != "faults")
       return reader.field_error(&node, "", std::string(key.str()), "unknown table");
@@ -63,6 +63,9 @@ Result<ChaosConfig> read_chaos_config(const TomlReader& reader, const std::strin
   if (node_config.empty())
     return reader.field_error(chaos->get("node_config"), "chaos", "node_config", "must name a node config file");
   c.node_config_path = resolve(origin, node_config);
+  std::string alternate;
+  KVRT_TRY_ASSIGN(alternate, reader.string(*chaos, "chaos", "alternate_node_config", ""));
+  if (!alternate.empty()) c.alternate_node_config_path = resolve(origin, alternate);
   KVRT_TRY_ASSIGN(c.admin_principal, reader.string(*chaos, "chaos", "admin_principal", "chaos-admin"));
   KVRT_TRY_ASSIGN(c.hostile_principal, reader.string(*chaos, "chaos", "hostile_principal", "chaos-hostile"));
   KVRT_TRY_ASSIGN(v, reader.integer(*chaos, "chaos", "hostile_ms", 2000, 10, 600000));

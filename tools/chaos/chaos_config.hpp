@@ -32,8 +32,12 @@ inline constexpr size_t kFaultKindCount = 7;
 std::string_view to_string(FaultKind kind);
 
 struct ChaosConfig {
-  std::string config_path;             // the file read (absolute)
-  std::string node_config_path;        // absolute (relative paths resolve against the chaos config)
+  std::string config_path;       // the file read (absolute)
+  std::string node_config_path;  // absolute (relative paths resolve against the chaos config)
+  // Empty: every node runs node_config_path. Otherwise node starts alternate
+  // between the two (the first runs node_config_path), so that one campaign
+  // reaches the owners only one of them runs (the radix index's points).
+  std::string alternate_node_config_path;
   uint64_t seed = 1;                   // the schedule's and the workers' seeds derive from it
   uint32_t duration_s = 60;            // faults are injected for this long [s]
   uint32_t workers = 4;                // worker slots [processes]
