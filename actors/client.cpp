@@ -235,7 +235,8 @@ Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, cons
   impl->session_handle = caf::actor_cast<actors::session_actor>(session);
   if (options.use_session_channel && !impl->session.channel_socket.empty()) {
     Result<std::unique_ptr<SessionChannel>> channel =
-        SessionChannel::attach(impl->session.channel_socket, impl->session.channel_ticket, options.timeout);
+        SessionChannel::attach(options.channel_socket.empty() ? impl->session.channel_socket : options.channel_socket,
+                               impl->session.channel_ticket, options.timeout);
     // A node whose channel cannot be reached is still served through the middleman.
     if (channel.ok()) impl->channel = std::move(channel).value();
   }

@@ -53,6 +53,10 @@ struct ClientOptions {
   // through the middleman. A channel that breaks (timeout, closed) is left
   // for the middleman for the rest of the session.
   bool use_session_channel = true;
+  // Empty: the channel socket the node's session receipt names. Otherwise
+  // the channel connects here instead: a proxy that forwards to the node's
+  // socket (kvrt chaos's transport faults, tools/chaos/channel_fault_proxy.hpp).
+  std::string channel_socket;
 };
 
 class Client {

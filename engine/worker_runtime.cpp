@@ -453,6 +453,8 @@ Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions
   ClientOptions client_options;
   client_options.worker_name = options.worker_name;
   client_options.trace = options.trace;
+  client_options.timeout = std::chrono::milliseconds(options.call_timeout_ms);
+  client_options.channel_socket = options.channel_socket;
   Result<std::unique_ptr<Client>> client = Client::connect(node, options.token_hex, client_options);
   if (!client.ok()) return client.error();
   const SessionReceipt& session = (*client)->session();

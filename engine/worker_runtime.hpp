@@ -34,6 +34,8 @@ struct WorkerOptions {
   uint32_t decode_tokens = 8;          // tokens generated per request [tokens]
   uint32_t in_flight = 4;              // requests batched per iteration
   ChromeTraceRecorder* trace = nullptr;
+  uint32_t call_timeout_ms = 30000;  // a call with no reply by then fails with rpc_timeout [ms]
+  std::string channel_socket;        // empty: the node's; else a proxy's (ClientOptions::channel_socket)
   // Called once the node accepted the hello, before any request (`kvrt
   // worker` prints the session id, which the node's log lines name).
   std::function<void(const SessionReceipt&)> on_session;

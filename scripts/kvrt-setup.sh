@@ -7,11 +7,11 @@
 #   scripts/kvrt-setup.sh sanitize  build into build-sanitize/ with AddressSanitizer and
 #                                 UndefinedBehaviorSanitizer, then run the whole test suite
 #                                 (about 35 minutes to build on 2 cores; not part of CI)
-#   scripts/kvrt-setup.sh fuzz [SECONDS] [TARGET...]
+#   scripts/kvrt-setup.sh fuzz [SECONDS|runs=N] [TARGET...]
 #                                 build the libFuzzer targets into build-fuzz/ with clang-14,
 #                                 AddressSanitizer and UndefinedBehaviorSanitizer, then fuzz each
 #                                 target (all of fuzz/targets/ by default) for SECONDS (60; 0: run
-#                                 the corpus once) over a copy of its corpus; non-zero on any crash,
+#                                 the corpus once; runs=N: N executions) over a copy of its corpus; non-zero on any crash,
 #                                 leak or timeout (docs/fuzzing.md; not part of CI, whose suite
 #                                 replays the corpus with g++)
 # Fast when everything is already there: dpkg is queried, apt runs only for
@@ -120,7 +120,15 @@ case "$job" in
     # docs/fuzzing.md). Run it under `taskset -c N nice -n 10` to keep it to one core.
     # SECONDS 0 runs each corpus once under the sanitizers and fuzzes nothing
     # (libFuzzer's -max_total_time=0 would mean no limit).
-    if [ "$seconds" = 0 ]; then limit=(-runs=0); else limit=(-max_total_time="$seconds"); fi
+    # runs=N instead of SECONDS: each target executes N inputs, however long
+    # that takes (the recorded 10^7 per target, docs/fuzzing.md).
+    if [ "$seconds" = 0 ]; then
+      limit=(-runs=0)
+    elif [[ "$seconds" == runs=* ]]; then
+      limit=(-runs="${seconds#runs=}")
+    else
+      limit=(-max_total_time="$seconds")
+    fi
     status=0
     printf '%-16s %12s %9s %7s %7s %8s\n' target executions exec/s cov ft crashes
     for t in "${targets[@]}"; do
@@ -150,7 +158,7 @@ case "$job" in
     exit "$status"
     ;;
   *)
-    echo "usage: scripts/kvrt-setup.sh [main|test|build|sanitize|fuzz [SECONDS] [TARGET...]]" >&2
+    echo "usage: scripts/kvrt-setup.sh [main|test|build|sanitize|fuzz [SECONDS|runs=N] [TARGET...]]" >&2
     exit 2
     ;;
 esac

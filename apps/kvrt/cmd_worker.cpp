@@ -96,6 +96,12 @@ SubcommandRegistration worker_command{
       sub->add_option("--decode-tokens", opts->workload.decode_tokens, "tokens decoded per request")
           ->capture_default_str();
       sub->add_option("--trace", opts->trace, "write a Chrome trace-event JSON here");
+      sub->add_option("--call-timeout-ms", opts->workload.call_timeout_ms,
+                      "a call with no reply by then fails with rpc_timeout [ms]")
+          ->capture_default_str()
+          ->check(CLI::Range(1u, 3600000u));
+      sub->add_option("--channel-socket", opts->workload.channel_socket,
+                      "connect the session channel here instead of the node's socket (a proxy; fault-injection runs)");
       sub->add_flag("--json", opts->json, "print the summary as one JSON object");
       return [opts] { return run_worker_command(*opts); };
     }};

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -98,6 +99,7 @@ class Campaign {
     const std::vector<FaultEvent> schedule = make_fault_schedule(c_, c_.seed);
     for (const FaultEvent& e : schedule) ++report_.scheduled[static_cast<size_t>(e.kind)];
     start_ = Clock::now();
+    KVRT_TRY(start_proxy());
     KVRT_TRY(start_node());
     for (uint32_t s = 0; s < c_.workers; ++s) spawn_worker(s);
     size_t next = 0;
@@ -119,6 +121,10 @@ class Campaign {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     finish();
+    if (proxy_) {
+      report_.transport_applied = proxy_->stats().applied;
+      proxy_.reset();  // removes its socket
+    }
     report_.wall_s = std::chrono::duration<double>(Clock::now() - start_).count();
     report_.node_death_detection = summarize(detection_ms_);
     summarize_rss();
@@ -184,6 +190,29 @@ class Campaign {
     }
   }
 
+  // transport faults: every worker's session channel goes through a proxy
+  // that forwards to the node's channel socket (the same path for every
+  // node the campaign starts: the descriptor's token directory).
+  Status start_proxy() {
+    if (c_.per_minute[static_cast<size_t>(FaultKind::transport)] == 0 && !c_.channel_proxy) return Status::success();
+    static std::atomic<uint32_t> proxies{0};
+    const std::string path =
+        "/tmp/kvrt-chaos-" + std::to_string(::getpid()) + "-" + std::to_string(proxies++) + ".sock";
+    Result<std::unique_ptr<ChannelFaultProxy>> p =
+        ChannelFaultProxy::start(path, descriptor_path_ + ".tokens/session.sock");
+    if (!p.ok()) return p.error();
+    proxy_ = std::move(*p);
+    return Status::success();
+  }
+
+  // One frame of the slot's worker, chosen from the event: the kind by a
+  // hash of its moment, so the same seed does the same thing.
+  void arm_transport(const FaultEvent& e, int pid) {
+    const auto kind =
+        static_cast<TransportFaultKind>(splitmix64(e.at_ms ^ (uint64_t(e.slot) << 40)) % kTransportFaultKindCount);
+    proxy_->arm(pid, TransportFault{kind, c_.transport_delay_ms});
+  }
+
   // The admin session that arms fault points (only when the campaign arms
   // any): the node's fault_arm route refuses worker sessions.
   Status connect_admin() {
@@ -239,10 +268,21 @@ class Campaign {
     const uint64_t seed = splitmix64(c_.seed ^ (uint64_t(s) << 32) ^ slot.started);
     const std::string log =
         o_.out_dir + "/logs/worker-" + std::to_string(s) + "-" + std::to_string(slot.started) + ".log";
-    Result<pid_t> pid =
-        spawn({"worker", "--node", descriptor_path_, "--principal", "worker-" + std::to_string(s), "--duration",
-               std::to_string(c_.worker_duration_s), "--seed", std::to_string(seed), "--json"},
-              log);
+    std::vector<std::string> args{"worker",
+                                  "--node",
+                                  descriptor_path_,
+                                  "--principal",
+                                  "worker-" + std::to_string(s),
+                                  "--duration",
+                                  std::to_string(c_.worker_duration_s),
+                                  "--seed",
+                                  std::to_string(seed),
+                                  "--json"};
+    if (proxy_) {
+      args.insert(args.end(),
+                  {"--channel-socket", proxy_->path(), "--call-timeout-ms", std::to_string(c_.worker_call_timeout_ms)});
+    }
+    Result<pid_t> pid = spawn(args, log);
     ++slot.started;
     slot.fault.reset();
     slot.resume_at.reset();
@@ -293,6 +333,29 @@ class Campaign {
     if (slot.fault == FaultKind::worker_sigkill || slot.fault == FaultKind::worker_hang) {
       if (status != 128 + SIGKILL && status != 0)
         violation(name + " was killed but exited with status " + std::to_string(status) + ": " + tail_of(output));
+      return false;
+    }
+    if (slot.fault == FaultKind::transport) {
+      if (proxy_) proxy_->disarm(slot.process.pid);       // it may have exited before its next frame
+      if (status == 1 && node_died && lost) return true;  // its node died first
+      // A fault the worker rode out (a short delay) ends normally; one that
+      // broke its channel or cut its session ends with that typed error,
+      // and the worker reports it rather than success.
+      const bool typed = lost || ended || output.find("rpc_timeout") != std::string::npos ||
+                         output.find("rpc_failed") != std::string::npos;
+      // Status 2: it failed before admitting any request (the hello, grant
+      // or pools), with the same typed error.
+      if ((status == 1 || status == 2) && typed) {
+        ++report_.transport_interrupted;
+        return false;
+      }
+      if (status == 0) {
+        if (!summary) violation(name + " exited 0 without its summary");
+        ++report_.workers_completed;
+        return false;
+      }
+      violation(name + " had a transport fault and exited with status " + std::to_string(status) + ": " +
+                tail_of(output));
       return false;
     }
     if (slot.fault == FaultKind::worker_sigterm) {
@@ -395,6 +458,9 @@ class Campaign {
         slot.hung_at = Clock::now();
         slot.hung_until = slot.hung_at + std::chrono::milliseconds(c_.settle_timeout_ms / 2);
         slot.hung_session = session_of(read_file(slot.process.log));
+        break;
+      case FaultKind::transport:
+        if (proxy_) arm_transport(e, slot.process.pid);
         break;
       case FaultKind::node_sigkill:
       case FaultKind::fault_point:
@@ -705,6 +771,7 @@ class Campaign {
   int64_t last_ops_ = 0;
   double last_sample_s_ = 0;
   uint64_t faults_at_last_sample_ = 0;
+  std::unique_ptr<ChannelFaultProxy> proxy_;           // null: workers reach the node's channel directly
   std::unique_ptr<Client> admin_;                      // null: the campaign arms no fault point
   std::future<Result<HostileClientSummary>> hostile_;  // the hostile client running now, if any
   std::vector<std::string> registered_;                // the node's fault points
@@ -724,6 +791,7 @@ Result<ChaosReport> run_chaos_campaign(const ChaosOptions& options) {
   // The same run without faults, in its own directory: its own node, its
   // own descriptor and logs, so nothing of the campaign carries over.
   ChaosOptions clean = options;
+  clean.config.channel_proxy = c.channel_proxy || c.per_minute[static_cast<size_t>(FaultKind::transport)] > 0;
   clean.config.per_minute.fill(0);
   clean.config.duration_s = c.baseline_s;
   clean.out_dir = options.out_dir + "/baseline";

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "services/common/result.hpp"
+#include "tools/chaos/channel_fault_proxy.hpp"
 #include "tools/chaos/chaos_config.hpp"
 
 namespace kvrt::chaos {
@@ -91,6 +92,12 @@ struct ChaosReport {
     uint64_t receipts = 0, typed_errors = 0, frames_refused = 0, unexpected = 0;
   };
   HostileTotals hostile;
+  // transport faults (tools/chaos/channel_fault_proxy.hpp): done per kind
+  // (a worker that exited before its next frame got none), and the workers
+  // that a fault stopped with a typed error (rpc_timeout, rpc_failed,
+  // node_lost), every request they had not finished reported failed.
+  std::array<uint64_t, kTransportFaultKindCount> transport_applied{};
+  uint64_t transport_interrupted = 0;
   std::vector<TimelinePoint> timeline;
   // The node's resident set: first and last sample, and its least-squares
   // slope over the samples after the first fifth of the campaign (warm-up)

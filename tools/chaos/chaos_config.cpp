@@ -14,7 +14,7 @@ namespace {
 
 constexpr std::array<std::string_view, kFaultKindCount> kFaultKeys{"worker_sigkill", "worker_sigstop", "worker_hang",
                                                                    "worker_sigterm", "node_sigkill",   "fault_point",
-                                                                   "hostile_client"};
+                                                                   "hostile_client", "transport"};
 
 std::string resolve(const std::string& base_file, const std::string& path) {
   if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
@@ -34,10 +34,11 @@ Result<ChaosConfig> read_chaos_config(const TomlReader& reader, const std::strin
   c.config_path = origin;
   const toml::table* chaos = reader.root()["chaos"].as_table();
   if (chaos == nullptr) return make_error(ErrorCode::config_field, origin + ": missing table [chaos]", "chaos");
-  KVRT_TRY(refuse_unknown(reader, *chaos, "chaos",
-                          {"seed", "duration_s", "workers", "worker_duration_s", "node_config", "stop_ms",
-                           "settle_timeout_ms", "validate_every_ms", "admin_principal", "baseline_s",
-                           "hostile_principal", "hostile_ms", "alternate_node_config"}));
+  KVRT_TRY(
+      refuse_unknown(reader, *chaos, "chaos",
+                     {"seed", "duration_s", "workers", "worker_duration_s", "node_config", "stop_ms",
+                      "settle_timeout_ms", "validate_every_ms", "admin_principal", "baseline_s", "hostile_principal",
+                      "hostile_ms", "alternate_node_config", "transport_delay_ms", "worker_call_timeout_ms"}));
   for (const auto& [key, node] : reader.root())
     if (key.str() != "chaos" && key.str() != "faults")
       return reader.field_error(&node, "", std::string(key.str()), "unknown table");
@@ -70,6 +71,10 @@ Result<ChaosConfig> read_chaos_config(const TomlReader& reader, const std::strin
   KVRT_TRY_ASSIGN(c.hostile_principal, reader.string(*chaos, "chaos", "hostile_principal", "chaos-hostile"));
   KVRT_TRY_ASSIGN(v, reader.integer(*chaos, "chaos", "hostile_ms", 2000, 10, 600000));
   c.hostile_ms = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*chaos, "chaos", "transport_delay_ms", 200, 1, 600000));
+  c.transport_delay_ms = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*chaos, "chaos", "worker_call_timeout_ms", 3000, 10, 3600000));
+  c.worker_call_timeout_ms = static_cast<uint32_t>(v);
   if (const toml::table* faults = reader.root()["faults"].as_table()) {
     KVRT_TRY(refuse_unknown(reader, *faults, "faults", std::set<std::string>(kFaultKeys.begin(), kFaultKeys.end())));
     for (size_t k = 0; k < kFaultKindCount; ++k) {

@@ -27,8 +27,10 @@ enum class FaultKind : uint8_t {
   node_sigkill = 4,    // the node killed; a new node on the same descriptor path
   fault_point = 5,     // an owner fault point armed through the node's admin route (fires on a later reach)
   hostile_client = 6,  // a live-node fuzzer session for hostile_ms (tools/chaos/hostile_client.hpp)
+  transport =
+      7,  // one frame of a worker's session channel delayed, duplicated, dropped or cut (channel_fault_proxy.hpp)
 };
-inline constexpr size_t kFaultKindCount = 7;
+inline constexpr size_t kFaultKindCount = 8;
 std::string_view to_string(FaultKind kind);
 
 struct ChaosConfig {
@@ -56,6 +58,16 @@ struct ChaosConfig {
   // hostile_client > 0), and how long each of its runs lasts [ms].
   std::string hostile_principal = "chaos-hostile";
   uint32_t hostile_ms = 2000;
+  // transport faults: every worker's session channel then runs through the
+  // campaign's proxy; a delay fault holds one frame this long [ms], and a
+  // worker's call with no reply fails after worker_call_timeout_ms [ms]
+  // (the middleman serves the rest of its session).
+  uint32_t transport_delay_ms = 200;
+  uint32_t worker_call_timeout_ms = 3000;
+  // Workers reach the channel through the proxy even with no transport
+  // fault scheduled: the baseline of a campaign that has them, so that both
+  // runs pay the same extra hop.
+  bool channel_proxy = false;
 };
 
 // The most faults one campaign may schedule (rates x duration).
@@ -68,8 +80,8 @@ Result<ChaosConfig> load_chaos_config(const std::string& path);
 struct FaultEvent {
   uint64_t at_ms = 0;  // since the campaign started [ms]
   FaultKind kind = FaultKind::worker_sigkill;
-  // Worker slot (worker faults); fault_point: which registered point (modulo
-  // their count); hostile_client: its seed.
+  // Worker slot (worker faults, transport); fault_point: which registered
+  // point (modulo their count); hostile_client: its seed.
   uint32_t slot = 0;
   friend bool operator==(const FaultEvent&, const FaultEvent&) = default;
 };

@@ -31,6 +31,23 @@ uint64_t fired_of(const ChaosReport& r, const std::string& name) {
   return fired == r.fault_points_fired.end() ? 0 : fired->second;
 }
 
+// "delay 3, duplicate 1, ..." (kinds never done left out; "none").
+std::string transport_text(const ChaosReport& r) {
+  std::string out;
+  for (size_t k = 0; k < kTransportFaultKindCount; ++k)
+    if (r.transport_applied[k] > 0)
+      out += (out.empty() ? "" : ", ") + std::string(to_string(static_cast<TransportFaultKind>(k))) + " " +
+             std::to_string(r.transport_applied[k]);
+  return out.empty() ? "none" : out;
+}
+
+nlohmann::ordered_json transport_json(const ChaosReport& r) {
+  nlohmann::ordered_json applied = nlohmann::ordered_json::object();
+  for (size_t k = 0; k < kTransportFaultKindCount; ++k)
+    applied[std::string(to_string(static_cast<TransportFaultKind>(k)))] = r.transport_applied[k];
+  return {{"applied", applied}, {"workers_interrupted", r.transport_interrupted}};
+}
+
 nlohmann::ordered_json fault_points_json(const ChaosReport& r) {
   nlohmann::ordered_json out = nlohmann::ordered_json::object();
   for (const auto& [name, armed] : r.fault_points_armed) out[name] = {{"armed", armed}, {"fired", fired_of(r, name)}};
@@ -98,6 +115,7 @@ std::string chaos_report_json(const ChaosReport& r) {
                              {"typed_errors", r.hostile.typed_errors},
                              {"frames_refused", r.hostile.frames_refused},
                              {"unexpected", r.hostile.unexpected}}},
+                           {"transport", transport_json(r)},
                            {"node_rss_first_mib", r.node_rss_first_mib},
                            {"node_rss_last_mib", r.node_rss_last_mib},
                            {"node_rss_slope_mib_per_min", r.node_rss_slope_mib_per_min},
@@ -145,6 +163,9 @@ std::string chaos_report_text(const ChaosReport& r) {
         << r.hostile.mutated << " mutated, " << r.hostile.requests_channel << " on the channel): " << r.hostile.receipts
         << " receipts, " << r.hostile.typed_errors << " typed errors, " << r.hostile.frames_refused
         << " bad frames refused, " << r.hostile.unexpected << " unexpected\n";
+  if (r.injected[static_cast<size_t>(FaultKind::transport)] > 0)
+    out << "  transport faults done: " << transport_text(r)
+        << "; workers stopped by one with a typed error: " << r.transport_interrupted << "\n";
   out << "  node validate() passes: " << r.validations << "\n";
   out << "  node RSS: " << r.node_rss_first_mib << " MiB at the first sample, " << r.node_rss_last_mib
       << " MiB at the last; slope after warm-up " << r.node_rss_slope_mib_per_min << " MiB/min\n";
@@ -192,6 +213,8 @@ std::string chaos_report_markdown(const ChaosReport& r, const ChaosConfig& c) {
       << r.hostile.runs << " / " << r.hostile.requests << " (" << r.hostile.mutated << ") / " << r.hostile.receipts
       << " / " << r.hostile.typed_errors << " / " << r.hostile.frames_refused << " / " << r.hostile.unexpected
       << " |\n";
+  out << "| transport faults done / workers stopped by one with a typed error | " << transport_text(r) << " / "
+      << r.transport_interrupted << " |\n";
   out << "| node validate() passes | " << r.validations << " |\n";
   out << "| node RSS first / last / slope after warm-up | " << r.node_rss_first_mib << " MiB / " << r.node_rss_last_mib
       << " MiB / " << r.node_rss_slope_mib_per_min << " MiB/min |\n";
