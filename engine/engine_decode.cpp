@@ -193,6 +193,9 @@ Status EngineLoop::finish() {
     }
     ++result_.requests;
     result_.decode_tokens += r.generated;
+    Finished& f = finished_[r.job];
+    f.requests.emplace(r.turn, r.branch);
+    if (r.job->kind == workload::JobKind::chat) f.history = r.tokens;
     if (r.job->kind == workload::JobKind::chat && r.turn + 1 < r.job->turns.size())
       ready_.push_back(turn_request(*r.job, r.turn + 1, r.tokens));
   }

@@ -41,14 +41,29 @@ EngineLoop::EngineLoop(Client& client, const model::ReferenceModel& model, model
 
 Result<EngineResult> EngineLoop::run() {
   const Clock::time_point start = Clock::now();
-  KVRT_TRY(authorize_namespaces());
+  // A lost session (the node died or ended it) sends the rest of the share
+  // down the private path; any other error ends the run.
+  auto lost = [this](const Error& e) {
+    return o_.serve_privately_on_loss && (e.code == ErrorCode::node_lost || e.code == ErrorCode::session_ended);
+  };
+  auto step = [this]() -> Status {
+    KVRT_TRY(admit());
+    KVRT_TRY(decode_step());
+    return finish();
+  };
+  if (Status s = authorize_namespaces(); !s.ok()) {
+    if (!lost(s.error())) return s.error();
+    KVRT_TRY(serve_privately(s.error()));
+  }
   if (o_.on_progress) o_.on_progress(EngineProgress{0, result_.requests_total, 0});
   Clock::time_point stalled_since = Clock::now();
   while (!ready_.empty() || !live_.empty()) {
     const uint64_t before = progress_marker();
-    KVRT_TRY(admit());
-    KVRT_TRY(decode_step());
-    KVRT_TRY(finish());
+    if (Status s = step(); !s.ok()) {
+      if (!lost(s.error())) return s.error();
+      KVRT_TRY(serve_privately(s.error()));
+      break;
+    }
     if (progress_marker() != before) {
       stalled_since = Clock::now();
     } else {
@@ -62,7 +77,7 @@ Result<EngineResult> EngineLoop::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
-  KVRT_TRY(release_receipts());
+  if (result_.session_lost.empty()) KVRT_TRY(release_receipts());
   result_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   return result_;
 }
@@ -205,25 +220,28 @@ Status EngineLoop::apply_entries(LiveRequest& r, const std::vector<TableEntryUpd
   return Status::success();
 }
 
-void EngineLoop::verify(const LiveRequest& r) {
-  if (replay_cache_ == nullptr) {
-    uint32_t longest = 0;
-    for (const workload::Job* job : jobs_) {
-      uint32_t history = static_cast<uint32_t>(job->prefix.size());
-      for (const workload::Turn& t : job->turns) {
-        const uint32_t context = history + static_cast<uint32_t>(t.user_tokens.size()) + t.decode_tokens;
-        longest = std::max(longest, context);
-        if (job->kind == workload::JobKind::chat) history = context;
-      }
+// One private cache, as large as this worker's longest request: the
+// exactness replay and the private path both prefill into it from row 0.
+Status EngineLoop::ensure_private_cache() {
+  if (replay_cache_ != nullptr) return Status::success();
+  uint32_t longest = 0;
+  for (const workload::Job* job : jobs_) {
+    uint32_t history = static_cast<uint32_t>(job->prefix.size());
+    for (const workload::Turn& t : job->turns) {
+      const uint32_t context = history + static_cast<uint32_t>(t.user_tokens.size()) + std::max(1u, t.decode_tokens);
+      longest = std::max(longest, context);
+      if (job->kind == workload::JobKind::chat) history = context;
     }
-    Result<std::unique_ptr<model::LocalModelKvCache>> cache =
-        model::LocalModelKvCache::create(shared_.layout(), (longest + P_ - 1) / P_ + 1);
-    if (!cache.ok()) {
-      note_error(cache.error());
-      return;
-    }
-    replay_cache_ = std::move(*cache);
   }
+  Result<std::unique_ptr<model::LocalModelKvCache>> cache =
+      model::LocalModelKvCache::create(shared_.layout(), (longest + P_ - 1) / P_ + 1);
+  if (!cache.ok()) return cache.error();
+  replay_cache_ = std::move(*cache);
+  return Status::success();
+}
+
+void EngineLoop::verify(const LiveRequest& r) {
+  if (Status s = ensure_private_cache(); !s.ok()) return note_error(s.error());
   ReplayedRequest request{&r.blocks, r.tokens,     r.prompt_tokens, r.generated,
                           r.branch,  r.hit_tokens, r.cached_rows,   std::min(r.exact_rows, r.cached_rows)};
   Result<ReplayVerdict> verdict = replay_without_reuse(model_, *replay_cache_, shared_, request);

@@ -11,8 +11,10 @@
 //   5. verification, publication, release, next turn
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,6 +92,18 @@ class EngineLoop {
   Status decode_step();
   Result<std::vector<std::vector<float>>> decode_rows(const std::vector<LiveRequest*>& writing);
   Status finish();
+  // engine_private.cpp: the private path once the session is lost.
+  Status serve_privately(const Error& lost);
+  Status serve_one_privately(const workload::Job& job, uint32_t turn, std::span<const TokenId> prompt, uint32_t branch,
+                             uint32_t decode_tokens, std::vector<TokenId>* tokens_out);
+  Status ensure_private_cache();
+  // What of this worker's share finished through the node: by job, the
+  // (turn, branch) pairs, and a chat job's latest history.
+  struct Finished {
+    std::set<std::pair<uint32_t, uint32_t>> requests;
+    std::vector<TokenId> history;
+  };
+  std::map<const workload::Job*, Finished> finished_;
 
   Client& client_;
   const model::ReferenceModel& model_;

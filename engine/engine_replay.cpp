@@ -9,6 +9,40 @@
 
 namespace kvrt {
 
+Result<std::vector<TokenId>> generate_without_reuse(const model::ReferenceModel& model, model::ModelKvCache& cache,
+                                                    std::span<const TokenId> prompt, uint32_t branch,
+                                                    size_t total_tokens, model::SequenceBlocks* blocks_out) {
+  const CacheLayoutManifest& layout = cache.layout();
+  const uint32_t P = layout.allocator_block_size;
+  const uint32_t groups = static_cast<uint32_t>(layout.cache_groups.size());
+  if (prompt.empty() || total_tokens <= prompt.size())
+    return make_error(ErrorCode::invalid_argument, "a generation needs a prompt and at least one token", "request");
+  const uint32_t needed_blocks = static_cast<uint32_t>((total_tokens + P - 1) / P);
+  if (needed_blocks > cache.slot_count())
+    return make_error(ErrorCode::coordinate_out_of_range,
+                      "private cache holds " + std::to_string(cache.slot_count()) + " blocks, the request needs " +
+                          std::to_string(needed_blocks),
+                      "slot");
+  // Private blocks 0..n-1 in every group: nothing shared, nothing reused.
+  model::SequenceBlocks local;
+  model::SequenceBlocks& blocks = blocks_out != nullptr ? *blocks_out : local;
+  blocks.slots.assign(groups, std::vector<uint32_t>(needed_blocks));
+  for (uint32_t g = 0; g < groups; ++g)
+    for (uint32_t j = 0; j < needed_blocks; ++j) blocks.slots[g][j] = j;
+  std::vector<TokenId> out(prompt.begin(), prompt.end());
+  model::ForwardChunk prefill{&blocks, out, 0};
+  auto logits_result = model.forward(cache, std::span(&prefill, 1));
+  if (!logits_result.ok()) return logits_result.error();
+  std::vector<std::vector<float>> logits = std::move(logits_result).value();
+  out.push_back(model::ranked_tokens(logits[0], branch + 1).at(branch));
+  while (out.size() < total_tokens) {
+    model::ForwardChunk step{&blocks, out, static_cast<uint32_t>(out.size() - 1)};
+    KVRT_TRY_ASSIGN(logits, model.forward(cache, std::span(&step, 1)));
+    out.push_back(model::greedy_token(logits[0]));
+  }
+  return out;
+}
+
 Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, model::ModelKvCache& replay_cache,
                                            const model::ModelKvCache& shared, const ReplayedRequest& request) {
   const CacheLayoutManifest& layout = replay_cache.layout();
@@ -19,30 +53,10 @@ Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, m
       request.cached_rows > request.tokens.size() || request.reused_rows > request.cached_rows ||
       request.exact_rows > request.cached_rows)
     return make_error(ErrorCode::invalid_argument, "replayed request has inconsistent token counts", "request");
-  const uint32_t needed_blocks = static_cast<uint32_t>((request.tokens.size() + P - 1) / P);
-  if (needed_blocks > replay_cache.slot_count())
-    return make_error(ErrorCode::coordinate_out_of_range,
-                      "replay cache holds " + std::to_string(replay_cache.slot_count()) +
-                          " blocks, the request needs " + std::to_string(needed_blocks),
-                      "slot");
-
-  // Private blocks 0..n-1 in every group: nothing shared, nothing reused.
   model::SequenceBlocks blocks;
-  blocks.slots.assign(groups, std::vector<uint32_t>(needed_blocks));
-  for (uint32_t g = 0; g < groups; ++g)
-    for (uint32_t j = 0; j < needed_blocks; ++j) blocks.slots[g][j] = j;
-
-  std::vector<TokenId> replay(request.tokens.begin(), request.tokens.begin() + request.prompt_tokens);
-  model::ForwardChunk prefill{&blocks, replay, 0};
-  auto logits_result = model.forward(replay_cache, std::span(&prefill, 1));
-  if (!logits_result.ok()) return logits_result.error();
-  std::vector<std::vector<float>> logits = std::move(logits_result).value();
-  replay.push_back(model::ranked_tokens(logits[0], request.branch + 1).at(request.branch));
-  while (replay.size() < request.tokens.size()) {
-    model::ForwardChunk step{&blocks, replay, static_cast<uint32_t>(replay.size() - 1)};
-    KVRT_TRY_ASSIGN(logits, model.forward(replay_cache, std::span(&step, 1)));
-    replay.push_back(model::greedy_token(logits[0]));
-  }
+  std::vector<TokenId> replay;
+  KVRT_TRY_ASSIGN(replay, generate_without_reuse(model, replay_cache, request.tokens.first(request.prompt_tokens),
+                                                 request.branch, request.tokens.size(), &blocks));
 
   ReplayVerdict verdict;
   verdict.tokens_equal = std::equal(replay.begin(), replay.end(), request.tokens.begin());

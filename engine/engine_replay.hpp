@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "engine/model/model_kv_cache.hpp"
 #include "engine/model/reference_model.hpp"
@@ -55,6 +56,16 @@ struct ReplayVerdict {
   double bounded_row_max_difference = 0;
   std::string first_mismatch;  // empty when everything matched
 };
+
+// The reference generation of one request: `prompt` prefilled from row 0 at
+// private blocks 0..n-1 of `cache` (nothing shared, nothing reused), the
+// first token of rank `branch`, then greedy decoding up to `total_tokens`
+// (prompt + generated). Both the exactness replay and an engine serving
+// privately (its node gone) generate with it. Errors: the model's and the
+// cache's (coordinate_out_of_range when the cache is too small).
+Result<std::vector<TokenId>> generate_without_reuse(const model::ReferenceModel& model, model::ModelKvCache& cache,
+                                                    std::span<const TokenId> prompt, uint32_t branch,
+                                                    size_t total_tokens, model::SequenceBlocks* blocks_out = nullptr);
 
 // Errors: invalid_argument for an inconsistent request (token counts), and
 // the model's and caches' own errors (a replay cache too small for the

@@ -9,14 +9,15 @@ namespace kvrt {
 
 namespace {
 
-#define KVRT_ENGINE_COUNTERS(X)                                                                                       \
-  X(requests)                                                                                                         \
-  X(requests_total)                                                                                                   \
-  X(prompt_tokens) X(decode_tokens) X(prefill_rows_computed) X(prefill_rows_reused) X(prefill_rows_forked)            \
-      X(decode_rows_computed) X(decode_kv_bytes_read) X(forked_requests) X(copy_on_write_rows)                        \
-          X(shared_prefix_batches) X(shared_prefix_rows_read_once) X(shared_prefix_rows_per_request)                  \
-              X(bounded_rows_checked) X(requests_verified) X(token_mismatches) X(rows_checked) X(reused_rows_checked) \
-                  X(row_mismatches) X(reused_row_mismatches) X(out_of_capacity_retries) X(operation_errors)
+#define KVRT_ENGINE_COUNTERS(X)                                                                                   \
+  X(requests)                                                                                                     \
+  X(requests_total)                                                                                               \
+  X(prompt_tokens)                                                                                                \
+  X(decode_tokens) X(prefill_rows_computed) X(prefill_rows_reused) X(prefill_rows_forked) X(decode_rows_computed) \
+      X(decode_kv_bytes_read) X(forked_requests) X(copy_on_write_rows) X(shared_prefix_batches)                   \
+          X(shared_prefix_rows_read_once) X(shared_prefix_rows_per_request) X(bounded_rows_checked)               \
+              X(requests_verified) X(token_mismatches) X(rows_checked) X(reused_rows_checked) X(row_mismatches)   \
+                  X(reused_row_mismatches) X(out_of_capacity_retries) X(operation_errors) X(requests_served_privately)
 
 }  // namespace
 
@@ -28,6 +29,7 @@ std::string engine_result_to_json(const EngineResult& r) {
 #undef KVRT_PUT
   j["first_mismatch"] = r.first_mismatch;
   j["first_error"] = r.first_error;
+  j["session_lost"] = r.session_lost;
   j["funnel"] = r.funnel.stage;
   j["rejections"] = r.rejections;
   j["allocator_us"] = r.allocator_us;
@@ -63,6 +65,7 @@ Result<EngineResult> engine_result_from_json(const std::string& text, const std:
 #undef KVRT_GET
   read("first_mismatch", r.first_mismatch);
   read("first_error", r.first_error);
+  read("session_lost", r.session_lost);
   read("funnel", r.funnel.stage);
   read("rejections", r.rejections);
   read("allocator_us", r.allocator_us);

@@ -51,6 +51,12 @@ struct EngineOptions {
   bool reuse = true;          // false: no lookups and no publication (the no-reuse baseline)
   bool verify = true;         // replay every request without reuse and compare
   bool shared_prefix = true;  // decode requests that share physical prefix blocks together (0x0BC)
+  // The session lost (node_lost, session_ended: the node died or ended it):
+  // true, the rest of this worker's share is served on its private path,
+  // every request prefilled from row 0 in a private cache with no reuse
+  // (the admitted ones again from their prompt: their blocks went with the
+  // node); false, the worker stops with that error.
+  bool serve_privately_on_loss = true;
   std::function<void(const EngineProgress&)> on_progress;
   ChromeTraceRecorder* trace = nullptr;
 };
@@ -83,6 +89,10 @@ struct EngineResult {
   uint64_t bounded_rows_checked = 0;      // [rows]
   double bounded_row_max_difference = 0;  // largest canonical_row_difference seen
   std::string first_mismatch;
+  // Served on the private path after the session was lost (no reuse, no
+  // node), and why the session was lost (empty: it never was).
+  uint64_t requests_served_privately = 0;
+  std::string session_lost;
   // Health.
   uint64_t out_of_capacity_retries = 0;  // allocations or appends refused for capacity, retried
   uint64_t operation_errors = 0;

@@ -1,0 +1,124 @@
+// [node][engine][private] An engine whose node goes away mid-run: the
+// `kvrt run` engine loop (engine/engine_worker.hpp) against a node in this
+// process, which is shut down once the engine has finished a few requests.
+// The engine must serve the rest of its share on its private path (prefill
+// from row 0 in its own cache, no reuse) and end with the whole share done,
+// no token mismatch between what the node path had decoded and the private
+// generation, and the same generated-token count as a run whose node never
+// went away (computed here, on a second node, as the reference).
+#include <atomic>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "engine/engine_worker.hpp"
+#include "tests/node/node_fixture.hpp"
+#include "tools/run/run_config.hpp"
+
+namespace kvrt::test {
+namespace {
+
+// Every request shape, in the node-test config's two namespaces.
+constexpr const char* kWorkload = R"([workload]
+name = "private-path"
+seed = 11
+vocab = 256
+
+[[tenant]]
+namespace = "test/shared"
+
+[[tenant]]
+namespace = "test/other"
+
+[[chat]]
+tenant = "test/shared"
+conversations = 3
+system_prompts = 1
+system_prompt_tokens = 40
+turns = 3
+user_tokens = [4, 12]
+decode_tokens = 5
+
+[[few_shot]]
+tenant = "test/other"
+prefixes = 1
+prefix_tokens = 48
+questions = 4
+question_tokens = [3, 9]
+decode_tokens = 4
+
+[[fork]]
+tenant = "test/shared"
+prompts = 2
+prompt_tokens = [20, 40]
+branches = 3
+decode_tokens = 6
+)";
+
+EngineOptions engine_options(const InProcessNode& n, const workload::Workload& w, const RunConfig& run) {
+  EngineOptions o;
+  o.worker_name = "worker-2";  // granted both namespaces
+  o.token_hex = read_token_file(n.descriptor.token_path("worker-2")).value();
+  o.workload = &w;
+  o.model = run.model;
+  o.in_flight = 2;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("an engine whose node goes away serves the rest of its share privately, exactly", "[node][engine][private]") {
+  const workload::Workload w = workload::parse_workload(kWorkload, "private-path.toml").value();
+  const RunConfig run = load_run_config(std::string(KVRT_SOURCE_DIR) + "/tests/data/run/run-test.toml").value();
+
+  // The reference: the same share with its node there throughout.
+  EngineResult reference;
+  {
+    ScratchDir dir("engine-private-reference");
+    InProcessNode n(dir, test_node_config(dir, ""));
+    Result<EngineResult> r = run_engine_worker(n.descriptor, engine_options(n, w, run));
+    INFO((r.ok() ? std::string("ok") : r.error().describe()));
+    REQUIRE(r.ok());
+    reference = *r;
+  }
+  REQUIRE(reference.requests == reference.requests_total);
+  REQUIRE(reference.requests_total >= 15);
+  CHECK(reference.requests_served_privately == 0);
+  CHECK(reference.session_lost.empty());
+
+  ScratchDir dir("engine-private-lost");
+  InProcessNode n(dir, test_node_config(dir, ""));
+  EngineOptions o = engine_options(n, w, run);
+  std::mutex m;
+  std::condition_variable cv;
+  uint64_t done = 0;
+  o.on_progress = [&](const EngineProgress& p) {
+    std::lock_guard lock(m);
+    done = p.requests_done;
+    cv.notify_all();
+  };
+  Result<EngineResult> lost = make_error(ErrorCode::rpc_failed, "not run");
+  std::thread engine([&] { lost = run_engine_worker(n.descriptor, o); });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return done >= 3; });
+  }
+  n.node.reset();  // the node goes away: its sockets close, its pools are unlinked
+  engine.join();
+  INFO((lost.ok() ? std::string("ok") : lost.error().describe()));
+  REQUIRE(lost.ok());
+  INFO("session lost: " << lost->session_lost << "; first mismatch: " << lost->first_mismatch);
+  CHECK_FALSE(lost->session_lost.empty());
+  CHECK(lost->requests == lost->requests_total);
+  CHECK(lost->requests_total == reference.requests_total);
+  CHECK(lost->requests_served_privately > 0);
+  CHECK(lost->requests_served_privately < lost->requests_total);  // some went through the node first
+  CHECK(lost->token_mismatches == 0);
+  CHECK(lost->row_mismatches == 0);
+  // Every request generated as many tokens as in the reference run.
+  CHECK(lost->decode_tokens == reference.decode_tokens);
+  CHECK(lost->requests_verified + lost->requests_served_privately == lost->requests);
+}
+
+}  // namespace kvrt::test
