@@ -127,7 +127,7 @@ Status EngineLoop::admit() {
 Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<PendingRequest>& sources) {
   std::vector<model::ForwardChunk> chunks;
   for (const LiveRequest& r : admitted) chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.hit_tokens});
-  auto logits_result = model_.forward(shared_, chunks);
+  auto logits_result = model_.forward(*shared_, chunks);
   if (!logits_result.ok()) return logits_result.error();
   std::vector<std::vector<float>> logits = std::move(logits_result).value();
   AllocatorBatch commit{next_trace(), {}};

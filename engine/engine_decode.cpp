@@ -118,7 +118,7 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
     for (size_t i : members)
       chunks.push_back(model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows});
     const uint32_t shared_rows = shared_blocks * P_;
-    auto out_result = model_.forward_shared_prefix(shared_, chunks, shared_rows);
+    auto out_result = model_.forward_shared_prefix(*shared_, chunks, shared_rows);
     if (!out_result.ok()) return out_result.error();
     std::vector<std::vector<float>> out = std::move(out_result).value();
     result_.shared_prefix_rows_read_once += shared_rows;
@@ -136,7 +136,7 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
     std::vector<model::ForwardChunk> chunks;
     for (size_t i : monolithic)
       chunks.push_back(model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows});
-    auto out_result = model_.forward(shared_, chunks);
+    auto out_result = model_.forward(*shared_, chunks);
     if (!out_result.ok()) return out_result.error();
     std::vector<std::vector<float>> out = std::move(out_result).value();
     for (size_t k = 0; k < monolithic.size(); ++k) {

@@ -24,9 +24,9 @@ double micros_since(Clock::time_point start) {
 
 EngineLoop::EngineLoop(Client& client, const model::ReferenceModel& model, model::ModelKvCache& shared,
                        const EngineOptions& o, std::vector<const workload::Job*> jobs)
-    : client_(client),
+    : client_(&client),
       model_(model),
-      shared_(shared),
+      shared_(&shared),
       o_(o),
       jobs_(std::move(jobs)),
       P_(shared.layout().allocator_block_size),
@@ -53,7 +53,7 @@ Result<EngineResult> EngineLoop::run() {
   };
   if (Status s = authorize_namespaces(); !s.ok()) {
     if (!lost(s.error())) return s.error();
-    KVRT_TRY(serve_privately(s.error()));
+    KVRT_TRY(recover(s.error()));
   }
   if (o_.on_progress) o_.on_progress(EngineProgress{0, result_.requests_total, 0});
   Clock::time_point stalled_since = Clock::now();
@@ -61,8 +61,9 @@ Result<EngineResult> EngineLoop::run() {
     const uint64_t before = progress_marker();
     if (Status s = step(); !s.ok()) {
       if (!lost(s.error())) return s.error();
-      KVRT_TRY(serve_privately(s.error()));
-      break;
+      KVRT_TRY(recover(s.error()));
+      stalled_since = Clock::now();
+      continue;
     }
     if (progress_marker() != before) {
       stalled_since = Clock::now();
@@ -77,7 +78,7 @@ Result<EngineResult> EngineLoop::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
-  if (result_.session_lost.empty()) KVRT_TRY(release_receipts());
+  KVRT_TRY(release_receipts());
   result_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   return result_;
 }
@@ -125,20 +126,20 @@ void EngineLoop::note_error(const Error& e) {
 
 Result<AllocatorBatchReceipt> EngineLoop::call_allocator(const AllocatorBatch& batch) {
   const Clock::time_point t0 = Clock::now();
-  Result<AllocatorBatchReceipt> r = client_.call(batch);
+  Result<AllocatorBatchReceipt> r = client_->call(batch);
   result_.allocator_us.push_back(micros_since(t0));
   return r;
 }
 Result<PrefixBatchReceipt> EngineLoop::call_prefix(const PrefixBatch& batch) {
   const Clock::time_point t0 = Clock::now();
-  Result<PrefixBatchReceipt> r = client_.call(batch);
+  Result<PrefixBatchReceipt> r = client_->call(batch);
   result_.prefix_us.push_back(micros_since(t0));
   return r;
 }
 
 Result<ReuseBatchReceipt> EngineLoop::call_reuse(const ReuseBatch& batch) {
   const Clock::time_point t0 = Clock::now();
-  Result<ReuseBatchReceipt> r = client_.call(batch);
+  Result<ReuseBatchReceipt> r = client_->call(batch);
   result_.reuse_us.push_back(micros_since(t0));
   return r;
 }
@@ -196,7 +197,7 @@ Status EngineLoop::authorize_namespaces() {
   for (const workload::Job* job : jobs_) names.insert(job->namespace_name);
   for (const std::string& ns : names) {
     const Clock::time_point t0 = Clock::now();
-    Result<NamespaceGrantReceipt> grant = client_.call(AuthorizeRequest{next_trace(), ns});
+    Result<NamespaceGrantReceipt> grant = client_->call(AuthorizeRequest{next_trace(), ns});
     result_.authorize_us.push_back(micros_since(t0));
     if (!grant.ok()) return grant.error();
   }
@@ -205,7 +206,7 @@ Status EngineLoop::authorize_namespaces() {
 
 uint32_t EngineLoop::group_index(CacheGroupId group) const {
   for (uint32_t g = 0; g < groups_; ++g)
-    if (shared_.layout().cache_groups[g].group_id == group) return g;
+    if (shared_->layout().cache_groups[g].group_id == group) return g;
   return groups_;
 }
 Status EngineLoop::apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries) {
@@ -234,7 +235,7 @@ Status EngineLoop::ensure_private_cache() {
     }
   }
   Result<std::unique_ptr<model::LocalModelKvCache>> cache =
-      model::LocalModelKvCache::create(shared_.layout(), (longest + P_ - 1) / P_ + 1);
+      model::LocalModelKvCache::create(shared_->layout(), (longest + P_ - 1) / P_ + 1);
   if (!cache.ok()) return cache.error();
   replay_cache_ = std::move(*cache);
   return Status::success();
@@ -244,7 +245,7 @@ void EngineLoop::verify(const LiveRequest& r) {
   if (Status s = ensure_private_cache(); !s.ok()) return note_error(s.error());
   ReplayedRequest request{&r.blocks, r.tokens,     r.prompt_tokens, r.generated,
                           r.branch,  r.hit_tokens, r.cached_rows,   std::min(r.exact_rows, r.cached_rows)};
-  Result<ReplayVerdict> verdict = replay_without_reuse(model_, *replay_cache_, shared_, request);
+  Result<ReplayVerdict> verdict = replay_without_reuse(model_, *replay_cache_, *shared_, request);
   if (!verdict.ok()) {
     note_error(verdict.error());
     return;

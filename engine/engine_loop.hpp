@@ -11,6 +11,7 @@
 //   5. verification, publication, release, next turn
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -39,6 +40,11 @@ class EngineLoop {
   EngineLoop(Client& client, const model::ReferenceModel& model, model::ModelKvCache& shared, const EngineOptions& o,
              std::vector<const workload::Job*> jobs);
   Result<EngineResult> run();
+  // A new node to serve through after a lost session: its client and its
+  // pools as a model cache, or an error while none can be reached. Without
+  // one, the rest of the share is served privately.
+  using Rebind = std::function<Result<std::pair<Client*, model::ModelKvCache*>>()>;
+  void set_rebind(Rebind rebind) { rebind_ = std::move(rebind); }
   const ReuseFunnel& funnel() const { return funnel_; }
 
  private:
@@ -92,8 +98,13 @@ class EngineLoop {
   Status decode_step();
   Result<std::vector<std::vector<float>>> decode_rows(const std::vector<LiveRequest*>& writing);
   Status finish();
-  // engine_private.cpp: the private path once the session is lost.
-  Status serve_privately(const Error& lost);
+  // engine_private.cpp: a lost session. Everything of this worker's share
+  // that did not finish goes back to the queue, which is served on the
+  // private path until a node can be reached again (rebind), then through
+  // that node.
+  Status recover(const Error& lost);
+  Status requeue_unfinished();
+  Status serve_pending_privately(const PendingRequest& p);
   Status serve_one_privately(const workload::Job& job, uint32_t turn, std::span<const TokenId> prompt, uint32_t branch,
                              uint32_t decode_tokens, std::vector<TokenId>* tokens_out);
   Status ensure_private_cache();
@@ -105,9 +116,9 @@ class EngineLoop {
   };
   std::map<const workload::Job*, Finished> finished_;
 
-  Client& client_;
+  Client* client_;  // replaced when the engine reconnects to a new node
   const model::ReferenceModel& model_;
-  model::ModelKvCache& shared_;
+  model::ModelKvCache* shared_;  // the node's pools, as its model cache (replaced with them)
   const EngineOptions& o_;
   std::vector<const workload::Job*> jobs_;
   uint32_t P_, groups_;
@@ -124,6 +135,7 @@ class EngineLoop {
   // one that finishes first has them sent before it is released.
   std::set<uint64_t> pending_successors_;
   std::unique_ptr<model::LocalModelKvCache> replay_cache_;
+  Rebind rebind_;
   uint64_t span_ = 0, failed_requests_ = 0;
 };
 

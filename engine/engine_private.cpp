@@ -6,7 +6,9 @@
 // cache with no reuse: the same generation the exactness replay computes,
 // so its tokens are exactly those a no-reuse run produces. Requests the
 // node had admitted start again from their prompt; their partly decoded
-// tokens are checked against the private generation.
+// tokens are checked against the private generation. Between requests the
+// worker looks for a new node (EngineOptions::reconnect_descriptor) and,
+// once one serves, goes on through it.
 #include <algorithm>
 
 #include "engine/engine_loop.hpp"
@@ -19,17 +21,6 @@ Status EngineLoop::serve_one_privately(const workload::Job& job, uint32_t turn, 
   std::vector<TokenId> tokens;
   KVRT_TRY_ASSIGN(tokens,
                   generate_without_reuse(model_, *replay_cache_, prompt, branch, prompt.size() + decode_tokens));
-  // What the node path had generated of it so far must be a prefix of this.
-  for (const LiveRequest& r : live_)
-    if (r.job == &job && r.turn == turn && r.branch == branch && !r.failed) {
-      const size_t n = std::min(r.tokens.size(), tokens.size());
-      if (!std::equal(r.tokens.begin(), r.tokens.begin() + static_cast<std::ptrdiff_t>(n), tokens.begin())) {
-        ++result_.token_mismatches;
-        if (result_.first_mismatch.empty())
-          result_.first_mismatch = o_.worker_name + " job " + std::to_string(job.id) + " turn " + std::to_string(turn) +
-                                   ": tokens decoded through the node differ from the " + "private generation";
-      }
-    }
   ++result_.requests;
   ++result_.requests_served_privately;
   result_.prompt_tokens += prompt.size();
@@ -43,46 +34,104 @@ Status EngineLoop::serve_one_privately(const workload::Job& job, uint32_t turn, 
   return Status::success();
 }
 
-Status EngineLoop::serve_privately(const Error& lost) {
-  result_.session_lost = lost.describe();
-  KVRT_TRY(ensure_private_cache());
-  // Nothing of the lost session is released or published: it went with
-  // the node (or the node reclaimed it).
-  pending_releases_.clear();
-  pending_successors_.clear();
+Status EngineLoop::serve_pending_privately(const PendingRequest& p) {
+  const Finished& f = finished_[p.job];
+  std::vector<TokenId> tokens;
+  for (uint32_t b = 0; b < p.branches; ++b) {
+    if (f.requests.contains({p.turn, b})) continue;
+    KVRT_TRY(serve_one_privately(*p.job, p.turn, p.prompt, b, p.decode_tokens, &tokens));
+    Finished& done = finished_[p.job];
+    done.requests.emplace(p.turn, b);
+    if (p.job->kind == workload::JobKind::chat) done.history = tokens;
+  }
+  // A chat's next turn carries this one's conversation, as through the node.
+  if (p.job->kind == workload::JobKind::chat && p.turn + 1 < p.job->turns.size())
+    ready_.push_back(turn_request(*p.job, p.turn + 1, tokens));
+  return Status::success();
+}
+
+// The queue rebuilt from the share and what finished: what was admitted,
+// half-admitted or waiting is all requeued from its prompt.
+Status EngineLoop::requeue_unfinished() {
   ready_.clear();
   for (const workload::Job* job : jobs_) {
     const Finished& f = finished_[job];
     auto done = [&](uint32_t turn, uint32_t branch) { return f.requests.contains({turn, branch}); };
     switch (job->kind) {
       case workload::JobKind::chat: {
-        // Turns finish in order; the next one's prompt carries the history.
-        std::vector<TokenId> history = f.history.empty() ? job->prefix : f.history;
-        for (uint32_t t = 0; t < job->turns.size(); ++t) {
-          if (done(t, 0)) continue;
-          const PendingRequest p = turn_request(*job, t, history);
-          KVRT_TRY(serve_one_privately(*job, t, p.prompt, 0, p.decode_tokens, &history));
-        }
+        // Turns finish in order: the first unfinished one, with the history.
+        uint32_t t = 0;
+        while (t < job->turns.size() && done(t, 0)) ++t;
+        if (t < job->turns.size()) ready_.push_back(turn_request(*job, t, f.history.empty() ? job->prefix : f.history));
         break;
       }
       case workload::JobKind::fork: {
         if (job->turns.empty()) break;
-        const PendingRequest p = turn_request(*job, 0, job->prefix);
-        for (uint32_t b = 0; b < std::max<uint32_t>(1, job->branches); ++b)
-          if (!done(0, b)) KVRT_TRY(serve_one_privately(*job, 0, p.prompt, b, p.decode_tokens, nullptr));
+        PendingRequest p = turn_request(*job, 0, job->prefix);
+        p.branches = std::max<uint32_t>(1, job->branches);
+        uint32_t finished = 0;
+        for (uint32_t b = 0; b < p.branches; ++b) finished += done(0, b) ? 1 : 0;
+        // Branches are forked from one prefill: a job some of whose branches
+        // finished has the others served here, never forked twice.
+        if (finished == 0)
+          ready_.push_back(std::move(p));
+        else if (finished < p.branches)
+          KVRT_TRY(serve_pending_privately(p));
         break;
       }
       case workload::JobKind::few_shot:
       case workload::JobKind::long_document:
-        for (uint32_t t = 0; t < job->turns.size(); ++t) {
-          if (done(t, 0)) continue;
-          const PendingRequest p = turn_request(*job, t, job->prefix);
-          KVRT_TRY(serve_one_privately(*job, t, p.prompt, 0, p.decode_tokens, nullptr));
-        }
+        for (uint32_t t = 0; t < job->turns.size(); ++t)
+          if (!done(t, 0)) ready_.push_back(turn_request(*job, t, job->prefix));
         break;
     }
   }
+  return Status::success();
+}
+
+Status EngineLoop::recover(const Error& lost) {
+  result_.session_lost = lost.describe();
+  ++result_.sessions_lost;
+  if (o_.on_session_lost) o_.on_session_lost(lost);
+  KVRT_TRY(ensure_private_cache());
+  // Requests the node had admitted are checked against the private
+  // generation (serve_one_privately) before their state goes.
+  for (const LiveRequest& r : live_) {
+    if (r.failed || r.generated == 0 || finished_[r.job].requests.contains({r.turn, r.branch})) continue;
+    std::vector<TokenId> tokens;
+    KVRT_TRY_ASSIGN(tokens, generate_without_reuse(model_, *replay_cache_, std::span(r.tokens).first(r.prompt_tokens),
+                                                   r.branch, r.tokens.size()));
+    if (!std::equal(tokens.begin(), tokens.end(), r.tokens.begin())) {
+      ++result_.token_mismatches;
+      if (result_.first_mismatch.empty())
+        result_.first_mismatch = o_.worker_name + " job " + std::to_string(r.job->id) + " turn " +
+                                 std::to_string(r.turn) +
+                                 ": tokens decoded through the lost node differ from the private generation";
+    }
+  }
+  // Nothing of the lost session is released or published: it went with
+  // the node (or the node reclaimed it).
   live_.clear();
+  pending_releases_.clear();
+  pending_successors_.clear();
+  seeded_keys_.clear();
+  KVRT_TRY(requeue_unfinished());
+  while (!ready_.empty()) {
+    if (rebind_) {
+      Result<std::pair<Client*, model::ModelKvCache*>> bound = rebind_();
+      if (bound.ok()) {
+        client_ = bound->first;
+        shared_ = bound->second;
+        if (Status s = authorize_namespaces(); s.ok()) {
+          ++result_.reconnects;
+          return Status::success();  // the rest through the new node
+        }
+      }
+    }
+    const PendingRequest p = std::move(ready_.front());
+    ready_.pop_front();
+    KVRT_TRY(serve_pending_privately(p));
+  }
   return Status::success();
 }
 

@@ -12,6 +12,53 @@
 
 namespace kvrt {
 
+namespace {
+
+// What an engine serves through: a session on one node and that node's
+// pools, mapped as the model's cache (declared so that the cache goes
+// before the store it maps).
+struct NodeBinding {
+  std::unique_ptr<Client> client;
+  std::unique_ptr<shm::ShmPayloadStore> store;
+  std::unique_ptr<shm::ShmModelKvCache> cache;
+  std::string node_instance;  // the node's instance id: a restarted node has another
+};
+
+Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& token_hex,
+                              const CacheLayoutManifest& layout, const EngineOptions& options) {
+  ClientOptions client_options;
+  client_options.worker_name = options.worker_name;
+  client_options.trace = options.trace;
+  auto client_result = Client::connect(node, token_hex, client_options);
+  if (!client_result.ok()) return client_result.error();
+  NodeBinding b;
+  b.client = std::move(client_result).value();
+  b.node_instance = node.instance;
+  const SessionReceipt& session = b.client->session();
+  if (session.layout_sha256 != layout.digest())
+    return make_error(ErrorCode::incompatible, "the node serves another layout than " + node.layout_path,
+                      "layout_sha256");
+  // The engines' model computes K/V and attention on the CPU over the pools
+  // it maps: a node whose pools are GPU memory serves `kvrt worker` and
+  // kvrt::Client users instead.
+  if (session_pools_on_gpu(session))
+    return make_error(ErrorCode::incompatible,
+                      "the node's pools are GPU memory (pool_backend = \"cuda\"); kvrt run's CPU engines need "
+                      "shared-memory pools",
+                      "pool_backend");
+  // Attach every pool the session receipt names, with its generation and
+  // layout: a replaced pool is refused, never written.
+  auto store_result = attach_shared_memory_pools(session);
+  if (!store_result.ok()) return store_result.error();
+  b.store = std::make_unique<shm::ShmPayloadStore>(std::move(store_result).value());
+  auto cache_result = shm::ShmModelKvCache::create(*b.store, layout);
+  if (!cache_result.ok()) return cache_result.error();
+  b.cache = std::move(cache_result).value();
+  return b;
+}
+
+}  // namespace
+
 Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineOptions& options) {
   if (options.workload == nullptr || options.workers == 0 || options.worker_index >= options.workers ||
       options.in_flight == 0)
@@ -34,34 +81,33 @@ Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineO
                           std::to_string(options.model.vocab),
                       "workload.vocab");
 
-  ClientOptions client_options;
-  client_options.worker_name = options.worker_name;
-  client_options.trace = options.trace;
-  auto client_result = Client::connect(node, options.token_hex, client_options);
-  if (!client_result.ok()) return client_result.error();
-  std::unique_ptr<Client> client = std::move(client_result).value();
-  const SessionReceipt& session = client->session();
-  if (session.layout_sha256 != layout.digest())
-    return make_error(ErrorCode::incompatible, "the node serves another layout than " + node.layout_path,
-                      "layout_sha256");
-  // The engines' model computes K/V and attention on the CPU over the pools
-  // it maps: a node whose pools are GPU memory serves `kvrt worker` and
-  // kvrt::Client users instead.
-  if (session_pools_on_gpu(session))
-    return make_error(ErrorCode::incompatible,
-                      "the node's pools are GPU memory (pool_backend = \"cuda\"); kvrt run's CPU engines need "
-                      "shared-memory pools",
-                      "pool_backend");
-  // Attach every pool the session receipt names, with its generation and
-  // layout: a replaced pool is refused, never written.
-  auto store_result = attach_shared_memory_pools(session);
-  if (!store_result.ok()) return store_result.error();
-  shm::ShmPayloadStore store = std::move(store_result).value();
-  auto cache_result = shm::ShmModelKvCache::create(store, layout);
-  if (!cache_result.ok()) return cache_result.error();
-  std::unique_ptr<shm::ShmModelKvCache> cache = std::move(cache_result).value();
-  engine::EngineLoop loop(*client, model, *cache, options,
+  Result<NodeBinding> first = bind_node(node, options.token_hex, layout, options);
+  if (!first.ok()) return first.error();
+  NodeBinding binding = std::move(first).value();
+  engine::EngineLoop loop(*binding.client, model, *binding.cache, options,
                           workload::jobs_for_worker(*options.workload, options.worker_index, options.workers));
+  if (!options.reconnect_descriptor.empty()) {
+    // A node other than the lost one (another instance id), serving the
+    // descriptor path: the binding is replaced, the old one's client and
+    // pool mappings go.
+    loop.set_rebind([&]() -> Result<std::pair<Client*, model::ModelKvCache*>> {
+      Result<NodeDescriptor> d = read_node_descriptor(options.reconnect_descriptor);
+      if (!d.ok()) return d.error();
+      if (d->instance == binding.node_instance)
+        return make_error(ErrorCode::node_unreachable, "no new node yet", "node");
+      Result<std::string> token = read_token_file(d->token_path(options.reconnect_principal));
+      if (!token.ok()) return token.error();
+      Result<NodeBinding> next = bind_node(*d, *token, layout, options);
+      if (!next.ok()) return next.error();
+      // The cache maps the old store: it goes first, then the store, then
+      // the old session.
+      binding.cache.reset();
+      binding.store.reset();
+      binding.client.reset();
+      binding = std::move(next).value();
+      return std::pair<Client*, model::ModelKvCache*>(binding.client.get(), binding.cache.get());
+    });
+  }
   auto result_result = loop.run();
   if (!result_result.ok()) return result_result.error();
   EngineResult result = std::move(result_result).value();

@@ -57,6 +57,15 @@ struct EngineOptions {
   // (the admitted ones again from their prompt: their blocks went with the
   // node); false, the worker stops with that error.
   bool serve_privately_on_loss = true;
+  // Where a restarted node's descriptor appears, and the principal whose
+  // token file it writes (empty: no reconnect). While the session is lost,
+  // the worker looks there between privately served requests, and once a
+  // new node serves it, goes on through that node (its pools, its index:
+  // nothing of the old node's cache survives).
+  std::string reconnect_descriptor;
+  std::string reconnect_principal;
+  // Told when the session was lost, before anything is served privately.
+  std::function<void(const Error&)> on_session_lost;
   std::function<void(const EngineProgress&)> on_progress;
   ChromeTraceRecorder* trace = nullptr;
 };
@@ -92,7 +101,8 @@ struct EngineResult {
   // Served on the private path after the session was lost (no reuse, no
   // node), and why the session was lost (empty: it never was).
   uint64_t requests_served_privately = 0;
-  std::string session_lost;
+  std::string session_lost;  // the last loss
+  uint64_t sessions_lost = 0, reconnects = 0;
   // Health.
   uint64_t out_of_capacity_retries = 0;  // allocations or appends refused for capacity, retried
   uint64_t operation_errors = 0;

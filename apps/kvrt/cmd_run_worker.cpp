@@ -43,6 +43,10 @@ int run_worker_process(const RunWorkerCli& cli) {
   options.reuse = !cli.no_reuse;
   options.verify = !cli.no_verify;
   options.shared_prefix = !cli.no_shared_prefix;
+  // A lost node: the rest is served privately, and through a node that
+  // starts again on the same descriptor path once one does.
+  options.reconnect_descriptor = cli.node;
+  options.reconnect_principal = cli.principal;
   options.on_progress = [](const EngineProgress& p) {
     std::cout << "progress " << p.requests_done << " " << p.requests_total << " " << p.rows_computed << std::endl;
   };

@@ -121,4 +121,75 @@ TEST_CASE("an engine whose node goes away serves the rest of its share privately
   CHECK(lost->requests_verified + lost->requests_served_privately == lost->requests);
 }
 
+TEST_CASE("an engine whose node goes away reconnects to the node that starts on its descriptor",
+          "[node][engine][private]") {
+  const workload::Workload w = workload::parse_workload(kWorkload, "private-path.toml").value();
+  const RunConfig run = load_run_config(std::string(KVRT_SOURCE_DIR) + "/tests/data/run/run-test.toml").value();
+  EngineResult reference;
+  {
+    ScratchDir dir("engine-reconnect-reference");
+    InProcessNode n(dir, test_node_config(dir, ""));
+    EngineOptions o = engine_options(n, w, run);
+    o.serve_privately_on_loss = false;
+    Result<EngineResult> r = run_engine_worker(n.descriptor, o);
+    REQUIRE(r.ok());
+    reference = *r;
+  }
+  ScratchDir dir("engine-reconnect");
+  const std::string config = test_node_config(dir, "");
+  auto first = std::make_unique<InProcessNode>(dir, config);
+  std::unique_ptr<InProcessNode> second;
+  EngineOptions o = engine_options(*first, w, run);
+  o.reconnect_descriptor = dir.file("node.json");
+  o.reconnect_principal = "worker-2";
+  std::mutex m;
+  std::condition_variable cv;
+  uint64_t done = 0;
+  bool killed = false;
+  o.on_progress = [&](const EngineProgress& p) {
+    std::lock_guard lock(m);
+    done = p.requests_done;
+    cv.notify_all();
+  };
+  // The engine learns of the loss; the new node is up before it serves
+  // anything privately, so the rest goes through the new node.
+  o.on_session_lost = [&](const Error&) {
+    {
+      std::unique_lock lock(m);
+      cv.wait(lock, [&] { return killed; });
+    }
+    second = std::make_unique<InProcessNode>(dir, config);
+  };
+  const NodeDescriptor d = first->descriptor;
+  Result<EngineResult> r = make_error(ErrorCode::rpc_failed, "not run");
+  std::thread engine([&] { r = run_engine_worker(d, o); });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return done >= 3; });
+  }
+  first->node.reset();  // the first node goes away
+  {
+    std::lock_guard lock(m);
+    killed = true;
+    cv.notify_all();
+  }
+  engine.join();
+  INFO((r.ok() ? std::string("ok") : r.error().describe()));
+  REQUIRE(r.ok());
+  INFO("session lost: " << r->session_lost << "; first mismatch: " << r->first_mismatch);
+  CHECK(r->sessions_lost == 1);
+  CHECK(r->reconnects == 1);
+  CHECK(r->requests == r->requests_total);
+  CHECK(r->requests_served_privately == 0);
+  // Everything after the loss went through the second node and was
+  // verified against a no-reuse replay there, bitwise.
+  CHECK(r->requests_verified == r->requests);
+  CHECK(r->token_mismatches == 0);
+  CHECK(r->row_mismatches == 0);
+  CHECK(r->decode_tokens == reference.decode_tokens);
+  REQUIRE(second != nullptr);
+  // The second node served requests of its own and holds none now.
+  CHECK(second->stat("allocator", "live_requests") == 0);
+}
+
 }  // namespace kvrt::test
