@@ -156,6 +156,7 @@ Status EngineLoop::finish() {
   PrefixBatch publish{next_trace(), {}};
   AllocatorBatch release{next_trace(), {}};
   std::vector<LiveRequest> remaining, done;
+  const uint64_t verified_before = result_.requests_verified;
   for (LiveRequest& r : live_) {
     if (!r.failed && r.generated < r.decode_target) {
       remaining.push_back(std::move(r));
@@ -175,14 +176,20 @@ Status EngineLoop::finish() {
   if (done.empty()) return Status::success();
   // A request whose prompt blocks still wait to be published as its reuse
   // attempt's successor has them sent now, while it still holds them.
+  // A request counts as verified once it finished: one whose release the
+  // node never answered is served again (a lost session: privately).
+  auto unfinished = [&](const Error& e) {
+    result_.requests_verified = verified_before;
+    return e;
+  };
   for (const LiveRequest& r : done)
     if (pending_successors_.contains(r.fence.request.value)) {
-      KVRT_TRY(release_receipts());
+      if (Status s = release_receipts(); !s.ok()) return unfinished(s.error());
       break;
     }
-  KVRT_TRY(publish_batch(publish));
+  if (Status s = publish_batch(publish); !s.ok()) return unfinished(s.error());
   auto released_result = call_allocator(release);
-  if (!released_result.ok()) return released_result.error();
+  if (!released_result.ok()) return unfinished(released_result.error());
   AllocatorBatchReceipt released = std::move(released_result).value();
   for (size_t i = 0; i < done.size(); ++i) {
     if (const auto* e = std::get_if<Error>(&released.outcomes[i])) note_error(*e);

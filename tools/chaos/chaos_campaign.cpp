@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "actors/client.hpp"
+#include "engine/engine_worker.hpp"
 #include "services/common/child_process.hpp"
 #include "services/common/splitmix64.hpp"
 #include "services/session/node_descriptor.hpp"
@@ -81,6 +82,7 @@ struct WorkerSlot {
   // worker` prints), until the node's log says it reclaimed that session.
   Clock::time_point hung_at{};
   std::optional<uint64_t> hung_session;
+  std::string result_path;  // an engine slot's result JSON (kvrt run-worker --result)
 };
 
 class Campaign {
@@ -268,6 +270,7 @@ class Campaign {
     const uint64_t seed = splitmix64(c_.seed ^ (uint64_t(s) << 32) ^ slot.started);
     const std::string log =
         o_.out_dir + "/logs/worker-" + std::to_string(s) + "-" + std::to_string(slot.started) + ".log";
+    if (is_engine(s)) return spawn_engine(s, log);
     std::vector<std::string> args{"worker",
                                   "--node",
                                   descriptor_path_,
@@ -296,6 +299,84 @@ class Campaign {
     ++report_.workers_started;
   }
 
+  bool is_engine(uint32_t s) const { return s < c_.engine_slots; }
+
+  // An engine slot: `kvrt run-worker` over its share of the engine workload,
+  // reconnecting to the campaign's descriptor path when its node dies.
+  void spawn_engine(uint32_t s, const std::string& log) {
+    WorkerSlot& slot = slots_[s];
+    slot.result_path = log.substr(0, log.size() - 4) + ".json";
+    std::error_code ec;
+    std::filesystem::remove(slot.result_path, ec);
+    Result<pid_t> pid =
+        spawn({"run-worker", "--node", descriptor_path_, "--principal", "worker-" + std::to_string(s), "--config",
+               c_.engine_run_config_path, "--workload", c_.engine_workload_path, "--index", std::to_string(s),
+               "--workers", std::to_string(c_.engine_slots), "--in-flight", "4", "--result", slot.result_path},
+              log);
+    ++slot.started;
+    slot.fault.reset();
+    slot.resume_at.reset();
+    slot.hung_until.reset();
+    if (!pid.ok()) {
+      violation("engine slot " + std::to_string(s) + " could not start: " + pid.error().describe());
+      slot.process = Child{};
+      return;
+    }
+    slot.process = Child{*pid, log, std::nullopt};
+    ++report_.workers_started;
+  }
+
+  // An engine that ended: killed is fine; otherwise it must have served its
+  // whole share exactly, through the node or privately after losing it.
+  void judge_engine(uint32_t s) {
+    WorkerSlot& slot = slots_[s];
+    const int status = *slot.process.status;
+    const std::string name = "engine slot " + std::to_string(s) + " (pid " + std::to_string(slot.process.pid) + ")";
+    if (slot.fault == FaultKind::worker_sigkill || slot.fault == FaultKind::worker_hang ||
+        slot.fault == FaultKind::worker_sigterm) {
+      if (status != 128 + SIGKILL && status != 128 + SIGTERM && status != 0)
+        violation(name + " was killed but exited with status " + std::to_string(status) + ": " +
+                  tail_of(read_file(slot.process.log)));
+      return;
+    }
+    const std::string output = read_file(slot.process.log);
+    // Status 2, node_unreachable: it could not connect at all (its node had
+    // just died); nothing was admitted. Counted, as for `kvrt worker`.
+    if (status == 2 && output.find("node_unreachable") != std::string::npos) {
+      ++report_.workers_unreachable;
+      return;
+    }
+    if (status != 0) {
+      violation(name + " exited with status " + std::to_string(status) + ": " + tail_of(output));
+      return;
+    }
+    Result<EngineResult> r = engine_result_from_json(read_file(slot.result_path), slot.result_path);
+    if (!r.ok()) {
+      violation(name + " left no readable result: " + r.error().describe());
+      return;
+    }
+    ChaosReport::EngineTotals& t = report_.engine;
+    ++t.finished;
+    t.requests += r->requests;
+    t.requests_verified += r->requests_verified;
+    t.served_privately += r->requests_served_privately;
+    t.sessions_lost += r->sessions_lost;
+    t.reconnects += r->reconnects;
+    t.token_mismatches += r->token_mismatches;
+    t.row_mismatches += r->row_mismatches;
+    t.operation_errors += r->operation_errors;
+    report_.requests += r->requests;
+    if (r->requests != r->requests_total)
+      violation(name + " finished " + std::to_string(r->requests) + " of its " + std::to_string(r->requests_total) +
+                " requests");
+    if (r->token_mismatches + r->row_mismatches > 0)
+      violation(name + ": " + std::to_string(r->token_mismatches) + " token and " + std::to_string(r->row_mismatches) +
+                " row mismatches: " + r->first_mismatch);
+    if (r->requests_verified + r->requests_served_privately != r->requests)
+      violation(name + ": " + std::to_string(r->requests - r->requests_verified - r->requests_served_privately) +
+                " requests neither verified nor served privately");
+  }
+
   // The summary line `kvrt worker --json` prints, if it got that far.
   std::optional<nlohmann::json> summary_of(const std::string& output) const {
     const size_t line = output.rfind("{\"worker\"");
@@ -308,6 +389,10 @@ class Campaign {
   // Judges a worker that exited: how it ended must follow from what was done
   // to it. True when it stopped on node_lost (status 1).
   bool judge_worker(uint32_t s, bool node_died) {
+    if (is_engine(s)) {
+      judge_engine(s);
+      return false;
+    }
     WorkerSlot& slot = slots_[s];
     const int status = *slot.process.status;
     const std::string output = read_file(slot.process.log);
@@ -432,6 +517,12 @@ class Campaign {
     }
     if (e.kind == FaultKind::hostile_client) return start_hostile(e);
     WorkerSlot& slot = slots_.at(e.slot);
+    // Engines reach the node's channel directly: transport faults are for
+    // `kvrt worker` slots.
+    if (e.kind == FaultKind::transport && is_engine(e.slot)) {
+      ++report_.skipped[k];
+      return Status::success();
+    }
     // One fault per process: a stopped or already faulted worker is left to
     // the fault it has.
     if (!slot.process.running() || slot.fault) {
@@ -494,6 +585,9 @@ class Campaign {
       for (uint32_t s = 0; s < slots_.size(); ++s) {
         WorkerSlot& slot = slots_[s];
         if (slot.process.pid <= 0) continue;
+        // An engine does not stop with its node: it goes on privately and
+        // reconnects to the new one (judged whenever it ends).
+        if (is_engine(s) && !slot.process.poll()) continue;
         if (!slot.process.poll()) {
           any = true;
           continue;
@@ -526,7 +620,8 @@ class Campaign {
         violation("the restarted node's pool " + std::to_string(g) + " is at generation " +
                   std::to_string(descriptor_.pools[g].generation.value) + ", not one past " +
                   std::to_string(dead.pools[g].generation.value));
-    for (uint32_t s = 0; s < slots_.size(); ++s) spawn_worker(s);
+    for (uint32_t s = 0; s < slots_.size(); ++s)
+      if (slots_[s].process.pid <= 0) spawn_worker(s);
     return Status::success();
   }
 

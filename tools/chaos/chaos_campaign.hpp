@@ -98,6 +98,13 @@ struct ChaosReport {
   // node_lost), every request they had not finished reported failed.
   std::array<uint64_t, kTransportFaultKindCount> transport_applied{};
   uint64_t transport_interrupted = 0;
+  // Engine slots (engine_slots): processes that ended their share, and what
+  // their results say. Every finished share must be whole and exact.
+  struct EngineTotals {
+    uint64_t finished = 0, requests = 0, requests_verified = 0, served_privately = 0;
+    uint64_t sessions_lost = 0, reconnects = 0, token_mismatches = 0, row_mismatches = 0, operation_errors = 0;
+  };
+  EngineTotals engine;
   std::vector<TimelinePoint> timeline;
   // The node's resident set: first and last sample, and its least-squares
   // slope over the samples after the first fifth of the campaign (warm-up)

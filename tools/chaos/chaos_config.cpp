@@ -34,11 +34,11 @@ Result<ChaosConfig> read_chaos_config(const TomlReader& reader, const std::strin
   c.config_path = origin;
   const toml::table* chaos = reader.root()["chaos"].as_table();
   if (chaos == nullptr) return make_error(ErrorCode::config_field, origin + ": missing table [chaos]", "chaos");
-  KVRT_TRY(
-      refuse_unknown(reader, *chaos, "chaos",
-                     {"seed", "duration_s", "workers", "worker_duration_s", "node_config", "stop_ms",
-                      "settle_timeout_ms", "validate_every_ms", "admin_principal", "baseline_s", "hostile_principal",
-                      "hostile_ms", "alternate_node_config", "transport_delay_ms", "worker_call_timeout_ms"}));
+  KVRT_TRY(refuse_unknown(
+      reader, *chaos, "chaos",
+      {"seed", "duration_s", "workers", "worker_duration_s", "node_config", "stop_ms", "settle_timeout_ms",
+       "validate_every_ms", "admin_principal", "baseline_s", "hostile_principal", "hostile_ms", "alternate_node_config",
+       "transport_delay_ms", "worker_call_timeout_ms", "engine_slots", "engine_run_config", "engine_workload"}));
   for (const auto& [key, node] : reader.root())
     if (key.str() != "chaos" && key.str() != "faults")
       return reader.field_error(&node, "", std::string(key.str()), "unknown table");
@@ -75,6 +75,16 @@ Result<ChaosConfig> read_chaos_config(const TomlReader& reader, const std::strin
   c.transport_delay_ms = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(v, reader.integer(*chaos, "chaos", "worker_call_timeout_ms", 3000, 10, 3600000));
   c.worker_call_timeout_ms = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*chaos, "chaos", "engine_slots", 0, 0, 64));
+  c.engine_slots = static_cast<uint32_t>(v);
+  if (c.engine_slots > c.workers)
+    return reader.field_error(chaos->get("engine_slots"), "chaos", "engine_slots",
+                              "must be at most workers (" + std::to_string(c.workers) + ")");
+  std::string path;
+  KVRT_TRY_ASSIGN(path, reader.string(*chaos, "chaos", "engine_run_config", "run.toml"));
+  c.engine_run_config_path = resolve(origin, path);
+  KVRT_TRY_ASSIGN(path, reader.string(*chaos, "chaos", "engine_workload", "workloads/chaos-engine.toml"));
+  c.engine_workload_path = resolve(origin, path);
   if (const toml::table* faults = reader.root()["faults"].as_table()) {
     KVRT_TRY(refuse_unknown(reader, *faults, "faults", std::set<std::string>(kFaultKeys.begin(), kFaultKeys.end())));
     for (size_t k = 0; k < kFaultKindCount; ++k) {

@@ -68,6 +68,14 @@ struct ChaosConfig {
   // fault scheduled: the baseline of a campaign that has them, so that both
   // runs pay the same extra hop.
   bool channel_proxy = false;
+  // Slots [0, engine_slots) run `kvrt run`'s engine loop (`kvrt run-worker`:
+  // the reference model's real K/V, every request replayed without reuse
+  // and compared) over their share of engine_workload, instead of `kvrt
+  // worker`; the engine's model comes from engine_run_config's [model]. An
+  // engine outlives its node: it finishes privately and reconnects.
+  uint32_t engine_slots = 0;
+  std::string engine_run_config_path;  // absolute
+  std::string engine_workload_path;    // absolute
 };
 
 // The most faults one campaign may schedule (rates x duration).

@@ -31,6 +31,16 @@ uint64_t fired_of(const ChaosReport& r, const std::string& name) {
   return fired == r.fault_points_fired.end() ? 0 : fired->second;
 }
 
+std::string engine_text(const ChaosReport& r) {
+  const ChaosReport::EngineTotals& e = r.engine;
+  return std::to_string(e.finished) + " shares finished, " + std::to_string(e.requests) + " requests (" +
+         std::to_string(e.requests_verified) + " verified bitwise against a no-reuse replay, " +
+         std::to_string(e.served_privately) + " served privately after " + std::to_string(e.sessions_lost) +
+         " lost sessions, " + std::to_string(e.reconnects) + " reconnects), " + std::to_string(e.token_mismatches) +
+         " token and " + std::to_string(e.row_mismatches) + " row mismatches, " + std::to_string(e.operation_errors) +
+         " operation errors";
+}
+
 // "delay 3, duplicate 1, ..." (kinds never done left out; "none").
 std::string transport_text(const ChaosReport& r) {
   std::string out;
@@ -116,6 +126,16 @@ std::string chaos_report_json(const ChaosReport& r) {
                              {"frames_refused", r.hostile.frames_refused},
                              {"unexpected", r.hostile.unexpected}}},
                            {"transport", transport_json(r)},
+                           {"engine",
+                            {{"finished", r.engine.finished},
+                             {"requests", r.engine.requests},
+                             {"requests_verified", r.engine.requests_verified},
+                             {"served_privately", r.engine.served_privately},
+                             {"sessions_lost", r.engine.sessions_lost},
+                             {"reconnects", r.engine.reconnects},
+                             {"token_mismatches", r.engine.token_mismatches},
+                             {"row_mismatches", r.engine.row_mismatches},
+                             {"operation_errors", r.engine.operation_errors}}},
                            {"node_rss_first_mib", r.node_rss_first_mib},
                            {"node_rss_last_mib", r.node_rss_last_mib},
                            {"node_rss_slope_mib_per_min", r.node_rss_slope_mib_per_min},
@@ -166,6 +186,7 @@ std::string chaos_report_text(const ChaosReport& r) {
   if (r.injected[static_cast<size_t>(FaultKind::transport)] > 0)
     out << "  transport faults done: " << transport_text(r)
         << "; workers stopped by one with a typed error: " << r.transport_interrupted << "\n";
+  if (r.engine.finished > 0) out << "  engine workers: " << engine_text(r) << "\n";
   out << "  node validate() passes: " << r.validations << "\n";
   out << "  node RSS: " << r.node_rss_first_mib << " MiB at the first sample, " << r.node_rss_last_mib
       << " MiB at the last; slope after warm-up " << r.node_rss_slope_mib_per_min << " MiB/min\n";
@@ -215,6 +236,7 @@ std::string chaos_report_markdown(const ChaosReport& r, const ChaosConfig& c) {
       << " |\n";
   out << "| transport faults done / workers stopped by one with a typed error | " << transport_text(r) << " / "
       << r.transport_interrupted << " |\n";
+  if (r.engine.finished > 0) out << "| engine workers (kvrt run-worker) | " << engine_text(r) << " |\n";
   out << "| node validate() passes | " << r.validations << " |\n";
   out << "| node RSS first / last / slope after warm-up | " << r.node_rss_first_mib << " MiB / " << r.node_rss_last_mib
       << " MiB / " << r.node_rss_slope_mib_per_min << " MiB/min |\n";
