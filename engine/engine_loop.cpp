@@ -120,6 +120,12 @@ PendingRequest EngineLoop::turn_request(const workload::Job& job, uint32_t turn,
 TraceContext EngineLoop::next_trace() { return TraceContext{(uint64_t(::getpid()) << 32) ^ ++span_, span_, 0}; }
 
 void EngineLoop::note_error(const Error& e) {
+  // An owner's fault point ended the op (a fault-injection run): the owner
+  // undid it and the request goes on without it (no reuse, no publication).
+  if (e.code == ErrorCode::fault_injected) {
+    ++result_.faults_absorbed;
+    return;
+  }
   ++result_.operation_errors;
   if (result_.first_error.empty()) result_.first_error = e.describe();
 }

@@ -103,6 +103,9 @@ struct EngineResult {
   uint64_t requests_served_privately = 0;
   std::string session_lost;  // the last loss
   uint64_t sessions_lost = 0, reconnects = 0;
+  // Ops an armed fault point ended (fault-injection runs), which the
+  // request went on without: not errors.
+  uint64_t faults_absorbed = 0;
   // Health.
   uint64_t out_of_capacity_retries = 0;  // allocations or appends refused for capacity, retried
   uint64_t operation_errors = 0;

@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "actors/client.hpp"
 #include "engine/engine_worker.hpp"
@@ -365,6 +366,7 @@ class Campaign {
     t.token_mismatches += r->token_mismatches;
     t.row_mismatches += r->row_mismatches;
     t.operation_errors += r->operation_errors;
+    report_.faults_absorbed += r->faults_absorbed;
     report_.requests += r->requests;
     if (r->requests != r->requests_total)
       violation(name + " finished " + std::to_string(r->requests) + " of its " + std::to_string(r->requests_total) +
@@ -835,16 +837,28 @@ class Campaign {
     ++report_.validations;
     for (const OwnerStats& owner : stats->owners)
       if (!owner.validate_ok) violation(owner.owner + ".validate() at the end: " + owner.validate_error);
-    const std::pair<const char*, const char*> zero[] = {
-        {"node", "workers_connected"},  {"allocator", "leaked_blocks"}, {"allocator", "refcount_delta"},
-        {"allocator", "live_requests"}, {"allocator", "live_leases"},   {"allocator", "pool0_live_blocks"},
-        {"node", "reuse_open_attempts"}};
-    for (const auto& [owner, name] : zero) {
+    // What stays held with no session: only the radix index's cache, one
+    // node lease per cached block and one live block per cached page in
+    // each pool (the hash chain holds nothing: its blocks are free, tagged).
+    const std::optional<int64_t> radix = stats->value("prefix_index", "radix");
+    const int64_t cached_pages = radix ? stats->value("prefix_index", "cached_pages").value_or(-1) : 0;
+    const int64_t cached_blocks = radix ? stats->value("prefix_index", "cached_blocks").value_or(-1) : 0;
+    const std::tuple<const char*, const char*, int64_t> expected[] = {{"node", "workers_connected", 0},
+                                                                      {"allocator", "leaked_blocks", 0},
+                                                                      {"allocator", "refcount_delta", 0},
+                                                                      {"allocator", "live_requests", 0},
+                                                                      {"allocator", "live_leases", cached_blocks},
+                                                                      {"allocator", "node_leases", cached_blocks},
+                                                                      {"allocator", "pool0_live_blocks", cached_pages},
+                                                                      {"node", "reuse_open_attempts", 0}};
+    for (const auto& [owner, name, want] : expected) {
       const std::optional<int64_t> v = stats->value(owner, name);
-      if (v != 0)
+      if (v != want)
         violation(std::string(owner) + "." + name + " is " + (v ? std::to_string(*v) : std::string("missing")) +
-                  " once every worker is gone");
+                  " once every worker is gone (expected " + std::to_string(want) + ")");
     }
+    if (radix && stats->value("prefix_index", "path_leases") != 0)
+      violation("the radix index still holds path leases once every worker is gone");
   }
 
   const ChaosOptions& o_;

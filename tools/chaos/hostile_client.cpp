@@ -348,7 +348,12 @@ class HostileClient {
   // the session's other connections (and the session) as they were.
   void bad_frame() {
     RawConnection raw(socket_path());
-    if (!raw.open()) return unexpected("the channel socket refused a connection");
+    // Refused because the node just died (its socket file stays until the
+    // next node replaces it) is the node's death, not a wrong answer.
+    if (!raw.open()) {
+      if (!session_gone()) unexpected("the channel socket refused a connection");
+      return;
+    }
     const std::string& ticket = channel_->session().channel_ticket;
     const uint32_t kind = d_.below(6);
     if (kind >= 2) {
