@@ -266,26 +266,13 @@ class Campaign {
     ++report_.fault_points_armed[name];
   }
 
+  // A fresh process for the slot: `kvrt worker`, or an engine slot's
+  // `kvrt run-worker`.
   void spawn_worker(uint32_t s) {
     WorkerSlot& slot = slots_[s];
-    const uint64_t seed = splitmix64(c_.seed ^ (uint64_t(s) << 32) ^ slot.started);
     const std::string log =
         o_.out_dir + "/logs/worker-" + std::to_string(s) + "-" + std::to_string(slot.started) + ".log";
-    if (is_engine(s)) return spawn_engine(s, log);
-    std::vector<std::string> args{"worker",
-                                  "--node",
-                                  descriptor_path_,
-                                  "--principal",
-                                  "worker-" + std::to_string(s),
-                                  "--duration",
-                                  std::to_string(c_.worker_duration_s),
-                                  "--seed",
-                                  std::to_string(seed),
-                                  "--json"};
-    if (proxy_) {
-      args.insert(args.end(),
-                  {"--channel-socket", proxy_->path(), "--call-timeout-ms", std::to_string(c_.worker_call_timeout_ms)});
-    }
+    const std::vector<std::string> args = is_engine(s) ? engine_args(s, log) : worker_args(s);
     Result<pid_t> pid = spawn(args, log);
     ++slot.started;
     slot.fault.reset();
@@ -300,31 +287,51 @@ class Campaign {
     ++report_.workers_started;
   }
 
+  std::vector<std::string> worker_args(uint32_t s) const {
+    const uint64_t seed = splitmix64(c_.seed ^ (uint64_t(s) << 32) ^ slots_[s].started);
+    std::vector<std::string> args{"worker",
+                                  "--node",
+                                  descriptor_path_,
+                                  "--principal",
+                                  "worker-" + std::to_string(s),
+                                  "--duration",
+                                  std::to_string(c_.worker_duration_s),
+                                  "--seed",
+                                  std::to_string(seed),
+                                  "--json"};
+    if (proxy_)
+      args.insert(args.end(),
+                  {"--channel-socket", proxy_->path(), "--call-timeout-ms", std::to_string(c_.worker_call_timeout_ms)});
+    return args;
+  }
+
   bool is_engine(uint32_t s) const { return s < c_.engine_slots; }
 
   // An engine slot: `kvrt run-worker` over its share of the engine workload,
-  // reconnecting to the campaign's descriptor path when its node dies.
-  void spawn_engine(uint32_t s, const std::string& log) {
+  // reconnecting to the campaign's descriptor path when its node dies; its
+  // result JSON beside its log.
+  std::vector<std::string> engine_args(uint32_t s, const std::string& log) {
     WorkerSlot& slot = slots_[s];
     slot.result_path = log.substr(0, log.size() - 4) + ".json";
     std::error_code ec;
     std::filesystem::remove(slot.result_path, ec);
-    Result<pid_t> pid =
-        spawn({"run-worker", "--node", descriptor_path_, "--principal", "worker-" + std::to_string(s), "--config",
-               c_.engine_run_config_path, "--workload", c_.engine_workload_path, "--index", std::to_string(s),
-               "--workers", std::to_string(c_.engine_slots), "--in-flight", "4", "--result", slot.result_path},
-              log);
-    ++slot.started;
-    slot.fault.reset();
-    slot.resume_at.reset();
-    slot.hung_until.reset();
-    if (!pid.ok()) {
-      violation("engine slot " + std::to_string(s) + " could not start: " + pid.error().describe());
-      slot.process = Child{};
-      return;
-    }
-    slot.process = Child{*pid, log, std::nullopt};
-    ++report_.workers_started;
+    return {"run-worker",
+            "--node",
+            descriptor_path_,
+            "--principal",
+            "worker-" + std::to_string(s),
+            "--config",
+            c_.engine_run_config_path,
+            "--workload",
+            c_.engine_workload_path,
+            "--index",
+            std::to_string(s),
+            "--workers",
+            std::to_string(c_.engine_slots),
+            "--in-flight",
+            "4",
+            "--result",
+            slot.result_path};
   }
 
   // An engine that ended: killed is fine; otherwise it must have served its
