@@ -31,14 +31,16 @@ namespace kvrt::actors {
 using wire_bytes = std::vector<char>;
 
 // Atoms (at most 10 characters, CAF 0.17).
-using route_atom = caf::atom_constant<caf::atom("route")>;      // a routed call (routes.hpp)
-using stats_atom = caf::atom_constant<caf::atom("stats")>;      // owner gauges
-using end_atom = caf::atom_constant<caf::atom("sessend")>;      // a session ended
-using hello_atom = caf::atom_constant<caf::atom("hello")>;      // a worker opens a session
-using attach_atom = caf::atom_constant<caf::atom("attach")>;    // bind a session channel to its session
-using tags_atom = caf::atom_constant<caf::atom("tags")>;        // weak-identity tags (prefix -> allocator)
-using events_atom = caf::atom_constant<caf::atom("events")>;    // allocator events (allocator -> prefix)
-using grant_atom = caf::atom_constant<caf::atom("grant")>;      // a namespace grant (authorization -> indexes)
+using route_atom = caf::atom_constant<caf::atom("route")>;    // a routed call (routes.hpp)
+using stats_atom = caf::atom_constant<caf::atom("stats")>;    // owner gauges
+using end_atom = caf::atom_constant<caf::atom("sessend")>;    // a session ended
+using hello_atom = caf::atom_constant<caf::atom("hello")>;    // a worker opens a session
+using attach_atom = caf::atom_constant<caf::atom("attach")>;  // bind a session channel to its session
+using tags_atom = caf::atom_constant<caf::atom("tags")>;      // weak-identity tags (prefix -> allocator)
+using events_atom = caf::atom_constant<caf::atom("events")>;  // allocator events (allocator -> prefix)
+using grant_atom = caf::atom_constant<caf::atom("grant")>;    // a namespace grant (authorization -> indexes)
+using advance_atom =
+    caf::atom_constant<caf::atom("advance")>;  // a namespace's generation moved on (authorization -> indexes)
 using table_atom = caf::atom_constant<caf::atom("table")>;      // read a request table (index -> allocator)
 using lease_atom = caf::atom_constant<caf::atom("lease")>;      // node leases for cached pages (radix -> allocator)
 using unlease_atom = caf::atom_constant<caf::atom("unlease")>;  // release leases
@@ -62,6 +64,9 @@ using prefix_actor = owner_interface::extend<
     // about this many blocks per group are missing. An index that holds
     // blocks (the radix) gives some back.
     caf::reacts_to<pressure_atom, uint32_t>, caf::reacts_to<grant_atom, uint64_t, SessionNamespaceGrant>,
+    // An invalidation made (namespace, generation) current: every grant of
+    // an older generation ends here too.
+    caf::reacts_to<advance_atom, std::string, uint64_t>,
     // 0x0CD, node-internal: step 3 (session, lookups), step 4's path leases
     // (radix), step 5 (versions), and the release of path leases (one flag
     // per lease: released or not held by the session).

@@ -7,6 +7,7 @@
 
 #include "actors/owner_actors.hpp"
 #include "actors/owner_routes.hpp"
+#include "services/common/overloaded.hpp"
 
 namespace kvrt::actors {
 
@@ -56,12 +57,30 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
         [self](route_atom, uint16_t route, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
           auto& st = self->state;
           return serve_owner_routes<Owner::authorization>(
-              st.obs, route, session, bytes, [&](const AuthorizeRequest& req) -> Result<NamespaceGrantReceipt> {
-                Result<IssuedGrant> grant = st.service->authorize(SessionId{session}, req);
-                if (!grant.ok()) return grant.error();
-                // Enqueued before the reply: see the top of this file.
-                self->send(st.prefix, grant_atom::value, session, grant->for_indexes);
-                return grant->receipt;
+              st.obs, route, session, bytes,
+              overloaded{
+                  [&](const AuthorizeRequest& req) -> Result<NamespaceGrantReceipt> {
+                    Result<IssuedGrant> grant = st.service->authorize(SessionId{session}, req);
+                    if (!grant.ok()) return grant.error();
+                    // Enqueued before the reply: see the top of this file.
+                    self->send(st.prefix, grant_atom::value, session, grant->for_indexes);
+                    return grant->receipt;
+                  },
+                  [&](const NamespaceInvalidateRequest& req) -> Result<NamespaceInvalidationReceipt> {
+                    Result<NamespaceInvalidationReceipt> r = st.service->apply(SessionId{session}, req);
+                    if (!r.ok()) return r;
+                    // Enqueued before the reply and before any grant of the
+                    // new generation: the index ends the old grants first.
+                    self->send(st.prefix, advance_atom::value, r->namespace_name, r->new_generation.value);
+                    logger_or_default(st.obs.log)
+                        .info(
+                            "actor=authorization namespace {} invalidated ({}): generation {} -> {}, {} grant(s) "
+                            "ended",
+                            r->namespace_name, to_string(r->cause), r->old_generation.value, r->new_generation.value,
+                            r->ended_grants);
+                    return r;
+                  },
+                  [&](const NamespaceStatusRequest& req) { return st.service->apply(SessionId{session}, req); },
               });
         },
         [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<ReuseKeyRequest>& requests) {

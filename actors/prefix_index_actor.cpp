@@ -60,6 +60,11 @@ prefix_actor spawn_index_actor(caf::actor_system& system, std::shared_ptr<Servic
         [self](grant_atom, uint64_t session, const SessionNamespaceGrant& grant) {
           self->state.service->grant(SessionId{session}, grant);
         },
+        [self](advance_atom, const std::string& namespace_name, uint64_t generation) {
+          std::vector<LeaseId> leases =
+              self->state.service->advance_generation(namespace_name, NamespaceGeneration{generation});
+          if (!leases.empty()) self->send(self->state.allocator, unlease_atom::value, std::move(leases));
+        },
         [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<PrefixMatchOp>& lookups) {
           TraceSlice slice(self->state.obs.trace, actor, "reuse.lookups", trace);
           return reuse_candidates(*self->state.service, SessionId{session}, lookups);

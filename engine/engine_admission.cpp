@@ -64,6 +64,7 @@ Status EngineLoop::admit() {
         attempt[i] = FunnelOutcome::hit();
       } else if (const auto* rej = std::get_if<ReuseRejectionReceipt>(&o)) {
         attempt[i] = FunnelOutcome::rejected(rej->reason);
+        if (is_stale_namespace(rej->reason)) note_stale_generation();
       } else {
         note_error(std::get<Error>(o));
       }

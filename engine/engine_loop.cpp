@@ -47,6 +47,7 @@ Result<EngineResult> EngineLoop::run() {
     return o_.serve_privately_on_loss && (e.code == ErrorCode::node_lost || e.code == ErrorCode::session_ended);
   };
   auto step = [this]() -> Status {
+    KVRT_TRY(reauthorize_if_stale());
     KVRT_TRY(admit());
     KVRT_TRY(decode_step());
     return finish();
@@ -126,6 +127,7 @@ void EngineLoop::note_error(const Error& e) {
     ++result_.faults_absorbed;
     return;
   }
+  if (e.code == ErrorCode::authorization_stale_generation) return note_stale_generation();
   ++result_.operation_errors;
   if (result_.first_error.empty()) result_.first_error = e.describe();
 }
@@ -207,6 +209,23 @@ Status EngineLoop::authorize_namespaces() {
     result_.authorize_us.push_back(micros_since(t0));
     if (!grant.ok()) return grant.error();
   }
+  return Status::success();
+}
+
+void EngineLoop::note_stale_generation() {
+  ++result_.stale_generation_refusals;
+  grants_stale_ = true;
+}
+
+Status EngineLoop::reauthorize_if_stale() {
+  if (!grants_stale_) return Status::success();
+  grants_stale_ = false;
+  // Authorizing a namespace again answers its current generation (a grant
+  // still current is answered as it is). The first-block keys seeded under
+  // the old generation seed nothing under the new one.
+  KVRT_TRY(authorize_namespaces());
+  seeded_keys_.clear();
+  ++result_.reauthorizations;
   return Status::success();
 }
 

@@ -88,6 +88,11 @@ class EngineLoop {
   Status release_receipts();  // the same, sent alone
   Status publish_batch(const PrefixBatch& publish);
   Status authorize_namespaces();
+  // An op refused because an invalidation ended this worker's grants
+  // (0x01A): not an error. The namespaces are authorized again before the
+  // next admission, and the requests go on without reuse meanwhile.
+  void note_stale_generation();
+  Status reauthorize_if_stale();
   uint32_t group_index(CacheGroupId group) const;
   Status apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries);
   void verify(const LiveRequest& r);
@@ -124,6 +129,7 @@ class EngineLoop {
   uint32_t P_, groups_;
   uint64_t row_bytes_;
   std::set<FirstBlockKey> seeded_keys_;
+  bool grants_stale_ = false;  // note_stale_generation since the last authorization
   std::deque<PendingRequest> ready_;
   std::vector<LiveRequest> live_;
   EngineResult result_;

@@ -106,6 +106,12 @@ struct EngineResult {
   // Ops an armed fault point ended (fault-injection runs), which the
   // request went on without: not errors.
   uint64_t faults_absorbed = 0;
+  // A live invalidation (0x01A) while the worker ran: ops refused because
+  // their grant's generation was no longer current (reuse attempts, reuse
+  // successors and publications, which the requests went on without), and
+  // the times the worker authorized its namespaces again. Not errors.
+  uint64_t stale_generation_refusals = 0;
+  uint64_t reauthorizations = 0;
   // Health.
   uint64_t out_of_capacity_retries = 0;  // allocations or appends refused for capacity, retried
   uint64_t operation_errors = 0;

@@ -6,7 +6,7 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("kvrt::wire");
 using Kvrt = import "annotations.capnp";
 using Common = import "common.capnp";
-$Kvrt.include(["services/common/digest.hpp"]);
+$Kvrt.include(["services/common/digest.hpp", "services/identity/invalidation.hpp"]);
 
 struct AuthorizeRequest $Kvrt.message {
   trace @0 :Common.TraceContext;
@@ -22,4 +22,75 @@ struct NamespaceGrantReceipt $Kvrt.message {
   grantSha256 @3 :Data $Kvrt.type("Sha256Digest");
   # Canonical SHA-256 of (grant id, principal, namespace, generation): what an
   # audit log records to name this grant without the salt or the token.
+}
+
+enum InvalidationCause $Kvrt.existing("InvalidationCause") {
+  # What changed, so that a namespace's K/V of the old generation no longer
+  # describes what a request would compute (0x01A "Invalidation Produces A
+  # Successor Namespace"). Each cause owns the facts it must change.
+  weights @0;          # base weights: the model generation advances
+  adapter @1;          # the active adapter set: the adapter identity changes
+  transform @2;        # a weight transform: its identity changes
+  positions @3;        # the position contract: its digest changes
+  representation @4;   # dtype, quantization, strides or block sizes
+  shard @5;            # TP world/rank, cache grouping or local heads
+}
+
+struct NamespaceInvalidateRequest $Kvrt.message {
+  # The invalidate route (admin sessions only): the namespace's successor
+  # generation g+1 becomes current. Every grant of g ends, so a session that
+  # held one is refused with authorization_stale_generation on its next
+  # lookup, publication or reuse and must authorize again; what g published
+  # never matches a lookup of g+1 (its keys hash g). Requests already running
+  # keep the blocks they hold.
+  trace @0 :Common.TraceContext;
+  namespaceName @1 :Text;
+  cause @2 :InvalidationCause;
+  # The new value of the fact the cause owns: the adapter or transform
+  # identity (adapter, transform), the position contract's digest, 64
+  # lowercase hex (positions); empty for weights, whose successor is the
+  # current model generation + 1.
+  successorIdentity @3 :Text;
+}
+
+struct NamespaceInvalidationReceipt $Kvrt.message {
+  # What an invalidation did, with its counts (0x01A, the registry's receipt).
+  trace @0 :Common.TraceContext;
+  namespaceName @1 :Text;
+  cause @2 :InvalidationCause;
+  oldGeneration @3 :UInt64 $Kvrt.type("NamespaceGeneration");
+  newGeneration @4 :UInt64 $Kvrt.type("NamespaceGeneration");
+  oldModelGeneration @5 :UInt64;
+  newModelGeneration @6 :UInt64;
+  changedFacts @7 :List(Text);              # every fact of the generation that differs
+  endedGrants @8 :UInt32;                   # grants of g that ended [grants]
+  oldLiveAdmissions @9 :UInt64;             # holds still on g (leases, receipts) [holds]
+  oldReclaimed @10 :Bool;                   # no hold on g: its state is reclaimable now
+  oldNamespaceSha256 @11 :Data $Kvrt.type("Sha256Digest");
+  newNamespaceSha256 @12 :Data $Kvrt.type("Sha256Digest");
+}
+
+struct NamespaceStatusRequest $Kvrt.message {
+  # The namespace_status route (admin sessions only).
+  trace @0 :Common.TraceContext;
+  namespaceName @1 :Text;                   # empty: every namespace
+}
+
+struct NamespaceStatus {
+  namespaceName @0 :Text;
+  generation @1 :UInt64 $Kvrt.type("NamespaceGeneration");   # the current one
+  modelGeneration @2 :UInt64;
+  admitting @3 :Bool;                       # false while a purge stops admission
+  openPurge @4 :UInt64;                     # the open purge's id; 0: none
+  liveGrants @5 :UInt32;                    # grants of the current generation [grants]
+  frozenGenerations @6 :List(UInt64);       # older generations still held by someone
+  liveLeaseHolds @7 :UInt64;                # lease holds, every generation [holds]
+  liveReceiptHolds @8 :UInt64;              # executable-receipt holds, every generation [holds]
+  invalidations @9 :UInt32;                 # since the node started
+  lastCause @10 :Text;                      # the latest invalidation's cause; empty: none
+}
+
+struct NamespaceStatusReceipt $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  namespaces @1 :List(NamespaceStatus);     # by name
 }

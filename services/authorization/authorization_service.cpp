@@ -1,5 +1,6 @@
 #include "services/authorization/authorization_service.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "services/identity/compatibility_manifest_builder.hpp"
@@ -25,7 +26,7 @@ Result<OpenedSession> AuthorizationService::open_session(const HelloRequest& hel
   for (const auto& [n, namespaces] : allowed_)
     if (authority_.principal_id(n) == *principal) name = n;
   const SessionId id{next_session_++};
-  sessions_[id.value] = SessionRecord{*principal, name, hello.worker_name, {}};
+  sessions_[id.value] = SessionRecord{*principal, name, hello.worker_name, admins_.contains(name), {}};
   ++sessions_per_principal_[principal->value];
   OpenedSession out{id, name, {}, admins_.contains(name)};
   if (const auto it = allowed_.find(name); it != allowed_.end()) out.allowed_namespaces = it->second;
@@ -71,7 +72,10 @@ ReuseKeyAnswer AuthorizationService::reuse_key(SessionId session, const ReuseKey
   if (g == s->second.grants.end())
     return denied(make_error(ErrorCode::authorization_namespace_denied, "this session holds no grant for the namespace",
                              "namespace_name"));
-  if (Status held = authority_.check(g->second); !held.ok()) return denied(held.error());
+  if (Status held = authority_.check(g->second); !held.ok()) {
+    if (held.error().code == ErrorCode::authorization_stale_generation) ++stale_generation_refusals_;
+    return denied(held.error());
+  }
   const GenerationRecord* rec = authority_.registry().find(g->second.namespace_name(), g->second.generation());
   if (rec == nullptr)
     return denied(make_error(ErrorCode::authorization_stale_generation, "the granted generation has no record",
@@ -82,6 +86,84 @@ ReuseKeyAnswer AuthorizationService::reuse_key(SessionId session, const ReuseKey
       build_compatibility_manifest(rec->facts.layout, rec->facts.artifact, rec->isolation, input);
   if (!m.ok()) return ReuseKeyAnswer{g->second, std::nullopt};  // the attempt's build_key step names the error
   return ReuseKeyAnswer{g->second, KeyEvidence{std::move(m).value()}};
+}
+
+Status AuthorizationService::check_admin(SessionId session) const {
+  const auto s = sessions_.find(session.value);
+  if (s == sessions_.end())
+    return make_error(ErrorCode::session_ended, "session " + std::to_string(session.value) + " is not open", "session");
+  if (!s->second.admin)
+    return make_error(ErrorCode::authorization_route_denied,
+                      "principal \"" + s->second.principal_name + "\" is not an admin", "session");
+  return Status::success();
+}
+
+Result<NamespaceInvalidationReceipt> AuthorizationService::apply(SessionId session,
+                                                                 const NamespaceInvalidateRequest& request) {
+  KVRT_TRY(check_admin(session));
+  auto refused = [&](Error e) {
+    ++invalidations_refused_;
+    return e;
+  };
+  const GenerationRecord* current = authority_.registry().current(request.namespace_name);
+  if (current == nullptr)
+    return refused(make_error(ErrorCode::authorization_unknown_namespace,
+                              "no cache namespace \"" + request.namespace_name + "\" is configured", "namespace_name"));
+  Result<GenerationFacts> successor = live_successor_facts(request.cause, current->facts, request.successor_identity);
+  if (!successor.ok()) return refused(successor.error());
+  Result<NamespaceInvalidation> done = authority_.invalidate(request.namespace_name, request.cause, *successor);
+  if (!done.ok()) return refused(done.error());
+  ++invalidations_;
+  grants_ended_by_invalidation_ += done->ended_grants.size();
+  // The sessions' grants of the old generation are what the authority just
+  // ended: a session's next reuse step finds its grant stale and is refused.
+  const InvalidationReceipt& r = done->receipt;
+  NamespaceInvalidationReceipt out;
+  out.trace = request.trace;
+  out.namespace_name = r.namespace_name;
+  out.cause = r.cause;
+  out.old_generation = r.old_generation;
+  out.new_generation = r.new_generation;
+  out.old_model_generation = r.old_model_generation;
+  out.new_model_generation = r.new_model_generation;
+  out.changed_facts = r.changed_facts;
+  out.ended_grants = static_cast<uint32_t>(done->ended_grants.size());
+  out.old_live_admissions = r.old_live_admissions;
+  out.old_reclaimed = r.old_reclaimed;
+  out.old_namespace_sha256 = r.old_namespace_sha256;
+  out.new_namespace_sha256 = r.new_namespace_sha256;
+  return out;
+}
+
+Result<NamespaceStatusReceipt> AuthorizationService::apply(SessionId session,
+                                                           const NamespaceStatusRequest& request) const {
+  KVRT_TRY(check_admin(session));
+  std::vector<std::string> names;
+  if (request.namespace_name.empty())
+    names = authority_.namespace_names();
+  else
+    names.push_back(request.namespace_name);
+  std::sort(names.begin(), names.end());
+  NamespaceStatusReceipt out;
+  out.trace = request.trace;
+  for (const std::string& name : names) {
+    Result<NamespaceStanding> s = authority_.standing(name);
+    if (!s.ok()) return make_error(s.error().code, s.error().reason, "namespace_name");
+    NamespaceStatus st;
+    st.namespace_name = s->namespace_name;
+    st.generation = s->generation;
+    st.model_generation = s->model_generation;
+    st.admitting = s->admitting;
+    st.open_purge = s->open_purge ? s->open_purge->value : 0;
+    st.live_grants = s->live_grants;
+    for (NamespaceGeneration g : s->frozen_generations) st.frozen_generations.push_back(g.value);
+    st.live_lease_holds = s->lease_holds;
+    st.live_receipt_holds = s->receipt_holds;
+    st.invalidations = s->invalidations;
+    if (s->last_cause) st.last_cause = std::string(to_string(*s->last_cause));
+    out.namespaces.push_back(std::move(st));
+  }
+  return out;
 }
 
 Status AuthorizationService::end_session(SessionId session, bool revoke) {
@@ -126,6 +208,10 @@ OwnerStats AuthorizationService::stats() const {
   put("grants_issued", static_cast<int64_t>(grants_));
   put("rejected_namespace", static_cast<int64_t>(denied_));
   put("sessions_ended", static_cast<int64_t>(sessions_ended_));
+  put("invalidations", static_cast<int64_t>(invalidations_));
+  put("invalidations_refused", static_cast<int64_t>(invalidations_refused_));
+  put("grants_ended_by_invalidation", static_cast<int64_t>(grants_ended_by_invalidation_));
+  put("stale_generation_refusals", static_cast<int64_t>(stale_generation_refusals_));
   return out;
 }
 

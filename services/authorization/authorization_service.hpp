@@ -45,6 +45,15 @@ class AuthorizationService {
   // no grant for the namespace is denied (namespace_denied) before any index
   // sees the tokens (0x0CE "Authorization Before Lookup").
   ReuseKeyAnswer reuse_key(SessionId session, const ReuseKeyRequest& request) const;
+  // The admin routes (an admin session only; the session actor already
+  // refuses a worker's): invalidate makes the namespace's successor
+  // generation current (NamespaceAuthority::invalidate, the successor's
+  // facts from live_successor_facts). The caller must then tell the index
+  // owners (advance_generation), before any grant of the new generation is
+  // issued, so that they refuse every grant of the old one.
+  Result<NamespaceInvalidationReceipt> apply(SessionId session, const NamespaceInvalidateRequest& request);
+  Result<NamespaceStatusReceipt> apply(SessionId session, const NamespaceStatusRequest& request) const;
+
   // Ends the session's grants; the principal keeps its token (a worker may
   // reconnect) unless `revoke` bars it.
   Status end_session(SessionId session, bool revoke = false);
@@ -59,8 +68,11 @@ class AuthorizationService {
     PrincipalId principal;
     std::string principal_name;
     std::string worker_name;
+    bool admin = false;
     std::map<std::string, AuthorizedLookup> grants;  // namespace -> the latest grant this session was issued
   };
+  Status check_admin(SessionId session) const;
+
   NamespaceAuthority authority_;
   std::map<std::string, std::vector<std::string>> allowed_;  // principal -> namespaces (config)
   std::set<std::string> admins_;                             // principals whose role is admin (config)
@@ -68,6 +80,8 @@ class AuthorizationService {
   std::map<uint64_t, uint32_t> sessions_per_principal_;
   uint64_t next_session_ = 1;
   uint64_t hellos_ = 0, unauthenticated_ = 0, grants_ = 0, denied_ = 0, sessions_ended_ = 0;
+  uint64_t invalidations_ = 0, invalidations_refused_ = 0, grants_ended_by_invalidation_ = 0;
+  mutable uint64_t stale_generation_refusals_ = 0;
 };
 
 }  // namespace kvrt

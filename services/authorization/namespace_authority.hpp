@@ -73,6 +73,28 @@ struct PrincipalEndReceipt {
   std::vector<HoldId> outstanding_holds;
 };
 
+// What invalidate() did (0x01A): the registry's receipt, and the grants of
+// the old generation that ended with it.
+struct NamespaceInvalidation {
+  InvalidationReceipt receipt;
+  std::vector<GrantId> ended_grants;
+};
+
+// Where one namespace stands, for operators (`kvrt admin status`).
+struct NamespaceStanding {
+  std::string namespace_name;
+  NamespaceGeneration generation;  // the current one
+  uint64_t model_generation = 0;   // the current generation's layout's
+  bool admitting = true;
+  std::optional<PurgeId> open_purge;
+  uint32_t live_grants = 0;                             // grants of the current generation [grants]
+  std::vector<NamespaceGeneration> frozen_generations;  // older generations someone still holds
+  uint64_t lease_holds = 0;                             // every generation [holds]
+  uint64_t receipt_holds = 0;                           // every generation [holds]
+  uint32_t invalidations = 0;                           // successors made, purges' included
+  std::optional<InvalidationCause> last_cause;
+};
+
 class NamespaceAuthority {
  public:
   // Registers every configured namespace with `facts` (the node's layout and
@@ -115,6 +137,17 @@ class NamespaceAuthority {
   Result<PrincipalEndReceipt> end_principal_grants(PrincipalId principal);
   // As above, and the token no longer authenticates.
   Result<PrincipalEndReceipt> revoke_principal(PrincipalId principal);
+
+  // --- invalidation without a purge (0x01A; namespace_invalidate.cpp)
+  // The successor generation becomes current and every grant of the old one
+  // ends; holds on the old one stay until released (its requests finish on
+  // its K/V). Errors, with nothing changed: unknown namespace, a purge open
+  // on it (the purge advances the generation itself), and the registry's
+  // (check_invalidation: the successor must change what the cause owns).
+  Result<NamespaceInvalidation> invalidate(std::string_view namespace_name, InvalidationCause cause,
+                                           const GenerationFacts& successor);
+  Result<NamespaceStanding> standing(std::string_view namespace_name) const;
+  std::vector<std::string> namespace_names() const;  // in configuration order
 
   // --- purge (0x0CE steps 1-7; namespace_purge.cpp)
   Result<PurgeStepReceipt> begin_purge(std::string_view namespace_name, const PurgeRequest& request);  // step 1
@@ -161,6 +194,8 @@ class NamespaceAuthority {
   void end_grant(GrantId id);
   Result<PrincipalEndReceipt> end_principal(PrincipalId principal, bool bar);
   PurgeWorkId next_work_id() { return PurgeWorkId{next_work_id_++}; }
+  // Ends every grant of the namespace (its generation moved on); returns them.
+  std::vector<GrantId> end_namespace_grants(NamespaceId ns);
   // Purge steps 2-7 (namespace_purge.cpp); each checks its precondition
   // before it changes anything.
   Result<PurgeStepReceipt> purge_step(PurgeProgress& p, NamespaceId ns, PurgeStep step);

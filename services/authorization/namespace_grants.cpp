@@ -9,12 +9,12 @@ void NamespaceGrants::grant(SessionId session, SessionNamespaceGrant g) {
 }
 
 void NamespaceGrants::advance_generation(const std::string& name, NamespaceGeneration generation) {
+  // The older grants stay, refused by current() as stale: a worker told
+  // authorization_stale_generation knows to authorize again, where "no
+  // grant" would read as a worker that never authorized. A session's next
+  // grant of the namespace replaces its stale one.
   auto& current = current_generation_[name];
   if (current.value < generation.value) current = generation;
-  for (auto& [session, grants] : grants_) {
-    const auto it = grants.find(name);
-    if (it != grants.end() && it->second.generation.value < generation.value) grants.erase(it);
-  }
 }
 
 void NamespaceGrants::end_session(SessionId session) { grants_.erase(session.value); }

@@ -32,7 +32,8 @@ struct SessionNamespaceGrant {
 class NamespaceGrants {
  public:
   void grant(SessionId session, SessionNamespaceGrant g);
-  // A namespace moved to a new generation: every grant of an older one ends.
+  // A namespace moved to a new generation: every grant of an older one is
+  // refused from now on (authorization_stale_generation).
   void advance_generation(const std::string& namespace_name, NamespaceGeneration generation);
   void end_session(SessionId session);
   // The session's current grant for the namespace. Errors:

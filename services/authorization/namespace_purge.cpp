@@ -163,10 +163,7 @@ Result<PurgeStepReceipt> NamespaceAuthority::purge_step(PurgeProgress& p, Namesp
       // changed yet.
       auto inv = registry_.invalidate(p.namespace_name, p.request.cause, p.request.successor);
       if (!inv.ok()) return inv.error();
-      std::vector<GrantId> ended;
-      for (const auto& [gid, grant] : grants_)
-        if (grant.namespace_id == nid) ended.push_back(gid);
-      for (GrantId gid : ended) end_grant(gid);
+      end_namespace_grants(nid);
       ns.admitting = true;  // g+1 admits from here on (0x01A step 5)
       p.successor_generation = inv->new_generation;
       r.invalidation = std::move(inv).value();

@@ -1,6 +1,7 @@
 #include "services/identity/invalidation.hpp"
 
 #include <algorithm>
+#include <charconv>
 
 #include "services/identity/layout_mismatch.hpp"
 #include "services/identity/operand_text.hpp"
@@ -105,6 +106,59 @@ Status check_invalidation(InvalidationCause cause, const GenerationFacts& curren
   }
   return make_error(ErrorCode::invalid_argument,
                     "unknown invalidation cause " + std::to_string(static_cast<int>(cause)), "cause");
+}
+
+Result<GenerationFacts> live_successor_facts(InvalidationCause cause, const GenerationFacts& current,
+                                             std::string_view identity) {
+  GenerationFacts next = current;
+  auto need_identity = [&](std::string_view what) -> Status {
+    if (identity.empty())
+      return make_error(ErrorCode::invalid_argument,
+                        "invalidation cause " + std::string(to_string(cause)) + " needs the new " + std::string(what),
+                        "successor_identity");
+    return Status::success();
+  };
+  switch (cause) {
+    case InvalidationCause::weights:
+      if (identity.empty()) {
+        next.layout.model_generation = current.layout.model_generation + 1;
+      } else {
+        uint64_t g = 0;
+        const auto [end, ec] = std::from_chars(identity.data(), identity.data() + identity.size(), g);
+        if (ec != std::errc() || end != identity.data() + identity.size() || g <= current.layout.model_generation)
+          return make_error(ErrorCode::invalid_argument,
+                            "a weights successor names a model generation above the current " +
+                                std::to_string(current.layout.model_generation) + ", not " + quote_operand(identity),
+                            "successor_identity");
+        next.layout.model_generation = g;
+      }
+      break;
+    case InvalidationCause::adapter:
+      KVRT_TRY(need_identity("adapter identity"));
+      next.artifact.adapter_identity = std::string(identity);
+      break;
+    case InvalidationCause::transform:
+      KVRT_TRY(need_identity("weight transform identity"));
+      next.artifact.weight_transform_identity = std::string(identity);
+      break;
+    case InvalidationCause::positions:
+      KVRT_TRY(need_identity("position contract digest"));
+      if (!is_lower_hex64(identity))
+        return make_error(ErrorCode::invalid_argument,
+                          "a position contract digest is 64 lowercase hex digits, not " + quote_operand(identity),
+                          "successor_identity");
+      next.artifact.position_contract_sha256 = std::string(identity);
+      break;
+    case InvalidationCause::representation:
+    case InvalidationCause::shard:
+      return make_error(ErrorCode::invalid_argument,
+                        "invalidation cause " + std::string(to_string(cause)) +
+                            " changes the bytes of a block, which this node's pools cannot follow: start a node "
+                            "with the successor layout",
+                        "cause");
+  }
+  KVRT_TRY(check_invalidation(cause, current, next));
+  return next;
 }
 
 }  // namespace kvrt

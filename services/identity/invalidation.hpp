@@ -55,6 +55,20 @@ std::vector<std::string> changed_facts(const GenerationFacts& current, const Gen
 // the receipt lists them all. ErrorCode::invalid_argument naming the fact.
 Status check_invalidation(InvalidationCause cause, const GenerationFacts& current, const GenerationFacts& successor);
 
+// The successor facts a live node derives for a cause from the current ones
+// and the new value of the fact the cause owns (`identity`):
+//   weights    model_generation + 1, or `identity` as a decimal generation
+//              above the current one;
+//   adapter    adapter_identity = identity (non-empty);
+//   transform  weight_transform_identity = identity (non-empty);
+//   positions  position_contract_sha256 = identity (64 lowercase hex).
+// representation and shard change the bytes of a block (dtype, heads per
+// rank, block sizes), which pools already laid out cannot follow: they are
+// refused (invalid_argument, field "cause"), and need a node started with
+// the successor layout. The result passes check_invalidation.
+Result<GenerationFacts> live_successor_facts(InvalidationCause cause, const GenerationFacts& current,
+                                             std::string_view identity);
+
 // Immutable record of one invalidation (docs/conventions.md habit 5).
 struct InvalidationReceipt {
   std::string namespace_name;

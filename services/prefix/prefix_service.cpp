@@ -17,9 +17,10 @@ Result<PrefixService> PrefixService::create(PrefixIndexConfig config) {
 
 void PrefixService::grant(SessionId session, SessionNamespaceGrant g) { grants_.grant(session, std::move(g)); }
 
-void PrefixService::advance_generation(const std::string& name, NamespaceGeneration generation) {
+std::vector<LeaseId> PrefixService::advance_generation(const std::string& name, NamespaceGeneration generation) {
   grants_.advance_generation(name, generation);
   ++retraction_version_;
+  return {};
 }
 
 void PrefixService::end_session(SessionId session) { grants_.end_session(session); }

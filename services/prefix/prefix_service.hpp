@@ -59,8 +59,12 @@ class PrefixService {
   static Result<PrefixService> create(PrefixIndexConfig config);
 
   void grant(SessionId session, SessionNamespaceGrant grant);
-  // A namespace moved to a new generation: every grant of an older one ends.
-  void advance_generation(const std::string& namespace_name, NamespaceGeneration generation);
+  // A namespace moved to a new generation: every grant of an older one is
+  // refused as stale, and candidates found before are stale at step 5. The
+  // chain holds no blocks: the old generation's tags stay on free blocks
+  // until the allocator recycles them (no key reaches them), so there is
+  // nothing to release (always empty; the radix owner's returns leases).
+  std::vector<LeaseId> advance_generation(const std::string& namespace_name, NamespaceGeneration generation);
   void end_session(SessionId session);
 
   Result<PrefixMatchReceipt> match(SessionId session, const PrefixMatchOp& op);

@@ -167,6 +167,16 @@ std::vector<LeaseId> RadixBlockIndex::evict_pages(uint32_t pages) {
 
 std::vector<LeaseId> RadixBlockIndex::evict_all() { return evict_tokens(UINT64_MAX); }
 
+std::vector<LeaseId> RadixBlockIndex::evict_extra_key(uint64_t extra_key) {
+  PageSink sink(config_.block_tokens);
+  tree_.evict_extra_key(extra_key, &sink);
+  ++retraction_version_;
+  std::vector<LeaseId> release;
+  for (uint32_t id : sink.pages) free_page(id, release);
+  evicted_pages_ += sink.pages.size();
+  return release;
+}
+
 Status RadixBlockIndex::lock_path(RadixNodeRef terminal) {
   Result<int64_t> r = tree_.inc_lock(terminal);
   return r.ok() ? Status::success() : Status(r.error());

@@ -92,6 +92,11 @@ class RadixBlockIndex {
   std::vector<LeaseId> evict_pages(uint32_t pages);
   // Evicts every page (empties the cache); returns the leases to release.
   std::vector<LeaseId> evict_all();
+  // Evicts every unlocked page under `extra_key` (a namespace generation
+  // nothing can match again) and advances the retraction version even when
+  // nothing was evicted: a candidate of that generation found before is
+  // stale (0x0CD step 5). Returns the leases to release.
+  std::vector<LeaseId> evict_extra_key(uint64_t extra_key);
 
   // Lock references on the path ending at `terminal` (0x08D): a locked path
   // is never evicted. Errors: the tree's (unknown node, lock underflow).

@@ -167,6 +167,7 @@ Result<RadixPublication> RadixBlockService::decide_publication(SessionId session
                                                                const BlockTableView& table) {
   KVRT_TRY(check_publication(session, op));
   const uint64_t key = *namespace_key(session, op.namespace_name);
+  published_keys_[op.namespace_name][grants_.current(session, op.namespace_name)->generation.value] = key;
   const uint32_t P = index_.block_tokens();
   if (table.groups.size() != groups_)
     return make_error(ErrorCode::invalid_argument, "the table has another number of cache groups", "table");
@@ -226,6 +227,21 @@ std::vector<LeaseId> RadixBlockService::confirm_publication(RadixPublication& pu
   return release;
 }
 
+std::vector<LeaseId> RadixBlockService::advance_generation(const std::string& name, NamespaceGeneration g) {
+  grants_.advance_generation(name, g);
+  std::vector<LeaseId> release;
+  const auto ns = published_keys_.find(name);
+  if (ns == published_keys_.end()) return release;
+  const uint32_t before = index_.cached_pages();
+  for (auto it = ns->second.begin(); it != ns->second.end() && it->first < g.value;) {
+    std::vector<LeaseId> leases = index_.evict_extra_key(it->second);
+    release.insert(release.end(), leases.begin(), leases.end());
+    it = ns->second.erase(it);
+  }
+  invalidated_pages_ += before - index_.cached_pages();
+  return release;
+}
+
 std::vector<LeaseId> RadixBlockService::relieve_pressure(uint32_t missing_blocks) {
   ++pressure_calls_;
   const uint32_t before = index_.cached_pages();
@@ -258,6 +274,7 @@ OwnerStats RadixBlockService::stats() const {
   put("adoptions_withdrawn", adoptions_withdrawn_);
   put("pressure_calls", pressure_calls_);
   put("pressure_pages", pressure_pages_);
+  put("invalidated_pages", invalidated_pages_);
   put("sessions_with_grants", grants_.sessions());
   funnel_.put(out);
   return out;

@@ -58,7 +58,12 @@ class RadixBlockService {
                                           EvictionPolicy eviction = EvictionPolicy::lru);
 
   void grant(SessionId session, SessionNamespaceGrant grant) { grants_.grant(session, std::move(grant)); }
-  void advance_generation(const std::string& name, NamespaceGeneration g) { grants_.advance_generation(name, g); }
+  // A namespace moved to generation g (an invalidation, 0x01A): older grants
+  // are refused as stale, and the pages published under an older generation,
+  // which no key can reach again, leave the tree now instead of waiting for
+  // the budget (locked paths when their locks end). Returns their leases to
+  // release.
+  std::vector<LeaseId> advance_generation(const std::string& name, NamespaceGeneration g);
   // Ends the session's grants and releases the path leases it still holds.
   void end_session(SessionId session);
 
@@ -139,6 +144,10 @@ class RadixBlockService {
   uint64_t next_path_lease_ = 1;
   uint64_t path_leases_granted_ = 0, path_leases_refused_ = 0;
   PublishedReuseDigests published_digests_;
+  // The subtree keys publications used, by namespace and generation: what
+  // advance_generation evicts.
+  std::map<std::string, std::map<uint64_t, uint64_t>> published_keys_;
+  uint64_t invalidated_pages_ = 0;
   FaultPoints faults_;
 };
 

@@ -135,6 +135,12 @@ class RadixTree {
   // root, an unknown id, a locked node and an internal node; O(nodes) lookup.
   Result<RadixEvictResult> evict_leaf(RadixNodeId node, RadixEvictionSink* sink = nullptr);
 
+  // Evicts every unlocked node keyed by `extra_key`, leaf first, parents as
+  // they become unlocked leaves (a namespace generation that nothing can
+  // match again, 0x01A). Locked paths stay until their locks end; they are
+  // then ordinary candidates of evict(). O(nodes).
+  RadixEvictResult evict_extra_key(uint64_t extra_key, RadixEvictionSink* sink = nullptr);
+
   // Drops every node (SGLang reset); the node id counter restarts at 1.
   void reset();
 

@@ -93,6 +93,25 @@ RadixEvictResult RadixTree::evict(uint64_t target_tokens, RadixEvictionSink* sin
   return result;
 }
 
+RadixEvictResult RadixTree::evict_extra_key(uint64_t extra_key, RadixEvictionSink* sink) {
+  RadixEvictResult result;
+  auto removable = [&](NodeIndex i) {
+    const RadixNode& n = nodes_[i];
+    return i != kRootIndex && n.live && n.extra_key == extra_key && n.child_count == 0 && n.lock_count == 0;
+  };
+  std::vector<NodeIndex> work;
+  for (size_t i = 1; i < nodes_.size(); ++i)
+    if (removable(static_cast<NodeIndex>(i))) work.push_back(static_cast<NodeIndex>(i));
+  while (!work.empty()) {
+    const NodeIndex i = work.back();
+    work.pop_back();
+    const NodeIndex parent = nodes_[i].parent;
+    remove_leaf(i, sink, result);
+    if (removable(parent)) work.push_back(parent);
+  }
+  return result;
+}
+
 Result<RadixEvictResult> RadixTree::evict_leaf(RadixNodeId id, RadixEvictionSink* sink) {
   const std::string name = "node " + std::to_string(id.value);
   if (id.value == 0) return make_error(ErrorCode::internal_node_eviction, "the root is never evicted", "node");

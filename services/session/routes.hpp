@@ -57,7 +57,7 @@ inline constexpr RouteId kAttachRoute{0};
 inline constexpr RouteId kPingRoute{7};
 
 // Who may call a route: a session of a worker principal (the K/V routes) or
-// of an admin principal (fault points; purges later). Never both: an admin
+// of an admin principal (fault points, invalidation). Never both: an admin
 // holds no namespace and so no K/V, and a worker can never arm a fault or
 // purge (the session actor refuses the other kind with
 // authorization_route_denied). The role is the principal's, from the node's
@@ -100,8 +100,20 @@ struct FaultArmRoute : Route<8, Owner::allocator, FaultArmRequest, FaultArmRecei
   static constexpr std::string_view name = "fault_arm";
 };
 
-using Routes =
-    std::tuple<AllocatorRoute, PrefixRoute, AuthorizeRoute, MapperRoute, ExecutorRoute, ReuseRoute, FaultArmRoute>;
+// A live node's namespace lifecycle (0x01A, 0x0CE), for operators: make a
+// namespace's successor generation current, and read where each namespace
+// stands.
+struct InvalidateRoute
+    : Route<9, Owner::authorization, NamespaceInvalidateRequest, NamespaceInvalidationReceipt, RouteAccess::admin> {
+  static constexpr std::string_view name = "invalidate";
+};
+struct NamespaceStatusRoute
+    : Route<10, Owner::authorization, NamespaceStatusRequest, NamespaceStatusReceipt, RouteAccess::admin> {
+  static constexpr std::string_view name = "namespace_status";
+};
+
+using Routes = std::tuple<AllocatorRoute, PrefixRoute, AuthorizeRoute, MapperRoute, ExecutorRoute, ReuseRoute,
+                          FaultArmRoute, InvalidateRoute, NamespaceStatusRoute>;
 
 // ---- what follows from it -----------------------------------------------------
 

@@ -1,6 +1,6 @@
 // Seeded randomised test of the namespace / authorization owner (spec 0x0CE):
 // random authentication, authorization, capability checks, holds, principal
-// ends and revocations, and purges, against a reference model of who holds
+// ends and revocations, purges and live invalidations, against a reference model of who holds
 // which grant at which generation and what each purge waits for. After every
 // operation the owner validates; a failed operation leaves its digest
 // unchanged; success or failure agrees with the model.
@@ -163,6 +163,34 @@ TEST_CASE("random authorization operations agree with a reference model", "[auth
         }
       } else {
         CHECK(r.error().code == ErrorCode::authorization_purge_pending);
+      }
+    } else if (op < 97) {
+      // A live invalidation (an adapter swap): the generation moves on, the
+      // namespace keeps admitting, its grants end and its holds stay on the
+      // old generation. An open purge advances the generation itself.
+      const std::string& ns = namespaces[pick(3)];
+      what = "invalidate " + ns;
+      expect_ok = m.generation.contains(ns) && !m.open_purge.contains(ns);
+      auto r =
+          a.invalidate(ns, InvalidationCause::adapter, adapter_successor("lora-" + std::to_string(++adapter_serial)));
+      got_ok = r.ok();
+      if (r.ok()) {
+        CHECK(r->receipt.old_generation.value == m.generation.at(ns));
+        CHECK(r->receipt.new_generation.value == m.generation.at(ns) + 1);
+        uint64_t ended = 0;
+        for (const auto& g : m.grants) ended += g.first.second == ns;
+        CHECK(r->ended_grants.size() == ended);
+        ++m.generation[ns];
+        std::erase_if(m.grants, [&](const auto& g) { return g.first.second == ns; });
+        auto st = a.standing(ns);
+        REQUIRE(st.ok());
+        CHECK(st->generation.value == m.generation.at(ns));
+        CHECK(st->live_grants == 0);
+        CHECK(st->admitting == m.admitting.at(ns));
+      } else if (m.generation.contains(ns)) {
+        CHECK(r.error().code == ErrorCode::authorization_purge_pending);
+      } else {
+        CHECK(r.error().code == ErrorCode::authorization_unknown_namespace);
       }
     } else if (!m.purges.empty()) {
       auto it = m.purges.begin();

@@ -169,7 +169,12 @@ TEST_CASE("radix blocks: a random trace agrees with a map of every cached page p
     INFO("seed " << seed << " step " << step);
     const uint64_t ns = 1 + rng() % 2;
     const std::vector<TokenId> t = random_sequence();
-    if (rng() % 3 != 0) {
+    if (rng() % 60 == 0) {
+      // The namespace's generation was invalidated: every page keyed by it
+      // goes (nothing is locked here), the other namespace's stay.
+      forget(idx.evict_extra_key(ns));
+      for (const auto& [key, handles] : cached) REQUIRE(key.first != ns);
+    } else if (rng() % 3 != 0) {
       const auto pages = blocks.pages(t.size() / kP);
       auto a = idx.adopt(ns, t, pages);
       REQUIRE(a.ok());
@@ -202,6 +207,41 @@ TEST_CASE("radix blocks: a random trace agrees with a map of every cached page p
     REQUIRE(idx.cached_pages() <= 40);
     if (step % 100 == 0) REQUIRE(idx.validate().ok());
   }
+  REQUIRE(idx.validate().ok());
+}
+
+TEST_CASE("radix blocks: evicting a namespace key takes its unlocked pages only", "[radix][blocks]") {
+  RadixBlockIndex idx = make(100);
+  FakeBlocks blocks;
+  // The same tokens in two namespaces, and a branch in the first.
+  for (uint64_t ns : {1, 2}) {
+    auto a = idx.adopt(ns, tokens({1, 2, 3}), blocks.pages(3));
+    REQUIRE(idx.confirm(*a, blocks.leases(*a)).empty());
+  }
+  auto b = idx.adopt(1, tokens({1, 2, 7, 8}), blocks.pages(4));
+  REQUIRE(idx.confirm(*b, blocks.leases(*b)).empty());
+  REQUIRE(idx.cached_pages() == 3 + 3 + 2);
+  // A request still reads pages 1-2-7 of namespace 1: its path is locked.
+  const RadixBlockMatch locked = idx.match(1, tokens({1, 2, 7}), 1000);
+  REQUIRE(locked.hit_tokens == 3 * kP);
+  REQUIRE(idx.lock_path(locked.terminal).ok());
+  const TreeVersion v0 = idx.retraction_version();
+  // Page 3 of the first sequence and page 8 of the branch are unlocked
+  // leaves; the shared path 1-2-7 stays while it is locked.
+  CHECK(idx.evict_extra_key(1).size() == 2 * kG);
+  CHECK(idx.retraction_version().value == v0.value + 1);
+  CHECK(idx.cached_pages() == 3 + 3);
+  CHECK(idx.match(2, tokens({1, 2, 3}), 1000).hit_tokens == 3 * kP);
+  REQUIRE(idx.validate().ok());
+  // Unlocked, a second call takes the rest; an unknown key evicts nothing
+  // but still moves the version.
+  REQUIRE(idx.unlock_path(locked.terminal).ok());
+  CHECK(idx.evict_extra_key(1).size() == 3 * kG);
+  CHECK(idx.cached_pages() == 3);
+  CHECK(idx.match(1, tokens({1, 2, 7}), 1000).hit_tokens == 0);
+  const TreeVersion v1 = idx.retraction_version();
+  CHECK(idx.evict_extra_key(99).empty());
+  CHECK(idx.retraction_version().value == v1.value + 1);
   REQUIRE(idx.validate().ok());
 }
 

@@ -304,6 +304,61 @@ inline FaultArmReceipt filled(uint64_t seed) {
                          {{n.text("after_reserve_group_"), n.u64()}}};
 }
 
+template <>
+inline NamespaceInvalidateRequest filled(uint64_t seed) {
+  Numbers n(seed);
+  return NamespaceInvalidateRequest{trace(n), n.text("namespace"), InvalidationCause::positions, n.text("identity")};
+}
+
+template <>
+inline NamespaceInvalidationReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  NamespaceInvalidationReceipt r;
+  r.trace = trace(n);
+  r.namespace_name = n.text("namespace");
+  r.cause = InvalidationCause::adapter;
+  r.old_generation = NamespaceGeneration{n.u64()};
+  r.new_generation = NamespaceGeneration{n.u64()};
+  r.old_model_generation = n.u64();
+  r.new_model_generation = n.u64();
+  r.changed_facts = {n.text("adapter_identity"), n.text("model_generation")};
+  r.ended_grants = n.u32();
+  r.old_live_admissions = n.u64();
+  r.old_reclaimed = true;
+  r.old_namespace_sha256 = n.digest();
+  r.new_namespace_sha256 = n.digest();
+  return r;
+}
+
+template <>
+inline NamespaceStatusRequest filled(uint64_t seed) {
+  Numbers n(seed);
+  return NamespaceStatusRequest{trace(n), n.text("namespace")};
+}
+
+template <>
+inline NamespaceStatusReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  NamespaceStatusReceipt r;
+  r.trace = trace(n);
+  for (int i = 0; i < 2; ++i) {
+    NamespaceStatus s;
+    s.namespace_name = n.text("namespace");
+    s.generation = NamespaceGeneration{n.u64()};
+    s.model_generation = n.u64();
+    s.admitting = i == 0;
+    s.open_purge = n.u64();
+    s.live_grants = n.u32();
+    s.frozen_generations = {n.u64(), n.u64()};
+    s.live_lease_holds = n.u64();
+    s.live_receipt_holds = n.u64();
+    s.invalidations = n.u32();
+    s.last_cause = n.text("weights");
+    r.namespaces.push_back(std::move(s));
+  }
+  return r;
+}
+
 // Every message of the node protocol; every route's request and receipt
 // must be among them (codec_node_test.cpp checks against the route table).
 template <class Fn>
@@ -325,7 +380,11 @@ void for_each_node_type(Fn&& fn) {
   fn(Named<ReuseBatchReceipt>{"ReuseBatchReceipt"});
   fn(Named<FaultArmRequest>{"FaultArmRequest"});
   fn(Named<FaultArmReceipt>{"FaultArmReceipt"});
+  fn(Named<NamespaceInvalidateRequest>{"NamespaceInvalidateRequest"});
+  fn(Named<NamespaceInvalidationReceipt>{"NamespaceInvalidationReceipt"});
+  fn(Named<NamespaceStatusRequest>{"NamespaceStatusRequest"});
+  fn(Named<NamespaceStatusReceipt>{"NamespaceStatusReceipt"});
 }
-inline constexpr int kNodeTypeCount = 17;
+inline constexpr int kNodeTypeCount = 21;
 
 }  // namespace kvrt::test

@@ -215,7 +215,7 @@ TEST_CASE("the prefix owner answers a lookup only under a current grant, before 
   CHECK(svc.match(SessionId{1}, other)->runtime_hit_tokens == 0);
   // A newer generation voids the old grant; the old generation's entries never match again.
   svc.advance_generation("t/a", NamespaceGeneration{2});
-  CHECK(svc.match(SessionId{1}, match).error().code == ErrorCode::authorization_namespace_denied);
+  CHECK(svc.match(SessionId{1}, match).error().code == ErrorCode::authorization_stale_generation);
   svc.grant(SessionId{1}, SessionNamespaceGrant{"t/a", NamespaceGeneration{2}, "salt-a", {}, {}});
   CHECK(svc.match(SessionId{1}, match)->runtime_hit_tokens == 0);
   svc.end_session(SessionId{1});
