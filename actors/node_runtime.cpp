@@ -232,6 +232,7 @@ Status start_pool_owners(NodeInstance::Impl& impl, const NodeConfig& config, con
   pool_options.instance = shm::make_instance_id();
   pool_options.capacity = shm::PoolCapacity::blocks(config.blocks_per_group);
   pool_options.max_requests = config.max_requests;
+  pool_options.zero_on_recycle = config.zero_on_recycle;
   impl.descriptor.instance = pool_options.instance;
   const AllocatorServiceOptions allocator_options{.fault_injection = config.fault_injection};
   Result<ExecutorInputs> inputs = config.pool_backend == PoolBackend::cuda

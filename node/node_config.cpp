@@ -64,6 +64,7 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "max_requests", 1 << 14, 1, 1 << 20));
   c.max_requests = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(c.fault_injection, reader.boolean(*node, "node", "fault_injection", false));
+  KVRT_TRY_ASSIGN(c.zero_on_recycle, reader.boolean(*node, "node", "zero_on_recycle", false));
   KVRT_TRY_ASSIGN(c.prefix_index, read_prefix_index_kind(reader, *node, "node", "prefix_index"));
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "radix_budget_blocks", 0, 0, int64_t{1} << 24));
   c.radix_budget_blocks =

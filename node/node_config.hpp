@@ -66,6 +66,11 @@ struct NodeConfig {
   // after_reserve_group_<g>): on for fault-injection runs and their tests,
   // off in serving, where an armed point would fail a real request.
   bool fault_injection = false;
+  // Zero every block the allocator hands out (allocate, append into a new
+  // bundle, copy-on-write) before its new owner sees it, so that no request
+  // reads rows a released request, an evicted page or another tenant left
+  // there. Off by default: it writes a whole bundle per block handed out.
+  bool zero_on_recycle = false;
   // The prefix-reuse owner: the hash-chain index (vLLM's design, weak
   // identity tags) or the radix index (SGLang's design over pages of P_a
   // tokens, holding leases on what it caches). Same messages either way.

@@ -146,6 +146,14 @@ bool BlockAllocator::reserve_bundles(uint32_t per_group, AllocationReceipt& out)
       return false;
     }
   }
+  // A reserved block may hold a released request's or an evicted page's
+  // rows, possibly another namespace generation's or tenant's. Zeroed here,
+  // the one step every path that hands out a block takes (allocate, append
+  // into a new bundle, copy-on-write, whose copy then overwrites only the
+  // rows it copies), and only once the reservation can no longer roll back:
+  // a rolled-back evictable block keeps its cached rows.
+  if (config_.zero_on_recycle && store_ != nullptr)
+    for (const Reservation& r : scratch_log_) store_->zero_block(r.group_index, r.slot);
   return true;
 }
 
@@ -256,8 +264,6 @@ Status BlockAllocator::allocate_into(const AllocateArgs& a, AllocationReceipt& o
     finish_receipt(out, nullptr, 0);
     return Status::success();
   }
-  if (config_.zero_on_recycle && store_ != nullptr)
-    for (const Reservation& r : scratch_log_) store_->zero_block(r.group_index, r.slot);
 
   // Step 8: publish the request, its tables and the reference deltas at once.
   RequestRecord& r = requests_[index];
@@ -359,7 +365,6 @@ void BlockAllocator::append_new_bundle(uint32_t index, std::span<const std::span
     return;
   }
   for (const Reservation& res : scratch_log_) {
-    if (config_.zero_on_recycle && store_ != nullptr) store_->zero_block(res.group_index, res.slot);
     if (with_rows) store_->write_rows(res.group_index, res.slot, 0, 1, rows[res.group_index]);
   }
   publish_fresh_blocks(index, with_rows ? 1 : 0, out);

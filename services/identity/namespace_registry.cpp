@@ -193,6 +193,17 @@ Status CacheNamespaceRegistry::authorize(const CacheCompatibilityManifest& m, st
   KVRT_TRY(validate_compatibility_manifest(m));
   const GenerationRecord* current = nullptr;
   KVRT_TRY_ASSIGN(current, resolve_current(m, action));
+  // Authorization strictly before compatibility (0x0CE "Authorization
+  // Before Lookup"): the namespace and its generation (above), then the
+  // salt, the tenant's credential. A consumer refused here is told which of
+  // its own fields failed and nothing of the generation's facts: not the
+  // layout or ABI it would have been compared with, not the salt's
+  // fingerprint, whatever else in its manifest is also wrong.
+  if (m.cache_salt != current->isolation.cache_salt)
+    return make_error(ErrorCode::incompatible,
+                      std::string(action) + " refused: the manifest's cache salt is not the salt of \"" +
+                          m.cache_isolation_namespace + "\"",
+                      "cache_salt");
   auto verdict = compatible_on(kGenerationFields, generation_template(*current), m);
   if (verdict.ok()) return Status::success();
   Error e = verdict.error;

@@ -356,6 +356,10 @@ TEST_CASE("node config: the scheduler and the session channel are checked option
   Result<NodeConfig> faults_typed = parse_node_config(head + "fault_injection = 1\n", "bad.toml");
   REQUIRE_FALSE(faults_typed.ok());
   CHECK(faults_typed.error().reason.find("fault_injection") != std::string::npos);
+  // Zero-on-recycle likewise.
+  CHECK_FALSE(plain->zero_on_recycle);
+  CHECK(parse_node_config(head + "zero_on_recycle = true\n", "zero.toml")->zero_on_recycle);
+  CHECK_FALSE(parse_node_config(head + "zero_on_recycle = \"on\"\n", "bad.toml").ok());
 }
 
 TEST_CASE("a node without a session channel serves every call through the middleman", "[node][channel]") {

@@ -89,6 +89,26 @@ TEST_CASE("gate: the namespace gate (0x01A legal order) in front of the index", 
   PrefixIndexConfig other_layout = c;
   other_layout.layout_sha256 = sha256("another layout");
   CHECK(PrefixIndex::create(other_layout).value().open_scope(manifest).error().field == "cache_layout_sha256");
+  // Several faults at once: a consumer with a guessed salt is refused on
+  // the salt, whatever else is wrong, and the refusal carries nothing of
+  // the namespace's facts or the index's (no layout or ABI digest, no salt
+  // fingerprint), on either index.
+  CacheCompatibilityManifest hostile = salted;
+  hostile.cache_layout_sha256 = sha256("a layout it guessed");
+  hostile.cache_abi_sha256 = std::string(64, 'e');
+  hostile.model_generation = manifest.model_generation + 7;
+  hostile.adapter_identity = "someone-elses-adapter";
+  PrefixIndex other_index = PrefixIndex::create(other_layout).value();
+  for (PrefixIndex* ix : {&index, &other_index}) {
+    const Error e = ix->open_scope(hostile).error();
+    CHECK(e.field == "cache_salt");
+    INFO("refusal: " << e.reason);
+    for (const std::string& secret : {manifest.cache_layout_sha256.hex(), other_layout.layout_sha256.hex(),
+                                      manifest.cache_abi_sha256, manifest.adapter_identity, manifest.cache_salt})
+      if (!secret.empty()) CHECK(e.reason.find(secret) == std::string::npos);
+    CHECK(e.reason.find("fingerprint") == std::string::npos);
+    CHECK(e.reason.find("generation") == std::string::npos);
+  }
 
   // Invalidation: the old scope stops looking up and publishing, its receipt
   // goes stale, and the successor's keys cannot reach old entries.

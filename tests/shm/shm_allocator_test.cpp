@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <functional>
+#include <set>
 
 #include "services/allocator/block_allocator.hpp"
 #include "tests/shm/shm_allocator_fixture.hpp"
@@ -273,6 +274,123 @@ TEST_CASE("zero-on-recycle clears a recycled block's bytes and its old handle go
     auto stale = pools->locate(old_handles[g]);
     REQUIRE_FALSE(stale.ok());
     CHECK(stale.error().code == ErrorCode::stale_physical);
+  }
+  REQUIRE(al.validate().ok());
+}
+
+TEST_CASE("zero-on-recycle: no path that hands out a block shows its old owner's bytes", "[shm][allocator]") {
+  // Every free block holds 0xAA, as a released tenant's K/V would. Each path
+  // that hands out a block (allocate, append into a new bundle,
+  // copy-on-write) must show the new owner only the rows it wrote or copied;
+  // every other row reads zero. Fork hands out none: the child names its
+  // parent's blocks.
+  const auto layout = two_group_layout();
+  auto options = shared_options(/*blocks=*/3);
+  options.zero_on_recycle = true;
+  auto pools = SharedBlockPools::create(layout, options);
+  REQUIRE(pools.ok());
+  BlockAllocator& al = pools->allocator();
+  ShmPayloadStore& store = pools->store();
+  const uint32_t G = 2;
+  // Slots the live requests hold, from their receipts: every other slot is
+  // free, and gets the old tenant's bytes.
+  std::set<std::pair<uint32_t, uint32_t>> held;
+  auto hold = [&](const AllocationReceipt& r) {
+    for (const TableEntryUpdate& e : r.published_entries)
+      held.emplace(group_index_of(pools->config(), e.handle), slot_of(pools->config(), e.handle));
+  };
+  auto poison_free = [&] {
+    for (uint32_t g = 0; g < G; ++g)
+      for (uint32_t slot = 0; slot < 3; ++slot)
+        if (!held.contains({g, slot}))
+          store.write_rows(g, slot, 0, kP, std::vector<uint8_t>(kP * store.row_bytes(g), 0xAA));
+  };
+  auto zero_rows = [&](uint32_t g, uint32_t slot, uint32_t first, uint32_t n) {
+    return read_block_rows(store, g, slot, first, n, store.row_bytes(g)) ==
+           std::vector<uint8_t>(n * store.row_bytes(g), 0);
+  };
+  auto fence = [&](RequestId id) { return al.fence(id).value(); };
+  auto write_prompt = [&](const AllocationReceipt& r, uint32_t rows, uint64_t lineage) {
+    for (const TableEntryUpdate& e : r.published_entries) {
+      const uint32_t g = group_index_of(pools->config(), e.handle);
+      std::vector<uint8_t> bytes;
+      for (uint32_t i = 0; i < rows; ++i) {
+        const auto row = seeded_row(store.row_bytes(g), lineage, i, g);
+        bytes.insert(bytes.end(), row.begin(), row.end());
+      }
+      store.write_rows(g, slot_of(pools->config(), e.handle), 0, rows, bytes);
+    }
+  };
+
+  // Allocate: 5 prompt rows written, rows [5, P) never written.
+  poison_free();
+  Result<AllocationReceipt> b = al.allocate(AllocateArgs{5, {}, {}});
+  REQUIRE(b.ok());
+  REQUIRE(b->outcome == AllocationOutcome::committed);
+  write_prompt(*b, 5, 1);
+  hold(*b);
+  for (const TableEntryUpdate& e : b->published_entries)
+    CHECK(zero_rows(group_index_of(pools->config(), e.handle), slot_of(pools->config(), e.handle), 5, kP - 5));
+  REQUIRE(al.commit_rows(CommitRowsArgs{fence(b->request_id), 5}).ok());
+
+  // Copy-on-write: a fork shares the partial tail; the child's append
+  // copies rows [0, 5), writes row 5, and rows [6, P) of its new block
+  // must be zero, not the recycled block's 0xAA.
+  Result<AllocationReceipt> forked = al.fork(ForkArgs{fence(b->request_id)});
+  REQUIRE(forked.ok());
+  REQUIRE(forked->outcome == AllocationOutcome::committed);
+  CHECK(forked->new_physical_blocks == 0);  // fork hands out no block
+  const RequestId child = forked->request_id;
+  poison_free();
+  std::vector<std::vector<uint8_t>> appended(G);
+  std::vector<std::span<const uint8_t>> rows(G);
+  for (uint32_t g = 0; g < G; ++g) {
+    appended[g] = seeded_row(store.row_bytes(g), 2, 5, g);
+    rows[g] = appended[g];
+  }
+  Result<AllocationReceipt> cow = al.append(AppendArgs{fence(child), rows, {}});
+  REQUIRE(cow.ok());
+  REQUIRE(cow->outcome == AllocationOutcome::committed);
+  REQUIRE(cow->append_path == AppendPath::copy_on_write);
+  hold(*cow);
+  for (const TableEntryUpdate& e : cow->published_entries) {
+    const uint32_t g = group_index_of(pools->config(), e.handle);
+    const uint32_t slot = slot_of(pools->config(), e.handle);
+    CAPTURE(g);
+    for (uint32_t i = 0; i < 5; ++i)
+      CHECK(read_block_rows(store, g, slot, i, 1, store.row_bytes(g)) == seeded_row(store.row_bytes(g), 1, i, g));
+    CHECK(read_block_rows(store, g, slot, 5, 1, store.row_bytes(g)) == appended[g]);
+    CHECK(zero_rows(g, slot, 6, kP - 6));
+  }
+
+  // Append into a new bundle: the parent's block is full (P rows), its next
+  // row opens a block whose rows [1, P) must be zero.
+  for (uint32_t i = 5; i < kP; ++i) {
+    std::vector<std::vector<uint8_t>> row(G);
+    std::vector<std::span<const uint8_t>> spans(G);
+    for (uint32_t g = 0; g < G; ++g) {
+      row[g] = seeded_row(store.row_bytes(g), 1, i, g);
+      spans[g] = row[g];
+    }
+    Result<AllocationReceipt> tail = al.append(AppendArgs{fence(b->request_id), spans, {}});
+    REQUIRE(tail.ok());
+    REQUIRE(tail->append_path == AppendPath::private_tail);
+  }
+  poison_free();
+  for (uint32_t g = 0; g < G; ++g) {
+    appended[g] = seeded_row(store.row_bytes(g), 1, kP, g);
+    rows[g] = appended[g];
+  }
+  Result<AllocationReceipt> fresh = al.append(AppendArgs{fence(b->request_id), rows, {}});
+  REQUIRE(fresh.ok());
+  REQUIRE(fresh->outcome == AllocationOutcome::committed);
+  REQUIRE(fresh->append_path == AppendPath::new_bundle);
+  for (const TableEntryUpdate& e : fresh->published_entries) {
+    const uint32_t g = group_index_of(pools->config(), e.handle);
+    const uint32_t slot = slot_of(pools->config(), e.handle);
+    CAPTURE(g);
+    CHECK(read_block_rows(store, g, slot, 0, 1, store.row_bytes(g)) == appended[g]);
+    CHECK(zero_rows(g, slot, 1, kP - 1));
   }
   REQUIRE(al.validate().ok());
 }
