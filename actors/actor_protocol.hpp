@@ -48,6 +48,7 @@ using pressure_atom =
     caf::atom_constant<caf::atom("pressure")>;                  // requests are stuck for capacity (allocator -> index)
 using reuse_atom = caf::atom_constant<caf::atom("reuse")>;      // executable-reuse transaction (0x0CD) steps
 using version_atom = caf::atom_constant<caf::atom("version")>;  // an index's current versions (0x0CD step 5)
+using purge_atom = caf::atom_constant<caf::atom("purge")>;      // a step of a namespace purge (0x0CE)
 
 // What every owner actor answers: a routed call (route id, session, request
 // bytes -> receipt or ErrorMessage bytes), its statistics (OwnerStats bytes;
@@ -67,6 +68,10 @@ using prefix_actor = owner_interface::extend<
     // An invalidation made (namespace, generation) current: every grant of
     // an older generation ends here too.
     caf::reacts_to<advance_atom, std::string, uint64_t>,
+    // A purge's steps 2-3: the same advance, answered with the pages of
+    // older generations the index gave back (0 for the hash chain, which
+    // holds no blocks).
+    caf::replies_to<purge_atom, std::string, uint64_t>::with<uint64_t>,
     // 0x0CD, node-internal: step 3 (session, lookups), step 4's path leases
     // (radix), step 5 (versions), and the release of path leases (one flag
     // per lease: released or not held by the session).
@@ -89,7 +94,17 @@ using allocator_actor = owner_interface::extend<
     // one flag per lease, released or not held by the session.
     caf::replies_to<reuse_atom, uint64_t, TraceContext,
                     std::vector<ReuseLeaseRequest>>::with<std::vector<ReuseLeaseAnswer>>,
-    caf::replies_to<unlease_atom, uint64_t, TraceContext, std::vector<LeaseId>>::with<std::vector<uint8_t>>>;
+    caf::replies_to<unlease_atom, uint64_t, TraceContext, std::vector<LeaseId>>::with<std::vector<uint8_t>>,
+    // A purge's step 5 with overwrite: mark every block to be zeroed before
+    // its next owner; answers the blocks marked.
+    caf::replies_to<purge_atom>::with<uint64_t>>;
+
+// The executable-reuse coordinator (0x0CD): one per node. A session's end
+// while one of its batches is in flight returns every lease the batch took,
+// receipts' included (the gateway tells this actor first). A purge's step 4
+// asks it for the open receipts of (namespace, generation): counted
+// (revoke = false) or revoked, their leases returned (revoke = true).
+using reuse_actor = owner_interface::extend<caf::replies_to<purge_atom, std::string, uint64_t, bool>::with<uint64_t>>;
 
 // hello: HelloRequest bytes -> SessionReceipt bytes without pools (the
 // gateway adds them) or an ErrorMessage.
@@ -97,18 +112,18 @@ using authorization_actor =
     owner_interface::extend<caf::replies_to<hello_atom, wire_bytes>::with<wire_bytes>,
                             // 0x0CD steps 1-2 for a session (node-internal).
                             caf::replies_to<reuse_atom, uint64_t, TraceContext,
-                                            std::vector<ReuseKeyRequest>>::with<std::vector<ReuseKeyAnswer>>>;
+                                            std::vector<ReuseKeyRequest>>::with<std::vector<ReuseKeyAnswer>>,
+                            // Where a purge's other steps go (sent once, after
+                            // the reuse coordinator is spawned).
+                            caf::reacts_to<purge_atom, allocator_actor, reuse_actor>,
+                            // A purge's own tick: step 4 counts again (purge id).
+                            caf::reacts_to<purge_atom, uint64_t>>;
 
 using mapper_actor = owner_interface;
 
 using executor_actor = owner_interface::extend<
     // 0x0CD step 8 (node-internal).
     caf::replies_to<reuse_atom, TraceContext, std::vector<ReuseSnapshotRequest>>::with<std::vector<SnapshotAnswer>>>;
-
-// The executable-reuse coordinator (0x0CD): one per node. A session's end
-// while one of its batches is in flight returns every lease the batch took,
-// receipts' included (the gateway tells this actor first).
-using reuse_actor = owner_interface;
 
 // A worker's session on the node: the only node actor a worker holds. It
 // stamps the session id on every call (a worker cannot name another

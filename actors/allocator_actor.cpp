@@ -105,6 +105,7 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
           forward_side_effects(self);
           return released;
         },
+        [self](purge_atom) -> uint64_t { return self->state.service->mark_all_for_overwrite(); },
     };
   };
   return system.spawn(behavior, std::move(service), std::move(obs));

@@ -5,27 +5,106 @@
 // local send enqueues at once).
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <map>
+#include <memory>
+
 #include "actors/owner_actors.hpp"
 #include "actors/owner_routes.hpp"
+#include "actors/run_driver.hpp"
+#include "services/authorization/node_purge.hpp"
 #include "services/common/overloaded.hpp"
 
 namespace kvrt::actors {
 
 namespace {
 
+// A purge route in progress: its run and the admin's pending answer.
+struct PurgeInProgress {
+  NodePurge run;
+  caf::typed_response_promise<wire_bytes> promise;
+};
+
 struct AuthorizationActorState {
   static inline const char* name = "authorization";
   std::shared_ptr<AuthorizationService> service;
   prefix_actor prefix;
+  allocator_actor allocator;  // a purge's step 5
+  reuse_actor reuse;          // a purge's steps 4 and 7
   Observability obs;
+  std::map<uint64_t, std::shared_ptr<PurgeInProgress>> purges;  // by purge id
 };
+
+using AuthorizationSelf = authorization_actor::stateful_pointer<AuthorizationActorState>;
+
+uint64_t steady_us() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+void finish_purge(AuthorizationSelf self, const std::shared_ptr<PurgeInProgress>& p) {
+  auto& st = self->state;
+  Result<NamespacePurgeReceipt> r = p->run.result();
+  if (r.ok()) {
+    logger_or_default(st.obs.log)
+        .info(
+            "actor=authorization namespace {} purged: generation {} -> {} in {} us, {} index page(s) dropped, {} "
+            "receipt(s) drained, {} revoked, {} block(s) marked for overwrite",
+            r->namespace_name, r->purged_generation.value, r->successor_generation.value, r->duration_us,
+            r->dropped_index_pages, r->receipts_drained, r->receipts_revoked, r->blocks_marked_for_overwrite);
+    p->promise.deliver(to_wire(codec::encode(*r)));
+  } else {
+    logger_or_default(st.obs.log).warn("actor=authorization purge stopped open: {}", r.error().describe());
+    p->promise.deliver(error_reply(r.error()));
+  }
+}
+
+// Performs the run's next action and comes back with its answer, until the
+// run finished (node_purge.hpp has the steps).
+void drive_purge(AuthorizationSelf self, uint64_t id) {
+  auto& st = self->state;
+  const auto it = st.purges.find(id);
+  if (it == st.purges.end()) return;
+  std::shared_ptr<PurgeInProgress> p = it->second;
+  if (p->run.finished()) {
+    finish_purge(self, p);
+    st.purges.erase(id);
+    return;
+  }
+  auto answered = [self, p, id](uint64_t count) {
+    p->run.answer(count, steady_us());
+    drive_purge(self, id);
+  };
+  auto failed = [self, p, id](const char* owner) {
+    return [self, p, id, owner](caf::error& e) {
+      p->run.failed(transport_error(owner, e), steady_us());
+      drive_purge(self, id);
+    };
+  };
+  std::visit(
+      overloaded{
+          [&](const PurgeIndexAdvance& a) {
+            self->request(st.prefix, caf::infinite, purge_atom::value, a.namespace_name, a.successor.value)
+                .then(answered, failed("prefix_index"));
+          },
+          [&](const PurgeReceiptCount& c) {
+            self->request(st.reuse, caf::infinite, purge_atom::value, c.namespace_name, c.generation.value, c.revoke)
+                .then(answered, failed("reuse"));
+          },
+          [&](const PurgeBlockOverwrite&) {
+            self->request(st.allocator, caf::infinite, purge_atom::value).then(answered, failed("allocator"));
+          },
+          [&](const PurgeWait& w) { self->delayed_send(self, std::chrono::milliseconds(w.ms), purge_atom::value, id); },
+      },
+      *p->run.next());
+}
 
 }  // namespace
 
 authorization_actor spawn_authorization_actor(caf::actor_system& system, std::shared_ptr<AuthorizationService> service,
                                               prefix_actor prefix, Observability obs) {
-  auto behavior = [](authorization_actor::stateful_pointer<AuthorizationActorState> self,
-                     std::shared_ptr<AuthorizationService> svc, prefix_actor pre,
+  auto behavior = [](AuthorizationSelf self, std::shared_ptr<AuthorizationService> svc, prefix_actor pre,
                      Observability o) -> authorization_actor::behavior_type {
     self->state.service = std::move(svc);
     self->state.prefix = std::move(pre);
@@ -81,7 +160,36 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
                     return r;
                   },
                   [&](const NamespaceStatusRequest& req) { return st.service->apply(SessionId{session}, req); },
+                  [&](const NamespacePurgeRequest& req) -> caf::result<wire_bytes> {
+                    if (!st.reuse || !st.allocator)
+                      return error_reply(make_error(ErrorCode::node_unreachable,
+                                                    "the node is still starting: its purge owners are not wired yet",
+                                                    "route"));
+                    Result<NodePurge> run = NodePurge::begin(*st.service, SessionId{session}, req, steady_us());
+                    if (!run.ok()) {
+                      log_refused(st.obs.log, "authorization", session, req.trace, run.error());
+                      return error_reply(run.error());
+                    }
+                    const uint64_t id = run->id().value;
+                    auto p = std::make_shared<PurgeInProgress>(
+                        PurgeInProgress{std::move(run).value(), self->make_response_promise<wire_bytes>()});
+                    st.purges.emplace(id, p);
+                    caf::result<wire_bytes> answer(p->promise);
+                    drive_purge(self, id);
+                    return answer;
+                  },
               });
+        },
+        [self](purge_atom, const allocator_actor& allocator, const reuse_actor& reuse) {
+          self->state.allocator = allocator;
+          self->state.reuse = reuse;
+        },
+        [self](purge_atom, uint64_t id) {
+          // A step-4 wait is over: count g's receipts again.
+          const auto it = self->state.purges.find(id);
+          if (it == self->state.purges.end()) return;
+          it->second->run.answer(0, steady_us());
+          drive_purge(self, id);
         },
         [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<ReuseKeyRequest>& requests) {
           TraceSlice slice(self->state.obs.trace, "authorization", "reuse.keys", trace);

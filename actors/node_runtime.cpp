@@ -318,6 +318,7 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
   reuse_facts.cache_groups = static_cast<uint32_t>(d.pools.size());
   reuse_facts.faults = impl.reuse_faults;
   owners.reuse = actors::spawn_reuse_actor(system, owners, std::move(reuse_facts), obs);
+  caf::anon_send(authorization_handle, actors::purge_atom::value, allocator_handle, owners.reuse);
   actors::NodeFacts facts{d.layout_sha256, d.block_tokens, d.pools, {}};
   if (config.session_channel) facts.channel_socket = impl.token_dir + "/session.sock";
   auto gateway = actors::spawn_gateway_actor(system, owners, facts, obs);

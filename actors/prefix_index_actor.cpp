@@ -65,6 +65,13 @@ prefix_actor spawn_index_actor(caf::actor_system& system, std::shared_ptr<Servic
               self->state.service->advance_generation(namespace_name, NamespaceGeneration{generation});
           if (!leases.empty()) self->send(self->state.allocator, unlease_atom::value, std::move(leases));
         },
+        [self](purge_atom, const std::string& namespace_name, uint64_t generation) -> uint64_t {
+          std::vector<LeaseId> leases =
+              self->state.service->advance_generation(namespace_name, NamespaceGeneration{generation});
+          const uint64_t pages = leases.size();
+          if (!leases.empty()) self->send(self->state.allocator, unlease_atom::value, std::move(leases));
+          return pages;
+        },
         [self](reuse_atom, uint64_t session, TraceContext trace, const std::vector<PrefixMatchOp>& lookups) {
           TraceSlice slice(self->state.obs.trace, actor, "reuse.lookups", trace);
           return reuse_candidates(*self->state.service, SessionId{session}, lookups);

@@ -36,6 +36,7 @@ struct ReuseActorState {
   OpenReuseAttempts open;                  // receipts handed out, awaiting their release op
   uint64_t batches = 0, ops = 0, receipts = 0, rejections = 0, errors = 0, leases_released = 0;
   uint64_t successors_published = 0, successors_refused = 0;  // step 10's second ending
+  uint64_t receipts_revoked = 0;                              // by purges (0x0CE step 4)
 };
 
 using ReuseSelf = reuse_actor::stateful_pointer<ReuseActorState>;
@@ -215,6 +216,7 @@ OwnerStats reuse_stats(const ReuseActorState& st, bool validate) {
   put("open_attempts", st.open.size());
   put("successors_published", st.successors_published);
   put("successors_refused", st.successors_refused);
+  put("receipts_revoked", st.receipts_revoked);
   // As "reuse_refused_<reason>" in the node's stats: node_reuse_funnel()
   // counts them as requests refused for authorization.
   for (size_t r = 0; r < kRejectionReasonCount; ++r)
@@ -257,6 +259,22 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
         },
         [self](stats_atom, bool validate) -> wire_bytes {
           return to_wire(codec::encode(reuse_stats(self->state, validate)));
+        },
+        [self](purge_atom, const std::string& namespace_name, uint64_t generation, bool revoke) -> uint64_t {
+          auto& st = self->state;
+          const NamespaceGeneration g{generation};
+          if (!revoke) return st.open.count_generation(namespace_name, g);
+          const uint64_t revoked = st.open.count_generation(namespace_name, g);
+          // Each attempt's leases go back under the session that holds them,
+          // as its own release op would return them.
+          for (auto& [session, leases] : st.open.revoke_generation(namespace_name, g)) {
+            ReuseBatchRun::LeaseReturn back;
+            for (LeaseId l : leases)
+              (lease_owner(l) == LeaseOwner::radix_index ? back.paths : back.blocks).push_back(l);
+            if (!back.empty()) return_leases(self, session, TraceContext{}, back);
+          }
+          st.receipts_revoked += revoked;
+          return revoked;
         },
         [self](end_atom, uint64_t session) {
           // The owners reclaim the leases of its open attempts themselves.

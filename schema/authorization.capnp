@@ -94,3 +94,47 @@ struct NamespaceStatusReceipt $Kvrt.message {
   trace @0 :Common.TraceContext;
   namespaces @1 :List(NamespaceStatus);     # by name
 }
+
+struct NamespacePurgeRequest $Kvrt.message {
+  # The purge route (admin sessions only): the seven steps of 0x0CE on a
+  # live node, carried out by the owners. The namespace's generation g stops
+  # admitting, its successor g+1 becomes current (the same successor facts
+  # as the invalidate route's), the index owner drops every candidate of g,
+  # g's open executable-reuse receipts are waited for up to the deadline and
+  # then revoked (their holders' release answers reuse_receipt_revoked), g's
+  # blocks are released (and, with overwrite, zeroed before any new owner
+  # is handed them), and the purge completes when no receipt of g remains.
+  trace @0 :Common.TraceContext;
+  namespaceName @1 :Text;
+  cause @2 :InvalidationCause;
+  successorIdentity @3 :Text;               # as NamespaceInvalidateRequest's
+  deadlineMs @4 :UInt32;                    # step 4's wait for g's receipts; 0: revoke at once [ms]
+  overwrite @5 :Bool;                       # step 5: zero the blocks g may have written before their next owner
+}
+
+struct PurgeStepRecord {
+  # One performed step of a purge, as the authorization owner recorded it.
+  step @0 :Text;                            # stop_admitting, advance_generation, ... complete
+  atUs @1 :UInt64;                          # when the step finished, from the purge's start [us]
+  workItems @2 :UInt32;                     # work items the step issued to other owners
+  liveReceipts @3 :UInt64;                  # g's open executable-reuse receipts when the step ran
+  count @4 :UInt64;                         # what the step's owner did: see detail
+  detail @5 :Text;                          # what count counts ("index pages dropped", ...)
+}
+
+struct NamespacePurgeReceipt $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  namespaceName @1 :Text;
+  purgeId @2 :UInt64;
+  cause @3 :InvalidationCause;
+  purgedGeneration @4 :UInt64 $Kvrt.type("NamespaceGeneration");     # g
+  successorGeneration @5 :UInt64 $Kvrt.type("NamespaceGeneration");  # g+1
+  endedGrants @6 :UInt32;                   # grants of g that ended at step 2 [grants]
+  droppedIndexPages @7 :UInt64;             # pages of g the index owner gave back (radix; 0 for the hash chain)
+  receiptsDrained @8 :UInt64;               # g's receipts released by their holders within the deadline
+  receiptsRevoked @9 :UInt64;               # g's receipts revoked at the deadline
+  blocksMarkedForOverwrite @10 :UInt64;     # step 5 with overwrite: blocks zeroed before their next owner
+  externalCopies @11 :UInt64;               # step 6: kvrt keeps no external tier, always 0
+  durationUs @12 :UInt64;                   # begin to completion [us]
+  steps @13 :List(PurgeStepRecord);         # the seven steps, in order
+}

@@ -8,8 +8,15 @@
 //       makes the namespace's successor generation current; every worker
 //       holding a grant of the old one is refused with
 //       authorization_stale_generation on its next call and authorizes again
+//   purge --namespace NS [--cause C] [--identity V] [--deadline-ms N] [--overwrite]
+//       the seven steps of 0x0CE: the namespace's generation stops
+//       admitting, its successor becomes current, the index drops its
+//       candidates, its open reuse receipts are waited for up to the
+//       deadline and then revoked, its blocks are released (and zeroed
+//       before their next owner with --overwrite); prints each step
 //   status [--namespace NS]
 //       each namespace's generation, grants, holds and invalidations
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -28,6 +35,8 @@ struct AdminCli {
   std::string cause;
   std::string identity;
   uint32_t timeout_ms = 10000;
+  uint32_t deadline_ms = 1000;
+  bool overwrite = false;
   bool json = false;
 };
 
@@ -83,6 +92,51 @@ int run_invalidate(const AdminCli& cli) {
   std::cout << "\n  " << r->ended_grants << " grant(s) of generation " << r->old_generation.value << " ended; "
             << r->old_live_admissions << " hold(s) still on it"
             << (r->old_reclaimed ? " (reclaimable now)" : " (reclaimable when they end)") << "\n";
+  return 0;
+}
+
+int run_purge(AdminCli cli) {
+  Result<InvalidationCause> cause = parse_cause(cli.cause);
+  if (!cause.ok()) return report_error("admin purge", cause.error());
+  // The node answers when the purge completed: after the deadline at most,
+  // plus the owners' answers.
+  cli.timeout_ms = std::max(cli.timeout_ms, cli.deadline_ms + 10000);
+  Result<std::unique_ptr<Client>> client = connect_admin(cli);
+  if (!client.ok()) return report_error("admin purge", client.error());
+  Result<NamespacePurgeReceipt> r = (*client)->call(
+      NamespacePurgeRequest{{}, cli.namespace_name, *cause, cli.identity, cli.deadline_ms, cli.overwrite});
+  if (!r.ok()) return report_error("admin purge", r.error());
+  if (cli.json) {
+    nlohmann::ordered_json j;
+    j["namespace"] = r->namespace_name;
+    j["purge"] = r->purge_id;
+    j["cause"] = to_string(r->cause);
+    j["purged_generation"] = r->purged_generation.value;
+    j["successor_generation"] = r->successor_generation.value;
+    j["ended_grants"] = r->ended_grants;
+    j["dropped_index_pages"] = r->dropped_index_pages;
+    j["receipts_drained"] = r->receipts_drained;
+    j["receipts_revoked"] = r->receipts_revoked;
+    j["blocks_marked_for_overwrite"] = r->blocks_marked_for_overwrite;
+    j["external_copies"] = r->external_copies;
+    j["duration_us"] = r->duration_us;
+    nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+    for (const PurgeStepRecord& s : r->steps)
+      steps.push_back({{"step", s.step},
+                       {"at_us", s.at_us},
+                       {"work_items", s.work_items},
+                       {"live_receipts", s.live_receipts},
+                       {"count", s.count},
+                       {"detail", s.detail}});
+    j["steps"] = steps;
+    std::cout << j.dump(2) << std::endl;
+    return 0;
+  }
+  std::cout << "namespace " << r->namespace_name << " purged (purge " << r->purge_id << ", " << to_string(r->cause)
+            << "): generation " << r->purged_generation.value << " -> " << r->successor_generation.value << " in "
+            << r->duration_us << " us\n";
+  for (const PurgeStepRecord& s : r->steps)
+    std::cout << "  " << s.step << " at " << s.at_us << " us: " << s.count << " " << s.detail << "\n";
   return 0;
 }
 
@@ -152,7 +206,24 @@ SubcommandRegistration admin_command{
       CLI::App* status = admin->add_subcommand("status", "Each namespace's generation, grants and holds");
       add_connection_options(status, *opts);
       status->add_option("--namespace", opts->namespace_name, "one namespace (default: every one)");
-      return [opts, inv] { return inv->parsed() ? run_invalidate(*opts) : run_status(*opts); };
+      CLI::App* purge =
+          admin->add_subcommand("purge", "Purge a namespace's generation while requests run (0x0CE's seven steps)");
+      add_connection_options(purge, *opts);
+      purge->add_option("--namespace", opts->namespace_name, "the namespace, deployment/tenant")->required();
+      purge->add_option("--cause", opts->cause, "what the successor changes (as for invalidate)")
+          ->default_val("weights")
+          ->capture_default_str();
+      purge->add_option("--identity", opts->identity, "the cause's new fact (as for invalidate)");
+      purge
+          ->add_option("--deadline-ms", opts->deadline_ms,
+                       "how long open reuse receipts of the generation may run before they are revoked")
+          ->capture_default_str();
+      purge->add_flag("--overwrite", opts->overwrite, "zero every block before its next owner is handed it");
+      return [opts, inv, purge] {
+        if (inv->parsed()) return run_invalidate(*opts);
+        if (purge->parsed()) return run_purge(*opts);
+        return run_status(*opts);
+      };
     }};
 
 }  // namespace

@@ -152,9 +152,32 @@ bool BlockAllocator::reserve_bundles(uint32_t per_group, AllocationReceipt& out)
   // into a new bundle, copy-on-write, whose copy then overwrites only the
   // rows it copies), and only once the reservation can no longer roll back:
   // a rolled-back evictable block keeps its cached rows.
-  if (config_.zero_on_recycle && store_ != nullptr)
-    for (const Reservation& r : scratch_log_) store_->zero_block(r.group_index, r.slot);
+  // A purge's overwrite mark (mark_all_for_overwrite) is honoured here too.
+  if (store_ != nullptr && (config_.zero_on_recycle || overwrite_pending_count_ > 0))
+    for (const Reservation& r : scratch_log_) {
+      bool marked = false;
+      if (overwrite_pending_count_ > 0 && r.slot < overwrite_pending_[r.group_index].size() &&
+          overwrite_pending_[r.group_index][r.slot] != 0) {
+        overwrite_pending_[r.group_index][r.slot] = 0;
+        --overwrite_pending_count_;
+        ++overwritten_blocks_;
+        marked = true;
+      }
+      if (marked || config_.zero_on_recycle) store_->zero_block(r.group_index, r.slot);
+    }
   return true;
+}
+
+uint64_t BlockAllocator::mark_all_for_overwrite() {
+  if (store_ == nullptr) return 0;
+  overwrite_pending_.resize(pools_.size());
+  uint64_t marked = 0;
+  for (size_t g = 0; g < pools_.size(); ++g) {
+    overwrite_pending_[g].assign(pools_[g].capacity(), 1);
+    marked += pools_[g].capacity();
+  }
+  overwrite_pending_count_ = marked;
+  return marked;
 }
 
 void BlockAllocator::record_eviction(const Reservation& res, AllocationReceipt& out) {

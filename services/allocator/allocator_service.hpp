@@ -99,6 +99,8 @@ class AllocatorService {
   OwnerStats stats() const;
   Status validate() const;
   const BlockAllocator& core() const { return allocator_; }
+  // A purge's step 5 with overwrite (BlockAllocator::mark_all_for_overwrite).
+  uint64_t mark_all_for_overwrite() { return allocator_.mark_all_for_overwrite(); }
 
  private:
   AllocatorOutcome apply(SessionId s, const AllocateOp& op);

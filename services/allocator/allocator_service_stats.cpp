@@ -16,6 +16,8 @@ OwnerStats AllocatorService::stats() const {
   out.owner = "allocator";
   auto put = [&](std::string name, int64_t value) { out.values.push_back(StatValue{std::move(name), value}); };
   put("zero_on_recycle", allocator_.config().zero_on_recycle ? 1 : 0);
+  put("overwrite_pending_blocks", static_cast<int64_t>(allocator_.overwrite_pending_blocks()));
+  put("overwritten_blocks", static_cast<int64_t>(allocator_.overwritten_blocks()));
 
   // Reachability: every block a held request maps or a held lease pins.
   std::set<std::pair<uint32_t, uint32_t>> reachable;  // (group index, block id)

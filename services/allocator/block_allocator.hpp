@@ -180,6 +180,17 @@ class BlockAllocator {
   // handles, so its hot walk may skip the per-block generation fence
   // (holds_cache_key).
   uint64_t cache_keys_dropped() const { return drained_events_ + events_.size(); }
+  // A purge's step 5 with overwrite (0x0CE: stale bytes never become
+  // visible to a new owner because an id was recycled): every block is
+  // zeroed before it is next handed out, whoever held it, and whether it is
+  // free, cached or still referenced now. The allocator does not know which
+  // namespace wrote a block, so it marks all of them; a mark costs one
+  // zeroing, once. Returns the blocks marked (0 without a payload store:
+  // there are no bytes to overwrite). Not part of the state digest: it
+  // changes bytes, not who holds what.
+  uint64_t mark_all_for_overwrite();
+  uint64_t overwrite_pending_blocks() const { return overwrite_pending_count_; }
+  uint64_t overwritten_blocks() const { return overwritten_blocks_; }
   FaultPoints& faults() { return faults_; }
   const FaultPoints& faults() const { return faults_; }
   // The names faults() can arm: one point per cache group, between reserving
@@ -381,6 +392,9 @@ class BlockAllocator {
   std::vector<uint32_t> scratch_slots_;         // resolved bundle slots, bundle-major
   std::vector<uint32_t> scratch_unreferenced_;  // blocks a release left unreferenced, in order
   std::vector<std::pair<uint32_t, BlockQueue::Unlinked>> scratch_unlinked_;
+  std::vector<std::vector<uint8_t>> overwrite_pending_;  // [group][slot]: zero before the next hand-out
+  uint64_t overwrite_pending_count_ = 0;
+  uint64_t overwritten_blocks_ = 0;  // blocks zeroed because of a mark
 };
 
 // The public transactions: thin wrappers that lend `recycled` to the body and

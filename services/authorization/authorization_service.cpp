@@ -135,6 +135,50 @@ Result<NamespaceInvalidationReceipt> AuthorizationService::apply(SessionId sessi
   return out;
 }
 
+Result<AuthorizationService::BegunPurge> AuthorizationService::begin_purge(SessionId session,
+                                                                           const NamespacePurgeRequest& request) {
+  KVRT_TRY(check_admin(session));
+  auto refused = [&](Error e) {
+    ++purges_refused_;
+    return e;
+  };
+  const GenerationRecord* current = authority_.registry().current(request.namespace_name);
+  if (current == nullptr)
+    return refused(make_error(ErrorCode::authorization_unknown_namespace,
+                              "no cache namespace \"" + request.namespace_name + "\" is configured", "namespace_name"));
+  Result<GenerationFacts> successor = live_successor_facts(request.cause, current->facts, request.successor_identity);
+  if (!successor.ok()) return refused(successor.error());
+  PurgeRequest plan;
+  plan.cause = request.cause;
+  plan.successor = *successor;
+  plan.index_owners = {"prefix_index"};  // a node serves one index owner, hash chain or radix
+  plan.cancel_live_leases = false;       // the node's receipts are revoked by the reuse coordinator
+  plan.physical_owners = {"allocator"};
+  plan.physical_mode = request.overwrite ? PhysicalReleaseMode::overwrite : PhysicalReleaseMode::release;
+  // begin_purge checks everything step 2 needs, so step 2 cannot refuse
+  // after step 1 closed the namespace.
+  Result<PurgeStepReceipt> stop = authority_.begin_purge(request.namespace_name, plan);
+  if (!stop.ok()) return refused(stop.error());
+  const size_t grants_before = authority_.live_grants();
+  Result<PurgeStepReceipt> advance = authority_.advance_purge(stop->purge);
+  KVRT_ASSERT(advance.ok(), "purge step 2 refused after begin_purge accepted its successor");
+  BegunPurge out{std::move(stop).value(), std::move(advance).value(),
+                 static_cast<uint32_t>(grants_before - authority_.live_grants())};
+  grants_ended_by_invalidation_ += out.ended_grants;
+  return out;
+}
+
+void AuthorizationService::record_purge(bool completed, uint64_t duration_us, uint64_t receipts_revoked) {
+  if (!completed) {
+    ++purges_refused_;
+    return;
+  }
+  ++purges_completed_;
+  purge_receipts_revoked_ += receipts_revoked;
+  last_purge_us_ = duration_us;
+  max_purge_us_ = std::max(max_purge_us_, duration_us);
+}
+
 Result<NamespaceStatusReceipt> AuthorizationService::apply(SessionId session,
                                                            const NamespaceStatusRequest& request) const {
   KVRT_TRY(check_admin(session));
@@ -212,6 +256,11 @@ OwnerStats AuthorizationService::stats() const {
   put("invalidations_refused", static_cast<int64_t>(invalidations_refused_));
   put("grants_ended_by_invalidation", static_cast<int64_t>(grants_ended_by_invalidation_));
   put("stale_generation_refusals", static_cast<int64_t>(stale_generation_refusals_));
+  put("purges_completed", static_cast<int64_t>(purges_completed_));
+  put("purges_refused", static_cast<int64_t>(purges_refused_));
+  put("purge_receipts_revoked", static_cast<int64_t>(purge_receipts_revoked_));
+  put("last_purge_us", static_cast<int64_t>(last_purge_us_));
+  put("max_purge_us", static_cast<int64_t>(max_purge_us_));
   return out;
 }
 

@@ -54,6 +54,24 @@ class AuthorizationService {
   Result<NamespaceInvalidationReceipt> apply(SessionId session, const NamespaceInvalidateRequest& request);
   Result<NamespaceStatusReceipt> apply(SessionId session, const NamespaceStatusRequest& request) const;
 
+  // The purge route's authority steps, driven by NodePurge (node_purge.hpp),
+  // which also drives the other owners' parts. begin_purge performs 0x0CE
+  // steps 1 and 2 at once (the successor's facts as for invalidate): g
+  // stops admitting, g+1 becomes current, g's grants end. Refused, nothing
+  // changes.
+  struct BegunPurge {
+    PurgeStepReceipt stop_admitting;
+    PurgeStepReceipt advance_generation;
+    uint32_t ended_grants = 0;
+  };
+  Result<BegunPurge> begin_purge(SessionId session, const NamespacePurgeRequest& request);
+  Result<PurgeStepReceipt> advance_purge(PurgeId purge) { return authority_.advance_purge(purge); }
+  Status acknowledge_purge_work(PurgeId purge, PurgeWorkId item) {
+    return authority_.acknowledge_purge_work(purge, item);
+  }
+  // A purge route's end, for the statistics.
+  void record_purge(bool completed, uint64_t duration_us, uint64_t receipts_revoked);
+
   // Ends the session's grants; the principal keeps its token (a worker may
   // reconnect) unless `revoke` bars it.
   Status end_session(SessionId session, bool revoke = false);
@@ -82,6 +100,8 @@ class AuthorizationService {
   uint64_t hellos_ = 0, unauthenticated_ = 0, grants_ = 0, denied_ = 0, sessions_ended_ = 0;
   uint64_t invalidations_ = 0, invalidations_refused_ = 0, grants_ended_by_invalidation_ = 0;
   mutable uint64_t stale_generation_refusals_ = 0;
+  uint64_t purges_completed_ = 0, purges_refused_ = 0, purge_receipts_revoked_ = 0;
+  uint64_t last_purge_us_ = 0, max_purge_us_ = 0;
 };
 
 }  // namespace kvrt

@@ -170,6 +170,8 @@ std::string_view to_string(ErrorCode code) {
       return "reuse_step_out_of_order";
     case ErrorCode::reuse_attempt_closed:
       return "reuse_attempt_closed";
+    case ErrorCode::reuse_receipt_revoked:
+      return "reuse_receipt_revoked";
     case ErrorCode::reuse_evidence_mismatch:
       return "reuse_evidence_mismatch";
     case ErrorCode::telemetry_forbidden_label:

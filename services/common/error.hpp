@@ -118,6 +118,7 @@ enum class ErrorCode : uint16_t {
   reuse_step_out_of_order = 1300,  // evidence for a step other than the attempt's next one
   reuse_attempt_closed = 1301,     // a step after the attempt was rejected or completed
   reuse_evidence_mismatch = 1302,  // evidence that cannot belong to this attempt (ids, leases, interval)
+  reuse_receipt_revoked = 1303,    // a purge of the receipt's namespace generation revoked it (0x0CE step 4)
 
   // Node runtime (14xx): sessions and the actor transport.
   not_owner = 1400,           // the object belongs to another worker session

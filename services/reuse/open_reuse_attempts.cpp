@@ -37,7 +37,41 @@ size_t OpenReuseAttempts::end_session(SessionId session) {
   const size_t n = static_cast<size_t>(std::distance(first, last));
   attempts_.erase(first, last);
   per_session_.erase(session.value);
+  revoked_.erase(revoked_.lower_bound(std::pair{session.value, uint64_t{0}}),
+                 revoked_.upper_bound(std::pair{session.value, UINT64_MAX}));
   return n;
+}
+
+namespace {
+bool of_generation(const ReuseAttempt& a, const std::string& name, NamespaceGeneration g) {
+  return a.receipt() && a.receipt()->namespace_id == name && a.receipt()->namespace_generation == g;
+}
+}  // namespace
+
+size_t OpenReuseAttempts::count_generation(const std::string& name, NamespaceGeneration g) const {
+  size_t n = 0;
+  for (const auto& [key, attempt] : attempts_) n += of_generation(attempt, name, g) ? 1 : 0;
+  return n;
+}
+
+std::vector<std::pair<SessionId, std::vector<LeaseId>>> OpenReuseAttempts::revoke_generation(const std::string& name,
+                                                                                             NamespaceGeneration g) {
+  std::vector<std::pair<SessionId, std::vector<LeaseId>>> leases;
+  for (auto it = attempts_.begin(); it != attempts_.end();) {
+    if (!of_generation(it->second, name, g)) {
+      ++it;
+      continue;
+    }
+    leases.emplace_back(SessionId{it->first.first}, it->second.acquired_leases());
+    revoked_.insert(it->first);
+    if (--per_session_[it->first.first] == 0) per_session_.erase(it->first.first);
+    it = attempts_.erase(it);
+  }
+  return leases;
+}
+
+bool OpenReuseAttempts::was_revoked(SessionId session, ExecutionSnapshotVersion snapshot) {
+  return revoked_.erase(std::pair{session.value, snapshot.value}) > 0;
 }
 
 Status OpenReuseAttempts::validate() const {

@@ -12,7 +12,10 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "schema/authorization_types.hpp"
 #include "schema/session_types.hpp"
@@ -36,8 +39,19 @@ class OpenReuseAttempts {
   Status hold(SessionId session, ReuseAttempt attempt);
   // Removes and returns the session's attempt for `snapshot`, or nullopt.
   std::optional<ReuseAttempt> take(SessionId session, ExecutionSnapshotVersion snapshot);
-  // Drops every attempt of the session; returns how many.
+  // Drops every attempt of the session, and its revocations; returns how
+  // many attempts.
   size_t end_session(SessionId session);
+
+  // A purge of (namespace, generation), 0x0CE step 4: how many attempts of
+  // that generation are open, and revoking them. A revoked attempt's
+  // leases are the caller's to return; its session's release op for it
+  // then answers reuse_receipt_revoked (was_revoked), once.
+  size_t count_generation(const std::string& namespace_name, NamespaceGeneration generation) const;
+  // Each revoked attempt's leases, under the session that holds them.
+  std::vector<std::pair<SessionId, std::vector<LeaseId>>> revoke_generation(const std::string& namespace_name,
+                                                                            NamespaceGeneration generation);
+  bool was_revoked(SessionId session, ExecutionSnapshotVersion snapshot);
 
   size_t size() const { return attempts_.size(); }
   // Every held attempt awaits step 9 under the key of its own receipt, and
@@ -47,6 +61,7 @@ class OpenReuseAttempts {
  private:
   std::map<std::pair<uint64_t, uint64_t>, ReuseAttempt> attempts_;  // (session, snapshot) -> attempt
   std::map<uint64_t, size_t> per_session_;
+  std::set<std::pair<uint64_t, uint64_t>> revoked_;  // (session, snapshot) revoked by a purge, not yet named
 };
 
 }  // namespace kvrt

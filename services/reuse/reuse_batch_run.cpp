@@ -58,6 +58,14 @@ void ReuseBatchRun::bind(OpenReuseAttempts& open, SessionId session) {
   for (size_t i = 0; i < batch_.ops.size(); ++i) {
     if (const auto* release = std::get_if<ReuseReleaseOp>(&batch_.ops[i])) {
       std::optional<ReuseAttempt> a = open.take(session, release->snapshot);
+      if (!a && open.was_revoked(session, release->snapshot)) {
+        end_with_error(i, make_error(ErrorCode::reuse_receipt_revoked,
+                                     "a purge of its namespace generation revoked the reuse receipt with snapshot " +
+                                         std::to_string(release->snapshot.value) +
+                                         " and returned its leases; the rows it names may be reused by others",
+                                     "snapshot"));
+        continue;
+      }
       if (!a) {
         end_with_error(i, make_error(ErrorCode::reuse_attempt_closed,
                                      "this session holds no open reuse attempt with snapshot " +

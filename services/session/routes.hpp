@@ -112,8 +112,14 @@ struct NamespaceStatusRoute
   static constexpr std::string_view name = "namespace_status";
 };
 
+// The seven steps of 0x0CE on a live node: the receipt comes when the purge
+// completed (or a step was refused), so the caller's timeout must cover the
+// request's deadline.
+struct PurgeRoute : Route<11, Owner::authorization, NamespacePurgeRequest, NamespacePurgeReceipt, RouteAccess::admin> {
+  static constexpr std::string_view name = "purge";
+};
 using Routes = std::tuple<AllocatorRoute, PrefixRoute, AuthorizeRoute, MapperRoute, ExecutorRoute, ReuseRoute,
-                          FaultArmRoute, InvalidateRoute, NamespaceStatusRoute>;
+                          FaultArmRoute, InvalidateRoute, NamespaceStatusRoute, PurgeRoute>;
 
 // ---- what follows from it -----------------------------------------------------
 

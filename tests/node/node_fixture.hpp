@@ -234,6 +234,11 @@ struct InProcessNode {
     return std::move(*c);
   }
   // One owner's statistic, read live; every owner must validate.
+  bool has_stat(const std::string& owner, const std::string& name) const {
+    Result<NodeStats> s = read_node_stats(descriptor, /*validate=*/false);
+    REQUIRE(s.ok());
+    return s->value(owner, name).has_value();
+  }
   int64_t stat(const std::string& owner, const std::string& name) const {
     Result<NodeStats> s = read_node_stats(descriptor, /*validate=*/true);
     REQUIRE(s.ok());

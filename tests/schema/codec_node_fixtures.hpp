@@ -359,6 +359,35 @@ inline NamespaceStatusReceipt filled(uint64_t seed) {
   return r;
 }
 
+template <>
+inline NamespacePurgeRequest filled(uint64_t seed) {
+  Numbers n(seed);
+  return NamespacePurgeRequest{trace(n), n.text("namespace"), InvalidationCause::adapter, n.text("identity"), n.u32(),
+                               true};
+}
+
+template <>
+inline NamespacePurgeReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  NamespacePurgeReceipt r;
+  r.trace = trace(n);
+  r.namespace_name = n.text("namespace");
+  r.purge_id = n.u64();
+  r.cause = InvalidationCause::transform;
+  r.purged_generation = NamespaceGeneration{n.u64()};
+  r.successor_generation = NamespaceGeneration{n.u64()};
+  r.ended_grants = n.u32();
+  r.dropped_index_pages = n.u64();
+  r.receipts_drained = n.u64();
+  r.receipts_revoked = n.u64();
+  r.blocks_marked_for_overwrite = n.u64();
+  r.external_copies = n.u64();
+  r.duration_us = n.u64();
+  for (int i = 0; i < 2; ++i)
+    r.steps.push_back(PurgeStepRecord{n.text("step"), n.u64(), n.u32(), n.u64(), n.u64(), n.text("detail")});
+  return r;
+}
+
 // Every message of the node protocol; every route's request and receipt
 // must be among them (codec_node_test.cpp checks against the route table).
 template <class Fn>
@@ -384,7 +413,9 @@ void for_each_node_type(Fn&& fn) {
   fn(Named<NamespaceInvalidationReceipt>{"NamespaceInvalidationReceipt"});
   fn(Named<NamespaceStatusRequest>{"NamespaceStatusRequest"});
   fn(Named<NamespaceStatusReceipt>{"NamespaceStatusReceipt"});
+  fn(Named<NamespacePurgeRequest>{"NamespacePurgeRequest"});
+  fn(Named<NamespacePurgeReceipt>{"NamespacePurgeReceipt"});
 }
-inline constexpr int kNodeTypeCount = 21;
+inline constexpr int kNodeTypeCount = 23;
 
 }  // namespace kvrt::test

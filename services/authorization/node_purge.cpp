@@ -1,0 +1,154 @@
+#include "services/authorization/node_purge.hpp"
+
+#include <algorithm>
+
+namespace kvrt {
+
+Result<NodePurge> NodePurge::begin(AuthorizationService& service, SessionId session,
+                                   const NamespacePurgeRequest& request, uint64_t now_us) {
+  Result<AuthorizationService::BegunPurge> begun = service.begin_purge(session, request);
+  if (!begun.ok()) return begun.error();
+  NodePurge run(service, request, now_us);
+  run.purge_ = begun->stop_admitting.purge;
+  run.g_ = begun->stop_admitting.purged_generation;
+  run.successor_ = begun->advance_generation.successor_generation;
+  NamespacePurgeReceipt& r = run.receipt_;
+  r.trace = request.trace;
+  r.namespace_name = request.namespace_name;
+  r.purge_id = run.purge_.value;
+  r.cause = request.cause;
+  r.purged_generation = run.g_;
+  r.successor_generation = run.successor_;
+  r.ended_grants = begun->ended_grants;
+  run.record(PurgeStep::stop_admitting, now_us, 0, 0, 0, "requests admitted to generation g from here on");
+  run.record(PurgeStep::advance_generation, now_us, 0, 0, begun->ended_grants, "grants of g ended");
+  run.next_ = PurgeIndexAdvance{request.namespace_name, run.successor_};
+  return run;
+}
+
+void NodePurge::record(PurgeStep step, uint64_t now_us, uint32_t work_items, uint64_t live_receipts, uint64_t count,
+                       std::string detail) {
+  receipt_.steps.push_back(PurgeStepRecord{std::string(to_string(step)), now_us - start_us_, work_items, live_receipts,
+                                           count, std::move(detail)});
+}
+
+bool NodePurge::authority_step(PurgeStep step, uint64_t now_us, uint64_t live_receipts, uint64_t count,
+                               std::string detail) {
+  Result<PurgeStepReceipt> r = service_->advance_purge(purge_);
+  if (!r.ok()) {
+    fail(r.error(), now_us);
+    return false;
+  }
+  KVRT_ASSERT(r->step == step, "a node purge's authority steps went out of order");
+  // The node's owners have done this step's work before it is recorded
+  // (the index dropped g's candidates, the allocator marked its blocks), so
+  // its items are acknowledged at once.
+  for (const PurgeWorkItem& w : r->work_items)
+    if (w.kind != PurgeWorkKind::cancel_lease)
+      if (Status ack = service_->acknowledge_purge_work(purge_, w.id); !ack.ok()) {
+        fail(ack.error(), now_us);
+        return false;
+      }
+  record(step, now_us, static_cast<uint32_t>(r->work_items.size()), live_receipts, count, std::move(detail));
+  return true;
+}
+
+void NodePurge::fail(Error e, uint64_t now_us) {
+  error_ = std::move(e);
+  phase_ = Phase::done;
+  next_.reset();
+  receipt_.duration_us = now_us - start_us_;
+  service_->record_purge(false, receipt_.duration_us, 0);
+}
+
+void NodePurge::failed(Error error, uint64_t now_us) { fail(std::move(error), now_us); }
+
+void NodePurge::answer(uint64_t count, uint64_t now_us) {
+  KVRT_ASSERT(next_.has_value(), "an answer to a finished node purge");
+  const uint64_t deadline_us = start_us_ + uint64_t{request_.deadline_ms} * 1000;
+  switch (phase_) {
+    case Phase::index:
+      receipt_.dropped_index_pages = count;
+      if (!authority_step(PurgeStep::invalidate_index, now_us, 0, count,
+                          "pages of g the index gave back; g's keys match no lookup of g+1"))
+        return;
+      phase_ = Phase::drain;
+      next_ = PurgeReceiptCount{request_.namespace_name, g_, false};
+      return;
+    case Phase::drain:
+      if (std::holds_alternative<PurgeWait>(*next_)) {
+        next_ = PurgeReceiptCount{request_.namespace_name, g_, false};
+        return;
+      }
+      if (!first_count_) first_count_ = count;
+      receipts_now_ = count;
+      if (count == 0) return finish_drain(now_us);
+      if (now_us >= deadline_us) {
+        phase_ = Phase::revoke;
+        next_ = PurgeReceiptCount{request_.namespace_name, g_, true};
+        return;
+      }
+      next_ = PurgeWait{static_cast<uint32_t>(std::min<uint64_t>(kPollMs, (deadline_us - now_us + 999) / 1000))};
+      return;
+    case Phase::revoke:
+      receipt_.receipts_revoked += count;
+      return finish_drain(now_us);
+    case Phase::overwrite:
+      receipt_.blocks_marked_for_overwrite = count;
+      if (!authority_step(PurgeStep::release_physical, now_us, 0, count,
+                          "blocks marked: each is zeroed before its next owner"))
+        return;
+      break;
+    case Phase::confirm: {
+      receipt_.receipts_revoked += count;
+      if (!authority_step(PurgeStep::complete, now_us, 0, count,
+                          "receipts of g revoked at completion; none of g remains"))
+        return;
+      phase_ = Phase::done;
+      next_.reset();
+      receipt_.duration_us = now_us - start_us_;
+      service_->record_purge(true, receipt_.duration_us, receipt_.receipts_revoked);
+      return;
+    }
+    case Phase::done:
+      KVRT_ASSERT(false, "an answer to a finished node purge");
+      return;
+  }
+  // After step 5: step 6 (no external tier), then step 7's last revocation.
+  if (!authority_step(PurgeStep::remove_external_copies, now_us, 0, 0, "kvrt keeps no external tier")) return;
+  phase_ = Phase::confirm;
+  next_ = PurgeReceiptCount{request_.namespace_name, g_, true};
+}
+
+void NodePurge::finish_drain(uint64_t now_us) {
+  const uint64_t first = first_count_.value_or(0);
+  receipt_.receipts_drained = first - std::min(first, receipt_.receipts_revoked);
+  if (!authority_step(PurgeStep::drain_leases, now_us, receipts_now_, receipt_.receipts_revoked,
+                      "receipts of g revoked at the deadline"))
+    return;
+  start_release(now_us);
+}
+
+void NodePurge::start_release(uint64_t now_us) {
+  if (request_.overwrite) {
+    phase_ = Phase::overwrite;
+    next_ = PurgeBlockOverwrite{};
+    return;
+  }
+  // Release mode: step 3 gave the index's leases of g back; blocks that
+  // requests of g still hold return to the pool when those requests end.
+  if (!authority_step(PurgeStep::release_physical, now_us, 0, 0,
+                      "released, not overwritten: a block's valid-row frontier hides its old rows"))
+    return;
+  if (!authority_step(PurgeStep::remove_external_copies, now_us, 0, 0, "kvrt keeps no external tier")) return;
+  phase_ = Phase::confirm;
+  next_ = PurgeReceiptCount{request_.namespace_name, g_, true};
+}
+
+Result<NamespacePurgeReceipt> NodePurge::result() const {
+  KVRT_ASSERT(finished(), "a node purge's result before it finished");
+  if (error_) return *error_;
+  return receipt_;
+}
+
+}  // namespace kvrt

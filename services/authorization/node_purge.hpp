@@ -1,0 +1,99 @@
+#pragma once
+// NodePurge: the purge route's run across a live node's owners (spec 0x0CE
+// "Revocation And Purge"), as a sans-IO state machine. The authorization
+// actor holds one per purge in progress, performs each action it asks for
+// and hands back the answer; the sequence lives here, where a test can
+// drive it without actors.
+//
+//   step 1-2  authorization  begin: g stops admitting, g+1 becomes current,
+//                            g's grants end (AuthorizationService::begin_purge)
+//   step 3    index owner    PurgeIndexAdvance: refuse g's grants, drop g's
+//                            candidates; the radix index gives back g's pages
+//   step 4    reuse          PurgeReceiptCount: g's open executable-reuse
+//                            receipts, counted until none is left or the
+//                            deadline passed (PurgeWait between counts), then
+//                            revoked (their leases go back)
+//   step 5    allocator      PurgeBlockOverwrite (overwrite mode only): every
+//                            block is zeroed before its next owner
+//   step 6    none           kvrt keeps no external tier: nothing to remove
+//   step 7    reuse          revoke any receipt of g that appeared meanwhile
+//                            (an attempt already past its version check when
+//                            g+1 became current), then complete
+//
+// Each step's record carries its time since the start and its counts; the
+// authority's own step receipts (work items issued, acknowledged) are what
+// keeps the order. Times come from the caller, so the run is deterministic.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "schema/authorization_types.hpp"
+#include "services/authorization/authorization_service.hpp"
+
+namespace kvrt {
+
+struct PurgeIndexAdvance {
+  std::string namespace_name;
+  NamespaceGeneration successor;
+};
+struct PurgeReceiptCount {
+  std::string namespace_name;
+  NamespaceGeneration generation;
+  bool revoke = false;
+};
+struct PurgeBlockOverwrite {};
+struct PurgeWait {
+  uint32_t ms = 0;
+};
+using NodePurgeAction = std::variant<PurgeIndexAdvance, PurgeReceiptCount, PurgeBlockOverwrite, PurgeWait>;
+
+class NodePurge {
+ public:
+  // How often step 4 counts g's receipts while it waits.
+  static constexpr uint32_t kPollMs = 2;
+
+  // Steps 1-2 on the service; errors (not an admin, unknown namespace, a
+  // purge already open, a successor the cause does not allow) change nothing.
+  static Result<NodePurge> begin(AuthorizationService& service, SessionId session, const NamespacePurgeRequest& request,
+                                 uint64_t now_us);
+
+  // The action to perform next; nullopt once finished (then result()).
+  const std::optional<NodePurgeAction>& next() const { return next_; }
+  // The answer to next(): a count (pages, receipts, blocks; 0 for a wait).
+  void answer(uint64_t count, uint64_t now_us);
+  // The owner asked could not be reached: the purge stops here, open.
+  void failed(Error error, uint64_t now_us);
+
+  bool finished() const { return !next_.has_value(); }
+  PurgeId id() const { return purge_; }
+  Result<NamespacePurgeReceipt> result() const;
+
+ private:
+  enum class Phase : uint8_t { index, drain, revoke, overwrite, confirm, done };
+  NodePurge(AuthorizationService& service, const NamespacePurgeRequest& request, uint64_t now_us)
+      : service_(&service), request_(request), start_us_(now_us) {}
+  void record(PurgeStep step, uint64_t now_us, uint32_t work_items, uint64_t live_receipts, uint64_t count,
+              std::string detail);
+  // Advances the authority to `step` and acknowledges what it issued; false
+  // (and the run failed) if the authority refused.
+  bool authority_step(PurgeStep step, uint64_t now_us, uint64_t live_receipts, uint64_t count, std::string detail);
+  void fail(Error e, uint64_t now_us);
+  void finish_drain(uint64_t now_us);
+  void start_release(uint64_t now_us);
+
+  AuthorizationService* service_;
+  NamespacePurgeRequest request_;
+  uint64_t start_us_ = 0;
+  PurgeId purge_;
+  NamespaceGeneration g_, successor_;
+  Phase phase_ = Phase::index;
+  std::optional<NodePurgeAction> next_;
+  std::optional<uint64_t> first_count_;  // g's receipts when step 4 first counted
+  uint64_t receipts_now_ = 0;
+  NamespacePurgeReceipt receipt_;
+  std::optional<Error> error_;
+};
+
+}  // namespace kvrt
