@@ -165,7 +165,9 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
                       return error_reply(make_error(ErrorCode::node_unreachable,
                                                     "the node is still starting: its purge owners are not wired yet",
                                                     "route"));
-                    Result<NodePurge> run = NodePurge::begin(*st.service, SessionId{session}, req, steady_us());
+                    Result<NodePurge> run =
+                        NodePurge::begin(*st.service, SessionId{session}, req, steady_us(),
+                                         [&st](PurgeId id) { return st.purges.contains(id.value); });
                     if (!run.ok()) {
                       log_refused(st.obs.log, "authorization", session, req.trace, run.error());
                       return error_reply(run.error());

@@ -296,6 +296,8 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
   if (config.fault_injection) {
     impl.reuse_faults = std::make_shared<FaultPoints>();
     impl.allocator->fault_points().add("reuse", *impl.reuse_faults, ReuseBatchRun::fault_point_names());
+    impl.allocator->fault_points().add("purge", impl.authorization->purge_faults(),
+                                       AuthorizationService::purge_fault_point_names());
     if (impl.radix)
       impl.allocator->fault_points().add(RadixBlockService::kFaultOwner, impl.radix->faults(),
                                          PrefixBatchRun<RadixBlockService>::fault_point_names());

@@ -47,9 +47,14 @@ Status EngineLoop::admit() {
   if (o_.reuse) {
     ReuseBatch tx{next_trace(), {}};
     const size_t first = add_releases(tx);
-    for (const PendingRequest& p : fresh)
-      tx.ops.push_back(ReuseAcquireOp{p.job->namespace_name, RequestId{0}, RequestGeneration{0}, p.prompt,
-                                      LogitsPath::logits_required, false});
+    for (const PendingRequest& p : fresh) {
+      // Built in place: GCC 12 misreads a moved variant temporary here
+      // (-Wmaybe-uninitialized on the other alternative).
+      ReuseAcquireOp& op = std::get<ReuseAcquireOp>(tx.ops.emplace_back(std::in_place_type<ReuseAcquireOp>));
+      op.namespace_name = p.job->namespace_name;
+      op.tokens = p.prompt;
+      op.logits_path = LogitsPath::logits_required;
+    }
     auto reused = call_reuse(tx);
     if (!reused.ok()) return reused.error();
     if (reused->outcomes.size() != tx.ops.size())

@@ -56,7 +56,14 @@ void for_each_wire_type(Fn&& fn) {
   fn(WireType<FaultArmReceipt>{"FaultArmReceipt"});
   // What `kvrt stats` reads from the gateway.
   fn(WireType<NodeStatsReceipt>{"NodeStatsReceipt"});
+  // The authorization owner's admin routes: a namespace's lifecycle.
+  fn(WireType<NamespaceInvalidateRequest>{"NamespaceInvalidateRequest"});
+  fn(WireType<NamespaceInvalidationReceipt>{"NamespaceInvalidationReceipt"});
+  fn(WireType<NamespaceStatusRequest>{"NamespaceStatusRequest"});
+  fn(WireType<NamespaceStatusReceipt>{"NamespaceStatusReceipt"});
+  fn(WireType<NamespacePurgeRequest>{"NamespacePurgeRequest"});
+  fn(WireType<NamespacePurgeReceipt>{"NamespacePurgeReceipt"});
 }
-inline constexpr size_t kWireTypeCount = 32;
+inline constexpr size_t kWireTypeCount = 38;
 
 }  // namespace kvrt::fuzz

@@ -136,5 +136,10 @@ struct NamespacePurgeReceipt $Kvrt.message {
   blocksMarkedForOverwrite @10 :UInt64;     # step 5 with overwrite: blocks zeroed before their next owner
   externalCopies @11 :UInt64;               # step 6: kvrt keeps no external tier, always 0
   durationUs @12 :UInt64;                   # begin to completion [us]
-  steps @13 :List(PurgeStepRecord);         # the seven steps, in order
+  steps @13 :List(PurgeStepRecord);         # the steps this call performed, in order
+  resumedAfter @14 :Text;
+  # Empty for a new purge. A purge that stopped open (a fault point fired,
+  # an owner was unreachable) is resumed by the next purge call for its
+  # namespace: this names the last step it had performed, and steps lists
+  # only the ones performed now.
 }

@@ -66,12 +66,30 @@ struct PrefixMatchReceipt $Kvrt.message {
 # current generation, and checks that before the index sees the tokens
 # (0x0CE "Authorization Before Lookup").
 
+struct MultimodalItem {
+  identifier @0 :Text;                     # the input's content hash or feature id
+  offset @1 :UInt32;                       # first prompt position it occupies [tokens]
+  length @2 :UInt32;                       # positions it occupies, > 0 [tokens]
+}
+
+struct RequestIdentity {
+  # What besides the tokens changes a request's K/V (0x07B, 0x07D): two
+  # requests reuse each other's blocks only where all of it is equal. All
+  # empty: a plain token prompt of the namespace's base model.
+  adapterId @0 :Text;                      # the adapter (LoRA) the request runs with; empty: none
+  adapterVersion @1 :Text;                 # its version; only with adapterId
+  multimodal @2 :List(MultimodalItem);     # the multimodal inputs, with their positions
+  promptEmbeddingSha256 @3 :List(Text);    # per hash block, SHA-256 (64 lowercase hex) of its prompt-embedding rows
+  cacheSalt @4 :Text;                      # the request's own salt: it reuses only with requests of the same salt
+}
+
 struct PrefixMatchOp {
   namespaceName @0 :Text;                                         # the granted cache namespace
   request @1 :UInt64 $Kvrt.type("RequestId");                     # the request the match is for (receipt provenance)
   requestGeneration @2 :UInt32 $Kvrt.type("RequestGeneration");
   tokens @3 :List(Int32);                                         # the prompt, S_prompt token ids [tokens]
   logitsPath @4 :LogitsPath;
+  identity @5 :RequestIdentity;                                   # the request's identity extras
 }
 
 struct PrefixPublishOp {
@@ -82,6 +100,7 @@ struct PrefixPublishOp {
   tokens @2 :List(Int32);                  # the request's token ids from position 0 [tokens]
   firstBlock @3 :UInt32;                   # [blocks]
   endBlock @4 :UInt32;                     # one past the last published block [blocks]
+  identity @5 :RequestIdentity;            # the request's identity extras, as its lookup had them
 }
 
 struct PrefixOp {

@@ -172,6 +172,7 @@ struct ReuseAcquireOp {
   tokens @3 :List(Int32);                                         # the prompt, S_prompt token ids [tokens]
   logitsPath @4 :Prefix.LogitsPath;
   requireCollisionWitness @5 :Bool;                               # step 3 policy (0x07F)
+  identity @6 :Prefix.RequestIdentity;                            # the request's identity extras (0x07B)
 }
 
 struct ReuseRejectionReceipt {

@@ -120,6 +120,7 @@ int run_purge(AdminCli cli) {
     j["blocks_marked_for_overwrite"] = r->blocks_marked_for_overwrite;
     j["external_copies"] = r->external_copies;
     j["duration_us"] = r->duration_us;
+    j["resumed_after"] = r->resumed_after;
     nlohmann::ordered_json steps = nlohmann::ordered_json::array();
     for (const PurgeStepRecord& s : r->steps)
       steps.push_back({{"step", s.step},
@@ -134,7 +135,9 @@ int run_purge(AdminCli cli) {
   }
   std::cout << "namespace " << r->namespace_name << " purged (purge " << r->purge_id << ", " << to_string(r->cause)
             << "): generation " << r->purged_generation.value << " -> " << r->successor_generation.value << " in "
-            << r->duration_us << " us\n";
+            << r->duration_us << " us";
+  if (!r->resumed_after.empty()) std::cout << " (resumed after " << r->resumed_after << ")";
+  std::cout << "\n";
   for (const PurgeStepRecord& s : r->steps)
     std::cout << "  " << s.step << " at " << s.at_us << " us: " << s.count << " " << s.detail << "\n";
   return 0;

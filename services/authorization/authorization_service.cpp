@@ -168,9 +168,25 @@ Result<AuthorizationService::BegunPurge> AuthorizationService::begin_purge(Sessi
   return out;
 }
 
+Result<std::optional<PurgeId>> AuthorizationService::open_purge(SessionId session,
+                                                                const std::string& namespace_name) const {
+  KVRT_TRY(check_admin(session));
+  Result<NamespaceStanding> s = authority_.standing(namespace_name);
+  if (!s.ok()) return std::optional<PurgeId>{};  // begin_purge answers the unknown namespace
+  return s->open_purge;
+}
+
+std::vector<std::string> AuthorizationService::purge_fault_point_names() {
+  std::vector<std::string> names;
+  for (PurgeStep s : {PurgeStep::advance_generation, PurgeStep::invalidate_index, PurgeStep::drain_leases,
+                      PurgeStep::release_physical, PurgeStep::remove_external_copies})
+    names.push_back("after_" + std::string(to_string(s)));
+  return names;
+}
+
 void AuthorizationService::record_purge(bool completed, uint64_t duration_us, uint64_t receipts_revoked) {
   if (!completed) {
-    ++purges_refused_;
+    ++purges_stopped_;
     return;
   }
   ++purges_completed_;
@@ -258,6 +274,7 @@ OwnerStats AuthorizationService::stats() const {
   put("stale_generation_refusals", static_cast<int64_t>(stale_generation_refusals_));
   put("purges_completed", static_cast<int64_t>(purges_completed_));
   put("purges_refused", static_cast<int64_t>(purges_refused_));
+  put("purges_stopped", static_cast<int64_t>(purges_stopped_));
   put("purge_receipts_revoked", static_cast<int64_t>(purge_receipts_revoked_));
   put("last_purge_us", static_cast<int64_t>(last_purge_us_));
   put("max_purge_us", static_cast<int64_t>(max_purge_us_));

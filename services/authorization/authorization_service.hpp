@@ -15,6 +15,7 @@
 #include "schema/session_types.hpp"
 #include "services/authorization/namespace_authority.hpp"
 #include "services/authorization/namespace_grants.hpp"
+#include "services/common/fault_points.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
 
 namespace kvrt {
@@ -65,11 +66,18 @@ class AuthorizationService {
     uint32_t ended_grants = 0;
   };
   Result<BegunPurge> begin_purge(SessionId session, const NamespacePurgeRequest& request);
+  // The open purge of the namespace, if any, for an admin session (a purge
+  // that stopped open is resumed, node_purge.hpp).
+  Result<std::optional<PurgeId>> open_purge(SessionId session, const std::string& namespace_name) const;
+  // Fault-injection runs: "after_<step>" for steps 2-6 stops a node purge
+  // there, open (NodePurge; the node names them under owner "purge").
+  FaultPoints& purge_faults() { return purge_faults_; }
+  static std::vector<std::string> purge_fault_point_names();
   Result<PurgeStepReceipt> advance_purge(PurgeId purge) { return authority_.advance_purge(purge); }
   Status acknowledge_purge_work(PurgeId purge, PurgeWorkId item) {
     return authority_.acknowledge_purge_work(purge, item);
   }
-  // A purge route's end, for the statistics.
+  // A purge route's end, for the statistics: completed, or stopped open.
   void record_purge(bool completed, uint64_t duration_us, uint64_t receipts_revoked);
 
   // Ends the session's grants; the principal keeps its token (a worker may
@@ -100,8 +108,9 @@ class AuthorizationService {
   uint64_t hellos_ = 0, unauthenticated_ = 0, grants_ = 0, denied_ = 0, sessions_ended_ = 0;
   uint64_t invalidations_ = 0, invalidations_refused_ = 0, grants_ended_by_invalidation_ = 0;
   mutable uint64_t stale_generation_refusals_ = 0;
-  uint64_t purges_completed_ = 0, purges_refused_ = 0, purge_receipts_revoked_ = 0;
+  uint64_t purges_completed_ = 0, purges_refused_ = 0, purges_stopped_ = 0, purge_receipts_revoked_ = 0;
   uint64_t last_purge_us_ = 0, max_purge_us_ = 0;
+  FaultPoints purge_faults_;
 };
 
 }  // namespace kvrt

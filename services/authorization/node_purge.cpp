@@ -5,7 +5,11 @@
 namespace kvrt {
 
 Result<NodePurge> NodePurge::begin(AuthorizationService& service, SessionId session,
-                                   const NamespacePurgeRequest& request, uint64_t now_us) {
+                                   const NamespacePurgeRequest& request, uint64_t now_us,
+                                   const std::function<bool(PurgeId)>& in_progress) {
+  Result<std::optional<PurgeId>> open = service.open_purge(session, request.namespace_name);
+  if (!open.ok()) return open.error();
+  if (*open && in_progress && !in_progress(**open)) return resume(service, request, **open, now_us);
   Result<AuthorizationService::BegunPurge> begun = service.begin_purge(session, request);
   if (!begun.ok()) return begun.error();
   NodePurge run(service, request, now_us);
@@ -23,7 +27,71 @@ Result<NodePurge> NodePurge::begin(AuthorizationService& service, SessionId sess
   run.record(PurgeStep::stop_admitting, now_us, 0, 0, 0, "requests admitted to generation g from here on");
   run.record(PurgeStep::advance_generation, now_us, 0, 0, begun->ended_grants, "grants of g ended");
   run.next_ = PurgeIndexAdvance{request.namespace_name, run.successor_};
+  (void)run.fault_fired(PurgeStep::advance_generation, now_us);
   return run;
+}
+
+Result<NodePurge> NodePurge::resume(AuthorizationService& service, const NamespacePurgeRequest& request, PurgeId id,
+                                    uint64_t now_us) {
+  const PurgeProgress* p = service.authority().purge(id);
+  KVRT_ASSERT(p != nullptr && !p->completed(), "resuming a purge that is not open");
+  KVRT_ASSERT(p->pending.empty(), "a node purge stopped with work items unacknowledged");
+  NamespacePurgeRequest own = request;
+  own.cause = p->request.cause;
+  own.overwrite = p->request.physical_mode == PhysicalReleaseMode::overwrite;
+  NodePurge run(service, own, now_us);
+  run.purge_ = id;
+  run.g_ = p->purged_generation;
+  run.successor_ = p->successor_generation;
+  NamespacePurgeReceipt& r = run.receipt_;
+  r.trace = request.trace;
+  r.namespace_name = p->namespace_name;
+  r.purge_id = id.value;
+  r.cause = own.cause;
+  r.purged_generation = run.g_;
+  r.successor_generation = run.successor_;
+  r.resumed_after = std::string(to_string(p->last_step));
+  switch (p->last_step) {
+    case PurgeStep::stop_admitting:
+      if (!run.authority_step(PurgeStep::advance_generation, now_us, 0, 0, "grants of g ended")) break;
+      run.successor_ = service.authority().purge(id)->successor_generation;
+      run.receipt_.successor_generation = run.successor_;
+      run.next_ = PurgeIndexAdvance{own.namespace_name, run.successor_};
+      break;
+    case PurgeStep::advance_generation:
+      run.next_ = PurgeIndexAdvance{own.namespace_name, run.successor_};
+      break;
+    case PurgeStep::invalidate_index:
+      run.phase_ = Phase::drain;
+      run.next_ = PurgeReceiptCount{own.namespace_name, run.g_, false};
+      break;
+    case PurgeStep::drain_leases:
+      run.start_release(now_us);
+      break;
+    case PurgeStep::release_physical:
+      run.after_release(now_us);
+      break;
+    case PurgeStep::remove_external_copies:
+      run.phase_ = Phase::confirm;
+      run.next_ = PurgeReceiptCount{own.namespace_name, run.g_, true};
+      break;
+    case PurgeStep::complete:
+      break;
+  }
+  return run;
+}
+
+bool NodePurge::fault_fired(PurgeStep step, uint64_t now_us) {
+  FaultPoints& faults = service_->purge_faults();
+  const std::string point = "after_" + std::string(to_string(step));
+  if (!faults.any_armed() || !faults.reached(point)) return false;
+  fail(make_error(ErrorCode::fault_injected,
+                  "fault point purge." + point + " fired: purge " + std::to_string(purge_.value) +
+                      " stopped after step " + std::string(to_string(step)) +
+                      " and stays open; the next purge of the namespace resumes it",
+                  "purge"),
+       now_us);
+  return true;
 }
 
 void NodePurge::record(PurgeStep step, uint64_t now_us, uint32_t work_items, uint64_t live_receipts, uint64_t count,
@@ -50,7 +118,7 @@ bool NodePurge::authority_step(PurgeStep step, uint64_t now_us, uint64_t live_re
         return false;
       }
   record(step, now_us, static_cast<uint32_t>(r->work_items.size()), live_receipts, count, std::move(detail));
-  return true;
+  return !fault_fired(step, now_us);
 }
 
 void NodePurge::fail(Error e, uint64_t now_us) {
@@ -98,7 +166,7 @@ void NodePurge::answer(uint64_t count, uint64_t now_us) {
       if (!authority_step(PurgeStep::release_physical, now_us, 0, count,
                           "blocks marked: each is zeroed before its next owner"))
         return;
-      break;
+      return after_release(now_us);
     case Phase::confirm: {
       receipt_.receipts_revoked += count;
       if (!authority_step(PurgeStep::complete, now_us, 0, count,
@@ -114,7 +182,10 @@ void NodePurge::answer(uint64_t count, uint64_t now_us) {
       KVRT_ASSERT(false, "an answer to a finished node purge");
       return;
   }
-  // After step 5: step 6 (no external tier), then step 7's last revocation.
+}
+
+// After step 5: step 6 (no external tier), then step 7's last revocation.
+void NodePurge::after_release(uint64_t now_us) {
   if (!authority_step(PurgeStep::remove_external_copies, now_us, 0, 0, "kvrt keeps no external tier")) return;
   phase_ = Phase::confirm;
   next_ = PurgeReceiptCount{request_.namespace_name, g_, true};
@@ -140,9 +211,7 @@ void NodePurge::start_release(uint64_t now_us) {
   if (!authority_step(PurgeStep::release_physical, now_us, 0, 0,
                       "released, not overwritten: a block's valid-row frontier hides its old rows"))
     return;
-  if (!authority_step(PurgeStep::remove_external_copies, now_us, 0, 0, "kvrt keeps no external tier")) return;
-  phase_ = Phase::confirm;
-  next_ = PurgeReceiptCount{request_.namespace_name, g_, true};
+  after_release(now_us);
 }
 
 Result<NamespacePurgeReceipt> NodePurge::result() const {

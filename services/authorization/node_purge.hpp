@@ -23,7 +23,15 @@
 // Each step's record carries its time since the start and its counts; the
 // authority's own step receipts (work items issued, acknowledged) are what
 // keeps the order. Times come from the caller, so the run is deterministic.
+//
+// A run that stopped (an owner unreachable, or a fault point "after_<step>"
+// of AuthorizationService::purge_faults fired) leaves the purge open at its
+// last step, every work item of it acknowledged: the authority's state is
+// that of a purge between two steps, which validate() accepts. The next
+// purge call for the namespace resumes it from there, with the purge's own
+// cause, successor and overwrite mode (the call's deadline applies).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <variant>
@@ -56,8 +64,11 @@ class NodePurge {
 
   // Steps 1-2 on the service; errors (not an admin, unknown namespace, a
   // purge already open, a successor the cause does not allow) change nothing.
+  // An open purge of the namespace is resumed when `in_progress` says no
+  // run is carrying it out (without it, an open purge refuses the call:
+  // authorization_purge_pending).
   static Result<NodePurge> begin(AuthorizationService& service, SessionId session, const NamespacePurgeRequest& request,
-                                 uint64_t now_us);
+                                 uint64_t now_us, const std::function<bool(PurgeId)>& in_progress = {});
 
   // The action to perform next; nullopt once finished (then result()).
   const std::optional<NodePurgeAction>& next() const { return next_; }
@@ -82,6 +93,11 @@ class NodePurge {
   void fail(Error e, uint64_t now_us);
   void finish_drain(uint64_t now_us);
   void start_release(uint64_t now_us);
+  void after_release(uint64_t now_us);
+  // The fault point after `step`, when armed and reached: the run stops.
+  bool fault_fired(PurgeStep step, uint64_t now_us);
+  static Result<NodePurge> resume(AuthorizationService& service, const NamespacePurgeRequest& request, PurgeId id,
+                                  uint64_t now_us);
 
   AuthorizationService* service_;
   NamespacePurgeRequest request_;

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "services/prefix/request_identity.hpp"
+
 namespace kvrt {
 
 Result<PrefixService> PrefixService::create(PrefixIndexConfig config) {
@@ -25,20 +27,23 @@ std::vector<LeaseId> PrefixService::advance_generation(const std::string& name, 
 
 void PrefixService::end_session(SessionId session) { grants_.end_session(session); }
 
-Result<BlockExtrasPlan> PrefixService::authorized_plan(SessionId session, const std::string& name) const {
+Result<BlockExtrasPlan> PrefixService::authorized_plan(SessionId session, const std::string& name,
+                                                       const RequestIdentity& identity) const {
   Result<SessionNamespaceGrant> granted = grants_.current(session, name);
   if (!granted.ok()) return granted.error();
   const SessionNamespaceGrant* g = &*granted;
   // The salt binds namespace, salt and generation: a later generation hashes
   // differently, so candidates of a revoked generation never match (0x0CE
-  // revocation step 3).
-  RequestExtras extras;
-  extras.cache_salt = name + "\x1f" + g->salt + "\x1fg" + std::to_string(g->generation.value);
-  return index_.extras_plan(scope_, extras);
+  // revocation step 3). The request's identity extras are read only once
+  // the grant holds (authorization before anything else, 0x0CE).
+  Result<RequestExtras> extras =
+      identity_extras(identity, name + "\x1f" + g->salt + "\x1fg" + std::to_string(g->generation.value));
+  if (!extras.ok()) return extras.error();
+  return index_.extras_plan(scope_, *extras);
 }
 
 Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixMatchOp& op) {
-  Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name);
+  Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name, op.identity);
   if (!plan.ok()) {
     if (plan.error().code == ErrorCode::authorization_namespace_denied) ++unauthorized_;
     if (plan.error().code == ErrorCode::authorization_stale_generation) ++stale_generation_;
@@ -59,7 +64,7 @@ Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixM
 }
 
 Result<BlockExtrasPlan> PrefixService::publication_plan(SessionId session, const PrefixPublishOp& op) const {
-  Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name);
+  Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name, op.identity);
   if (!plan.ok()) return plan.error();
   const uint32_t P = index_.block_tokens();
   if (op.first_block > op.end_block)

@@ -119,7 +119,8 @@ class PrefixService {
 
  private:
   explicit PrefixService(PrefixIndex index, PrefixScope scope) : index_(std::move(index)), scope_(std::move(scope)) {}
-  Result<BlockExtrasPlan> authorized_plan(SessionId session, const std::string& namespace_name) const;
+  Result<BlockExtrasPlan> authorized_plan(SessionId session, const std::string& namespace_name,
+                                          const RequestIdentity& identity) const;
   // check_publication's checks; the authorized plan when they pass.
   Result<BlockExtrasPlan> publication_plan(SessionId session, const PrefixPublishOp& op) const;
 

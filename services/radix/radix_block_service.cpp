@@ -7,6 +7,7 @@
 #include "services/common/digest.hpp"
 #include "services/common/units.hpp"
 #include "services/prefix/prefix_match_receipt.hpp"
+#include "services/prefix/request_identity.hpp"
 
 namespace kvrt {
 
@@ -19,12 +20,18 @@ Result<RadixBlockService> RadixBlockService::create(const CacheLayoutManifest& l
   return RadixBlockService(std::move(index).value(), layout.digest(), groups);
 }
 
-Result<uint64_t> RadixBlockService::namespace_key(SessionId session, const std::string& name) const {
+Result<uint64_t> RadixBlockService::namespace_key(SessionId session, const std::string& name,
+                                                  const RequestIdentity& identity) const {
   Result<SessionNamespaceGrant> g = grants_.current(session, name);
   if (!g.ok()) return g.error();
   // Namespace, salt and generation bind the subtree (0x0CE): a later
   // generation keys differently, so a revoked generation's pages never match.
-  const std::string material = name + "\x1f" + g->salt + "\x1fg" + std::to_string(g->generation.value);
+  // The request's identity extras, read only once the grant holds, bind it
+  // further (request_identity.hpp: the whole identity keys the subtree).
+  Result<std::string> extra = identity_material(identity);
+  if (!extra.ok()) return extra.error();
+  std::string material = name + "\x1f" + g->salt + "\x1fg" + std::to_string(g->generation.value);
+  if (!extra->empty()) material.append("\x1fi").append(*extra);
   const Sha256Digest d = sha256(std::span(reinterpret_cast<const uint8_t*>(material.data()), material.size()));
   uint64_t key = 0;
   std::memcpy(&key, d.bytes.data(), sizeof key);
@@ -37,7 +44,7 @@ Result<PrefixMatchReceipt> RadixBlockService::match(SessionId session, const Pre
 
 Result<PrefixMatchReceipt> RadixBlockService::match_at(SessionId session, const PrefixMatchOp& op,
                                                        RadixNodeRef* terminal) {
-  Result<uint64_t> key = namespace_key(session, op.namespace_name);
+  Result<uint64_t> key = namespace_key(session, op.namespace_name, op.identity);
   if (!key.ok()) {
     ++unauthorized_;
     if (const auto reason = authorization_rejection(key.error().code)) funnel_.record_refused(*reason);
@@ -154,7 +161,7 @@ Status RadixBlockService::validate() const {
 }
 
 Status RadixBlockService::check_publication(SessionId session, const PrefixPublishOp& op) const {
-  Result<uint64_t> key = namespace_key(session, op.namespace_name);
+  Result<uint64_t> key = namespace_key(session, op.namespace_name, op.identity);
   if (!key.ok()) return key.error();
   if (op.first_block > op.end_block)
     return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");
@@ -166,8 +173,8 @@ Status RadixBlockService::check_publication(SessionId session, const PrefixPubli
 Result<RadixPublication> RadixBlockService::decide_publication(SessionId session, const PrefixPublishOp& op,
                                                                const BlockTableView& table) {
   KVRT_TRY(check_publication(session, op));
-  const uint64_t key = *namespace_key(session, op.namespace_name);
-  published_keys_[op.namespace_name][grants_.current(session, op.namespace_name)->generation.value] = key;
+  const uint64_t key = *namespace_key(session, op.namespace_name, op.identity);
+  published_keys_[op.namespace_name][grants_.current(session, op.namespace_name)->generation.value].insert(key);
   const uint32_t P = index_.block_tokens();
   if (table.groups.size() != groups_)
     return make_error(ErrorCode::invalid_argument, "the table has another number of cache groups", "table");
@@ -234,8 +241,10 @@ std::vector<LeaseId> RadixBlockService::advance_generation(const std::string& na
   if (ns == published_keys_.end()) return release;
   const uint32_t before = index_.cached_pages();
   for (auto it = ns->second.begin(); it != ns->second.end() && it->first < g.value;) {
-    std::vector<LeaseId> leases = index_.evict_extra_key(it->second);
-    release.insert(release.end(), leases.begin(), leases.end());
+    for (uint64_t key : it->second) {
+      std::vector<LeaseId> leases = index_.evict_extra_key(key);
+      release.insert(release.end(), leases.begin(), leases.end());
+    }
     it = ns->second.erase(it);
   }
   invalidated_pages_ += before - index_.cached_pages();

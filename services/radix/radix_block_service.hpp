@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -124,7 +125,8 @@ class RadixBlockService {
  private:
   RadixBlockService(RadixBlockIndex index, Sha256Digest layout_sha256, uint32_t groups)
       : index_(std::move(index)), layout_sha256_(layout_sha256), groups_(groups) {}
-  Result<uint64_t> namespace_key(SessionId session, const std::string& namespace_name) const;
+  Result<uint64_t> namespace_key(SessionId session, const std::string& namespace_name,
+                                 const RequestIdentity& identity) const;
   // match() and the node its hit ends at.
   Result<PrefixMatchReceipt> match_at(SessionId session, const PrefixMatchOp& op, RadixNodeRef* terminal);
 
@@ -146,7 +148,7 @@ class RadixBlockService {
   PublishedReuseDigests published_digests_;
   // The subtree keys publications used, by namespace and generation: what
   // advance_generation evicts.
-  std::map<std::string, std::map<uint64_t, uint64_t>> published_keys_;
+  std::map<std::string, std::map<uint64_t, std::set<uint64_t>>> published_keys_;
   uint64_t invalidated_pages_ = 0;
   FaultPoints faults_;
 };

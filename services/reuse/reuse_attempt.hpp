@@ -37,6 +37,7 @@
 #include <optional>
 #include <vector>
 
+#include "schema/prefix_types.hpp"
 #include "services/common/digest.hpp"
 #include "services/common/result.hpp"
 #include "services/reuse/reuse_evidence.hpp"
@@ -49,6 +50,7 @@ struct ReuseRequest {
   RequestGeneration request_generation;
   std::string namespace_name;              // the namespace the request asks to reuse from
   bool require_collision_witness = false;  // step 3 policy (0x07F)
+  RequestIdentity identity{};              // the request's identity extras (0x07B): its lookup's and successor's
 };
 
 struct ReuseRejection {

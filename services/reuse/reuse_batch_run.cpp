@@ -23,8 +23,9 @@ ReuseBatchRun::ReuseBatchRun(ReuseBatch batch, std::vector<PoolGenerationRef> no
       end_with_error(i, make_error(ErrorCode::invalid_argument, "a reuse op names its prompt tokens", "tokens"));
       continue;
     }
-    Result<ReuseAttempt> a = ReuseAttempt::begin(ReuseRequest{
-        acquire->request, acquire->request_generation, acquire->namespace_name, acquire->require_collision_witness});
+    Result<ReuseAttempt> a =
+        ReuseAttempt::begin(ReuseRequest{acquire->request, acquire->request_generation, acquire->namespace_name,
+                                         acquire->require_collision_witness, acquire->identity});
     if (!a.ok()) {
       end_with_error(i, a.error());
       continue;
@@ -127,7 +128,10 @@ std::vector<PrefixOp> ReuseBatchRun::successor_requests() {
     }
     stage_.push_back(i);
     const ReuseSuccessor& s = *release->successor;
-    out.push_back(PrefixPublishOp{ops_[i].attempt->request().namespace_name, s.request, s.tokens, 0, s.end_block});
+    // The successor is published under the identity its acquire was
+    // matched with: its rows were computed with the same extras.
+    out.push_back(PrefixPublishOp{ops_[i].attempt->request().namespace_name, s.request, s.tokens, 0, s.end_block,
+                                  ops_[i].attempt->request().identity});
   }
   return out;
 }
@@ -287,7 +291,8 @@ std::vector<PrefixMatchOp> ReuseBatchRun::candidate_requests() {
   std::vector<PrefixMatchOp> out;
   for (size_t i : open_at(ReuseStep::lookup_candidate)) {
     const ReuseAcquireOp& op = acquire_op(i);
-    out.push_back(PrefixMatchOp{op.namespace_name, op.request, op.request_generation, op.tokens, op.logits_path});
+    out.push_back(
+        PrefixMatchOp{op.namespace_name, op.request, op.request_generation, op.tokens, op.logits_path, op.identity});
   }
   return out;
 }

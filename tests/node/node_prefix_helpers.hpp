@@ -17,9 +17,10 @@ inline AllocationReceipt allocation(Client& c, AllocatorOp op) {
   return *a;
 }
 
-inline PrefixMatchReceipt match(Client& c, const std::string& ns, const std::vector<TokenId>& prompt) {
+inline PrefixMatchReceipt match(Client& c, const std::string& ns, const std::vector<TokenId>& prompt,
+                                const RequestIdentity& identity = {}) {
   Result<PrefixBatchReceipt> r =
-      c.call(PrefixBatch{{}, {PrefixMatchOp{ns, RequestId{0}, RequestGeneration{0}, prompt, {}}}});
+      c.call(PrefixBatch{{}, {PrefixMatchOp{ns, RequestId{0}, RequestGeneration{0}, prompt, {}, identity}}});
   REQUIRE(r.ok());
   const auto* m = std::get_if<PrefixMatchReceipt>(&r->outcomes.at(0));
   REQUIRE(m != nullptr);
@@ -28,13 +29,14 @@ inline PrefixMatchReceipt match(Client& c, const std::string& ns, const std::vec
 
 // Allocates `prompt`, commits every row and publishes its full pages.
 inline PrefixPublishReceipt serve_and_publish(Client& c, const std::vector<TokenId>& prompt, RequestFence* fence_out,
-                                              const std::string& ns = "test/shared") {
+                                              const std::string& ns = "test/shared",
+                                              const RequestIdentity& identity = {}) {
   const AllocationReceipt r = allocation(c, AllocateOp{static_cast<uint32_t>(prompt.size()), {}, std::nullopt});
   const RequestFence fence{r.request_id, r.request_generation, r.table_version_after};
   const AllocationReceipt committed = allocation(c, CommitRowsOp{fence, static_cast<uint32_t>(prompt.size())});
   if (fence_out) *fence_out = RequestFence{fence.request, fence.generation, committed.table_version_after};
-  Result<PrefixBatchReceipt> p = c.call(
-      PrefixBatch{{}, {PrefixPublishOp{ns, fence.request, prompt, 0, static_cast<uint32_t>(prompt.size() / 16)}}});
+  Result<PrefixBatchReceipt> p = c.call(PrefixBatch{
+      {}, {PrefixPublishOp{ns, fence.request, prompt, 0, static_cast<uint32_t>(prompt.size() / 16), identity}}});
   REQUIRE(p.ok());
   const auto* receipt = std::get_if<PrefixPublishReceipt>(&p->outcomes.at(0));
   INFO((receipt == nullptr ? std::get<Error>(p->outcomes[0]).describe() : "ok"));

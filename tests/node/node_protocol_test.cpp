@@ -3,6 +3,7 @@
 // error and the node keeps serving; stale receipts are refused with their
 // reason; a session may touch only what it holds; a lookup needs a grant.
 #include "schema/codecs.hpp"
+#include "services/authorization/authorization_service.hpp"
 #include "services/prefix/prefix_batch_run.hpp"
 #include "services/prefix/prefix_service.hpp"
 #include "services/reuse/reuse_batch_run.hpp"
@@ -196,13 +197,15 @@ TEST_CASE("fault_arm: refused by a serving node, armed through Client::call on a
   CHECK(after->armed.empty());  // fired once, then gone
   CHECK(after->fired == std::vector<FaultPointFired>{{"allocator.after_reserve_group_1", 1}});
   // One allocator point per cache group and its reclaim's, then the reuse
-  // coordinator's, then the hash-chain index's publication points.
+  // coordinator's, the purge's, then the hash-chain index's publication points.
   const size_t reuse = ReuseBatchRun::fault_point_names().size();
+  const size_t purge = AuthorizationService::purge_fault_point_names().size();
   REQUIRE(after->registered.size() ==
-          n.descriptor.pools.size() + 1 + reuse + PrefixBatchRun<PrefixService>::fault_point_names().size());
+          n.descriptor.pools.size() + 1 + reuse + purge + PrefixBatchRun<PrefixService>::fault_point_names().size());
   CHECK(after->registered[0] == "allocator.after_reserve_group_0");
   CHECK(after->registered[n.descriptor.pools.size()] == "allocator.after_reclaim_leases");
-  CHECK(after->registered[n.descriptor.pools.size() + 1 + reuse] == "prefix.after_table_read");
+  CHECK(after->registered[n.descriptor.pools.size() + 1 + reuse] == "purge.after_advance_generation");
+  CHECK(after->registered[n.descriptor.pools.size() + 1 + reuse + purge] == "prefix.after_table_read");
 }
 
 TEST_CASE("admin and worker sessions reach only their own routes", "[node][faults]") {

@@ -159,6 +159,41 @@ TEST_CASE("node purge: a kept receipt is revoked at the deadline, a released one
   CHECK(n.stat("allocator", "leaked_blocks") == 0);
 }
 
+TEST_CASE("node purge: a fault point stops it open, the namespace keeps serving, the next purge resumes it",
+          "[node][purge][faults]") {
+  ScratchDir dir("node-purge-fault");
+  InProcessNode n(dir, test_node_config(dir, "fault_injection = true\n"));
+  auto admin = n.connect("operator");
+  auto a = n.connect("worker-0");
+  const uint64_t g = a->call(AuthorizeRequest{{}, "test/shared"}).value().generation.value;
+  REQUIRE(admin->call(FaultArmRequest{{}, false, {{"purge.after_drain_leases", 1}}}).ok());
+  const Result<NamespacePurgeReceipt> stopped =
+      admin->call(NamespacePurgeRequest{{}, "test/shared", InvalidationCause::weights, "", 0, true});
+  REQUIRE_FALSE(stopped.ok());
+  CHECK(stopped.error().code == ErrorCode::fault_injected);
+  CHECK(n.stat("authorization", "purges_stopped") == 1);
+  // Open, yet serving at the successor; an invalidation waits for the purge.
+  const NamespaceStatusReceipt st = admin->call(NamespaceStatusRequest{{}, "test/shared"}).value();
+  REQUIRE(st.namespaces.size() == 1);
+  CHECK(st.namespaces[0].open_purge != 0);
+  CHECK(st.namespaces[0].generation.value == g + 1);
+  CHECK(a->call(AuthorizeRequest{{}, "test/shared"}).value().generation.value == g + 1);
+  (void)serve_and_publish(*a, prompt_of(5, 40), nullptr);
+  CHECK(admin->call(NamespaceInvalidateRequest{{}, "test/shared", InvalidationCause::weights, ""}).error().code ==
+        ErrorCode::authorization_purge_pending);
+  // Resumed: the remaining steps only, the purge's own overwrite mode, and
+  // still one successor.
+  const NamespacePurgeReceipt r =
+      admin->call(NamespacePurgeRequest{{}, "test/shared", InvalidationCause::weights, "", 0, false}).value();
+  CHECK(r.resumed_after == "drain_leases");
+  CHECK(step_names(r) == std::vector<std::string>(kSevenSteps.begin() + 4, kSevenSteps.end()));
+  CHECK(r.successor_generation.value == g + 1);
+  CHECK(r.blocks_marked_for_overwrite > 0);
+  CHECK(admin->call(NamespaceStatusRequest{{}, "test/shared"}).value().namespaces[0].open_purge == 0);
+  CHECK(n.stat("authorization", "purges_completed") == 1);
+  CHECK(n.stat("allocator", "leaked_blocks") == 0);
+}
+
 TEST_CASE("kvrt admin purge: the seven steps as JSON, and typed refusals", "[node][purge][cli]") {
   ScratchDir dir("admin-purge-cli");
   InProcessNode n(dir);

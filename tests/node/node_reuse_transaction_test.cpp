@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "schema/codecs.hpp"
+#include "services/authorization/authorization_service.hpp"
 #include "services/prefix/prefix_batch_run.hpp"
 #include "services/prefix/prefix_service.hpp"
 #include "services/reuse/reuse_batch_run.hpp"
@@ -344,7 +345,8 @@ TEST_CASE("node reuse transaction: a reuse fault point armed by an admin ends on
 
   // Every owner's points are named <owner>.<point>: the allocator's (one
   // per cache group, and its reclaim's), the reuse coordinator's (after each
-  // of steps 1-9), then the index's publication points.
+  // of steps 1-9), the purge's (after steps 2-6), then the index's
+  // publication points.
   const Result<FaultArmReceipt> known = admin->call(FaultArmRequest{{}, true, {}});
   REQUIRE(known.ok());
   std::vector<std::string> expected;
@@ -352,6 +354,7 @@ TEST_CASE("node reuse transaction: a reuse fault point armed by an admin ends on
     expected.push_back("allocator.after_reserve_group_" + std::to_string(g));
   expected.push_back("allocator.after_reclaim_leases");
   for (const std::string& p : ReuseBatchRun::fault_point_names()) expected.push_back("reuse." + p);
+  for (const std::string& p : AuthorizationService::purge_fault_point_names()) expected.push_back("purge." + p);
   for (const std::string& p : PrefixBatchRun<PrefixService>::fault_point_names()) expected.push_back("prefix." + p);
   CHECK(known->registered == expected);
 

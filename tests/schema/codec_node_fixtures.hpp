@@ -75,6 +75,16 @@ inline AllocatorBatchReceipt filled(uint64_t seed) {
   return r;
 }
 
+// Every identity field set: what a multimodal LoRA request with prompt
+// embeddings and its own salt sends.
+inline RequestIdentity identity_filled(Numbers& n) {
+  return RequestIdentity{n.text("lora"),
+                         n.text("v"),
+                         {{n.text("image-sha"), n.u32(), n.u32()}, {n.text("audio-sha"), n.u32(), n.u32()}},
+                         {std::string(64, 'a'), std::string(64, '0')},
+                         n.text("salt")};
+}
+
 template <>
 inline PrefixBatch filled(uint64_t seed) {
   Numbers n(seed);
@@ -86,12 +96,14 @@ inline PrefixBatch filled(uint64_t seed) {
       RequestId{n.u64()},
       RequestGeneration{n.u32()},
       {static_cast<TokenId>(n.u32()), std::numeric_limits<TokenId>::max(), -7, std::numeric_limits<TokenId>::min()},
-      LogitsPath::no_logits});
+      LogitsPath::no_logits,
+      identity_filled(n)});
   b.ops.push_back(PrefixPublishOp{n.text("namespace"),
                                   RequestId{n.u64()},
                                   {static_cast<TokenId>(n.u32()), static_cast<TokenId>(n.u32()), -1},
                                   n.u32(),
-                                  n.u32()});
+                                  n.u32(),
+                                  identity_filled(n)});
   return b;
 }
 
@@ -237,7 +249,8 @@ inline ReuseBatch filled(uint64_t seed) {
                                     {static_cast<TokenId>(n.u32()), std::numeric_limits<TokenId>::max(), -3,
                                      std::numeric_limits<TokenId>::min()},
                                     LogitsPath::no_logits,
-                                    true});
+                                    true,
+                                    identity_filled(n)});
   b.ops.emplace_back(std::in_place_type<ReuseAcquireOp>,
                      ReuseAcquireOp{n.text("other-namespace"),
                                     RequestId{n.u64()},
@@ -385,6 +398,7 @@ inline NamespacePurgeReceipt filled(uint64_t seed) {
   r.duration_us = n.u64();
   for (int i = 0; i < 2; ++i)
     r.steps.push_back(PurgeStepRecord{n.text("step"), n.u64(), n.u32(), n.u64(), n.u64(), n.text("detail")});
+  r.resumed_after = n.text("drain_leases");
   return r;
 }
 

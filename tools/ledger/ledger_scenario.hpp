@@ -33,6 +33,9 @@ struct LedgerScenario {
 };
 
 Result<LedgerScenario> load_ledger_scenario(const std::string& path);
+// The most rows a scenario may reserve over all its requests.
+inline constexpr uint64_t kMaxScenarioRows = uint64_t{1} << 20;
+
 Result<LedgerScenario> parse_ledger_scenario(std::string_view toml_text, const std::string& origin);
 
 // Builds the request family the scenario describes for block size P (taken from
