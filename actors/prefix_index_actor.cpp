@@ -66,9 +66,10 @@ prefix_actor spawn_index_actor(caf::actor_system& system, std::shared_ptr<Servic
           if (!leases.empty()) self->send(self->state.allocator, unlease_atom::value, std::move(leases));
         },
         [self](purge_atom, const std::string& namespace_name, uint64_t generation) -> uint64_t {
+          const uint64_t before = self->state.service->invalidated_pages();
           std::vector<LeaseId> leases =
               self->state.service->advance_generation(namespace_name, NamespaceGeneration{generation});
-          const uint64_t pages = leases.size();
+          const uint64_t pages = self->state.service->invalidated_pages() - before;
           if (!leases.empty()) self->send(self->state.allocator, unlease_atom::value, std::move(leases));
           return pages;
         },

@@ -167,9 +167,15 @@ void NodePurge::answer(uint64_t count, uint64_t now_us) {
                           "blocks marked: each is zeroed before its next owner"))
         return;
       return after_release(now_us);
-    case Phase::confirm: {
+    case Phase::confirm:
       receipt_.receipts_revoked += count;
-      if (!authority_step(PurgeStep::complete, now_us, 0, count,
+      revoked_at_completion_ = count;
+      phase_ = Phase::final_drop;
+      next_ = PurgeIndexAdvance{request_.namespace_name, successor_};
+      return;
+    case Phase::final_drop: {
+      receipt_.dropped_index_pages += count;
+      if (!authority_step(PurgeStep::complete, now_us, 0, revoked_at_completion_,
                           "receipts of g revoked at completion; none of g remains"))
         return;
       phase_ = Phase::done;

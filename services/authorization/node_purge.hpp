@@ -18,7 +18,10 @@
 //   step 6    none           kvrt keeps no external tier: nothing to remove
 //   step 7    reuse          revoke any receipt of g that appeared meanwhile
 //                            (an attempt already past its version check when
-//                            g+1 became current), then complete
+//                            g+1 became current);
+//             index owner    PurgeIndexAdvance again: the radix index evicts
+//                            the pages of g the revoked receipts had locked;
+//                            then complete
 //
 // Each step's record carries its time since the start and its counts; the
 // authority's own step receipts (work items issued, acknowledged) are what
@@ -82,7 +85,7 @@ class NodePurge {
   Result<NamespacePurgeReceipt> result() const;
 
  private:
-  enum class Phase : uint8_t { index, drain, revoke, overwrite, confirm, done };
+  enum class Phase : uint8_t { index, drain, revoke, overwrite, confirm, final_drop, done };
   NodePurge(AuthorizationService& service, const NamespacePurgeRequest& request, uint64_t now_us)
       : service_(&service), request_(request), start_us_(now_us) {}
   void record(PurgeStep step, uint64_t now_us, uint32_t work_items, uint64_t live_receipts, uint64_t count,
@@ -108,6 +111,7 @@ class NodePurge {
   std::optional<NodePurgeAction> next_;
   std::optional<uint64_t> first_count_;  // g's receipts when step 4 first counted
   uint64_t receipts_now_ = 0;
+  uint64_t revoked_at_completion_ = 0;
   NamespacePurgeReceipt receipt_;
   std::optional<Error> error_;
 };

@@ -65,6 +65,8 @@ class PrefixService {
   // until the allocator recycles them (no key reaches them), so there is
   // nothing to release (always empty; the radix owner's returns leases).
   std::vector<LeaseId> advance_generation(const std::string& namespace_name, NamespaceGeneration generation);
+  // The hash chain holds no pages: an advance evicts none.
+  uint64_t invalidated_pages() const { return 0; }
   void end_session(SessionId session);
 
   Result<PrefixMatchReceipt> match(SessionId session, const PrefixMatchOp& op);

@@ -241,11 +241,15 @@ std::vector<LeaseId> RadixBlockService::advance_generation(const std::string& na
   if (ns == published_keys_.end()) return release;
   const uint32_t before = index_.cached_pages();
   for (auto it = ns->second.begin(); it != ns->second.end() && it->first < g.value;) {
-    for (uint64_t key : it->second) {
-      std::vector<LeaseId> leases = index_.evict_extra_key(key);
+    // A key whose pages a running request still locks is kept: a later
+    // advance to the same or a newer generation (a purge's last step, once
+    // it revoked the receipts that held the locks) evicts the rest.
+    for (auto key = it->second.begin(); key != it->second.end();) {
+      std::vector<LeaseId> leases = index_.evict_extra_key(*key);
       release.insert(release.end(), leases.begin(), leases.end());
+      key = index_.tree().count_extra_key(*key) == 0 ? it->second.erase(key) : std::next(key);
     }
-    it = ns->second.erase(it);
+    it = it->second.empty() ? ns->second.erase(it) : std::next(it);
   }
   invalidated_pages_ += before - index_.cached_pages();
   return release;

@@ -65,6 +65,8 @@ class RadixBlockService {
   // the budget (locked paths when their locks end). Returns their leases to
   // release.
   std::vector<LeaseId> advance_generation(const std::string& name, NamespaceGeneration g);
+  // Pages advance_generation evicted, since the node started.
+  uint64_t invalidated_pages() const { return invalidated_pages_; }
   // Ends the session's grants and releases the path leases it still holds.
   void end_session(SessionId session);
 

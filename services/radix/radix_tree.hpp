@@ -140,6 +140,8 @@ class RadixTree {
   // match again, 0x01A). Locked paths stay until their locks end; they are
   // then ordinary candidates of evict(). O(nodes).
   RadixEvictResult evict_extra_key(uint64_t extra_key, RadixEvictionSink* sink = nullptr);
+  // Live nodes keyed by `extra_key` (what evict_extra_key left: locked paths). O(nodes).
+  size_t count_extra_key(uint64_t extra_key) const;
 
   // Drops every node (SGLang reset); the node id counter restarts at 1.
   void reset();

@@ -112,6 +112,12 @@ RadixEvictResult RadixTree::evict_extra_key(uint64_t extra_key, RadixEvictionSin
   return result;
 }
 
+size_t RadixTree::count_extra_key(uint64_t extra_key) const {
+  size_t n = 0;
+  for (size_t i = 1; i < nodes_.size(); ++i) n += nodes_[i].live && nodes_[i].extra_key == extra_key ? 1 : 0;
+  return n;
+}
+
 Result<RadixEvictResult> RadixTree::evict_leaf(RadixNodeId id, RadixEvictionSink* sink) {
   const std::string name = "node " + std::to_string(id.value);
   if (id.value == 0) return make_error(ErrorCode::internal_node_eviction, "the root is never evicted", "node");

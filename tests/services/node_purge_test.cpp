@@ -102,6 +102,10 @@ TEST_CASE("a node purge runs the seven steps in order, waits for receipts, then 
   REQUIRE(std::holds_alternative<PurgeReceiptCount>(*run.next()));
   CHECK(std::get<PurgeReceiptCount>(*run.next()).revoke);
   run.answer(0, t0 + 10'900);
+  // Then the index drops what the revoked receipt had locked: 2 more pages.
+  REQUIRE(std::holds_alternative<PurgeIndexAdvance>(*run.next()));
+  CHECK(std::get<PurgeIndexAdvance>(*run.next()).successor.value == 5);
+  run.answer(2, t0 + 11'000);
   REQUIRE(run.finished());
 
   const NamespacePurgeReceipt r = run.result().value();
@@ -109,12 +113,12 @@ TEST_CASE("a node purge runs the seven steps in order, waits for receipts, then 
   CHECK(r.purged_generation.value == 4);
   CHECK(r.successor_generation.value == 5);
   CHECK(r.ended_grants == 1);
-  CHECK(r.dropped_index_pages == 3);
+  CHECK(r.dropped_index_pages == 3 + 2);
   CHECK(r.receipts_drained == 1);
   CHECK(r.receipts_revoked == 1);
   CHECK(r.blocks_marked_for_overwrite == 64);
   CHECK(r.external_copies == 0);
-  CHECK(r.duration_us == 10'900);
+  CHECK(r.duration_us == 11'000);
   for (size_t i = 1; i < r.steps.size(); ++i) CHECK(r.steps[i - 1].at_us <= r.steps[i].at_us);
   // The authority's purge is complete: the namespace admits, no purge open.
   const PurgeProgress* p = s.svc.authority().purge(run.id());
@@ -126,7 +130,7 @@ TEST_CASE("a node purge runs the seven steps in order, waits for receipts, then 
   const OwnerStats st = s.svc.stats();
   CHECK(stat(st, "purges_completed") == 1);
   CHECK(stat(st, "purge_receipts_revoked") == 1);
-  CHECK(stat(st, "last_purge_us") == 10'900);
+  CHECK(stat(st, "last_purge_us") == 11'000);
 }
 
 TEST_CASE("a refused purge changes nothing, and an open purge refuses another and an invalidation",
@@ -161,6 +165,8 @@ TEST_CASE("a refused purge changes nothing, and an open purge refuses another an
   open.answer(2, 30);
   REQUIRE(std::holds_alternative<PurgeReceiptCount>(*open.next()));  // step 7's check
   open.answer(0, 40);
+  REQUIRE(std::holds_alternative<PurgeIndexAdvance>(*open.next()));  // and the index's last drop
+  open.answer(0, 45);
   REQUIRE(open.finished());
   const NamespacePurgeReceipt r = open.result().value();
   CHECK(step_names(r) == kSevenSteps);
