@@ -264,17 +264,16 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
           auto& st = self->state;
           const NamespaceGeneration g{generation};
           if (!revoke) return st.open.count_generation(namespace_name, g);
-          const uint64_t revoked = st.open.count_generation(namespace_name, g);
           // Each attempt's leases go back under the session that holds them,
           // as its own release op would return them.
-          for (auto& [session, leases] : st.open.revoke_generation(namespace_name, g)) {
+          const auto revoked = st.open.revoke_generation(namespace_name, g);
+          for (const auto& [session, leases] : revoked) {
             ReuseBatchRun::LeaseReturn back;
-            for (LeaseId l : leases)
-              (lease_owner(l) == LeaseOwner::radix_index ? back.paths : back.blocks).push_back(l);
+            for (LeaseId l : leases) back.add(l);
             if (!back.empty()) return_leases(self, session, TraceContext{}, back);
           }
-          st.receipts_revoked += revoked;
-          return revoked;
+          st.receipts_revoked += revoked.size();
+          return revoked.size();
         },
         [self](end_atom, uint64_t session) {
           // The owners reclaim the leases of its open attempts themselves.

@@ -98,6 +98,16 @@ Status AuthorizationService::check_admin(SessionId session) const {
   return Status::success();
 }
 
+Result<GenerationFacts> AuthorizationService::successor_facts(const std::string& namespace_name,
+                                                              InvalidationCause cause,
+                                                              const std::string& identity) const {
+  const GenerationRecord* current = authority_.registry().current(namespace_name);
+  if (current == nullptr)
+    return make_error(ErrorCode::authorization_unknown_namespace,
+                      "no cache namespace \"" + namespace_name + "\" is configured", "namespace_name");
+  return live_successor_facts(cause, current->facts, identity);
+}
+
 Result<NamespaceInvalidationReceipt> AuthorizationService::apply(SessionId session,
                                                                  const NamespaceInvalidateRequest& request) {
   KVRT_TRY(check_admin(session));
@@ -105,11 +115,8 @@ Result<NamespaceInvalidationReceipt> AuthorizationService::apply(SessionId sessi
     ++invalidations_refused_;
     return e;
   };
-  const GenerationRecord* current = authority_.registry().current(request.namespace_name);
-  if (current == nullptr)
-    return refused(make_error(ErrorCode::authorization_unknown_namespace,
-                              "no cache namespace \"" + request.namespace_name + "\" is configured", "namespace_name"));
-  Result<GenerationFacts> successor = live_successor_facts(request.cause, current->facts, request.successor_identity);
+  Result<GenerationFacts> successor =
+      successor_facts(request.namespace_name, request.cause, request.successor_identity);
   if (!successor.ok()) return refused(successor.error());
   Result<NamespaceInvalidation> done = authority_.invalidate(request.namespace_name, request.cause, *successor);
   if (!done.ok()) return refused(done.error());
@@ -142,11 +149,8 @@ Result<AuthorizationService::BegunPurge> AuthorizationService::begin_purge(Sessi
     ++purges_refused_;
     return e;
   };
-  const GenerationRecord* current = authority_.registry().current(request.namespace_name);
-  if (current == nullptr)
-    return refused(make_error(ErrorCode::authorization_unknown_namespace,
-                              "no cache namespace \"" + request.namespace_name + "\" is configured", "namespace_name"));
-  Result<GenerationFacts> successor = live_successor_facts(request.cause, current->facts, request.successor_identity);
+  Result<GenerationFacts> successor =
+      successor_facts(request.namespace_name, request.cause, request.successor_identity);
   if (!successor.ok()) return refused(successor.error());
   PurgeRequest plan;
   plan.cause = request.cause;

@@ -98,6 +98,10 @@ class AuthorizationService {
     std::map<std::string, AuthorizedLookup> grants;  // namespace -> the latest grant this session was issued
   };
   Status check_admin(SessionId session) const;
+  // The successor facts an invalidation or a purge of the namespace makes
+  // current (live_successor_facts); unknown namespace otherwise.
+  Result<GenerationFacts> successor_facts(const std::string& namespace_name, InvalidationCause cause,
+                                          const std::string& identity) const;
 
   NamespaceAuthority authority_;
   std::map<std::string, std::vector<std::string>> allowed_;  // principal -> namespaces (config)

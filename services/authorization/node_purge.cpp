@@ -12,18 +12,8 @@ Result<NodePurge> NodePurge::begin(AuthorizationService& service, SessionId sess
   if (*open && in_progress && !in_progress(**open)) return resume(service, request, **open, now_us);
   Result<AuthorizationService::BegunPurge> begun = service.begin_purge(session, request);
   if (!begun.ok()) return begun.error();
-  NodePurge run(service, request, now_us);
-  run.purge_ = begun->stop_admitting.purge;
-  run.g_ = begun->stop_admitting.purged_generation;
-  run.successor_ = begun->advance_generation.successor_generation;
-  NamespacePurgeReceipt& r = run.receipt_;
-  r.trace = request.trace;
-  r.namespace_name = request.namespace_name;
-  r.purge_id = run.purge_.value;
-  r.cause = request.cause;
-  r.purged_generation = run.g_;
-  r.successor_generation = run.successor_;
-  r.ended_grants = begun->ended_grants;
+  NodePurge run = at_progress(service, request, begun->stop_admitting.purge, now_us);
+  run.receipt_.ended_grants = begun->ended_grants;
   run.record(PurgeStep::stop_admitting, now_us, 0, 0, 0, "requests admitted to generation g from here on");
   run.record(PurgeStep::advance_generation, now_us, 0, 0, begun->ended_grants, "grants of g ended");
   run.next_ = PurgeIndexAdvance{request.namespace_name, run.successor_};
@@ -31,15 +21,11 @@ Result<NodePurge> NodePurge::begin(AuthorizationService& service, SessionId sess
   return run;
 }
 
-Result<NodePurge> NodePurge::resume(AuthorizationService& service, const NamespacePurgeRequest& request, PurgeId id,
-                                    uint64_t now_us) {
+NodePurge NodePurge::at_progress(AuthorizationService& service, const NamespacePurgeRequest& request, PurgeId id,
+                                 uint64_t now_us) {
   const PurgeProgress* p = service.authority().purge(id);
-  KVRT_ASSERT(p != nullptr && !p->completed(), "resuming a purge that is not open");
-  KVRT_ASSERT(p->pending.empty(), "a node purge stopped with work items unacknowledged");
-  NamespacePurgeRequest own = request;
-  own.cause = p->request.cause;
-  own.overwrite = p->request.physical_mode == PhysicalReleaseMode::overwrite;
-  NodePurge run(service, own, now_us);
+  KVRT_ASSERT(p != nullptr && !p->completed(), "a node purge of a purge that is not open");
+  NodePurge run(service, request, now_us);
   run.purge_ = id;
   run.g_ = p->purged_generation;
   run.successor_ = p->successor_generation;
@@ -47,17 +33,26 @@ Result<NodePurge> NodePurge::resume(AuthorizationService& service, const Namespa
   r.trace = request.trace;
   r.namespace_name = p->namespace_name;
   r.purge_id = id.value;
-  r.cause = own.cause;
+  r.cause = request.cause;
   r.purged_generation = run.g_;
   r.successor_generation = run.successor_;
-  r.resumed_after = std::string(to_string(p->last_step));
+  return run;
+}
+
+Result<NodePurge> NodePurge::resume(AuthorizationService& service, const NamespacePurgeRequest& request, PurgeId id,
+                                    uint64_t now_us) {
+  const PurgeProgress* p = service.authority().purge(id);
+  KVRT_ASSERT(p != nullptr && p->pending.empty(), "a node purge stopped with work items unacknowledged");
+  // Steps 1 and 2 are one call of begin_purge, and a completed purge is not
+  // open: a run stops only after steps 2-6.
+  KVRT_ASSERT(p->last_step >= PurgeStep::advance_generation && p->last_step < PurgeStep::complete,
+              "a node purge stopped outside steps 2-6");
+  NamespacePurgeRequest own = request;
+  own.cause = p->request.cause;
+  own.overwrite = p->request.physical_mode == PhysicalReleaseMode::overwrite;
+  NodePurge run = at_progress(service, own, id, now_us);
+  run.receipt_.resumed_after = std::string(to_string(p->last_step));
   switch (p->last_step) {
-    case PurgeStep::stop_admitting:
-      if (!run.authority_step(PurgeStep::advance_generation, now_us, 0, 0, "grants of g ended")) break;
-      run.successor_ = service.authority().purge(id)->successor_generation;
-      run.receipt_.successor_generation = run.successor_;
-      run.next_ = PurgeIndexAdvance{own.namespace_name, run.successor_};
-      break;
     case PurgeStep::advance_generation:
       run.next_ = PurgeIndexAdvance{own.namespace_name, run.successor_};
       break;
@@ -75,8 +70,9 @@ Result<NodePurge> NodePurge::resume(AuthorizationService& service, const Namespa
       run.phase_ = Phase::confirm;
       run.next_ = PurgeReceiptCount{own.namespace_name, run.g_, true};
       break;
+    case PurgeStep::stop_admitting:
     case PurgeStep::complete:
-      break;
+      break;  // excluded above
   }
   return run;
 }

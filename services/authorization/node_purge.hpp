@@ -99,6 +99,9 @@ class NodePurge {
   void after_release(uint64_t now_us);
   // The fault point after `step`, when armed and reached: the run stops.
   bool fault_fired(PurgeStep step, uint64_t now_us);
+  // A run of the open purge `id`, its facts read from the authority.
+  static NodePurge at_progress(AuthorizationService& service, const NamespacePurgeRequest& request, PurgeId id,
+                               uint64_t now_us);
   static Result<NodePurge> resume(AuthorizationService& service, const NamespacePurgeRequest& request, PurgeId id,
                                   uint64_t now_us);
 

@@ -156,8 +156,7 @@ ReuseBatchRun::LeaseReturn ReuseBatchRun::release_requests() {
   for (size_t i = 0; i < batch_.ops.size(); ++i) {
     if (!std::holds_alternative<ReuseReleaseOp>(batch_.ops[i]) || ops_[i].outcome || !ops_[i].attempt) continue;
     stage_.push_back(i);
-    for (LeaseId l : ops_[i].attempt->acquired_leases())
-      (lease_owner(l) == LeaseOwner::radix_index ? out.paths : out.blocks).push_back(l);
+    for (LeaseId l : ops_[i].attempt->acquired_leases()) out.add(l);
   }
   return out;
 }
@@ -451,7 +450,7 @@ ReuseBatchRun::LeaseReturn ReuseBatchRun::leases_to_release() const {
     // An op no stage finished holds what its attempt acquired.
     std::vector<LeaseId> held = op.outcome ? op.release : op.attempt ? op.attempt->acquired_leases() : op.release;
     if (!op.outcome) held.insert(held.end(), op.pending.begin(), op.pending.end());
-    for (LeaseId l : held) (lease_owner(l) == LeaseOwner::radix_index ? out.paths : out.blocks).push_back(l);
+    for (LeaseId l : held) out.add(l);
   }
   return out;
 }
@@ -461,7 +460,7 @@ ReuseBatchRun::LeaseReturn ReuseBatchRun::all_leases() const {
   for (const OpRun& op : ops_)
     if (op.outcome)
       if (const auto* r = std::get_if<ExecutableReuseReceipt>(&*op.outcome))
-        for (LeaseId l : r->leases) (lease_owner(l) == LeaseOwner::radix_index ? out.paths : out.blocks).push_back(l);
+        for (LeaseId l : r->leases) out.add(l);
   return out;
 }
 

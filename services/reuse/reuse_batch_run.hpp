@@ -111,6 +111,7 @@ class ReuseBatchRun {
     std::vector<LeaseId> blocks;  // the allocator's
     std::vector<LeaseId> paths;   // the radix index's (LeaseOwner::radix_index)
     bool empty() const { return blocks.empty() && paths.empty(); }
+    void add(LeaseId l) { (lease_owner(l) == LeaseOwner::radix_index ? paths : blocks).push_back(l); }
   };
 
   // Before any stage: each release op takes its attempt out of `open` (an

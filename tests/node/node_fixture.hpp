@@ -101,6 +101,19 @@ class KvrtProcess {
   bool reaped_ = false;
 };
 
+// `kvrt <args> --node DIR/node.json` run to its end, as an operator runs an
+// admin command against the test's node; checks its exit code and returns
+// its output.
+inline std::string run_kvrt_against_node(const ScratchDir& dir, std::vector<std::string> args, int expect_rc) {
+  args.insert(args.end(), {"--node", dir.file("node.json")});
+  KvrtProcess p(args, dir.file("admin.log"));
+  const int rc = p.wait();
+  const std::string out = p.output();
+  INFO(out);
+  CHECK(rc == expect_rc);
+  return out;
+}
+
 // A `kvrt node` child on the test configuration, ready when its descriptor
 // exists; stopped with SIGTERM (a clean shutdown) by stop() or the destructor.
 class NodeProcess {

@@ -113,13 +113,7 @@ TEST_CASE("kvrt admin invalidate and status: JSON receipts, typed refusals, a wo
   ScratchDir dir("admin-cli");
   InProcessNode n(dir);
   auto run = [&](std::vector<std::string> args, int expect_rc) {
-    args.insert(args.end(), {"--node", dir.file("node.json")});
-    KvrtProcess p(args, dir.file("admin.log"));
-    const int rc = p.wait();
-    const std::string out = p.output();
-    INFO(out);
-    CHECK(rc == expect_rc);
-    return out;
+    return run_kvrt_against_node(dir, std::move(args), expect_rc);
   };
   auto json_of = [](const std::string& out) {
     // The JSON document is the output's last line group: from the first '{' or '['.

@@ -204,13 +204,7 @@ TEST_CASE("kvrt admin purge: the seven steps as JSON, and typed refusals", "[nod
   ScratchDir dir("admin-purge-cli");
   InProcessNode n(dir);
   auto run = [&](std::vector<std::string> args, int expect_rc) {
-    args.insert(args.end(), {"--node", dir.file("node.json")});
-    KvrtProcess p(args, dir.file("admin.log"));
-    const int rc = p.wait();
-    const std::string out = p.output();
-    INFO(out);
-    CHECK(rc == expect_rc);
-    return out;
+    return run_kvrt_against_node(dir, std::move(args), expect_rc);
   };
   const std::string out = run(
       {"admin", "purge", "--principal", "operator", "--namespace", "test/shared", "--deadline-ms", "0", "--json"}, 0);

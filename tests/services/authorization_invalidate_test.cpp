@@ -8,38 +8,10 @@
 // back from the owner.
 #include <catch2/catch.hpp>
 
-#include "services/authorization/authorization_service.hpp"
-#include "tests/support/identity_fixtures.hpp"
+#include "tests/services/admin_session_fixture.hpp"
 
 namespace kvrt::test {
 namespace {
-
-constexpr const char* kConfig =
-    "[[namespace]]\ndeployment = \"d\"\ntenant = \"a\"\nsalt = \"s\"\ngeneration = 4\n\n"
-    "[[namespace]]\ndeployment = \"d\"\ntenant = \"b\"\n\n"
-    "[[principal]]\nname = \"w\"\nnamespaces = [\"d/a\", \"d/b\"]\n\n"
-    "[[principal]]\nname = \"op\"\nrole = \"admin\"\n";
-
-struct Served {
-  AuthorizationService svc;
-  SessionId worker;
-  SessionId admin;
-};
-
-Served serve() {
-  const AuthorizationConfig config = parse_authorization_config(kConfig, "inline.toml").value();
-  Result<NamespaceAuthority> authority = NamespaceAuthority::create(config, base_facts());
-  REQUIRE(authority.ok());
-  std::string worker_token, admin_token;
-  for (const IssuedToken& t : authority->take_issued_tokens())
-    (t.principal_name == "op" ? admin_token : worker_token) = t.token.reveal_hex();
-  AuthorizationService svc(std::move(*authority), config);
-  const OpenedSession w = svc.open_session(HelloRequest{worker_token, "w-1", 1}).value();
-  const OpenedSession a = svc.open_session(HelloRequest{admin_token, "kvrt-admin", 1}).value();
-  CHECK_FALSE(w.admin);
-  CHECK(a.admin);
-  return Served{std::move(svc), w.session, a.session};
-}
 
 NamespaceInvalidateRequest adapter_swap(const std::string& ns, const std::string& adapter) {
   return NamespaceInvalidateRequest{{}, ns, InvalidationCause::adapter, adapter};
@@ -54,7 +26,7 @@ bool stale(const ReuseKeyAnswer& a) {
 
 TEST_CASE("an invalidation makes the successor current and ends the old generation's grants",
           "[node][services][authorization][invalidation]") {
-  Served s = serve();
+  AdminServed s = serve_with_admin();
   const NamespaceGrantReceipt g4 = s.svc.authorize(s.worker, AuthorizeRequest{{}, "d/a"}).value().receipt;
   REQUIRE(g4.generation.value == 4);
   const ReuseKeyRequest key{"d/a", {TokenId{1}, TokenId{2}}};
@@ -110,7 +82,7 @@ TEST_CASE("an invalidation makes the successor current and ends the old generati
 
 TEST_CASE("a weights invalidation moves the model generation, positions need a digest",
           "[node][services][authorization][invalidation]") {
-  Served s = serve();
+  AdminServed s = serve_with_admin();
   const uint64_t m0 = base_facts().layout.model_generation;
   auto weights = [&](const std::string& identity) {
     return s.svc.apply(s.admin, NamespaceInvalidateRequest{{}, "d/b", InvalidationCause::weights, identity});
@@ -134,7 +106,7 @@ TEST_CASE("a weights invalidation moves the model generation, positions need a d
 
 TEST_CASE("a refused invalidation names its reason and changes nothing",
           "[node][services][authorization][invalidation]") {
-  Served s = serve();
+  AdminServed s = serve_with_admin();
   (void)s.svc.authorize(s.worker, AuthorizeRequest{{}, "d/a"}).value();
   const uint64_t m0 = base_facts().layout.model_generation;
   struct Case {
@@ -179,7 +151,7 @@ TEST_CASE("a refused invalidation names its reason and changes nothing",
 
 TEST_CASE("a generation someone still holds stays frozen after an invalidation",
           "[node][services][authorization][invalidation]") {
-  const AuthorizationConfig config = parse_authorization_config(kConfig, "inline.toml").value();
+  const AuthorizationConfig config = parse_authorization_config(kAdminTestConfig, "inline.toml").value();
   Result<NamespaceAuthority> made = NamespaceAuthority::create(config, base_facts());
   REQUIRE(made.ok());
   NamespaceAuthority a = std::move(made).value();

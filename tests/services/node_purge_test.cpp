@@ -10,35 +10,10 @@
 #include <catch2/catch.hpp>
 #include <random>
 
-#include "tests/support/identity_fixtures.hpp"
+#include "tests/services/admin_session_fixture.hpp"
 
 namespace kvrt::test {
 namespace {
-
-constexpr const char* kConfig =
-    "[[namespace]]\ndeployment = \"d\"\ntenant = \"a\"\nsalt = \"s\"\ngeneration = 4\n\n"
-    "[[namespace]]\ndeployment = \"d\"\ntenant = \"b\"\n\n"
-    "[[principal]]\nname = \"w\"\nnamespaces = [\"d/a\", \"d/b\"]\n\n"
-    "[[principal]]\nname = \"op\"\nrole = \"admin\"\n";
-
-struct Served {
-  AuthorizationService svc;
-  SessionId worker;
-  SessionId admin;
-};
-
-Served serve() {
-  const AuthorizationConfig config = parse_authorization_config(kConfig, "inline.toml").value();
-  Result<NamespaceAuthority> authority = NamespaceAuthority::create(config, base_facts());
-  REQUIRE(authority.ok());
-  std::string worker_token, admin_token;
-  for (const IssuedToken& t : authority->take_issued_tokens())
-    (t.principal_name == "op" ? admin_token : worker_token) = t.token.reveal_hex();
-  AuthorizationService svc(std::move(*authority), config);
-  const OpenedSession w = svc.open_session(HelloRequest{worker_token, "w-1", 1}).value();
-  const OpenedSession a = svc.open_session(HelloRequest{admin_token, "kvrt-admin", 1}).value();
-  return Served{std::move(svc), w.session, a.session};
-}
 
 NamespacePurgeRequest purge_of(const std::string& ns, uint32_t deadline_ms, bool overwrite) {
   return NamespacePurgeRequest{{}, ns, InvalidationCause::weights, "", deadline_ms, overwrite};
@@ -65,7 +40,7 @@ uint64_t stat(const OwnerStats& s, const std::string& name) {
 
 TEST_CASE("a node purge runs the seven steps in order, waits for receipts, then revokes them",
           "[node][services][authorization][purge]") {
-  Served s = serve();
+  AdminServed s = serve_with_admin();
   REQUIRE(s.svc.authorize(s.worker, AuthorizeRequest{{}, "d/a"}).value().receipt.generation.value == 4);
   (void)s.svc.authorize(s.worker, AuthorizeRequest{{}, "d/b"}).value();
 
@@ -135,7 +110,7 @@ TEST_CASE("a node purge runs the seven steps in order, waits for receipts, then 
 
 TEST_CASE("a refused purge changes nothing, and an open purge refuses another and an invalidation",
           "[node][services][authorization][purge]") {
-  Served s = serve();
+  AdminServed s = serve_with_admin();
   const Sha256Digest before = s.svc.authority().state_digest();
   // A worker may not purge; an unknown namespace; a cause the pools cannot follow.
   CHECK(NodePurge::begin(s.svc, s.worker, purge_of("d/a", 0, false), 0).error().code ==
@@ -180,7 +155,7 @@ TEST_CASE("a refused purge changes nothing, and an open purge refuses another an
 
 TEST_CASE("a node purge stopped by an unreachable owner answers the owner's error and stays open",
           "[node][services][authorization][purge]") {
-  Served s = serve();
+  AdminServed s = serve_with_admin();
   NodePurge run = NodePurge::begin(s.svc, s.admin, purge_of("d/a", 0, false), 0).value();
   run.failed(make_error(ErrorCode::rpc_failed, "prefix_index went away", "prefix_index"), 5);
   REQUIRE(run.finished());
@@ -193,7 +168,7 @@ TEST_CASE("a fault after any step stops the purge open, and the next purge call 
           "[node][services][authorization][purge][faults]") {
   for (const std::string& point : AuthorizationService::purge_fault_point_names()) {
     INFO("fault point " << point);
-    Served s = serve();
+    AdminServed s = serve_with_admin();
     s.svc.purge_faults().arm(point);
     auto answer_all = [](NodePurge& run, uint64_t& now) {
       while (!run.finished()) {
@@ -244,7 +219,7 @@ TEST_CASE("seeded node purges: every run ends in the seven steps with counts tha
   const uint64_t seed = std::random_device{}();
   INFO("seed " << seed);
   std::mt19937_64 rng(seed);
-  Served s = serve();
+  AdminServed s = serve_with_admin();
   uint64_t now = 0, generation = 4;
   for (int purge = 0; purge < 50; ++purge) {
     const uint32_t deadline_ms = static_cast<uint32_t>(rng() % 6);
