@@ -54,6 +54,8 @@ Status EngineLoop::admit() {
       op.namespace_name = p.job->namespace_name;
       op.tokens = p.prompt;
       op.logits_path = LogitsPath::logits_required;
+      if (const auto v = views_.find(p.job->namespace_name); v != views_.end())
+        op.identity = identity_of(v->second.adapter);
     }
     auto reused = call_reuse(tx);
     if (!reused.ok()) return reused.error();
@@ -118,6 +120,7 @@ Status EngineLoop::admit() {
     r.reuse_snapshot = receipt_of[i];
     r.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
     r.blocks.slots.resize(groups_);
+    stamp_admission(r);
     KVRT_TRY(apply_entries(r, receipt->published_entries));
     admitted.push_back(std::move(r));
     sources.push_back(std::move(fresh[i]));
@@ -132,8 +135,12 @@ Status EngineLoop::admit() {
 // the rows, choose the first tokens and fork the sampling branches.
 Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<PendingRequest>& sources) {
   std::vector<model::ForwardChunk> chunks;
-  for (const LiveRequest& r : admitted) chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.hit_tokens});
-  auto logits_result = model_.forward(*shared_, chunks);
+  std::vector<const model::ReferenceModel*> models;
+  for (const LiveRequest& r : admitted) {
+    chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.hit_tokens});
+    models.push_back(r.model);
+  }
+  auto logits_result = forward_by_model(chunks, models);
   if (!logits_result.ok()) return logits_result.error();
   std::vector<std::vector<float>> logits = std::move(logits_result).value();
   AllocatorBatch commit{next_trace(), {}};
@@ -182,7 +189,7 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
       } else if (publishes) {
         publish.ops.push_back(PrefixPublishOp{r.job->namespace_name, r.fence.request,
                                               std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_),
-                                              first, full});
+                                              first, full, identity_of(r.adapter), r.generation});
       }
       r.published_blocks = std::max(first, full);
     }

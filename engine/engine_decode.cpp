@@ -89,15 +89,17 @@ Status EngineLoop::decode_step() {
 Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vector<LiveRequest*>& writing) {
   std::vector<std::vector<float>> logits(writing.size());
   std::vector<size_t> monolithic;
-  std::map<uint32_t, std::vector<size_t>> by_first_slot;  // group 0's slot of block 0 -> requests
+  // (weights, group 0's slot of block 0) -> requests: a group decodes with
+  // one model, and requests on other weights never share one.
+  std::map<std::pair<const model::ReferenceModel*, uint32_t>, std::vector<size_t>> by_first_slot;
   for (size_t i = 0; i < writing.size(); ++i) {
     const LiveRequest& r = *writing[i];
     if (o_.shared_prefix && r.job->kind != workload::JobKind::chat && r.cached_rows >= P_)
-      by_first_slot[r.blocks.slots[0][0]].push_back(i);
+      by_first_slot[{r.model, r.blocks.slots[0][0]}].push_back(i);
     else
       monolithic.push_back(i);
   }
-  for (auto& [slot, members] : by_first_slot) {
+  for (auto& [key, members] : by_first_slot) {
     // The physical prefix every member holds: blocks equal in every group, and
     // full (below every member's decode row).
     uint32_t shared_blocks = UINT32_MAX;
@@ -118,7 +120,8 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
     for (size_t i : members)
       chunks.push_back(model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows});
     const uint32_t shared_rows = shared_blocks * P_;
-    auto out_result = model_.forward_shared_prefix(*shared_, chunks, shared_rows);
+    const model::ReferenceModel& weights = key.first == nullptr ? model_ : *key.first;
+    auto out_result = weights.forward_shared_prefix(*shared_, chunks, shared_rows);
     if (!out_result.ok()) return out_result.error();
     std::vector<std::vector<float>> out = std::move(out_result).value();
     result_.shared_prefix_rows_read_once += shared_rows;
@@ -134,9 +137,12 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
   }
   if (!monolithic.empty()) {
     std::vector<model::ForwardChunk> chunks;
-    for (size_t i : monolithic)
+    std::vector<const model::ReferenceModel*> models;
+    for (size_t i : monolithic) {
       chunks.push_back(model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows});
-    auto out_result = model_.forward(*shared_, chunks);
+      models.push_back(writing[i]->model);
+    }
+    auto out_result = forward_by_model(chunks, models);
     if (!out_result.ok()) return out_result.error();
     std::vector<std::vector<float>> out = std::move(out_result).value();
     for (size_t k = 0; k < monolithic.size(); ++k) {
@@ -168,7 +174,7 @@ Status EngineLoop::finish() {
     if (!r.failed && o_.reuse && full > first)
       publish.ops.push_back(PrefixPublishOp{r.job->namespace_name, r.fence.request,
                                             std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), first,
-                                            full});
+                                            full, identity_of(r.adapter), r.generation});
     release.ops.push_back(ReleaseOp{r.fence, r.failed ? ReleaseReason::cancelled : ReleaseReason::finished});
     done.push_back(std::move(r));
   }

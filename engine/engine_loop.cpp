@@ -26,6 +26,7 @@ EngineLoop::EngineLoop(Client& client, const model::ReferenceModel& model, model
                        const EngineOptions& o, std::vector<const workload::Job*> jobs)
     : client_(&client),
       model_(model),
+      variants_(model, shared.layout()),
       shared_(&shared),
       o_(o),
       jobs_(std::move(jobs)),
@@ -128,6 +129,19 @@ void EngineLoop::note_error(const Error& e) {
     return;
   }
   if (e.code == ErrorCode::authorization_stale_generation) return note_stale_generation();
+  // A purge of the namespace (0x0CE): it stops admitting until its successor
+  // is current (steps 1-2), and revokes the executable-reuse receipts of the
+  // old generation that outlive its deadline (step 4). The requests keep the
+  // blocks they hold and go on; neither is an error of this worker.
+  if (e.code == ErrorCode::authorization_namespace_closed) {
+    ++result_.namespace_closed_refusals;
+    grants_stale_ = true;
+    return;
+  }
+  if (e.code == ErrorCode::reuse_receipt_revoked) {
+    ++result_.receipts_revoked;
+    return;
+  }
   ++result_.operation_errors;
   if (result_.first_error.empty()) result_.first_error = e.describe();
 }
@@ -207,9 +221,57 @@ Status EngineLoop::authorize_namespaces() {
     const Clock::time_point t0 = Clock::now();
     Result<NamespaceGrantReceipt> grant = client_->call(AuthorizeRequest{next_trace(), ns});
     result_.authorize_us.push_back(micros_since(t0));
-    if (!grant.ok()) return grant.error();
+    if (!grant.ok()) {
+      // Closed by a purge in progress: authorized again next iteration; the
+      // namespace's requests go on under the last view meanwhile, their
+      // lookups and publications refused.
+      if (grant.error().code == ErrorCode::authorization_namespace_closed) {
+        note_error(grant.error());
+        continue;
+      }
+      return grant.error();
+    }
+    const model::ReferenceModel* weights = nullptr;
+    KVRT_TRY_ASSIGN(weights, variants_.get(grant->model_generation, grant->adapter_identity));
+    views_[ns] = NamespaceView{grant->generation, weights, grant->adapter_identity};
   }
+  result_.weight_variants = variants_.drawn();
   return Status::success();
+}
+
+const model::ReferenceModel& EngineLoop::current_model(const std::string& namespace_name) const {
+  const auto it = views_.find(namespace_name);
+  return it == views_.end() || it->second.model == nullptr ? model_ : *it->second.model;
+}
+
+void EngineLoop::stamp_admission(LiveRequest& r) {
+  r.model = &current_model(r.job->namespace_name);
+  if (const auto it = views_.find(r.job->namespace_name); it != views_.end()) {
+    r.generation = it->second.generation;
+    r.adapter = it->second.adapter;
+  }
+  if (r.model != &model_) ++result_.requests_on_successor_weights;
+}
+
+RequestIdentity EngineLoop::identity_of(const std::string& adapter) {
+  RequestIdentity id;
+  id.adapter_id = adapter;
+  return id;
+}
+
+Result<std::vector<std::vector<float>>> EngineLoop::forward_by_model(
+    std::span<const model::ForwardChunk> chunks, std::span<const model::ReferenceModel* const> models) {
+  std::map<const model::ReferenceModel*, std::vector<size_t>> by_model;
+  for (size_t i = 0; i < chunks.size(); ++i) by_model[models[i] == nullptr ? &model_ : models[i]].push_back(i);
+  std::vector<std::vector<float>> logits(chunks.size());
+  for (const auto& [m, members] : by_model) {
+    std::vector<model::ForwardChunk> part;
+    for (size_t i : members) part.push_back(chunks[i]);
+    std::vector<std::vector<float>> out;
+    KVRT_TRY_ASSIGN(out, m->forward(*shared_, part));
+    for (size_t k = 0; k < members.size(); ++k) logits[members[k]] = std::move(out[k]);
+  }
+  return logits;
 }
 
 void EngineLoop::note_stale_generation() {
@@ -270,7 +332,10 @@ void EngineLoop::verify(const LiveRequest& r) {
   if (Status s = ensure_private_cache(); !s.ok()) return note_error(s.error());
   ReplayedRequest request{&r.blocks, r.tokens,     r.prompt_tokens, r.generated,
                           r.branch,  r.hit_tokens, r.cached_rows,   std::min(r.exact_rows, r.cached_rows)};
-  Result<ReplayVerdict> verdict = replay_without_reuse(model_, *replay_cache_, *shared_, request);
+  // Replayed with the weights the request was admitted with: a row reused
+  // from another generation (other weights) differs bitwise.
+  Result<ReplayVerdict> verdict =
+      replay_without_reuse(r.model == nullptr ? model_ : *r.model, *replay_cache_, *shared_, request);
   if (!verdict.ok()) {
     note_error(verdict.error());
     return;

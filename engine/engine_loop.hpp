@@ -22,6 +22,7 @@
 
 #include "actors/client.hpp"
 #include "engine/engine_worker.hpp"
+#include "engine/model/model_variants.hpp"
 
 namespace kvrt::engine {
 
@@ -62,6 +63,13 @@ class EngineLoop {
     uint32_t exact_rows = 0;             // rows [0, exact_rows) are bitwise what a no-reuse run computes [rows]
     bool shared_prefix_decoded = false;  // some decode row came from shared-prefix execution
     bool failed = false;                 // a typed error ended it; released, not verified
+    // What the request was admitted under: its namespace's generation and
+    // that generation's weights and adapter (the worker's latest grant). It
+    // computes, and is verified, with those weights to the end, and its rows
+    // are published only into that generation (0x01A, 0x0CE).
+    NamespaceGeneration generation;
+    const model::ReferenceModel* model = nullptr;
+    std::string adapter;
     // The reuse receipt whose blocks this request took, until the prefill
     // decides how its attempt ends (0x0CD step 10: plain release, or this
     // request's prompt blocks published as the attempt's successor).
@@ -70,6 +78,23 @@ class EngineLoop {
     model::SequenceBlocks blocks;  // slots[g][j]
   };
   using FirstBlockKey = std::pair<std::string, std::vector<TokenId>>;  // (namespace, first P tokens)
+  // A namespace as this worker's latest grant for it described it.
+  struct NamespaceView {
+    NamespaceGeneration generation;
+    const model::ReferenceModel* model = nullptr;  // the generation's weights
+    std::string adapter;                           // its active adapter set; empty: none
+  };
+  // The weights a new request of the namespace computes with: its view's
+  // (the base before any grant).
+  const model::ReferenceModel& current_model(const std::string& namespace_name) const;
+  // Stamps a request being admitted with its namespace's view.
+  void stamp_admission(LiveRequest& r);
+  // The request's identity extras for the index owners: its adapter.
+  static RequestIdentity identity_of(const std::string& adapter);
+  // forward() of chunks whose requests may run on different weights: one
+  // batched call per model, the logits in the chunks' order.
+  Result<std::vector<std::vector<float>>> forward_by_model(std::span<const model::ForwardChunk> chunks,
+                                                           std::span<const model::ReferenceModel* const> models);
 
   // engine_loop.cpp: the loop, the job queue and the calls to the node.
   uint64_t progress_marker() const;
@@ -121,8 +146,10 @@ class EngineLoop {
   };
   std::map<const workload::Job*, Finished> finished_;
 
-  Client* client_;  // replaced when the engine reconnects to a new node
-  const model::ReferenceModel& model_;
+  Client* client_;                      // replaced when the engine reconnects to a new node
+  const model::ReferenceModel& model_;  // the base weights
+  model::ModelVariants variants_;       // the weights of every generation seen
+  std::map<std::string, NamespaceView> views_;
   model::ModelKvCache* shared_;  // the node's pools, as its model cache (replaced with them)
   const EngineOptions& o_;
   std::vector<const workload::Job*> jobs_;

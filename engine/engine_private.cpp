@@ -19,8 +19,8 @@ namespace kvrt::engine {
 Status EngineLoop::serve_one_privately(const workload::Job& job, uint32_t turn, std::span<const TokenId> prompt,
                                        uint32_t branch, uint32_t decode_tokens, std::vector<TokenId>* tokens_out) {
   std::vector<TokenId> tokens;
-  KVRT_TRY_ASSIGN(tokens,
-                  generate_without_reuse(model_, *replay_cache_, prompt, branch, prompt.size() + decode_tokens));
+  KVRT_TRY_ASSIGN(tokens, generate_without_reuse(current_model(job.namespace_name), *replay_cache_, prompt, branch,
+                                                 prompt.size() + decode_tokens));
   ++result_.requests;
   ++result_.requests_served_privately;
   result_.prompt_tokens += prompt.size();
@@ -99,8 +99,9 @@ Status EngineLoop::recover(const Error& lost) {
   for (const LiveRequest& r : live_) {
     if (r.failed || r.generated == 0 || finished_[r.job].requests.contains({r.turn, r.branch})) continue;
     std::vector<TokenId> tokens;
-    KVRT_TRY_ASSIGN(tokens, generate_without_reuse(model_, *replay_cache_, std::span(r.tokens).first(r.prompt_tokens),
-                                                   r.branch, r.tokens.size()));
+    KVRT_TRY_ASSIGN(tokens,
+                    generate_without_reuse(r.model == nullptr ? model_ : *r.model, *replay_cache_,
+                                           std::span(r.tokens).first(r.prompt_tokens), r.branch, r.tokens.size()));
     if (!std::equal(tokens.begin(), tokens.end(), r.tokens.begin())) {
       ++result_.token_mismatches;
       if (result_.first_mismatch.empty())

@@ -112,6 +112,15 @@ struct EngineResult {
   // the times the worker authorized its namespaces again. Not errors.
   uint64_t stale_generation_refusals = 0;
   uint64_t reauthorizations = 0;
+  // A live purge (0x0CE): authorizations and ops refused while the namespace
+  // stopped admitting, and executable-reuse receipts revoked at its
+  // deadline (the requests had their blocks already). Not errors.
+  uint64_t namespace_closed_refusals = 0;
+  uint64_t receipts_revoked = 0;
+  // Weights and adapter updates: requests admitted under weights other than
+  // the configured ones, and the weight variants drawn besides them.
+  uint64_t requests_on_successor_weights = 0;
+  uint64_t weight_variants = 0;
   // Health.
   uint64_t out_of_capacity_retries = 0;  // allocations or appends refused for capacity, retried
   uint64_t operation_errors = 0;

@@ -22,6 +22,12 @@ struct NamespaceGrantReceipt $Kvrt.message {
   grantSha256 @3 :Data $Kvrt.type("Sha256Digest");
   # Canonical SHA-256 of (grant id, principal, namespace, generation): what an
   # audit log records to name this grant without the salt or the token.
+  modelGeneration @4 :UInt64;
+  # The generation's model weights generation and active adapter set (empty:
+  # none): what an engine must compute with for K/V it reads or publishes
+  # under this grant, so that after a weights or adapter invalidation (0x01A)
+  # it can tell which weights a request admitted under the grant runs on.
+  adapterIdentity @5 :Text;
 }
 
 enum InvalidationCause $Kvrt.existing("InvalidationCause") {

@@ -101,6 +101,11 @@ struct PrefixPublishOp {
   firstBlock @3 :UInt32;                   # [blocks]
   endBlock @4 :UInt32;                     # one past the last published block [blocks]
   identity @5 :RequestIdentity;            # the request's identity extras, as its lookup had them
+  computedGeneration @6 :UInt64 $Kvrt.type("NamespaceGeneration");
+  # The namespace generation the rows were computed under (the grant the
+  # request was admitted with); 0: the session's current grant. A publication
+  # whose generation is no longer current is refused as stale, so rows a
+  # request computed with old weights never enter the successor (0x0CE).
 }
 
 struct PrefixOp {

@@ -50,13 +50,15 @@ Result<IssuedGrant> AuthorizationService::authorize(SessionId session, const Aut
       .u64("principal", g.principal.value)
       .str("namespace", g.namespace_name)
       .u64("generation", g.generation.value);
-  out.receipt = NamespaceGrantReceipt{g.grant_id.value, g.namespace_name, g.generation, w.finish()};
+  out.receipt = NamespaceGrantReceipt{g.grant_id.value, g.namespace_name, g.generation, w.finish(), 0, {}};
   // The index owners salt chains with the salt's digest: as secret as the
   // salt for separating tenants, and the salt itself never leaves this owner.
   out.for_indexes = SessionNamespaceGrant{g.namespace_name, g.generation, g.salt_digest.hex(), {}, {}};
   if (const GenerationRecord* rec = authority_.registry().find(g.namespace_name, g.generation)) {
     out.for_indexes.semantic_digest = reuse_semantic_digest(rec->facts.layout, rec->facts.artifact, rec->isolation);
     out.for_indexes.layout_digest = rec->layout_sha256;
+    out.receipt.model_generation = rec->facts.layout.model_generation;
+    out.receipt.adapter_identity = rec->facts.artifact.adapter_identity;
   }
   s->second.grants.insert_or_assign(g.namespace_name, *lookup);
   return out;

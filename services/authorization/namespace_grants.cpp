@@ -37,4 +37,14 @@ Result<SessionNamespaceGrant> NamespaceGrants::current(SessionId session, const 
   return *g;
 }
 
+Result<SessionNamespaceGrant> NamespaceGrants::for_publication(SessionId session, const std::string& name,
+                                                               NamespaceGeneration computed_under) const {
+  Result<SessionNamespaceGrant> g = current(session, name);
+  if (!g.ok() || computed_under.value == 0 || computed_under == g->generation) return g;
+  return make_error(ErrorCode::authorization_stale_generation,
+                    "rows computed under generation " + std::to_string(computed_under.value) + " of '" + name +
+                        "' cannot be published into generation " + std::to_string(g->generation.value),
+                    "computed_generation");
+}
+
 }  // namespace kvrt

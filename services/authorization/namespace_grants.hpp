@@ -40,6 +40,12 @@ class NamespaceGrants {
   // authorization_namespace_denied (no grant), authorization_stale_generation
   // (a grant of an older generation).
   Result<SessionNamespaceGrant> current(SessionId session, const std::string& namespace_name) const;
+  // current(), for publishing rows computed under `computed_under` (0: the
+  // caller did not say): rows of generation g are never published into g+1,
+  // even by a session that has authorized g+1 since (0x0CE: nothing of g is
+  // published after g+1 became current). authorization_stale_generation.
+  Result<SessionNamespaceGrant> for_publication(SessionId session, const std::string& namespace_name,
+                                                NamespaceGeneration computed_under) const;
   size_t sessions() const { return grants_.size(); }  // sessions holding a grant
 
  private:

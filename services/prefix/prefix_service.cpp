@@ -66,6 +66,9 @@ Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixM
 Result<BlockExtrasPlan> PrefixService::publication_plan(SessionId session, const PrefixPublishOp& op) const {
   Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name, op.identity);
   if (!plan.ok()) return plan.error();
+  if (Result<SessionNamespaceGrant> g = grants_.for_publication(session, op.namespace_name, op.computed_generation);
+      !g.ok())
+    return g.error();
   const uint32_t P = index_.block_tokens();
   if (op.first_block > op.end_block)
     return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");

@@ -163,6 +163,9 @@ Status RadixBlockService::validate() const {
 Status RadixBlockService::check_publication(SessionId session, const PrefixPublishOp& op) const {
   Result<uint64_t> key = namespace_key(session, op.namespace_name, op.identity);
   if (!key.ok()) return key.error();
+  if (Result<SessionNamespaceGrant> g = grants_.for_publication(session, op.namespace_name, op.computed_generation);
+      !g.ok())
+    return g.error();
   if (op.first_block > op.end_block)
     return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");
   if (uint64_t{op.end_block} * index_.block_tokens() > op.tokens.size())

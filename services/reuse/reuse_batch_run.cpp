@@ -128,10 +128,14 @@ std::vector<PrefixOp> ReuseBatchRun::successor_requests() {
     }
     stage_.push_back(i);
     const ReuseSuccessor& s = *release->successor;
-    // The successor is published under the identity its acquire was
-    // matched with: its rows were computed with the same extras.
+    // The successor is published under the identity and the generation its
+    // acquire was matched with: its rows were computed with the same extras
+    // and the same weights, and a session that authorized a successor
+    // generation since must not carry them into it (0x0CE).
+    const auto& receipt = ops_[i].attempt->receipt();
     out.push_back(PrefixPublishOp{ops_[i].attempt->request().namespace_name, s.request, s.tokens, 0, s.end_block,
-                                  ops_[i].attempt->request().identity});
+                                  ops_[i].attempt->request().identity,
+                                  receipt ? receipt->namespace_generation : NamespaceGeneration{}});
   }
   return out;
 }

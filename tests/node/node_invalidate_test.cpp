@@ -155,3 +155,56 @@ TEST_CASE("kvrt admin invalidate and status: JSON receipts, typed refusals, a wo
 }
 
 }  // namespace kvrt::test
+
+namespace kvrt::test {
+
+// Rows computed under generation g, published by a session that has
+// authorized g+1 since (a request admitted before a weights update that
+// finishes after it): the node refuses them as stale, in either index, and
+// g+1's index stays empty of them. The grant names the weights of each
+// generation, so the engine can tell which weights a request runs on.
+TEST_CASE("node invalidation: rows computed under the old generation are never published into the new one",
+          "[node][invalidation]") {
+  const std::string config =
+      GENERATE(std::string("tests/data/node/node-test.toml"), std::string("tests/data/node/node-radix-test.toml"));
+  INFO(config);
+  ScratchDir dir("node-invalidate-publish");
+  InProcessNode n(dir, config);
+  auto admin = n.connect("operator");
+  auto a = n.connect("worker-0");
+  const NamespaceGrantReceipt old_grant = a->call(AuthorizeRequest{{}, "test/shared"}).value();
+  CHECK(old_grant.adapter_identity.empty());
+  const std::vector<TokenId> prompt = prompt_of(7, 40);
+  const AllocationReceipt r = allocation(*a, AllocateOp{static_cast<uint32_t>(prompt.size()), {}, std::nullopt});
+  const RequestFence fence{r.request_id, r.request_generation, r.table_version_after};
+  (void)allocation(*a, CommitRowsOp{fence, static_cast<uint32_t>(prompt.size())});
+
+  REQUIRE(admin->call(NamespaceInvalidateRequest{{}, "test/shared", InvalidationCause::weights, ""}).ok());
+  REQUIRE(admin->call(NamespaceInvalidateRequest{{}, "test/shared", InvalidationCause::adapter, "lora-b"}).ok());
+  const NamespaceGrantReceipt new_grant = a->call(AuthorizeRequest{{}, "test/shared"}).value();
+  CHECK(new_grant.generation.value == old_grant.generation.value + 2);
+  CHECK(new_grant.model_generation == old_grant.model_generation + 1);
+  CHECK(new_grant.adapter_identity == "lora-b");
+
+  auto publish = [&](NamespaceGeneration computed_under) {
+    Result<PrefixBatchReceipt> p =
+        a->call(PrefixBatch{{}, {PrefixPublishOp{"test/shared", fence.request, prompt, 0, 2, {}, computed_under}}});
+    REQUIRE(p.ok());
+    return p->outcomes.at(0);
+  };
+  for (const NamespaceGeneration stale : {old_grant.generation, NamespaceGeneration{old_grant.generation.value + 1}}) {
+    const PrefixOutcome refused = publish(stale);
+    const auto* e = std::get_if<Error>(&refused);
+    REQUIRE(e != nullptr);
+    CHECK(e->code == ErrorCode::authorization_stale_generation);
+    CHECK(e->field == "computed_generation");
+  }
+  CHECK(match(*a, "test/shared", prompt).runtime_hit_tokens == 0);
+  // Rows computed under the current generation publish as before.
+  const PrefixOutcome published = publish(new_grant.generation);
+  INFO((std::holds_alternative<Error>(published) ? std::get<Error>(published).describe() : "ok"));
+  REQUIRE(std::holds_alternative<PrefixPublishReceipt>(published));
+  CHECK(match(*a, "test/shared", prompt).runtime_hit_tokens == 32);
+}
+
+}  // namespace kvrt::test

@@ -330,3 +330,68 @@ TEST_CASE("kvrt run: a radix cache holding most of the pool gives pages back whe
   CHECK(s["leaked_blocks"] == 0);
   CHECK(s["reused_by_radix"].get<uint64_t>() > 0);
 }
+
+TEST_CASE("run config: [updates] is read, checked, and adds the driver's admin principal", "[run]") {
+  Result<RunConfig> c = load_run_config(data("run-updates.toml"));
+  REQUIRE(c.ok());
+  CHECK(c->updates.enabled());
+  CHECK(c->updates.weights_every_ms == 15);
+  CHECK(c->updates.adapters == std::vector<std::string>{"lora-a", "lora-b"});
+  CHECK(c->updates.purge_deadline_ms == 5);
+  Result<workload::Workload> w = workload::load_workload(c->workload_path);
+  REQUIRE(w.ok());
+  Result<NodeConfig> node = parse_node_config(node_config_for_run(*c, *w, c->prefix_index, true), "derived");
+  REQUIRE(node.ok());
+  REQUIRE(node->authorization.principals.size() == 3);
+  // Without updates (the baseline pass) the node has worker principals only.
+  Result<NodeConfig> still = parse_node_config(node_config_for_run(*c, *w, c->prefix_index, false), "derived");
+  REQUIRE(still.ok());
+  CHECK(still->authorization.principals.size() == 2);
+  // A run config without [updates] has them off.
+  CHECK_FALSE(load_run_config(data("run-test.toml"))->updates.enabled());
+
+  Result<RunConfig> bad = load_run_config(data("bad-updates.toml"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == ErrorCode::config_field);
+  CHECK(bad.error().describe().find("bad-updates.toml") != std::string::npos);
+  CHECK(bad.error().describe().find("at least two") != std::string::npos);
+}
+
+// Weights updates, adapter swaps and tenant purges every few milliseconds
+// while two workers serve: every request is replayed under the weights of
+// the generation it was admitted with, so a reused row of another generation
+// (computed with other weights) would fail the verdict as a stale hit.
+TEST_CASE("kvrt run: weights updates, adapter swaps and purges under load stay exact", "[run][process]") {
+  test::ScratchDir dir("run-updates");
+  const std::string out = dir.file("report");
+  const nlohmann::json s = run_to_json({"--config", data("run-updates.toml"), "--out", out}, dir);
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  INFO(s.dump(2));
+  CHECK(s["exact"] == true);
+  CHECK(s["leaked_blocks"] == 0);
+  CHECK(s["requests"].get<uint64_t>() == w->request_count());
+  CHECK(s["row_mismatches"] == 0);
+  const nlohmann::json& u = s["updates"];
+  CHECK(u["failed"] == 0);
+  CHECK(u["weights_updates"].get<uint64_t>() > 0);
+  CHECK(u["adapter_swaps"].get<uint64_t>() > 0);
+  CHECK(u["purges"].get<uint64_t>() > 0);
+  CHECK(u["stale_hits"] == 0);
+  CHECK(u["stale_bytes_read"] == 0);
+  // Requests ran on weights other than the configured ones, and the workers
+  // learnt of each change through refusals and new grants.
+  CHECK(u["requests_on_successor_weights"].get<uint64_t>() > 0);
+  CHECK(u["weight_variants"].get<uint64_t>() > 0);
+  CHECK(u["stale_generation_refusals"].get<uint64_t>() > 0);
+  CHECK(u["reauthorizations"].get<uint64_t>() > 0);
+  // Every receipt a purge revoked was answered as revoked to its holder.
+  CHECK(u["workers_receipts_revoked"] == u["receipts_revoked"]);
+  CHECK(u["purge_p50_us"].get<double>() > 0);
+  CHECK(u["purge_p99_us"].get<double>() >= u["purge_p50_us"].get<double>());
+  CHECK(u["baseline_requests_per_s"].get<double>() > 0);
+  CHECK(u["throughput_ratio"].get<double>() > 0);
+  const std::string md = read_file(out + "/report.md");
+  CHECK(md.find("## Updates on the live node") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out + "/no-updates/node.json"));
+}

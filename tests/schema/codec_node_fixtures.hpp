@@ -158,7 +158,8 @@ inline AuthorizeRequest filled(uint64_t seed) {
 template <>
 inline NamespaceGrantReceipt filled(uint64_t seed) {
   Numbers n(seed);
-  return NamespaceGrantReceipt{n.u64(), n.text("namespace"), NamespaceGeneration{n.u64()}, n.digest()};
+  return NamespaceGrantReceipt{n.u64(), n.text("namespace"), NamespaceGeneration{n.u64()}, n.digest(),
+                               n.u64(), n.text("adapter")};
 }
 
 template <>

@@ -59,4 +59,32 @@ std::optional<size_t> stage_after_bucket(const RunReport& r, size_t bucket) {
   return bucket + 1;
 }
 
+std::vector<std::pair<std::string, std::string>> updates_rows(const UpdatesSummary& u) {
+  if (!u.enabled) return {};
+  auto n = [](uint64_t v) { return std::to_string(v); };
+  std::vector<std::pair<std::string, std::string>> rows{
+      {"updates", n(u.weights_updates) + " weights updates, " + n(u.adapter_swaps) + " adapter swaps, " + n(u.purges) +
+                      " purges (namespace operations), " + n(u.failed) + " refused"},
+      {"invalidate receipt p50 / p99", fixed(u.invalidate_p50_us, 1) + " / " + fixed(u.invalidate_p99_us, 1) + " us"},
+      {"purge begin to completion p50 / p99", fixed(u.purge_p50_us, 1) + " / " + fixed(u.purge_p99_us, 1) + " us"},
+      {"purges' receipts", n(u.receipts_drained) + " drained within the deadline, " + n(u.receipts_revoked) +
+                               " revoked; " + n(u.blocks_overwritten) +
+                               " blocks marked for overwrite before a new owner"},
+      {"requests on updated weights", n(u.requests_on_successor_weights) + " requests, " + n(u.weight_variants) +
+                                          " weight sets drawn per worker (max)"},
+      {"workers' refusals", n(u.stale_generation_refusals) + " stale generation, " + n(u.namespace_closed_refusals) +
+                                " namespace closed, " + n(u.workers_receipts_revoked) + " receipts revoked; " +
+                                n(u.reauthorizations) + " reauthorizations"},
+      {"stale hits", n(u.stale_hits) + " rows, " + n(u.stale_bytes_read) + " bytes of another generation read"},
+      {"throughput", fixed(u.requests_per_s, 1) + " requests/s with updates" +
+                         (u.baseline_requests_per_s > 0 ? ", " + fixed(u.baseline_requests_per_s, 1) +
+                                                              " without (ratio " + fixed(u.throughput_ratio, 3) + ")"
+                                                        : std::string(", no baseline pass"))},
+      {"longest time no request finished",
+       fixed(u.longest_gap_s * 1000, 1) + " ms" +
+           (u.baseline_requests_per_s > 0 ? " (" + fixed(u.baseline_longest_gap_s * 1000, 1) + " ms without)"
+                                          : std::string())}};
+  return rows;
+}
+
 }  // namespace kvrt::report

@@ -37,6 +37,10 @@ struct ComparisonRatios {
 };
 ComparisonRatios comparison_ratios(const ComparisonRow& baseline, const ComparisonRow& row);
 
+// The updates section as (label, value) rows, values with their units, for
+// the terminal summary and report.md; empty when [updates] was off.
+std::vector<std::pair<std::string, std::string>> updates_rows(const UpdatesSummary& u);
+
 // The first line of every summary: "exact: yes — N requests verified against
 // a no-reuse run, M reused rows bitwise equal" or "exact: NO — first mismatch: ...".
 std::string verdict_line(const RunReport& report);

@@ -147,6 +147,34 @@ nlohmann::json summary_json(const RunReport& r) {
   j["refcount_delta"] = r.refcount_delta;
   j["validate_ok"] = r.validate_ok;
   j["operation_errors"] = r.operation_errors;
+  if (r.updates.enabled) {
+    const UpdatesSummary& u = r.updates;
+    j["updates"] = json{{"weights_updates", u.weights_updates},
+                        {"adapter_swaps", u.adapter_swaps},
+                        {"purges", u.purges},
+                        {"failed", u.failed},
+                        {"first_failure", sanitize_utf8(u.first_failure)},
+                        {"invalidate_p50_us", u.invalidate_p50_us},
+                        {"invalidate_p99_us", u.invalidate_p99_us},
+                        {"purge_p50_us", u.purge_p50_us},
+                        {"purge_p99_us", u.purge_p99_us},
+                        {"receipts_drained", u.receipts_drained},
+                        {"receipts_revoked", u.receipts_revoked},
+                        {"blocks_overwritten", u.blocks_overwritten},
+                        {"requests_on_successor_weights", u.requests_on_successor_weights},
+                        {"weight_variants", u.weight_variants},
+                        {"stale_generation_refusals", u.stale_generation_refusals},
+                        {"namespace_closed_refusals", u.namespace_closed_refusals},
+                        {"reauthorizations", u.reauthorizations},
+                        {"workers_receipts_revoked", u.workers_receipts_revoked},
+                        {"stale_hits", u.stale_hits},
+                        {"stale_bytes_read", u.stale_bytes_read},
+                        {"requests_per_s", u.requests_per_s},
+                        {"baseline_requests_per_s", u.baseline_requests_per_s},
+                        {"throughput_ratio", u.throughput_ratio},
+                        {"longest_gap_s", u.longest_gap_s},
+                        {"baseline_longest_gap_s", u.baseline_longest_gap_s}};
+  }
   j["comparison"] = comparison_json(r);
   j["trace_path"] = sanitize_utf8(r.trace_path);
   return j;

@@ -253,6 +253,19 @@ void comparison(std::string& out, const RunReport& r) {
   out += t.render();
 }
 
+void updates(std::string& out, const RunReport& r) {
+  const auto rows = updates_rows(r.updates);
+  if (rows.empty()) return;
+  out += "## Updates on the live node\n\n";
+  out +=
+      "Weights updates and adapter swaps (invalidations, 0x01A) and tenant purges (0x0CE) while the workers "
+      "served; every request was replayed under the weights it was admitted with, so a reused row of another "
+      "generation would count as a stale hit.\n\n";
+  Table t{{"figure", "value"}, {}, {false, false}};
+  for (const auto& [label, value] : rows) t.rows.push_back({md(label), md(value)});
+  out += t.render();
+}
+
 void node(std::string& out, const RunReport& r) {
   out += "## Node after shutdown\n\n";
   out +=
@@ -277,6 +290,7 @@ std::string render_markdown(const RunReport& r) {
   memory(out, r);
   latency(out, r);
   workers(out, r);
+  updates(out, r);
   comparison(out, r);
   node(out, r);
   return out;

@@ -146,6 +146,10 @@ std::string summary_text(const RunReport& r) {
   out += "node after shutdown: " + std::to_string(r.leaked_blocks) + " leaked blocks, refcount delta " +
          std::to_string(r.refcount_delta) + ", validate " + (r.validate_ok ? "ok" : "FAILED") + ", " +
          u(r.operation_errors) + " operation errors\n";
+  if (const auto rows = updates_rows(r.updates); !rows.empty()) {
+    out += "updates on the live node (0x01A, 0x0CE):\n";
+    for (const auto& [label, value] : rows) out += "  " + left(label, 38) + printable(value) + "\n";
+  }
   append_comparison(out, r);
   if (!r.trace_path.empty()) out += "trace: " + printable(r.trace_path) + "\n";
   return out;

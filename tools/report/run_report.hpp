@@ -60,6 +60,36 @@ struct WorkerRow {
   double wall_s = 0;
 };
 
+// Weights updates, adapter swaps and tenant purges on the live node during
+// the pass ([updates] of the run config; 0x01A, 0x0CE).
+struct UpdatesSummary {
+  bool enabled = false;
+  uint64_t weights_updates = 0;  // namespace invalidations, cause weights
+  uint64_t adapter_swaps = 0;    // namespace invalidations, cause adapter
+  uint64_t purges = 0;           // completed tenant purges
+  uint64_t failed = 0;           // admin calls the node refused
+  std::string first_failure;
+  double invalidate_p50_us = 0, invalidate_p99_us = 0;  // admin call to invalidation receipt [us]
+  double purge_p50_us = 0, purge_p99_us = 0;            // purge begin to completion, its receipt's [us]
+  uint64_t receipts_drained = 0, receipts_revoked = 0, blocks_overwritten = 0;  // the purges'
+  // The workers' side.
+  uint64_t requests_on_successor_weights = 0;  // admitted under updated weights or adapter
+  uint64_t weight_variants = 0;                // weight sets a worker drew besides the configured one (max)
+  uint64_t stale_generation_refusals = 0, namespace_closed_refusals = 0, reauthorizations = 0;
+  uint64_t workers_receipts_revoked = 0;
+  // Reused rows that differ bitwise from the replay under the request's own
+  // weights: a hit on K/V of another generation (old weights, old adapter)
+  // would be one. Bytes: those rows' K/V bytes.
+  uint64_t stale_hits = 0;
+  uint64_t stale_bytes_read = 0;
+  // Throughput during the updates, and in the same workload served again
+  // without them ([updates] baseline; 0 when off).
+  double requests_per_s = 0, baseline_requests_per_s = 0, throughput_ratio = 0;
+  // The longest time no request finished anywhere [s]: a global stall
+  // during an update would show here.
+  double longest_gap_s = 0, baseline_longest_gap_s = 0;
+};
+
 struct RunReport {
   // What ran.
   std::string workload_name;
@@ -122,6 +152,7 @@ struct RunReport {
   bool validate_ok = false;
   uint64_t operation_errors = 0;
 
+  UpdatesSummary updates;                 // enabled only with [updates]
   std::vector<ComparisonRow> comparison;  // empty unless --compare
   std::string trace_path;                 // empty unless --trace
 };

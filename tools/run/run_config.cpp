@@ -28,6 +28,38 @@ std::string quoted(const std::string& s) {
   return out + "\"";
 }
 
+Result<UpdateSchedule> read_update_schedule(const TomlReader& reader) {
+  UpdateSchedule u;
+  const toml::table* t = reader.root()["updates"].as_table();
+  if (t == nullptr) return u;
+  static const std::set<std::string> known{"weights_every_ms",      "adapter_every_ms",  "adapters",
+                                           "purge_tenant_every_ms", "purge_deadline_ms", "baseline"};
+  for (const auto& [key, node] : *t)
+    if (!known.contains(std::string(key.str())))
+      return reader.field_error(&node, "updates", std::string(key.str()), "unknown key");
+  int64_t v = 0;
+  KVRT_TRY_ASSIGN(v, reader.integer(*t, "updates", "weights_every_ms", 0, 0, 3600000));
+  u.weights_every_ms = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*t, "updates", "adapter_every_ms", 0, 0, 3600000));
+  u.adapter_every_ms = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*t, "updates", "purge_tenant_every_ms", 0, 0, 3600000));
+  u.purge_tenant_every_ms = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*t, "updates", "purge_deadline_ms", 20, 0, 60000));
+  u.purge_deadline_ms = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(u.baseline, reader.boolean(*t, "updates", "baseline", true));
+  if (t->contains("adapters")) KVRT_TRY_ASSIGN(u.adapters, reader.string_array(*t, "updates", "adapters"));
+  const std::set<std::string> distinct(u.adapters.begin(), u.adapters.end());
+  if (distinct.size() != u.adapters.size() || distinct.contains(""))
+    return reader.field_error(t->get("adapters"), "updates", "adapters",
+                              "adapter names must be distinct and non-empty");
+  // A swap must change the adapter (0x01A: an invalidation that changes
+  // nothing it claims to is refused), so the rotation needs two names.
+  if (u.adapter_every_ms != 0 && u.adapters.size() < 2)
+    return reader.field_error(t->get("adapter_every_ms"), "updates", "adapter_every_ms",
+                              "adapter swaps need at least two names in adapters");
+  return u;
+}
+
 }  // namespace
 
 Result<RunConfig> load_run_config(const std::string& path) {
@@ -84,11 +116,12 @@ Result<RunConfig> load_run_config(const std::string& path) {
                   reader.integer(*run, "run", "radix_budget_blocks", 0, 0, static_cast<int64_t>(c.blocks_per_group)));
   c.radix_budget_blocks = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(c.model, model::load_model_config(path));
+  KVRT_TRY_ASSIGN(c.updates, read_update_schedule(reader));
   return c;
 }
 
-std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload,
-                                PrefixIndexKind prefix_index) {
+std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload, PrefixIndexKind prefix_index,
+                                bool with_updates) {
   std::ostringstream o;
   o << "# Written by kvrt run from " << run.config_path << " and " << workload.origin << ".\n"
     << "[node]\n"
@@ -114,6 +147,8 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
   }
   for (uint32_t w = 0; w < run.workers; ++w)
     o << "\n[[principal]]\nname = \"worker-" << w << "\"\nnamespaces = [" << names << "]\n";
+  if (with_updates && run.updates.enabled())
+    o << "\n[[principal]]\nname = " << quoted(run.updates.admin_principal) << "\nrole = \"admin\"\n";
   return o.str();
 }
 

@@ -6,6 +6,7 @@
 // run and the node config can never disagree with the workload.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/model/reference_model.hpp"
 #include "node/node_config.hpp"
@@ -13,6 +14,30 @@
 #include "tools/workload/workload.hpp"
 
 namespace kvrt {
+
+// [updates]: weights updates, adapter swaps and tenant purges on the live
+// node while the workers serve (0x01A, 0x0CE). Every period is [ms]; 0 = off.
+struct UpdateSchedule {
+  // Every period, each namespace moves to the next model generation (one
+  // number for the whole node): invalidate, cause weights.
+  uint32_t weights_every_ms = 0;
+  // Every period, each namespace's active adapter becomes the next of
+  // `adapters` in turn (at least two, distinct): invalidate, cause adapter.
+  uint32_t adapter_every_ms = 0;
+  std::vector<std::string> adapters;
+  // Every period, the next tenant namespace in turn is purged: its
+  // successor takes the next model generation (new weights for that tenant),
+  // g's receipts are waited for up to purge_deadline_ms, and its blocks are
+  // overwritten before their next owner.
+  uint32_t purge_tenant_every_ms = 0;
+  uint32_t purge_deadline_ms = 20;
+  // Serve the same workload again without updates, for the throughput ratio
+  // of the report (the run takes about twice as long).
+  bool baseline = true;
+  std::string admin_principal = "kvrt-run-operator";  // the driver's admin session
+
+  bool enabled() const { return weights_every_ms != 0 || adapter_every_ms != 0 || purge_tenant_every_ms != 0; }
+};
 
 struct RunConfig {
   std::string config_path;            // the file read
@@ -32,16 +57,19 @@ struct RunConfig {
   PrefixIndexKind prefix_index = PrefixIndexKind::hash_chain;
   uint32_t radix_budget_blocks = 0;  // blocks per group the radix may lease; 0 = the node's default (half)
   model::ModelConfig model;
+  UpdateSchedule updates;
 };
 
-// Reads [run] and [model]. Unknown keys in [run] are errors; every error
+// Reads [run], [model] and [updates]. Unknown keys in [run] and [updates] are errors; every error
 // names the file, line and field.
 Result<RunConfig> load_run_config(const std::string& path);
 
 // The node configuration for a run: [node] from the run config, one
 // [[namespace]] per workload tenant, principals worker-0 .. worker-(n-1),
-// each allowed every tenant's namespace. Paths in it are absolute.
+// each allowed every tenant's namespace, and with updates on (and
+// `with_updates`) the driver's admin principal. Paths in it are absolute.
 // `prefix_index` overrides the run config's choice (the --compare passes).
-std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload, PrefixIndexKind prefix_index);
+std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload, PrefixIndexKind prefix_index,
+                                bool with_updates = false);
 
 }  // namespace kvrt

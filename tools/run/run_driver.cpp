@@ -23,6 +23,7 @@
 #include "services/identity/layout_loader.hpp"
 #include "tools/run/run_config.hpp"
 #include "tools/run/run_report_builder.hpp"
+#include "tools/run/update_campaign.hpp"
 
 namespace kvrt {
 
@@ -154,13 +155,14 @@ struct PassMode {
   bool verify = true;
   bool shared_prefix = true;
   PrefixIndexKind index = PrefixIndexKind::hash_chain;  // the node's prefix-reuse owner
+  bool updates = false;                                 // run the [updates] schedule against the node
 };
 
 Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, const workload::Workload& workload,
                          const CacheLayoutManifest& layout, const PassMode& mode, const std::string& dir) {
   std::filesystem::create_directories(dir);
   const std::string node_config = dir + "/node.toml";
-  KVRT_TRY(write_text(node_config, node_config_for_run(config, workload, mode.index)));
+  KVRT_TRY(write_text(node_config, node_config_for_run(config, workload, mode.index, mode.updates)));
   NodeRunOptions node_options;
   node_options.config_path = node_config;
   node_options.descriptor_path = dir + "/node.json";
@@ -213,6 +215,15 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
     WorkerProcess p = std::move(p_result).value();
     workers.push_back(std::move(p));
   }
+  // Destroyed before the node: its admin session ends first.
+  std::unique_ptr<UpdateCampaign> updates;
+  if (mode.updates) {
+    std::vector<std::string> namespaces;
+    for (const workload::TenantSpec& t : workload.tenants) namespaces.push_back(t.namespace_name);
+    auto started = UpdateCampaign::start(descriptor, config.updates, std::move(namespaces), layout.model_generation);
+    if (!started.ok()) return started.error();
+    updates = std::move(started).value();
+  }
 
   // The workers' progress lines summed, for the caller's progress display.
   auto report_progress = [&](double elapsed_s, bool finished) {
@@ -230,6 +241,19 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
   // period, exits as they happen.
   Clock::time_point next_sample = Clock::now();
   const auto period = std::chrono::milliseconds(config.sample_interval_ms);
+  // The longest stretch in which no worker finished a request.
+  uint64_t done_before = 0;
+  Clock::time_point last_done = start;
+  auto note_completions = [&] {
+    uint64_t done = 0;
+    for (const WorkerProcess& w : workers) done += w.done;
+    const Clock::time_point now = Clock::now();
+    if (done != done_before) {
+      pass.longest_gap_s = std::max(pass.longest_gap_s, std::chrono::duration<double>(now - last_done).count());
+      done_before = done;
+      last_done = now;
+    }
+  };
   while (std::any_of(workers.begin(), workers.end(), [](const WorkerProcess& w) { return !w.exited; })) {
     if (g_interrupted)
       return make_error(ErrorCode::run_interrupted, "interrupted: workers stopped, node shut down", mode.name);
@@ -253,9 +277,11 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
         pass.timeline.push_back(sample_from_stats(*s, layout, workload.max_context_tokens(),
                                                   std::chrono::duration<double>(Clock::now() - start).count()));
     }
+    note_completions();
     report_progress(std::chrono::duration<double>(Clock::now() - start).count(), false);
   }
   pass.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  if (updates) pass.updates = updates->stop();
   report_progress(pass.wall_s, true);
   for (WorkerProcess& w : workers) {
     if (!WIFEXITED(w.status) || WEXITSTATUS(w.status) != 0) {
@@ -329,12 +355,20 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
   if (ec) return make_error(ErrorCode::io, "cannot create " + options.out_dir + ": " + ec.message(), "out");
 
   const std::string started_at = utc_timestamp("%Y-%m-%dT%H:%M:%SZ");
-  auto main_pass_result =
-      run_pass(options, config, workload, layout, PassMode{"run", true, config.verify, true, config.prefix_index},
-               options.out_dir + "/node");
+  const PassMode main_mode{"run", true, config.verify, true, config.prefix_index, config.updates.enabled()};
+  auto main_pass_result = run_pass(options, config, workload, layout, main_mode, options.out_dir + "/node");
   if (!main_pass_result.ok()) return main_pass_result.error();
   RunPass main_pass = std::move(main_pass_result).value();
   report::RunReport report = build_run_report(main_pass, config, workload, layout);
+  if (config.updates.enabled() && config.updates.baseline) {
+    // The same pass without the updates: the throughput they cost.
+    PassMode still = main_mode;
+    still.name = "no_updates";
+    still.updates = false;
+    auto baseline = run_pass(options, config, workload, layout, still, options.out_dir + "/no-updates");
+    if (!baseline.ok()) return baseline.error();
+    report.updates = updates_summary(main_pass, &*baseline, layout);
+  }
   report.started_at = started_at;
   if (!options.trace_path.empty()) {
     KVRT_TRY(merge_run_traces(options.out_dir + "/node", config.workers, options.trace_path));

@@ -173,9 +173,70 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     why = "an owner's validate() failed after the run";
   else if (pass.segments_left != 0)
     why = std::to_string(pass.segments_left) + " shared-memory segments were left after shutdown";
+  r.updates = updates_summary(pass, nullptr, layout);
+  if (why.empty() && r.updates.failed != 0)
+    why = std::to_string(r.updates.failed) + " updates were refused by the node; first: " + r.updates.first_failure;
   r.exact = why.empty();
   if (!r.exact && r.first_mismatch.empty()) r.first_mismatch = why;
   return r;
+}
+
+report::UpdatesSummary updates_summary(const RunPass& pass, const RunPass* baseline,
+                                       const CacheLayoutManifest& layout) {
+  report::UpdatesSummary u;
+  u.enabled = !pass.updates.empty() || baseline != nullptr;
+  std::vector<double> invalidate_us, purge_us;
+  for (const UpdateEvent& e : pass.updates) {
+    if (!e.error.empty()) {
+      if (u.failed++ == 0) u.first_failure = std::string(to_string(e.kind)) + " " + e.namespace_name + ": " + e.error;
+      continue;
+    }
+    switch (e.kind) {
+      case UpdateKind::weights:
+        ++u.weights_updates;
+        invalidate_us.push_back(e.call_us);
+        break;
+      case UpdateKind::adapter:
+        ++u.adapter_swaps;
+        invalidate_us.push_back(e.call_us);
+        break;
+      case UpdateKind::purge:
+        ++u.purges;
+        purge_us.push_back(static_cast<double>(e.purge_us));
+        u.receipts_drained += e.receipts_drained;
+        u.receipts_revoked += e.receipts_revoked;
+        u.blocks_overwritten += e.blocks_overwritten;
+        break;
+    }
+  }
+  u.invalidate_p50_us = report::percentile(invalidate_us, 50);
+  u.invalidate_p99_us = report::percentile(invalidate_us, 99);
+  u.purge_p50_us = report::percentile(purge_us, 50);
+  u.purge_p99_us = report::percentile(purge_us, 99);
+  auto requests_of = [](const RunPass& p) {
+    uint64_t n = 0;
+    for (const EngineResult& w : p.results) n += w.requests;
+    return n;
+  };
+  for (const EngineResult& w : pass.results) {
+    u.requests_on_successor_weights += w.requests_on_successor_weights;
+    u.weight_variants = std::max(u.weight_variants, w.weight_variants);
+    u.stale_generation_refusals += w.stale_generation_refusals;
+    u.namespace_closed_refusals += w.namespace_closed_refusals;
+    u.reauthorizations += w.reauthorizations;
+    u.workers_receipts_revoked += w.receipts_revoked;
+    u.stale_hits += w.reused_row_mismatches;
+  }
+  u.stale_bytes_read = u.stale_hits * layout.row_bytes();
+  u.longest_gap_s = pass.longest_gap_s;
+  if (pass.wall_s > 0) u.requests_per_s = static_cast<double>(requests_of(pass)) / pass.wall_s;
+  if (baseline != nullptr) {
+    if (baseline->wall_s > 0)
+      u.baseline_requests_per_s = static_cast<double>(requests_of(*baseline)) / baseline->wall_s;
+    if (u.baseline_requests_per_s > 0) u.throughput_ratio = u.requests_per_s / u.baseline_requests_per_s;
+    u.baseline_longest_gap_s = baseline->longest_gap_s;
+  }
+  return u;
 }
 
 std::vector<report::ComparisonRow> comparison_rows(const std::vector<RunPass>& passes,

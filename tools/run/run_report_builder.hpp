@@ -9,6 +9,7 @@
 #include "services/identity/cache_layout_manifest.hpp"
 #include "tools/report/run_report.hpp"
 #include "tools/run/run_config.hpp"
+#include "tools/run/update_campaign.hpp"
 #include "tools/workload/workload.hpp"
 
 namespace kvrt {
@@ -23,6 +24,8 @@ struct RunPass {
   std::vector<std::string> pool_names;  // the node's shared-memory segments
   uint32_t segments_left = 0;           // of those, still present after shutdown
   double wall_s = 0;                    // workers started .. all exited [s]
+  double longest_gap_s = 0;             // the longest time no worker finished a request [s]
+  std::vector<UpdateEvent> updates;     // the pass's [updates] calls, in order
 };
 
 // One timeline sample from the node's statistics: blocks per state summed
@@ -36,6 +39,10 @@ report::UtilisationSample sample_from_stats(const NodeStats& stats, const CacheL
 // token or row mismatch, no operation error, nothing left in the node).
 report::RunReport build_run_report(const RunPass& pass, const RunConfig& config, const workload::Workload& workload,
                                    const CacheLayoutManifest& layout);
+
+// The updates section: the main pass's events and its workers' counters,
+// against the baseline pass (the same workload without updates) when one ran.
+report::UpdatesSummary updates_summary(const RunPass& pass, const RunPass* baseline, const CacheLayoutManifest& layout);
 
 // The `--compare` table: one row per pass, plus the rectangular reservation
 // baseline for memory (peak live requests x T_max rows).
