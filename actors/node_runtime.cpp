@@ -298,6 +298,8 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
     impl.allocator->fault_points().add("reuse", *impl.reuse_faults, ReuseBatchRun::fault_point_names());
     impl.allocator->fault_points().add("purge", impl.authorization->purge_faults(),
                                        AuthorizationService::purge_fault_point_names());
+    if (impl.mapper)
+      impl.allocator->fault_points().add("mapper", impl.mapper->faults(), FaultPointBacking::fault_point_names());
     if (impl.radix)
       impl.allocator->fault_points().add(RadixBlockService::kFaultOwner, impl.radix->faults(),
                                          PrefixBatchRun<RadixBlockService>::fault_point_names());

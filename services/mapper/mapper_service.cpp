@@ -5,11 +5,15 @@
 namespace kvrt {
 
 Result<std::unique_ptr<MapperService>> MapperService::create(const MapperConfig& config, PoolGeneration generation) {
-  auto backing = std::make_unique<MemfdBacking>();
-  MemfdBacking* raw = backing.get();
+  auto faults = std::make_unique<FaultPoints>();
+  auto memfd = std::make_unique<MemfdBacking>();
+  MemfdBacking* raw = memfd.get();
+  auto backing = std::make_unique<FaultPointBacking>(std::move(memfd), *faults);
+  FaultPointBacking* calls = backing.get();
   auto mapper = VmmMapper::init(config, std::move(backing));
   if (!mapper.ok()) return mapper.error();
-  return std::unique_ptr<MapperService>(new MapperService(std::move(mapper).value(), raw, generation));
+  return std::unique_ptr<MapperService>(
+      new MapperService(std::move(faults), std::move(mapper).value(), raw, calls, generation));
 }
 
 MapperBatchReceipt MapperService::apply(SessionId session, const MapperBatch& batch) {
@@ -115,6 +119,7 @@ OwnerStats MapperService::stats() const {
   put("free_handle_bytes", l.free_handle_bytes);
   put("bundle_maps", mapper_->bundle_maps());
   put("bundle_unmaps", mapper_->bundle_unmaps());
+  put("os_calls_refused", calls_->refused());  // by an armed fault point
   put("operations", operations_);
   put("errors", errors_);
   put("insufficient_handles", insufficient_);

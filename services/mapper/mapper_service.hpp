@@ -14,6 +14,7 @@
 
 #include "schema/mapper_types.hpp"
 #include "schema/session_types.hpp"
+#include "services/mapper/fault_point_backing.hpp"
 #include "services/mapper/memfd_backing.hpp"
 #include "services/mapper/page_pool_channel.hpp"
 #include "services/mapper/vmm_mapper.hpp"
@@ -23,7 +24,8 @@ namespace kvrt {
 
 class MapperService {
  public:
-  // Reserves the virtual ranges and creates the page pool (0x06B init).
+  // Reserves the virtual ranges and creates the page pool (0x06B init); the
+  // core maps through a FaultPointBacking over the memfd (faults()).
   // Errors: those of MapperGeometry::make (a field the arithmetic cannot
   // honour) and of the backing (io when the OS refuses).
   static Result<std::unique_ptr<MapperService>> create(const MapperConfig& config, PoolGeneration generation);
@@ -39,20 +41,31 @@ class MapperService {
   PagePoolOffer page_offer() const;
   const MapperGeometry& geometry() const { return mapper_->geometry(); }
 
+  // The OS-call fault points (FaultPointBacking::fault_point_names()), for
+  // the node's fault_arm route.
+  FaultPoints& faults() { return *faults_; }
+
   OwnerStats stats() const;
   Status validate() const { return mapper_->validate(); }
   const VmmMapper& core() const { return *mapper_; }
 
  private:
-  MapperService(std::unique_ptr<VmmMapper> mapper, MemfdBacking* backing, PoolGeneration generation)
-      : mapper_(std::move(mapper)), backing_(backing), generation_(generation) {}
+  MapperService(std::unique_ptr<FaultPoints> faults, std::unique_ptr<VmmMapper> mapper, MemfdBacking* backing,
+                FaultPointBacking* calls, PoolGeneration generation)
+      : faults_(std::move(faults)),
+        mapper_(std::move(mapper)),
+        backing_(backing),
+        calls_(calls),
+        generation_(generation) {}
   MapperOutcome apply(SessionId s, const MapperAllocOp& op);
   MapperOutcome apply(SessionId s, const MapperStepOp& op);
   MapperOutcome apply(SessionId s, const MapperAppendOp& op);
   MapperOutcome apply(SessionId s, const MapperFreeOp& op);
 
+  std::unique_ptr<FaultPoints> faults_;  // before mapper_: its backing reaches them until it goes
   std::unique_ptr<VmmMapper> mapper_;
-  MemfdBacking* backing_;  // owned by mapper_
+  MemfdBacking* backing_;     // owned by mapper_
+  FaultPointBacking* calls_;  // owned by mapper_
   PoolGeneration generation_;
   SessionHoldings<uint64_t> requests_{"request"};       // RequestId value -> session
   std::map<uint64_t, SlotGeneration> slot_generation_;  // RequestId value -> its slot generation

@@ -1,6 +1,6 @@
 // The operating system refusing a map() or unmap() part-way through a step
 // (0x06B's map / unmap calls; 0x06D: a frontier is never half mapped).
-// FaultInjectingBacking sits between the core and a real backing and makes
+// FaultPointBacking sits between the core and a real backing and makes
 // the nth call of one kind fail, as mmap does under ENOMEM. A step that hits
 // one must leave the mapper as it was: handles, ledger, digest, validate(),
 // and, the stronger property, its next choices (which handles the following
@@ -12,6 +12,7 @@
 #include <random>
 
 #include "services/common/fault_points.hpp"
+#include "services/mapper/fault_point_backing.hpp"
 #include "services/mapper/memfd_backing.hpp"
 #include "tests/mapper/mapper_fixture.hpp"
 
@@ -19,36 +20,6 @@ using namespace kvrt;
 using namespace kvrt::test;
 
 namespace {
-
-// A PageBacking whose map() and unmap() consult fault points "os_map" and
-// "os_unmap" before calling the real backing.
-class FaultInjectingBacking final : public PageBacking {
- public:
-  FaultInjectingBacking(std::unique_ptr<PageBacking> inner, FaultPoints& faults)
-      : inner_(std::move(inner)), faults_(faults) {}
-  Status create(uint64_t reserved, uint64_t pool, uint64_t group) override {
-    return inner_->create(reserved, pool, group);
-  }
-  Status map(uint64_t va, uint64_t pool, uint64_t bytes) override {
-    ++maps;
-    if (faults_.reached("os_map"))
-      return make_error(ErrorCode::os_mapping_failed, "mmap: Cannot allocate memory (injected)", "mmap");
-    return inner_->map(va, pool, bytes);
-  }
-  Status unmap(uint64_t va, uint64_t bytes) override {
-    ++unmaps;
-    if (faults_.reached("os_unmap"))
-      return make_error(ErrorCode::os_mapping_failed, "mmap: Cannot allocate memory (injected)", "mmap");
-    return inner_->unmap(va, bytes);
-  }
-  void release() override { inner_->release(); }
-  std::byte* reservation_base() const override { return inner_->reservation_base(); }
-  uint64_t maps = 0, unmaps = 0;
-
- private:
-  std::unique_ptr<PageBacking> inner_;
-  FaultPoints& faults_;
-};
 
 // Everything a caller can observe of a mapper, record by record.
 struct MapperImage {
@@ -89,8 +60,8 @@ void run_twins(uint64_t seed, TwinCounts& counts) {
   INFO("seed " << seed);
   const MapperConfig config = tight_config();
   FaultPoints faults;
-  auto faulty_backing = std::make_unique<FaultInjectingBacking>(std::make_unique<LedgerOnlyBacking>(), faults);
-  FaultInjectingBacking* calls = faulty_backing.get();
+  auto faulty_backing = std::make_unique<FaultPointBacking>(std::make_unique<LedgerOnlyBacking>(), faults);
+  FaultPointBacking* calls = faulty_backing.get();
   auto a_made = VmmMapper::init(config, std::move(faulty_backing));
   auto b_made = VmmMapper::init(config, std::make_unique<LedgerOnlyBacking>());
   REQUIRE(a_made.ok());
@@ -175,7 +146,7 @@ void run_twins(uint64_t seed, TwinCounts& counts) {
     REQUIRE(a.state_digest() == b.state_digest());
     REQUIRE(image_of(a).handles == image_of(b).handles);
   }
-  CHECK(calls->maps > 0);
+  CHECK(calls->maps() > 0);
 }
 
 }  // namespace
@@ -201,7 +172,7 @@ TEST_CASE("a refused step maps a reclaimed retained page back: its bytes are whe
   MapperConfig c = os_page_config();
   c.handle_count = 2;  // one bundle: K and V of one page
   FaultPoints faults;
-  auto made = VmmMapper::init(c, std::make_unique<FaultInjectingBacking>(std::make_unique<MemfdBacking>(), faults));
+  auto made = VmmMapper::init(c, std::make_unique<FaultPointBacking>(std::make_unique<MemfdBacking>(), faults));
   REQUIRE(made.ok());
   VmmMapper& m = *made.value();
   const MapperGeometry& g = m.geometry();

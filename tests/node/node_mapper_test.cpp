@@ -5,8 +5,11 @@
 // offsets; sessions stay confined to their own slots; malformed bytes get a
 // typed error; a session's end frees its slots; a node without [mapper]
 // answers a typed error.
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "schema/codecs.hpp"
 #include "services/mapper/mapper_view.hpp"
@@ -151,6 +154,60 @@ TEST_CASE("node mapper: a `kvrt node` process hands its page pool to worker view
   CHECK(std::memcmp(b->base() + v_last, row, 64) == 0);
   client->reset();
   CHECK(node.stop() == 0);
+}
+
+// The OS refusing a map() part-way through a step on a live node: armed
+// through the admin fault_arm route ("mapper.os_map"), the step fails with
+// os_mapping_failed after some of its pages were mapped, the mapper undoes
+// all of it (its ledger and slots as before, validate() after every stat
+// read), and the same step then succeeds.
+TEST_CASE("node mapper: a map the OS refuses mid-step, armed on a live node, undoes the step",
+          "[node][mapper][fault]") {
+  ScratchDir dir("node-mapper-fault");
+  const std::string config = test_node_config(dir, "fault_injection = true\n");
+  std::ifstream mapper_in(std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-mapper-test.toml");
+  std::stringstream mapper_text;
+  mapper_text << mapper_in.rdbuf();
+  const std::string full = mapper_text.str();
+  std::ofstream(config, std::ios::app) << "\n" << full.substr(full.find("\n[mapper]") + 1);
+  InProcessNode n(dir, config);
+  auto admin = n.connect("operator");
+  auto w = n.connect("worker-0");
+  const FaultArmReceipt known = admin->call(FaultArmRequest{{}, true, {}}).value();
+  CHECK(std::count(known.registered.begin(), known.registered.end(), "mapper.os_map") == 1);
+  CHECK(std::count(known.registered.begin(), known.registered.end(), "mapper.os_unmap") == 1);
+  // A worker session cannot arm it.
+  CHECK_FALSE(w->call(FaultArmRequest{{}, false, {{"mapper.os_map", 1}}}).ok());
+
+  const MapperBatchReceipt bound =
+      call(*w, {MapperAllocOp{RequestId{1}, RequestGeneration{1}, 300}, MapperStepOp{{StepRequest{RequestId{1}, 64}}}});
+  REQUIRE(outcome_as<StepResult>(bound, 1).feasibility == MappingFeasibility::ready);
+  auto ledger = [&] {
+    std::vector<int64_t> v;
+    for (const char* s : {"active_slots", "mapped_bytes", "active_valid_bytes", "active_slack_bytes",
+                          "inactive_retained_bytes", "free_handle_bytes"})
+      v.push_back(n.stat("mapper", s));  // validates every owner
+    return v;
+  };
+  const std::vector<int64_t> before = ledger();
+
+  // The 7th map of the step: the first bundle of new pages is mapped, the
+  // second is not.
+  REQUIRE(admin->call(FaultArmRequest{{}, false, {{"mapper.os_map", 7}}}).ok());
+  const MapperBatchReceipt refused = call(*w, {MapperStepOp{{StepRequest{RequestId{1}, 300}}}});
+  CHECK(error_of(refused, 0) == ErrorCode::os_mapping_failed);
+  CHECK(ledger() == before);
+  CHECK(n.stat("mapper", "os_calls_refused") == 1);
+  const FaultArmReceipt after = admin->call(FaultArmRequest{{}, true, {}}).value();
+  CHECK(after.armed.empty());
+  REQUIRE(after.fired.size() == 1);
+  CHECK(after.fired[0].name == "mapper.os_map");
+
+  const MapperBatchReceipt again = call(*w, {MapperStepOp{{StepRequest{RequestId{1}, 300}}}});
+  const StepResult& step = outcome_as<StepResult>(again, 0);
+  REQUIRE(step.feasibility == MappingFeasibility::ready);
+  CHECK(covers(step.receipts.at(0), RequestGeneration{1}, 300));
+  CHECK(n.stat("mapper", "mapped_bytes") > before[1]);
 }
 
 }  // namespace kvrt::test
