@@ -114,3 +114,66 @@ TEST_CASE("node identity extras: a request differing in one extra reuses only wh
 }
 
 }  // namespace kvrt::test
+
+namespace kvrt::test {
+
+// Authorization strictly first on every path of both index owners and the
+// reuse coordinator (0x0CE): a session not granted the namespace, whose op
+// is also wrong in every other way (malformed identity extras, a stale
+// computed generation, a block range past its tokens, a request it does not
+// own), is refused on its authorization, and the refusal names nothing of
+// the namespace or the index (no generation, salt, layout or identity).
+TEST_CASE("node refusals: an unauthorized op wrong in every other way is refused on its authorization alone",
+          "[node][identity]") {
+  const std::string config =
+      GENERATE(std::string("tests/data/node/node-test.toml"), std::string("tests/data/node/node-radix-test.toml"));
+  INFO(config);
+  ScratchDir dir("node-refusal-order");
+  InProcessNode n(dir, config);
+  auto owner = n.connect("worker-0");
+  auto outsider = n.connect("worker-3");  // granted test/other only
+  REQUIRE(owner->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(outsider->call(AuthorizeRequest{{}, "test/other"}).ok());
+  const std::vector<TokenId> prompt = prompt_of(3, 40);
+  RequestFence fence;
+  (void)serve_and_publish(*owner, prompt, &fence);
+
+  const RequestIdentity malformed{"", "7", {{"", 90, 0}}, {"not-hex"}, std::string(300, 's')};
+  auto check_refusal = [&](const Error& e) {
+    INFO(e.describe());
+    CHECK(e.code == ErrorCode::authorization_namespace_denied);
+    CHECK(e.field == "namespace_name");
+    for (const std::string& leak : {std::string("generation"), std::string("salt"), std::string("layout"),
+                                    std::string("lora"), std::string("adapter"), std::string("not-hex")})
+      CHECK(e.describe().find(leak) == std::string::npos);
+  };
+  Result<PrefixBatchReceipt> r = outsider->call(PrefixBatch{
+      {},
+      {PrefixMatchOp{"test/shared", RequestId{0}, RequestGeneration{0}, prompt, {}, malformed},
+       PrefixPublishOp{"test/shared", fence.request, prompt, 3, 99, malformed, NamespaceGeneration{12345}}}});
+  REQUIRE(r.ok());
+  for (const PrefixOutcome& o : r->outcomes) {
+    REQUIRE(std::holds_alternative<Error>(o));
+    check_refusal(std::get<Error>(o));
+  }
+  Result<ReuseBatchReceipt> reuse = outsider->call(ReuseBatch{
+      {}, {ReuseAcquireOp{"test/shared", RequestId{77}, RequestGeneration{9}, prompt, {}, true, malformed}}});
+  REQUIRE(reuse.ok());
+  REQUIRE(reuse->outcomes.size() == 1);
+  if (const auto* e = std::get_if<Error>(&reuse->outcomes[0])) {
+    check_refusal(*e);
+  } else {
+    // The transaction answers a refusal at step 1 (authorization), with
+    // nothing leased and no operand of the namespace.
+    const auto* rej = std::get_if<ReuseRejectionReceipt>(&reuse->outcomes[0]);
+    REQUIRE(rej != nullptr);
+    CHECK(rej->step == ReuseStep::authorize);
+    CHECK(rej->leases_released.empty());
+    for (const std::string& leak : {std::string("salt"), std::string("layout"), std::string("lora")})
+      CHECK(rej->detail.find(leak) == std::string::npos);
+  }
+  // The owner's index is as it was: its prompt still hits, its pages intact.
+  CHECK(match(*owner, "test/shared", prompt).runtime_hit_tokens == 32);
+}
+
+}  // namespace kvrt::test
