@@ -75,7 +75,9 @@ std::vector<std::pair<std::string, std::string>> updates_rows(const UpdatesSumma
       {"workers' refusals", n(u.stale_generation_refusals) + " stale generation, " + n(u.namespace_closed_refusals) +
                                 " namespace closed, " + n(u.workers_receipts_revoked) + " receipts revoked; " +
                                 n(u.reauthorizations) + " reauthorizations"},
-      {"stale hits", n(u.stale_hits) + " rows, " + n(u.stale_bytes_read) + " bytes of another generation read"},
+      {"stale hits", u.stale_checked
+                         ? n(u.stale_hits) + " rows, " + n(u.stale_bytes_read) + " bytes of another generation read"
+                         : std::string("not checked: no request was replayed ([run] verify = false)")},
       {"throughput", fixed(u.requests_per_s, 1) + " requests/s with updates" +
                          (u.baseline_requests_per_s > 0 ? ", " + fixed(u.baseline_requests_per_s, 1) +
                                                               " without (ratio " + fixed(u.throughput_ratio, 3) + ")"

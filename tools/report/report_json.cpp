@@ -169,6 +169,7 @@ nlohmann::json summary_json(const RunReport& r) {
                         {"workers_receipts_revoked", u.workers_receipts_revoked},
                         {"stale_hits", u.stale_hits},
                         {"stale_bytes_read", u.stale_bytes_read},
+                        {"stale_checked", u.stale_checked},
                         {"requests_per_s", u.requests_per_s},
                         {"baseline_requests_per_s", u.baseline_requests_per_s},
                         {"throughput_ratio", u.throughput_ratio},

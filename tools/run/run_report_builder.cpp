@@ -228,6 +228,7 @@ report::UpdatesSummary updates_summary(const RunPass& pass, const RunPass* basel
     u.stale_hits += w.reused_row_mismatches;
   }
   u.stale_bytes_read = u.stale_hits * layout.row_bytes();
+  for (const EngineResult& w : pass.results) u.stale_checked = u.stale_checked || w.requests_verified > 0;
   u.longest_gap_s = pass.longest_gap_s;
   if (pass.wall_s > 0) u.requests_per_s = static_cast<double>(requests_of(pass)) / pass.wall_s;
   if (baseline != nullptr) {
