@@ -65,6 +65,18 @@ Status EngineLoop::admit() {
     for (size_t i = 0; i < fresh.size(); ++i) {
       const ReuseOutcome& o = reused->outcomes[first + i];
       if (const auto* r = std::get_if<ExecutableReuseReceipt>(&o)) {
+        // The node's own word on the hit's generation, against the grant the
+        // request is admitted under: rows of another generation were computed
+        // with other weights (0x01A). Never expected; an error of the run.
+        if (const auto v = views_.find(fresh[i].job->namespace_name);
+            v != views_.end() && r->namespace_generation != v->second.generation) {
+          ++result_.foreign_generation_hits;
+          note_error(make_error(ErrorCode::invariant_violated,
+                                "a reuse receipt of generation " + std::to_string(r->namespace_generation.value) +
+                                    " answered a request admitted under generation " +
+                                    std::to_string(v->second.generation.value),
+                                "namespace_generation"));
+        }
         hits[i] = r->covered_interval.end;
         hit_handles[i] = r->physical_handles;
         receipt_of[i] = r->execution_snapshot_version;

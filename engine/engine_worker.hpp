@@ -121,6 +121,9 @@ struct EngineResult {
   // the configured ones, and the weight variants drawn besides them.
   uint64_t requests_on_successor_weights = 0;
   uint64_t weight_variants = 0;
+  // Reuse receipts naming another generation than the grant the request was
+  // admitted under (the node's own claim; 0 unless the node is wrong).
+  uint64_t foreign_generation_hits = 0;
   // Health.
   uint64_t out_of_capacity_retries = 0;  // allocations or appends refused for capacity, retried
   uint64_t operation_errors = 0;

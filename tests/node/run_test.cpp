@@ -378,6 +378,7 @@ TEST_CASE("kvrt run: weights updates, adapter swaps and purges under load stay e
   CHECK(u["adapter_swaps"].get<uint64_t>() > 0);
   CHECK(u["purges"].get<uint64_t>() > 0);
   CHECK(u["stale_checked"] == true);
+  CHECK(u["foreign_generation_hits"] == 0);
   CHECK(u["stale_hits"] == 0);
   CHECK(u["stale_bytes_read"] == 0);
   // Requests ran on weights other than the configured ones, and the workers

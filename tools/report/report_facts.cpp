@@ -78,6 +78,8 @@ std::vector<std::pair<std::string, std::string>> updates_rows(const UpdatesSumma
       {"stale hits", u.stale_checked
                          ? n(u.stale_hits) + " rows, " + n(u.stale_bytes_read) + " bytes of another generation read"
                          : std::string("not checked: no request was replayed ([run] verify = false)")},
+      {"hits of another generation", n(u.foreign_generation_hits) +
+                                         " reuse receipts named another generation than the request's grant"},
       {"throughput", fixed(u.requests_per_s, 1) + " requests/s with updates" +
                          (u.baseline_requests_per_s > 0 ? ", " + fixed(u.baseline_requests_per_s, 1) +
                                                               " without (ratio " + fixed(u.throughput_ratio, 3) + ")"

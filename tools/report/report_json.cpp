@@ -170,6 +170,7 @@ nlohmann::json summary_json(const RunReport& r) {
                         {"stale_hits", u.stale_hits},
                         {"stale_bytes_read", u.stale_bytes_read},
                         {"stale_checked", u.stale_checked},
+                        {"foreign_generation_hits", u.foreign_generation_hits},
                         {"requests_per_s", u.requests_per_s},
                         {"baseline_requests_per_s", u.baseline_requests_per_s},
                         {"throughput_ratio", u.throughput_ratio},

@@ -82,7 +82,8 @@ struct UpdatesSummary {
   // would be one. Bytes: those rows' K/V bytes.
   uint64_t stale_hits = 0;
   uint64_t stale_bytes_read = 0;
-  bool stale_checked = false;  // the replay ran ([run] verify); without it nothing was compared
+  bool stale_checked = false;
+  uint64_t foreign_generation_hits = 0;  // reuse receipts of another generation than the request's grant  // the replay ran ([run] verify); without it nothing was compared
   // Throughput during the updates, and in the same workload served again
   // without them ([updates] baseline; 0 when off).
   double requests_per_s = 0, baseline_requests_per_s = 0, throughput_ratio = 0;

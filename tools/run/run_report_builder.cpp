@@ -226,6 +226,7 @@ report::UpdatesSummary updates_summary(const RunPass& pass, const RunPass* basel
     u.reauthorizations += w.reauthorizations;
     u.workers_receipts_revoked += w.receipts_revoked;
     u.stale_hits += w.reused_row_mismatches;
+    u.foreign_generation_hits += w.foreign_generation_hits;
   }
   u.stale_bytes_read = u.stale_hits * layout.row_bytes();
   for (const EngineResult& w : pass.results) u.stale_checked = u.stale_checked || w.requests_verified > 0;
