@@ -288,6 +288,11 @@ Status EngineLoop::reauthorize_if_stale() {
   KVRT_TRY(authorize_namespaces());
   seeded_keys_.clear();
   ++result_.reauthorizations;
+  // Weights no namespace and no running request uses any more go.
+  std::set<const model::ReferenceModel*> in_use;
+  for (const auto& [ns, view] : views_) in_use.insert(view.model);
+  for (const LiveRequest& r : live_) in_use.insert(r.model);
+  variants_.retain(in_use);
   return Status::success();
 }
 

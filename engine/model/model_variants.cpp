@@ -27,7 +27,21 @@ Result<const ReferenceModel*> ModelVariants::get(uint64_t model_generation, cons
   if (!m.ok()) return m.error();
   auto& slot = variants_[key];
   slot = std::make_unique<ReferenceModel>(std::move(m).value());
+  ++drawn_;
   return slot.get();
+}
+
+size_t ModelVariants::retain(const std::set<const ReferenceModel*>& in_use) {
+  size_t dropped = 0;
+  for (auto it = variants_.begin(); it != variants_.end();) {
+    if (in_use.contains(it->second.get())) {
+      ++it;
+    } else {
+      it = variants_.erase(it);
+      ++dropped;
+    }
+  }
+  return dropped;
 }
 
 }  // namespace kvrt::model

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,16 +35,23 @@ class ModelVariants {
   // base generation.
   ModelVariants(const ReferenceModel& base, CacheLayoutManifest layout);
   // The model of (model generation, adapter identity), drawn on first use
-  // and kept (a pointer stays valid for the object's life). Errors: those
-  // of ReferenceModel::create (none for a base that was created).
+  // and kept until retain() drops it (the pointer stays valid until then;
+  // drawn again, the same variant has the same weights). Errors: those of
+  // ReferenceModel::create (none for a base that was created).
   Result<const ReferenceModel*> get(uint64_t model_generation, const std::string& adapter_identity);
+  // Drops every variant not in `in_use` (the base is never dropped): a long
+  // run with frequent updates keeps only the weights some request or
+  // namespace view still points at. Returns how many were dropped.
+  size_t retain(const std::set<const ReferenceModel*>& in_use);
   uint64_t base_model_generation() const { return layout_.model_generation; }
-  size_t drawn() const { return variants_.size(); }  // variants other than the base
+  size_t held() const { return variants_.size(); }  // variants other than the base, held now
+  size_t drawn() const { return drawn_; }           // variants other than the base, ever drawn
 
  private:
   const ReferenceModel& base_;
   CacheLayoutManifest layout_;
   std::map<std::pair<uint64_t, std::string>, std::unique_ptr<ReferenceModel>> variants_;
+  size_t drawn_ = 0;
 };
 
 }  // namespace kvrt::model

@@ -72,3 +72,27 @@ TEST_CASE("model variants: the same weights for the same generation, other K/V f
 }
 
 }  // namespace kvrt::model::test
+
+namespace kvrt::model::test {
+
+TEST_CASE("model variants: weights nobody uses are dropped and drawn again the same", "[model][variants]") {
+  const CacheLayoutManifest layout = model_layout();
+  const ReferenceModel base = make_model(seeded_config(9), layout);
+  ModelVariants variants(base, layout);
+  const uint64_t g0 = layout.model_generation;
+  const ReferenceModel* kept = variants.get(g0 + 1, "").value();
+  const ReferenceModel* dropped = variants.get(g0 + 2, "").value();
+  const uint64_t dropped_seed = dropped->config().seed;
+  CHECK(variants.retain({kept, &base}) == 1);
+  CHECK(variants.held() == 1);
+  CHECK(variants.drawn() == 2);
+  CHECK(variants.get(g0 + 1, "").value() == kept);  // still the same object
+  CHECK(variants.get(g0, "").value() == &base);     // the base is never dropped
+  const ReferenceModel* again = variants.get(g0 + 2, "").value();
+  CHECK(again->config().seed == dropped_seed);
+  CHECK(variants.drawn() == 3);
+  CHECK(variants.retain({}) == 2);
+  CHECK(variants.held() == 0);
+}
+
+}  // namespace kvrt::model::test
