@@ -12,6 +12,7 @@
 #include "actors/client.hpp"
 #include "engine/session_pools.hpp"
 #include "services/common/splitmix64.hpp"
+#include "services/telemetry/reuse_rejection.hpp"
 #include "tools/report/run_report.hpp"
 
 namespace kvrt {
@@ -79,6 +80,7 @@ class Worker {
                                       std::chrono::duration<double>(o_.duration_s));
     std::vector<LiveRequest> live;
     while (!summary_.stopped_by) {
+      reauthorize_if_stale();
       const bool may_start =
           std::chrono::steady_clock::now() < deadline && (o_.max_requests == 0 || started_ < o_.max_requests);
       if (may_start) admit(live);
@@ -125,16 +127,39 @@ class Worker {
   // owner undid it, the request is served without what the op would have
   // given (reuse, or a publication), so this is a fault absorbed, not an error.
   void note_op_error(const Error& e) {
-    if (e.code == ErrorCode::fault_injected)
+    if (e.code == ErrorCode::fault_injected) {
       ++summary_.faults_absorbed;
-    else
+    } else if (e.code == ErrorCode::authorization_stale_generation ||
+               e.code == ErrorCode::authorization_namespace_closed) {
+      // The namespace moved to a successor generation or a purge stopped
+      // it: authorized again before the next admission.
+      ++summary_.stale_generation_refusals;
+      grant_stale_ = true;
+    } else if (e.code == ErrorCode::reuse_receipt_revoked) {
+      ++summary_.receipts_revoked;  // the request had its blocks already
+    } else {
       note_error(e);
+    }
+  }
+
+  // After a refusal for a stale or closed generation: the grant of the
+  // namespace's current generation (a closed namespace is tried again next
+  // iteration; its requests go on without reuse meanwhile).
+  void reauthorize_if_stale() {
+    if (!grant_stale_) return;
+    Result<NamespaceGrantReceipt> grant = call(AuthorizeRequest{next_trace(), namespace_});
+    if (grant.ok()) {
+      grant_stale_ = false;
+      ++summary_.reauthorizations;
+    } else if (grant.error().code != ErrorCode::authorization_namespace_closed) {
+      note_error(grant.error());
+    }
   }
 
   // Steps 9-10 of a receipt: the node answers which of its leases it
   // released; one an owner no longer held is an error.
   void check_release(const ReuseOutcome& o) {
-    if (const auto* e = std::get_if<Error>(&o)) return note_error(*e);
+    if (const auto* e = std::get_if<Error>(&o)) return note_op_error(*e);
     const auto* r = std::get_if<ReuseReleaseReceipt>(&o);
     if (r == nullptr) return note_error(make_error(ErrorCode::rpc_failed, "a release op was answered out of order"));
     if (!r->refused.empty())
@@ -251,6 +276,9 @@ class Worker {
         r.reuse_snapshot = receipt->execution_snapshot_version;
       } else if (const auto* e = std::get_if<Error>(&o)) {
         note_op_error(*e);  // a fault absorbed: served without reuse, its rows recomputed
+      } else if (const auto* rej = std::get_if<ReuseRejectionReceipt>(&o); rej && is_stale_namespace(rej->reason)) {
+        ++summary_.stale_generation_refusals;
+        grant_stale_ = true;
       }
       alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt});
     }
@@ -439,6 +467,7 @@ class Worker {
   std::vector<std::vector<TokenId>> system_prompts_;
   WorkerSummary summary_;
   uint64_t started_ = 0, iteration_ = 0, span_ = 0;
+  bool grant_stale_ = false;                      // a refusal said the grant's generation is no longer current
   std::vector<double> call_us_;                   // every round trip's receipt latency [us]
   std::vector<ReuseReleaseOp> pending_releases_;  // receipts to end with the next reuse message
   std::set<uint64_t> pending_successors_;         // requests whose successor is in pending_releases_

@@ -59,6 +59,14 @@ struct WorkerSummary {
   // reuse attempt ended with fault_injected; fault-injection runs only): the
   // request went on without them, recomputing instead of reusing.
   uint64_t faults_absorbed = 0;
+  // A live invalidation or purge of the namespace (0x01A, 0x0CE): ops
+  // refused because the grant's generation is no longer current or the
+  // namespace stopped admitting, the times the worker authorized again, and
+  // reuse receipts a purge revoked. The requests go on without reuse; not
+  // errors.
+  uint64_t stale_generation_refusals = 0;
+  uint64_t reauthorizations = 0;
+  uint64_t receipts_revoked = 0;
   uint64_t round_trips = 0;
   CallLatency call_us;                // over every round trip
   uint64_t successors_published = 0;  // reuse attempts ended by publishing this worker's prompt blocks (0x0CD step 10)

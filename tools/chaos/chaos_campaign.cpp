@@ -220,7 +220,9 @@ class Campaign {
   // any): the node's fault_arm route refuses worker sessions.
   Status connect_admin() {
     admin_.reset();
-    if (c_.per_minute[static_cast<size_t>(FaultKind::fault_point)] == 0) return Status::success();
+    if (c_.per_minute[static_cast<size_t>(FaultKind::fault_point)] == 0 &&
+        c_.per_minute[static_cast<size_t>(FaultKind::namespace_update)] == 0)
+      return Status::success();
     Result<std::string> token = read_token_file(descriptor_.token_path(c_.admin_principal));
     if (!token.ok())
       return make_error(ErrorCode::config_field,
@@ -252,6 +254,47 @@ class Campaign {
       return;
     }
     for (const FaultPointFired& f : now->fired) report_.fault_points_fired[f.name] += f.fired;
+  }
+
+  // A weights invalidation or a purge (bit 16 of the event's slot) of one of
+  // the node's namespaces. Refusals that the node's own state explains are
+  // counted, not violations: a purge left open by an armed purge fault
+  // point (an invalidation then answers authorization_purge_pending; the
+  // next purge resumes it), a fault point firing inside the purge.
+  void update_namespace(const FaultEvent& e) {
+    if (!admin_) return;
+    Result<NamespaceStatusReceipt> status = admin_->call(NamespaceStatusRequest{{}, ""});
+    if (!status.ok() || status->namespaces.empty()) {
+      if (!status.ok()) violation("the node's namespaces could not be read: " + status.error().describe());
+      return;
+    }
+    const std::string ns = status->namespaces[e.slot % status->namespaces.size()].namespace_name;
+    const bool purge = (e.slot >> 16) & 1;
+    Status done = Status::success();
+    if (purge) {
+      Result<NamespacePurgeReceipt> r =
+          admin_->call(NamespacePurgeRequest{{}, ns, InvalidationCause::weights, "", 50, true});
+      if (r.ok()) {
+        ++report_.namespace_purges;
+        if (!r->resumed_after.empty()) ++report_.namespace_purges_resumed;
+      } else {
+        done = r.error();
+      }
+    } else {
+      Result<NamespaceInvalidationReceipt> r =
+          admin_->call(NamespaceInvalidateRequest{{}, ns, InvalidationCause::weights, ""});
+      if (r.ok())
+        ++report_.namespace_invalidations;
+      else
+        done = r.error();
+    }
+    if (done.ok()) return;
+    const ErrorCode code = done.error().code;
+    if (code == ErrorCode::fault_injected || code == ErrorCode::authorization_purge_pending) {
+      ++report_.namespace_updates_refused;
+      return;
+    }
+    violation(std::string(purge ? "purge" : "invalidation") + " of " + ns + " failed: " + done.error().describe());
   }
 
   void arm_fault_point(const FaultEvent& e) {
@@ -374,6 +417,9 @@ class Campaign {
     t.row_mismatches += r->row_mismatches;
     t.operation_errors += r->operation_errors;
     report_.faults_absorbed += r->faults_absorbed;
+    report_.stale_generation_refusals += r->stale_generation_refusals + r->namespace_closed_refusals;
+    report_.reauthorizations += r->reauthorizations;
+    report_.receipts_revoked += r->receipts_revoked;
     report_.requests += r->requests;
     if (r->requests != r->requests_total)
       violation(name + " finished " + std::to_string(r->requests) + " of its " + std::to_string(r->requests_total) +
@@ -412,6 +458,9 @@ class Campaign {
       report_.prompt_tokens += summary->value("prompt_tokens", uint64_t{0});
       report_.reused_rows_checked += summary->value("reused_rows_checked", uint64_t{0});
       report_.faults_absorbed += summary->value("faults_absorbed", uint64_t{0});
+      report_.stale_generation_refusals += summary->value("stale_generation_refusals", uint64_t{0});
+      report_.reauthorizations += summary->value("reauthorizations", uint64_t{0});
+      report_.receipts_revoked += summary->value("receipts_revoked", uint64_t{0});
       if (summary->value("round_trips", uint64_t{0}) > 0) {
         worker_p99_us_.push_back(summary->value("call_p99_us", 0.0));
         report_.worker_call_max_us = std::max(report_.worker_call_max_us, summary->value("call_max_us", 0.0));
@@ -525,6 +574,11 @@ class Campaign {
       return Status::success();
     }
     if (e.kind == FaultKind::hostile_client) return start_hostile(e);
+    if (e.kind == FaultKind::namespace_update) {
+      ++report_.injected[k];
+      update_namespace(e);
+      return Status::success();
+    }
     WorkerSlot& slot = slots_.at(e.slot);
     // Engines reach the node's channel directly: transport faults are for
     // `kvrt worker` slots.
@@ -565,6 +619,7 @@ class Campaign {
       case FaultKind::node_sigkill:
       case FaultKind::fault_point:
       case FaultKind::hostile_client:
+      case FaultKind::namespace_update:
         break;
     }
     return Status::success();

@@ -73,6 +73,14 @@ struct ChaosReport {
   // (an allocation retried later, a request served without reuse): each is
   // an interrupted request accounted for, never a silent loss.
   uint64_t faults_absorbed = 0;
+  // namespace_update faults carried out by the node, purges among them that
+  // resumed one a fault point had left open, and refusals the node's state
+  // explained (an open purge, a fault point inside the purge).
+  uint64_t namespace_invalidations = 0, namespace_purges = 0, namespace_purges_resumed = 0;
+  uint64_t namespace_updates_refused = 0;
+  // What the workers saw of them: refusals for a stale or closed generation,
+  // reauthorizations, reuse receipts a purge revoked.
+  uint64_t stale_generation_refusals = 0, reauthorizations = 0, receipts_revoked = 0;
   uint64_t validations = 0;             // node-wide validate() passes read
   LatencySummary node_death_detection;  // node SIGKILL -> each running worker exited with node_lost
   LatencySummary node_restart;          // node SIGKILL -> the new node serves the descriptor

@@ -12,9 +12,9 @@ namespace kvrt::chaos {
 
 namespace {
 
-constexpr std::array<std::string_view, kFaultKindCount> kFaultKeys{"worker_sigkill", "worker_sigstop", "worker_hang",
-                                                                   "worker_sigterm", "node_sigkill",   "fault_point",
-                                                                   "hostile_client", "transport"};
+constexpr std::array<std::string_view, kFaultKindCount> kFaultKeys{
+    "worker_sigkill", "worker_sigstop", "worker_hang", "worker_sigterm",  "node_sigkill",
+    "fault_point",    "hostile_client", "transport",   "namespace_update"};
 
 std::string resolve(const std::string& base_file, const std::string& path) {
   if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
@@ -134,7 +134,7 @@ std::vector<FaultEvent> make_fault_schedule(const ChaosConfig& config, uint64_t 
       if (t >= horizon_ms) break;
       const auto kind = static_cast<FaultKind>(k);
       uint32_t slot = 0;
-      if (kind == FaultKind::fault_point || kind == FaultKind::hostile_client)
+      if (kind == FaultKind::fault_point || kind == FaultKind::hostile_client || kind == FaultKind::namespace_update)
         slot = static_cast<uint32_t>(rng.next() >> 32);
       else if (kind != FaultKind::node_sigkill)
         slot = static_cast<uint32_t>(rng.next() % config.workers);

@@ -29,8 +29,13 @@ enum class FaultKind : uint8_t {
   hostile_client = 6,  // a live-node fuzzer session for hostile_ms (tools/chaos/hostile_client.hpp)
   transport =
       7,  // one frame of a worker's session channel delayed, duplicated, dropped or cut (channel_fault_proxy.hpp)
+  // A weights invalidation or a purge of one of the node's namespaces
+  // (admin routes, 0x01A, 0x0CE) while the workers serve it: they must be
+  // refused as stale, authorize again and go on; armed purge fault points
+  // are reached here.
+  namespace_update = 8,
 };
-inline constexpr size_t kFaultKindCount = 8;
+inline constexpr size_t kFaultKindCount = 9;
 std::string_view to_string(FaultKind kind);
 
 struct ChaosConfig {
@@ -51,8 +56,9 @@ struct ChaosConfig {
   // no fault: the throughput the faults are compared with (0: no baseline) [s].
   uint32_t baseline_s = 0;
   std::array<uint32_t, kFaultKindCount> per_minute{};  // mean rate of each kind [events/min]
-  // The admin principal of the node config that arms fault points (its
-  // token file is in the node's token directory); needed when fault_point > 0.
+  // The admin principal of the node config that arms fault points and
+  // updates namespaces (its token file is in the node's token directory);
+  // needed when fault_point or namespace_update > 0.
   std::string admin_principal = "chaos-admin";
   // The worker principal the hostile client connects as (needed when
   // hostile_client > 0), and how long each of its runs lasts [ms].
@@ -89,7 +95,8 @@ struct FaultEvent {
   uint64_t at_ms = 0;  // since the campaign started [ms]
   FaultKind kind = FaultKind::worker_sigkill;
   // Worker slot (worker faults, transport); fault_point: which registered
-  // point (modulo their count); hostile_client: its seed.
+  // point (modulo their count); hostile_client: its seed; namespace_update:
+  // which namespace (modulo their count; bit 16: purge, else invalidate).
   uint32_t slot = 0;
   friend bool operator==(const FaultEvent&, const FaultEvent&) = default;
 };

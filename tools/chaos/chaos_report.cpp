@@ -110,6 +110,14 @@ std::string chaos_report_json(const ChaosReport& r) {
                            {"reused_rows_checked", r.reused_rows_checked},
                            {"reuse_mismatches", r.reuse_mismatches},
                            {"faults_absorbed", r.faults_absorbed},
+                           {"namespace_updates",
+                            {{"invalidations", r.namespace_invalidations},
+                             {"purges", r.namespace_purges},
+                             {"purges_resumed", r.namespace_purges_resumed},
+                             {"refused", r.namespace_updates_refused},
+                             {"stale_generation_refusals", r.stale_generation_refusals},
+                             {"reauthorizations", r.reauthorizations},
+                             {"receipts_revoked", r.receipts_revoked}}},
                            {"validations", r.validations},
                            {"node_death_detection", latency_json(r.node_death_detection)},
                            {"node_restart", latency_json(r.node_restart)},
@@ -171,6 +179,12 @@ std::string chaos_report_text(const ChaosReport& r) {
       << " prompt tokens reused, " << r.reused_rows_checked << " reused rows checked, " << r.reuse_mismatches
       << " mismatches\n";
   out << "  transactions ended by fault points that workers went on without: " << r.faults_absorbed << "\n";
+  if (r.namespace_invalidations + r.namespace_purges + r.namespace_updates_refused > 0)
+    out << "  namespace updates: " << r.namespace_invalidations << " invalidations, " << r.namespace_purges
+        << " purges (" << r.namespace_purges_resumed << " resuming an open one), " << r.namespace_updates_refused
+        << " refused by an open purge or a fault point; workers: " << r.stale_generation_refusals
+        << " stale-generation refusals, " << r.reauthorizations << " reauthorizations, " << r.receipts_revoked
+        << " receipts revoked\n";
   if (r.baseline) {
     const double clean_rps = per_s(r.baseline->requests, r.baseline->wall_s);
     out << "  throughput: " << per_s(r.requests, r.wall_s) << " requests/s under faults, " << clean_rps << " without ("
