@@ -19,6 +19,14 @@ Status EngineLoop::admit() {
   while (!ready_.empty() && (budget >= ready_.front().branches || (live_.empty() && fresh.empty()))) {
     PendingRequest p = std::move(ready_.front());
     ready_.pop_front();
+    // A namespace this worker holds no grant for yet (a purge had closed it
+    // when the worker authorized) waits: without the grant it cannot know
+    // which weights the generation computes with, and rows computed with
+    // guessed weights must never be published into it.
+    if (!views_.contains(p.job->namespace_name)) {
+      deferred.push_back(std::move(p));
+      continue;
+    }
     if (o_.reuse && p.prompt.size() > P_) {
       FirstBlockKey key{p.job->namespace_name, std::vector<TokenId>(p.prompt.begin(), p.prompt.begin() + P_)};
       if (!seeded_keys_.contains(key) && !batch_keys.insert(std::move(key)).second) {
