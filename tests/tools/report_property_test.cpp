@@ -117,6 +117,21 @@ RunReport random_report(std::mt19937_64& rng) {
         {random_text(rng), random_count(rng), random_count(rng), random_count(rng), random_real(rng), small(1) == 1});
   r.exact = small(1) == 1;
   r.leaked_blocks = static_cast<int64_t>(random_count(rng)) - (1ll << 20);
+  if (small(1) == 1) {
+    UpdatesSummary& u = r.updates;
+    u.enabled = true;
+    for (uint64_t* c :
+         {&u.weights_updates, &u.adapter_swaps, &u.purges, &u.failed, &u.receipts_drained, &u.receipts_revoked,
+          &u.blocks_overwritten, &u.requests_on_successor_weights, &u.weight_variants, &u.stale_generation_refusals,
+          &u.namespace_closed_refusals, &u.reauthorizations, &u.workers_receipts_revoked, &u.stale_hits,
+          &u.stale_bytes_read, &u.foreign_generation_hits})
+      *c = random_count(rng);
+    for (double* x : {&u.invalidate_p50_us, &u.invalidate_p99_us, &u.purge_p50_us, &u.purge_p99_us, &u.requests_per_s,
+                      &u.baseline_requests_per_s, &u.throughput_ratio, &u.longest_gap_s, &u.baseline_longest_gap_s})
+      *x = random_real(rng);
+    u.first_failure = random_text(rng);
+    u.stale_checked = small(1) == 1;
+  }
   return r;
 }
 }  // namespace
@@ -139,6 +154,11 @@ TEST_CASE("random reports always give parseable JSON and well-formed SVG", "[rep
     REQUIRE_NOTHROW(doc = nlohmann::json::parse(slurp(dir / "report.json")));
     CHECK(doc["requests"] == r.requests);
     CHECK(doc["timeline"].size() == r.timeline.size());
+    CHECK(doc.contains("updates") == r.updates.enabled);
+    if (r.updates.enabled) {
+      CHECK(doc["updates"]["purges"] == r.updates.purges);
+      CHECK(text.find("updates on the live node") != std::string::npos);
+    }
     for (const char* name : {"utilisation.svg", "funnel.svg", "latency.svg"}) {
       CAPTURE(name);
       auto parsed = parse_xml(slurp(dir / name));
