@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "engine/engine_loop.hpp"
+#include "engine/withdrawn_hit.hpp"
 
 namespace kvrt::engine {
 
@@ -116,9 +117,18 @@ Status EngineLoop::admit() {
     const bool took = receipt != nullptr && receipt->outcome == AllocationOutcome::committed;
     if (receipt_of[i] && !took) pending_releases_.push_back(ReuseReleaseOp{*receipt_of[i], false});
     if (receipt == nullptr) {
-      // Refused outright (a leased hit cannot have gone stale): the request
-      // is not served; the run counts the error and the missing request.
-      note_error(std::get<Error>(allocated.outcomes[i]));
+      const Error& e = std::get<Error>(allocated.outcomes[i]);
+      // A leased hit goes stale only when a purge revoked its receipt first
+      // (its release answers reuse_receipt_revoked): served again, with a
+      // new lookup at the successor generation.
+      if (receipt_of[i] && is_withdrawn_hit(e)) {
+        ++result_.hits_withdrawn;
+        requeue.push_back(std::move(fresh[i]));
+        continue;
+      }
+      // Refused outright otherwise: the request is not served; the run
+      // counts the error and the missing request.
+      note_error(e);
       ++failed_requests_;
       continue;
     }

@@ -17,13 +17,14 @@ namespace {
   X(prefill_rows_computed)                                                                                           \
   X(prefill_rows_reused)                                                                                             \
   X(prefill_rows_forked)                                                                                             \
-  X(decode_rows_computed) X(decode_kv_bytes_read) X(forked_requests) X(copy_on_write_rows) X(shared_prefix_batches)  \
+  X(decode_rows_computed)                                                                                            \
+  X(decode_kv_bytes_read) X(forked_requests) X(copy_on_write_rows) X(shared_prefix_batches)                          \
       X(shared_prefix_rows_read_once) X(shared_prefix_rows_per_request) X(bounded_rows_checked) X(requests_verified) \
           X(token_mismatches) X(rows_checked) X(reused_rows_checked) X(row_mismatches) X(reused_row_mismatches)      \
               X(out_of_capacity_retries) X(operation_errors) X(requests_served_privately) X(sessions_lost)           \
                   X(reconnects) X(faults_absorbed) X(stale_generation_refusals) X(reauthorizations)                  \
                       X(namespace_closed_refusals) X(receipts_revoked) X(requests_on_successor_weights)              \
-                          X(weight_variants) X(foreign_generation_hits)
+                          X(weight_variants) X(foreign_generation_hits) X(hits_withdrawn)
 
 }  // namespace
 

@@ -117,6 +117,7 @@ struct EngineResult {
   // deadline (the requests had their blocks already). Not errors.
   uint64_t namespace_closed_refusals = 0;
   uint64_t receipts_revoked = 0;
+  uint64_t hits_withdrawn = 0;  // allocations refused because a revoked receipt's blocks were gone; served again
   // Weights and adapter updates: requests admitted under weights other than
   // the configured ones, and the weight variants drawn besides them.
   uint64_t requests_on_successor_weights = 0;

@@ -11,6 +11,7 @@
 
 #include "actors/client.hpp"
 #include "engine/session_pools.hpp"
+#include "engine/withdrawn_hit.hpp"
 #include "services/common/splitmix64.hpp"
 #include "services/telemetry/reuse_rejection.hpp"
 #include "tools/report/run_report.hpp"
@@ -301,8 +302,15 @@ class Worker {
         r.reuse_snapshot.reset();
       }
       if (receipt == nullptr) {
-        // The receipt's leases keep its blocks current, so this is an error.
-        note_error(std::get<Error>(allocated->outcomes[i]));
+        // The receipt's leases keep its blocks current, so this is an error,
+        // unless a purge revoked the receipt first (its release then answers
+        // reuse_receipt_revoked): the request is dropped like one refused for
+        // capacity.
+        const Error& e = std::get<Error>(allocated->outcomes[i]);
+        if (!r.prefix_hit.empty() && engine::is_withdrawn_hit(e))
+          ++summary_.hits_withdrawn;
+        else
+          note_error(e);
         continue;
       }
       if (receipt->outcome != AllocationOutcome::committed) {

@@ -67,6 +67,7 @@ struct WorkerSummary {
   uint64_t stale_generation_refusals = 0;
   uint64_t reauthorizations = 0;
   uint64_t receipts_revoked = 0;
+  uint64_t hits_withdrawn = 0;  // allocations refused because a revoked receipt's blocks were gone
   uint64_t round_trips = 0;
   CallLatency call_us;                // over every round trip
   uint64_t successors_published = 0;  // reuse attempts ended by publishing this worker's prompt blocks (0x0CD step 10)

@@ -58,6 +58,7 @@ int run_worker_command(WorkerCli& cli) {
                              {"stale_generation_refusals", s->stale_generation_refusals},
                              {"reauthorizations", s->reauthorizations},
                              {"receipts_revoked", s->receipts_revoked},
+                             {"hits_withdrawn", s->hits_withdrawn},
                              {"round_trips", s->round_trips},
                              {"call_p50_us", s->call_us.p50_us},
                              {"call_p99_us", s->call_us.p99_us},

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/withdrawn_hit.hpp"
 #include "tests/node/node_fixture.hpp"
 #include "tests/node/node_prefix_helpers.hpp"
 
@@ -223,6 +224,53 @@ TEST_CASE("kvrt admin purge: the seven steps as JSON, and typed refusals", "[nod
             .find("invalid_argument") != std::string::npos);
   CHECK(n.stat("authorization", "purges_completed") == 1);
   CHECK(n.stat("authorization", "purges_refused") == 2);  // the unknown namespace and the shard
+}
+
+}  // namespace kvrt::test
+
+namespace kvrt::test {
+
+// The race the workers handle: a purge revokes a receipt between the reuse
+// message and the allocation that would take its blocks. Once the blocks are
+// recycled, the allocation is refused by the bundle, which the engines treat
+// as a withdrawn hit (served again without it, engine/withdrawn_hit.hpp), and
+// the receipt's release answers reuse_receipt_revoked.
+TEST_CASE("node purge: a hit whose receipt was revoked is refused by the bundle once its blocks are recycled",
+          "[node][purge]") {
+  ScratchDir dir("node-purge-withdrawn");
+  InProcessNode n(dir);
+  auto admin = n.connect("operator");
+  auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  const std::vector<TokenId> prompt = prompt_of(5, 40);
+  RequestFence fence;
+  (void)serve_and_publish(*a, prompt, &fence);
+  REQUIRE(a->call(AllocatorBatch{{}, {ReleaseOp{fence, ReleaseReason::finished}}}).ok());  // cached only
+  const ExecutableReuseReceipt held = open_receipt(*b, "test/shared", prompt);
+  REQUIRE_FALSE(held.physical_handles.empty());
+
+  REQUIRE(admin->call(NamespacePurgeRequest{{}, "test/shared", InvalidationCause::weights, "", 0, true}).ok());
+  // Another request takes the whole pool: every block the receipt named is
+  // recycled (and zeroed, the purge having marked them).
+  const int64_t capacity = n.stat("allocator", "pool0_capacity_blocks");
+  const AllocationReceipt big = allocation(*a, AllocateOp{static_cast<uint32_t>(capacity * 16), {}, std::nullopt});
+  REQUIRE(big.outcome == AllocationOutcome::committed);
+
+  Result<AllocatorBatchReceipt> late =
+      b->call(AllocatorBatch{{}, {AllocateOp{static_cast<uint32_t>(prompt.size()), held.physical_handles, {}}}});
+  REQUIRE(late.ok());
+  REQUIRE(std::holds_alternative<Error>(late->outcomes.at(0)));
+  const Error& e = std::get<Error>(late->outcomes[0]);
+  INFO(e.describe());
+  CHECK(engine::is_withdrawn_hit(e));
+  const ReuseOutcome revoked = release(*b, held);
+  REQUIRE(std::holds_alternative<Error>(revoked));
+  CHECK(std::get<Error>(revoked).code == ErrorCode::reuse_receipt_revoked);
+  // A refusal of any other field is not a withdrawn hit.
+  CHECK_FALSE(engine::is_withdrawn_hit(make_error(ErrorCode::unknown_physical, "x", "handle")));
+  CHECK_FALSE(engine::is_withdrawn_hit(make_error(ErrorCode::invalid_argument, "x", "bundles[0]")));
 }
 
 }  // namespace kvrt::test

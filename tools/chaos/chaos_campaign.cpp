@@ -420,6 +420,7 @@ class Campaign {
     report_.stale_generation_refusals += r->stale_generation_refusals + r->namespace_closed_refusals;
     report_.reauthorizations += r->reauthorizations;
     report_.receipts_revoked += r->receipts_revoked;
+    report_.hits_withdrawn += r->hits_withdrawn;
     report_.requests += r->requests;
     if (r->requests != r->requests_total)
       violation(name + " finished " + std::to_string(r->requests) + " of its " + std::to_string(r->requests_total) +
@@ -461,10 +462,19 @@ class Campaign {
       report_.stale_generation_refusals += summary->value("stale_generation_refusals", uint64_t{0});
       report_.reauthorizations += summary->value("reauthorizations", uint64_t{0});
       report_.receipts_revoked += summary->value("receipts_revoked", uint64_t{0});
+      report_.hits_withdrawn += summary->value("hits_withdrawn", uint64_t{0});
       if (summary->value("round_trips", uint64_t{0}) > 0) {
         worker_p99_us_.push_back(summary->value("call_p99_us", 0.0));
         report_.worker_call_max_us = std::max(report_.worker_call_max_us, summary->value("call_max_us", 0.0));
       }
+      // A hit is withdrawn only when a purge revoked its receipt, which the
+      // receipt's release then says: never more withdrawn hits than revocations
+      // for a worker that ran to its end.
+      const uint64_t withdrawn = summary->value("hits_withdrawn", uint64_t{0});
+      const uint64_t revoked = summary->value("receipts_revoked", uint64_t{0});
+      if (withdrawn > revoked && summary->value("stopped_by", std::string()).empty())
+        violation("worker slot " + std::to_string(s) + ": " + std::to_string(withdrawn) + " hits withdrawn but only " +
+                  std::to_string(revoked) + " receipts revoked");
       const uint64_t mismatches = summary->value("reuse_mismatches", uint64_t{0});
       report_.reuse_mismatches += mismatches;
       if (mismatches > 0)

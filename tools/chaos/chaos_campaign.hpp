@@ -81,6 +81,7 @@ struct ChaosReport {
   // What the workers saw of them: refusals for a stale or closed generation,
   // reauthorizations, reuse receipts a purge revoked.
   uint64_t stale_generation_refusals = 0, reauthorizations = 0, receipts_revoked = 0;
+  uint64_t hits_withdrawn = 0;          // allocations refused because a revoked receipt's blocks were gone
   uint64_t validations = 0;             // node-wide validate() passes read
   LatencySummary node_death_detection;  // node SIGKILL -> each running worker exited with node_lost
   LatencySummary node_restart;          // node SIGKILL -> the new node serves the descriptor

@@ -117,7 +117,8 @@ std::string chaos_report_json(const ChaosReport& r) {
                              {"refused", r.namespace_updates_refused},
                              {"stale_generation_refusals", r.stale_generation_refusals},
                              {"reauthorizations", r.reauthorizations},
-                             {"receipts_revoked", r.receipts_revoked}}},
+                             {"receipts_revoked", r.receipts_revoked},
+                             {"hits_withdrawn", r.hits_withdrawn}}},
                            {"validations", r.validations},
                            {"node_death_detection", latency_json(r.node_death_detection)},
                            {"node_restart", latency_json(r.node_restart)},
@@ -184,7 +185,7 @@ std::string chaos_report_text(const ChaosReport& r) {
         << " purges (" << r.namespace_purges_resumed << " resuming an open one), " << r.namespace_updates_refused
         << " refused by an open purge or a fault point; workers: " << r.stale_generation_refusals
         << " stale-generation refusals, " << r.reauthorizations << " reauthorizations, " << r.receipts_revoked
-        << " receipts revoked\n";
+        << " receipts revoked (" << r.hits_withdrawn << " of their hits gone before the allocation)\n";
   if (r.baseline) {
     const double clean_rps = per_s(r.baseline->requests, r.baseline->wall_s);
     out << "  throughput: " << per_s(r.requests, r.wall_s) << " requests/s under faults, " << clean_rps << " without ("

@@ -95,31 +95,25 @@ void UpdateCampaign::run() {
 }
 
 void UpdateCampaign::update_weights(double at_s) {
-  const std::string generation = std::to_string(++model_generation_);
-  for (const std::string& ns : namespaces_) {
-    UpdateEvent e;
-    e.kind = UpdateKind::weights;
-    e.namespace_name = ns;
-    e.at_s = at_s;
-    const Clock::time_point t0 = Clock::now();
-    Result<NamespaceInvalidationReceipt> r =
-        admin_->call(NamespaceInvalidateRequest{{}, ns, InvalidationCause::weights, generation});
-    e.call_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-    if (!r.ok()) e.error = r.error().describe();
-    events_.push_back(std::move(e));
-  }
+  invalidate_every_namespace(UpdateKind::weights, InvalidationCause::weights, std::to_string(++model_generation_),
+                             at_s);
 }
 
 void UpdateCampaign::swap_adapter(double at_s) {
   const std::string& adapter = schedule_.adapters[next_adapter_++ % schedule_.adapters.size()];
+  invalidate_every_namespace(UpdateKind::adapter, InvalidationCause::adapter, adapter, at_s);
+}
+
+void UpdateCampaign::invalidate_every_namespace(UpdateKind kind, InvalidationCause cause,
+                                                const std::string& successor_identity, double at_s) {
   for (const std::string& ns : namespaces_) {
     UpdateEvent e;
-    e.kind = UpdateKind::adapter;
+    e.kind = kind;
     e.namespace_name = ns;
     e.at_s = at_s;
     const Clock::time_point t0 = Clock::now();
     Result<NamespaceInvalidationReceipt> r =
-        admin_->call(NamespaceInvalidateRequest{{}, ns, InvalidationCause::adapter, adapter});
+        admin_->call(NamespaceInvalidateRequest{{}, ns, cause, successor_identity});
     e.call_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
     if (!r.ok()) e.error = r.error().describe();
     events_.push_back(std::move(e));

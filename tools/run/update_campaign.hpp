@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "schema/authorization_types.hpp"
 #include "services/common/result.hpp"
 #include "services/session/node_descriptor.hpp"
 #include "tools/run/run_config.hpp"
@@ -64,6 +65,9 @@ class UpdateCampaign {
   void run();
   void update_weights(double at_s);
   void swap_adapter(double at_s);
+  // One invalidation per namespace, each recorded as an event of `kind`.
+  void invalidate_every_namespace(UpdateKind kind, InvalidationCause cause, const std::string& successor_identity,
+                                  double at_s);
   void purge_next_tenant(double at_s);
 
   std::unique_ptr<Client> admin_;
