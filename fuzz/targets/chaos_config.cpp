@@ -35,12 +35,7 @@ int kvrt_fuzz_chaos_config(const uint8_t* data, size_t size) {
     KVRT_FUZZ_REQUIRE(
         i == 0 || events[i - 1].at_ms < e.at_ms || (events[i - 1].at_ms == e.at_ms && events[i - 1].kind <= e.kind),
         "");
-    // A fault point's and a hostile client's slot is a draw of their own
-    // (which point, which session's seed), not a worker slot.
-    const bool worker_fault = e.kind != kvrt::chaos::FaultKind::node_sigkill &&
-                              e.kind != kvrt::chaos::FaultKind::fault_point &&
-                              e.kind != kvrt::chaos::FaultKind::hostile_client;
-    KVRT_FUZZ_REQUIRE(!worker_fault || e.slot < c->workers, "");
+    KVRT_FUZZ_REQUIRE(!kvrt::chaos::is_worker_fault(e.kind) || e.slot < c->workers, "");
   }
   KVRT_FUZZ_REQUIRE(kvrt::chaos::make_fault_schedule(*c, c->seed) == events, "the same seed draws the same schedule");
   return 0;

@@ -134,10 +134,10 @@ std::vector<FaultEvent> make_fault_schedule(const ChaosConfig& config, uint64_t 
       if (t >= horizon_ms) break;
       const auto kind = static_cast<FaultKind>(k);
       uint32_t slot = 0;
-      if (kind == FaultKind::fault_point || kind == FaultKind::hostile_client || kind == FaultKind::namespace_update)
-        slot = static_cast<uint32_t>(rng.next() >> 32);
-      else if (kind != FaultKind::node_sigkill)
+      if (is_worker_fault(kind))
         slot = static_cast<uint32_t>(rng.next() % config.workers);
+      else if (kind != FaultKind::node_sigkill)
+        slot = static_cast<uint32_t>(rng.next() >> 32);
       events.push_back(FaultEvent{static_cast<uint64_t>(t), kind, slot});
     }
   }

@@ -37,6 +37,13 @@ enum class FaultKind : uint8_t {
 };
 inline constexpr size_t kFaultKindCount = 9;
 std::string_view to_string(FaultKind kind);
+// Whether a fault's slot names a worker slot. A fault point's, a hostile
+// client's and a namespace update's slot is a draw of their own (which point,
+// which session's seed, which namespace); a node kill has none.
+constexpr bool is_worker_fault(FaultKind kind) {
+  return kind != FaultKind::node_sigkill && kind != FaultKind::fault_point && kind != FaultKind::hostile_client &&
+         kind != FaultKind::namespace_update;
+}
 
 struct ChaosConfig {
   std::string config_path;       // the file read (absolute)
