@@ -63,8 +63,7 @@ Status EngineLoop::admit() {
       op.namespace_name = p.job->namespace_name;
       op.tokens = p.prompt;
       op.logits_path = LogitsPath::logits_required;
-      if (const auto v = views_.find(p.job->namespace_name); v != views_.end())
-        op.identity = identity_of(v->second.adapter);
+      op.identity = identity_of(views_.at(p.job->namespace_name).adapter);
     }
     auto reused = call_reuse(tx);
     if (!reused.ok()) return reused.error();
@@ -77,13 +76,12 @@ Status EngineLoop::admit() {
         // The node's own word on the hit's generation, against the grant the
         // request is admitted under: rows of another generation were computed
         // with other weights (0x01A). Never expected; an error of the run.
-        if (const auto v = views_.find(fresh[i].job->namespace_name);
-            v != views_.end() && r->namespace_generation != v->second.generation) {
+        if (const NamespaceGeneration g = views_.at(fresh[i].job->namespace_name).generation;
+            r->namespace_generation != g) {
           ++result_.foreign_generation_hits;
           note_error(make_error(ErrorCode::invariant_violated,
                                 "a reuse receipt of generation " + std::to_string(r->namespace_generation.value) +
-                                    " answered a request admitted under generation " +
-                                    std::to_string(v->second.generation.value),
+                                    " answered a request admitted under generation " + std::to_string(g.value),
                                 "namespace_generation"));
         }
         hits[i] = r->covered_interval.end;
@@ -150,7 +148,8 @@ Status EngineLoop::admit() {
     r.reuse_snapshot = receipt_of[i];
     r.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
     r.blocks.slots.resize(groups_);
-    stamp_admission(r);
+    r.admitted = views_.at(r.job->namespace_name);  // admission waits for a view (above)
+    if (r.admitted.model != &model_) ++result_.requests_on_successor_weights;
     KVRT_TRY(apply_entries(r, receipt->published_entries));
     admitted.push_back(std::move(r));
     sources.push_back(std::move(fresh[i]));
@@ -168,7 +167,7 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
   std::vector<const model::ReferenceModel*> models;
   for (const LiveRequest& r : admitted) {
     chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.hit_tokens});
-    models.push_back(r.model);
+    models.push_back(r.admitted.model);
   }
   auto logits_result = forward_by_model(chunks, models);
   if (!logits_result.ok()) return logits_result.error();
@@ -219,7 +218,7 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
       } else if (publishes) {
         publish.ops.push_back(PrefixPublishOp{r.job->namespace_name, r.fence.request,
                                               std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_),
-                                              first, full, identity_of(r.adapter), r.generation});
+                                              first, full, identity_of(r.admitted.adapter), r.admitted.generation});
       }
       r.published_blocks = std::max(first, full);
     }

@@ -95,7 +95,7 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
   for (size_t i = 0; i < writing.size(); ++i) {
     const LiveRequest& r = *writing[i];
     if (o_.shared_prefix && r.job->kind != workload::JobKind::chat && r.cached_rows >= P_)
-      by_first_slot[{r.model, r.blocks.slots[0][0]}].push_back(i);
+      by_first_slot[{r.admitted.model, r.blocks.slots[0][0]}].push_back(i);
     else
       monolithic.push_back(i);
   }
@@ -120,8 +120,7 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
     for (size_t i : members)
       chunks.push_back(model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows});
     const uint32_t shared_rows = shared_blocks * P_;
-    const model::ReferenceModel& weights = key.first == nullptr ? model_ : *key.first;
-    auto out_result = weights.forward_shared_prefix(*shared_, chunks, shared_rows);
+    auto out_result = key.first->forward_shared_prefix(*shared_, chunks, shared_rows);
     if (!out_result.ok()) return out_result.error();
     std::vector<std::vector<float>> out = std::move(out_result).value();
     result_.shared_prefix_rows_read_once += shared_rows;
@@ -140,7 +139,7 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
     std::vector<const model::ReferenceModel*> models;
     for (size_t i : monolithic) {
       chunks.push_back(model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows});
-      models.push_back(writing[i]->model);
+      models.push_back(writing[i]->admitted.model);
     }
     auto out_result = forward_by_model(chunks, models);
     if (!out_result.ok()) return out_result.error();
@@ -174,7 +173,7 @@ Status EngineLoop::finish() {
     if (!r.failed && o_.reuse && full > first)
       publish.ops.push_back(PrefixPublishOp{r.job->namespace_name, r.fence.request,
                                             std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), first,
-                                            full, identity_of(r.adapter), r.generation});
+                                            full, identity_of(r.admitted.adapter), r.admitted.generation});
     release.ops.push_back(ReleaseOp{r.fence, r.failed ? ReleaseReason::cancelled : ReleaseReason::finished});
     done.push_back(std::move(r));
   }

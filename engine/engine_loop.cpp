@@ -241,16 +241,7 @@ Status EngineLoop::authorize_namespaces() {
 
 const model::ReferenceModel& EngineLoop::current_model(const std::string& namespace_name) const {
   const auto it = views_.find(namespace_name);
-  return it == views_.end() || it->second.model == nullptr ? model_ : *it->second.model;
-}
-
-void EngineLoop::stamp_admission(LiveRequest& r) {
-  r.model = &current_model(r.job->namespace_name);
-  if (const auto it = views_.find(r.job->namespace_name); it != views_.end()) {
-    r.generation = it->second.generation;
-    r.adapter = it->second.adapter;
-  }
-  if (r.model != &model_) ++result_.requests_on_successor_weights;
+  return it == views_.end() ? model_ : *it->second.model;
 }
 
 RequestIdentity EngineLoop::identity_of(const std::string& adapter) {
@@ -262,7 +253,7 @@ RequestIdentity EngineLoop::identity_of(const std::string& adapter) {
 Result<std::vector<std::vector<float>>> EngineLoop::forward_by_model(
     std::span<const model::ForwardChunk> chunks, std::span<const model::ReferenceModel* const> models) {
   std::map<const model::ReferenceModel*, std::vector<size_t>> by_model;
-  for (size_t i = 0; i < chunks.size(); ++i) by_model[models[i] == nullptr ? &model_ : models[i]].push_back(i);
+  for (size_t i = 0; i < chunks.size(); ++i) by_model[models[i]].push_back(i);
   std::vector<std::vector<float>> logits(chunks.size());
   for (const auto& [m, members] : by_model) {
     std::vector<model::ForwardChunk> part;
@@ -291,7 +282,7 @@ Status EngineLoop::reauthorize_if_stale() {
   // Weights no namespace and no running request uses any more go.
   std::set<const model::ReferenceModel*> in_use;
   for (const auto& [ns, view] : views_) in_use.insert(view.model);
-  for (const LiveRequest& r : live_) in_use.insert(r.model);
+  for (const LiveRequest& r : live_) in_use.insert(r.admitted.model);
   variants_.retain(in_use);
   return Status::success();
 }
@@ -339,8 +330,7 @@ void EngineLoop::verify(const LiveRequest& r) {
                           r.branch,  r.hit_tokens, r.cached_rows,   std::min(r.exact_rows, r.cached_rows)};
   // Replayed with the weights the request was admitted with: a row reused
   // from another generation (other weights) differs bitwise.
-  Result<ReplayVerdict> verdict =
-      replay_without_reuse(r.model == nullptr ? model_ : *r.model, *replay_cache_, *shared_, request);
+  Result<ReplayVerdict> verdict = replay_without_reuse(r.weights(), *replay_cache_, *shared_, request);
   if (!verdict.ok()) {
     note_error(verdict.error());
     return;

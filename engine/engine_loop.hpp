@@ -49,6 +49,12 @@ class EngineLoop {
   const ReuseFunnel& funnel() const { return funnel_; }
 
  private:
+  // A namespace as this worker's latest grant for it described it.
+  struct NamespaceView {
+    NamespaceGeneration generation;
+    const model::ReferenceModel* model = nullptr;  // the generation's weights
+    std::string adapter;                           // its active adapter set; empty: none
+  };
   struct LiveRequest {
     const workload::Job* job = nullptr;
     uint32_t turn = 0;
@@ -63,13 +69,12 @@ class EngineLoop {
     uint32_t exact_rows = 0;             // rows [0, exact_rows) are bitwise what a no-reuse run computes [rows]
     bool shared_prefix_decoded = false;  // some decode row came from shared-prefix execution
     bool failed = false;                 // a typed error ended it; released, not verified
-    // What the request was admitted under: its namespace's generation and
-    // that generation's weights and adapter (the worker's latest grant). It
-    // computes, and is verified, with those weights to the end, and its rows
-    // are published only into that generation (0x01A, 0x0CE).
-    NamespaceGeneration generation;
-    const model::ReferenceModel* model = nullptr;
-    std::string adapter;
+    // What the request was admitted under: its namespace's view then (the
+    // worker's latest grant). It computes, and is verified, with that
+    // generation's weights to the end, and its rows are published only into
+    // that generation (0x01A, 0x0CE).
+    NamespaceView admitted;
+    const model::ReferenceModel& weights() const { return *admitted.model; }
     // The reuse receipt whose blocks this request took, until the prefill
     // decides how its attempt ends (0x0CD step 10: plain release, or this
     // request's prompt blocks published as the attempt's successor).
@@ -78,17 +83,9 @@ class EngineLoop {
     model::SequenceBlocks blocks;  // slots[g][j]
   };
   using FirstBlockKey = std::pair<std::string, std::vector<TokenId>>;  // (namespace, first P tokens)
-  // A namespace as this worker's latest grant for it described it.
-  struct NamespaceView {
-    NamespaceGeneration generation;
-    const model::ReferenceModel* model = nullptr;  // the generation's weights
-    std::string adapter;                           // its active adapter set; empty: none
-  };
   // The weights a new request of the namespace computes with: its view's
-  // (the base before any grant).
+  // (the base before any grant, on the private path).
   const model::ReferenceModel& current_model(const std::string& namespace_name) const;
-  // Stamps a request being admitted with its namespace's view.
-  void stamp_admission(LiveRequest& r);
   // The request's identity extras for the index owners: its adapter.
   static RequestIdentity identity_of(const std::string& adapter);
   // forward() of chunks whose requests may run on different weights: one

@@ -100,8 +100,8 @@ Status EngineLoop::recover(const Error& lost) {
     if (r.failed || r.generated == 0 || finished_[r.job].requests.contains({r.turn, r.branch})) continue;
     std::vector<TokenId> tokens;
     KVRT_TRY_ASSIGN(tokens,
-                    generate_without_reuse(r.model == nullptr ? model_ : *r.model, *replay_cache_,
-                                           std::span(r.tokens).first(r.prompt_tokens), r.branch, r.tokens.size()));
+                    generate_without_reuse(r.weights(), *replay_cache_, std::span(r.tokens).first(r.prompt_tokens),
+                                           r.branch, r.tokens.size()));
     if (!std::equal(tokens.begin(), tokens.end(), r.tokens.begin())) {
       ++result_.token_mismatches;
       if (result_.first_mismatch.empty())

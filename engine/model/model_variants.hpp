@@ -43,7 +43,6 @@ class ModelVariants {
   // run with frequent updates keeps only the weights some request or
   // namespace view still points at. Returns how many were dropped.
   size_t retain(const std::set<const ReferenceModel*>& in_use);
-  uint64_t base_model_generation() const { return layout_.model_generation; }
   size_t held() const { return variants_.size(); }  // variants other than the base, held now
   size_t drawn() const { return drawn_; }           // variants other than the base, ever drawn
 

@@ -28,8 +28,9 @@ std::vector<LeaseId> PrefixService::advance_generation(const std::string& name, 
 void PrefixService::end_session(SessionId session) { grants_.end_session(session); }
 
 Result<BlockExtrasPlan> PrefixService::authorized_plan(SessionId session, const std::string& name,
-                                                       const RequestIdentity& identity) const {
-  Result<SessionNamespaceGrant> granted = grants_.current(session, name);
+                                                       const RequestIdentity& identity,
+                                                       NamespaceGeneration computed_under) const {
+  Result<SessionNamespaceGrant> granted = grants_.for_publication(session, name, computed_under);
   if (!granted.ok()) return granted.error();
   const SessionNamespaceGrant* g = &*granted;
   // The salt binds namespace, salt and generation: a later generation hashes
@@ -64,11 +65,8 @@ Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixM
 }
 
 Result<BlockExtrasPlan> PrefixService::publication_plan(SessionId session, const PrefixPublishOp& op) const {
-  Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name, op.identity);
+  Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name, op.identity, op.computed_generation);
   if (!plan.ok()) return plan.error();
-  if (Result<SessionNamespaceGrant> g = grants_.for_publication(session, op.namespace_name, op.computed_generation);
-      !g.ok())
-    return g.error();
   const uint32_t P = index_.block_tokens();
   if (op.first_block > op.end_block)
     return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");

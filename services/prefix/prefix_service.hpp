@@ -121,8 +121,11 @@ class PrefixService {
 
  private:
   explicit PrefixService(PrefixIndex index, PrefixScope scope) : index_(std::move(index)), scope_(std::move(scope)) {}
+  // The grant checked first (for a publication, against the generation its
+  // rows were computed under; none for a lookup), then the identity extras.
   Result<BlockExtrasPlan> authorized_plan(SessionId session, const std::string& namespace_name,
-                                          const RequestIdentity& identity) const;
+                                          const RequestIdentity& identity,
+                                          NamespaceGeneration computed_under = {}) const;
   // check_publication's checks; the authorized plan when they pass.
   Result<BlockExtrasPlan> publication_plan(SessionId session, const PrefixPublishOp& op) const;
 

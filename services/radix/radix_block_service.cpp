@@ -21,8 +21,9 @@ Result<RadixBlockService> RadixBlockService::create(const CacheLayoutManifest& l
 }
 
 Result<uint64_t> RadixBlockService::namespace_key(SessionId session, const std::string& name,
-                                                  const RequestIdentity& identity) const {
-  Result<SessionNamespaceGrant> g = grants_.current(session, name);
+                                                  const RequestIdentity& identity,
+                                                  NamespaceGeneration computed_under) const {
+  Result<SessionNamespaceGrant> g = grants_.for_publication(session, name, computed_under);
   if (!g.ok()) return g.error();
   // Namespace, salt and generation bind the subtree (0x0CE): a later
   // generation keys differently, so a revoked generation's pages never match.
@@ -161,11 +162,8 @@ Status RadixBlockService::validate() const {
 }
 
 Status RadixBlockService::check_publication(SessionId session, const PrefixPublishOp& op) const {
-  Result<uint64_t> key = namespace_key(session, op.namespace_name, op.identity);
+  Result<uint64_t> key = namespace_key(session, op.namespace_name, op.identity, op.computed_generation);
   if (!key.ok()) return key.error();
-  if (Result<SessionNamespaceGrant> g = grants_.for_publication(session, op.namespace_name, op.computed_generation);
-      !g.ok())
-    return g.error();
   if (op.first_block > op.end_block)
     return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");
   if (uint64_t{op.end_block} * index_.block_tokens() > op.tokens.size())
@@ -176,7 +174,7 @@ Status RadixBlockService::check_publication(SessionId session, const PrefixPubli
 Result<RadixPublication> RadixBlockService::decide_publication(SessionId session, const PrefixPublishOp& op,
                                                                const BlockTableView& table) {
   KVRT_TRY(check_publication(session, op));
-  const uint64_t key = *namespace_key(session, op.namespace_name, op.identity);
+  const uint64_t key = *namespace_key(session, op.namespace_name, op.identity, op.computed_generation);
   published_keys_[op.namespace_name][grants_.current(session, op.namespace_name)->generation.value].insert(key);
   const uint32_t P = index_.block_tokens();
   if (table.groups.size() != groups_)

@@ -127,8 +127,10 @@ class RadixBlockService {
  private:
   RadixBlockService(RadixBlockIndex index, Sha256Digest layout_sha256, uint32_t groups)
       : index_(std::move(index)), layout_sha256_(layout_sha256), groups_(groups) {}
-  Result<uint64_t> namespace_key(SessionId session, const std::string& namespace_name,
-                                 const RequestIdentity& identity) const;
+  // The grant checked first (for a publication, against the generation its
+  // rows were computed under; none for a lookup), then the identity extras.
+  Result<uint64_t> namespace_key(SessionId session, const std::string& namespace_name, const RequestIdentity& identity,
+                                 NamespaceGeneration computed_under = {}) const;
   // match() and the node its hit ends at.
   Result<PrefixMatchReceipt> match_at(SessionId session, const PrefixMatchOp& op, RadixNodeRef* terminal);
 

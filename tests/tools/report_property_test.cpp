@@ -122,9 +122,9 @@ RunReport random_report(std::mt19937_64& rng) {
     u.enabled = true;
     for (uint64_t* c :
          {&u.weights_updates, &u.adapter_swaps, &u.purges, &u.failed, &u.receipts_drained, &u.receipts_revoked,
-          &u.blocks_overwritten, &u.requests_on_successor_weights, &u.weight_variants, &u.stale_generation_refusals,
-          &u.namespace_closed_refusals, &u.reauthorizations, &u.workers_receipts_revoked, &u.stale_hits,
-          &u.stale_bytes_read, &u.foreign_generation_hits})
+          &u.blocks_marked_for_overwrite, &u.requests_on_successor_weights, &u.weight_variants,
+          &u.stale_generation_refusals, &u.namespace_closed_refusals, &u.reauthorizations, &u.workers_receipts_revoked,
+          &u.stale_hits, &u.stale_bytes_read, &u.foreign_generation_hits})
       *c = random_count(rng);
     for (double* x : {&u.invalidate_p50_us, &u.invalidate_p99_us, &u.purge_p50_us, &u.purge_p99_us, &u.requests_per_s,
                       &u.baseline_requests_per_s, &u.throughput_ratio, &u.longest_gap_s, &u.baseline_longest_gap_s})

@@ -68,7 +68,7 @@ std::vector<std::pair<std::string, std::string>> updates_rows(const UpdatesSumma
       {"invalidate receipt p50 / p99", fixed(u.invalidate_p50_us, 1) + " / " + fixed(u.invalidate_p99_us, 1) + " us"},
       {"purge begin to completion p50 / p99", fixed(u.purge_p50_us, 1) + " / " + fixed(u.purge_p99_us, 1) + " us"},
       {"purges' receipts", n(u.receipts_drained) + " drained within the deadline, " + n(u.receipts_revoked) +
-                               " revoked; " + n(u.blocks_overwritten) +
+                               " revoked; " + n(u.blocks_marked_for_overwrite) +
                                " blocks marked for overwrite before a new owner"},
       {"requests on updated weights", n(u.requests_on_successor_weights) + " requests, " + n(u.weight_variants) +
                                           " weight sets drawn per worker (max)"},
@@ -78,8 +78,8 @@ std::vector<std::pair<std::string, std::string>> updates_rows(const UpdatesSumma
       {"stale hits", u.stale_checked
                          ? n(u.stale_hits) + " rows, " + n(u.stale_bytes_read) + " bytes of another generation read"
                          : std::string("not checked: no request was replayed ([run] verify = false)")},
-      {"hits of another generation", n(u.foreign_generation_hits) +
-                                         " reuse receipts named another generation than the request's grant"},
+      {"hits of another generation",
+       n(u.foreign_generation_hits) + " reuse receipts named another generation than the request's grant"},
       {"throughput", fixed(u.requests_per_s, 1) + " requests/s with updates" +
                          (u.baseline_requests_per_s > 0 ? ", " + fixed(u.baseline_requests_per_s, 1) +
                                                               " without (ratio " + fixed(u.throughput_ratio, 3) + ")"

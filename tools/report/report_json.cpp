@@ -160,7 +160,7 @@ nlohmann::json summary_json(const RunReport& r) {
                         {"purge_p99_us", u.purge_p99_us},
                         {"receipts_drained", u.receipts_drained},
                         {"receipts_revoked", u.receipts_revoked},
-                        {"blocks_overwritten", u.blocks_overwritten},
+                        {"blocks_marked_for_overwrite", u.blocks_marked_for_overwrite},
                         {"requests_on_successor_weights", u.requests_on_successor_weights},
                         {"weight_variants", u.weight_variants},
                         {"stale_generation_refusals", u.stale_generation_refusals},

@@ -71,7 +71,7 @@ struct UpdatesSummary {
   std::string first_failure;
   double invalidate_p50_us = 0, invalidate_p99_us = 0;  // admin call to invalidation receipt [us]
   double purge_p50_us = 0, purge_p99_us = 0;            // purge begin to completion, its receipt's [us]
-  uint64_t receipts_drained = 0, receipts_revoked = 0, blocks_overwritten = 0;  // the purges'
+  uint64_t receipts_drained = 0, receipts_revoked = 0, blocks_marked_for_overwrite = 0;  // the purges'
   // The workers' side.
   uint64_t requests_on_successor_weights = 0;  // admitted under updated weights or adapter
   uint64_t weight_variants = 0;                // weight sets a worker drew besides the configured one (max)
@@ -83,7 +83,8 @@ struct UpdatesSummary {
   uint64_t stale_hits = 0;
   uint64_t stale_bytes_read = 0;
   bool stale_checked = false;
-  uint64_t foreign_generation_hits = 0;  // reuse receipts of another generation than the request's grant  // the replay ran ([run] verify); without it nothing was compared
+  uint64_t foreign_generation_hits = 0;  // reuse receipts of another generation than the request's grant  // the replay
+                                         // ran ([run] verify); without it nothing was compared
   // Throughput during the updates, and in the same workload served again
   // without them ([updates] baseline; 0 when off).
   double requests_per_s = 0, baseline_requests_per_s = 0, throughput_ratio = 0;

@@ -184,9 +184,10 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
 report::UpdatesSummary updates_summary(const RunPass& pass, const RunPass* baseline,
                                        const CacheLayoutManifest& layout) {
   report::UpdatesSummary u;
-  u.enabled = !pass.updates.empty() || baseline != nullptr;
+  if (!pass.updates) return u;
+  u.enabled = true;
   std::vector<double> invalidate_us, purge_us;
-  for (const UpdateEvent& e : pass.updates) {
+  for (const UpdateEvent& e : *pass.updates) {
     if (!e.error.empty()) {
       if (u.failed++ == 0) u.first_failure = std::string(to_string(e.kind)) + " " + e.namespace_name + ": " + e.error;
       continue;
@@ -205,7 +206,7 @@ report::UpdatesSummary updates_summary(const RunPass& pass, const RunPass* basel
         purge_us.push_back(static_cast<double>(e.purge_us));
         u.receipts_drained += e.receipts_drained;
         u.receipts_revoked += e.receipts_revoked;
-        u.blocks_overwritten += e.blocks_overwritten;
+        u.blocks_marked_for_overwrite += e.blocks_marked_for_overwrite;
         break;
     }
   }
@@ -227,9 +228,9 @@ report::UpdatesSummary updates_summary(const RunPass& pass, const RunPass* basel
     u.workers_receipts_revoked += w.receipts_revoked;
     u.stale_hits += w.reused_row_mismatches;
     u.foreign_generation_hits += w.foreign_generation_hits;
+    u.stale_checked = u.stale_checked || w.requests_verified > 0;
   }
   u.stale_bytes_read = u.stale_hits * layout.row_bytes();
-  for (const EngineResult& w : pass.results) u.stale_checked = u.stale_checked || w.requests_verified > 0;
   u.longest_gap_s = pass.longest_gap_s;
   if (pass.wall_s > 0) u.requests_per_s = static_cast<double>(requests_of(pass)) / pass.wall_s;
   if (baseline != nullptr) {

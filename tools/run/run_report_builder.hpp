@@ -1,6 +1,7 @@
 #pragma once
 // From what a `kvrt run` pass observed (its workers' results and the node's
 // statistics) to the RunReport of services/report. CAF-free.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,8 @@ struct RunPass {
   uint32_t segments_left = 0;           // of those, still present after shutdown
   double wall_s = 0;                    // workers started .. all exited [s]
   double longest_gap_s = 0;             // the longest time no worker finished a request [s]
-  std::vector<UpdateEvent> updates;     // the pass's [updates] calls, in order
+  // The pass's [updates] calls, in order; absent when the pass ran none.
+  std::optional<std::vector<UpdateEvent>> updates;
 };
 
 // One timeline sample from the node's statistics: blocks per state summed

@@ -134,7 +134,7 @@ void UpdateCampaign::purge_next_tenant(double at_s) {
     e.purge_us = r->duration_us;
     e.receipts_drained = r->receipts_drained;
     e.receipts_revoked = r->receipts_revoked;
-    e.blocks_overwritten = r->blocks_marked_for_overwrite;
+    e.blocks_marked_for_overwrite = r->blocks_marked_for_overwrite;
   } else {
     e.error = r.error().describe();
   }

@@ -36,13 +36,13 @@ const char* to_string(UpdateKind kind);
 struct UpdateEvent {
   UpdateKind kind = UpdateKind::weights;
   std::string namespace_name;
-  double at_s = 0;                  // when it was sent, from the campaign's start [s]
-  double call_us = 0;               // request to receipt, as the driver saw it [us]
-  uint64_t purge_us = 0;            // a purge's begin to completion, from its receipt [us]
-  uint64_t receipts_drained = 0;    // a purge's: g's receipts released within the deadline
-  uint64_t receipts_revoked = 0;    // a purge's: revoked at the deadline
-  uint64_t blocks_overwritten = 0;  // a purge's: blocks zeroed before their next owner
-  std::string error;                // empty: the node carried it out
+  double at_s = 0;                           // when it was sent, from the campaign's start [s]
+  double call_us = 0;                        // request to receipt, as the driver saw it [us]
+  uint64_t purge_us = 0;                     // a purge's begin to completion, from its receipt [us]
+  uint64_t receipts_drained = 0;             // a purge's: g's receipts released within the deadline
+  uint64_t receipts_revoked = 0;             // a purge's: revoked at the deadline
+  uint64_t blocks_marked_for_overwrite = 0;  // a purge's: blocks to be zeroed before their next owner
+  std::string error;                         // empty: the node carried it out
 };
 
 class UpdateCampaign {
