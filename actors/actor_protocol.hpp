@@ -38,7 +38,7 @@ using hello_atom = caf::atom_constant<caf::atom("hello")>;    // a worker opens 
 using attach_atom = caf::atom_constant<caf::atom("attach")>;  // bind a session channel to its session
 using tags_atom = caf::atom_constant<caf::atom("tags")>;      // weak-identity tags (prefix -> allocator)
 using events_atom = caf::atom_constant<caf::atom("events")>;  // allocator events (allocator -> prefix)
-using grant_atom = caf::atom_constant<caf::atom("grant")>;    // a namespace grant (authorization -> indexes)
+using grant_atom = caf::atom_constant<caf::atom("grant")>;    // a namespace grant (authorization -> indexes, allocator)
 using advance_atom =
     caf::atom_constant<caf::atom("advance")>;  // a namespace's generation moved on (authorization -> indexes)
 using table_atom = caf::atom_constant<caf::atom("table")>;      // read a request table (index -> allocator)
@@ -97,7 +97,10 @@ using allocator_actor = owner_interface::extend<
     caf::replies_to<unlease_atom, uint64_t, TraceContext, std::vector<LeaseId>>::with<std::vector<uint8_t>>,
     // A purge's step 5 with overwrite: mark every block to be zeroed before
     // its next owner; answers the blocks marked.
-    caf::replies_to<purge_atom>::with<uint64_t>>;
+    caf::replies_to<purge_atom>::with<uint64_t>,
+    // A session was granted a namespace: its allocations may now be charged
+    // to it (block quotas).
+    caf::reacts_to<grant_atom, uint64_t, SessionNamespaceGrant>>;
 
 // The executable-reuse coordinator (0x0CD): one per node. A session's end
 // while one of its batches is in flight returns every lease the batch took,

@@ -73,6 +73,9 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
           }
         },
         [self](events_atom, prefix_actor index) { self->state.index = std::move(index); },
+        [self](grant_atom, uint64_t session, const SessionNamespaceGrant& grant) {
+          self->state.service->grant(SessionId{session}, grant.namespace_name);
+        },
         [self](table_atom, uint64_t session, uint64_t request) -> BlockTableView {
           // An empty view (no groups) says "no such table" to the index,
           // which answers the worker with its own typed error.

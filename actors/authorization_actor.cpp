@@ -1,8 +1,9 @@
 // The namespace / authorization owner's actor. A grant reaches the index
-// owners before the worker hears of it: the grant message is enqueued in the
-// prefix index's mailbox before this actor replies, so any lookup the worker
-// sends afterwards finds it there (CAF delivers in order per sender, and a
-// local send enqueues at once).
+// owner and the allocator owner before the worker hears of it: the grant
+// message is enqueued in their mailboxes before this actor replies, so any
+// lookup or allocation the worker sends afterwards finds it there (CAF
+// delivers in order per sender, and a local send enqueues at once). The
+// allocator charges allocations to the namespace (block quotas).
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -29,7 +30,7 @@ struct AuthorizationActorState {
   static inline const char* name = "authorization";
   std::shared_ptr<AuthorizationService> service;
   prefix_actor prefix;
-  allocator_actor allocator;  // a purge's step 5
+  allocator_actor allocator;  // grants (block quotas), a purge's step 5
   reuse_actor reuse;          // a purge's steps 4 and 7
   Observability obs;
   std::map<uint64_t, std::shared_ptr<PurgeInProgress>> purges;  // by purge id
@@ -143,6 +144,7 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
                     if (!grant.ok()) return grant.error();
                     // Enqueued before the reply: see the top of this file.
                     self->send(st.prefix, grant_atom::value, session, grant->for_indexes);
+                    if (st.allocator) self->send(st.allocator, grant_atom::value, session, grant->for_indexes);
                     return grant->receipt;
                   },
                   [&](const NamespaceInvalidateRequest& req) -> Result<NamespaceInvalidationReceipt> {

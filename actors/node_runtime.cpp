@@ -221,6 +221,20 @@ Result<ExecutorInputs> create_shm_pools(NodeInstance::Impl& impl, const CacheLay
   return inputs;
 }
 
+// The block quotas of the authorization configuration, for the allocator
+// owner that enforces them.
+BlockQuotaConfig block_quotas(const AuthorizationConfig& auth) {
+  BlockQuotaConfig q;
+  for (const DomainConfig& d : auth.domains) q.domains.push_back(DomainQuota{d.name, d.quota_blocks});
+  for (const NamespaceConfig& n : auth.namespaces) {
+    NamespaceQuota nq{n.name(), n.quota_blocks, std::nullopt};
+    for (uint32_t d = 0; d < auth.domains.size(); ++d)
+      if (n.domain == auth.domains[d].name) nq.domain = d;
+    q.namespaces.push_back(std::move(nq));
+  }
+  return q;
+}
+
 // The pools, the allocator over them and the executor that reads them: one
 // allocator configuration and one executor construction for either backend.
 Status start_pool_owners(NodeInstance::Impl& impl, const NodeConfig& config, const CacheLayoutManifest& layout,
@@ -234,7 +248,8 @@ Status start_pool_owners(NodeInstance::Impl& impl, const NodeConfig& config, con
   pool_options.max_requests = config.max_requests;
   pool_options.zero_on_recycle = config.zero_on_recycle;
   impl.descriptor.instance = pool_options.instance;
-  const AllocatorServiceOptions allocator_options{.fault_injection = config.fault_injection};
+  const AllocatorServiceOptions allocator_options{.fault_injection = config.fault_injection,
+                                                  .quotas = block_quotas(config.authorization)};
   Result<ExecutorInputs> inputs = config.pool_backend == PoolBackend::cuda
                                       ? create_cuda_pools(impl, config, layout, pool_options, allocator_options)
                                       : create_shm_pools(impl, layout, pool_options, allocator_options);
@@ -300,10 +315,11 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
                                        AuthorizationService::purge_fault_point_names());
     if (impl.mapper)
       impl.allocator->fault_points().add("mapper", impl.mapper->faults(), FaultPointBacking::fault_point_names());
-    if (impl.radix)
-      impl.allocator->fault_points().add(RadixBlockService::kFaultOwner, impl.radix->faults(),
-                                         PrefixBatchRun<RadixBlockService>::fault_point_names());
-    else
+    if (impl.radix) {
+      std::vector<std::string> radix_points = PrefixBatchRun<RadixBlockService>::fault_point_names();
+      radix_points.emplace_back(kRadixEvictFaultPoint);
+      impl.allocator->fault_points().add(RadixBlockService::kFaultOwner, impl.radix->faults(), radix_points);
+    } else
       impl.allocator->fault_points().add(PrefixService::kFaultOwner, impl.prefix->faults(),
                                          PrefixBatchRun<PrefixService>::fault_point_names());
   }

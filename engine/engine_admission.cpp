@@ -9,6 +9,11 @@
 namespace kvrt::engine {
 
 Status EngineLoop::admit() {
+  // After a preemption nothing new starts until a live request finished:
+  // the preempted request, first in line, would take back the blocks it
+  // just gave up and stall the others again.
+  if (admission_held_ && !live_.empty()) return Status::success();
+  admission_held_ = false;
   uint32_t budget = live_.size() < o_.in_flight ? o_.in_flight - static_cast<uint32_t>(live_.size()) : 0;
   // Cache-aware admission: while no request of this worker has yet started
   // with a given first block, only one such request is admitted per
@@ -100,7 +105,8 @@ Status EngineLoop::admit() {
   // 2. Allocate with the receipts' blocks, which the leases keep current.
   AllocatorBatch alloc{next_trace(), {}};
   for (size_t i = 0; i < fresh.size(); ++i)
-    alloc.ops.push_back(AllocateOp{static_cast<uint32_t>(fresh[i].prompt.size()), hit_handles[i], std::nullopt});
+    alloc.ops.push_back(AllocateOp{static_cast<uint32_t>(fresh[i].prompt.size()), hit_handles[i], std::nullopt,
+                                   fresh[i].job->namespace_name});
   auto allocated_result = call_allocator(alloc);
   if (!allocated_result.ok()) return allocated_result.error();
   AllocatorBatchReceipt allocated = std::move(allocated_result).value();
@@ -131,8 +137,10 @@ Status EngineLoop::admit() {
       continue;
     }
     if (receipt->outcome != AllocationOutcome::committed) {
-      // No room now: retried next iteration with a new attempt.
-      ++result_.out_of_capacity_retries;
+      // No room now (in the pool, or in the namespace's quota): retried next
+      // iteration with a new attempt.
+      ++(receipt->outcome == AllocationOutcome::quota_exceeded ? result_.quota_exceeded_retries
+                                                               : result_.out_of_capacity_retries);
       requeue.push_back(std::move(fresh[i]));
       continue;
     }
@@ -234,7 +242,7 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
     const uint32_t branches = admitted[i].failed ? 1 : sources[i].branches;
     firsts[i] = model::ranked_tokens(logits[i], branches);
     for (uint32_t b = 1; b < branches; ++b) {
-      fork.ops.push_back(ForkOp{admitted[i].fence});
+      fork.ops.emplace_back(std::in_place_type<ForkOp>, admitted[i].fence);  // in place: see the reuse op above
       fork_of.emplace_back(i, b);
     }
   }

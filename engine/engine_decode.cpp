@@ -25,6 +25,7 @@ Status EngineLoop::decode_step() {
   if (!appended_result.ok()) return appended_result.error();
   AllocatorBatchReceipt appended = std::move(appended_result).value();
   std::vector<LiveRequest*> writing;
+  size_t waiting = 0;  // appends refused for capacity or quota: retried next iteration
   for (size_t i = 0; i < stepping.size(); ++i) {
     LiveRequest& r = *stepping[i];
     const auto* receipt = std::get_if<AllocationReceipt>(&appended.outcomes[i]);
@@ -34,7 +35,10 @@ Status EngineLoop::decode_step() {
       continue;
     }
     if (receipt->outcome != AllocationOutcome::committed) {
-      ++result_.out_of_capacity_retries;  // retried next iteration
+      // Retried next iteration.
+      ++(receipt->outcome == AllocationOutcome::quota_exceeded ? result_.quota_exceeded_retries
+                                                               : result_.out_of_capacity_retries);
+      ++waiting;
       continue;
     }
     r.fence.generation = receipt->request_generation;
@@ -50,6 +54,14 @@ Status EngineLoop::decode_step() {
       continue;
     }
     writing.push_back(&r);
+  }
+  // Every live request of this worker waiting for a block: none of them can
+  // free one. Blocks of other workers may come back, so only a wait that
+  // lasts preempts.
+  stalled_decode_steps_ = writing.empty() && waiting == live_.size() ? stalled_decode_steps_ + 1 : 0;
+  if (stalled_decode_steps_ >= preempt_after_steps()) {
+    stalled_decode_steps_ = 0;
+    KVRT_TRY(preempt_one());
   }
   if (writing.empty()) return Status::success();
   auto logits_result = decode_rows(writing);
@@ -157,6 +169,47 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
 // 5. Finished requests: verified against a no-reuse replay, their full blocks
 // published (a later turn or question finds them), released; a chat's next
 // turn becomes ready with the conversation so far.
+uint32_t EngineLoop::preempt_after_steps() const {
+  // Workers that wait on each other's blocks should not all give up at the
+  // same step: each waits a number of steps of its own.
+  return kPreemptAfterStalledSteps * (1 + static_cast<uint32_t>(std::hash<std::string>{}(o_.worker_name) % 4));
+}
+
+Status EngineLoop::preempt_one() {
+  // The most recently admitted request that was prefilled from its own
+  // prompt (a fork's branch cannot be forked again alone; an older request
+  // is closer to finishing) and that was not preempted too often already: a
+  // request that can never fit waits, and the run's stall check names it.
+  auto victim = std::find_if(live_.rbegin(), live_.rend(), [&](const LiveRequest& r) {
+    const auto it = preemptions_.find({r.job, r.turn});
+    return !r.failed && r.branch == 0 && (it == preemptions_.end() || it->second < kMaxPreemptions);
+  });
+  if (victim == live_.rend()) return Status::success();
+  // Prompt blocks waiting to be published as a reuse attempt's successor go
+  // first, while the request still holds them (as in finish()).
+  if (pending_successors_.contains(victim->fence.request.value)) KVRT_TRY(release_receipts());
+  auto released = call_allocator(AllocatorBatch{next_trace(), {ReleaseOp{victim->fence, ReleaseReason::preempted}}});
+  if (!released.ok()) return released.error();
+  if (const auto* e = std::get_if<Error>(&released->outcomes.at(0))) {
+    note_error(*e);
+    victim->failed = true;
+    return Status::success();
+  }
+  // Served again from its prompt, first in line: the same tokens (decoding
+  // is deterministic), its rows computed again.
+  PendingRequest again;
+  again.job = victim->job;
+  again.turn = victim->turn;
+  again.prompt.assign(victim->tokens.begin(), victim->tokens.begin() + victim->prompt_tokens);
+  again.decode_tokens = victim->decode_target;
+  ready_.push_front(std::move(again));
+  ++preemptions_[{victim->job, victim->turn}];
+  live_.erase(std::next(victim).base());
+  admission_held_ = true;
+  ++result_.requests_preempted;
+  return Status::success();
+}
+
 Status EngineLoop::finish() {
   PrefixBatch publish{next_trace(), {}};
   AllocatorBatch release{next_trace(), {}};
@@ -179,6 +232,7 @@ Status EngineLoop::finish() {
   }
   live_ = std::move(remaining);
   if (done.empty()) return Status::success();
+  admission_held_ = false;  // blocks come back: a preempted request may start again
   // A request whose prompt blocks still wait to be published as its reuse
   // attempt's successor has them sent now, while it still holds them.
   // A request counts as verified once it finished: one whose release the

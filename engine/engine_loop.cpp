@@ -71,12 +71,15 @@ Result<EngineResult> EngineLoop::run() {
       stalled_since = Clock::now();
     } else {
       // Nothing moved: every admission and append was refused for capacity
-      // (other workers hold the blocks). Wait for them; a pool too small
-      // for even one request is a configuration error, not a hang.
+      // or for a namespace's block quota (other workers hold the blocks).
+      // Wait for them; a pool or quota too small for even one request is a
+      // configuration error, not a hang. The engine does not preempt.
       if (Clock::now() - stalled_since > std::chrono::seconds(30))
         return make_error(ErrorCode::run_stalled,
-                          o_.worker_name + " made no progress for 30 s: the pools cannot hold its requests",
-                          "blocks_per_group");
+                          o_.worker_name + " made no progress for 30 s: the pools " +
+                              (result_.quota_exceeded_retries > 0 ? "or its namespaces' block quotas " : "") +
+                              "cannot hold its requests",
+                          result_.quota_exceeded_retries > 0 ? "quota_blocks" : "blocks_per_group");
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }

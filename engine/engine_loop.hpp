@@ -124,6 +124,19 @@ class EngineLoop {
   // engine_decode.cpp: steps 4-5.
   Status decode_step();
   Result<std::vector<std::vector<float>>> decode_rows(const std::vector<LiveRequest*>& writing);
+  // Every live request has waited kPreemptAfterStalledSteps decode steps in
+  // a row for a block (the pool or its namespace's quota is full): one is
+  // released as preempted (0x05E) and served again from its prompt, so that
+  // the others can go on. Recompute preemption, as engines do under memory
+  // pressure; without it a quota smaller than the live requests' next
+  // blocks would stall the worker for good.
+  Status preempt_one();
+  uint32_t preempt_after_steps() const;
+  static constexpr uint32_t kPreemptAfterStalledSteps = 16;
+  static constexpr uint32_t kMaxPreemptions = 8;  // per request (job, turn)
+  uint32_t stalled_decode_steps_ = 0;
+  bool admission_held_ = false;  // a preemption holds admission until a live request finished
+  std::map<std::pair<const workload::Job*, uint32_t>, uint32_t> preemptions_;
   Status finish();
   // engine_private.cpp: a lost session. Everything of this worker's share
   // that did not finish goes back to the queue, which is served on the

@@ -24,7 +24,7 @@ namespace {
               X(out_of_capacity_retries) X(operation_errors) X(requests_served_privately) X(sessions_lost)           \
                   X(reconnects) X(faults_absorbed) X(stale_generation_refusals) X(reauthorizations)                  \
                       X(namespace_closed_refusals) X(receipts_revoked) X(requests_on_successor_weights)              \
-                          X(weight_variants) X(foreign_generation_hits) X(hits_withdrawn)
+                          X(weight_variants) X(foreign_generation_hits) X(hits_withdrawn) X(quota_exceeded_retries) X(requests_preempted)
 
 }  // namespace
 

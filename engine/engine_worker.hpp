@@ -127,6 +127,8 @@ struct EngineResult {
   uint64_t foreign_generation_hits = 0;
   // Health.
   uint64_t out_of_capacity_retries = 0;  // allocations or appends refused for capacity, retried
+  uint64_t quota_exceeded_retries = 0;   // refused for the namespace's block quota, retried
+  uint64_t requests_preempted = 0;       // released while every live request waited for a block; served again
   uint64_t operation_errors = 0;
   std::string first_error;
   // Reuse funnel (0x0CF) of this worker's lookups.

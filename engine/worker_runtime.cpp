@@ -124,6 +124,18 @@ class Worker {
     if (e.code == ErrorCode::node_lost || e.code == ErrorCode::session_ended) summary_.stopped_by = e;
   }
 
+  // An allocation or append that changed nothing: a fault point rolled it
+  // back (fault-injection runs), the pool had no room, or the namespace was
+  // at its block quota. The request is dropped or stops decoding.
+  void count_refusal(AllocationOutcome outcome) {
+    if (outcome == AllocationOutcome::rolled_back)
+      ++summary_.faults_absorbed;
+    else if (outcome == AllocationOutcome::quota_exceeded)
+      ++summary_.quota_exceeded;
+    else
+      ++summary_.out_of_capacity;
+  }
+
   // An owner's fault point fired inside the op (a fault-injection run): the
   // owner undid it, the request is served without what the op would have
   // given (reuse, or a publication), so this is a fault absorbed, not an error.
@@ -281,7 +293,7 @@ class Worker {
         ++summary_.stale_generation_refusals;
         grant_stale_ = true;
       }
-      alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt});
+      alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt, namespace_});
     }
     Result<AllocatorBatchReceipt> allocated = call(alloc);
     if (!allocated.ok()) {
@@ -314,7 +326,7 @@ class Worker {
         continue;
       }
       if (receipt->outcome != AllocationOutcome::committed) {
-        ++(receipt->outcome == AllocationOutcome::rolled_back ? summary_.faults_absorbed : summary_.out_of_capacity);
+        count_refusal(receipt->outcome);
         continue;
       }
       r.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
@@ -392,7 +404,7 @@ class Worker {
         if (receipt == nullptr)
           note_error(std::get<Error>(appended->outcomes[i]));
         else
-          ++(receipt->outcome == AllocationOutcome::rolled_back ? summary_.faults_absorbed : summary_.out_of_capacity);
+          count_refusal(receipt->outcome);
         r.tokens.pop_back();
         r.decoded = o_.decode_tokens;  // stop decoding this one; it is released normally
         continue;

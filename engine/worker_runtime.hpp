@@ -54,6 +54,7 @@ struct WorkerSummary {
   uint64_t reused_rows_checked = 0;
   uint64_t reuse_mismatches = 0;  // reused rows whose bytes differ from the recomputed row
   uint64_t out_of_capacity = 0;   // allocations refused for capacity (retried later)
+  uint64_t quota_exceeded = 0;    // allocations refused for the namespace's block quota
   uint64_t operation_errors = 0;  // typed errors in receipts
   // Transactions an armed fault point ended (an allocation rolled back, a
   // reuse attempt ended with fault_injected; fault-injection runs only): the

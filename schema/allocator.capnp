@@ -73,6 +73,8 @@ enum AllocationOutcome {
   committed @0;       # successor published; successor_digest is the new state
   rolledBack @1;      # failed before publication; successor_digest == predecessor_digest
   outOfCapacity @2;   # no free or evictable block; nothing changed
+  quotaExceeded @3;   # the request's namespace or trust domain would hold more
+                      # blocks than its quota; nothing changed
 }
 
 struct RefcountDelta {
@@ -116,7 +118,9 @@ struct AllocationReceipt $Kvrt.message {
   appendPath @16 :AppendPath;
   outcome @17 :AllocationOutcome;
   rollbackReason @18 :Text;
-  # The step or fault point that failed; empty unless outcome == rolled_back.
+  # Why nothing changed: the step or fault point that failed (rolled_back),
+  # the shortage (out_of_capacity), or the quota that refused and what its
+  # owner holds (quota_exceeded); empty when committed.
 }
 
 enum ReleaseReason {
@@ -174,6 +178,11 @@ struct AllocateOp {
     none @2 :Void;                                    # no epoch expectation
     epoch @3 :UInt64 $Kvrt.type("Epoch");             # the epoch the allocator must be at
   }
+  namespaceName @4 :Text;
+  # The cache namespace ("deployment/tenant") the request is served in, which
+  # the session must have been granted. Its blocks count against that
+  # namespace's and its trust domain's block quotas; forks inherit it. May be
+  # empty only on a node that enforces no quota.
 }
 
 struct AppendOp {

@@ -24,6 +24,7 @@ nlohmann::ordered_json funnel_json(const NodeReuseFunnel& f) {
   j["current_generation"] = f.current;
   j["leased"] = f.leased;
   j["out_of_capacity"] = f.out_of_capacity;
+  j["quota_exceeded"] = f.quota_exceeded;
   j["unsettled"] = f.unsettled;
   nlohmann::ordered_json rejections = nlohmann::ordered_json::object();
   for (size_t r = 0; r < kRejectionReasonCount; ++r)
@@ -78,7 +79,8 @@ int run_stats(const StatsCli& cli) {
   const NodeReuseFunnel f = node_reuse_funnel(stats->owners);
   std::cout << "reuse funnel (0x0CF, node view): requests " << f.requests << " -> authorized " << f.authorized
             << " -> candidates " << f.candidates << " -> current " << f.current << " -> leased " << f.leased
-            << "  (out of capacity " << f.out_of_capacity << ", unsettled " << f.unsettled << ")\n";
+            << "  (out of capacity " << f.out_of_capacity << ", over quota " << f.quota_exceeded << ", unsettled "
+            << f.unsettled << ")\n";
   for (const OwnerStats& o : stats->owners) {
     std::cout << "\n[" << o.owner << "] validate " << verdict(o.validated, o.validate_ok, o.validate_error) << "\n";
     for (const StatValue& v : o.values) std::cout << "  " << v.name << " = " << v.value << "\n";

@@ -53,6 +53,7 @@ int run_worker_command(WorkerCli& cli) {
                              {"reused_rows_checked", s->reused_rows_checked},
                              {"reuse_mismatches", s->reuse_mismatches},
                              {"out_of_capacity", s->out_of_capacity},
+                             {"quota_exceeded", s->quota_exceeded},
                              {"operation_errors", s->operation_errors},
                              {"faults_absorbed", s->faults_absorbed},
                              {"stale_generation_refusals", s->stale_generation_refusals},

@@ -45,6 +45,19 @@ void BlockAllocator::out_of_capacity(AllocationReceipt& out, AllocationOperation
   finish_receipt(out, nullptr, 0);
 }
 
+bool BlockAllocator::quota_refused(const BlockQuotaGate* gate, const QuotaCharge& charge, AllocationReceipt& out,
+                                   AllocationOperation op) {
+  if (gate == nullptr) [[likely]]
+    return false;
+  std::optional<std::string> why = gate->refuse(charge);
+  if (!why) return false;
+  begin_receipt(out, op, nullptr);
+  out.outcome = AllocationOutcome::quota_exceeded;
+  out.rollback_reason = std::move(*why);
+  finish_receipt(out, nullptr, 0);
+  return true;
+}
+
 uint64_t BlockAllocator::bundle_row_bytes() const {
   uint64_t total = 0;
   for (const Pool& p : pools_) total += p.config.row_bytes;
@@ -263,6 +276,8 @@ Status BlockAllocator::allocate_into(const AllocateArgs& a, AllocationReceipt& o
   // A hit block must hold every row the new request will see in it.
   KVRT_TRY(resolve_bundles(a.prefix_hit, [&](uint32_t j) { return std::min(P, a.prompt_rows - j * P); }));
   const uint32_t fresh = need - hit_bundles;
+  if (quota_refused(a.quota, QuotaCharge{fresh, a.prefix_hit, G, std::nullopt}, out, AllocationOperation::allocate))
+    return Status::success();
   for (uint32_t g = 0; g < G; ++g) {
     uint32_t evictable_hits = 0;
     for (uint32_t i = g; i < scratch_slots_.size(); i += G)
@@ -355,6 +370,8 @@ Status BlockAllocator::append_into(const AppendArgs& a, AllocationReceipt& out) 
   const RequestRecord& r = requests_[index];
   const uint32_t j = r.context_tokens / block_size(), o = r.context_tokens % block_size();
   if (o == 0) {
+    if (quota_refused(a.quota, QuotaCharge{1, {}, group_count(), std::nullopt}, out, AllocationOperation::append))
+      return Status::success();
     if (!available_for(1)) {
       out_of_capacity(out, AllocationOperation::append, "no free or evictable block for a new bundle");
       return Status::success();
@@ -374,7 +391,7 @@ Status BlockAllocator::append_into(const AppendArgs& a, AllocationReceipt& out) 
     append_private_tail(index, o, a.rows, out);
     return Status::success();
   }
-  return append_copy_on_write(index, o, a.rows, out);
+  return append_copy_on_write(index, o, a.rows, a.quota, out);
 }
 
 // Path 1 (0x04E): a new bundle, row 0, one new table entry per group.
@@ -424,7 +441,7 @@ void BlockAllocator::append_private_tail(uint32_t index, uint32_t o, std::span<c
 
 // Path 3: copy-on-write in the nine-step order of 0x05C.
 Status BlockAllocator::append_copy_on_write(uint32_t index, uint32_t o, std::span<const std::span<const uint8_t>> rows,
-                                            AllocationReceipt& out) {
+                                            const BlockQuotaGate* quota, AllocationReceipt& out) {
   RequestRecord& r = requests_[index];
   const bool with_rows = !rows.empty();
   const uint32_t G = group_count();
@@ -441,6 +458,9 @@ Status BlockAllocator::append_copy_on_write(uint32_t index, uint32_t o, std::spa
                             " rows the request sees to be committed",
                         "tail.valid_rows");
   }
+  // The copy is a new bundle; the shared source stops being this request's.
+  if (quota_refused(quota, QuotaCharge{1, {}, G, handle_of(0, r.tables[0][j])}, out, AllocationOperation::append))
+    return Status::success();
   if (!available_for(1)) {
     out_of_capacity(out, AllocationOperation::append, "no free or evictable block for the copy-on-write bundle");
     return Status::success();
@@ -538,6 +558,8 @@ Status BlockAllocator::touch_into(const TouchArgs& a, AllocationReceipt& out) {
                       "bundles");
   if (a.bundles.empty()) return make_error(ErrorCode::invalid_argument, "no bundles to touch", "bundles");
   KVRT_TRY(resolve_bundles(a.bundles, [&](uint32_t) { return P; }));
+  if (quota_refused(a.quota, QuotaCharge{0, a.bundles, G, std::nullopt}, out, AllocationOperation::touch))
+    return Status::success();
   begin_receipt(out, AllocationOperation::touch, &requests_[index]);
   RequestRecord& r = requests_[index];
   for (size_t i = 0; i < scratch_slots_.size(); ++i) {

@@ -7,8 +7,51 @@
 namespace kvrt {
 
 AllocatorService::AllocatorService(BlockAllocator allocator, AllocatorServiceOptions options)
-    : allocator_(std::move(allocator)), options_(options) {
+    : allocator_(std::move(allocator)),
+      options_(std::move(options)),
+      quotas_(options_.quotas,
+              allocator_.config().groups.empty() ? CacheGroupId{} : allocator_.config().groups[0].group) {
   fault_points_.add("allocator", allocator_.faults(), fault_point_names());
+}
+
+void AllocatorService::grant(SessionId session, const std::string& namespace_name) {
+  granted_[session.value].insert(namespace_name);
+}
+
+Result<std::optional<uint32_t>> AllocatorService::charged_namespace(SessionId s, const std::string& name) const {
+  if (name.empty()) {
+    if (!quotas_.enforced()) return std::optional<uint32_t>{};
+    return make_error(ErrorCode::invalid_argument,
+                      "this node enforces block quotas: an allocation names the namespace it is served in",
+                      "namespace_name");
+  }
+  // Charging a namespace is using it: only a session that was granted it may
+  // (otherwise a tenant could spend another's quota). The same refusal for
+  // an unconfigured name, so that it tells nothing of the configuration.
+  const auto it = granted_.find(s.value);
+  if (it == granted_.end() || !it->second.contains(name))
+    return make_error(ErrorCode::authorization_namespace_denied,
+                      "this session holds no grant for namespace \"" + name + "\" (authorize it first)",
+                      "namespace_name");
+  if (!quotas_.enforced()) return std::optional<uint32_t>{};
+  Result<uint32_t> index = quotas_.namespace_index(name, "namespace_name");
+  if (!index.ok()) return index.error();
+  return std::optional<uint32_t>{*index};
+}
+
+std::optional<NamespaceQuotaGate> AllocatorService::gate_of(RequestId request) const {
+  if (!quotas_.enforced()) return std::nullopt;
+  const std::optional<uint32_t> ns = quotas_.namespace_of(request);
+  if (!ns) return std::nullopt;
+  return NamespaceQuotaGate(quotas_, *ns);
+}
+
+void AllocatorService::settle_quota(RequestId request, std::optional<uint32_t> ns, const AllocationReceipt& r) {
+  if (!quotas_.enforced()) return;
+  if (!ns) ns = quotas_.namespace_of(request);
+  if (!ns) return;
+  if (r.outcome == AllocationOutcome::quota_exceeded) quotas_.count_refusal(*ns);
+  if (r.outcome == AllocationOutcome::committed) quotas_.record(r.request_id, r.refcount_deltas);
 }
 
 std::vector<std::string> AllocatorService::fault_point_names() const {
@@ -69,8 +112,10 @@ AllocatorOutcome AllocatorService::apply_one(SessionId session, const AllocatorO
   ++operations_;
   AllocatorOutcome outcome = std::visit([&](const auto& o) { return apply(session, o); }, op);
   if (std::holds_alternative<Error>(outcome)) ++errors_;
-  if (const auto* r = std::get_if<AllocationReceipt>(&outcome); r && r->outcome == AllocationOutcome::out_of_capacity)
-    ++out_of_capacity_;
+  if (const auto* r = std::get_if<AllocationReceipt>(&outcome)) {
+    if (r->outcome == AllocationOutcome::out_of_capacity) ++out_of_capacity_;
+    if (r->outcome == AllocationOutcome::quota_exceeded) ++quota_exceeded_;
+  }
   return outcome;
 }
 
@@ -79,16 +124,26 @@ Status AllocatorService::check_request(SessionId s, RequestId request, const cha
 }
 
 AllocatorOutcome AllocatorService::apply(SessionId s, const AllocateOp& op) {
-  Result<AllocationReceipt> r = allocator_.allocate(AllocateArgs{op.prompt_rows, op.prefix_hit, op.expected_epoch});
+  Result<std::optional<uint32_t>> ns = charged_namespace(s, op.namespace_name);
+  if (!ns.ok()) return ns.error();
+  std::optional<NamespaceQuotaGate> gate;
+  if (*ns) gate.emplace(quotas_, **ns);
+  Result<AllocationReceipt> r =
+      allocator_.allocate(AllocateArgs{op.prompt_rows, op.prefix_hit, op.expected_epoch, gate ? &*gate : nullptr});
   const bool reuses = !op.prefix_hit.empty();
   if (!r.ok()) {
     if (reuses)
       if (const auto reason = hit_rejection(r.error().code)) hits_.record_refused(*reason);
     return r.error();
   }
-  if (r->outcome == AllocationOutcome::committed) requests_.record(s, r->request_id.value);
+  if (r->outcome == AllocationOutcome::committed) {
+    requests_.record(s, r->request_id.value);
+    if (*ns) quotas_.open_request(r->request_id, **ns);
+  }
+  settle_quota(r->request_id, *ns, *r);
   if (reuses && r->outcome == AllocationOutcome::committed) hits_.record_leased();
   if (reuses && r->outcome == AllocationOutcome::out_of_capacity) hits_.record_out_of_capacity();
+  if (reuses && r->outcome == AllocationOutcome::quota_exceeded) hits_.record_quota_exceeded();
   return std::move(r).value();
 }
 
@@ -97,8 +152,11 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const AppendOp& op) {
   std::vector<std::span<const uint8_t>> rows;
   rows.reserve(op.rows.size());
   for (const auto& row : op.rows) rows.emplace_back(row);
-  Result<AllocationReceipt> r = allocator_.append(AppendArgs{op.fence, rows, op.expected_epoch});
+  const std::optional<NamespaceQuotaGate> gate = gate_of(op.fence.request);
+  Result<AllocationReceipt> r =
+      allocator_.append(AppendArgs{op.fence, rows, op.expected_epoch, gate ? &*gate : nullptr});
   if (!r.ok()) return r.error();
+  settle_quota(op.fence.request, std::nullopt, *r);
   return std::move(r).value();
 }
 
@@ -113,7 +171,14 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const ForkOp& op) {
   if (Status own = check_request(s, op.parent.request, "parent.request"); !own.ok()) return own.error();
   Result<AllocationReceipt> r = allocator_.fork(ForkArgs{op.parent});
   if (!r.ok()) return r.error();
-  if (r->outcome == AllocationOutcome::committed) requests_.record(s, r->request_id.value);
+  if (r->outcome == AllocationOutcome::committed) {
+    requests_.record(s, r->request_id.value);
+    // The child is served in its parent's namespace and references only
+    // blocks the parent's namespace holds already.
+    if (const std::optional<uint32_t> ns = quotas_.namespace_of(op.parent.request))
+      quotas_.open_request(r->request_id, *ns);
+    settle_quota(r->request_id, std::nullopt, *r);
+  }
   return std::move(r).value();
 }
 
@@ -121,6 +186,7 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const TruncateOp& op) {
   if (Status own = check_request(s, op.fence.request, "fence.request"); !own.ok()) return own.error();
   Result<ReleaseResult> r = allocator_.truncate(TruncateArgs{op.fence, op.from_token, op.to_token});
   if (!r.ok()) return r.error();
+  quotas_.record(op.fence.request, r->refcount_deltas);
   return std::move(r).value();
 }
 
@@ -132,13 +198,17 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const ReleaseOp& op) {
   Result<ReleaseResult> r = allocator_.release(ReleaseArgs{op.fence, op.reason});
   if (!r.ok()) return r.error();
   requests_.forget(op.fence.request.value);
+  quotas_.record(op.fence.request, r->refcount_deltas);
+  quotas_.close_request(op.fence.request);
   return std::move(r).value();
 }
 
 AllocatorOutcome AllocatorService::apply(SessionId s, const TouchOp& op) {
   if (Status own = check_request(s, op.fence.request, "fence.request"); !own.ok()) return own.error();
-  Result<AllocationReceipt> r = allocator_.touch(TouchArgs{op.fence, op.bundles});
+  const std::optional<NamespaceQuotaGate> gate = gate_of(op.fence.request);
+  Result<AllocationReceipt> r = allocator_.touch(TouchArgs{op.fence, op.bundles, gate ? &*gate : nullptr});
   if (!r.ok()) return r.error();
+  settle_quota(op.fence.request, std::nullopt, *r);
   return std::move(r).value();
 }
 
@@ -249,6 +319,7 @@ std::vector<Status> AllocatorService::tag_cache_keys(const std::vector<CacheKeyT
 
 SessionReclaim AllocatorService::end_session(SessionId session) {
   SessionReclaim out;
+  granted_.erase(session.value);
   if (reclaims_interrupted_.erase(session.value) != 0)
     ++reclaim_resumptions_;
   else
@@ -283,6 +354,8 @@ SessionReclaim AllocatorService::end_session(SessionId session) {
     }
     Result<ReleaseResult> r = allocator_.release(ReleaseArgs{*fence, ReleaseReason::cancelled});
     if (r.ok()) {
+      quotas_.record(RequestId{request}, r->refcount_deltas);
+      quotas_.close_request(RequestId{request});
       ++out.requests_released;
       out.receipts.push_back(std::move(r).value());
     } else {
@@ -302,6 +375,12 @@ Status AllocatorService::validate() const {
     return make_error(ErrorCode::invariant_violated, "the allocator holds " +
                                                          std::to_string(allocator_.live_requests()) +
                                                          " requests; sessions own " + std::to_string(requests_.size()));
+  KVRT_TRY(quotas_.validate(allocator_));
+  if (quotas_.enforced())
+    for (uint64_t request : requests_.keys())
+      if (!quotas_.namespace_of(RequestId{request}))
+        return make_error(ErrorCode::invariant_violated,
+                          "request " + std::to_string(request) + " is charged to no namespace on a node with quotas");
   if (leases_.size() != allocator_.active_leases())
     return make_error(ErrorCode::invariant_violated, "the allocator holds " +
                                                          std::to_string(allocator_.active_leases()) +

@@ -17,6 +17,7 @@
 #include "services/allocator/allocator_requests.hpp"
 #include "services/allocator/block_allocator.hpp"
 #include "services/allocator/capacity_pressure_monitor.hpp"
+#include "services/allocator/namespace_quotas.hpp"
 #include "services/allocator/node_fault_points.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
@@ -39,6 +40,10 @@ struct SessionReclaim {
 struct AllocatorServiceOptions {
   // [node] fault_injection: sessions may arm the core's named fault points.
   bool fault_injection = false;
+  // Block quotas per namespace and trust domain (the authorization
+  // configuration's quota_blocks). None configured: allocations may leave
+  // their namespace unnamed and nothing is tracked.
+  BlockQuotaConfig quotas{};
 };
 
 class AllocatorService {
@@ -62,6 +67,9 @@ class AllocatorService {
   NodeFaultPoints& fault_points() { return fault_points_; }
 
   // ---- node-internal: what the other owners of the node ask --------------
+  // The authorization owner granted `session` a namespace: from now on its
+  // allocations may be charged to it (AllocateOp.namespace_name).
+  void grant(SessionId session, const std::string& namespace_name);
   // The index's publication, phase 1: the request's tables as `session`
   // may read them; nullopt when it holds no such request.
   std::optional<BlockTableView> read_table(SessionId session, RequestId request);
@@ -114,6 +122,15 @@ class AllocatorService {
   AllocatorOutcome apply(SessionId s, const ReleaseLeaseOp& op);
   AllocatorOutcome apply(SessionId s, const ReadTableOp& op);
   Status check_request(SessionId s, RequestId request, const char* field) const;
+  // The namespace an allocation of session `s` is charged to: nullopt when
+  // the node enforces no quota and the op names none; an error when the op
+  // must name one, or names one the session was never granted.
+  Result<std::optional<uint32_t>> charged_namespace(SessionId s, const std::string& name) const;
+  // The gate of a request's namespace (nullptr when quotas are not enforced).
+  std::optional<NamespaceQuotaGate> gate_of(RequestId request) const;
+  // A transaction's receipt for quota upkeep: a refusal counted against the
+  // request's namespace, a committed one's reference changes recorded.
+  void settle_quota(RequestId request, std::optional<uint32_t> ns, const AllocationReceipt& r);
   LeaseReleaseReceipt finish_lease(LeaseId lease);  // forgets a released lease, names its block
 
   BlockAllocator allocator_;
@@ -125,6 +142,9 @@ class AllocatorService {
   uint64_t operations_ = 0;
   uint64_t errors_ = 0;
   uint64_t out_of_capacity_ = 0;
+  uint64_t quota_exceeded_ = 0;
+  NamespaceQuotas quotas_;
+  std::map<uint64_t, std::set<std::string, std::less<>>> granted_;  // SessionId value -> namespaces granted
   uint64_t sessions_ended_ = 0;
   std::set<uint64_t> reclaims_interrupted_;  // ended sessions whose requests are still to release
   uint64_t reclaim_resumptions_ = 0;

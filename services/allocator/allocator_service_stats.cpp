@@ -72,6 +72,9 @@ OwnerStats AllocatorService::stats() const {
   put("operations", static_cast<int64_t>(operations_));
   put("operation_errors", static_cast<int64_t>(errors_));
   put("out_of_capacity", static_cast<int64_t>(out_of_capacity_));
+  put("quota_exceeded", static_cast<int64_t>(quota_exceeded_));
+  put("quotas_enforced", quotas_.enforced() ? 1 : 0);
+  if (quotas_.enforced()) quotas_.put(out);
   put("sessions_ended", static_cast<int64_t>(sessions_ended_));
   put("requests_reclaimed", static_cast<int64_t>(requests_reclaimed_));
   put("reclaims_pending", static_cast<int64_t>(reclaims_interrupted_.size()));

@@ -32,6 +32,7 @@
 #include "schema/allocator_types.hpp"
 #include "services/allocator/allocator_config.hpp"
 #include "services/allocator/block_queue.hpp"
+#include "services/allocator/block_quota_gate.hpp"
 #include "services/allocator/free_block_ring.hpp"
 #include "services/allocator/payload_store.hpp"
 #include "services/common/fault_points.hpp"
@@ -80,6 +81,7 @@ struct AllocateArgs {
   // bundle i of cache group g. Each must be a full, valid, current block.
   std::span<const PhysicalBlockHandle> prefix_hit;
   std::optional<Epoch> expected_epoch;
+  const BlockQuotaGate* quota = nullptr;  // asked before the capacity check; none: no quota
 };
 
 struct AppendArgs {
@@ -89,6 +91,7 @@ struct AppendArgs {
   // caller writes them at the receipt's slot and publishes with commit_rows.
   std::span<const std::span<const uint8_t>> rows;
   std::optional<Epoch> expected_epoch;
+  const BlockQuotaGate* quota = nullptr;  // asked on the new-bundle and copy-on-write paths
 };
 
 struct ForkArgs {
@@ -109,6 +112,7 @@ struct ReleaseArgs {
 struct TouchArgs {
   RequestFence fence;
   std::span<const PhysicalBlockHandle> bundles;  // bundle-major, as in AllocateArgs
+  const BlockQuotaGate* quota = nullptr;
 };
 
 struct CommitRowsArgs {
@@ -314,7 +318,7 @@ class BlockAllocator {
   void append_private_tail(uint32_t index, uint32_t offset, std::span<const std::span<const uint8_t>> rows,
                            AllocationReceipt& out);
   Status append_copy_on_write(uint32_t index, uint32_t offset, std::span<const std::span<const uint8_t>> rows,
-                              AllocationReceipt& out);
+                              const BlockQuotaGate* quota, AllocationReceipt& out);
   bool available_for(uint32_t bundles) const;
 
   // Reference changes of committed blocks, with queue and digest upkeep.
@@ -363,6 +367,10 @@ class BlockAllocator {
   // every slot is in use, which is a capacity outcome.
   bool take_request_slot(uint32_t& index);
   void out_of_capacity(AllocationReceipt& out, AllocationOperation op, const char* why);
+  // Asks `gate` (none: admitted); on a refusal fills a quota_exceeded
+  // receipt that changes nothing and returns true.
+  bool quota_refused(const BlockQuotaGate* gate, const QuotaCharge& charge, AllocationReceipt& out,
+                     AllocationOperation op);
   // Resolves bundle-major handles into slots (scratch_slots_), checking groups,
   // generations, committed state, duplicates and that each block's valid rows
   // cover `rows_needed(i)`.

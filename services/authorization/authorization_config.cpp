@@ -59,10 +59,29 @@ Result<std::vector<const toml::table*>> table_array(const TomlReader& r, const c
 
 }  // namespace
 
+std::string NamespaceConfig::name() const { return namespace_name(as_isolation(*this)); }
+
 Status AuthorizationConfig::validate() const {
+  std::set<std::string, std::less<>> domain_names;
+  for (size_t i = 0; i < domains.size(); ++i) {
+    const std::string where = "domain[" + std::to_string(i) + "]";
+    if (!valid_principal_name(domains[i].name))
+      return make_error(ErrorCode::config_field, "a domain name is 1..64 characters of [A-Za-z0-9._-]",
+                        where + ".name");
+    if (!domain_names.insert(domains[i].name).second)
+      return make_error(ErrorCode::config_field, "domain \"" + domains[i].name + "\" is configured twice",
+                        where + ".name");
+    if (domains[i].quota_blocks && *domains[i].quota_blocks == 0)
+      return make_error(ErrorCode::config_field, "a quota is at least one block", where + ".quota_blocks");
+  }
   std::set<std::string, std::less<>> names;
   for (size_t i = 0; i < namespaces.size(); ++i) {
     const std::string where = "namespace[" + std::to_string(i) + "]";
+    if (namespaces[i].domain && !domain_names.contains(*namespaces[i].domain))
+      return make_error(ErrorCode::config_field, "domain \"" + *namespaces[i].domain + "\" is not configured",
+                        where + ".domain");
+    if (namespaces[i].quota_blocks && *namespaces[i].quota_blocks == 0)
+      return make_error(ErrorCode::config_field, "a quota is at least one block", where + ".quota_blocks");
     Status s = validate_isolation_namespace(as_isolation(namespaces[i]));
     if (!s.ok())
       return make_error(ErrorCode::config_field, s.error().reason, where + "." + config_key_of(s.error().field));
@@ -101,9 +120,32 @@ Status AuthorizationConfig::validate() const {
   return Status::success();
 }
 
+// An optional quota: absent is none, otherwise 1..2^31 blocks.
+Result<std::optional<uint32_t>> read_quota(const TomlReader& r, const toml::table& t, const std::string& where) {
+  if (t.get("quota_blocks") == nullptr) return std::optional<uint32_t>{};
+  int64_t quota = 0;
+  KVRT_TRY_ASSIGN(quota, r.integer(t, where, "quota_blocks", std::nullopt, 1, int64_t{1} << 31));
+  return std::optional<uint32_t>{static_cast<uint32_t>(quota)};
+}
+
 Result<AuthorizationConfig> read_authorization_config(const TomlReader& r) {
   AuthorizationConfig c;
   std::vector<const toml::table*> tables;
+  KVRT_TRY_ASSIGN(tables, table_array(r, "domain"));
+  std::set<std::string, std::less<>> domain_names;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const toml::table& t = *tables[i];
+    const std::string where = "domain[" + std::to_string(i) + "]";
+    DomainConfig d;
+    KVRT_TRY_ASSIGN(d.name, r.string(t, where, "name"));
+    if (!valid_principal_name(d.name))
+      return r.field_error(t.get("name"), where, "name", "must be 1..64 characters of [A-Za-z0-9._-]");
+    if (!domain_names.insert(d.name).second)
+      return r.field_error(t.get("name"), where, "name", "domain \"" + d.name + "\" is configured twice");
+    KVRT_TRY_ASSIGN(d.quota_blocks, read_quota(r, t, where));
+    c.domains.push_back(std::move(d));
+  }
+
   KVRT_TRY_ASSIGN(tables, table_array(r, "namespace"));
   std::set<std::string, std::less<>> names;
   for (size_t i = 0; i < tables.size(); ++i) {
@@ -129,6 +171,15 @@ Result<AuthorizationConfig> read_authorization_config(const TomlReader& r) {
     int64_t generation = 0;
     KVRT_TRY_ASSIGN(generation, r.integer(t, where, "generation", 1, 1));
     n.generation = static_cast<uint64_t>(generation);
+    if (t.get("domain") != nullptr) {
+      std::string domain;
+      KVRT_TRY_ASSIGN(domain, r.string(t, where, "domain"));
+      if (!domain_names.contains(domain))
+        return r.field_error(t.get("domain"), where, "domain",
+                             "domain \"" + domain + "\" is not configured (declare it with [[domain]])");
+      n.domain = std::move(domain);
+    }
+    KVRT_TRY_ASSIGN(n.quota_blocks, read_quota(r, t, where));
     Status s = validate_isolation_namespace(as_isolation(n));
     if (!s.ok()) {
       const std::string key = config_key_of(s.error().field);

@@ -11,6 +11,12 @@
 //   salt = "..."                        # optional: 128 random bits are drawn at start-up
 //   publication_policy = "tenant_shared"  # optional: private_to_request | tenant_shared | deployment_shared
 //   generation = 1                      # optional: initial namespace generation
+//   domain = "tenant-a"                 # optional: the trust domain ([[domain]]) it belongs to
+//   quota_blocks = 256                  # optional: most blocks its live requests may hold
+//
+//   [[domain]]                          # a trust domain: namespaces that trust each other
+//   name = "tenant-a"                   # [A-Za-z0-9._-], 1..64 characters
+//   quota_blocks = 512                  # optional: most blocks its namespaces hold together
 //
 //   [[principal]]
 //   name = "worker-0"
@@ -38,7 +44,21 @@ struct NamespaceConfig {
   std::string tenant;
   std::optional<std::string> salt;  // nullopt: drawn at start-up
   PublicationPolicy publication_policy = PublicationPolicy::tenant_shared;
-  uint64_t generation = 1;  // initial namespace generation (>= 1)
+  uint64_t generation = 1;              // initial namespace generation (>= 1)
+  std::optional<std::string> domain{};  // a configured trust domain's name
+  // Blocks (one per cache group: a bundle) the namespace's live requests may
+  // reference together; nullopt: no quota of its own. The allocator owner
+  // enforces it (services/allocator/namespace_quotas.hpp).
+  std::optional<uint32_t> quota_blocks{};
+  // The canonical "deployment/tenant" (namespace_name of 0x01A).
+  std::string name() const;
+};
+
+// A trust domain: namespaces declared to trust each other, with a block
+// quota they share.
+struct DomainConfig {
+  std::string name;                      // [A-Za-z0-9._-], 1..64 characters
+  std::optional<uint32_t> quota_blocks;  // nullopt: no quota of its own
 };
 
 // What a principal's sessions may call (services/session/routes.hpp,
@@ -56,16 +76,19 @@ struct PrincipalConfig {
 };
 
 struct AuthorizationConfig {
+  std::vector<DomainConfig> domains;
   std::vector<NamespaceConfig> namespaces;
   std::vector<PrincipalConfig> principals;
 
   // The rules the loader enforces, for configs built in code: valid and
   // unique namespaces, unique principal names and token digests, namespace
-  // lists naming configured namespaces. Error::field is "principal[1].namespaces[0]".
+  // lists naming configured namespaces, domains named once and named by
+  // namespaces only when configured, quotas of at least one block.
+  // Error::field is "principal[1].namespaces[0]".
   Status validate() const;
 };
 
-// Reads [[namespace]] and [[principal]] from an already parsed file (the
+// Reads [[domain]], [[namespace]] and [[principal]] from an already parsed file (the
 // node shares one reader for all its sections).
 Result<AuthorizationConfig> read_authorization_config(const TomlReader& reader);
 Result<AuthorizationConfig> load_authorization_config(const std::string& path);

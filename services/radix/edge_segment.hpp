@@ -20,9 +20,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "services/common/receipt_ids.hpp"
 #include "services/radix/edge_store.hpp"
 #include "services/radix/radix_options.hpp"
-#include "services/common/receipt_ids.hpp"
 
 namespace kvrt {
 

@@ -6,17 +6,21 @@ namespace kvrt {
 namespace {
 
 // Collects the cached pages of evicted edges (each page once: at its row 0).
+// With fault points, an eviction stops before a victim when the point
+// "evict" fires (RadixBlockService::kEvictFaultPoint).
 class PageSink final : public RadixEvictionSink {
  public:
-  explicit PageSink(uint32_t block_tokens) : p_(block_tokens) {}
+  explicit PageSink(uint32_t block_tokens, FaultPoints* faults = nullptr) : p_(block_tokens), faults_(faults) {}
   void evicted(const RadixEvictedEdge& edge) override {
     for (const TokenSlotId s : edge.slots)
       if ((s.value - 1) % p_ == 0) pages.push_back(static_cast<uint32_t>((s.value - 1) / p_));
   }
+  bool interrupted() override { return faults_ != nullptr && faults_->reached(kRadixEvictFaultPoint); }
   std::vector<uint32_t> pages;
 
  private:
   uint32_t p_;
+  FaultPoints* faults_;
 };
 
 }  // namespace
@@ -146,8 +150,8 @@ std::vector<LeaseId> RadixBlockIndex::confirm(const RadixAdoption& adoption,
   return release;
 }
 
-std::vector<LeaseId> RadixBlockIndex::evict_tokens(uint64_t target_tokens) {
-  PageSink sink(config_.block_tokens);
+std::vector<LeaseId> RadixBlockIndex::evict_tokens(uint64_t target_tokens, FaultPoints* faults) {
+  PageSink sink(config_.block_tokens, faults);
   tree_.evict(target_tokens, &sink);
   if (!sink.pages.empty()) ++retraction_version_;
   std::vector<LeaseId> release;
@@ -156,16 +160,16 @@ std::vector<LeaseId> RadixBlockIndex::evict_tokens(uint64_t target_tokens) {
   return release;
 }
 
-std::vector<LeaseId> RadixBlockIndex::enforce_budget() {
+std::vector<LeaseId> RadixBlockIndex::enforce_budget(FaultPoints* faults) {
   if (live_pages_ <= config_.budget_pages) return {};
-  return evict_tokens(uint64_t{live_pages_ - config_.budget_pages} * config_.block_tokens);
+  return evict_tokens(uint64_t{live_pages_ - config_.budget_pages} * config_.block_tokens, faults);
 }
 
-std::vector<LeaseId> RadixBlockIndex::evict_pages(uint32_t pages) {
-  return evict_tokens(uint64_t{pages} * config_.block_tokens);
+std::vector<LeaseId> RadixBlockIndex::evict_pages(uint32_t pages, FaultPoints* faults) {
+  return evict_tokens(uint64_t{pages} * config_.block_tokens, faults);
 }
 
-std::vector<LeaseId> RadixBlockIndex::evict_all() { return evict_tokens(UINT64_MAX); }
+std::vector<LeaseId> RadixBlockIndex::evict_all() { return evict_tokens(UINT64_MAX, nullptr); }
 
 std::vector<LeaseId> RadixBlockIndex::evict_extra_key(uint64_t extra_key) {
   PageSink sink(config_.block_tokens);

@@ -29,12 +29,17 @@
 #include <vector>
 
 #include "schema/prefix_types.hpp"
+#include "services/common/fault_points.hpp"
 #include "services/common/ids.hpp"
 #include "services/common/receipt_ids.hpp"
 #include "services/common/result.hpp"
 #include "services/radix/radix_tree.hpp"
 
 namespace kvrt {
+
+// The fault point of a budget or pressure eviction, reached before each
+// victim leaves the tree (named "radix.evict" on a node).
+inline constexpr const char* kRadixEvictFaultPoint = "evict";
 
 struct RadixBlockIndexConfig {
   uint32_t block_tokens = 0;  // P_a: the tree's page size [tokens]
@@ -85,11 +90,13 @@ class RadixBlockIndex {
   std::vector<LeaseId> confirm(const RadixAdoption& adoption,
                                const std::vector<std::vector<std::optional<LeaseId>>>& leases);
   // Evicts leaves by the policy until at most budget_pages pages remain;
-  // returns the leases to release.
-  std::vector<LeaseId> enforce_budget();
+  // returns the leases to release. With `faults`, the point "evict"
+  // (kRadixEvictFaultPoint) may stop it before any victim: the pages evicted
+  // so far are gone with their leases returned, the rest stay in order.
+  std::vector<LeaseId> enforce_budget(FaultPoints* faults = nullptr);
   // Evicts at least `pages` pages (whole leaves), policy order; returns the
-  // leases to release.
-  std::vector<LeaseId> evict_pages(uint32_t pages);
+  // leases to release. `faults` as for enforce_budget.
+  std::vector<LeaseId> evict_pages(uint32_t pages, FaultPoints* faults = nullptr);
   // Evicts every page (empties the cache); returns the leases to release.
   std::vector<LeaseId> evict_all();
   // Evicts every unlocked page under `extra_key` (a namespace generation
@@ -124,7 +131,7 @@ class RadixBlockIndex {
   RadixBlockIndex(RadixBlockIndexConfig config, RadixTree tree) : config_(config), tree_(std::move(tree)) {}
   uint32_t new_page(std::span<const PhysicalBlockHandle> handles);
   void free_page(uint32_t id, std::vector<LeaseId>& leases_out);
-  std::vector<LeaseId> evict_tokens(uint64_t target_tokens);
+  std::vector<LeaseId> evict_tokens(uint64_t target_tokens, FaultPoints* faults);
 
   RadixBlockIndexConfig config_;
   RadixTree tree_;

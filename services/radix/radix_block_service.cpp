@@ -230,7 +230,7 @@ std::vector<LeaseId> RadixBlockService::confirm_publication(RadixPublication& pu
     publication.receipt.published = static_cast<uint32_t>(publication.lease_handles.size());
     pages_adopted_ += publication.adoption.pages.size();
   }
-  std::vector<LeaseId> evicted = index_.enforce_budget();
+  std::vector<LeaseId> evicted = index_.enforce_budget(&faults_);
   release.insert(release.end(), evicted.begin(), evicted.end());
   return release;
 }
@@ -259,7 +259,7 @@ std::vector<LeaseId> RadixBlockService::advance_generation(const std::string& na
 std::vector<LeaseId> RadixBlockService::relieve_pressure(uint32_t missing_blocks) {
   ++pressure_calls_;
   const uint32_t before = index_.cached_pages();
-  std::vector<LeaseId> release = index_.evict_pages(std::max(1u, missing_blocks));
+  std::vector<LeaseId> release = index_.evict_pages(std::max(1u, missing_blocks), &faults_);
   pressure_pages_ += before - index_.cached_pages();
   return release;
 }

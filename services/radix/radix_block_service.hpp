@@ -117,12 +117,23 @@ class RadixBlockService {
   // A publication's fault points (PrefixBatchRun::fault_point_names), named
   // "radix.<point>" on the node: before the decision, after the adoption
   // (its leaf leaves the tree again; tests/services/prefix_fault_twin_test.cpp
-  // shows matches and eviction order equal to a tree that never adopted it,
-  // edge splits included) and after the allocator leased the adopted pages
-  // (the leases go back too).
+  // shows matches equal to a tree that never adopted it) and after the
+  // allocator leased the adopted pages (the leases go back too). Not undone:
+  // the adoption's split of an existing edge and its recency stamps on the
+  // path, so a later eviction may give a split edge back in two steps where
+  // a tree that never adopted gives it back in one (a known gap: the twin
+  // test's fixed seeds do not reach it; docs/architecture.md).
   static constexpr const char* kFaultOwner = "radix";
   static constexpr bool kAllocationWithdrawable = true;
   FaultPoints& faults() { return faults_; }
+  // Besides the publication's points, faults() arms kRadixEvictFaultPoint
+  // ("radix.evict"), reached before each victim of a budget or pressure
+  // eviction (RadixEvictionSink::interrupted): the eviction ends there, the
+  // pages evicted so far are gone and their leases returned, and the
+  // candidates left keep their order (tests/services/prefix_fault_twin_test.cpp:
+  // a twin that evicted exactly those pages makes the same choices). An
+  // invalidation's eviction of a generation has no point: it is one pass
+  // that the next advance repeats anyway.
 
  private:
   RadixBlockService(RadixBlockIndex index, Sha256Digest layout_sha256, uint32_t groups)

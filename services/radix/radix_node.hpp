@@ -3,9 +3,9 @@
 // it safely across node-arena reuse.
 #include <cstdint>
 
+#include "services/common/receipt_ids.hpp"
 #include "services/common/state_digest.hpp"
 #include "services/radix/edge_segment.hpp"
-#include "services/common/receipt_ids.hpp"
 
 namespace kvrt {
 

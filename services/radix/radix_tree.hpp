@@ -87,6 +87,11 @@ class RadixEvictionSink {
  public:
   virtual ~RadixEvictionSink() = default;
   virtual void evicted(const RadixEvictedEdge& edge) = 0;
+  // Asked by evict() before each victim leaves the tree: true ends the
+  // eviction there (a fault-injection run). The victims removed so far stay
+  // removed, each a complete step; the candidates left keep their order, so
+  // the tree is the one a smaller eviction of the same victims leaves.
+  virtual bool interrupted() { return false; }
 };
 
 struct RadixEvictResult {

@@ -73,6 +73,9 @@ void RadixTree::remove_leaf(NodeIndex i, RadixEvictionSink* sink, RadixEvictResu
 RadixEvictResult RadixTree::evict(uint64_t target_tokens, RadixEvictionSink* sink) {
   RadixEvictResult result;
   while (result.evicted_tokens < target_tokens && !order_.empty()) {
+    // Asked before the pop: a victim taken from the order must leave the tree.
+    if (sink != nullptr && sink->interrupted()) [[unlikely]]
+      break;
     // A victim's removal reads line 1 of its node, its parent's and its
     // child-selector entry; cold, each is a DRAM round trip. The next
     // victims are known a few pops ahead (the run, eviction_order.hpp):

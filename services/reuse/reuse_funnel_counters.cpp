@@ -49,6 +49,7 @@ void LookupFunnelCounters::put(OwnerStats& out) const {
 void HitFunnelCounters::put(OwnerStats& out) const {
   kvrt::put(out, "reuse_leased", leased_);
   kvrt::put(out, "reuse_out_of_capacity", out_of_capacity_);
+  kvrt::put(out, "reuse_quota_exceeded", quota_exceeded_);
   for (RejectionReason r : kHitReasons) kvrt::put(out, refused_name(r), refused_[static_cast<size_t>(r)]);
 }
 
@@ -79,6 +80,7 @@ NodeReuseFunnel node_reuse_funnel(const std::vector<OwnerStats>& owners) {
     } else if (o.owner == "allocator") {
       f.leased += stat(o, "reuse_leased");
       f.out_of_capacity += stat(o, "reuse_out_of_capacity");
+      f.quota_exceeded += stat(o, "reuse_quota_exceeded");
       for (RejectionReason r : kHitReasons) {
         const uint64_t n = stat(o, refused_name(r));
         f.rejections[static_cast<size_t>(r)] += n;
@@ -91,7 +93,7 @@ NodeReuseFunnel node_reuse_funnel(const std::vector<OwnerStats>& owners) {
   // An allocation may present handles no lookup of this node produced (a
   // client may build them itself); the stages never go below zero.
   f.current = f.candidates > refused_stale ? f.candidates - refused_stale : 0;
-  const uint64_t settled = f.leased + f.out_of_capacity;
+  const uint64_t settled = f.leased + f.out_of_capacity + f.quota_exceeded;
   f.unsettled = f.current > settled ? f.current - settled : 0;
   return f;
 }

@@ -11,7 +11,9 @@
 //     presents its handles (HitFunnelCounters): taken by reference (the
 //     blocks are leased to the new request), refused by the generation fence
 //     or the valid frontier (not current, 0x0CD step 5), or not taken because
-//     the pool had no room for the rest of the prompt.
+//     the pool had no room for the rest of the prompt, or because the
+//     request's namespace or trust domain was at its block quota (its own
+//     bucket: the hit was good, the tenant's budget was spent).
 //   - The node sees nothing after the lease on the CPU path: mapping, snapshot
 //     and execution happen in the worker.
 //
@@ -56,13 +58,14 @@ class HitFunnelCounters {
  public:
   void record_leased() { ++leased_; }
   void record_out_of_capacity() { ++out_of_capacity_; }
+  void record_quota_exceeded() { ++quota_exceeded_; }
   void record_refused(RejectionReason reason) { ++refused_[static_cast<size_t>(reason)]; }
-  // Adds reuse_leased, reuse_out_of_capacity and one reuse_refused_<reason>
-  // per not-current reason to `out`.
+  // Adds reuse_leased, reuse_out_of_capacity, reuse_quota_exceeded and one
+  // reuse_refused_<reason> per not-current reason to `out`.
   void put(OwnerStats& out) const;
 
  private:
-  uint64_t leased_ = 0, out_of_capacity_ = 0;
+  uint64_t leased_ = 0, out_of_capacity_ = 0, quota_exceeded_ = 0;
   std::array<uint64_t, kRejectionReasonCount> refused_{};
 };
 
@@ -73,6 +76,7 @@ struct NodeReuseFunnel {
   uint64_t current = 0;          // N_gen: candidates not refused as stale (unsettled ones included)
   uint64_t leased = 0;           // N_lease: candidates an allocation took by reference
   uint64_t out_of_capacity = 0;  // candidates presented to an allocation that found no room
+  uint64_t quota_exceeded = 0;   // candidates presented to an allocation refused for its block quota
   uint64_t unsettled = 0;        // candidates no allocation presented (yet)
   std::array<uint64_t, kRejectionReasonCount> rejections{};  // by reason, over every rejected attempt
 };

@@ -169,3 +169,56 @@ TEST_CASE("an admin principal has no namespaces and a role of its own", "[author
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().field == "principal[2].namespaces");
 }
+
+TEST_CASE("trust domains and block quotas load, and their mistakes name the field", "[authorization][config][quota]") {
+  const std::string domains = R"([[domain]]
+name = "alpha"
+quota_blocks = 64
+
+[[domain]]
+name = "beta"
+
+)";
+  const std::string text =
+      replace(replace(domains + kGood, "generation = 4\n", "generation = 4\ndomain = \"alpha\"\nquota_blocks = 32\n"),
+              "publication_policy = \"private_to_request\"\n",
+              "publication_policy = \"private_to_request\"\ndomain = \"beta\"\n");
+  auto c = parse_authorization_config(text, "node.toml");
+  INFO((c.ok() ? std::string("ok") : c.error().describe()));
+  REQUIRE(c.ok());
+  REQUIRE(c->domains.size() == 2);
+  CHECK(c->domains[0].name == "alpha");
+  CHECK(c->domains[0].quota_blocks == std::optional<uint32_t>(64));
+  CHECK_FALSE(c->domains[1].quota_blocks.has_value());
+  CHECK(c->namespaces[0].domain == std::optional<std::string>("alpha"));
+  CHECK(c->namespaces[0].quota_blocks == std::optional<uint32_t>(32));
+  CHECK(c->namespaces[1].domain == std::optional<std::string>("beta"));
+  CHECK_FALSE(c->namespaces[1].quota_blocks.has_value());
+  CHECK(c->namespaces[0].name() == "prod-eu1/tenant-a");
+  CHECK(c->validate().ok());
+
+  struct Case {
+    std::string text;
+    std::string field;
+  };
+  const std::vector<Case> cases{
+      {replace(text, "domain = \"beta\"\n", "domain = \"gamma\"\n"), "namespace[1].domain"},
+      {replace(text, "quota_blocks = 32\n", "quota_blocks = 0\n"), "namespace[0].quota_blocks"},
+      {replace(text, "quota_blocks = 64\n", "quota_blocks = -1\n"), "domain[0].quota_blocks"},
+      {replace(text, "name = \"beta\"\n", "name = \"alpha\"\n"), "domain[1].name"},
+      {replace(text, "name = \"beta\"\n", "name = \"no spaces\"\n"), "domain[1].name"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.field);
+    const Error e = parse_error(k.text);
+    CHECK(e.code == ErrorCode::config_field);
+    CHECK(e.field == k.field);
+  }
+  // The same rules for a configuration built in code.
+  AuthorizationConfig built = *c;
+  built.namespaces[1].domain = "gamma";
+  CHECK(built.validate().error().field == "namespace[1].domain");
+  built = *c;
+  built.domains[1].quota_blocks = 0;
+  CHECK(built.validate().error().field == "domain[1].quota_blocks");
+}

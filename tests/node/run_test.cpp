@@ -250,6 +250,42 @@ TEST_CASE("kvrt run: under pool pressure refused allocations are retried and the
   CHECK(retries > 0);
 }
 
+TEST_CASE("kvrt run: a tenant over its block quota is refused, preempted and served again, exactly",
+          "[run][process][quota]") {
+  // test/alpha's requests outgrow its 8-block quota while they decode
+  // (tests/data/run/quota-mix.toml): the node refuses their admissions and
+  // appends for quota, an engine whose live requests all wait preempts one
+  // and serves it again from its prompt, and every request ends exact.
+  // (That another namespace is not held back by alpha's quota is shown on a
+  // node directly: tests/node/node_quota_test.cpp.)
+  test::ScratchDir dir("run-quota");
+  const std::string out = dir.file("report");
+  const nlohmann::json s = run_to_json({"--config", data("run-quota.toml"), "--out", out}, dir);
+  Result<workload::Workload> w = workload::load_workload(data("quota-mix.toml"));
+  REQUIRE(w.ok());
+  INFO(s.dump(2));
+  CHECK(s["exact"] == true);
+  CHECK(s["leaked_blocks"] == 0);
+  CHECK(s["requests"].get<uint64_t>() == w->request_count());
+  CHECK(s["row_mismatches"] == 0);
+  uint64_t quota_retries = 0, preempted = 0;
+  for (int i = 0; i < 2; ++i) {
+    Result<EngineResult> r =
+        engine_result_from_json(read_file(out + "/node/worker-" + std::to_string(i) + ".json"), "worker");
+    REQUIRE(r.ok());
+    quota_retries += r->quota_exceeded_retries;
+    preempted += r->requests_preempted;
+    CHECK(r->operation_errors == 0);
+    CHECK(r->out_of_capacity_retries == 0);  // the pool is large: every wait is alpha's quota
+  }
+  CHECK(quota_retries > 0);
+  CHECK(preempted > 0);
+  CHECK(s["quota_exceeded"].get<uint64_t>() >= quota_retries);
+  // The quota reached the run's node through the workload's [[tenant]].
+  const std::string node_config = read_file(out + "/node/node.toml");
+  CHECK(node_config.find("quota_blocks = 8") != std::string::npos);
+}
+
 TEST_CASE("kvrt run: identical prompts in two namespaces never share K/V", "[run][process]") {
   // Two tenants declare the same chat table, so their prompts are identical
   // token for token. Served one request at a time by one worker (pools large

@@ -328,3 +328,49 @@ TEST_CASE("RadixTree rejects malformed inserts and stale references without chan
   CHECK(tree.inc_lock(a.terminal).error().code == ErrorCode::unknown_node);
   require_valid(tree);
 }
+
+TEST_CASE("an eviction interrupted before a victim leaves the tree a smaller eviction of the same victims leaves",
+          "[radix][fault]") {
+  // Interrupted before its k-th victim (the fault point "radix.evict"), an
+  // eviction keeps the k-1 victims it removed; from there the tree must go
+  // on exactly as a twin that was asked for those victims' tokens only:
+  // same digest, same later victims (parents exposed within the call
+  // included), same ledger.
+  struct Interrupting final : RadixEvictionSink {
+    std::vector<RadixNodeId> nodes;
+    uint64_t tokens = 0;
+    uint32_t allowed = 0;  // victims let through before the interruption
+    void evicted(const RadixEvictedEdge& e) override {
+      nodes.push_back(e.node);
+      tokens += e.tokens.size();
+    }
+    bool interrupted() override { return nodes.size() >= allowed; }
+  };
+  auto build = [] {
+    RadixTree tree = RadixTree::create(RadixOptions{}).value();
+    uint64_t next = 1;
+    for (const std::vector<TokenId>& p :
+         std::vector<std::vector<TokenId>>{{1, 2, 3, 4}, {1, 2, 9}, {5, 6}, {5, 7, 8}, {10}, {1, 2, 3, 11, 12}})
+      (void)tree.insert({p, 0}, fresh_slots(next, p.size())).value();
+    return tree;
+  };
+  for (uint32_t allowed = 0; allowed <= 8; ++allowed) {
+    INFO("victims before the interruption: " << allowed);
+    RadixTree faulted = build(), twin = build();
+    Interrupting stop;
+    stop.allowed = allowed;
+    const RadixEvictResult partial = faulted.evict(UINT64_MAX, &stop);
+    CHECK(partial.evicted_nodes == stop.nodes.size());
+    require_valid(faulted);
+    Recorder first;
+    if (stop.tokens > 0) (void)twin.evict(stop.tokens, &first);
+    CHECK(first.nodes == stop.nodes);
+    CHECK(faulted.state_digest() == twin.state_digest());
+    CHECK(faulted.ledger() == twin.ledger());
+    Recorder rest_f, rest_t;
+    (void)faulted.evict(UINT64_MAX, &rest_f);
+    (void)twin.evict(UINT64_MAX, &rest_t);
+    CHECK(rest_f.nodes == rest_t.nodes);
+    CHECK(faulted.ledger() == RadixLedger{});
+  }
+}

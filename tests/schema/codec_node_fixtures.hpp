@@ -34,7 +34,7 @@ inline AllocatorBatch filled(uint64_t seed) {
   Numbers n(seed);
   AllocatorBatch b;
   b.trace = trace(n);
-  b.ops.push_back(AllocateOp{n.u32(), {n.handle(), n.handle()}, Epoch{n.u64()}});
+  b.ops.push_back(AllocateOp{n.u32(), {n.handle(), n.handle()}, Epoch{n.u64()}, n.text("prod-eu1/tenant")});
   b.ops.push_back(AppendOp{fence(n), {row_bytes(n, 13), row_bytes(n, 5)}, Epoch{n.u64()}});
   b.ops.push_back(AppendOp{fence(n), {}, std::nullopt});  // the shared-memory path
   b.ops.push_back(CommitRowsOp{fence(n), n.u32()});

@@ -1,5 +1,7 @@
 // [prefix][fault][twin] A publication's fault points (PrefixBatchRun:
-// after_table_read, after_decide, and the radix index's after_allocate),
+// after_table_read, after_decide, and the radix index's after_allocate), and
+// the radix index's eviction point (evict: an eviction stopped before a
+// victim, which the twin answers by evicting exactly the pages it took),
 // checked against a twin: two worlds, each an index owner with its own
 // allocator owner, take the same seeded sequence of commits, publications,
 // releases and (radix) evictions. One world arms a random fault point before
@@ -126,7 +128,8 @@ void evict(World<Index>& w, uint32_t pages, size_t* leases_returned) {
 
 struct TwinRun {
   uint32_t fired = 0;
-  bool diverged = false;  // a probe, a publication's counts or a later choice differed
+  uint32_t evict_fired = 0;  // radix evictions stopped by their fault point
+  bool diverged = false;     // a probe, a publication's counts or a later choice differed
 };
 
 // One seeded run. `control`: the twin also takes the publications that
@@ -134,6 +137,9 @@ struct TwinRun {
 template <class Index>
 TwinRun run_twin(World<Index> (*make)(), uint64_t seed, bool control) {
   std::mt19937_64 rng(seed);
+  // The eviction point's own draws, apart: arming it leaves the sequence of
+  // requests, publications and releases of a seed as it was.
+  std::mt19937_64 fault_rng(seed ^ 0x9e3779b97f4a7c15ull);
   World<Index> twin = make(), faulted = make();
   const std::vector<std::vector<TokenId>> families = prompt_families(rng);
   const std::vector<std::string> points = PrefixBatchRun<Index>::fault_point_names();
@@ -145,6 +151,7 @@ TwinRun run_twin(World<Index> (*make)(), uint64_t seed, bool control) {
   for (int step = 0; step < 120; ++step) {
     INFO("step " << step);
     const uint64_t action = rng() % 10;
+    INFO("action " << action);
     if (action < 3 || twin.requests.empty()) {  // a new committed request
       const std::vector<TokenId>& p = families[rng() % families.size()];
       for (World<Index>* w : {&twin, &faulted}) {
@@ -198,6 +205,39 @@ TwinRun run_twin(World<Index> (*make)(), uint64_t seed, bool control) {
     } else {  // capacity pressure: the radix index gives pages back
       const uint32_t pages = 1 + static_cast<uint32_t>(rng() % 3);
       size_t a = 0, b = 0;
+      if constexpr (std::is_same_v<Index, RadixBlockService>) {
+        if (fault_rng() % 2 == 0) {
+          // The eviction stops before its nth victim in one world: the pages
+          // it had evicted are gone with their leases, and the twin that
+          // evicted exactly that many pages must make every later choice
+          // the same (a victim popped but not removed would show there).
+          const uint32_t nth = 1 + static_cast<uint32_t>(fault_rng() % 3);
+          INFO("stopped before victim " << nth);
+          faulted.index.faults().arm(kRadixEvictFaultPoint, nth);
+          const uint64_t fired_before = faulted.index.faults().fired()[kRadixEvictFaultPoint];
+          const uint32_t cached = faulted.index.index().cached_pages();
+          evict(faulted, pages, &b);
+          faulted.index.faults().disarm_all();
+          const uint32_t evicted = cached - faulted.index.index().cached_pages();
+          INFO("tree tokens after " << faulted.index.index().tree().ledger().total_tokens);
+          INFO("pages " << pages << " evicted " << evicted << " leases " << b << " twin cached "
+                        << twin.index.index().cached_pages() << " faulted cached " << cached);
+          if (faulted.index.faults().fired()[kRadixEvictFaultPoint] > fired_before) {
+            ++out.evict_fired;
+            REQUIRE(b == size_t{evicted} * twin.alloc->core().group_count());  // every evicted page's leases
+            if (evicted > 0 && !control) evict(twin, evicted, &a);
+            if (control) evict(twin, pages, &a);
+          } else {
+            evict(twin, pages, &a);
+            same(a == b);
+          }
+          require_valid(twin);
+          require_valid(faulted);
+          INFO("probe after the eviction");
+          same(probe(twin, families) == probe(faulted, families));
+          continue;
+        }
+      }
       evict(twin, pages, &a);
       evict(faulted, pages, &b);
       same(a == b);
@@ -247,13 +287,16 @@ TwinRun run_twin(World<Index> (*make)(), uint64_t seed, bool control) {
 
 template <class Index>
 void check_twins(World<Index> (*make)()) {
-  uint32_t fired = 0;
+  uint32_t fired = 0, evict_fired = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed) {
     INFO("seed " << seed << " (rerun: this test, the same seed)");
-    fired += run_twin<Index>(make, seed, false).fired;
+    const TwinRun run = run_twin<Index>(make, seed, false);
+    fired += run.fired;
+    evict_fired += run.evict_fired;
   }
   // Every point was reached often enough for the comparison to mean something.
   CHECK(fired >= 60);
+  if constexpr (std::is_same_v<Index, RadixBlockService>) CHECK(evict_fired >= 12);
   uint32_t diverged = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed) diverged += run_twin<Index>(make, seed, true).diverged ? 1 : 0;
   CHECK(diverged >= 6);

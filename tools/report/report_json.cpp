@@ -39,7 +39,8 @@ json funnel_json(const RunReport& r) {
   const json node{{"requests", r.node_reuse_requests},
                   {"candidates", r.node_reuse_candidates},
                   {"leased", r.node_reuse_leased},
-                  {"not_current", r.node_reuse_not_current}};
+                  {"not_current", r.node_reuse_not_current},
+                  {"quota_exceeded", r.node_reuse_quota_exceeded}};
   return json{{"stages", stages}, {"buckets", buckets}, {"node_view", node}};
 }
 
@@ -144,6 +145,7 @@ nlohmann::json summary_json(const RunReport& r) {
   j["bounded_row_max_difference"] = r.bounded_row_max_difference;
   j["first_mismatch"] = sanitize_utf8(r.first_mismatch);
   j["leaked_blocks"] = r.leaked_blocks;
+  j["quota_exceeded"] = r.quota_exceeded;
   j["refcount_delta"] = r.refcount_delta;
   j["validate_ok"] = r.validate_ok;
   j["operation_errors"] = r.operation_errors;

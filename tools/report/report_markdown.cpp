@@ -155,10 +155,14 @@ void funnel(std::string& out, const RunReport& r) {
   else
     out += stages.render();
   if (!loose.rows.empty()) out += loose.render();
-  out += "The node's own view of the same attempts: " + u(r.node_reuse_requests) + " lookups answered, " +
-         u(r.node_reuse_candidates) + " with a candidate, " + u(r.node_reuse_leased) +
-         " candidates leased to an allocation, " + u(r.node_reuse_not_current) +
-         " refused as not current. Leased candidates equal the engines' executed attempts.\n\n";
+  out +=
+      "The node's own view of the same attempts: " + u(r.node_reuse_requests) + " lookups answered, " +
+      u(r.node_reuse_candidates) + " with a candidate, " + u(r.node_reuse_leased) +
+      " candidates leased to an allocation, " + u(r.node_reuse_not_current) + " refused as not current" +
+      (r.quota_exceeded > 0 ? ", " + u(r.node_reuse_quota_exceeded) + " not taken for the namespace's block quota (" +
+                                  u(r.quota_exceeded) + " allocations and appends refused for quota in all)"
+                            : std::string()) +
+      ". Leased candidates equal the engines' executed attempts.\n\n";
   out += "![Reuse funnel: attempts reaching each stage](" + std::string(kFunnelSvg) + ")\n\n";
 }
 

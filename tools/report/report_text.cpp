@@ -63,7 +63,11 @@ void append_funnel(std::string& out, const RunReport& r) {
   out += "  rejections by bucket:\n";
   append_wrapped(out, rejections, ", ");
   out += "  node view: lookups " + u(r.node_reuse_requests) + ", candidates " + u(r.node_reuse_candidates) +
-         ", leased " + u(r.node_reuse_leased) + ", not current " + u(r.node_reuse_not_current) + "\n";
+         ", leased " + u(r.node_reuse_leased) + ", not current " + u(r.node_reuse_not_current) +
+         (r.quota_exceeded > 0 ? ", over quota " + u(r.node_reuse_quota_exceeded) + " (refused for quota in all " +
+                                     u(r.quota_exceeded) + ")"
+                               : std::string()) +
+         "\n";
 }
 
 void append_memory(std::string& out, const RunReport& r) {

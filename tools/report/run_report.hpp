@@ -128,6 +128,11 @@ struct RunReport {
   uint64_t node_reuse_candidates = 0;
   uint64_t node_reuse_leased = 0;
   uint64_t node_reuse_not_current = 0;
+  // Candidates whose allocation was refused for the namespace's block quota
+  // (the funnel's own bucket), and every allocation or append the quotas
+  // refused (docs/operations.md, "Block quotas"); 0 without quotas.
+  uint64_t node_reuse_quota_exceeded = 0;
+  uint64_t quota_exceeded = 0;
 
   // Memory (0x02).
   MemoryLedger peak_ledger;     // at the sample of peak used blocks

@@ -143,6 +143,7 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
       << "tenant = " << quoted(t.namespace_name.substr(slash + 1)) << "\n"
       << "publication_policy = " << quoted(t.publication_policy) << "\n";
     if (t.salt) o << "salt = " << quoted(*t.salt) << "\n";
+    if (t.quota_blocks) o << "quota_blocks = " << *t.quota_blocks << "\n";
     names += (names.empty() ? "" : ", ") + quoted(t.namespace_name);
   }
   for (uint32_t w = 0; w < run.workers; ++w)

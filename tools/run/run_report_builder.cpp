@@ -141,6 +141,8 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   r.node_reuse_candidates = node_funnel.candidates;
   r.node_reuse_leased = node_funnel.leased;
   r.node_reuse_not_current = node_funnel.candidates - node_funnel.current;
+  r.node_reuse_quota_exceeded = node_funnel.quota_exceeded;
+  r.quota_exceeded = static_cast<uint64_t>(std::max<int64_t>(0, stat(pass.final_stats, "allocator", "quota_exceeded")));
 
   r.leaked_blocks = stat(pass.final_stats, "allocator", "leaked_blocks");
   r.refcount_delta = stat(pass.final_stats, "allocator", "refcount_delta");

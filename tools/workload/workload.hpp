@@ -35,6 +35,9 @@ struct TenantSpec {
   std::string namespace_name;       // "deployment/tenant"
   std::optional<std::string> salt;  // absent: the node draws one
   std::string publication_policy = "tenant_shared";
+  // The namespace's block quota on the run's node (node config
+  // [[namespace]] quota_blocks); absent: none.
+  std::optional<uint32_t> quota_blocks{};
 };
 
 struct Turn {

@@ -158,7 +158,7 @@ class SpecReader {
     for (size_t i = 0; i < tables.size(); ++i) {
       const toml::table& t = *tables[i];
       const std::string where = at("tenant", i);
-      KVRT_TRY(known_keys(r_, t, where, {"namespace", "salt", "publication_policy"}));
+      KVRT_TRY(known_keys(r_, t, where, {"namespace", "salt", "publication_policy", "quota_blocks"}));
       TenantSpec tenant;
       KVRT_TRY_ASSIGN(tenant.namespace_name, r_.string(t, where, "namespace"));
       if (std::string problem = namespace_problem(tenant.namespace_name); !problem.empty())
@@ -185,6 +185,11 @@ class SpecReader {
         return r_.field_error(
             t.get("publication_policy"), where, "publication_policy",
             "unknown value \"" + p + "\"; expected private_to_request, tenant_shared or deployment_shared");
+      if (t.get("quota_blocks") != nullptr) {
+        int64_t quota = 0;
+        KVRT_TRY_ASSIGN(quota, r_.integer(t, where, "quota_blocks", std::nullopt, 1, int64_t{1} << 31));
+        tenant.quota_blocks = static_cast<uint32_t>(quota);
+      }
       spec_.tenants.push_back(std::move(tenant));
     }
     return Status::success();
