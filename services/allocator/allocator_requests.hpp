@@ -42,6 +42,9 @@ struct NodeLeaseAcquire {
 struct PublicationAnswer {
   std::vector<uint8_t> tags_applied;
   std::vector<std::optional<LeaseId>> leases;
+  // The publication is taken back whatever was granted (a fault point fired,
+  // or the allocator never answered): nothing of its decision may stay.
+  bool withdrawn = false;
 };
 
 // Node leases given back; nothing answers it.

@@ -140,7 +140,7 @@ class PrefixBatchRun {
   // A decided publication confirmed with nothing granted: the index takes
   // back every entry it decided; the op ends with `e`.
   void withdraw(const Error& e) {
-    std::vector<LeaseId> back = index_.confirm_publication(*publication_, PublicationAnswer{});
+    std::vector<LeaseId> back = index_.confirm_publication(*publication_, PublicationAnswer{{}, {}, true});
     release_.insert(release_.end(), back.begin(), back.end());
     end_op(e);
   }

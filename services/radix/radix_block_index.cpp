@@ -105,7 +105,7 @@ Result<RadixAdoption> RadixBlockIndex::adopt(uint64_t extra_key, std::span<const
     ids.push_back(id);
     for (uint32_t o = 0; o < P; ++o) slots[j * P + o] = TokenSlotId{uint64_t{id} * P + o + 1};
   }
-  auto inserted = tree_.insert(RadixKeyView{tokens, extra_key}, slots);
+  auto inserted = tree_.insert(RadixKeyView{tokens, extra_key}, slots, 0, &out.undo);
   if (!inserted.ok()) {
     std::vector<LeaseId> none;
     for (uint32_t id : ids) free_page(id, none);
@@ -121,8 +121,9 @@ Result<RadixAdoption> RadixBlockIndex::adopt(uint64_t extra_key, std::span<const
 }
 
 std::vector<LeaseId> RadixBlockIndex::confirm(const RadixAdoption& adoption,
-                                              const std::vector<std::vector<std::optional<LeaseId>>>& leases) {
-  bool all = leases.size() == adoption.pages.size();
+                                              const std::vector<std::vector<std::optional<LeaseId>>>& leases,
+                                              bool withdrawn) {
+  bool all = !withdrawn && leases.size() == adoption.pages.size();
   for (size_t i = 0; all && i < leases.size(); ++i)
     for (const auto& l : leases[i]) all = all && l.has_value();
   std::vector<LeaseId> release;
@@ -139,14 +140,17 @@ std::vector<LeaseId> RadixBlockIndex::confirm(const RadixAdoption& adoption,
   for (const auto& page : leases)
     for (const auto& l : page)
       if (l) release.push_back(*l);
-  if (adoption.leaf) {
+  PageSink sink(config_.block_tokens);
+  if (tree_.undo_insert(adoption.undo, &sink)) {
+    // Nothing walked the tree since the adoption, so no candidate can have
+    // named its leaf: the retraction version stays, as in a tree that never
+    // adopted.
+  } else if (adoption.leaf) {
     ++retraction_version_;
-    PageSink sink(config_.block_tokens);
-    if (tree_.evict_leaf(*adoption.leaf, &sink).ok()) {
-      std::vector<LeaseId> none;  // never confirmed: no lease recorded
-      for (uint32_t id : sink.pages) free_page(id, none);
-    }
+    (void)tree_.evict_leaf(*adoption.leaf, &sink);
   }
+  std::vector<LeaseId> none;  // never confirmed: no lease recorded
+  for (uint32_t id : sink.pages) free_page(id, none);
   return release;
 }
 

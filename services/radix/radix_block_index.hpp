@@ -66,6 +66,7 @@ struct RadixAdoption {
   std::optional<RadixNodeId> leaf;  // the new leaf holding the adopted pages
   std::vector<uint32_t> pages;      // cached-page ids adopted, each needing one lease per group
   uint32_t duplicates = 0;          // pages the tree held already [pages]
+  RadixInsertUndo undo;             // what the insert changed, for a withdrawal
 };
 
 class RadixBlockIndex {
@@ -85,10 +86,13 @@ class RadixBlockIndex {
   Result<RadixAdoption> adopt(uint64_t extra_key, std::span<const TokenId> tokens,
                               const std::vector<std::vector<PhysicalBlockHandle>>& pages);
   // The allocator's answer for adoption.pages (leases[i][g], nullopt =
-  // refused). All granted: recorded. Any refused: the adoption's leaf leaves
-  // the tree again, and the leases that were granted are returned to release.
+  // refused). All granted and not `withdrawn`: recorded. Otherwise the
+  // leases that were granted are returned to release and the adoption is
+  // taken back: when nothing changed the tree since, node for node
+  // (RadixTree::undo_insert: its leaf, its split of an existing edge, its
+  // stamps), else its leaf leaves the tree (a split and the stamps stay).
   std::vector<LeaseId> confirm(const RadixAdoption& adoption,
-                               const std::vector<std::vector<std::optional<LeaseId>>>& leases);
+                               const std::vector<std::vector<std::optional<LeaseId>>>& leases, bool withdrawn = false);
   // Evicts leaves by the policy until at most budget_pages pages remain;
   // returns the leases to release. With `faults`, the point "evict"
   // (kRadixEvictFaultPoint) may stop it before any victim: the pages evicted

@@ -221,15 +221,17 @@ std::vector<LeaseId> RadixBlockService::confirm_publication(RadixPublication& pu
       const size_t k = i * groups_ + g;
       per_page[i].push_back(k < leases.size() ? leases[k] : std::nullopt);
     }
-  bool granted = leases.size() == publication.lease_handles.size();
+  bool granted = !answer.withdrawn && leases.size() == publication.lease_handles.size();
   for (const auto& l : leases) granted = granted && l.has_value();
-  std::vector<LeaseId> release = index_.confirm(publication.adoption, per_page);
+  std::vector<LeaseId> release = index_.confirm(publication.adoption, per_page, answer.withdrawn);
   if (!granted) {
+    // Taken back: the tree holds no more than before, so there is no budget
+    // to enforce now (a tree over budget evicts at its next publication).
     ++adoptions_withdrawn_;
-  } else {
-    publication.receipt.published = static_cast<uint32_t>(publication.lease_handles.size());
-    pages_adopted_ += publication.adoption.pages.size();
+    return release;
   }
+  publication.receipt.published = static_cast<uint32_t>(publication.lease_handles.size());
+  pages_adopted_ += publication.adoption.pages.size();
   std::vector<LeaseId> evicted = index_.enforce_budget(&faults_);
   release.insert(release.end(), evicted.begin(), evicted.end());
   return release;

@@ -116,13 +116,13 @@ class RadixBlockService {
 
   // A publication's fault points (PrefixBatchRun::fault_point_names), named
   // "radix.<point>" on the node: before the decision, after the adoption
-  // (its leaf leaves the tree again; tests/services/prefix_fault_twin_test.cpp
-  // shows matches equal to a tree that never adopted it) and after the
-  // allocator leased the adopted pages (the leases go back too). Not undone:
-  // the adoption's split of an existing edge and its recency stamps on the
-  // path, so a later eviction may give a split edge back in two steps where
-  // a tree that never adopted gives it back in one (a known gap: the twin
-  // test's fixed seeds do not reach it; docs/architecture.md).
+  // (the adoption is taken back node for node: RadixTree::undo_insert) and
+  // after the allocator leased the adopted pages (the leases go back too).
+  // tests/services/prefix_fault_twin_test.cpp shows matches, nodes, clock
+  // and eviction order equal to a tree that never adopted. On a live node
+  // another session's walk may come between the decision and the
+  // allocator's answer; the tree is then not the same as before, and only
+  // the adoption's leaf leaves it (its split and stamps stay).
   static constexpr const char* kFaultOwner = "radix";
   static constexpr bool kAllocationWithdrawable = true;
   FaultPoints& faults() { return faults_; }

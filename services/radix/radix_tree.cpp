@@ -27,6 +27,7 @@ Result<RadixTree> RadixTree::create(const RadixOptions& options) {
 }
 
 void RadixTree::reset() {
+  ++mutations_;
   nodes_.clear();
   edges_.clear();
   free_nodes_.clear();
@@ -219,6 +220,7 @@ NodeIndex RadixTree::add_leaf(NodeIndex parent, uint64_t extra_key, std::span<co
 // Public operations
 
 RadixMatchResult RadixTree::match(RadixKeyView key, std::vector<TokenSlotId>* slots_out) {
+  ++mutations_;
   RadixMatchResult out;
   out.terminal = root();
   const uint32_t page = options_.page_size;
@@ -258,7 +260,8 @@ RadixMatchResult RadixTree::match(RadixKeyView key, std::vector<TokenSlotId>* sl
   return out;
 }
 
-Result<RadixInsertResult> RadixTree::insert(RadixKeyView key, std::span<const TokenSlotId> slots, int64_t priority) {
+Result<RadixInsertResult> RadixTree::insert(RadixKeyView key, std::span<const TokenSlotId> slots, int64_t priority,
+                                            RadixInsertUndo* undo) {
   if (slots.size() != key.tokens.size())
     return make_error(ErrorCode::invalid_argument,
                       "an edge owns equal token and slot segments (0x08A): " + std::to_string(key.tokens.size()) +
@@ -266,16 +269,25 @@ Result<RadixInsertResult> RadixTree::insert(RadixKeyView key, std::span<const To
                       "slots");
   if (key.tokens.size() > UINT32_MAX)
     return make_error(ErrorCode::invalid_argument, "sequence longer than 2^32 tokens", "tokens");
+  ++mutations_;
   RadixInsertResult out;
   out.terminal = root();
   const uint32_t page = options_.page_size;
   const uint32_t len = static_cast<uint32_t>(key.tokens.size() - key.tokens.size() % page);
   out.stored_len = len;
+  auto walked = [&](NodeIndex i) {
+    if (undo != nullptr) undo->walked.push_back({i, nodes_[i].last_access, nodes_[i].priority});
+  };
+  if (undo != nullptr) *undo = RadixInsertUndo{0, clock_, next_node_id_, {}, {}, {}, {}};
 
   const uint64_t tick = ++clock_;
+  walked(kRootIndex);
   stamp(kRootIndex, tick, false);
   raise_priority(kRootIndex, priority);
-  if (len == 0) return out;
+  if (len == 0) {
+    if (undo != nullptr) undo->mutations = mutations_;
+    return out;
+  }
 
   const TokenId* q = key.tokens.data();
   NodeIndex node = kRootIndex;
@@ -283,6 +295,7 @@ Result<RadixInsertResult> RadixTree::insert(RadixKeyView key, std::span<const To
   while (offset < len) {
     const NodeIndex child = find_child(node, key.extra_key, q + offset);
     if (child == kNoNode) break;
+    walked(child);
     stamp(child, tick, false);
     const uint32_t m = common_prefix(nodes_[child], q + offset, len - offset);
     KVRT_ASSERT(m >= page, "child selector matched a page the edge does not start with");
@@ -290,6 +303,10 @@ Result<RadixInsertResult> RadixTree::insert(RadixKeyView key, std::span<const To
     if (m < nodes_[child].length()) {
       out.split = split(child, m);
       node = nodes_[child].parent;
+      if (undo != nullptr) {
+        undo->split_shared = node;
+        undo->split_child = child;
+      }
       raise_priority(node, priority);
       break;  // the remainder's first page differs from the query's next page
     }
@@ -301,9 +318,11 @@ Result<RadixInsertResult> RadixTree::insert(RadixKeyView key, std::span<const To
     node = add_leaf(node, key.extra_key, key.tokens.subspan(offset, len - offset), slots.subspan(offset, len - offset),
                     priority);
     out.new_leaf = RadixNodeRef{node, nodes_[node].id};
+    if (undo != nullptr) undo->leaf = out.new_leaf;
   }
   out.inserted = len - offset;
   out.terminal = RadixNodeRef{node, nodes_[node].id};
+  if (undo != nullptr) undo->mutations = mutations_;
   return out;
 }
 

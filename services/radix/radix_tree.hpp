@@ -73,6 +73,25 @@ struct RadixInsertResult {
   std::optional<RadixSplit> split;
 };
 
+// What one insert() changed, so that a withdrawn insertion (an adoption the
+// allocator refused, or a fault point after it, 0x04F) can be taken back
+// node for node: RadixTree::undo_insert.
+struct RadixInsertUndo {
+  uint64_t mutations = 0;  // the tree's mutation count right after the insert
+  uint64_t clock = 0;      // before the insert
+  uint64_t next_node_id = 1;
+  struct Walked {
+    uint32_t index = 0;  // NodeIndex of a node the insert stamped or raised
+    uint64_t last_access = 0;
+    int64_t priority = 0;
+  };
+  std::vector<Walked> walked;  // before the insert, in walk order (root first)
+  // A split the insert made: the new shared node and the node it split,
+  // which kept its id and took the remainder of the edge.
+  std::optional<uint32_t> split_shared, split_child;
+  std::optional<RadixNodeRef> leaf;  // the leaf it added
+};
+
 // One evicted edge as the eviction sink sees it, before its memory is reused.
 struct RadixEvictedEdge {
   RadixNodeId node;
@@ -124,7 +143,16 @@ class RadixTree {
   // suffix is stored; the caller releases slots[0:prefix_len] (duplicates)
   // and slots[stored_len:] (unaligned tail). `priority` raises the priority
   // of every walked node to at least this value.
-  Result<RadixInsertResult> insert(RadixKeyView key, std::span<const TokenSlotId> slots, int64_t priority = 0);
+  // With `undo`, also records what the insert changed.
+  Result<RadixInsertResult> insert(RadixKeyView key, std::span<const TokenSlotId> slots, int64_t priority = 0,
+                                   RadixInsertUndo* undo = nullptr);
+  // Takes back the insert `undo` recorded, when nothing has changed the tree
+  // since (no match, insert, lock or eviction): its leaf leaves (its slots to
+  // `sink`), a split edge is joined again, the walked nodes get their stamps
+  // and priorities back, and the clock and the id counter theirs, so the tree
+  // is the one that never saw the insert: same digest, same eviction order.
+  // False, and nothing done, when the tree changed since.
+  bool undo_insert(const RadixInsertUndo& undo, RadixEvictionSink* sink = nullptr);
 
   // Lock references along the whole path terminal -> root (0x08D). Returns
   // the change of evictable tokens: <= 0 for inc_lock, >= 0 for dec_lock.
@@ -223,6 +251,7 @@ class RadixTree {
   MultisetDigest digest_;
   uint64_t clock_ = 0;  // last tick handed out
   uint64_t next_node_id_ = 1;
+  uint64_t mutations_ = 0;  // public operations that may change the tree: undo_insert's guard
 };
 
 }  // namespace kvrt

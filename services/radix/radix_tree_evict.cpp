@@ -71,6 +71,7 @@ void RadixTree::remove_leaf(NodeIndex i, RadixEvictionSink* sink, RadixEvictResu
 }
 
 RadixEvictResult RadixTree::evict(uint64_t target_tokens, RadixEvictionSink* sink) {
+  ++mutations_;
   RadixEvictResult result;
   while (result.evicted_tokens < target_tokens && !order_.empty()) {
     // Asked before the pop: a victim taken from the order must leave the tree.
@@ -97,6 +98,7 @@ RadixEvictResult RadixTree::evict(uint64_t target_tokens, RadixEvictionSink* sin
 }
 
 RadixEvictResult RadixTree::evict_extra_key(uint64_t extra_key, RadixEvictionSink* sink) {
+  ++mutations_;
   RadixEvictResult result;
   auto removable = [&](NodeIndex i) {
     const RadixNode& n = nodes_[i];
@@ -122,6 +124,7 @@ size_t RadixTree::count_extra_key(uint64_t extra_key) const {
 }
 
 Result<RadixEvictResult> RadixTree::evict_leaf(RadixNodeId id, RadixEvictionSink* sink) {
+  ++mutations_;
   const std::string name = "node " + std::to_string(id.value);
   if (id.value == 0) return make_error(ErrorCode::internal_node_eviction, "the root is never evicted", "node");
   const std::optional<RadixNodeRef> ref = find(id);

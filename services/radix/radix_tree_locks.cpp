@@ -9,6 +9,7 @@
 namespace kvrt {
 
 Result<int64_t> RadixTree::inc_lock(RadixNodeRef terminal) {
+  ++mutations_;
   if (!is_live(terminal))
     return make_error(ErrorCode::unknown_node, "node " + std::to_string(terminal.id.value) + " is not in the tree",
                       "terminal");
@@ -29,6 +30,7 @@ Result<int64_t> RadixTree::inc_lock(RadixNodeRef terminal) {
 }
 
 Result<int64_t> RadixTree::dec_lock(RadixNodeRef terminal) {
+  ++mutations_;
   if (!is_live(terminal))
     return make_error(ErrorCode::unknown_node, "node " + std::to_string(terminal.id.value) + " is not in the tree",
                       "terminal");

@@ -374,3 +374,53 @@ TEST_CASE("an eviction interrupted before a victim leaves the tree a smaller evi
     CHECK(faulted.ledger() == RadixLedger{});
   }
 }
+
+TEST_CASE("an insert taken back leaves the tree that never saw it: no split, no stamp, same ids", "[radix][fault]") {
+  // The withdrawn adoption of 0x04F: an insert that splits an existing edge
+  // and adds a leaf, then undo_insert. Digest (structure and recency),
+  // ledger, clock and the next node id must equal a twin's that never saw
+  // the insert; an insert of a prefix only (a split, no leaf) too; and once
+  // anything walked the tree in between, the undo is refused.
+  auto build = [] {
+    RadixTree tree = RadixTree::create(RadixOptions{}).value();
+    uint64_t next = 1;
+    for (const std::vector<TokenId>& p : std::vector<std::vector<TokenId>>{{1, 2, 3, 4, 5, 6}, {7, 8}, {1, 2, 9}})
+      (void)tree.insert({p, 0}, fresh_slots(next, p.size())).value();
+    (void)tree.match({std::vector<TokenId>{7, 8}, 0});
+    return tree;
+  };
+  for (const std::vector<TokenId>& key :
+       std::vector<std::vector<TokenId>>{{1, 2, 3, 4, 10, 11}, {1, 2, 3}, {7, 8, 9}}) {
+    INFO("key of " << key.size() << " tokens");
+    RadixTree faulted = build(), twin = build();
+    uint64_t next = 100;
+    RadixInsertUndo undo;
+    const RadixInsertResult r = faulted.insert({key, 0}, fresh_slots(next, key.size()), 5, &undo).value();
+    CHECK(faulted.state_digest() != twin.state_digest());
+    Recorder rec;
+    REQUIRE(faulted.undo_insert(undo, &rec));
+    CHECK(rec.slots.size() == r.inserted);
+    CHECK(faulted.state_digest() == twin.state_digest());
+    CHECK(faulted.ledger() == twin.ledger());
+    CHECK(faulted.clock() == twin.clock());
+    require_valid(faulted);
+    // The next node gets the same id, and eviction takes the same edges.
+    uint64_t n1 = 500, n2 = 500;
+    const RadixInsertResult a = faulted.insert({std::vector<TokenId>{20, 21}, 0}, fresh_slots(n1, 2)).value();
+    const RadixInsertResult b = twin.insert({std::vector<TokenId>{20, 21}, 0}, fresh_slots(n2, 2)).value();
+    CHECK(a.terminal == b.terminal);
+    Recorder ef, et;
+    (void)faulted.evict(UINT64_MAX, &ef);
+    (void)twin.evict(UINT64_MAX, &et);
+    CHECK(ef.nodes == et.nodes);
+    CHECK(ef.slots == et.slots);
+  }
+  RadixTree tree = build();
+  uint64_t next = 100;
+  RadixInsertUndo undo;
+  (void)tree.insert({std::vector<TokenId>{1, 2, 3, 4, 10}, 0}, fresh_slots(next, 5), 0, &undo).value();
+  (void)tree.match({std::vector<TokenId>{7, 8}, 0});
+  const StateDigest after_match = tree.state_digest();
+  CHECK_FALSE(tree.undo_insert(undo));
+  CHECK(tree.state_digest() == after_match);
+}
