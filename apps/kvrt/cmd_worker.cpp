@@ -75,6 +75,9 @@ int run_worker_command(WorkerCli& cli) {
               << s->reuse_mismatches << " mismatches, " << s->successors_published << " successors published, "
               << s->operation_errors << " errors, " << s->round_trips << " round trips in " << s->wall_s << " s"
               << std::endl;
+    if (s->out_of_capacity + s->quota_exceeded > 0)
+      std::cout << "  dropped: " << s->out_of_capacity << " refused for capacity, " << s->quota_exceeded
+                << " for the namespace's block quota" << std::endl;
     if (!s->first_error.empty()) std::cout << "  first error: " << s->first_error << std::endl;
   }
   // Non-zero when the worker could not do what it was asked: its session was

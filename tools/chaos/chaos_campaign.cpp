@@ -24,6 +24,7 @@
 #include "services/common/child_process.hpp"
 #include "services/common/splitmix64.hpp"
 #include "services/session/node_descriptor.hpp"
+#include "tools/chaos/chaos_admin_session.hpp"
 #include "tools/chaos/hostile_client.hpp"
 #include "tools/report/run_report.hpp"
 
@@ -216,31 +217,16 @@ class Campaign {
     proxy_->arm(pid, TransportFault{kind, c_.transport_delay_ms});
   }
 
-  // The admin session that arms fault points (only when the campaign arms
-  // any): the node's fault_arm route refuses worker sessions.
+  // The admin session (only when the campaign arms fault points or updates
+  // namespaces): the node's admin routes refuse worker sessions.
   Status connect_admin() {
     admin_.reset();
-    if (c_.per_minute[static_cast<size_t>(FaultKind::fault_point)] == 0 &&
-        c_.per_minute[static_cast<size_t>(FaultKind::namespace_update)] == 0)
-      return Status::success();
-    Result<std::string> token = read_token_file(descriptor_.token_path(c_.admin_principal));
-    if (!token.ok())
-      return make_error(ErrorCode::config_field,
-                        "fault_point faults need an admin principal \"" + c_.admin_principal + "\" in " +
-                            c_.node_config_path + " ([[principal]] role = \"admin\"): " + token.error().reason,
-                        "admin_principal");
-    ClientOptions o;
-    o.worker_name = c_.admin_principal;
-    o.timeout = std::chrono::milliseconds(c_.settle_timeout_ms);
-    Result<std::unique_ptr<Client>> client = Client::connect(descriptor_, *token, o);
-    if (!client.ok()) return client.error();
-    admin_ = std::move(*client);
-    // What the node registers; armed points start from none.
-    Result<FaultArmReceipt> known = admin_->call(FaultArmRequest{{}, true, {}});
-    if (!known.ok()) return known.error();
-    registered_ = known->registered;
+    Result<std::optional<ChaosAdminSession>> admin = ChaosAdminSession::connect(c_, descriptor_);
+    if (!admin.ok()) return admin.error();
+    admin_ = std::move(*admin);
     // Every point some node of the campaign registered is reported, fired or not.
-    for (const std::string& name : registered_) report_.fault_points_armed.try_emplace(name, 0);
+    if (admin_)
+      for (const std::string& name : admin_->registered()) report_.fault_points_armed.try_emplace(name, 0);
     return Status::success();
   }
 
@@ -248,65 +234,44 @@ class Campaign {
   // goes: its counters go with it).
   void collect_fired() {
     if (!admin_) return;
-    Result<FaultArmReceipt> now = admin_->call(FaultArmRequest{{}, true, {}});
-    if (!now.ok()) {
-      violation("the node's fault points could not be read: " + now.error().describe());
+    Result<std::vector<FaultPointFired>> fired = admin_->fired();
+    if (!fired.ok()) {
+      violation("the node's fault points could not be read: " + fired.error().describe());
       return;
     }
-    for (const FaultPointFired& f : now->fired) report_.fault_points_fired[f.name] += f.fired;
+    for (const FaultPointFired& f : *fired) report_.fault_points_fired[f.name] += f.fired;
   }
 
-  // A weights invalidation or a purge (bit 16 of the event's slot) of one of
-  // the node's namespaces. Refusals that the node's own state explains are
-  // counted, not violations: a purge left open by an armed purge fault
-  // point (an invalidation then answers authorization_purge_pending; the
-  // next purge resumes it), a fault point firing inside the purge.
+  // A weights invalidation or a purge of one of the node's namespaces.
+  // Refusals that the node's own state explains are counted, not
+  // violations (ChaosAdminSession::update_namespace).
   void update_namespace(const FaultEvent& e) {
     if (!admin_) return;
-    Result<NamespaceStatusReceipt> status = admin_->call(NamespaceStatusRequest{{}, ""});
-    if (!status.ok() || status->namespaces.empty()) {
-      if (!status.ok()) violation("the node's namespaces could not be read: " + status.error().describe());
+    Result<std::optional<ChaosAdminSession::NamespaceUpdate>> u = admin_->update_namespace(e);
+    if (!u.ok()) {
+      violation(u.error().reason);
       return;
     }
-    const std::string ns = status->namespaces[e.slot % status->namespaces.size()].namespace_name;
-    const bool purge = (e.slot >> 16) & 1;
-    Status done = Status::success();
-    if (purge) {
-      Result<NamespacePurgeReceipt> r =
-          admin_->call(NamespacePurgeRequest{{}, ns, InvalidationCause::weights, "", 50, true});
-      if (r.ok()) {
-        ++report_.namespace_purges;
-        if (!r->resumed_after.empty()) ++report_.namespace_purges_resumed;
-      } else {
-        done = r.error();
-      }
-    } else {
-      Result<NamespaceInvalidationReceipt> r =
-          admin_->call(NamespaceInvalidateRequest{{}, ns, InvalidationCause::weights, ""});
-      if (r.ok())
-        ++report_.namespace_invalidations;
-      else
-        done = r.error();
-    }
-    if (done.ok()) return;
-    const ErrorCode code = done.error().code;
-    if (code == ErrorCode::fault_injected || code == ErrorCode::authorization_purge_pending) {
+    if (!*u) return;  // the node has no namespace
+    if ((*u)->refused) {
       ++report_.namespace_updates_refused;
-      return;
+    } else if ((*u)->purge) {
+      ++report_.namespace_purges;
+      if ((*u)->resumed) ++report_.namespace_purges_resumed;
+    } else {
+      ++report_.namespace_invalidations;
     }
-    violation(std::string(purge ? "purge" : "invalidation") + " of " + ns + " failed: " + done.error().describe());
   }
 
   void arm_fault_point(const FaultEvent& e) {
-    if (!admin_ || registered_.empty()) return;
-    const std::string& name = registered_[e.slot % registered_.size()];
-    const uint32_t nth = 1 + e.slot % 3;  // the next, second or third reach
-    Result<FaultArmReceipt> armed = admin_->call(FaultArmRequest{{}, false, {{name, nth}}});
+    if (!admin_) return;
+    Result<std::optional<std::string>> armed = admin_->arm(e);
     if (!armed.ok()) {
-      violation("arming fault point " + name + " failed: " + armed.error().describe());
+      violation("arming fault point " + admin_->registered()[e.slot % admin_->registered().size()] +
+                " failed: " + armed.error().describe());
       return;
     }
-    ++report_.fault_points_armed[name];
+    if (*armed) ++report_.fault_points_armed[**armed];
   }
 
   // A fresh process for the slot: `kvrt worker`, or an engine slot's
@@ -953,9 +918,8 @@ class Campaign {
   double last_sample_s_ = 0;
   uint64_t faults_at_last_sample_ = 0;
   std::unique_ptr<ChannelFaultProxy> proxy_;           // null: workers reach the node's channel directly
-  std::unique_ptr<Client> admin_;                      // null: the campaign arms no fault point
+  std::optional<ChaosAdminSession> admin_;             // none: the campaign neither arms points nor updates namespaces
   std::future<Result<HostileClientSummary>> hostile_;  // the hostile client running now, if any
-  std::vector<std::string> registered_;                // the node's fault points
   std::string last_fault_ = "none";
 };
 
