@@ -95,9 +95,10 @@ using allocator_actor = owner_interface::extend<
     caf::replies_to<reuse_atom, uint64_t, TraceContext,
                     std::vector<ReuseLeaseRequest>>::with<std::vector<ReuseLeaseAnswer>>,
     caf::replies_to<unlease_atom, uint64_t, TraceContext, std::vector<LeaseId>>::with<std::vector<uint8_t>>,
-    // A purge's step 5 with overwrite: mark every block to be zeroed before
-    // its next owner; answers the blocks marked.
-    caf::replies_to<purge_atom>::with<uint64_t>,
+    // A purge's step 5 with overwrite: mark every block that may hold the
+    // namespace's rows to be zeroed before its next owner; answers the
+    // blocks marked.
+    caf::replies_to<purge_atom, std::string>::with<uint64_t>,
     // A session was granted a namespace: its allocations may now be charged
     // to it (block quotas).
     caf::reacts_to<grant_atom, uint64_t, SessionNamespaceGrant>>;

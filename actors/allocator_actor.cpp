@@ -108,7 +108,9 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
           forward_side_effects(self);
           return released;
         },
-        [self](purge_atom) -> uint64_t { return self->state.service->mark_all_for_overwrite(); },
+        [self](purge_atom, const std::string& namespace_name) -> uint64_t {
+          return self->state.service->mark_for_overwrite(namespace_name);
+        },
     };
   };
   return system.spawn(behavior, std::move(service), std::move(obs));

@@ -93,8 +93,9 @@ void drive_purge(AuthorizationSelf self, uint64_t id) {
             self->request(st.reuse, caf::infinite, purge_atom::value, c.namespace_name, c.generation.value, c.revoke)
                 .then(answered, failed("reuse"));
           },
-          [&](const PurgeBlockOverwrite&) {
-            self->request(st.allocator, caf::infinite, purge_atom::value).then(answered, failed("allocator"));
+          [&](const PurgeBlockOverwrite& o) {
+            self->request(st.allocator, caf::infinite, purge_atom::value, o.namespace_name)
+                .then(answered, failed("allocator"));
           },
           [&](const PurgeWait& w) { self->delayed_send(self, std::chrono::milliseconds(w.ms), purge_atom::value, id); },
       },

@@ -193,6 +193,22 @@ uint64_t BlockAllocator::mark_all_for_overwrite() {
   return marked;
 }
 
+uint64_t BlockAllocator::mark_for_overwrite(std::span<const std::pair<uint32_t, uint32_t>> blocks) {
+  if (store_ == nullptr) return 0;
+  overwrite_pending_.resize(pools_.size());
+  uint64_t marked = 0;
+  for (const auto& [g, slot] : blocks) {
+    if (g >= pools_.size() || slot >= pools_[g].capacity()) continue;
+    std::vector<uint8_t>& pending = overwrite_pending_[g];
+    if (pending.size() < pools_[g].capacity()) pending.resize(pools_[g].capacity(), 0);
+    if (pending[slot] != 0) continue;
+    pending[slot] = 1;
+    ++overwrite_pending_count_;
+    ++marked;
+  }
+  return marked;
+}
+
 void BlockAllocator::record_eviction(const Reservation& res, AllocationReceipt& out) {
   // The block still carries its old generation and identity: publication has
   // not touched it yet.

@@ -10,7 +10,8 @@ AllocatorService::AllocatorService(BlockAllocator allocator, AllocatorServiceOpt
     : allocator_(std::move(allocator)),
       options_(std::move(options)),
       quotas_(options_.quotas,
-              allocator_.config().groups.empty() ? CacheGroupId{} : allocator_.config().groups[0].group) {
+              allocator_.config().groups.empty() ? CacheGroupId{} : allocator_.config().groups[0].group),
+      residue_(allocator_.config()) {
   fault_points_.add("allocator", allocator_.faults(), fault_point_names());
 }
 
@@ -33,7 +34,6 @@ Result<std::optional<uint32_t>> AllocatorService::charged_namespace(SessionId s,
     return make_error(ErrorCode::authorization_namespace_denied,
                       "this session holds no grant for namespace \"" + name + "\" (authorize it first)",
                       "namespace_name");
-  if (!quotas_.enforced()) return std::optional<uint32_t>{};
   Result<uint32_t> index = quotas_.namespace_index(name, "namespace_name");
   if (!index.ok()) return index.error();
   return std::optional<uint32_t>{*index};
@@ -46,12 +46,21 @@ std::optional<NamespaceQuotaGate> AllocatorService::gate_of(RequestId request) c
   return NamespaceQuotaGate(quotas_, *ns);
 }
 
-void AllocatorService::settle_quota(RequestId request, std::optional<uint32_t> ns, const AllocationReceipt& r) {
-  if (!quotas_.enforced()) return;
+void AllocatorService::settle(RequestId request, std::optional<uint32_t> ns, const AllocationReceipt& r) {
   if (!ns) ns = quotas_.namespace_of(request);
-  if (!ns) return;
+  if (r.outcome == AllocationOutcome::committed) residue_.record(ns, r.refcount_deltas);
+  if (!quotas_.enforced() || !ns) return;
   if (r.outcome == AllocationOutcome::quota_exceeded) quotas_.count_refusal(*ns);
   if (r.outcome == AllocationOutcome::committed) quotas_.record(r.request_id, r.refcount_deltas);
+}
+
+uint64_t AllocatorService::mark_for_overwrite(const std::string& namespace_name) {
+  const Result<uint32_t> ns = quotas_.namespace_index(namespace_name, "namespace_name");
+  if (!ns.ok()) {
+    residue_.clear();
+    return allocator_.mark_all_for_overwrite();
+  }
+  return allocator_.mark_for_overwrite(residue_.take(*ns));
 }
 
 std::vector<std::string> AllocatorService::fault_point_names() const {
@@ -127,7 +136,7 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const AllocateOp& op) {
   Result<std::optional<uint32_t>> ns = charged_namespace(s, op.namespace_name);
   if (!ns.ok()) return ns.error();
   std::optional<NamespaceQuotaGate> gate;
-  if (*ns) gate.emplace(quotas_, **ns);
+  if (*ns && quotas_.enforced()) gate.emplace(quotas_, **ns);
   Result<AllocationReceipt> r =
       allocator_.allocate(AllocateArgs{op.prompt_rows, op.prefix_hit, op.expected_epoch, gate ? &*gate : nullptr});
   const bool reuses = !op.prefix_hit.empty();
@@ -140,7 +149,7 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const AllocateOp& op) {
     requests_.record(s, r->request_id.value);
     if (*ns) quotas_.open_request(r->request_id, **ns);
   }
-  settle_quota(r->request_id, *ns, *r);
+  settle(r->request_id, *ns, *r);
   if (reuses && r->outcome == AllocationOutcome::committed) hits_.record_leased();
   if (reuses && r->outcome == AllocationOutcome::out_of_capacity) hits_.record_out_of_capacity();
   if (reuses && r->outcome == AllocationOutcome::quota_exceeded) hits_.record_quota_exceeded();
@@ -156,7 +165,7 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const AppendOp& op) {
   Result<AllocationReceipt> r =
       allocator_.append(AppendArgs{op.fence, rows, op.expected_epoch, gate ? &*gate : nullptr});
   if (!r.ok()) return r.error();
-  settle_quota(op.fence.request, std::nullopt, *r);
+  settle(op.fence.request, std::nullopt, *r);
   return std::move(r).value();
 }
 
@@ -177,7 +186,7 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const ForkOp& op) {
     // blocks the parent's namespace holds already.
     if (const std::optional<uint32_t> ns = quotas_.namespace_of(op.parent.request))
       quotas_.open_request(r->request_id, *ns);
-    settle_quota(r->request_id, std::nullopt, *r);
+    settle(r->request_id, std::nullopt, *r);
   }
   return std::move(r).value();
 }
@@ -208,7 +217,7 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const TouchOp& op) {
   const std::optional<NamespaceQuotaGate> gate = gate_of(op.fence.request);
   Result<AllocationReceipt> r = allocator_.touch(TouchArgs{op.fence, op.bundles, gate ? &*gate : nullptr});
   if (!r.ok()) return r.error();
-  settle_quota(op.fence.request, std::nullopt, *r);
+  settle(op.fence.request, std::nullopt, *r);
   return std::move(r).value();
 }
 

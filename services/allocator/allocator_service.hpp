@@ -16,6 +16,7 @@
 #include "schema/session_types.hpp"
 #include "services/allocator/allocator_requests.hpp"
 #include "services/allocator/block_allocator.hpp"
+#include "services/allocator/block_residue.hpp"
 #include "services/allocator/capacity_pressure_monitor.hpp"
 #include "services/allocator/namespace_quotas.hpp"
 #include "services/allocator/node_fault_points.hpp"
@@ -107,8 +108,10 @@ class AllocatorService {
   OwnerStats stats() const;
   Status validate() const;
   const BlockAllocator& core() const { return allocator_; }
-  // A purge's step 5 with overwrite (BlockAllocator::mark_all_for_overwrite).
-  uint64_t mark_all_for_overwrite() { return allocator_.mark_all_for_overwrite(); }
+  // A purge's step 5 with overwrite: every block that may hold rows of the
+  // namespace is zeroed before its next owner (BlockResidue); a name the
+  // node does not know marks the whole pool. Returns the blocks marked.
+  uint64_t mark_for_overwrite(const std::string& namespace_name);
 
  private:
   AllocatorOutcome apply(SessionId s, const AllocateOp& op);
@@ -122,15 +125,16 @@ class AllocatorService {
   AllocatorOutcome apply(SessionId s, const ReleaseLeaseOp& op);
   AllocatorOutcome apply(SessionId s, const ReadTableOp& op);
   Status check_request(SessionId s, RequestId request, const char* field) const;
-  // The namespace an allocation of session `s` is charged to: nullopt when
+  // The namespace an allocation of session `s` is served in: nullopt when
   // the node enforces no quota and the op names none; an error when the op
   // must name one, or names one the session was never granted.
   Result<std::optional<uint32_t>> charged_namespace(SessionId s, const std::string& name) const;
   // The gate of a request's namespace (nullptr when quotas are not enforced).
   std::optional<NamespaceQuotaGate> gate_of(RequestId request) const;
-  // A transaction's receipt for quota upkeep: a refusal counted against the
-  // request's namespace, a committed one's reference changes recorded.
-  void settle_quota(RequestId request, std::optional<uint32_t> ns, const AllocationReceipt& r);
+  // A transaction's receipt for the namespace upkeep: a refusal counted
+  // against the request's namespace, a committed one's reference changes
+  // recorded (quota holdings, block residue).
+  void settle(RequestId request, std::optional<uint32_t> ns, const AllocationReceipt& r);
   LeaseReleaseReceipt finish_lease(LeaseId lease);  // forgets a released lease, names its block
 
   BlockAllocator allocator_;
@@ -144,6 +148,7 @@ class AllocatorService {
   uint64_t out_of_capacity_ = 0;
   uint64_t quota_exceeded_ = 0;
   NamespaceQuotas quotas_;
+  BlockResidue residue_;  // which namespaces' rows each block may hold: what a purge marks
   std::map<uint64_t, std::set<std::string, std::less<>>> granted_;  // SessionId value -> namespaces granted
   uint64_t sessions_ended_ = 0;
   std::set<uint64_t> reclaims_interrupted_;  // ended sessions whose requests are still to release

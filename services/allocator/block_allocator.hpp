@@ -193,6 +193,10 @@ class BlockAllocator {
   // there are no bytes to overwrite). Not part of the state digest: it
   // changes bytes, not who holds what.
   uint64_t mark_all_for_overwrite();
+  // The same for the named blocks only, as (group index, slot) (BlockResidue:
+  // the blocks that may hold one namespace's rows). Returns the blocks newly
+  // marked; out-of-range pairs are ignored.
+  uint64_t mark_for_overwrite(std::span<const std::pair<uint32_t, uint32_t>> blocks);
   uint64_t overwrite_pending_blocks() const { return overwrite_pending_count_; }
   uint64_t overwritten_blocks() const { return overwritten_blocks_; }
   FaultPoints& faults() { return faults_; }

@@ -92,6 +92,7 @@ std::optional<std::string> NamespaceQuotas::refusal(uint32_t ns, const QuotaChar
 void NamespaceQuotas::open_request(RequestId request, uint32_t ns) { request_namespace_[request.value] = ns; }
 
 void NamespaceQuotas::record(RequestId request, std::span<const RefcountDelta> deltas) {
+  if (!enforced_) return;
   const std::optional<uint32_t> ns = namespace_of(request);
   if (!ns) return;
   auto& refs = namespaces_[*ns].refs;
@@ -136,6 +137,7 @@ Status NamespaceQuotas::validate(const BlockAllocator& core) const {
   std::vector<std::unordered_map<uint64_t, uint32_t>> derived(namespaces_.size());
   for (const auto& [request, ns] : request_namespace_) {
     if (ns >= namespaces_.size()) return broken("request " + std::to_string(request) + " names no namespace");
+    if (!enforced_) continue;  // requests are known by namespace; holdings are kept with quotas only
     Result<std::vector<PhysicalBlockHandle>> table = core.table(RequestId{request}, 0);
     if (!table.ok())
       return broken("request " + std::to_string(request) +

@@ -79,8 +79,9 @@ class NamespaceQuotas {
 
   // A committed transaction of `request`: a new request (allocate, or a
   // fork's child inheriting its parent's namespace) is opened first; every
-  // receipt's reference changes are recorded; a released request is closed
-  // after its release was recorded.
+  // receipt's reference changes are recorded (holdings are kept only when
+  // quotas are enforced; a request's namespace is known either way); a
+  // released request is closed after its release was recorded.
   void open_request(RequestId request, uint32_t ns);
   void record(RequestId request, std::span<const RefcountDelta> deltas);
   void close_request(RequestId request);

@@ -205,7 +205,7 @@ void NodePurge::finish_drain(uint64_t now_us) {
 void NodePurge::start_release(uint64_t now_us) {
   if (request_.overwrite) {
     phase_ = Phase::overwrite;
-    next_ = PurgeBlockOverwrite{};
+    next_ = PurgeBlockOverwrite{request_.namespace_name};
     return;
   }
   // Release mode: step 3 gave the index's leases of g back; blocks that

@@ -14,7 +14,9 @@
 //                            deadline passed (PurgeWait between counts), then
 //                            revoked (their leases go back)
 //   step 5    allocator      PurgeBlockOverwrite (overwrite mode only): every
-//                            block is zeroed before its next owner
+//                            block that may hold the namespace's rows (its
+//                            requests took a reference to it since it was
+//                            last marked) is zeroed before its next owner
 //   step 6    none           kvrt keeps no external tier: nothing to remove
 //   step 7    reuse          revoke any receipt of g that appeared meanwhile
 //                            (an attempt already past its version check when
@@ -54,7 +56,9 @@ struct PurgeReceiptCount {
   NamespaceGeneration generation;
   bool revoke = false;
 };
-struct PurgeBlockOverwrite {};
+struct PurgeBlockOverwrite {
+  std::string namespace_name;  // the allocator marks the blocks that may hold its rows
+};
 struct PurgeWait {
   uint32_t ms = 0;
 };

@@ -27,11 +27,12 @@ inline PrefixMatchReceipt match(Client& c, const std::string& ns, const std::vec
   return *m;
 }
 
-// Allocates `prompt`, commits every row and publishes its full pages.
+// Allocates `prompt` in namespace `ns` (which the session authorized),
+// commits every row and publishes its full pages.
 inline PrefixPublishReceipt serve_and_publish(Client& c, const std::vector<TokenId>& prompt, RequestFence* fence_out,
                                               const std::string& ns = "test/shared",
                                               const RequestIdentity& identity = {}) {
-  const AllocationReceipt r = allocation(c, AllocateOp{static_cast<uint32_t>(prompt.size()), {}, std::nullopt});
+  const AllocationReceipt r = allocation(c, AllocateOp{static_cast<uint32_t>(prompt.size()), {}, std::nullopt, ns});
   const RequestFence fence{r.request_id, r.request_generation, r.table_version_after};
   const AllocationReceipt committed = allocation(c, CommitRowsOp{fence, static_cast<uint32_t>(prompt.size())});
   if (fence_out) *fence_out = RequestFence{fence.request, fence.generation, committed.table_version_after};

@@ -66,8 +66,11 @@ TEST_CASE("node purge: a kept receipt is revoked at the deadline, a released one
   REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
   REQUIRE(other->call(AuthorizeRequest{{}, "test/other"}).ok());
   const std::vector<TokenId> prompt = prompt_of(3, 40);
-  (void)serve_and_publish(*a, prompt, nullptr);
+  RequestFence shared_request;
+  (void)serve_and_publish(*a, prompt, &shared_request, "test/shared");
   (void)serve_and_publish(*other, prompt, nullptr, "test/other");
+  // The blocks test/shared's request took: all that may hold its rows.
+  const uint64_t shared_blocks = 3 * static_cast<uint64_t>(a->session().pools.size());
   const int64_t leases_before = n.stat("allocator", "live_leases");
   const ExecutableReuseReceipt held = open_receipt(*b, "test/shared", prompt);
   REQUIRE(held.namespace_generation.value == g);
@@ -110,7 +113,9 @@ TEST_CASE("node purge: a kept receipt is revoked at the deadline, a released one
   CHECK(r.ended_grants == 2);  // worker-0's and worker-1's
   CHECK(r.receipts_drained == (holder_releases ? 1u : 0u));
   CHECK(r.receipts_revoked == (holder_releases ? 0u : 1u));
-  CHECK(r.blocks_marked_for_overwrite == capacity);
+  // Only test/shared's blocks are marked, not test/other's nor the
+  // never-used rest of the pool (a purge of a pool's worth before).
+  CHECK(r.blocks_marked_for_overwrite == shared_blocks);
   CHECK(r.external_copies == 0);
   if (holder_releases) {
     CHECK(waited_ms < deadline_ms);  // done when the receipt drained, not at the deadline
@@ -155,14 +160,19 @@ TEST_CASE("node purge: a kept receipt is revoked at the deadline, a released one
   // The other namespace is untouched.
   CHECK(match(*other, "test/other", prompt).runtime_hit_tokens == 32);
 
-  // Overwrite: blocks handed out after the purge are zeroed first, each once.
-  const int64_t pending = n.stat("allocator", "overwrite_pending_blocks");
-  CHECK(pending <= static_cast<int64_t>(capacity));
+  // Overwrite: the marked blocks are zeroed before their next owner, each
+  // once. test/shared's request still holds them; released, they are handed
+  // out again only after every free block (the free queue comes first), so
+  // the whole pool is asked for.
+  CHECK(n.stat("allocator", "overwrite_pending_blocks") == static_cast<int64_t>(shared_blocks));
+  REQUIRE(a->call(AllocatorBatch{{}, {ReleaseOp{shared_request, ReleaseReason::finished}}}).ok());
   REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
-  (void)serve_and_publish(*a, prompt_of(11, 40), nullptr);
-  CHECK(n.stat("allocator", "overwritten_blocks") > 0);
-  CHECK(n.stat("allocator", "overwrite_pending_blocks") + n.stat("allocator", "overwritten_blocks") ==
-        static_cast<int64_t>(capacity));
+  const uint32_t per_group = static_cast<uint32_t>(capacity / a->session().pools.size());
+  const AllocationReceipt all =
+      allocation(*a, AllocateOp{(per_group - 3) * 16, {}, std::nullopt, "test/shared"});  // all but other's 3
+  CHECK(all.outcome == AllocationOutcome::committed);
+  CHECK(n.stat("allocator", "overwritten_blocks") == static_cast<int64_t>(shared_blocks));
+  CHECK(n.stat("allocator", "overwrite_pending_blocks") == 0);
   CHECK(n.stat("allocator", "leaked_blocks") == 0);
 }
 
