@@ -25,6 +25,7 @@
 #include "services/common/splitmix64.hpp"
 #include "services/session/node_descriptor.hpp"
 #include "tools/chaos/chaos_admin_session.hpp"
+#include "tools/chaos/chaos_worker_results.hpp"
 #include "tools/chaos/hostile_client.hpp"
 #include "tools/report/run_report.hpp"
 
@@ -371,31 +372,7 @@ class Campaign {
       violation(name + " left no readable result: " + r.error().describe());
       return;
     }
-    ChaosReport::EngineTotals& t = report_.engine;
-    ++t.finished;
-    t.requests += r->requests;
-    t.requests_verified += r->requests_verified;
-    t.served_privately += r->requests_served_privately;
-    t.sessions_lost += r->sessions_lost;
-    t.reconnects += r->reconnects;
-    t.token_mismatches += r->token_mismatches;
-    t.row_mismatches += r->row_mismatches;
-    t.operation_errors += r->operation_errors;
-    report_.faults_absorbed += r->faults_absorbed;
-    report_.stale_generation_refusals += r->stale_generation_refusals + r->namespace_closed_refusals;
-    report_.reauthorizations += r->reauthorizations;
-    report_.receipts_revoked += r->receipts_revoked;
-    report_.hits_withdrawn += r->hits_withdrawn;
-    report_.requests += r->requests;
-    if (r->requests != r->requests_total)
-      violation(name + " finished " + std::to_string(r->requests) + " of its " + std::to_string(r->requests_total) +
-                " requests");
-    if (r->token_mismatches + r->row_mismatches > 0)
-      violation(name + ": " + std::to_string(r->token_mismatches) + " token and " + std::to_string(r->row_mismatches) +
-                " row mismatches: " + r->first_mismatch);
-    if (r->requests_verified + r->requests_served_privately != r->requests)
-      violation(name + ": " + std::to_string(r->requests - r->requests_verified - r->requests_served_privately) +
-                " requests neither verified nor served privately");
+    for (const std::string& v : add_engine_result(report_, *r, name)) violation(v);
   }
 
   // The summary line `kvrt worker --json` prints, if it got that far.
@@ -418,33 +395,10 @@ class Campaign {
     const int status = *slot.process.status;
     const std::string output = read_file(slot.process.log);
     const std::optional<nlohmann::json> summary = summary_of(output);
-    if (summary) {
-      report_.requests += summary->value("requests", uint64_t{0});
-      report_.hit_tokens += summary->value("hit_tokens", uint64_t{0});
-      report_.prompt_tokens += summary->value("prompt_tokens", uint64_t{0});
-      report_.reused_rows_checked += summary->value("reused_rows_checked", uint64_t{0});
-      report_.faults_absorbed += summary->value("faults_absorbed", uint64_t{0});
-      report_.stale_generation_refusals += summary->value("stale_generation_refusals", uint64_t{0});
-      report_.reauthorizations += summary->value("reauthorizations", uint64_t{0});
-      report_.receipts_revoked += summary->value("receipts_revoked", uint64_t{0});
-      report_.hits_withdrawn += summary->value("hits_withdrawn", uint64_t{0});
-      if (summary->value("round_trips", uint64_t{0}) > 0) {
-        worker_p99_us_.push_back(summary->value("call_p99_us", 0.0));
-        report_.worker_call_max_us = std::max(report_.worker_call_max_us, summary->value("call_max_us", 0.0));
-      }
-      // A hit is withdrawn only when a purge revoked its receipt, which the
-      // receipt's release then says: never more withdrawn hits than revocations
-      // for a worker that ran to its end.
-      const uint64_t withdrawn = summary->value("hits_withdrawn", uint64_t{0});
-      const uint64_t revoked = summary->value("receipts_revoked", uint64_t{0});
-      if (withdrawn > revoked && summary->value("stopped_by", std::string()).empty())
-        violation("worker slot " + std::to_string(s) + ": " + std::to_string(withdrawn) + " hits withdrawn but only " +
-                  std::to_string(revoked) + " receipts revoked");
-      const uint64_t mismatches = summary->value("reuse_mismatches", uint64_t{0});
-      report_.reuse_mismatches += mismatches;
-      if (mismatches > 0)
-        violation("worker slot " + std::to_string(s) + ": " + std::to_string(mismatches) + " reused rows not exact");
-    }
+    if (summary)
+      for (const std::string& v :
+           add_worker_summary(report_, worker_p99_us_, *summary, "worker slot " + std::to_string(s)))
+        violation(v);
     const std::string name = "worker slot " + std::to_string(s) + " (pid " + std::to_string(slot.process.pid) + ")";
     const bool lost = output.find("node_lost") != std::string::npos;
     const bool ended = output.find("session_ended") != std::string::npos;

@@ -1,0 +1,59 @@
+// How an ended process's figures count in a chaos campaign
+// (tools/chaos/chaos_worker_results.hpp), on figures made up to reach each
+// verdict: the totals add up, and exactly the results that break the
+// campaign's rules are violations.
+#include "tools/chaos/chaos_worker_results.hpp"
+
+#include <catch2/catch.hpp>
+
+namespace kvrt::test {
+
+TEST_CASE("chaos: a worker's summary adds up, and unexplained withdrawals or inexact rows are violations", "[chaos]") {
+  chaos::ChaosReport report;
+  std::vector<double> p99;
+  nlohmann::json ok{{"requests", 10},      {"hit_tokens", 64},      {"prompt_tokens", 160},
+                    {"round_trips", 40},   {"call_p99_us", 900.0},  {"call_max_us", 2500.0},
+                    {"hits_withdrawn", 1}, {"receipts_revoked", 1}, {"reuse_mismatches", 0}};
+  CHECK(chaos::add_worker_summary(report, p99, ok, "worker slot 0").empty());
+  CHECK(report.requests == 10);
+  CHECK(report.prompt_tokens == 160);
+  CHECK(p99 == std::vector<double>{900.0});
+  CHECK(report.worker_call_max_us == 2500.0);
+
+  nlohmann::json withdrawn = ok;
+  withdrawn["hits_withdrawn"] = 3;  // only 1 receipt revoked, and the worker ran to its end
+  const std::vector<std::string> v = chaos::add_worker_summary(report, p99, withdrawn, "worker slot 1");
+  REQUIRE(v.size() == 1);
+  CHECK(v[0] == "worker slot 1: 3 hits withdrawn but only 1 receipts revoked");
+  withdrawn["stopped_by"] = "node_lost";  // stopped early: its releases never came back
+  CHECK(chaos::add_worker_summary(report, p99, withdrawn, "worker slot 1").empty());
+
+  nlohmann::json inexact = ok;
+  inexact["reuse_mismatches"] = 2;
+  CHECK(chaos::add_worker_summary(report, p99, inexact, "worker slot 2") ==
+        std::vector<std::string>{"worker slot 2: 2 reused rows not exact"});
+  CHECK(report.reuse_mismatches == 2);
+  CHECK(report.requests == 40);
+}
+
+TEST_CASE("chaos: an engine slot must finish, verify or privately serve every request of its share", "[chaos]") {
+  chaos::ChaosReport report;
+  EngineResult r;
+  r.requests = r.requests_total = 12;
+  r.requests_verified = 9;
+  r.requests_served_privately = 3;
+  CHECK(chaos::add_engine_result(report, r, "engine slot 3").empty());
+  CHECK(report.engine.finished == 1);
+  CHECK(report.requests == 12);
+  r.requests_total = 13;
+  r.requests_verified = 8;
+  r.token_mismatches = 1;
+  r.first_mismatch = "job 4 turn 0";
+  const std::vector<std::string> v = chaos::add_engine_result(report, r, "engine slot 3");
+  REQUIRE(v.size() == 3);
+  CHECK(v[0] == "engine slot 3 finished 12 of its 13 requests");
+  CHECK(v[1] == "engine slot 3: 1 token and 0 row mismatches: job 4 turn 0");
+  CHECK(v[2] == "engine slot 3: 1 requests neither verified nor served privately");
+}
+
+}  // namespace kvrt::test

@@ -1,0 +1,31 @@
+#pragma once
+// What a campaign's ended process reported, added to the campaign's totals:
+// a `kvrt worker` summary line and an engine slot's result (kvrt run-worker
+// --result). Pure functions of the report and the process's own figures, so
+// that how a result counts and which results are violations is one place,
+// apart from the process handling around it (chaos_campaign.cpp). Each
+// answers the violations it found, as sentences naming the process; the
+// campaign stamps them with the time and the last fault.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/engine_worker.hpp"
+#include "tools/chaos/chaos_campaign.hpp"
+
+namespace kvrt::chaos {
+
+// A `kvrt worker --json` summary: requests, tokens, absorbed faults and the
+// namespace-update counters add up; its call latency joins `call_p99_us`.
+// Violations: reused rows that were not exact, and more hits withdrawn than
+// receipts revoked for a worker that ran to its end (a hit is withdrawn
+// only when a purge revoked its receipt, which the receipt's release says).
+std::vector<std::string> add_worker_summary(ChaosReport& report, std::vector<double>& call_p99_us,
+                                            const nlohmann::json& summary, const std::string& name);
+
+// An engine slot that exited 0: its totals add up. Violations: requests it
+// did not finish, token or row mismatches, and requests neither verified
+// nor served privately.
+std::vector<std::string> add_engine_result(ChaosReport& report, const EngineResult& r, const std::string& name);
+
+}  // namespace kvrt::chaos
