@@ -56,4 +56,35 @@ TEST_CASE("chaos: an engine slot must finish, verify or privately serve every re
   CHECK(v[2] == "engine slot 3: 1 requests neither verified nor served privately");
 }
 
+TEST_CASE("chaos: a worker's exit must follow from the fault done to it", "[chaos]") {
+  using chaos::FaultKind;
+  using chaos::WorkerEnding;
+  auto judge = [](std::optional<FaultKind> fault, int status, const std::string& output, bool summary = true,
+                  bool died = false) {
+    return chaos::judge_worker_exit(fault, status, output, summary, died, "worker slot 1");
+  };
+  // Killed or hung: SIGKILL's status, or a clean exit that beat the signal.
+  CHECK(judge(FaultKind::worker_sigkill, 128 + 9, "").ending == WorkerEnding::expected);
+  CHECK(judge(FaultKind::worker_hang, 0, "").ending == WorkerEnding::expected);
+  const chaos::WorkerVerdict odd = judge(FaultKind::worker_sigkill, 3, "boom");
+  CHECK(odd.ending == WorkerEnding::violation);
+  CHECK(odd.violation == "worker slot 1 was killed but exited with status 3: boom");
+  // A transport fault ends typed, or not at all; an untyped failure is a violation.
+  CHECK(judge(FaultKind::transport, 1, "error rpc_timeout").ending == WorkerEnding::transport_interrupted);
+  CHECK(judge(FaultKind::transport, 2, "session_ended").ending == WorkerEnding::transport_interrupted);
+  CHECK(judge(FaultKind::transport, 1, "node_lost", true, true).ending == WorkerEnding::node_lost);
+  CHECK(judge(FaultKind::transport, 1, "something else").ending == WorkerEnding::violation);
+  // Status 0 without the summary line completes, and says so.
+  const chaos::WorkerVerdict silent = judge(std::nullopt, 0, "", false);
+  CHECK(silent.ending == WorkerEnding::completed);
+  CHECK(silent.violation == "worker slot 1 exited 0 without its summary");
+  // No fault of its own: only a dead node explains status 1, an unreachable one status 2.
+  CHECK(judge(std::nullopt, 1, "node_lost", true, true).ending == WorkerEnding::node_lost);
+  CHECK(judge(std::nullopt, 1, "node_lost", true, false).ending == WorkerEnding::violation);
+  CHECK(judge(std::nullopt, 2, "node_unreachable").ending == WorkerEnding::unreachable);
+  CHECK(judge(FaultKind::worker_sigstop, 1, "session_ended").ending == WorkerEnding::expected);
+  CHECK(judge(FaultKind::worker_sigterm, 128 + 15, "").ending == WorkerEnding::expected);
+  CHECK(judge(FaultKind::worker_sigterm, 1, "").ending == WorkerEnding::violation);
+}
+
 }  // namespace kvrt::test

@@ -42,10 +42,6 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-std::string tail_of(const std::string& text, size_t bytes = 600) {
-  return text.size() <= bytes ? text : "..." + text.substr(text.size() - bytes);
-}
-
 LatencySummary summarize(const std::vector<double>& ms) {
   return LatencySummary{ms.size(), report::percentile(ms, 50), report::percentile(ms, 99), report::percentile(ms, 100)};
 }
@@ -400,61 +396,27 @@ class Campaign {
            add_worker_summary(report_, worker_p99_us_, *summary, "worker slot " + std::to_string(s)))
         violation(v);
     const std::string name = "worker slot " + std::to_string(s) + " (pid " + std::to_string(slot.process.pid) + ")";
-    const bool lost = output.find("node_lost") != std::string::npos;
-    const bool ended = output.find("session_ended") != std::string::npos;
-    if (slot.fault == FaultKind::worker_sigkill || slot.fault == FaultKind::worker_hang) {
-      if (status != 128 + SIGKILL && status != 0)
-        violation(name + " was killed but exited with status " + std::to_string(status) + ": " + tail_of(output));
-      return false;
-    }
-    if (slot.fault == FaultKind::transport) {
-      if (proxy_) proxy_->disarm(slot.process.pid);       // it may have exited before its next frame
-      if (status == 1 && node_died && lost) return true;  // its node died first
-      // A fault the worker rode out (a short delay) ends normally; one that
-      // broke its channel or cut its session ends with that typed error,
-      // and the worker reports it rather than success.
-      const bool typed = lost || ended || output.find("rpc_timeout") != std::string::npos ||
-                         output.find("rpc_failed") != std::string::npos;
-      // Status 2: it failed before admitting any request (the hello, grant
-      // or pools), with the same typed error.
-      if ((status == 1 || status == 2) && typed) {
-        ++report_.transport_interrupted;
-        return false;
-      }
-      if (status == 0) {
-        if (!summary) violation(name + " exited 0 without its summary");
+    // A transport fault's proxy forgets the worker: it may have exited
+    // before its next frame.
+    if (slot.fault == FaultKind::transport && proxy_) proxy_->disarm(slot.process.pid);
+    const WorkerVerdict verdict = judge_worker_exit(slot.fault, status, output, summary.has_value(), node_died, name);
+    if (!verdict.violation.empty()) violation(verdict.violation);
+    switch (verdict.ending) {
+      case WorkerEnding::completed:
         ++report_.workers_completed;
-        return false;
-      }
-      violation(name + " had a transport fault and exited with status " + std::to_string(status) + ": " +
-                tail_of(output));
-      return false;
+        break;
+      case WorkerEnding::transport_interrupted:
+        ++report_.transport_interrupted;
+        break;
+      case WorkerEnding::unreachable:
+        ++report_.workers_unreachable;
+        break;
+      case WorkerEnding::node_lost:
+        return true;
+      case WorkerEnding::expected:
+      case WorkerEnding::violation:
+        break;
     }
-    if (slot.fault == FaultKind::worker_sigterm) {
-      if (status != 128 + SIGTERM && status != 0)
-        violation(name + " got SIGTERM but exited with status " + std::to_string(status) + ": " + tail_of(output));
-      return false;
-    }
-    if (status == 0) {
-      if (!summary) violation(name + " exited 0 without its summary");
-      ++report_.workers_completed;
-      return false;
-    }
-    // Status 1 is expected only for a lost session: its node died, or (a
-    // stopped worker) the node took it for hung and reclaimed it.
-    if (status == 1 && node_died && lost) return true;
-    // Status 2, node_unreachable: the worker could not connect (its node had
-    // just died, or a loaded node missed the connection timeout). Nothing was
-    // admitted, and the failure is typed and reported: counted, not a violation.
-    // Status 2 with node_lost: its node died while it was still connecting
-    // (hello, grant, pools), before it admitted anything: the same.
-    if (status == 2 && (output.find("node_unreachable") != std::string::npos || (node_died && lost))) {
-      ++report_.workers_unreachable;
-      return false;
-    }
-    if (status == 1 && slot.fault == FaultKind::worker_sigstop && (ended || lost)) return false;
-    violation(name + " exited with status " + std::to_string(status) + (node_died ? " after its node died" : "") +
-              ": " + tail_of(output));
     return false;
   }
 

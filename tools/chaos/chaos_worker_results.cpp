@@ -1,5 +1,7 @@
 #include "tools/chaos/chaos_worker_results.hpp"
 
+#include <signal.h>
+
 #include <algorithm>
 
 namespace kvrt::chaos {
@@ -59,6 +61,53 @@ std::vector<std::string> add_engine_result(ChaosReport& report, const EngineResu
     violations.push_back(name + ": " + std::to_string(r.requests - r.requests_verified - r.requests_served_privately) +
                          " requests neither verified nor served privately");
   return violations;
+}
+
+std::string tail_of(const std::string& text, size_t bytes) {
+  return text.size() <= bytes ? text : "..." + text.substr(text.size() - bytes);
+}
+
+WorkerVerdict judge_worker_exit(std::optional<FaultKind> fault, int status, const std::string& output, bool has_summary,
+                                bool node_died, const std::string& name) {
+  auto contains = [&](const char* what) { return output.find(what) != std::string::npos; };
+  auto violation = [&](const std::string& what) {
+    return WorkerVerdict{WorkerEnding::violation, name + " " + what + ": " + tail_of(output)};
+  };
+  const bool lost = contains("node_lost"), ended = contains("session_ended");
+  const WorkerVerdict completed{WorkerEnding::completed, has_summary ? "" : name + " exited 0 without its summary"};
+  if (fault == FaultKind::worker_sigkill || fault == FaultKind::worker_hang) {
+    if (status != 128 + SIGKILL && status != 0)
+      return violation("was killed but exited with status " + std::to_string(status));
+    return {};
+  }
+  if (fault == FaultKind::transport) {
+    if (status == 1 && node_died && lost) return {WorkerEnding::node_lost, ""};  // its node died first
+    // A fault the worker rode out (a short delay) ends normally; one that
+    // broke its channel or cut its session ends with that typed error, and
+    // the worker reports it rather than success. Status 2: it failed before
+    // admitting any request (the hello, grant or pools), the same way.
+    const bool typed = lost || ended || contains("rpc_timeout") || contains("rpc_failed");
+    if ((status == 1 || status == 2) && typed) return {WorkerEnding::transport_interrupted, ""};
+    if (status == 0) return completed;
+    return violation("had a transport fault and exited with status " + std::to_string(status));
+  }
+  if (fault == FaultKind::worker_sigterm) {
+    if (status != 128 + SIGTERM && status != 0)
+      return violation("got SIGTERM but exited with status " + std::to_string(status));
+    return {};
+  }
+  if (status == 0) return completed;
+  // Status 1 is expected only for a lost session: its node died, or (a
+  // stopped worker) the node took it for hung and reclaimed it.
+  if (status == 1 && node_died && lost) return {WorkerEnding::node_lost, ""};
+  // Status 2, node_unreachable: the worker could not connect (its node had
+  // just died, or a loaded node missed the connection timeout). Nothing was
+  // admitted, and the failure is typed and reported: counted, not a
+  // violation. Status 2 with node_lost: its node died while it was still
+  // connecting (hello, grant, pools), before it admitted anything: the same.
+  if (status == 2 && (contains("node_unreachable") || (node_died && lost))) return {WorkerEnding::unreachable, ""};
+  if (status == 1 && fault == FaultKind::worker_sigstop && (ended || lost)) return {};
+  return violation("exited with status " + std::to_string(status) + (node_died ? " after its node died" : ""));
 }
 
 }  // namespace kvrt::chaos

@@ -7,6 +7,7 @@
 // answers the violations it found, as sentences naming the process; the
 // campaign stamps them with the time and the last fault.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,29 @@ std::vector<std::string> add_worker_summary(ChaosReport& report, std::vector<dou
 // did not finish, token or row mismatches, and requests neither verified
 // nor served privately.
 std::vector<std::string> add_engine_result(ChaosReport& report, const EngineResult& r, const std::string& name);
+
+// How a `kvrt worker` process ended, judged from the fault done to it.
+enum class WorkerEnding : uint8_t {
+  expected,               // killed, terminated or stopped as its fault says
+  completed,              // ran to its end (status 0)
+  node_lost,              // status 1 on node_lost after its node died: the campaign's detection figure
+  transport_interrupted,  // a transport fault ended it with a typed error
+  unreachable,            // status 2: it never admitted a request (could not connect, or its node died first)
+  violation,              // none of the above
+};
+struct WorkerVerdict {
+  WorkerEnding ending = WorkerEnding::expected;
+  std::string violation;  // set for a violation, and for a completed worker without its summary line
+};
+// `fault` the last one done to the process (none: none), `status` as the
+// campaign reaped it (128 + signal for a signal), `output`
+// the worker's log, `has_summary` whether it holds the --json summary line,
+// `node_died` whether its node died while it ran. `name` begins each
+// violation.
+WorkerVerdict judge_worker_exit(std::optional<FaultKind> fault, int status, const std::string& output, bool has_summary,
+                                bool node_died, const std::string& name);
+
+// The last `bytes` of a log, for a violation's message.
+std::string tail_of(const std::string& text, size_t bytes = 600);
 
 }  // namespace kvrt::chaos
