@@ -170,6 +170,7 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                     receipt->layout_sha256 = st.facts.layout_sha256;
                     receipt->block_tokens = st.facts.block_tokens;
                     receipt->pools = st.facts.pools;
+                    receipt->reuse_policy_id = st.facts.reuse_policy_id;
                     std::string ticket;
                     if (!st.facts.channel_socket.empty()) {
                       Result<std::string> secret = random_secret_hex();

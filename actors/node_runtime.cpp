@@ -272,6 +272,7 @@ Status start_prefix_owner(NodeInstance::Impl& impl, const NodeConfig& config, co
   }
   PrefixIndexConfig prefix_config;
   KVRT_TRY_ASSIGN(prefix_config, PrefixIndexConfig::from_layout(layout));
+  prefix_config.policy = config.reuse_policy;
   Result<PrefixService> prefix = PrefixService::create(prefix_config);
   if (!prefix.ok()) return prefix.error();
   impl.prefix = std::make_shared<PrefixService>(std::move(*prefix));
@@ -339,7 +340,7 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
   reuse_facts.faults = impl.reuse_faults;
   owners.reuse = actors::spawn_reuse_actor(system, owners, std::move(reuse_facts), obs);
   caf::anon_send(authorization_handle, actors::purge_atom::value, allocator_handle, owners.reuse);
-  actors::NodeFacts facts{d.layout_sha256, d.block_tokens, d.pools, {}};
+  actors::NodeFacts facts{d.layout_sha256, d.block_tokens, d.pools, {}, std::string(policy_id(config.reuse_policy))};
   if (config.session_channel) facts.channel_socket = impl.token_dir + "/session.sock";
   auto gateway = actors::spawn_gateway_actor(system, owners, facts, obs);
   impl.actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle),

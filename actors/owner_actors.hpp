@@ -94,7 +94,8 @@ struct NodeFacts {
   Sha256Digest layout_sha256;
   uint32_t block_tokens = 0;
   std::vector<PoolAttachment> pools;
-  std::string channel_socket;  // the session channel's socket; empty: none
+  std::string channel_socket;   // the session channel's socket; empty: none
+  std::string reuse_policy_id;  // the prefix reuse policy (0x07D), as receipts name it
 };
 
 gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners, NodeFacts facts, Observability obs);

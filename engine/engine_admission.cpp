@@ -104,9 +104,12 @@ Status EngineLoop::admit() {
 
   // 2. Allocate with the receipts' blocks, which the leases keep current.
   AllocatorBatch alloc{next_trace(), {}};
+  // A hit that ends inside a block (the node's immutable partial-tail
+  // policy, 0x07D) names that block last: the allocator copies its rows into
+  // the request's own block instead of sharing it.
   for (size_t i = 0; i < fresh.size(); ++i)
     alloc.ops.push_back(AllocateOp{static_cast<uint32_t>(fresh[i].prompt.size()), hit_handles[i], std::nullopt,
-                                   fresh[i].job->namespace_name});
+                                   fresh[i].job->namespace_name, hits[i] % P_});
   auto allocated_result = call_allocator(alloc);
   if (!allocated_result.ok()) return allocated_result.error();
   AllocatorBatchReceipt allocated = std::move(allocated_result).value();

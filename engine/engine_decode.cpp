@@ -6,6 +6,7 @@
 #include <map>
 
 #include "engine/engine_loop.hpp"
+#include "engine/session_reuse_policy.hpp"
 
 namespace kvrt::engine {
 
@@ -74,7 +75,9 @@ Status EngineLoop::decode_step() {
     r.cached_rows += 1;
     r.tokens.push_back(model::greedy_token(logits[i]));
     ++r.generated;
-    commit.ops.push_back(CommitRowsOp{r.fence, r.cached_rows});
+    // Built in place: GCC 12 misreads a moved variant temporary here
+    // (-Wmaybe-uninitialized on the other alternatives).
+    commit.ops.emplace_back(std::in_place_type<CommitRowsOp>, r.fence, r.cached_rows);
   }
   auto committed_result = call_allocator(commit);
   if (!committed_result.ok()) return committed_result.error();
@@ -211,6 +214,7 @@ Status EngineLoop::preempt_one() {
 }
 
 Status EngineLoop::finish() {
+  const bool tails = node_publishes_partial_tails(client_->session());
   PrefixBatch publish{next_trace(), {}};
   AllocatorBatch release{next_trace(), {}};
   std::vector<LiveRequest> remaining, done;
@@ -222,11 +226,17 @@ Status EngineLoop::finish() {
     }
     if (!r.failed && o_.verify) verify(r);
     const uint32_t first = std::max(r.published_blocks, r.hit_tokens / P_);
-    const uint32_t full = std::min(r.cached_rows, r.exact_rows) / P_;
-    if (!r.failed && o_.reuse && full > first)
-      publish.ops.push_back(PrefixPublishOp{r.job->namespace_name, r.fence.request,
-                                            std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), first,
-                                            full, identity_of(r.admitted.adapter), r.admitted.generation});
+    const uint32_t exact = std::min(r.cached_rows, r.exact_rows);
+    const uint32_t full = exact / P_;
+    // Under the partial-tail policy the last, partly filled block is
+    // published too, now that no append will follow: a later turn or a
+    // request with the same prefix reuses every row, not only whole blocks.
+    const uint32_t tail = tails && full >= first ? exact % P_ : 0;
+    if (!r.failed && o_.reuse && (full > first || tail > 0))
+      publish.ops.push_back(
+          PrefixPublishOp{r.job->namespace_name, r.fence.request,
+                          std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + exact - (exact % P_) + tail), first,
+                          full, identity_of(r.admitted.adapter), r.admitted.generation, tail});
     release.ops.push_back(ReleaseOp{r.fence, r.failed ? ReleaseReason::cancelled : ReleaseReason::finished});
     done.push_back(std::move(r));
   }

@@ -11,6 +11,7 @@
 
 #include "actors/client.hpp"
 #include "engine/session_pools.hpp"
+#include "engine/session_reuse_policy.hpp"
 #include "engine/withdrawn_hit.hpp"
 #include "services/common/splitmix64.hpp"
 #include "services/telemetry/reuse_rejection.hpp"
@@ -293,7 +294,8 @@ class Worker {
         ++summary_.stale_generation_refusals;
         grant_stale_ = true;
       }
-      alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt, namespace_});
+      // A hit ending inside a block (partial-tail policy) copies that block's rows.
+      alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt, namespace_, r.hit_tokens % P_});
     }
     Result<AllocatorBatchReceipt> allocated = call(alloc);
     if (!allocated.ok()) {
@@ -434,6 +436,7 @@ class Worker {
 
   // Publishes the full prompt blocks of finished requests, then releases them.
   void finish(std::vector<LiveRequest>& live) {
+    const bool tails = node_publishes_partial_tails(client_.session());
     PrefixBatch publish{next_trace(), {}};
     AllocatorBatch release{next_trace(), {}};
     std::vector<LiveRequest> remaining;
@@ -444,11 +447,22 @@ class Worker {
         continue;
       }
       successor_waits = successor_waits || pending_successors_.contains(r.fence.request.value);
-      const uint32_t hit_blocks = r.hit_tokens / P_, full = r.prompt_tokens / P_;
-      if (full > hit_blocks && !r.successor)
-        publish.ops.push_back(PrefixPublishOp{
-            namespace_, r.fence.request, std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + r.prompt_tokens),
-            hit_blocks, full});
+      // The prompt's full blocks past the hit (unless a reuse successor
+      // published them) and, under the partial-tail policy, its last partly
+      // filled block's prompt rows.
+      const uint32_t full = r.prompt_tokens / P_;
+      const uint32_t first = r.successor ? full : r.hit_tokens / P_;
+      const uint32_t tail = tails ? r.prompt_tokens % P_ : 0;
+      if (full > first || tail > 0)
+        publish.ops.push_back(
+            PrefixPublishOp{namespace_,
+                            r.fence.request,
+                            std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + r.prompt_tokens),
+                            first,
+                            full,
+                            {},
+                            NamespaceGeneration{0},
+                            tail});
       release.ops.push_back(ReleaseOp{r.fence, ReleaseReason::finished});
     }
     // A successor is published from the request's blocks: send it while

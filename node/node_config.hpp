@@ -9,6 +9,7 @@
 
 #include "services/authorization/authorization_config.hpp"
 #include "services/common/result.hpp"
+#include "services/prefix/prefix_lengths.hpp"
 #include "services/radix/radix_options.hpp"
 
 namespace kvrt {
@@ -22,6 +23,8 @@ enum class PrefixIndexKind : uint8_t { hash_chain, radix };
 std::string_view name_of(PoolBackend backend);
 std::string_view name_of(NodeScheduler scheduler);
 std::string_view name_of(PrefixIndexKind index);
+// The config spelling of a reuse policy: "full_block", "immutable_partial_tail".
+std::string_view config_name_of(ReusePolicy policy);
 
 // [mapper] (optional): the vAttention-style mapper owner. Its
 // tensors take cache group 0's layers, K/V heads, head width and K dtype;
@@ -75,6 +78,11 @@ struct NodeConfig {
   // identity tags) or the radix index (SGLang's design over pages of P_a
   // tokens, holding leases on what it caches). Same messages either way.
   PrefixIndexKind prefix_index = PrefixIndexKind::hash_chain;
+  // Where a prefix hit may end (0x07D): full blocks only (vLLM's policy), or
+  // also inside an immutable partial tail that a finished request published,
+  // whose rows the allocator copies into the new request's own block (the
+  // copy-rows intent). Partial tails need the hash-chain index.
+  ReusePolicy reuse_policy = ReusePolicy::full_block;
   uint32_t radix_budget_blocks = 0;                     // blocks per group the radix may hold; 0 = half the pool
   EvictionPolicy radix_eviction = EvictionPolicy::lru;  // the radix tree's eviction policy
   AuthorizationConfig authorization;

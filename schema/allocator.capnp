@@ -173,7 +173,8 @@ struct AllocateOp {
   promptRows @0 :UInt32;                              # logical rows of the new request [tokens]
   prefixHit @1 :List(Common.PhysicalBlockHandle);
   # Prefix-hit bundles taken by reference, bundle-major: entry i*G + g is
-  # bundle i of cache group g. Each must be a full, valid, current block.
+  # bundle i of cache group g. Each must be a valid, current block holding
+  # every row the prompt sees in it (see copyTailRows for the last one).
   expectedEpoch :union {
     none @2 :Void;                                    # no epoch expectation
     epoch @3 :UInt64 $Kvrt.type("Epoch");             # the epoch the allocator must be at
@@ -183,6 +184,11 @@ struct AllocateOp {
   # the session must have been granted. Its blocks count against that
   # namespace's and its trust domain's block quotas; forks inherit it. May be
   # empty only on a node that enforces no quota.
+  copyTailRows @5 :UInt32;
+  # 0: every prefixHit bundle is taken by reference. v in (0, P): the last
+  # prefixHit bundle is an immutable partial tail (0x07D) whose rows [0, v)
+  # the allocator copies into the request's own new bundle at that position
+  # (the copy-rows intent); the request takes no reference to the tail [rows].
 }
 
 struct AppendOp {

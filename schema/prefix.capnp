@@ -94,7 +94,8 @@ struct PrefixMatchOp {
 
 struct PrefixPublishOp {
   # Publishes the full blocks [first_block, end_block) of an allocator request
-  # the same session owns; their rows must be committed.
+  # the same session owns (and, with tailRows, a partial tail after them);
+  # their rows must be committed.
   namespaceName @0 :Text;
   request @1 :UInt64 $Kvrt.type("RequestId");
   tokens @2 :List(Int32);                  # the request's token ids from position 0 [tokens]
@@ -106,6 +107,11 @@ struct PrefixPublishOp {
   # request was admitted with); 0: the session's current grant. A publication
   # whose generation is no longer current is refused as stale, so rows a
   # request computed with old weights never enter the successor (0x0CE).
+  tailRows @7 :UInt32;
+  # Also publish block endBlock's first tailRows rows as an immutable partial
+  # tail (0x07D: its key hashes the rows and their count, so a longer
+  # frontier never aliases it); tokens must cover them. Only on a node whose
+  # reuse policy is immutable_partial_tail; 0: full blocks only [rows].
 }
 
 struct PrefixOp {

@@ -46,6 +46,11 @@ struct SessionReceipt $Kvrt.message {
   admin @8 :Bool;
   # The principal's role is admin: the session may call the admin routes
   # (services/session/routes.hpp, RouteAccess) and no worker route.
+  reusePolicyId @9 :Text;
+  # The node's prefix reuse policy (0x07D): "kvrt.full_block.v1", or
+  # "kvrt.immutable_partial_tail.v1", under which a hit may end inside a
+  # block (allocate it with AllocateOp.copyTailRows) and a finished request
+  # may publish its partial tail (PrefixPublishOp.tailRows).
 }
 
 struct StatValue {

@@ -289,12 +289,29 @@ Status BlockAllocator::allocate_into(const AllocateArgs& a, AllocationReceipt& o
                       std::to_string(hit_bundles) + " prefix-hit bundles exceed the " + std::to_string(need) +
                           " blocks of a " + std::to_string(a.prompt_rows) + "-row prompt",
                       "prefix_hit");
-  // A hit block must hold every row the new request will see in it.
-  KVRT_TRY(resolve_bundles(a.prefix_hit, [&](uint32_t j) { return std::min(P, a.prompt_rows - j * P); }));
-  const uint32_t fresh = need - hit_bundles;
-  if (quota_refused(a.quota, QuotaCharge{fresh, a.prefix_hit, G, std::nullopt}, out, AllocationOperation::allocate))
+  // With a copy-rows intent the last hit bundle is a partial tail: copied,
+  // never shared (0x07D), so the request's own block at that position can
+  // take the divergent rows without a copy-on-write later.
+  const uint32_t tail_rows = a.copy_tail_rows;
+  if (tail_rows > 0) KVRT_TRY(check_copy_tail(a, hit_bundles));
+  const uint32_t shared = tail_rows > 0 ? hit_bundles - 1 : hit_bundles;
+  // A hit block must hold every row the new request will see in it; the
+  // tail, the rows it copies.
+  KVRT_TRY(resolve_bundles(a.prefix_hit, [&](uint32_t j) {
+    return j == shared && tail_rows > 0 ? tail_rows : std::min(P, a.prompt_rows - j * P);
+  }));
+  if (tail_rows > 0 && store_ == nullptr) {
+    scratch_slots_.clear();
+    return make_error(ErrorCode::invalid_argument, "a partial tail is copied, but the allocator has no payload store",
+                      "copy_tail_rows");
+  }
+  const uint32_t fresh = need - shared;
+  if (quota_refused(a.quota, QuotaCharge{fresh, a.prefix_hit.first(size_t{shared} * G), G, std::nullopt}, out,
+                    AllocationOperation::allocate))
     return Status::success();
   for (uint32_t g = 0; g < G; ++g) {
+    // Hits that wait unreferenced (the tail too) leave the queue for the
+    // transaction, so they are not reservable.
     uint32_t evictable_hits = 0;
     for (uint32_t i = g; i < scratch_slots_.size(); i += G)
       evictable_hits += pools_[g].blocks[scratch_slots_[i]].refcount == 0 ? 1 : 0;
@@ -318,6 +335,15 @@ Status BlockAllocator::allocate_into(const AllocateArgs& a, AllocationReceipt& o
     finish_receipt(out, nullptr, 0);
     return Status::success();
   }
+  // The copy-rows intent: the tail's valid rows into each group's first
+  // reserved block (reserve_bundles lays the log out group-major), which
+  // becomes logical block `shared`. Unpublished until step 8 below.
+  if (tail_rows > 0)
+    for (uint32_t g = 0; g < G; ++g) {
+      const Reservation& res = scratch_log_[size_t{g} * fresh];
+      pools_[g].blocks[res.slot].state = BlockState::copying;
+      store_->copy_rows(g, scratch_slots_[size_t{shared} * G + g], res.slot, tail_rows);
+    }
 
   // Step 8: publish the request, its tables and the reference deltas at once.
   RequestRecord& r = requests_[index];
@@ -332,7 +358,7 @@ Status BlockAllocator::allocate_into(const AllocateArgs& a, AllocationReceipt& o
   for (uint32_t g = 0; g < G; ++g) {
     auto& table = r.tables[g];
     table.clear();
-    for (uint32_t i = 0; i < hit_bundles; ++i) {
+    for (uint32_t i = 0; i < shared; ++i) {
       const uint32_t slot = scratch_slots_[i * G + g];
       BlockMeta& b = pools_[g].blocks[slot];
       const uint32_t before = b.refcount;
@@ -349,13 +375,47 @@ Status BlockAllocator::allocate_into(const AllocateArgs& a, AllocationReceipt& o
       table.push_back(slot);
     }
   }
+  const size_t first_fresh_entry = out.published_entries.size();
   publish_fresh_blocks(index, 0, out);
+  if (tail_rows > 0) {
+    for (uint32_t g = 0; g < G; ++g) set_valid_rows(g, r.tables[g][shared], static_cast<uint16_t>(tail_rows));
+    for (size_t e = first_fresh_entry; e < out.published_entries.size(); ++e)
+      if (out.published_entries[e].logical_block == shared) out.published_entries[e].valid_rows = tail_rows;
+    // The source stays cached and unreferenced by this request: back in its
+    // queue, at the young end, since a hit is a use (the hits before it left
+    // the queue for good: they are referenced now).
+    for (uint32_t g = 0; g < G; ++g) {
+      const uint32_t slot = scratch_slots_[size_t{shared} * G + g];
+      if (pools_[g].blocks[slot].refcount == 0) pools_[g].lru_queue.push_back(slot, links_of(g));
+    }
+  }
   digest_.add_digest(request_image(index));
   scratch_unlinked_.clear();
   if (fresh > 0) bump_epoch();
-  out.useful_new_rows = a.prompt_rows - std::min(a.prompt_rows, hit_bundles * P);
+  out.useful_new_rows = a.prompt_rows - std::min(a.prompt_rows, shared * P + tail_rows);
   out.new_physical_blocks = fresh * G;
+  out.copied_rows = tail_rows;
+  out.copy_payload_bytes = uint64_t{tail_rows} * bundle_row_bytes();
   finish_receipt(out, &r, index);
+  return Status::success();
+}
+
+Status BlockAllocator::check_copy_tail(const AllocateArgs& a, uint32_t hit_bundles) const {
+  const uint32_t P = block_size();
+  if (a.copy_tail_rows >= P)
+    return make_error(ErrorCode::invalid_argument,
+                      "a partial tail holds 0 < v < P rows; got " + std::to_string(a.copy_tail_rows) + " of a " +
+                          std::to_string(P) + "-row block (a full block is shared, not copied)",
+                      "copy_tail_rows");
+  if (hit_bundles == 0 || a.prefix_hit.size() % group_count() != 0)
+    return make_error(ErrorCode::invalid_argument, "copy_tail_rows names the last prefix-hit bundle, and there is none",
+                      "copy_tail_rows");
+  if (uint64_t{hit_bundles - 1} * P + a.copy_tail_rows > a.prompt_rows)
+    return make_error(ErrorCode::invalid_argument,
+                      "the partial tail's rows end at " +
+                          std::to_string(uint64_t{hit_bundles - 1} * P + a.copy_tail_rows) + ", past the " +
+                          std::to_string(a.prompt_rows) + "-row prompt",
+                      "copy_tail_rows");
   return Status::success();
 }
 

@@ -137,8 +137,8 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const AllocateOp& op) {
   if (!ns.ok()) return ns.error();
   std::optional<NamespaceQuotaGate> gate;
   if (*ns && quotas_.enforced()) gate.emplace(quotas_, **ns);
-  Result<AllocationReceipt> r =
-      allocator_.allocate(AllocateArgs{op.prompt_rows, op.prefix_hit, op.expected_epoch, gate ? &*gate : nullptr});
+  Result<AllocationReceipt> r = allocator_.allocate(
+      AllocateArgs{op.prompt_rows, op.prefix_hit, op.expected_epoch, gate ? &*gate : nullptr, op.copy_tail_rows});
   const bool reuses = !op.prefix_hit.empty();
   if (!r.ok()) {
     if (reuses)
@@ -151,6 +151,10 @@ AllocatorOutcome AllocatorService::apply(SessionId s, const AllocateOp& op) {
   }
   settle(r->request_id, *ns, *r);
   if (reuses && r->outcome == AllocationOutcome::committed) hits_.record_leased();
+  if (r->outcome == AllocationOutcome::committed && op.copy_tail_rows > 0) {
+    ++partial_tails_copied_;
+    partial_tail_rows_copied_ += r->copied_rows;
+  }
   if (reuses && r->outcome == AllocationOutcome::out_of_capacity) hits_.record_out_of_capacity();
   if (reuses && r->outcome == AllocationOutcome::quota_exceeded) hits_.record_quota_exceeded();
   return std::move(r).value();

@@ -147,6 +147,8 @@ class AllocatorService {
   uint64_t errors_ = 0;
   uint64_t out_of_capacity_ = 0;
   uint64_t quota_exceeded_ = 0;
+  uint64_t partial_tails_copied_ = 0;      // allocations whose copy-rows intent ran (0x07D)
+  uint64_t partial_tail_rows_copied_ = 0;  // [rows], each spanning every cache group
   NamespaceQuotas quotas_;
   BlockResidue residue_;  // which namespaces' rows each block may hold: what a purge marks
   std::map<uint64_t, std::set<std::string, std::less<>>> granted_;  // SessionId value -> namespaces granted

@@ -18,6 +18,8 @@ OwnerStats AllocatorService::stats() const {
   put("zero_on_recycle", allocator_.config().zero_on_recycle ? 1 : 0);
   put("overwrite_pending_blocks", static_cast<int64_t>(allocator_.overwrite_pending_blocks()));
   put("overwritten_blocks", static_cast<int64_t>(allocator_.overwritten_blocks()));
+  put("partial_tails_copied", static_cast<int64_t>(partial_tails_copied_));
+  put("partial_tail_rows_copied", static_cast<int64_t>(partial_tail_rows_copied_));
 
   // Reachability: every block a held request maps or a held lease pins.
   std::set<std::pair<uint32_t, uint32_t>> reachable;  // (group index, block id)

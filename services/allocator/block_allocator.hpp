@@ -78,10 +78,17 @@ struct AllocatorEvent {
 struct AllocateArgs {
   uint32_t prompt_rows = 0;  // logical rows of the new request [tokens]
   // Prefix-hit bundles taken by reference, bundle-major: entry i*G + g is
-  // bundle i of cache group g. Each must be a full, valid, current block.
+  // bundle i of cache group g. Each must be a valid, current block holding
+  // every row the prompt sees in it.
   std::span<const PhysicalBlockHandle> prefix_hit;
   std::optional<Epoch> expected_epoch;
   const BlockQuotaGate* quota = nullptr;  // asked before the capacity check; none: no quota
+  // The copy-rows intent of an immutable partial tail (0x07D): v in (0, P)
+  // makes the last prefix_hit bundle a source, not a reference. Its rows
+  // [0, v) are copied into the request's own fresh bundle at that position,
+  // which starts with v valid rows; the tail keeps its own references. 0:
+  // every bundle is shared.
+  uint32_t copy_tail_rows = 0;
 };
 
 struct AppendArgs {
@@ -380,6 +387,8 @@ class BlockAllocator {
   // cover `rows_needed(i)`.
   template <class RowsNeeded>
   Status resolve_bundles(std::span<const PhysicalBlockHandle> handles, RowsNeeded rows_needed);
+  // The copy-rows intent's arguments (allocate with copy_tail_rows > 0).
+  Status check_copy_tail(const AllocateArgs& a, uint32_t hit_bundles) const;
   void unlink_evictable_hits();  // scratch_slots_ with refcount 0 leave the evictable queue (logged)
   void relink_evictable_hits();  // exact undo of unlink_evictable_hits
   uint64_t bundle_row_bytes() const;

@@ -58,6 +58,7 @@ Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixM
   funnel_.record_lookup(m->receipt.runtime_hit_tokens);
   lookup_prompt_tokens_ += m->receipt.prompt_tokens;
   lookup_hit_tokens_ += m->receipt.runtime_hit_tokens;
+  partial_hits_ += m->receipt.copy_valid_partial_rows > 0 ? 1 : 0;
   m->receipt.namespace_id = op.namespace_name;
   m->receipt.namespace_generation = grants_.current(session, op.namespace_name)->generation;
   m->receipt.receipt_sha256 = canonical_digest(m->receipt);
@@ -72,7 +73,36 @@ Result<BlockExtrasPlan> PrefixService::publication_plan(SessionId session, const
     return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");
   if (uint64_t{op.end_block} * P > op.tokens.size())
     return make_error(ErrorCode::invalid_argument, "only full blocks are published", "end_block");
+  if (op.tail_rows > 0) {
+    if (index_.config().policy != ReusePolicy::immutable_partial_tail)
+      return make_error(ErrorCode::invalid_argument,
+                        "the node's reuse policy is full_block: partial tails are not published (0x07D)", "tail_rows");
+    if (op.tail_rows >= P)
+      return make_error(ErrorCode::invalid_argument,
+                        "a partial tail holds 0 < v < P rows; got " + std::to_string(op.tail_rows), "tail_rows");
+    if (uint64_t{op.end_block} * P + op.tail_rows > op.tokens.size())
+      return make_error(ErrorCode::invalid_argument, "the tail's rows lie beyond the request's tokens", "tail_rows");
+  }
   return plan;
+}
+
+Status PrefixService::check_tail_block(const PrefixPublishOp& op, const BlockTableView& table) const {
+  // Everything publish_tail would refuse about the block, checked before the
+  // full blocks are recorded: a publication is decided whole or not at all.
+  for (size_t g = 0; g < table.groups.size(); ++g) {
+    if (op.end_block >= table.groups[g].size())
+      return make_error(ErrorCode::table_out_of_bounds,
+                        "request maps " + std::to_string(table.groups[g].size()) + " blocks in group " +
+                            std::to_string(g) + "; the tail is block " + std::to_string(op.end_block),
+                        "tail_rows");
+    const BlockTableEntry& e = table.groups[g][op.end_block];
+    if (e.valid_rows < op.tail_rows)
+      return make_error(ErrorCode::row_not_valid,
+                        "block " + std::to_string(e.handle.block.value) + " has " + std::to_string(e.valid_rows) +
+                            " committed rows; the tail covers " + std::to_string(op.tail_rows),
+                        "tail_rows");
+  }
+  return Status::success();
 }
 
 Status PrefixService::check_publication(SessionId session, const PrefixPublishOp& op) const {
@@ -91,10 +121,26 @@ Result<DecidedPublication> PrefixService::decide_publication(SessionId session, 
   BlockTableSnapshotTarget target(op.request, index_.block_tokens(), std::move(groups));
   std::vector<BlockHash> hashes;
   index_.extend_hashes(scope_, op.tokens, plan, hashes);
+  if (op.tail_rows > 0) KVRT_TRY(check_tail_block(op, table));
   PublishOutcome outcome;
   KVRT_TRY_ASSIGN(outcome, index_.publish_blocks(
                                scope_, target,
                                PrefixPublishArgs{op.request, op.tokens, hashes, &plan, op.first_block, op.end_block}));
+  if (op.tail_rows > 0) {
+    // A block that already carries another identity (a tail of other rows
+    // published before) keeps it: an immutable block has one key. The full
+    // blocks stand either way.
+    Result<PublishOutcome> tail = index_.publish_tail(
+        scope_, target, PrefixTailArgs{op.request, op.tokens, hashes, &plan, op.end_block, op.tail_rows});
+    if (tail.ok()) {
+      outcome.published += tail->published;
+      outcome.duplicates += tail->duplicates;
+      outcome.already += tail->already;
+      tails_published_ += tail->published > 0 ? 1 : 0;
+    } else {
+      ++tails_refused_;
+    }
+  }
   ++publications_;
   if (Result<SessionNamespaceGrant> g = grants_.current(session, op.namespace_name); g.ok())
     published_digests_.record(*g);
@@ -160,6 +206,10 @@ OwnerStats PrefixService::stats() const {
   put("rejected_stale_generation", static_cast<int64_t>(stale_generation_));
   put("publications", static_cast<int64_t>(publications_));
   put("tags_refused", static_cast<int64_t>(tags_refused_));
+  put("reuse_policy_partial_tail", index_.config().policy == ReusePolicy::immutable_partial_tail ? 1 : 0);
+  put("partial_tails_published", static_cast<int64_t>(tails_published_));
+  put("partial_tails_refused", static_cast<int64_t>(tails_refused_));
+  put("lookup_partial_tail_hits", static_cast<int64_t>(partial_hits_));
   put("sessions_with_grants", static_cast<int64_t>(grants_.sessions()));
   funnel_.put(out);
   return out;

@@ -126,6 +126,10 @@ class PrefixService {
   Result<BlockExtrasPlan> authorized_plan(SessionId session, const std::string& namespace_name,
                                           const RequestIdentity& identity,
                                           NamespaceGeneration computed_under = {}) const;
+  // The tail block of a publication with tail_rows, against the table:
+  // mapped in every group, its rows committed. Errors before anything is
+  // recorded.
+  Status check_tail_block(const PrefixPublishOp& op, const BlockTableView& table) const;
   // check_publication's checks; the authorized plan when they pass.
   Result<BlockExtrasPlan> publication_plan(SessionId session, const PrefixPublishOp& op) const;
 
@@ -136,6 +140,8 @@ class PrefixService {
   uint64_t unauthorized_ = 0, stale_generation_ = 0;
   LookupFunnelCounters funnel_;  // the node's reuse funnel, lookup stages (0x0CF)
   uint64_t publications_ = 0, tags_refused_ = 0;
+  uint64_t tails_published_ = 0, tails_refused_ = 0;  // partial-tail publications (0x07D)
+  uint64_t partial_hits_ = 0;                         // lookups whose hit ends inside a block
   uint64_t retraction_version_ = 0;
   PublishedReuseDigests published_digests_;
   FaultPoints faults_;

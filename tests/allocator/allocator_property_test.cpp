@@ -43,7 +43,7 @@ struct PropertyRun {
   uint64_t next_lineage = 1;
   uint64_t next_key = 1;
   std::vector<BlockLease> leases;
-  uint64_t committed = 0, failed = 0, capacity = 0, rolled_back = 0;
+  uint64_t committed = 0, failed = 0, capacity = 0, rolled_back = 0, tails_copied = 0;
   bool pressure = false;
 
   PropertyRun(uint64_t seed, FreeQueuePolicy policy) : rng(seed), al(make(policy)) {}
@@ -130,14 +130,26 @@ struct PropertyRun {
       const uint32_t n = 1 + pick(3 * kP);
       std::vector<PhysicalBlockHandle> hits;
       std::vector<Writer> hit_history;
-      if (pick(2) == 0 && !key_content.empty() && n >= kP) {
+      uint32_t tail_rows = 0;
+      const uint32_t reuse = pick(3);
+      if (reuse == 0 && !key_content.empty() && n >= kP) {
         auto it = key_handles.begin();
         std::advance(it, pick(static_cast<uint32_t>(key_handles.size())));
         hits = {it->second[0], it->second[1]};
         hit_history = key_content.at(it->first);
+      } else if (reuse == 1 && !key_content.empty()) {
+        // An immutable partial tail (0x07D): the first v rows of a cached
+        // bundle are copied into the new request's own first block.
+        auto it = key_handles.begin();
+        std::advance(it, pick(static_cast<uint32_t>(key_handles.size())));
+        tail_rows = 1 + pick(kP - 1);
+        if (n < tail_rows) tail_rows = n;
+        hits = {it->second[0], it->second[1]};
+        const std::vector<Writer>& content = key_content.at(it->first);
+        hit_history.assign(content.begin(), content.begin() + tail_rows);
       }
       if (pick(8) == 0) al.faults().arm("after_reserve_group_" + std::to_string(pick(2)));
-      Result<AllocationReceipt> r = al.allocate(AllocateArgs{n, hits, {}});
+      Result<AllocationReceipt> r = al.allocate(AllocateArgs{n, hits, {}, nullptr, tail_rows});
       al.faults().disarm_all();
       REQUIRE(r.ok());
       if (r->outcome != AllocationOutcome::committed) {
@@ -147,6 +159,13 @@ struct PropertyRun {
         else
           ++capacity, pressure = true;
         return;
+      }
+      if (tail_rows > 0) {
+        // The copy is the request's own block: no reference to the source.
+        REQUIRE(r->copied_rows == tail_rows);
+        for (const RefcountDelta& d : r->refcount_deltas) REQUIRE(d.handle != hits[0]);
+        REQUIRE(al.block(al.table(r->request_id, 0).value()[0]).value().valid_rows == tail_rows);
+        ++tails_copied;
       }
       ModelRequest m{next_lineage++, {}};
       m.history = hit_history;
@@ -240,7 +259,7 @@ struct PropertyRun {
       }
       ++committed;
     } else {  // malformed transitions: each a typed error, state unchanged
-      switch (pick(6)) {
+      switch (pick(7)) {
         case 0:
           expect_unchanged(
               before, al.append(AppendArgs{
@@ -265,6 +284,17 @@ struct PropertyRun {
         case 4:
           expect_unchanged(before, al.release_lease(LeaseId{0xFFFFFFFFFFull}));
           break;
+        case 5: {
+          // A "partial" tail of a whole block, or with no tail named: typed, unchanged.
+          auto t0 = al.table(RequestId{id}, 0).value();
+          auto t1 = al.table(RequestId{id}, 1).value();
+          const std::vector<PhysicalBlockHandle> tail{t0[0], t1[0]};
+          if (pick(2) == 0)
+            expect_unchanged(before, al.allocate(AllocateArgs{2 * kP, tail, {}, nullptr, kP}));
+          else
+            expect_unchanged(before, al.allocate(AllocateArgs{2 * kP, {}, {}, nullptr, 1}));
+          break;
+        }
         default:
           expect_unchanged(before, al.allocate(AllocateArgs{0, {}, {}}));
           break;
@@ -308,6 +338,7 @@ TEST_CASE("randomised allocator transitions validate and match a reference model
     INFO("committed " << run.committed << " failed " << run.failed << " capacity " << run.capacity << " rolled back "
                       << run.rolled_back);
     CHECK(run.committed > 10000);
+    CHECK(run.tails_copied > 100);  // the copy-rows intent ran, and its rows matched the reference
     CHECK(run.failed > 100);
     CHECK(run.rolled_back > 10);
     CHECK(run.capacity > 0);

@@ -350,6 +350,35 @@ TEST_CASE("kvrt run: one request at a time, the radix and the hash chain reuse t
   CHECK(radix_two["prefill_rows_reused"].get<uint64_t>() == 2 * radix["prefill_rows_reused"].get<uint64_t>());
 }
 
+TEST_CASE("kvrt run: under the partial-tail policy a chat's next turn reuses its whole history, exactly",
+          "[run][process]") {
+  // The serial chat run of run-serial.toml, once with full blocks and once
+  // with immutable partial tails (0x07D): each finished turn then also
+  // publishes its last, partly filled block, so the next turn's hit ends at
+  // the history's last cached row instead of the block boundary before it.
+  // The same prompts are served; more rows are reused, at most P - 1 more per
+  // request, and every reused row is still bitwise the recomputed one.
+  auto run = [&](const std::string& config) {
+    test::ScratchDir dir("run-partial-tail");
+    return run_to_json({"--config", data(config), "--out", dir.file("report")}, dir);
+  };
+  const nlohmann::json full = run("run-serial.toml");
+  const nlohmann::json tails = run("run-serial-partial.toml");
+  INFO(tails.dump(2));
+  CHECK(full["exact"] == true);
+  CHECK(tails["exact"] == true);
+  CHECK(tails["row_mismatches"] == 0);
+  CHECK(tails["leaked_blocks"] == 0);
+  REQUIRE(tails["requests"] == full["requests"]);
+  CHECK(tails["prompt_tokens"] == full["prompt_tokens"]);
+  const uint64_t more = tails["prefill_rows_reused"].get<uint64_t>() - full["prefill_rows_reused"].get<uint64_t>();
+  CHECK(tails["prefill_rows_reused"].get<uint64_t>() > full["prefill_rows_reused"].get<uint64_t>());
+  CHECK(more <= tails["requests"].get<uint64_t>() * 15);
+  CHECK(tails["prefill_rows_computed"].get<uint64_t>() + tails["prefill_rows_reused"].get<uint64_t>() +
+            tails["prefill_rows_forked"].get<uint64_t>() ==
+        tails["prompt_tokens"].get<uint64_t>());
+}
+
 TEST_CASE("kvrt run: a radix cache holding most of the pool gives pages back when requests are stuck",
           "[run][process]") {
   // 16 blocks per group, 14 of them leasable by the radix cache, one worker:

@@ -34,7 +34,7 @@ inline AllocatorBatch filled(uint64_t seed) {
   Numbers n(seed);
   AllocatorBatch b;
   b.trace = trace(n);
-  b.ops.push_back(AllocateOp{n.u32(), {n.handle(), n.handle()}, Epoch{n.u64()}, n.text("prod-eu1/tenant")});
+  b.ops.push_back(AllocateOp{n.u32(), {n.handle(), n.handle()}, Epoch{n.u64()}, n.text("prod-eu1/tenant"), n.u32()});
   b.ops.push_back(AppendOp{fence(n), {row_bytes(n, 13), row_bytes(n, 5)}, Epoch{n.u64()}});
   b.ops.push_back(AppendOp{fence(n), {}, std::nullopt});  // the shared-memory path
   b.ops.push_back(CommitRowsOp{fence(n), n.u32()});
@@ -103,7 +103,9 @@ inline PrefixBatch filled(uint64_t seed) {
                                   {static_cast<TokenId>(n.u32()), static_cast<TokenId>(n.u32()), -1},
                                   n.u32(),
                                   n.u32(),
-                                  identity_filled(n)});
+                                  identity_filled(n),
+                                  NamespaceGeneration{n.u64()},
+                                  n.u32()});
   return b;
 }
 
@@ -143,6 +145,7 @@ inline SessionReceipt filled(uint64_t seed) {
   r.pools.push_back(std::move(gpu));
   r.channel_socket = n.text("/tmp/kvrt-node.json.tokens/session.sock");
   r.channel_ticket = n.text("0123456789abcdef0123456789abcdef");
+  r.reuse_policy_id = n.text("kvrt.immutable_partial_tail.v1");
   return r;
 }
 
