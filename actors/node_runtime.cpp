@@ -265,7 +265,7 @@ Status start_pool_owners(NodeInstance::Impl& impl, const NodeConfig& config, con
 Status start_prefix_owner(NodeInstance::Impl& impl, const NodeConfig& config, const CacheLayoutManifest& layout) {
   if (config.prefix_index == PrefixIndexKind::radix) {
     Result<RadixBlockService> radix =
-        RadixBlockService::create(layout, config.radix_budget_blocks, config.radix_eviction);
+        RadixBlockService::create(layout, config.radix_budget_blocks, config.radix_eviction, config.reuse_policy);
     if (!radix.ok()) return radix.error();
     impl.radix = std::make_shared<RadixBlockService>(std::move(*radix));
     return Status::success();

@@ -31,20 +31,11 @@ Result<PrefixIndexKind> read_prefix_index_kind(const TomlReader& reader, const t
 }
 
 Result<ReusePolicy> read_reuse_policy(const TomlReader& reader, const toml::table& table, const std::string& where,
-                                      const std::string& field, PrefixIndexKind index) {
-  ReusePolicy policy = ReusePolicy::full_block;
-  KVRT_TRY_ASSIGN(policy,
-                  reader.choice<ReusePolicy>(
-                      table, where, field, config_name_of(ReusePolicy::full_block),
-                      {{config_name_of(ReusePolicy::full_block), ReusePolicy::full_block},
-                       {config_name_of(ReusePolicy::immutable_partial_tail), ReusePolicy::immutable_partial_tail}}));
-  // The radix tree's edges are whole pages (0x08A): a hit never ends inside
-  // one, so only the hash chain can serve immutable partial tails.
-  if (policy == ReusePolicy::immutable_partial_tail && index == PrefixIndexKind::radix)
-    return reader.field_error(table.get(field), where, field,
-                              "immutable_partial_tail is served by the hash-chain index only; the radix index "
-                              "matches whole pages (set prefix_index = \"hash_chain\")");
-  return policy;
+                                      const std::string& field) {
+  return reader.choice<ReusePolicy>(
+      table, where, field, config_name_of(ReusePolicy::full_block),
+      {{config_name_of(ReusePolicy::full_block), ReusePolicy::full_block},
+       {config_name_of(ReusePolicy::immutable_partial_tail), ReusePolicy::immutable_partial_tail}});
 }
 
 namespace {
@@ -86,7 +77,7 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
   KVRT_TRY_ASSIGN(c.fault_injection, reader.boolean(*node, "node", "fault_injection", false));
   KVRT_TRY_ASSIGN(c.zero_on_recycle, reader.boolean(*node, "node", "zero_on_recycle", false));
   KVRT_TRY_ASSIGN(c.prefix_index, read_prefix_index_kind(reader, *node, "node", "prefix_index"));
-  KVRT_TRY_ASSIGN(c.reuse_policy, read_reuse_policy(reader, *node, "node", "reuse_policy", c.prefix_index));
+  KVRT_TRY_ASSIGN(c.reuse_policy, read_reuse_policy(reader, *node, "node", "reuse_policy"));
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "radix_budget_blocks", 0, 0, int64_t{1} << 24));
   c.radix_budget_blocks =
       v == 0 ? static_cast<uint32_t>(std::max<uint64_t>(1, c.blocks_per_group / 2)) : static_cast<uint32_t>(v);

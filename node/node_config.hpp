@@ -81,7 +81,7 @@ struct NodeConfig {
   // Where a prefix hit may end (0x07D): full blocks only (vLLM's policy), or
   // also inside an immutable partial tail that a finished request published,
   // whose rows the allocator copies into the new request's own block (the
-  // copy-rows intent). Partial tails need the hash-chain index.
+  // copy-rows intent). Both index owners serve either.
   ReusePolicy reuse_policy = ReusePolicy::full_block;
   uint32_t radix_budget_blocks = 0;                     // blocks per group the radix may hold; 0 = half the pool
   EvictionPolicy radix_eviction = EvictionPolicy::lru;  // the radix tree's eviction policy

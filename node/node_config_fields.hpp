@@ -14,9 +14,8 @@ Result<NodeScheduler> read_node_scheduler(const TomlReader& reader, const toml::
                                           const std::string& field);
 Result<PrefixIndexKind> read_prefix_index_kind(const TomlReader& reader, const toml::table& table,
                                                const std::string& where, const std::string& field);
-// The reuse policy under the prefix index `index` (partial tails need the
-// hash chain: a typed error on the field otherwise).
+// The prefix reuse policy (0x07D): "full_block" or "immutable_partial_tail".
 Result<ReusePolicy> read_reuse_policy(const TomlReader& reader, const toml::table& table, const std::string& where,
-                                      const std::string& field, PrefixIndexKind index);
+                                      const std::string& field);
 
 }  // namespace kvrt

@@ -5,20 +5,26 @@
 namespace kvrt {
 namespace {
 
-// Collects the cached pages of evicted edges (each page once: at its row 0).
-// With fault points, an eviction stops before a victim when the point
-// "evict" fires (RadixBlockService::kEvictFaultPoint).
+// Collects the cached pages that evicted edges leave unnamed: a page goes
+// with the last tree slot that named it (with page-aligned edges, all its P
+// slots leave in one edge). With fault points, an eviction stops before a
+// victim when the point "evict" fires (RadixBlockService::kEvictFaultPoint).
 class PageSink final : public RadixEvictionSink {
  public:
-  explicit PageSink(uint32_t block_tokens, FaultPoints* faults = nullptr) : p_(block_tokens), faults_(faults) {}
+  PageSink(std::vector<CachedPage>& cache, uint32_t block_tokens, FaultPoints* faults = nullptr)
+      : cache_(cache), p_(block_tokens), faults_(faults) {}
   void evicted(const RadixEvictedEdge& edge) override {
-    for (const TokenSlotId s : edge.slots)
-      if ((s.value - 1) % p_ == 0) pages.push_back(static_cast<uint32_t>((s.value - 1) / p_));
+    for (const TokenSlotId s : edge.slots) {
+      const uint32_t id = static_cast<uint32_t>((s.value - 1) / p_);
+      KVRT_ASSERT(cache_.at(id).named > 0, "an evicted slot names a page no slot names");
+      if (--cache_[id].named == 0) pages.push_back(id);
+    }
   }
   bool interrupted() override { return faults_ != nullptr && faults_->reached(kRadixEvictFaultPoint); }
   std::vector<uint32_t> pages;
 
  private:
+  std::vector<CachedPage>& cache_;
   uint32_t p_;
   FaultPoints* faults_;
 };
@@ -32,14 +38,14 @@ Result<RadixBlockIndex> RadixBlockIndex::create(const RadixBlockIndexConfig& con
   if (config.budget_pages == 0)
     return make_error(ErrorCode::invalid_argument, "a radix cache of zero pages caches nothing", "budget_pages");
   RadixOptions options;
-  options.page_size = config.block_tokens;
+  options.page_size = config.partial_tails ? 1 : config.block_tokens;
   options.eviction = config.eviction;
   auto tree = RadixTree::create(options);
   if (!tree.ok()) return tree.error();
   return RadixBlockIndex(config, std::move(tree).value());
 }
 
-uint32_t RadixBlockIndex::new_page(std::span<const PhysicalBlockHandle> handles) {
+uint32_t RadixBlockIndex::new_page(std::span<const PhysicalBlockHandle> handles, uint32_t rows) {
   uint32_t id = 0;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -51,6 +57,8 @@ uint32_t RadixBlockIndex::new_page(std::span<const PhysicalBlockHandle> handles)
   CachedPage& p = pages_[id];
   p.handles.assign(handles.begin(), handles.end());
   p.leases.clear();
+  p.rows = rows;
+  p.named = 0;
   p.live = true;
   ++live_pages_;
   return id;
@@ -67,14 +75,19 @@ void RadixBlockIndex::free_page(uint32_t id, std::vector<LeaseId>& leases_out) {
 
 RadixBlockMatch RadixBlockIndex::match(uint64_t extra_key, std::span<const TokenId> tokens, uint32_t cap_tokens) {
   const uint32_t P = config_.block_tokens;
-  const uint32_t usable = std::min<uint64_t>(tokens.size(), cap_tokens) / P * P;
+  const uint64_t capped = std::min<uint64_t>(tokens.size(), cap_tokens);
+  const uint32_t usable = static_cast<uint32_t>(config_.partial_tails ? capped : capped / P * P);
   std::vector<TokenSlotId> slots;
   const RadixMatchResult m = tree_.match(RadixKeyView{tokens.first(usable), extra_key}, &slots);
   RadixBlockMatch out;
   out.hit_tokens = m.matched;
   out.terminal = m.terminal;
-  for (uint32_t j = 0; j < m.matched / P; ++j) {
-    const uint32_t id = static_cast<uint32_t>((slots[uint64_t{j} * P].value - 1) / P);
+  out.tail_rows = m.matched % P;
+  // Each page position's rows come from the page of its deepest matched
+  // slot (its whole page when aligned; see RadixBlockIndexConfig).
+  for (uint32_t j = 0; uint64_t{j} * P < m.matched; ++j) {
+    const uint64_t deepest = std::min<uint64_t>(uint64_t{j + 1} * P, m.matched) - 1;
+    const uint32_t id = static_cast<uint32_t>((slots[deepest].value - 1) / P);
     out.bundles.push_back(MatchedBlockBundle{j, pages_.at(id).handles});
   }
   return out;
@@ -83,10 +96,15 @@ RadixBlockMatch RadixBlockIndex::match(uint64_t extra_key, std::span<const Token
 Result<RadixAdoption> RadixBlockIndex::adopt(uint64_t extra_key, std::span<const TokenId> tokens,
                                              const std::vector<std::vector<PhysicalBlockHandle>>& pages) {
   const uint32_t P = config_.block_tokens;
-  if (tokens.size() != pages.size() * uint64_t{P})
+  const uint64_t whole = pages.size() * uint64_t{P};
+  // With partial tails the last page may hold 0 < v < P rows.
+  const bool fits = tokens.size() == whole ||
+                    (config_.partial_tails && !pages.empty() && tokens.size() < whole && tokens.size() > whole - P);
+  if (!fits)
     return make_error(ErrorCode::invalid_argument,
                       std::to_string(tokens.size()) + " tokens are not " + std::to_string(pages.size()) +
-                          " whole pages of " + std::to_string(P),
+                          " whole pages of " + std::to_string(P) +
+                          (config_.partial_tails ? " (the last one may be a partial tail)" : ""),
                       "tokens");
   for (size_t j = 0; j < pages.size(); ++j)
     if (pages[j].size() != config_.groups)
@@ -100,10 +118,11 @@ Result<RadixAdoption> RadixBlockIndex::adopt(uint64_t extra_key, std::span<const
   // are duplicates and go back at once.
   std::vector<uint32_t> ids;
   std::vector<TokenSlotId> slots(tokens.size());
+  auto rows_of = [&](size_t j) { return static_cast<uint32_t>(std::min<uint64_t>(P, tokens.size() - j * P)); };
   for (size_t j = 0; j < pages.size(); ++j) {
-    const uint32_t id = new_page(pages[j]);
+    const uint32_t id = new_page(pages[j], rows_of(j));
     ids.push_back(id);
-    for (uint32_t o = 0; o < P; ++o) slots[j * P + o] = TokenSlotId{uint64_t{id} * P + o + 1};
+    for (uint32_t o = 0; o < rows_of(j); ++o) slots[j * P + o] = TokenSlotId{uint64_t{id} * P + o + 1};
   }
   auto inserted = tree_.insert(RadixKeyView{tokens, extra_key}, slots, 0, &out.undo);
   if (!inserted.ok()) {
@@ -111,11 +130,21 @@ Result<RadixAdoption> RadixBlockIndex::adopt(uint64_t extra_key, std::span<const
     for (uint32_t id : ids) free_page(id, none);
     return inserted.error();
   }
-  const uint32_t held = inserted->prefix_len / P;
+  // A page whose every row the tree held already is a duplicate; the others
+  // are named by the slots the tree took (token by token, a page may be
+  // named in part: its leading rows were cached by another request).
+  const uint64_t held_tokens = inserted->prefix_len;
   std::vector<LeaseId> none;
-  for (uint32_t j = 0; j < held; ++j) free_page(ids[j], none);
-  out.duplicates = held;
-  out.pages.assign(ids.begin() + held, ids.end());
+  for (size_t j = 0; j < pages.size(); ++j) {
+    const uint64_t begin = j * uint64_t{P}, end = begin + rows_of(j);
+    if (end <= held_tokens) {
+      free_page(ids[j], none);
+      ++out.duplicates;
+      continue;
+    }
+    pages_[ids[j]].named = static_cast<uint32_t>(end - std::max(begin, held_tokens));
+    out.pages.push_back(ids[j]);
+  }
   if (inserted->new_leaf) out.leaf = tree_.node(*inserted->new_leaf).id;
   return out;
 }
@@ -140,7 +169,7 @@ std::vector<LeaseId> RadixBlockIndex::confirm(const RadixAdoption& adoption,
   for (const auto& page : leases)
     for (const auto& l : page)
       if (l) release.push_back(*l);
-  PageSink sink(config_.block_tokens);
+  PageSink sink(pages_, config_.block_tokens);
   if (tree_.undo_insert(adoption.undo, &sink)) {
     // Nothing walked the tree since the adoption, so no candidate can have
     // named its leaf: the retraction version stays, as in a tree that never
@@ -155,9 +184,10 @@ std::vector<LeaseId> RadixBlockIndex::confirm(const RadixAdoption& adoption,
 }
 
 std::vector<LeaseId> RadixBlockIndex::evict_tokens(uint64_t target_tokens, FaultPoints* faults) {
-  PageSink sink(config_.block_tokens, faults);
-  tree_.evict(target_tokens, &sink);
-  if (!sink.pages.empty()) ++retraction_version_;
+  PageSink sink(pages_, config_.block_tokens, faults);
+  // Any cached token taken out retracts (a page named in part loses rows a
+  // candidate may have counted on), whether or not a whole page left.
+  if (tree_.evict(target_tokens, &sink).evicted_tokens > 0) ++retraction_version_;
   std::vector<LeaseId> release;
   for (uint32_t id : sink.pages) free_page(id, release);
   evicted_pages_ += sink.pages.size();
@@ -165,8 +195,19 @@ std::vector<LeaseId> RadixBlockIndex::evict_tokens(uint64_t target_tokens, Fault
 }
 
 std::vector<LeaseId> RadixBlockIndex::enforce_budget(FaultPoints* faults) {
-  if (live_pages_ <= config_.budget_pages) return {};
-  return evict_tokens(uint64_t{live_pages_ - config_.budget_pages} * config_.block_tokens, faults);
+  std::vector<LeaseId> release;
+  // Page-aligned edges free a page per P tokens evicted, so one round
+  // suffices; token by token, an evicted leaf may take only part of a page's
+  // slots (its leading rows stay named above it), so it takes rounds until
+  // the budget holds, the tree is empty or the fault point stopped it.
+  while (live_pages_ > config_.budget_pages) {
+    const uint64_t before = tree_.ledger().total_tokens;
+    std::vector<LeaseId> leases =
+        evict_tokens(uint64_t{live_pages_ - config_.budget_pages} * config_.block_tokens, faults);
+    release.insert(release.end(), leases.begin(), leases.end());
+    if (tree_.ledger().total_tokens == before) break;
+  }
+  return release;
 }
 
 std::vector<LeaseId> RadixBlockIndex::evict_pages(uint32_t pages, FaultPoints* faults) {
@@ -176,7 +217,7 @@ std::vector<LeaseId> RadixBlockIndex::evict_pages(uint32_t pages, FaultPoints* f
 std::vector<LeaseId> RadixBlockIndex::evict_all() { return evict_tokens(UINT64_MAX, nullptr); }
 
 std::vector<LeaseId> RadixBlockIndex::evict_extra_key(uint64_t extra_key) {
-  PageSink sink(config_.block_tokens);
+  PageSink sink(pages_, config_.block_tokens);
   tree_.evict_extra_key(extra_key, &sink);
   ++retraction_version_;
   std::vector<LeaseId> release;
@@ -208,7 +249,7 @@ Status RadixBlockIndex::validate() const {
     for (size_t k = slots.size() - n.length(); k < slots.size(); ++k) {
       const uint64_t s = slots[k].value - 1;
       const uint32_t id = static_cast<uint32_t>(s / P);
-      if (id >= pages_.size() || !pages_[id].live || s % P != k % P) {
+      if (id >= pages_.size() || !pages_[id].live || s % P != k % P || s % P >= pages_[id].rows) {
         bad = make_error(ErrorCode::invariant_violated, "tree slot " + std::to_string(s + 1) + " at depth " +
                                                             std::to_string(k) + " names no live page at its row");
         return;
@@ -218,13 +259,19 @@ Status RadixBlockIndex::validate() const {
   });
   KVRT_TRY(bad);
   uint32_t live = 0;
+  uint64_t named = 0;
   for (size_t id = 0; id < pages_.size(); ++id) {
     if (!pages_[id].live) continue;
     ++live;
-    if (seen[id] != P)
+    named += pages_[id].named;
+    if (seen[id] != pages_[id].named || seen[id] == 0 || (!config_.partial_tails && seen[id] != P))
       return make_error(ErrorCode::invariant_violated, "cached page " + std::to_string(id) + " is named by " +
-                                                           std::to_string(seen[id]) + " slots, not " +
-                                                           std::to_string(P));
+                                                           std::to_string(seen[id]) + " slots; it counts " +
+                                                           std::to_string(pages_[id].named) + " of its " +
+                                                           std::to_string(pages_[id].rows) + " rows");
+    if (pages_[id].rows == 0 || pages_[id].rows > P || (!config_.partial_tails && pages_[id].rows != P))
+      return make_error(ErrorCode::invariant_violated,
+                        "cached page " + std::to_string(id) + " holds " + std::to_string(pages_[id].rows) + " rows");
     if (pages_[id].handles.size() != config_.groups)
       return make_error(ErrorCode::invariant_violated,
                         "cached page " + std::to_string(id) + " has a bundle of the wrong width");
@@ -234,9 +281,10 @@ Status RadixBlockIndex::validate() const {
   }
   if (live != live_pages_)
     return make_error(ErrorCode::invariant_violated, "live page count disagrees with the registry");
-  if (uint64_t{live} * P != tree_.ledger().total_tokens)
-    return make_error(ErrorCode::invariant_violated, std::to_string(live) + " cached pages but " +
-                                                         std::to_string(tree_.ledger().total_tokens) + " tree tokens");
+  if (named != tree_.ledger().total_tokens)
+    return make_error(ErrorCode::invariant_violated, std::to_string(live) + " cached pages name " +
+                                                         std::to_string(named) + " slots but the tree holds " +
+                                                         std::to_string(tree_.ledger().total_tokens) + " tokens");
   return Status::success();
 }
 

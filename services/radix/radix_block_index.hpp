@@ -42,22 +42,36 @@ namespace kvrt {
 inline constexpr const char* kRadixEvictFaultPoint = "evict";
 
 struct RadixBlockIndexConfig {
-  uint32_t block_tokens = 0;  // P_a: the tree's page size [tokens]
+  uint32_t block_tokens = 0;  // P_a: a cached page's rows [tokens]
   uint32_t groups = 0;        // cache groups: blocks per page [blocks]
   uint32_t budget_pages = 0;  // cached pages kept at most [pages]
   EvictionPolicy eviction = EvictionPolicy::lru;
+  // The immutable partial-tail policy (0x07D). Off: the tree runs with page
+  // size P_a, every edge is whole pages and a hit is page aligned (SGLang's
+  // paged radix cache). On: the tree runs token by token over the same
+  // pages, so a publication may end with a partly filled page and a hit may
+  // end inside a page. A page position's rows are then read from the page
+  // named by the deepest matched slot of that position: the request that
+  // adopted it computed exactly the path's tokens up to that row, so its
+  // block holds the path's rows [0, row] of the page. A hit ending inside a
+  // page names it last, to be copied (AllocateOp.copy_tail_rows), and a
+  // page leaves the cache when no slot of the tree names it any more.
+  bool partial_tails = false;
 };
 
 // A page the tree holds: its blocks and the tree's lease on each.
 struct CachedPage {
   std::vector<PhysicalBlockHandle> handles;  // one per cache group
   std::vector<LeaseId> leases;               // one per cache group once confirmed
+  uint32_t rows = 0;                         // the rows it was adopted with: P, or a partial tail's v [rows]
+  uint32_t named = 0;                        // tree slots naming it [slots]; 0 frees it
   bool live = false;
 };
 
 struct RadixBlockMatch {
-  uint32_t hit_tokens = 0;                  // page aligned [tokens]
-  std::vector<MatchedBlockBundle> bundles;  // pages [0, hit_tokens / P)
+  uint32_t hit_tokens = 0;                  // page aligned unless partial tails are on [tokens]
+  std::vector<MatchedBlockBundle> bundles;  // page positions [0, ceil(hit_tokens / P))
+  uint32_t tail_rows = 0;                   // hit_tokens % P: rows of the last bundle to copy [rows]
   RadixNodeRef terminal;                    // the node ending at hit_tokens (root when 0)
 };
 
@@ -79,10 +93,11 @@ class RadixBlockIndex {
   RadixBlockMatch match(uint64_t extra_key, std::span<const TokenId> tokens, uint32_t cap_tokens);
 
   // Publishes pages [0, pages.size()) of a request: tokens holds exactly
-  // pages.size() * P tokens, pages[j] the request's blocks of page j. Pages
-  // the tree holds already are duplicates; the rest become one new leaf.
-  // Errors: invalid_argument for a token count or bundle width that does not
-  // fit (the tree is unchanged).
+  // pages.size() * P tokens (with partial tails: or (pages.size() - 1) * P + v,
+  // the last page a tail of v rows), pages[j] the request's blocks of page j.
+  // Pages the tree holds already are duplicates; the rest become one new
+  // leaf. Errors: invalid_argument for a token count or bundle width that
+  // does not fit (the tree is unchanged).
   Result<RadixAdoption> adopt(uint64_t extra_key, std::span<const TokenId> tokens,
                               const std::vector<std::vector<PhysicalBlockHandle>>& pages);
   // The allocator's answer for adoption.pages (leases[i][g], nullopt =
@@ -121,19 +136,22 @@ class RadixBlockIndex {
   TreeVersion retraction_version() const { return TreeVersion{retraction_version_}; }
 
   uint32_t cached_pages() const { return live_pages_; }
+  bool partial_tails() const { return config_.partial_tails; }
   uint64_t evicted_pages() const { return evicted_pages_; }
   const RadixTree& tree() const { return tree_; }
   const CachedPage& page(uint32_t id) const { return pages_.at(id); }
   uint32_t block_tokens() const { return config_.block_tokens; }
 
-  // The tree's own laws, then: every tree slot names a live page at its row,
-  // each live page is named by exactly P slots, live pages = tree tokens / P,
-  // and every live page outside a pending adoption holds one lease per group.
+  // The tree's own laws, then: every tree slot names a live page at a row it
+  // was adopted with, each live page is named by as many slots as it counts
+  // (exactly P without partial tails, so live pages = tree tokens / P), the
+  // named slots add up to the tree's tokens, and every live page outside a
+  // pending adoption holds one lease per group.
   Status validate() const;
 
  private:
   RadixBlockIndex(RadixBlockIndexConfig config, RadixTree tree) : config_(config), tree_(std::move(tree)) {}
-  uint32_t new_page(std::span<const PhysicalBlockHandle> handles);
+  uint32_t new_page(std::span<const PhysicalBlockHandle> handles, uint32_t rows);
   void free_page(uint32_t id, std::vector<LeaseId>& leases_out);
   std::vector<LeaseId> evict_tokens(uint64_t target_tokens, FaultPoints* faults);
 

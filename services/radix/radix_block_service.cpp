@@ -12,10 +12,10 @@
 namespace kvrt {
 
 Result<RadixBlockService> RadixBlockService::create(const CacheLayoutManifest& layout, uint32_t budget_blocks,
-                                                    EvictionPolicy eviction) {
+                                                    EvictionPolicy eviction, ReusePolicy policy) {
   const uint32_t groups = static_cast<uint32_t>(layout.cache_groups.size());
-  auto index =
-      RadixBlockIndex::create(RadixBlockIndexConfig{layout.allocator_block_size, groups, budget_blocks, eviction});
+  auto index = RadixBlockIndex::create(RadixBlockIndexConfig{layout.allocator_block_size, groups, budget_blocks,
+                                                             eviction, policy == ReusePolicy::immutable_partial_tail});
   if (!index.ok()) return index.error();
   return RadixBlockService(std::move(index).value(), layout.digest(), groups);
 }
@@ -61,6 +61,7 @@ Result<PrefixMatchReceipt> RadixBlockService::match_at(SessionId session, const 
   funnel_.record_lookup(m.hit_tokens);
   lookup_prompt_tokens_ += prompt;
   lookup_hit_tokens_ += m.hit_tokens;
+  partial_hits_ += m.tail_rows > 0 ? 1 : 0;
 
   PrefixMatchReceipt r;
   r.request_id = op.request;
@@ -70,8 +71,10 @@ Result<PrefixMatchReceipt> RadixBlockService::match_at(SessionId session, const 
   r.compatibility_manifest_sha256 = layout_sha256_;
   r.namespace_id = op.namespace_name;
   r.namespace_generation = grants_.current(session, op.namespace_name)->generation;
-  r.policy_id = "radix_page";
-  r.alignment_tokens = P;
+  // Pages of P_a tokens, or token by token under partial tails (the hit's
+  // last page then copied: copy_valid_partial_rows).
+  r.policy_id = index_.partial_tails() ? "radix_token_partial_tail" : "radix_page";
+  r.alignment_tokens = index_.partial_tails() ? 1 : P;
   r.logits_path = op.logits_path;
   r.prompt_tokens = prompt;
   r.semantic_match_tokens = m.hit_tokens;
@@ -80,7 +83,8 @@ Result<PrefixMatchReceipt> RadixBlockService::match_at(SessionId session, const 
   r.runtime_hit_tokens = m.hit_tokens;
   r.prompt_rows_recomputed = prompt - m.hit_tokens;
   r.matched_group_handles = m.bundles;
-  r.new_block_bundles = static_cast<uint32_t>(ceil_div(prompt - m.hit_tokens, P));
+  r.new_block_bundles = new_block_bundles(prompt, m.hit_tokens, P);
+  r.copy_valid_partial_rows = m.tail_rows;
   r.receipt_sha256 = canonical_digest(r);
   return r;
 }
@@ -166,8 +170,19 @@ Status RadixBlockService::check_publication(SessionId session, const PrefixPubli
   if (!key.ok()) return key.error();
   if (op.first_block > op.end_block)
     return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");
-  if (uint64_t{op.end_block} * index_.block_tokens() > op.tokens.size())
+  const uint32_t P = index_.block_tokens();
+  if (uint64_t{op.end_block} * P > op.tokens.size())
     return make_error(ErrorCode::invalid_argument, "only full blocks are published", "end_block");
+  if (op.tail_rows > 0) {
+    if (!index_.partial_tails())
+      return make_error(ErrorCode::invalid_argument,
+                        "the node's reuse policy is full_block: partial tails are not published (0x07D)", "tail_rows");
+    if (op.tail_rows >= P)
+      return make_error(ErrorCode::invalid_argument,
+                        "a partial tail holds 0 < v < P rows; got " + std::to_string(op.tail_rows), "tail_rows");
+    if (uint64_t{op.end_block} * P + op.tail_rows > op.tokens.size())
+      return make_error(ErrorCode::invalid_argument, "the tail's rows lie beyond the request's tokens", "tail_rows");
+  }
   return Status::success();
 }
 
@@ -179,26 +194,28 @@ Result<RadixPublication> RadixBlockService::decide_publication(SessionId session
   const uint32_t P = index_.block_tokens();
   if (table.groups.size() != groups_)
     return make_error(ErrorCode::invalid_argument, "the table has another number of cache groups", "table");
-  // Pages [0, end_block): the tree needs the whole path; pages it holds
-  // already come back as duplicates.
-  std::vector<std::vector<PhysicalBlockHandle>> pages(op.end_block);
+  // Pages [0, end_block), and the partial tail after them: the tree needs
+  // the whole path; pages it holds already come back as duplicates.
+  const uint32_t page_count = op.end_block + (op.tail_rows > 0 ? 1 : 0);
+  std::vector<std::vector<PhysicalBlockHandle>> pages(page_count);
   for (uint32_t g = 0; g < groups_; ++g) {
-    if (table.groups[g].size() < op.end_block)
+    if (table.groups[g].size() < page_count)
       return make_error(ErrorCode::invalid_argument,
                         "the request's table has " + std::to_string(table.groups[g].size()) + " blocks in group " +
-                            std::to_string(g) + ", fewer than end_block " + std::to_string(op.end_block),
-                        "end_block");
-    for (uint32_t j = 0; j < op.end_block; ++j) {
+                            std::to_string(g) + ", fewer than the " + std::to_string(page_count) + " published",
+                        op.tail_rows > 0 ? "tail_rows" : "end_block");
+    for (uint32_t j = 0; j < page_count; ++j) {
       const BlockTableEntry& e = table.groups[g][j];
-      if (e.valid_rows < P)
+      const uint32_t rows = j < op.end_block ? P : op.tail_rows;
+      if (e.valid_rows < rows)
         return make_error(ErrorCode::row_not_valid,
                           "block " + std::to_string(j) + " of group " + std::to_string(g) + " holds " +
-                              std::to_string(e.valid_rows) + " committed rows; only full pages are cached",
-                          "end_block");
+                              std::to_string(e.valid_rows) + " committed rows; its page covers " + std::to_string(rows),
+                          j < op.end_block ? "end_block" : "tail_rows");
       pages[j].push_back(e.handle);
     }
   }
-  auto adoption = index_.adopt(key, std::span(op.tokens).first(uint64_t{op.end_block} * P), pages);
+  auto adoption = index_.adopt(key, std::span(op.tokens).first(uint64_t{op.end_block} * P + op.tail_rows), pages);
   if (!adoption.ok()) return adoption.error();
   RadixPublication out;
   out.adoption = std::move(adoption).value();
@@ -232,6 +249,8 @@ std::vector<LeaseId> RadixBlockService::confirm_publication(RadixPublication& pu
   }
   publication.receipt.published = static_cast<uint32_t>(publication.lease_handles.size());
   pages_adopted_ += publication.adoption.pages.size();
+  for (uint32_t id : publication.adoption.pages)
+    tails_published_ += index_.page(id).rows < index_.block_tokens() ? 1 : 0;
   std::vector<LeaseId> evicted = index_.enforce_budget(&faults_);
   release.insert(release.end(), evicted.begin(), evicted.end());
   return release;
@@ -291,6 +310,9 @@ OwnerStats RadixBlockService::stats() const {
   put("pressure_calls", pressure_calls_);
   put("pressure_pages", pressure_pages_);
   put("invalidated_pages", invalidated_pages_);
+  put("reuse_policy_partial_tail", index_.partial_tails() ? 1 : 0);
+  put("partial_tails_published", tails_published_);
+  put("lookup_partial_tail_hits", partial_hits_);
   put("sessions_with_grants", grants_.sessions());
   funnel_.put(out);
   return out;

@@ -33,6 +33,7 @@
 #include "services/authorization/namespace_grants.hpp"
 #include "services/common/fault_points.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
+#include "services/prefix/prefix_lengths.hpp"
 #include "services/radix/radix_block_index.hpp"
 #include "services/reuse/reuse_candidates.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
@@ -55,8 +56,13 @@ inline std::optional<NodeLeaseAcquire> allocator_request(const RadixPublication&
 class RadixBlockService {
  public:
   // budget_blocks: blocks per cache group the tree may hold leased [blocks].
+  // policy: full blocks (page-aligned hits), or immutable partial tails
+  // (0x07D: the tree runs token by token, a finished request may publish its
+  // partly filled last page, and a hit may end inside a page; see
+  // RadixBlockIndexConfig::partial_tails).
   static Result<RadixBlockService> create(const CacheLayoutManifest& layout, uint32_t budget_blocks,
-                                          EvictionPolicy eviction = EvictionPolicy::lru);
+                                          EvictionPolicy eviction = EvictionPolicy::lru,
+                                          ReusePolicy policy = ReusePolicy::full_block);
 
   void grant(SessionId session, SessionNamespaceGrant grant) { grants_.grant(session, std::move(grant)); }
   // A namespace moved to generation g (an invalidation, 0x01A): older grants
@@ -165,6 +171,8 @@ class RadixBlockService {
   // advance_generation evicts.
   std::map<std::string, std::map<uint64_t, std::set<uint64_t>>> published_keys_;
   uint64_t invalidated_pages_ = 0;
+  uint64_t tails_published_ = 0;  // adoptions whose partial last page the tree took (0x07D)
+  uint64_t partial_hits_ = 0;     // lookups whose hit ends inside a page
   FaultPoints faults_;
 };
 

@@ -6,7 +6,9 @@
 // divergent write never touches the published rows. The spec's fixture: a
 // 50-token prompt with P = 16 reuses 48 rows under full blocks and 49 with
 // partial tails (0x07D, 0x07E: S_cap = 49). Under full_block the same
-// publication of a tail is refused on its field, and nothing changes.
+// publication of a tail is refused on its field, and nothing changes. Both
+// index owners serve either policy: the radix tree, token by token, reads a
+// page position's rows from the page of its deepest matched slot.
 #include <map>
 
 #include "engine/session_pools.hpp"
@@ -42,11 +44,14 @@ std::vector<uint8_t> read_row(const shm::ShmPayloadStore& pools, uint32_t g, con
 TEST_CASE("node partial tails: a hit ends inside a published tail, whose rows are copied, never shared",
           "[node][prefix]") {
   const bool partial = GENERATE(true, false);
-  INFO("reuse_policy = " << (partial ? "immutable_partial_tail" : "full_block"));
+  const bool radix = GENERATE(false, true);
+  INFO("reuse_policy = " << (partial ? "immutable_partial_tail" : "full_block") << ", "
+                         << (radix ? "radix" : "hash chain"));
   ScratchDir dir("node-tail");
   InProcessNode n(dir, test_node_config(dir,
                                         std::string("zero_on_recycle = true\nreuse_policy = ") +
-                                            (partial ? "\"immutable_partial_tail\"" : "\"full_block\"") + "\n",
+                                            (partial ? "\"immutable_partial_tail\"" : "\"full_block\"") +
+                                            "\nprefix_index = " + (radix ? "\"radix\"" : "\"hash_chain\"") + "\n",
                                         {}));
   CHECK(n.stat("prefix_index", "reuse_policy_partial_tail") == (partial ? 1 : 0));
   auto a = n.connect("worker-0");
@@ -88,7 +93,7 @@ TEST_CASE("node partial tails: a hit ends inside a published tail, whose rows ar
     REQUIRE(e != nullptr);
     CHECK(e->code == ErrorCode::invalid_argument);
     CHECK(e->field == "tail_rows");
-    CHECK(n.stat("prefix_index", "cached_block_entries") == 0);
+    CHECK(n.stat("prefix_index", radix ? "cached_blocks" : "cached_block_entries") == 0);
     Result<PrefixBatchReceipt> full =
         a->call(PrefixBatch{{}, {PrefixPublishOp{"test/shared", fence.request, prompt, 0, 3}}});
     REQUIRE(full.ok());
@@ -172,22 +177,23 @@ TEST_CASE("node partial tails: a hit ends inside a published tail, whose rows ar
   }
 }
 
-TEST_CASE("node config: immutable partial tails need the hash-chain index", "[node][prefix][config]") {
-  Result<NodeConfig> c = parse_node_config(
-      "[node]\nlayout = \"l.toml\"\nblocks_per_group = 16\nprefix_index = \"radix\"\n"
-      "reuse_policy = \"immutable_partial_tail\"\n",
-      "tail.toml");
-  REQUIRE_FALSE(c.ok());
-  CHECK(c.error().describe().find("reuse_policy") != std::string::npos);
-  CHECK(c.error().describe().find("tail.toml:5") != std::string::npos);
+TEST_CASE("node config: the reuse policy is read by name, under either index", "[node][prefix][config]") {
+  for (const char* index : {"hash_chain", "radix"}) {
+    Result<NodeConfig> c =
+        parse_node_config(std::string("[node]\nlayout = \"l.toml\"\nblocks_per_group = 16\n") + "prefix_index = \"" +
+                              index + "\"\nreuse_policy = \"immutable_partial_tail\"\n",
+                          "tail.toml");
+    REQUIRE(c.ok());
+    CHECK(c->reuse_policy == ReusePolicy::immutable_partial_tail);
+  }
+  Result<NodeConfig> fallback = parse_node_config("[node]\nlayout = \"l.toml\"\nblocks_per_group = 16\n", "tail.toml");
+  REQUIRE(fallback.ok());
+  CHECK(fallback->reuse_policy == ReusePolicy::full_block);
   Result<NodeConfig> bad = parse_node_config(
       "[node]\nlayout = \"l.toml\"\nblocks_per_group = 16\nreuse_policy = \"partial\"\n", "tail.toml");
   REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().describe().find("tail.toml:4") != std::string::npos);
   CHECK(bad.error().describe().find("immutable_partial_tail") != std::string::npos);  // the accepted names
-  Result<NodeConfig> good = parse_node_config(
-      "[node]\nlayout = \"l.toml\"\nblocks_per_group = 16\nreuse_policy = \"immutable_partial_tail\"\n", "tail.toml");
-  REQUIRE(good.ok());
-  CHECK(good->reuse_policy == ReusePolicy::immutable_partial_tail);
 }
 
 }  // namespace kvrt::test

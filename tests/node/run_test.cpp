@@ -353,9 +353,10 @@ TEST_CASE("kvrt run: one request at a time, the radix and the hash chain reuse t
 TEST_CASE("kvrt run: under the partial-tail policy a chat's next turn reuses its whole history, exactly",
           "[run][process]") {
   // The serial chat run of run-serial.toml, once with full blocks and once
-  // with immutable partial tails (0x07D): each finished turn then also
-  // publishes its last, partly filled block, so the next turn's hit ends at
-  // the history's last cached row instead of the block boundary before it.
+  // with immutable partial tails (0x07D), under each index: each finished
+  // turn then also publishes its last, partly filled block, so the next
+  // turn's hit ends at the history's last cached row instead of the block
+  // boundary before it.
   // The same prompts are served; more rows are reused, at most P - 1 more per
   // request, and every reused row is still bitwise the recomputed one.
   auto run = [&](const std::string& config) {
@@ -364,6 +365,12 @@ TEST_CASE("kvrt run: under the partial-tail policy a chat's next turn reuses its
   };
   const nlohmann::json full = run("run-serial.toml");
   const nlohmann::json tails = run("run-serial-partial.toml");
+  // The radix owner under the same policy, token by token over the same
+  // pages: with nothing evicted, it finds exactly the rows the chain finds.
+  const nlohmann::json radix_tails = run("run-serial-radix-partial.toml");
+  CHECK(radix_tails["exact"] == true);
+  CHECK(radix_tails["prefill_rows_reused"] == tails["prefill_rows_reused"]);
+  CHECK(radix_tails["prefill_rows_computed"] == tails["prefill_rows_computed"]);
   INFO(tails.dump(2));
   CHECK(full["exact"] == true);
   CHECK(tails["exact"] == true);

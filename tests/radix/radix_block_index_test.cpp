@@ -274,3 +274,147 @@ TEST_CASE("radix blocks: a locked path survives eviction, and only retractions m
 }
 
 }  // namespace kvrt::test
+
+namespace kvrt::test {
+namespace {
+
+RadixBlockIndex make_partial(uint32_t budget) {
+  auto r = RadixBlockIndex::create(RadixBlockIndexConfig{kP, kG, budget, EvictionPolicy::lru, true});
+  REQUIRE(r.ok());
+  return std::move(r).value();
+}
+
+}  // namespace
+
+TEST_CASE("radix blocks, partial tails: a hit ends inside a page, named by its deepest matched slot",
+          "[radix][blocks][partial]") {
+  RadixBlockIndex idx = make_partial(100);
+  FakeBlocks blocks;
+  // A publishes 10 tokens: pages [0, 4), [4, 8) and a 2-row tail.
+  const std::vector<TokenId> a{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  const auto a_pages = blocks.pages(3);
+  auto adopted = idx.adopt(7, a, a_pages);
+  REQUIRE(adopted.ok());
+  CHECK(adopted->pages.size() == 3);
+  CHECK(idx.page(adopted->pages[2]).rows == 2);
+  REQUIRE(idx.confirm(*adopted, blocks.leases(*adopted)).empty());
+  // A prompt agreeing with A's first 9 tokens hits 9: two pages shared, then
+  // A's tail named for one row to copy.
+  RadixBlockMatch m = idx.match(7, std::vector<TokenId>{1, 2, 3, 4, 5, 6, 7, 8, 9, 99}, 100);
+  CHECK(m.hit_tokens == 9);
+  CHECK(m.tail_rows == 1);
+  REQUIRE(m.bundles.size() == 3);
+  CHECK(m.bundles[2].handles == a_pages[2]);
+  // B diverges inside A's second page, at row 2, and publishes 8 tokens.
+  const std::vector<TokenId> b{1, 2, 3, 4, 5, 6, 70, 80};
+  const auto b_pages = blocks.pages(2);
+  adopted = idx.adopt(7, b, b_pages);
+  REQUIRE(adopted.ok());
+  CHECK(adopted->duplicates == 1);  // page 0 was A's; B's page 1 is named from its row 2 on
+  REQUIRE(adopted->pages.size() == 1);
+  CHECK(idx.page(adopted->pages[0]).named == 2);
+  REQUIRE(idx.confirm(*adopted, blocks.leases(*adopted)).empty());
+  REQUIRE(idx.validate().ok());
+  // A lookup along B reads B's page 1 (its rows 0-1 equal A's: the same tokens).
+  m = idx.match(7, std::vector<TokenId>{1, 2, 3, 4, 5, 6, 70, 80, 1}, 100);
+  CHECK(m.hit_tokens == 8);
+  CHECK(m.tail_rows == 0);
+  REQUIRE(m.bundles.size() == 2);
+  CHECK(m.bundles[0].handles == a_pages[0]);
+  CHECK(m.bundles[1].handles == b_pages[1]);
+  // Ending at row 1 of page 1 (above the split) reads A's page.
+  m = idx.match(7, std::vector<TokenId>{1, 2, 3, 4, 5, 6, 0}, 100);
+  CHECK(m.hit_tokens == 6);
+  CHECK(m.tail_rows == 2);
+  CHECK(m.bundles[1].handles == a_pages[1]);
+  // The cap: a hit never passes it.
+  CHECK(idx.match(7, a, 5).hit_tokens == 5);
+  // Bad shapes change nothing: a "tail" of a whole page or more, a page short.
+  const StateDigest before = idx.tree().state_digest();
+  CHECK_FALSE(idx.adopt(7, std::vector<TokenId>(9, 1), blocks.pages(2)).ok());
+  CHECK_FALSE(idx.adopt(7, std::vector<TokenId>(8, 1), blocks.pages(3)).ok());
+  CHECK(idx.tree().state_digest() == before);
+  // Evicting everything releases every page's leases exactly once.
+  const std::vector<LeaseId> released = idx.evict_all();
+  CHECK(released.size() == 4 * kG);
+  CHECK(idx.cached_pages() == 0);
+  REQUIRE(idx.validate().ok());
+}
+
+TEST_CASE("radix blocks, partial tails: a random trace agrees with a token trie, and every hit is sound",
+          "[radix][blocks][partial]") {
+  for (const uint64_t seed : {uint64_t{0x7A11}, uint64_t{42}, uint64_t{20261204}}) {
+    for (const uint32_t budget : {1000u, 12u}) {
+      INFO("seed " << seed << " budget " << budget);
+      std::mt19937_64 rng(seed);
+      RadixBlockIndex idx = make_partial(budget);
+      FakeBlocks blocks;
+      // Every handle's adopter: its tokens, so a hit can be checked row by row.
+      std::map<uint32_t, std::vector<TokenId>> adopter;  // block id of group 0 -> tokens
+      // Without budget eviction, the exact trie: (namespace, tokens [0, i]) ->
+      // the page blocks naming position i.
+      std::map<std::pair<uint64_t, std::vector<TokenId>>, std::vector<PhysicalBlockHandle>> trie;
+      const bool exact = budget >= 1000;
+      auto random_sequence = [&] {
+        const size_t n = 1 + rng() % (5 * kP);
+        std::vector<TokenId> t(n);
+        for (TokenId& x : t) x = static_cast<TokenId>(1 + rng() % 3);  // few symbols: mid-page divergence
+        return t;
+      };
+      for (int step = 0; step < 3000; ++step) {
+        INFO("step " << step);
+        const uint64_t ns = 1 + rng() % 2;
+        const std::vector<TokenId> t = random_sequence();
+        const uint64_t op = rng() % 10;
+        if (op == 0 && rng() % 8 == 0) {
+          (void)idx.evict_extra_key(ns);
+          for (auto it = trie.begin(); it != trie.end();) it = it->first.first == ns ? trie.erase(it) : std::next(it);
+        } else if (op < 6) {
+          const auto pages = blocks.pages((t.size() + kP - 1) / kP);
+          for (const auto& p : pages) adopter[p[0].block.value] = t;
+          auto a = idx.adopt(ns, t, pages);
+          REQUIRE(a.ok());
+          const bool refuse = rng() % 10 == 0 && !a->pages.empty();
+          (void)idx.confirm(*a, blocks.leases(*a, refuse ? 0 : -1));
+          if (!refuse)
+            for (size_t i = 0; i < t.size(); ++i)
+              trie.emplace(std::make_pair(ns, std::vector<TokenId>(t.begin(), t.begin() + i + 1)), pages[i / kP]);
+          (void)idx.enforce_budget();
+        } else {
+          const uint32_t cap = static_cast<uint32_t>(rng() % (t.size() + 1));
+          const RadixBlockMatch m = idx.match(ns, t, cap);
+          REQUIRE(m.hit_tokens <= cap);
+          REQUIRE(m.tail_rows == m.hit_tokens % kP);
+          REQUIRE(m.bundles.size() == (m.hit_tokens + kP - 1) / kP);
+          // Sound: the page read for each position was adopted by a request
+          // whose tokens equal the prompt's through the rows it serves.
+          for (uint32_t j = 0; j < m.bundles.size(); ++j) {
+            const uint32_t end = std::min<uint32_t>((j + 1) * kP, m.hit_tokens);
+            const std::vector<TokenId>& owner = adopter.at(m.bundles[j].handles[0].block.value);
+            REQUIRE(owner.size() >= end);
+            REQUIRE(std::equal(t.begin(), t.begin() + end, owner.begin()));
+          }
+          if (exact) {
+            uint32_t expect = 0;
+            while (expect < cap && trie.count({ns, std::vector<TokenId>(t.begin(), t.begin() + expect + 1)}) != 0)
+              ++expect;
+            REQUIRE(m.hit_tokens == expect);
+            for (uint32_t j = 0; j < m.bundles.size(); ++j) {
+              const uint32_t end = std::min<uint32_t>((j + 1) * kP, m.hit_tokens);
+              REQUIRE(m.bundles[j].handles == trie.at({ns, std::vector<TokenId>(t.begin(), t.begin() + end)}));
+            }
+          }
+        }
+        REQUIRE(idx.cached_pages() <= budget);
+        if (step % 50 == 0) {
+          const Status v = idx.validate();
+          if (!v.ok()) FAIL(v.error().describe());
+        }
+      }
+      const Status v = idx.validate();
+      if (!v.ok()) FAIL(v.error().describe());
+    }
+  }
+}
+
+}  // namespace kvrt::test

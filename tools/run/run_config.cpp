@@ -113,7 +113,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
   c.node_threads = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(c.node_scheduler, read_node_scheduler(reader, *run, "run", "node_scheduler"));
   KVRT_TRY_ASSIGN(c.prefix_index, read_prefix_index_kind(reader, *run, "run", "prefix_index"));
-  KVRT_TRY_ASSIGN(c.reuse_policy, read_reuse_policy(reader, *run, "run", "reuse_policy", c.prefix_index));
+  KVRT_TRY_ASSIGN(c.reuse_policy, read_reuse_policy(reader, *run, "run", "reuse_policy"));
   KVRT_TRY_ASSIGN(v,
                   reader.integer(*run, "run", "radix_budget_blocks", 0, 0, static_cast<int64_t>(c.blocks_per_group)));
   c.radix_budget_blocks = static_cast<uint32_t>(v);
@@ -135,14 +135,8 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
     << "scheduler_threads = " << run.node_threads << "\n"
     << "scheduler = " << quoted(std::string(name_of(run.node_scheduler))) << "\n"
     << "max_requests = " << std::max<uint64_t>(1024, uint64_t{run.workers} * run.in_flight * 64) << "\n"
-    << "prefix_index = " << quoted(std::string(name_of(prefix_index)))
-    << "\n"
-    // Partial tails are the hash chain's; a radix pass (--compare) serves
-    // full blocks whatever the run names.
-    << "reuse_policy = "
-    << quoted(std::string(
-           config_name_of(prefix_index == PrefixIndexKind::radix ? ReusePolicy::full_block : run.reuse_policy)))
-    << "\n"
+    << "prefix_index = " << quoted(std::string(name_of(prefix_index))) << "\n"
+    << "reuse_policy = " << quoted(std::string(config_name_of(run.reuse_policy))) << "\n"
     << "radix_budget_blocks = " << run.radix_budget_blocks << "\n";
   std::string names;
   for (const workload::TenantSpec& t : workload.tenants) {

@@ -56,7 +56,7 @@ struct RunConfig {
   // runs both either way).
   PrefixIndexKind prefix_index = PrefixIndexKind::hash_chain;
   // [run] reuse_policy: the node's prefix reuse policy (0x07D), full_block or
-  // immutable_partial_tail (hash-chain index only).
+  // immutable_partial_tail, under either index.
   ReusePolicy reuse_policy = ReusePolicy::full_block;
   uint32_t radix_budget_blocks = 0;  // blocks per group the radix may lease; 0 = the node's default (half)
   model::ModelConfig model;
