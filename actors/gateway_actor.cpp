@@ -169,7 +169,12 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                     }
                     receipt->layout_sha256 = st.facts.layout_sha256;
                     receipt->block_tokens = st.facts.block_tokens;
-                    receipt->pools = st.facts.pools;
+                    // K/V is handed only to a principal that may serve a
+                    // namespace: an admin (an operator changes namespaces and
+                    // arms fault points, never reads rows) or a principal
+                    // allowed no namespace gets no segment name and no
+                    // CUDA IPC handle.
+                    if (!receipt->admin && !receipt->allowed_namespaces.empty()) receipt->pools = st.facts.pools;
                     receipt->reuse_policy_id = st.facts.reuse_policy_id;
                     std::string ticket;
                     if (!st.facts.channel_socket.empty()) {

@@ -69,6 +69,13 @@ TEST_CASE("chaos: a worker's exit must follow from the fault done to it", "[chao
   const chaos::WorkerVerdict odd = judge(FaultKind::worker_sigkill, 3, "boom");
   CHECK(odd.ending == WorkerEnding::violation);
   CHECK(odd.violation == "worker slot 1 was killed but exited with status 3: boom");
+  // A kill that found the worker already exited, unreaped: its own typed
+  // ending stands (seen once in a 10-minute campaign: an engine slot that
+  // could not reach a restarting node exited 2 just before its SIGKILL).
+  CHECK(judge(FaultKind::worker_sigkill, 2, "node_unreachable: cannot reach the node").ending ==
+        WorkerEnding::unreachable);
+  CHECK(judge(FaultKind::worker_sigterm, 1, "node_lost", true, true).ending == WorkerEnding::node_lost);
+  CHECK(judge(FaultKind::worker_sigkill, 1, "node_lost", true, false).ending == WorkerEnding::violation);
   // A transport fault ends typed, or not at all; an untyped failure is a violation.
   CHECK(judge(FaultKind::transport, 1, "error rpc_timeout").ending == WorkerEnding::transport_interrupted);
   CHECK(judge(FaultKind::transport, 2, "session_ended").ending == WorkerEnding::transport_interrupted);

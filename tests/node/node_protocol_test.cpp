@@ -228,7 +228,10 @@ TEST_CASE("admin and worker sessions reach only their own routes", "[node][fault
     CHECK(refused.error().code == ErrorCode::authorization_route_denied);
   }
   CHECK(admin->call(FaultArmRequest{{}, false, {}})->armed.empty());
-  // An admin reaches no K/V: no allocation, no namespace.
+  // An admin reaches no K/V: no pool attachment (no segment name, no CUDA
+  // IPC handle), no allocation, no namespace.
+  CHECK(admin->session().pools.empty());
+  CHECK(worker->session().pools.size() == 2);
   const Result<AllocatorBatchReceipt> alloc = admin->call(AllocatorBatch{{}, {AllocateOp{20, {}, std::nullopt}}});
   REQUIRE_FALSE(alloc.ok());
   CHECK(alloc.error().code == ErrorCode::authorization_route_denied);

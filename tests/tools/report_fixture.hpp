@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "services/common/units.hpp"
-#include "tools/report/run_report.hpp"
 #include "services/telemetry/reuse_funnel.hpp"
 #include "tests/tools/report_xml.hpp"
+#include "tools/report/run_report.hpp"
 
 namespace kvrt::report_test {
 
@@ -54,6 +54,9 @@ inline RunReport known_report() {
   r.workload_name = "chat <shared> & \"prefix\" | *x*";
   r.workload_origin = "config/workloads/chat.toml";
   r.layout_id = "two-group-tp2";
+  r.prefix_index = "hash_chain";
+  r.reuse_policy = "immutable_partial_tail";
+  r.partial_tail_rows_copied = 700;
   r.started_at = "2024-05-01T12:00:00Z";
   r.workers = 4;
   r.wall_s = 12.5;

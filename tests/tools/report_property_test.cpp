@@ -86,6 +86,8 @@ RunReport random_report(std::mt19937_64& rng) {
   RunReport r;
   r.workload_name = random_text(rng), r.workload_origin = random_text(rng), r.layout_id = random_text(rng);
   r.started_at = random_text(rng), r.first_mismatch = random_text(rng), r.trace_path = random_text(rng);
+  r.prefix_index = random_text(rng), r.reuse_policy = random_text(rng);
+  r.partial_tail_rows_copied = random_count(rng);
   r.workers = static_cast<uint32_t>(random_count(rng));
   r.wall_s = random_real(rng);
   r.requests = random_count(rng), r.prefill_rows_computed = random_count(rng),

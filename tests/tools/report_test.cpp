@@ -101,6 +101,9 @@ TEST_CASE("summary_json carries the required keys and ratios derived independent
   CHECK(j["reused_unattributed"] == 30000 - 18000 - 11000);
   CHECK(j["shared_prefix_read_saving"].get<double>() == 4000.0 / 1000.0);
   CHECK(j["workload_name"] == r.workload_name);
+  CHECK(j["prefix_index"] == "hash_chain");
+  CHECK(j["reuse_policy"] == "immutable_partial_tail");
+  CHECK(j["partial_tail_rows_copied"] == 700);
   // Funnel: order and counts of 0x0CF, each bucket between its two stages.
   const std::vector<uint64_t> spec_counts = {12, 11, 9, 7, 6, 6, 5, 4, 4};
   REQUIRE(j["funnel"]["stages"].size() == spec_counts.size());
@@ -159,7 +162,8 @@ TEST_CASE("summary_text leads with the verdict and labels every figure", "[repor
        {"75.0 % of prompt rows reused", "hash chain 18000 rows, radix 11000 rows", "unattributed 1000 rows",
         "requests 12 > authorized 11", "executed 4", "index_miss 2", "24.00 MiB", "0.00 MiB (482 bytes)", "validate ok",
         "4.00x", "p99 [us]", "0 leaked blocks", "baseline no_reuse", "n/a", "trace: out/trace.json",
-        "(4.00x fewer reads)"})
+        "(4.00x fewer reads)", "hash_chain index, immutable_partial_tail reuse",
+        "700 reused rows copied out of partial tails"})
     CHECK_THAT(text, Catch::Contains(expected));
 
   r.exact = false;

@@ -75,10 +75,16 @@ WorkerVerdict judge_worker_exit(std::optional<FaultKind> fault, int status, cons
   };
   const bool lost = contains("node_lost"), ended = contains("session_ended");
   const WorkerVerdict completed{WorkerEnding::completed, has_summary ? "" : name + " exited 0 without its summary"};
-  if (fault == FaultKind::worker_sigkill || fault == FaultKind::worker_hang) {
-    if (status != 128 + SIGKILL && status != 0)
-      return violation("was killed but exited with status " + std::to_string(status));
-    return {};
+  if (fault == FaultKind::worker_sigkill || fault == FaultKind::worker_hang || fault == FaultKind::worker_sigterm) {
+    const bool term = fault == FaultKind::worker_sigterm;
+    if (status == 128 + (term ? SIGTERM : SIGKILL) || status == 0) return {};
+    // The signal may have found the process already exited and not yet
+    // reaped (a worker that could not reach a node being restarted exits at
+    // once): its own ending stands, judged as with no fault done to it.
+    const WorkerVerdict own = judge_worker_exit(std::nullopt, status, output, has_summary, node_died, name);
+    if (own.ending != WorkerEnding::violation) return own;
+    return violation(std::string(term ? "got SIGTERM" : "was killed") + " but exited with status " +
+                     std::to_string(status));
   }
   if (fault == FaultKind::transport) {
     if (status == 1 && node_died && lost) return {WorkerEnding::node_lost, ""};  // its node died first
@@ -90,11 +96,6 @@ WorkerVerdict judge_worker_exit(std::optional<FaultKind> fault, int status, cons
     if ((status == 1 || status == 2) && typed) return {WorkerEnding::transport_interrupted, ""};
     if (status == 0) return completed;
     return violation("had a transport fault and exited with status " + std::to_string(status));
-  }
-  if (fault == FaultKind::worker_sigterm) {
-    if (status != 128 + SIGTERM && status != 0)
-      return violation("got SIGTERM but exited with status " + std::to_string(status));
-    return {};
   }
   if (status == 0) return completed;
   // Status 1 is expected only for a lost session: its node died, or (a

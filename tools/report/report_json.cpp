@@ -88,6 +88,8 @@ nlohmann::json summary_json(const RunReport& r) {
   j["workload_name"] = sanitize_utf8(r.workload_name);
   j["workload_origin"] = sanitize_utf8(r.workload_origin);
   j["layout_id"] = sanitize_utf8(r.layout_id);
+  j["prefix_index"] = sanitize_utf8(r.prefix_index);
+  j["reuse_policy"] = sanitize_utf8(r.reuse_policy);
   j["started_at"] = sanitize_utf8(r.started_at);
   j["workers"] = r.workers;
   j["wall_s"] = r.wall_s;
@@ -146,6 +148,7 @@ nlohmann::json summary_json(const RunReport& r) {
   j["first_mismatch"] = sanitize_utf8(r.first_mismatch);
   j["leaked_blocks"] = r.leaked_blocks;
   j["quota_exceeded"] = r.quota_exceeded;
+  j["partial_tail_rows_copied"] = r.partial_tail_rows_copied;
   j["refcount_delta"] = r.refcount_delta;
   j["validate_ok"] = r.validate_ok;
   j["operation_errors"] = r.operation_errors;

@@ -64,6 +64,7 @@ void run_facts(std::string& out, const RunReport& r) {
   t.rows = {{"workload", md(r.workload_name)},
             {"workload origin", md(r.workload_origin)},
             {"layout", md(r.layout_id)},
+            {"prefix index, reuse policy (0x07D)", md(r.prefix_index) + ", " + md(r.reuse_policy)},
             {"started (UTC)", md(r.started_at)},
             {"workers", u(r.workers)},
             {"wall time (workers started .. last worker done)", fixed(r.wall_s, 3) + " s"},
@@ -115,6 +116,9 @@ void work_and_reuse(std::string& out, const RunReport& r) {
   if (const uint64_t other = unattributed_reuse(r); other > 0)
     reuse.rows.push_back(
         {"reused, attributed to no index", u(other), share(other, r.prefill_rows_reused) + " of reused"});
+  if (r.partial_tail_rows_copied > 0)
+    reuse.rows.push_back({"reused, copied out of partial tails (0x07D)", u(r.partial_tail_rows_copied),
+                          share(r.partial_tail_rows_copied, r.prefill_rows_reused) + " of reused"});
   out += reuse.render();
   if (r.prefill_rows_forked > 0)
     out += "Fork branches (parallel sampling) hold their parent's " + u(r.prefill_rows_forked) +

@@ -128,13 +128,18 @@ void append_comparison(std::string& out, const RunReport& r) {
 std::string summary_text(const RunReport& r) {
   std::string out = verdict_line(r) + "\n";
   out += "run: workload " + printable(r.workload_name) + " (" + printable(r.workload_origin) + "), layout " +
-         printable(r.layout_id) + ", " + u(r.workers) + " workers, " + fixed(r.wall_s, 2) + " s wall, started " +
-         printable(r.started_at) + "\n";
+         printable(r.layout_id) + ", " + printable(r.prefix_index) + " index, " + printable(r.reuse_policy) +
+         " reuse, " + u(r.workers) + " workers, " + fixed(r.wall_s, 2) + " s wall, started " + printable(r.started_at) +
+         "\n";
   out += "work: " + u(r.requests) + " requests, " + u(r.tokens_requested) + " tokens requested (" + u(r.prompt_tokens) +
          " prompt + " + u(r.decode_tokens) + " generated)\n";
   out += "prefill: " + u(r.prefill_rows_computed) + " rows computed, " + u(r.prefill_rows_reused) + " rows reused (" +
          percent_text(reuse_ratio(r.prefill_rows_reused, r.prefill_rows_computed)) + " of prompt rows reused)" +
-         (r.prefill_rows_forked > 0 ? ", " + u(r.prefill_rows_forked) + " rows shared by fork branches" : "") + "\n";
+         (r.prefill_rows_forked > 0 ? ", " + u(r.prefill_rows_forked) + " rows shared by fork branches" : "") +
+         (r.partial_tail_rows_copied > 0
+              ? ", " + u(r.partial_tail_rows_copied) + " reused rows copied out of partial tails"
+              : "") +
+         "\n";
   out += "reused rows by index: hash chain " + u(r.reused_by_hash_chain) + " rows, radix " + u(r.reused_by_radix) +
          " rows";
   if (const uint64_t other = unattributed_reuse(r); other > 0) out += ", unattributed " + u(other) + " rows";

@@ -98,7 +98,9 @@ struct RunReport {
   std::string workload_name;
   std::string workload_origin;
   std::string layout_id;
-  std::string started_at;  // ISO 8601, UTC
+  std::string prefix_index;  // the node's prefix-reuse owner: "hash_chain" or "radix"
+  std::string reuse_policy;  // where a hit may end (0x07D): "full_block" or "immutable_partial_tail"
+  std::string started_at;    // ISO 8601, UTC
   uint32_t workers = 0;
   double wall_s = 0;  // workers started .. last worker done [s]
 
@@ -133,6 +135,9 @@ struct RunReport {
   // refused (docs/operations.md, "Block quotas"); 0 without quotas.
   uint64_t node_reuse_quota_exceeded = 0;
   uint64_t quota_exceeded = 0;
+  // Rows the allocator copied out of partial tails into the hits' own
+  // blocks (the copy-rows intent of 0x07D), part of prefill_rows_reused [rows].
+  uint64_t partial_tail_rows_copied = 0;
 
   // Memory (0x02).
   MemoryLedger peak_ledger;     // at the sample of peak used blocks

@@ -73,6 +73,8 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   r.workload_name = workload.name;
   r.workload_origin = workload.origin;
   r.layout_id = layout.manifest_id;
+  r.prefix_index = std::string(name_of(pass.index));
+  r.reuse_policy = std::string(config_name_of(config.reuse_policy));
   r.workers = config.workers;
   r.wall_s = pass.wall_s;
   FunnelCounts funnel;
@@ -143,6 +145,8 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   r.node_reuse_not_current = node_funnel.candidates - node_funnel.current;
   r.node_reuse_quota_exceeded = node_funnel.quota_exceeded;
   r.quota_exceeded = static_cast<uint64_t>(std::max<int64_t>(0, stat(pass.final_stats, "allocator", "quota_exceeded")));
+  r.partial_tail_rows_copied =
+      static_cast<uint64_t>(std::max<int64_t>(0, stat(pass.final_stats, "allocator", "partial_tail_rows_copied")));
 
   r.leaked_blocks = stat(pass.final_stats, "allocator", "leaked_blocks");
   r.refcount_delta = stat(pass.final_stats, "allocator", "refcount_delta");
