@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "services/prefix/publication_range.hpp"
 #include "services/prefix/request_identity.hpp"
 
 namespace kvrt {
@@ -68,21 +69,8 @@ Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixM
 Result<BlockExtrasPlan> PrefixService::publication_plan(SessionId session, const PrefixPublishOp& op) const {
   Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name, op.identity, op.computed_generation);
   if (!plan.ok()) return plan.error();
-  const uint32_t P = index_.block_tokens();
-  if (op.first_block > op.end_block)
-    return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");
-  if (uint64_t{op.end_block} * P > op.tokens.size())
-    return make_error(ErrorCode::invalid_argument, "only full blocks are published", "end_block");
-  if (op.tail_rows > 0) {
-    if (index_.config().policy != ReusePolicy::immutable_partial_tail)
-      return make_error(ErrorCode::invalid_argument,
-                        "the node's reuse policy is full_block: partial tails are not published (0x07D)", "tail_rows");
-    if (op.tail_rows >= P)
-      return make_error(ErrorCode::invalid_argument,
-                        "a partial tail holds 0 < v < P rows; got " + std::to_string(op.tail_rows), "tail_rows");
-    if (uint64_t{op.end_block} * P + op.tail_rows > op.tokens.size())
-      return make_error(ErrorCode::invalid_argument, "the tail's rows lie beyond the request's tokens", "tail_rows");
-  }
+  KVRT_TRY(check_publication_range(op, index_.block_tokens(),
+                                   index_.config().policy == ReusePolicy::immutable_partial_tail));
   return plan;
 }
 

@@ -7,6 +7,7 @@
 #include "services/common/digest.hpp"
 #include "services/common/units.hpp"
 #include "services/prefix/prefix_match_receipt.hpp"
+#include "services/prefix/publication_range.hpp"
 #include "services/prefix/request_identity.hpp"
 
 namespace kvrt {
@@ -168,22 +169,7 @@ Status RadixBlockService::validate() const {
 Status RadixBlockService::check_publication(SessionId session, const PrefixPublishOp& op) const {
   Result<uint64_t> key = namespace_key(session, op.namespace_name, op.identity, op.computed_generation);
   if (!key.ok()) return key.error();
-  if (op.first_block > op.end_block)
-    return make_error(ErrorCode::invalid_argument, "first_block after end_block", "first_block");
-  const uint32_t P = index_.block_tokens();
-  if (uint64_t{op.end_block} * P > op.tokens.size())
-    return make_error(ErrorCode::invalid_argument, "only full blocks are published", "end_block");
-  if (op.tail_rows > 0) {
-    if (!index_.partial_tails())
-      return make_error(ErrorCode::invalid_argument,
-                        "the node's reuse policy is full_block: partial tails are not published (0x07D)", "tail_rows");
-    if (op.tail_rows >= P)
-      return make_error(ErrorCode::invalid_argument,
-                        "a partial tail holds 0 < v < P rows; got " + std::to_string(op.tail_rows), "tail_rows");
-    if (uint64_t{op.end_block} * P + op.tail_rows > op.tokens.size())
-      return make_error(ErrorCode::invalid_argument, "the tail's rows lie beyond the request's tokens", "tail_rows");
-  }
-  return Status::success();
+  return check_publication_range(op, index_.block_tokens(), index_.partial_tails());
 }
 
 Result<RadixPublication> RadixBlockService::decide_publication(SessionId session, const PrefixPublishOp& op,

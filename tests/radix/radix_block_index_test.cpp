@@ -45,8 +45,8 @@ std::vector<TokenId> tokens(std::initializer_list<TokenId> pages_first_token) {
   return t;
 }
 
-RadixBlockIndex make(uint32_t budget) {
-  auto r = RadixBlockIndex::create(RadixBlockIndexConfig{kP, kG, budget, EvictionPolicy::lru});
+RadixBlockIndex make(uint32_t budget, bool partial_tails = false) {
+  auto r = RadixBlockIndex::create(RadixBlockIndexConfig{kP, kG, budget, EvictionPolicy::lru, partial_tails});
   REQUIRE(r.ok());
   return std::move(r).value();
 }
@@ -276,19 +276,10 @@ TEST_CASE("radix blocks: a locked path survives eviction, and only retractions m
 }  // namespace kvrt::test
 
 namespace kvrt::test {
-namespace {
-
-RadixBlockIndex make_partial(uint32_t budget) {
-  auto r = RadixBlockIndex::create(RadixBlockIndexConfig{kP, kG, budget, EvictionPolicy::lru, true});
-  REQUIRE(r.ok());
-  return std::move(r).value();
-}
-
-}  // namespace
 
 TEST_CASE("radix blocks, partial tails: a hit ends inside a page, named by its deepest matched slot",
           "[radix][blocks][partial]") {
-  RadixBlockIndex idx = make_partial(100);
+  RadixBlockIndex idx = make(100, true);
   FakeBlocks blocks;
   // A publishes 10 tokens: pages [0, 4), [4, 8) and a 2-row tail.
   const std::vector<TokenId> a{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
@@ -347,7 +338,7 @@ TEST_CASE("radix blocks, partial tails: a random trace agrees with a token trie,
     for (const uint32_t budget : {1000u, 12u}) {
       INFO("seed " << seed << " budget " << budget);
       std::mt19937_64 rng(seed);
-      RadixBlockIndex idx = make_partial(budget);
+      RadixBlockIndex idx = make(budget, true);
       FakeBlocks blocks;
       // Every handle's adopter: its tokens, so a hit can be checked row by row.
       std::map<uint32_t, std::vector<TokenId>> adopter;  // block id of group 0 -> tokens
