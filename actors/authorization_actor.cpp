@@ -163,6 +163,7 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
                     return r;
                   },
                   [&](const NamespaceStatusRequest& req) { return st.service->apply(SessionId{session}, req); },
+                  [&](const PoolDescriptorRequest& req) { return st.service->apply(SessionId{session}, req); },
                   [&](const NamespacePurgeRequest& req) -> caf::result<wire_bytes> {
                     if (!st.reuse || !st.allocator)
                       return error_reply(make_error(ErrorCode::node_unreachable,

@@ -13,6 +13,7 @@
 
 #include "actors/owner_routes.hpp"
 #include "schema/codecs.hpp"
+#include "services/common/scm_rights.hpp"
 #include "services/common/unix_socket_address.hpp"
 #include "services/session/channel_frame.hpp"
 #include "services/session/session_channel.hpp"
@@ -42,6 +43,7 @@ wire_bytes error_payload(ErrorCode code, const std::string& reason) {
 struct ChannelWriterState {
   static inline const char* name = "channel-writer";
   session_actor session;
+  std::shared_ptr<const PoolDescriptorTable> pool_descriptors;
   int fd = -1;
   bool busy = false;
   std::deque<std::pair<ChannelFrameHeader, wire_bytes>> queued;
@@ -55,11 +57,34 @@ void writer_next(WriterSelf self);
 
 // A writer that cannot write shuts the socket down: the reader then sees the
 // connection close and ends the writer with it.
-void writer_answer(WriterSelf self, ChannelFrameHeader header, const wire_bytes& payload) {
+void writer_answer(WriterSelf self, ChannelFrameHeader header, const wire_bytes& payload,
+                   std::span<const int> descriptors = {}) {
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
-  if (write_channel_frame(self->state.fd, header, bytes, std::chrono::milliseconds(kWriteStallMs)) != 0)
+  if (write_channel_frame(self->state.fd, header, bytes, std::chrono::milliseconds(kWriteStallMs), descriptors) != 0)
     ::shutdown(self->state.fd, SHUT_RDWR);
   writer_next(self);
+}
+
+// The authorization owner decided which pools the session may map; the
+// writer sends their descriptors with its receipt. A refusal goes as it is.
+void writer_answer_pool_descriptors(WriterSelf self, ChannelFrameHeader header, const wire_bytes& reply) {
+  Result<PoolDescriptorReceipt> receipt = codec::decode<PoolDescriptorReceipt>(as_span(reply));
+  if (!receipt.ok()) return writer_answer(self, header, reply);
+  std::vector<int> descriptors;
+  for (const PoolAttachment& p : receipt->pools) {
+    const auto it = self->state.pool_descriptors->find(p.pool.value);
+    if (it == self->state.pool_descriptors->end())
+      return writer_answer(self, header,
+                           error_payload(ErrorCode::invalid_argument,
+                                         "pool " + std::to_string(p.pool.value) + " has no descriptor to send"));
+    descriptors.push_back(it->second.get());
+  }
+  if (descriptors.size() > kMaxDescriptorsPerMessage)
+    return writer_answer(
+        self, header,
+        error_payload(ErrorCode::invalid_argument, std::to_string(descriptors.size()) + " pools exceed one message's " +
+                                                       std::to_string(kMaxDescriptorsPerMessage) + " descriptors"));
+  writer_answer(self, header, reply, descriptors);
 }
 
 void writer_dispatch(WriterSelf self, ChannelFrameHeader header, wire_bytes bytes) {
@@ -69,12 +94,16 @@ void writer_dispatch(WriterSelf self, ChannelFrameHeader header, wire_bytes byte
                          error_payload(ErrorCode::invalid_argument, "this channel is already attached to its session"));
   // Every other route is the session actor's to answer (routes.hpp).
   self->request(self->state.session, caf::infinite, route_atom::value, header.route.value, std::move(bytes))
-      .then([self, header](wire_bytes& reply) { writer_answer(self, header, reply); },
-            [self, header](caf::error& e) {
-              writer_answer(
-                  self, header,
-                  error_payload(ErrorCode::session_ended, "the session actor did not answer: " + caf::to_string(e)));
-            });
+      .then(
+          [self, header](wire_bytes& reply) {
+            if (header.route == PoolDescriptorsRoute::id) return writer_answer_pool_descriptors(self, header, reply);
+            writer_answer(self, header, reply);
+          },
+          [self, header](caf::error& e) {
+            writer_answer(
+                self, header,
+                error_payload(ErrorCode::session_ended, "the session actor did not answer: " + caf::to_string(e)));
+          });
 }
 
 void writer_next(WriterSelf self) {
@@ -86,8 +115,10 @@ void writer_next(WriterSelf self) {
   writer_dispatch(self, header, std::move(bytes));
 }
 
-caf::behavior channel_writer(WriterSelf self, session_actor session, int fd) {
+caf::behavior channel_writer(WriterSelf self, session_actor session,
+                             std::shared_ptr<const PoolDescriptorTable> pool_descriptors, int fd) {
   self->state.session = std::move(session);
+  self->state.pool_descriptors = std::move(pool_descriptors);
   self->state.fd = fd;
   // The session's end (its worker gone) ends the connection: the reader's
   // recv returns, and it ends this writer.
@@ -127,8 +158,9 @@ bool send_text_frame(int fd, ChannelFrameHeader header, const std::string& text)
 
 }  // namespace
 
-Result<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_system& system, gateway_actor gateway,
-                                                            std::string socket_path, Observability obs) {
+Result<std::unique_ptr<ChannelServer>> ChannelServer::start(
+    caf::actor_system& system, gateway_actor gateway, std::string socket_path, Observability obs,
+    std::shared_ptr<const PoolDescriptorTable> pool_descriptors) {
   Result<sockaddr_un> address = unix_socket_address(socket_path, "channel_socket");
   if (!address.ok()) return address.error();
   const sockaddr_un addr = *address;
@@ -142,19 +174,22 @@ Result<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_system& s
     return make_error(ErrorCode::io, "cannot listen on " + socket_path + ": " + std::strerror(e), "channel_socket");
   }
   ::chmod(socket_path.c_str(), 0600);  // the token directory (0700) already keeps other users out
-  std::unique_ptr<ChannelServer> server(
-      new ChannelServer(system, std::move(gateway), std::move(socket_path), std::move(obs), fd));
+  std::unique_ptr<ChannelServer> server(new ChannelServer(
+      system, std::move(gateway), std::move(socket_path), std::move(obs),
+      pool_descriptors ? std::move(pool_descriptors) : std::make_shared<const PoolDescriptorTable>(), fd));
   server->threads_ = 1;
   std::thread([s = server.get()] { s->accept_loop(); }).detach();
   return server;
 }
 
 ChannelServer::ChannelServer(caf::actor_system& system, gateway_actor gateway, std::string socket_path,
-                             Observability obs, int listen_fd)
+                             Observability obs, std::shared_ptr<const PoolDescriptorTable> pool_descriptors,
+                             int listen_fd)
     : system_(system),
       gateway_(std::move(gateway)),
       socket_path_(std::move(socket_path)),
       obs_(std::move(obs)),
+      pool_descriptors_(std::move(pool_descriptors)),
       listen_fd_(listen_fd) {}
 
 ChannelServer::~ChannelServer() {
@@ -250,7 +285,7 @@ void ChannelServer::serve(int fd) {
         open = false;
         break;
       }
-      writer = system_.spawn(channel_writer, caf::actor_cast<session_actor>(session), writer_fd);
+      writer = system_.spawn(channel_writer, caf::actor_cast<session_actor>(session), pool_descriptors_, writer_fd);
     }
   }
   if (!why.empty())

@@ -17,21 +17,30 @@
 // process), so a thread each is cheap.
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 
 #include "actors/owner_actors.hpp"
+#include "services/common/unique_fd.hpp"
 
 namespace kvrt::actors {
+
+// The descriptors of the node's unnamed pool segments by pool id (dups,
+// owned here): what a connection's writer attaches, as SCM_RIGHTS, to the
+// pool_descriptors answer, for exactly the pools the authorization owner's
+// receipt names. Empty: the node's segments have names.
+using PoolDescriptorTable = std::map<uint32_t, UniqueFd>;
 
 class ChannelServer {
  public:
   // Listens on a new AF_UNIX stream socket at `socket_path` (a stale one is
   // replaced). The server must be destroyed before the actor system.
   static Result<std::unique_ptr<ChannelServer>> start(caf::actor_system& system, gateway_actor gateway,
-                                                      std::string socket_path, Observability obs);
+                                                      std::string socket_path, Observability obs,
+                                                      std::shared_ptr<const PoolDescriptorTable> pool_descriptors);
   // Stops accepting, shuts every connection down, and waits for their
   // threads; their writers end with them.
   ~ChannelServer();
@@ -40,7 +49,7 @@ class ChannelServer {
 
  private:
   ChannelServer(caf::actor_system& system, gateway_actor gateway, std::string socket_path, Observability obs,
-                int listen_fd);
+                std::shared_ptr<const PoolDescriptorTable> pool_descriptors, int listen_fd);
   void accept_loop();
   void serve(int fd);  // one connection, on its own thread
 
@@ -48,6 +57,7 @@ class ChannelServer {
   gateway_actor gateway_;
   std::string socket_path_;
   Observability obs_;
+  std::shared_ptr<const PoolDescriptorTable> pool_descriptors_;
   int listen_fd_ = -1;
   std::mutex mutex_;
   std::condition_variable all_done_;

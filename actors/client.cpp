@@ -268,6 +268,33 @@ Result<std::vector<uint8_t>> Client::raw(RouteId route, const std::vector<uint8_
   return impl_->call(route, bytes, "raw");
 }
 
+Result<PoolDescriptors> Client::pool_descriptors() {
+  const SessionReceipt& s = impl_->session;
+  if (s.channel_socket.empty() || s.channel_ticket.empty())
+    return make_error(ErrorCode::invalid_argument,
+                      "the node offers no session channel, so it cannot hand over pool descriptors", "channel");
+  // A connection of its own, straight to the node's socket: a proxy between
+  // the client and the node (ClientOptions::channel_socket) forwards bytes,
+  // not descriptors, and the calls' channel stays untouched.
+  Result<std::unique_ptr<SessionChannel>> channel =
+      SessionChannel::attach(s.channel_socket, s.channel_ticket, impl_->options.timeout);
+  if (!channel.ok()) return channel.error();
+  PoolDescriptors out;
+  const std::vector<uint8_t> request = codec::encode(PoolDescriptorRequest{});
+  Result<std::vector<uint8_t>> reply =
+      (*channel)->call(PoolDescriptorsRoute::id, request, impl_->options.timeout, &out.descriptors);
+  if (!reply.ok()) return reply.error();
+  Result<PoolDescriptorReceipt> receipt = decode_reply<PoolDescriptorReceipt>(*reply);
+  if (!receipt.ok()) return receipt.error();
+  if (out.descriptors.size() != receipt->pools.size())
+    return make_error(ErrorCode::pool_fd_missing,
+                      "the node named " + std::to_string(receipt->pools.size()) + " pools and sent " +
+                          std::to_string(out.descriptors.size()) + " descriptors",
+                      "pools");
+  out.pools = std::move(receipt->pools);
+  return out;
+}
+
 const OwnerStats* NodeStats::owner(const std::string& name) const {
   for (const OwnerStats& o : owners)
     if (o.owner == name) return &o;

@@ -34,6 +34,7 @@
 #include "schema/reuse_types.hpp"
 #include "schema/session_types.hpp"
 #include "services/common/result.hpp"
+#include "services/common/unique_fd.hpp"
 #include "services/session/node_descriptor.hpp"
 #include "services/session/routes.hpp"
 
@@ -57,6 +58,13 @@ struct ClientOptions {
   // the channel connects here instead: a proxy that forwards to the node's
   // socket (kvrt chaos's transport faults, tools/chaos/channel_fault_proxy.hpp).
   std::string channel_socket;
+};
+
+// The descriptors of the node's unnamed pool segments (PoolAttachment::
+// by_descriptor), one per pool, in the order of `pools`.
+struct PoolDescriptors {
+  std::vector<PoolAttachment> pools;
+  std::vector<UniqueFd> descriptors;
 };
 
 class Client {
@@ -86,6 +94,14 @@ class Client {
   // transport floor (kPingRoute) and the node's handling of malformed input
   // (tests). The channel's own kAttachRoute is refused.
   Result<std::vector<uint8_t>> raw(RouteId route, const std::vector<uint8_t>& bytes);
+
+  // The pool_descriptors route: the descriptors of the unnamed pool segments
+  // this session's principal may map, received over a connection of its
+  // own to the node's session channel (SCM_RIGHTS). Errors: the route's
+  // refusals (services/authorization/authorization_service.hpp),
+  // invalid_argument (the node offers no channel), pool_fd_missing (the
+  // count of descriptors differs from the receipt's pools), transport errors.
+  Result<PoolDescriptors> pool_descriptors();
 
  private:
   struct Impl;

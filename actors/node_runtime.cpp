@@ -1,12 +1,15 @@
 // `kvrt node`: the node process composition. See node_runtime.hpp.
 #include "actors/node_runtime.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 
@@ -17,6 +20,7 @@
 #include "gpu/cuda_pool_store.hpp"
 #include "node/node_config.hpp"
 #include "node/node_predecessor.hpp"
+#include "services/common/descriptor_privacy.hpp"
 #include "services/common/process_identity.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "services/mapper/memfd_backing.hpp"
@@ -77,6 +81,8 @@ struct NodeInstance::Impl {
   std::shared_ptr<ExecutorService> executor;
   std::shared_ptr<MapperService> mapper;        // null: no [mapper] section
   std::unique_ptr<PagePoolServer> pool_server;  // before the mapper it serves, in destruction
+  // Unnamed pool segments' descriptors, for the session channel to hand out.
+  std::shared_ptr<const actors::PoolDescriptorTable> pool_descriptors;
   std::unique_ptr<ChromeTraceRecorder> trace;
   std::shared_ptr<spdlog::logger> log;
   NodeDescriptor descriptor;
@@ -203,10 +209,27 @@ Result<ExecutorInputs> create_shm_pools(NodeInstance::Impl& impl, const CacheLay
   Result<shm::SharedBlockPools> pools = shm::SharedBlockPools::create(layout, pool_options);
   if (!pools.ok()) return pools.error();
   impl.pools.emplace(std::move(*pools));
+  auto descriptors = std::make_shared<actors::PoolDescriptorTable>();
   for (uint32_t g = 0; g < impl.pools->store().group_count(); ++g) {
     const shm::BlockPoolSegment& s = impl.pools->store().segment(g);
-    impl.descriptor.pools.push_back(
-        PoolAttachment{s.group(), s.pool_id(), s.pool_generation(), s.name(), s.geometry().segment_bytes()});
+    PoolAttachment a{s.group(), s.pool_id(), s.pool_generation(), s.name(), s.geometry().segment_bytes()};
+    if (s.unnamed()) {
+      // No name to publish: the session channel hands a dup of the
+      // descriptor to the sessions the authorization owner allows.
+      a.segment_name.clear();
+      a.by_descriptor = true;
+      UniqueFd dup(::fcntl(s.descriptor(), F_DUPFD_CLOEXEC, 0));
+      if (!dup)
+        return make_error(ErrorCode::io, std::string("cannot keep a pool descriptor: ") + std::strerror(errno),
+                          "pool_segments");
+      descriptors->emplace(s.pool_id().value, std::move(dup));
+    }
+    impl.descriptor.pools.push_back(std::move(a));
+  }
+  if (!descriptors->empty()) {
+    KVRT_TRY(keep_descriptors_private());
+    impl.authorization->serve_pool_descriptors(impl.descriptor.pools);
+    impl.pool_descriptors = std::move(descriptors);
   }
   // The payload store stays with the pools (it outlives the actors); the
   // allocator core moves into its owner.
@@ -247,6 +270,7 @@ Status start_pool_owners(NodeInstance::Impl& impl, const NodeConfig& config, con
   pool_options.capacity = shm::PoolCapacity::blocks(config.blocks_per_group);
   pool_options.max_requests = config.max_requests;
   pool_options.zero_on_recycle = config.zero_on_recycle;
+  pool_options.unnamed_segments = config.pool_segments == PoolSegments::unnamed;
   impl.descriptor.instance = pool_options.instance;
   const AllocatorServiceOptions allocator_options{.fault_injection = config.fault_injection,
                                                   .quotas = block_quotas(config.authorization)};
@@ -350,7 +374,7 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
   impl.actors.push_back(caf::actor_cast<caf::actor>(owners.reuse));
   if (config.session_channel) {
     Result<std::unique_ptr<actors::ChannelServer>> channel =
-        actors::ChannelServer::start(system, gateway, facts.channel_socket, obs);
+        actors::ChannelServer::start(system, gateway, facts.channel_socket, obs, impl.pool_descriptors);
     if (!channel.ok()) return channel.error();
     impl.channel = std::move(channel).value();
   }

@@ -48,7 +48,7 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
                       "pool_backend");
   // Attach every pool the session receipt names, with its generation and
   // layout: a replaced pool is refused, never written.
-  auto store_result = attach_shared_memory_pools(session);
+  auto store_result = attach_shared_memory_pools(*b.client);
   if (!store_result.ok()) return store_result.error();
   b.store = std::make_unique<shm::ShmPayloadStore>(std::move(store_result).value());
   auto cache_result = shm::ShmModelKvCache::create(*b.store, layout);

@@ -534,7 +534,7 @@ Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions
 
   // Attach every pool the session receipt names (shared memory or GPU),
   // checked against the generation and layout it names.
-  Result<std::unique_ptr<shm::SharedPoolStore>> store = attach_session_pools(session);
+  Result<std::unique_ptr<shm::SharedPoolStore>> store = attach_session_pools(**client);
   if (!store.ok()) return store.error();
   Worker worker(**client, **store, options, ns);
   return worker.run();

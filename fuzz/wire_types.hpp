@@ -63,7 +63,10 @@ void for_each_wire_type(Fn&& fn) {
   fn(WireType<NamespaceStatusReceipt>{"NamespaceStatusReceipt"});
   fn(WireType<NamespacePurgeRequest>{"NamespacePurgeRequest"});
   fn(WireType<NamespacePurgeReceipt>{"NamespacePurgeReceipt"});
+  // Unnamed pool segments: the descriptors a worker session may receive.
+  fn(WireType<PoolDescriptorRequest>{"PoolDescriptorRequest"});
+  fn(WireType<PoolDescriptorReceipt>{"PoolDescriptorReceipt"});
 }
-inline constexpr size_t kWireTypeCount = 38;
+inline constexpr size_t kWireTypeCount = 40;
 
 }  // namespace kvrt::fuzz

@@ -12,6 +12,7 @@ std::string_view name_of(NodeScheduler scheduler) {
   return scheduler == NodeScheduler::polling ? "polling" : "sharing";
 }
 std::string_view name_of(PrefixIndexKind index) { return index == PrefixIndexKind::radix ? "radix" : "hash_chain"; }
+std::string_view name_of(PoolSegments segments) { return segments == PoolSegments::unnamed ? "unnamed" : "named"; }
 std::string_view config_name_of(ReusePolicy policy) {
   return policy == ReusePolicy::immutable_partial_tail ? "immutable_partial_tail" : "full_block";
 }
@@ -28,6 +29,13 @@ Result<PrefixIndexKind> read_prefix_index_kind(const TomlReader& reader, const t
   return reader.choice<PrefixIndexKind>(table, where, field, name_of(PrefixIndexKind::hash_chain),
                                         {{name_of(PrefixIndexKind::hash_chain), PrefixIndexKind::hash_chain},
                                          {name_of(PrefixIndexKind::radix), PrefixIndexKind::radix}});
+}
+
+Result<PoolSegments> read_pool_segments(const TomlReader& reader, const toml::table& table, const std::string& where,
+                                        const std::string& field) {
+  return reader.choice<PoolSegments>(
+      table, where, field, name_of(PoolSegments::named),
+      {{name_of(PoolSegments::named), PoolSegments::named}, {name_of(PoolSegments::unnamed), PoolSegments::unnamed}});
 }
 
 Result<ReusePolicy> read_reuse_policy(const TomlReader& reader, const toml::table& table, const std::string& where,
@@ -72,6 +80,14 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "scheduler_poll_attempts", 1000000, 1, int64_t{1} << 32));
   c.scheduler_poll_attempts = static_cast<uint32_t>(std::min<int64_t>(v, UINT32_MAX));
   KVRT_TRY_ASSIGN(c.session_channel, reader.boolean(*node, "node", "session_channel", true));
+  KVRT_TRY_ASSIGN(c.pool_segments, read_pool_segments(reader, *node, "node", "pool_segments"));
+  if (c.pool_segments == PoolSegments::unnamed && !c.session_channel)
+    return reader.field_error(node->get("pool_segments"), "node", "pool_segments",
+                              "unnamed segments are handed over the session channel: session_channel must be true");
+  if (c.pool_segments == PoolSegments::unnamed && c.pool_backend != PoolBackend::shm)
+    return reader.field_error(node->get("pool_segments"), "node", "pool_segments",
+                              "applies to shared-memory pools (pool_backend = \"shm\"); GPU pools are handed to "
+                              "sessions as CUDA IPC handles");
   KVRT_TRY_ASSIGN(v, reader.integer(*node, "node", "max_requests", 1 << 14, 1, 1 << 20));
   c.max_requests = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(c.fault_injection, reader.boolean(*node, "node", "fault_injection", false));

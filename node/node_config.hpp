@@ -20,7 +20,9 @@ namespace kvrt {
 enum class PoolBackend : uint8_t { shm, cuda };
 enum class NodeScheduler : uint8_t { sharing, polling };
 enum class PrefixIndexKind : uint8_t { hash_chain, radix };
+enum class PoolSegments : uint8_t { named, unnamed };
 std::string_view name_of(PoolBackend backend);
+std::string_view name_of(PoolSegments segments);
 std::string_view name_of(NodeScheduler scheduler);
 std::string_view name_of(PrefixIndexKind index);
 // The config spelling of a reuse policy: "full_block", "immutable_partial_tail".
@@ -47,6 +49,14 @@ struct NodeConfig {
   // gpu/cuda_pool_store.hpp). With cuda the node's kernel executor runs
   // the CUDA decode kernel over them (gpu/cuda_decode_kernel.hpp).
   PoolBackend pool_backend = PoolBackend::shm;
+  // How workers reach shared-memory pools. named: POSIX names in /dev/shm
+  // that the session receipt names (any process of the node's uid can open
+  // them). unnamed: memfd segments that have no name at all; a worker
+  // session whose principal is allowed a namespace receives their
+  // descriptors over the session channel (the pool_descriptors route), and
+  // nothing is left in /dev/shm when the node dies. Needs the session
+  // channel and shm pools.
+  PoolSegments pool_segments = PoolSegments::named;
   std::string host = "127.0.0.1";         // loopback only by default: the node serves one host's workers
   uint16_t port = 0;                      // 0: any free port (the descriptor names the chosen one)
   uint32_t heartbeat_interval_ms = 250;   // middleman heartbeats: a hung worker is detected too

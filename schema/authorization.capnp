@@ -6,6 +6,7 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("kvrt::wire");
 using Kvrt = import "annotations.capnp";
 using Common = import "common.capnp";
+using Session = import "session.capnp";
 $Kvrt.include(["services/common/digest.hpp", "services/identity/invalidation.hpp"]);
 
 struct AuthorizeRequest $Kvrt.message {
@@ -148,4 +149,18 @@ struct NamespacePurgeReceipt $Kvrt.message {
   # an owner was unreachable) is resumed by the next purge call for its
   # namespace: this names the last step it had performed, and steps lists
   # only the ones performed now.
+}
+
+struct PoolDescriptorRequest $Kvrt.message {
+  # A worker session asks for the descriptors of the unnamed pool segments
+  # its principal may use (PoolAttachment.byDescriptor). Served over the
+  # session channel only: the reply frame carries the descriptors as
+  # SCM_RIGHTS, one per pool of the receipt, in its order.
+  trace @0 :Common.TraceContext;
+}
+
+struct PoolDescriptorReceipt $Kvrt.message {
+  pools @0 :List(Session.PoolAttachment);
+  # The pools whose descriptors travel with this receipt, in order: those
+  # serving the namespaces the session's principal is allowed.
 }

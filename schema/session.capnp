@@ -28,6 +28,11 @@ struct PoolAttachment {
   # allocation, 128 hex digits, and the node's device ordinal. Empty for a
   # pool in POSIX shared memory.
   cudaDevice @6 :UInt32;
+  byDescriptor @7 :Bool;
+  # The segment has no name ([node] pool_segments = "unnamed"): no process
+  # can open it; a session of a principal allowed this pool's namespaces
+  # receives its descriptor over the session channel (the pool_descriptors
+  # route), and segmentName is empty.
 }
 
 struct SessionReceipt $Kvrt.message {

@@ -117,9 +117,11 @@ using detail::SegmentMapping;
 
 // Creates, sizes, maps and publishes a segment; on failure the half-made
 // segment is removed again (the mapping's destructor), so a failed create
-// leaves no name behind.
-Result<std::unique_ptr<SegmentMapping>> create_at(const Plan& plan) {
-  auto created = SegmentFile::create(plan.name);
+// leaves no name behind. An unnamed segment is labelled with the name it
+// would have had (without the slash), and sealed at its size once published.
+Result<std::unique_ptr<SegmentMapping>> create_at(const Plan& plan, bool unnamed = false) {
+  auto created =
+      unnamed ? SegmentFile::create_unnamed(std::string_view(plan.name).substr(1)) : SegmentFile::create(plan.name);
   if (!created.ok()) return created.error();
   auto m =
       std::unique_ptr<SegmentMapping>(new SegmentMapping{std::move(created).value(), {}, plan.info, /*owner=*/true});
@@ -136,6 +138,42 @@ Result<std::unique_ptr<SegmentMapping>> create_at(const Plan& plan) {
   std::memcpy(m->bytes.data() + kOwnerPrefixBytes, reinterpret_cast<const uint8_t*>(&header) + kOwnerPrefixBytes,
               sizeof header - kOwnerPrefixBytes);
   ready_flag(m->bytes).store(1, std::memory_order_release);
+  KVRT_TRY(m->file.protect_prefix(kHeaderBytes));
+  if (unnamed) KVRT_TRY(m->file.seal_size());
+  return m;
+}
+
+// Maps an existing segment read-write and checks its header against what
+// the attacher expects.
+Result<std::unique_ptr<SegmentMapping>> attach_file(SegmentFile file, PoolGeneration expected_generation,
+                                                    const Sha256Digest& expected_layout_digest) {
+  auto m = std::unique_ptr<SegmentMapping>(new SegmentMapping{std::move(file), {}, {}, /*owner=*/false});
+  uint64_t file_bytes = 0;
+  KVRT_TRY_ASSIGN(file_bytes, m->file.size());
+  if (file_bytes < sizeof(PoolSegmentHeader))
+    return make_error(ErrorCode::decode_failed,
+                      "segment " + m->file.name() + " is " + std::to_string(file_bytes) +
+                          " bytes, shorter than its header (truncated)",
+                      "segment_bytes");
+  KVRT_TRY_ASSIGN(m->bytes, m->file.map(/*writable=*/true));
+  // Acquire pairs with the owner's release store: a 1 here means every other
+  // header byte copied below is the owner's final value.
+  const uint32_t ready = ready_flag(m->bytes).load(std::memory_order_acquire);
+  PoolSegmentHeader copy;
+  std::memcpy(&copy, m->bytes.data(), sizeof copy);
+  copy.ready = ready;
+  KVRT_TRY_ASSIGN(m->info, decode_header(copy, file_bytes));
+  if (m->info.pool_generation != expected_generation)
+    return make_error(ErrorCode::stale_generation,
+                      "segment " + m->file.name() + " holds pool generation " +
+                          std::to_string(m->info.pool_generation.value) + ", expected " +
+                          std::to_string(expected_generation.value),
+                      "pool_generation");
+  if (m->info.layout_digest != expected_layout_digest)
+    return make_error(ErrorCode::incompatible,
+                      "segment " + m->file.name() + " was laid out by manifest " + m->info.layout_digest.hex() +
+                          ", expected " + expected_layout_digest.hex(),
+                      "layout_digest");
   KVRT_TRY(m->file.protect_prefix(kHeaderBytes));
   return m;
 }
@@ -206,35 +244,34 @@ Result<BlockPoolSegment> BlockPoolSegment::attach(std::string_view name, PoolGen
                                                   const Sha256Digest& expected_layout_digest) {
   auto opened = SegmentFile::open(name, /*writable=*/true);
   if (!opened.ok()) return opened.error();
-  auto m = std::unique_ptr<SegmentMapping>(new SegmentMapping{std::move(opened).value(), {}, {}, /*owner=*/false});
-  uint64_t file_bytes = 0;
-  KVRT_TRY_ASSIGN(file_bytes, m->file.size());
-  if (file_bytes < sizeof(PoolSegmentHeader))
-    return make_error(ErrorCode::decode_failed,
-                      "segment " + m->file.name() + " is " + std::to_string(file_bytes) +
-                          " bytes, shorter than its header (truncated)",
-                      "segment_bytes");
-  KVRT_TRY_ASSIGN(m->bytes, m->file.map(/*writable=*/true));
-  // Acquire pairs with the owner's release store: a 1 here means every other
-  // header byte copied below is the owner's final value.
-  const uint32_t ready = ready_flag(m->bytes).load(std::memory_order_acquire);
-  PoolSegmentHeader copy;
-  std::memcpy(&copy, m->bytes.data(), sizeof copy);
-  copy.ready = ready;
-  KVRT_TRY_ASSIGN(m->info, decode_header(copy, file_bytes));
-  if (m->info.pool_generation != expected_generation)
-    return make_error(ErrorCode::stale_generation,
-                      "segment " + m->file.name() + " holds pool generation " +
-                          std::to_string(m->info.pool_generation.value) + ", expected " +
-                          std::to_string(expected_generation.value),
-                      "pool_generation");
-  if (m->info.layout_digest != expected_layout_digest)
-    return make_error(ErrorCode::incompatible,
-                      "segment " + m->file.name() + " was laid out by manifest " + m->info.layout_digest.hex() +
-                          ", expected " + expected_layout_digest.hex(),
-                      "layout_digest");
-  KVRT_TRY(m->file.protect_prefix(kHeaderBytes));
-  return BlockPoolSegment(std::move(m));
+  auto m = attach_file(std::move(opened).value(), expected_generation, expected_layout_digest);
+  if (!m.ok()) return m.error();
+  return BlockPoolSegment(std::move(m).value());
+}
+
+Result<BlockPoolSegment> BlockPoolSegment::create_unnamed(const CacheLayoutManifest& manifest,
+                                                          const PoolSegmentOptions& options) {
+  Plan plan;
+  KVRT_TRY_ASSIGN(plan, plan_pool(manifest, options));
+  auto made = create_at(plan, /*unnamed=*/true);
+  if (!made.ok()) return made.error();
+  return BlockPoolSegment(std::move(made).value());
+}
+
+Result<BlockPoolSegment> BlockPoolSegment::attach_descriptor(UniqueFd descriptor, std::string_view label,
+                                                             PoolGeneration expected_generation,
+                                                             const Sha256Digest& expected_layout_digest) {
+  auto adopted = SegmentFile::adopt(std::move(descriptor), label);
+  if (!adopted.ok()) return adopted.error();
+  // An owner seals every unnamed segment before it hands it out: one that
+  // could still shrink is not the node's, and mapping it would risk SIGBUS.
+  if (!adopted->size_sealed())
+    return make_error(ErrorCode::pool_size_mismatch,
+                      "the descriptor of segment " + std::string(label) + " is not sealed against shrink and grow",
+                      "seals");
+  auto m = attach_file(std::move(adopted).value(), expected_generation, expected_layout_digest);
+  if (!m.ok()) return m.error();
+  return BlockPoolSegment(std::move(m).value());
 }
 
 Result<SegmentInspection> BlockPoolSegment::inspect(std::string_view name) {
@@ -258,6 +295,8 @@ Result<BlockPoolSegment::StaleRemoval> BlockPoolSegment::remove_if_stale(std::st
 
 const std::string& BlockPoolSegment::name() const { return live().file.name(); }
 bool BlockPoolSegment::is_owner() const { return live().owner; }
+bool BlockPoolSegment::unnamed() const { return live().file.unnamed(); }
+int BlockPoolSegment::descriptor() const { return live().file.descriptor(); }
 PoolId BlockPoolSegment::pool_id() const { return live().info.pool_id; }
 PoolGeneration BlockPoolSegment::pool_generation() const { return live().info.pool_generation; }
 CacheGroupId BlockPoolSegment::group() const { return live().info.group; }

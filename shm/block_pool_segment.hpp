@@ -25,6 +25,7 @@
 #include "services/common/ids.hpp"
 #include "services/common/process_identity.hpp"
 #include "services/common/result.hpp"
+#include "services/common/unique_fd.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
 #include "shm/pool_geometry.hpp"
 #include "shm/segment_name.hpp"
@@ -94,6 +95,22 @@ class BlockPoolSegment {
   static Result<BlockPoolSegment> attach(std::string_view name, PoolGeneration expected_generation,
                                          const Sha256Digest& expected_layout_digest);
 
+  // As create(), but the segment never has a name (SegmentFile::create_unnamed):
+  // no other process can open it; the owner hands its descriptor() to the
+  // processes it chooses (the node: to sessions granted its pools), and the
+  // memory goes when the last holder does, so a crash leaves nothing in
+  // /dev/shm. Its size is sealed once published. Same errors as create()
+  // but segment_in_use.
+  static Result<BlockPoolSegment> create_unnamed(const CacheLayoutManifest& manifest,
+                                                 const PoolSegmentOptions& options);
+
+  // attach() for a received descriptor of an unnamed segment. Errors: those
+  // of attach(), and pool_size_mismatch when the descriptor is not sealed
+  // against shrink and grow (not an owner's published segment).
+  static Result<BlockPoolSegment> attach_descriptor(UniqueFd descriptor, std::string_view label,
+                                                    PoolGeneration expected_generation,
+                                                    const Sha256Digest& expected_layout_digest);
+
   // Reads the owner record and generation at a name without mapping the
   // payload. Errors: io (no such segment), decode_failed (not a kvrt pool).
   static Result<SegmentInspection> inspect(std::string_view name);
@@ -122,6 +139,8 @@ class BlockPoolSegment {
 
   const std::string& name() const;
   bool is_owner() const;
+  bool unnamed() const;
+  int descriptor() const;  // borrowed: valid while this segment lives
   PoolId pool_id() const;
   PoolGeneration pool_generation() const;
   CacheGroupId group() const;

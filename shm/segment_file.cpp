@@ -25,14 +25,31 @@ Error from_boost(const bip::interprocess_exception& e, const std::string& what) 
 
 bool is_capacity_errno(int err) { return err == ENOSPC || err == EFBIG || err == ENOMEM; }
 
+// What bip::mapped_region maps: any descriptor, named or not, so both kinds
+// of segment are mapped one way.
+struct DescriptorMappable {
+  int fd = -1;
+  bip::mapping_handle_t get_mapping_handle() const { return bip::ipcdetail::mapping_handle_from_file_handle(fd); }
+};
+
 }  // namespace
 
 struct SegmentFile::Impl {
-  std::string name;
-  bip::shared_memory_object shm;
+  std::string name;               // the POSIX name, or the label of an unnamed segment
+  bip::shared_memory_object shm;  // a named segment's object (empty for an unnamed one)
+  UniqueFd unnamed;               // an unnamed segment's memfd
   std::optional<bip::mapped_region> region;
-  int fd() const { return shm.get_mapping_handle().handle; }
+  int fd() const { return unnamed ? unnamed.get() : shm.get_mapping_handle().handle; }
 };
+
+namespace {
+
+// The seals that keep an unnamed segment's size fixed for every holder of its
+// descriptor: a worker that shrank it would turn the node's next touch of
+// the cut pages into SIGBUS.
+constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
+
+}  // namespace
 
 SegmentFile::SegmentFile(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 SegmentFile::SegmentFile(SegmentFile&&) noexcept = default;
@@ -55,6 +72,47 @@ Result<SegmentFile> SegmentFile::create(std::string_view name) {
     return from_boost(e, "cannot create shared-memory segment " + impl->name);
   }
   return SegmentFile(std::move(impl));
+}
+
+Result<SegmentFile> SegmentFile::create_unnamed(std::string_view label) {
+  auto impl = std::make_unique<Impl>();
+  impl->name = std::string(label);
+  impl->unnamed.reset(::memfd_create(impl->name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!impl->unnamed)
+    return make_error(
+        is_capacity_errno(errno) || errno == EMFILE || errno == ENFILE ? ErrorCode::storage_exhausted : ErrorCode::io,
+        "cannot create unnamed segment " + impl->name + ": memfd_create: " + system_message(errno), "segment");
+  return SegmentFile(std::move(impl));
+}
+
+Result<SegmentFile> SegmentFile::adopt(UniqueFd descriptor, std::string_view label) {
+  if (!descriptor)
+    return make_error(ErrorCode::invalid_argument, "no descriptor for segment " + std::string(label), "segment");
+  struct stat st {};
+  if (::fstat(descriptor.get(), &st) != 0)
+    return make_error(ErrorCode::io, "fstat of segment " + std::string(label) + " failed: " + system_message(errno),
+                      "segment");
+  if (!S_ISREG(st.st_mode))
+    return make_error(ErrorCode::decode_failed, "the descriptor of segment " + std::string(label) + " is not a file",
+                      "segment");
+  auto impl = std::make_unique<Impl>();
+  impl->name = std::string(label);
+  impl->unnamed = std::move(descriptor);
+  return SegmentFile(std::move(impl));
+}
+
+bool SegmentFile::unnamed() const { return static_cast<bool>(impl_->unnamed); }
+int SegmentFile::descriptor() const { return impl_->fd(); }
+
+Status SegmentFile::seal_size() {
+  if (::fcntl(impl_->fd(), F_ADD_SEALS, kSizeSeals | F_SEAL_SEAL) != 0)
+    return make_error(ErrorCode::io, "cannot seal segment " + impl_->name + ": " + system_message(errno), "segment");
+  return Status::success();
+}
+
+bool SegmentFile::size_sealed() const {
+  const int seals = ::fcntl(impl_->fd(), F_GET_SEALS);
+  return seals >= 0 && (seals & kSizeSeals) == kSizeSeals;
 }
 
 Result<SegmentFile> SegmentFile::open(std::string_view name, bool writable) {
@@ -80,10 +138,10 @@ Status SegmentFile::unlink(std::string_view name) {
 }
 
 Result<uint64_t> SegmentFile::size() const {
-  bip::offset_t bytes = 0;
-  if (!impl_->shm.get_size(bytes))
+  struct stat st {};
+  if (::fstat(impl_->fd(), &st) != 0)
     return make_error(ErrorCode::io, "fstat of " + impl_->name + " failed: " + system_message(errno), "segment");
-  return static_cast<uint64_t>(bytes);
+  return static_cast<uint64_t>(st.st_size);
 }
 
 Result<FileIdentity> SegmentFile::identity() const {
@@ -142,12 +200,10 @@ Status SegmentFile::reserve(uint64_t bytes) {
     return exhausted("the host has " + std::to_string(static_cast<uint64_t>(pages) * page) + " bytes of memory");
   if (bytes > static_cast<uint64_t>(INT64_MAX)) return exhausted("the size exceeds off_t");
 
-  try {
-    impl_->shm.truncate(static_cast<bip::offset_t>(bytes));
-  } catch (const bip::interprocess_exception& e) {
-    const int err = e.get_native_error();
-    if (is_capacity_errno(err)) return exhausted(std::string("ftruncate: ") + e.what());
-    return from_boost(e, "cannot size segment " + impl_->name);
+  if (::ftruncate(impl_->fd(), static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
+    if (is_capacity_errno(err)) return exhausted("ftruncate: " + system_message(err));
+    return make_error(ErrorCode::io, "cannot size segment " + impl_->name + ": " + system_message(err), "segment");
   }
   int rc;
   do rc = ::posix_fallocate(impl_->fd(), 0, static_cast<off_t>(bytes));
@@ -164,7 +220,8 @@ Result<std::span<uint8_t>> SegmentFile::map(bool writable) {
   KVRT_TRY_ASSIGN(bytes, size());
   if (bytes == 0) return make_error(ErrorCode::decode_failed, "segment " + impl_->name + " is empty", "segment_bytes");
   try {
-    impl_->region.emplace(impl_->shm, writable ? bip::read_write : bip::read_only, 0, static_cast<std::size_t>(bytes));
+    impl_->region.emplace(DescriptorMappable{impl_->fd()}, writable ? bip::read_write : bip::read_only, 0,
+                          static_cast<std::size_t>(bytes));
   } catch (const bip::interprocess_exception& e) {
     return from_boost(e, "cannot map segment " + impl_->name);
   }
@@ -184,6 +241,7 @@ Status SegmentFile::protect_prefix(uint64_t bytes) {
 }
 
 bool SegmentFile::name_refers_here() const {
+  if (unnamed()) return false;
   auto mine = identity();
   if (!mine.ok()) return false;
   auto current = open(impl_->name, /*writable=*/false);

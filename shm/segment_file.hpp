@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "services/common/result.hpp"
+#include "services/common/unique_fd.hpp"
 
 namespace kvrt::shm {
 
@@ -31,6 +32,15 @@ class SegmentFile {
   static Result<SegmentFile> create(std::string_view name);
   // shm_open of an existing name. Errors: io (missing: reason says so).
   static Result<SegmentFile> open(std::string_view name, bool writable);
+  // An unnamed segment (memfd_create, close-on-exec, sealable): it never has
+  // a name another process could open, and it is freed when its last
+  // descriptor and mapping go, so a crash leaves nothing behind. `label`
+  // shows in /proc/<pid>/maps and in errors. Errors: storage_exhausted (no
+  // memory or descriptors), io.
+  static Result<SegmentFile> create_unnamed(std::string_view label);
+  // A received descriptor of an unnamed segment, adopted. Errors:
+  // invalid_argument (no descriptor), decode_failed (not a regular file), io.
+  static Result<SegmentFile> adopt(UniqueFd descriptor, std::string_view label);
   // shm_unlink. Errors: io.
   static Status unlink(std::string_view name);
 
@@ -38,7 +48,13 @@ class SegmentFile {
   SegmentFile& operator=(SegmentFile&&) noexcept;
   ~SegmentFile();
 
-  const std::string& name() const;
+  const std::string& name() const;  // the name, or an unnamed segment's label
+  bool unnamed() const;
+  int descriptor() const;  // borrowed: valid while this object lives
+  // Seals an unnamed segment's size (shrink, grow, and the seals
+  // themselves) so no holder of its descriptor can change it. Errors: io.
+  Status seal_size();
+  bool size_sealed() const;
   Result<uint64_t> size() const;  // [bytes]
   Result<FileIdentity> identity() const;
   // pwrite at an offset; extends the file. Errors: storage_exhausted (ENOSPC), io.
@@ -55,7 +71,8 @@ class SegmentFile {
   Result<std::span<uint8_t>> map(bool writable);
   // Makes the first `bytes` of the mapping read-only (the published header).
   Status protect_prefix(uint64_t bytes);
-  // True when `name` still refers to this very file (same device and inode).
+  // True when `name` still refers to this very file (same device and inode);
+  // false for an unnamed segment.
   bool name_refers_here() const;
 
  private:

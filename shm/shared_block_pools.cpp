@@ -55,6 +55,12 @@ Result<SharedBlockPools> SharedBlockPools::create(const CacheLayoutManifest& man
     segment.pool_id = pool.pool;
     segment.pool_generation = pool.pool_generation;
     segment.capacity = PoolCapacity::blocks(pool.capacity_blocks);
+    if (options.unnamed_segments) {
+      auto made = BlockPoolSegment::create_unnamed(manifest, segment);
+      if (!made.ok()) return made.error();
+      segments.push_back(std::move(made).value());
+      continue;
+    }
     auto created = BlockPoolSegment::create_or_replace(manifest, segment);
     if (!created.ok()) return created.error();
     if (created->replaced) replaced.push_back(*created->replaced);

@@ -42,6 +42,9 @@ struct SharedBlockPoolsOptions {
   PoolId first_pool_id{1};               // group index g gets pool first_pool_id + g
   PoolGeneration pool_generation{1};     // of every group's pool
   std::vector<uint32_t> block_id_bases;  // per group index; empty: 0 for every group (block id == slot)
+  // Segments without names (BlockPoolSegment::create_unnamed): handed out
+  // by descriptor only, nothing to replace at start or remove at shutdown.
+  bool unnamed_segments = false;
 
   // Allocator policy; the group pools and block_size (P_a) come from the
   // manifest and the pools. See allocator_config.hpp.

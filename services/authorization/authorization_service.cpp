@@ -232,6 +232,33 @@ Result<NamespaceStatusReceipt> AuthorizationService::apply(SessionId session,
   return out;
 }
 
+Result<PoolDescriptorReceipt> AuthorizationService::apply(SessionId session, const PoolDescriptorRequest&) {
+  const auto refuse = [this](Error e) -> Result<PoolDescriptorReceipt> {
+    ++pool_descriptors_refused_;
+    return e;
+  };
+  const auto s = sessions_.find(session.value);
+  if (s == sessions_.end())
+    return refuse(
+        make_error(ErrorCode::session_ended, "session " + std::to_string(session.value) + " is not open", "session"));
+  if (s->second.admin)
+    return refuse(make_error(
+        ErrorCode::authorization_route_denied,
+        "principal \"" + s->second.principal_name + "\" is an admin: operators are never handed K/V", "session"));
+  const auto allowed = allowed_.find(s->second.principal_name);
+  if (allowed == allowed_.end() || allowed->second.empty())
+    return refuse(make_error(ErrorCode::authorization_namespace_denied,
+                             "principal \"" + s->second.principal_name + "\" may use no namespace, so no pool",
+                             "session"));
+  if (descriptor_pools_.empty())
+    return refuse(make_error(ErrorCode::invalid_argument,
+                             "this node's pool segments have names (the session receipt names them): attach them by "
+                             "name",
+                             "pool_segments"));
+  ++pool_descriptors_served_;
+  return PoolDescriptorReceipt{descriptor_pools_};
+}
+
 Status AuthorizationService::end_session(SessionId session, bool revoke) {
   const auto s = sessions_.find(session.value);
   if (s == sessions_.end())
@@ -284,6 +311,8 @@ OwnerStats AuthorizationService::stats() const {
   put("purge_receipts_revoked", static_cast<int64_t>(purge_receipts_revoked_));
   put("last_purge_us", static_cast<int64_t>(last_purge_us_));
   put("max_purge_us", static_cast<int64_t>(max_purge_us_));
+  put("pool_descriptors_served", static_cast<int64_t>(pool_descriptors_served_));
+  put("pool_descriptors_refused", static_cast<int64_t>(pool_descriptors_refused_));
   return out;
 }
 

@@ -12,6 +12,9 @@
 #include <string>
 #include <utility>
 
+#include "services/common/scm_rights.hpp"
+#include "services/common/unique_fd.hpp"
+
 namespace kvrt {
 namespace {
 
@@ -36,17 +39,6 @@ static_assert(sizeof(WireHeader) == 40 && sizeof(WireEntry) == 16, "wire layout 
 Error os_error(const char* call, int err) {
   return make_error(ErrorCode::io, std::string(call) + ": " + std::strerror(err), call);
 }
-
-// Closes a received fd on every early return of receive_page_pool.
-struct FdGuard {
-  int fd = -1;
-  explicit FdGuard(int owned) : fd(owned) {}
-  FdGuard(const FdGuard&) = delete;
-  FdGuard& operator=(const FdGuard&) = delete;
-  ~FdGuard() {
-    if (fd >= 0) close(fd);
-  }
-};
 
 uint64_t os_page_bytes() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
 
@@ -130,17 +122,11 @@ Status send_page_pool(int socket_fd, int pool_fd, const PagePoolOffer& offer) {
   KVRT_TRY(validate_pages(offer.identity, offer.view_pages, offer.pages));
   std::vector<std::byte> payload = encode_page_pool_message(offer);
   iovec iov{payload.data(), payload.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  alignas(cmsghdr) std::byte control[CMSG_SPACE(sizeof(int))];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &pool_fd, sizeof(int));
+  attach_scm_rights(msg, control, std::span<const int>(&pool_fd, 1));
   ssize_t sent;
   do sent = sendmsg(socket_fd, &msg, MSG_NOSIGNAL);
   while (sent < 0 && errno == EINTR);
@@ -162,33 +148,6 @@ ReceivedPagePool& ReceivedPagePool::operator=(ReceivedPagePool&& other) noexcept
 
 ReceivedPagePool::~ReceivedPagePool() {
   if (fd_ >= 0) close(fd_);
-}
-
-std::vector<int> scm_rights_fds(std::span<const std::byte> control) {
-  // The walk of CMSG_FIRSTHDR / CMSG_NXTHDR, with every length checked
-  // against what is left of the buffer before it is used: those macros trust
-  // the first header's cmsg_len, and a length below the header's own size or
-  // beyond the buffer would read past it. Read through memcpy, so the buffer
-  // needs no alignment.
-  std::vector<int> fds;
-  size_t at = 0;  // [bytes] offset of the current control message
-  while (control.size() - at >= sizeof(cmsghdr)) {
-    cmsghdr c;
-    std::memcpy(&c, control.data() + at, sizeof c);
-    if (c.cmsg_len < CMSG_LEN(0) || c.cmsg_len > control.size() - at) break;
-    if (c.cmsg_level == SOL_SOCKET && c.cmsg_type == SCM_RIGHTS) {
-      const size_t n = (c.cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < n; ++i) {
-        int fd;
-        std::memcpy(&fd, control.data() + at + CMSG_LEN(0) + i * sizeof(int), sizeof fd);
-        fds.push_back(fd);
-      }
-    }
-    const size_t next = CMSG_ALIGN(c.cmsg_len);
-    if (next >= control.size() - at) break;
-    at += next;
-  }
-  return fds;
 }
 
 Result<PagePoolOffer> parse_page_pool_message(std::span<const std::byte> bytes, bool truncated,
@@ -261,25 +220,25 @@ Result<ReceivedPagePool> receive_page_pool(int socket_fd, const PagePoolIdentity
                           ((msg.msg_flags & MSG_CTRUNC) != 0 ? " (control data cut)" : ""),
                       "pool_fd");
   }
-  FdGuard pool{fds[0]};
+  UniqueFd pool{fds[0]};
   Result<PagePoolOffer> offer = parse_page_pool_message(
       std::span<const std::byte>(payload.data(), static_cast<size_t>(got)), (msg.msg_flags & MSG_TRUNC) != 0, expected);
   if (!offer.ok()) return offer.error();
   // The fd must be the pool the header describes, and sealed: a pool that
   // could shrink under a MAP_SHARED mapping would turn a read into SIGBUS.
   struct stat st {};
-  if (fstat(pool.fd, &st) != 0) return os_error("fstat", errno);
+  if (fstat(pool.get(), &st) != 0) return os_error("fstat", errno);
   const uint64_t pool_bytes = expected.handle_count * expected.page_group_bytes;
   if (static_cast<uint64_t>(st.st_size) != pool_bytes)
     return make_error(ErrorCode::pool_size_mismatch,
                       "fd holds " + std::to_string(st.st_size) +
                           " B, header says N_handle x G = " + std::to_string(pool_bytes) + " B",
                       "pool_fd");
-  const int seals = fcntl(pool.fd, F_GET_SEALS);
+  const int seals = fcntl(pool.get(), F_GET_SEALS);
   if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
     return make_error(ErrorCode::pool_size_mismatch, "pool fd is not sealed against shrink and grow", "seals");
   KVRT_TRY(validate_page_pool_offer(*offer));
-  return ReceivedPagePool(std::exchange(pool.fd, -1), std::move(offer).value());
+  return ReceivedPagePool(pool.release(), std::move(offer).value());
 }
 
 Result<PoolView> PoolView::map(int pool_fd, const PagePoolIdentity& identity, uint32_t view_pages,

@@ -20,6 +20,7 @@
 
 #include "services/common/ids.hpp"
 #include "services/common/result.hpp"
+#include "services/common/scm_rights.hpp"
 #include "services/mapper/mapper_geometry.hpp"
 
 namespace kvrt {
@@ -77,12 +78,6 @@ Result<PagePoolOffer> parse_page_pool_message(std::span<const std::byte> bytes, 
 // The page table of an offer fits its view and pool, one handle per view
 // page, at most kPagePoolMaxEntries: coordinate_out_of_range or invalid_argument.
 Status validate_page_pool_offer(const PagePoolOffer& offer);
-
-// The descriptors of every SCM_RIGHTS control message in `control` (what
-// recvmsg wrote to msg_control, msg_controllen bytes of it), in order; a
-// control message whose length does not fit the buffer ends the walk. The
-// caller owns them.
-std::vector<int> scm_rights_fds(std::span<const std::byte> control);
 
 // Sends `pool_fd` and the offer as one SCM_RIGHTS message. Rejects an offer
 // that the receiver would reject (entry outside the view or pool, too many).

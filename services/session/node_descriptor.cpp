@@ -64,6 +64,7 @@ std::string node_descriptor_json(const NodeDescriptor& d) {
                                 {"generation", p.generation.value},
                                 {"segment", p.segment_name},
                                 {"segment_bytes", p.segment_bytes}};
+    if (p.by_descriptor) pool["by_descriptor"] = true;
     if (!p.cuda_ipc_handle.empty()) {
       pool["cuda_ipc_handle"] = p.cuda_ipc_handle;
       pool["cuda_device"] = p.cuda_device;
@@ -128,6 +129,7 @@ Result<NodeDescriptor> parse_node_descriptor(std::string_view text, const std::s
       a.generation = PoolGeneration{unsigned_at<uint32_t>(p, "generation")};
       a.segment_name = p.at("segment").get<std::string>();
       a.segment_bytes = unsigned_at<uint64_t>(p, "segment_bytes");
+      a.by_descriptor = p.value("by_descriptor", false);
       if (p.contains("cuda_ipc_handle")) {
         a.cuda_ipc_handle = p.at("cuda_ipc_handle").get<std::string>();
         a.cuda_device = unsigned_at<uint32_t>(p, "cuda_device");

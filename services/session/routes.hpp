@@ -118,8 +118,16 @@ struct NamespaceStatusRoute
 struct PurgeRoute : Route<11, Owner::authorization, NamespacePurgeRequest, NamespacePurgeReceipt, RouteAccess::admin> {
   static constexpr std::string_view name = "purge";
 };
+
+// Unnamed pool segments ([node] pool_segments = "unnamed"): the descriptors
+// of the pools the session's principal may use. Over the session channel
+// only, whose writer attaches the receipt's descriptors to the reply frame
+// (SCM_RIGHTS); through the middleman the receipt would come without them.
+struct PoolDescriptorsRoute : Route<12, Owner::authorization, PoolDescriptorRequest, PoolDescriptorReceipt> {
+  static constexpr std::string_view name = "pool_descriptors";
+};
 using Routes = std::tuple<AllocatorRoute, PrefixRoute, AuthorizeRoute, MapperRoute, ExecutorRoute, ReuseRoute,
-                          FaultArmRoute, InvalidateRoute, NamespaceStatusRoute, PurgeRoute>;
+                          FaultArmRoute, InvalidateRoute, NamespaceStatusRoute, PurgeRoute, PoolDescriptorsRoute>;
 
 // ---- what follows from it -----------------------------------------------------
 

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "services/common/scm_rights.hpp"
 #include "services/common/unix_socket_address.hpp"
 
 namespace kvrt {
@@ -21,15 +22,21 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 int write_channel_frame(int fd, ChannelFrameHeader header, std::span<const uint8_t> payload,
-                        std::chrono::milliseconds stall) {
+                        std::chrono::milliseconds stall, std::span<const int> descriptors) {
   header.payload_bytes = static_cast<uint32_t>(payload.size());
   const ChannelHeaderBytes h = write_channel_header(header);
   iovec parts[2] = {{const_cast<uint8_t*>(h.data()), h.size()}, {const_cast<uint8_t*>(payload.data()), payload.size()}};
+  if (descriptors.size() > kMaxDescriptorsPerMessage) return EINVAL;
+  alignas(cmsghdr) std::byte control[kDescriptorControlBytes];
+  bool descriptors_sent = descriptors.empty();
   size_t first = 0;
   while (first < 2) {
     msghdr m{};
     m.msg_iov = parts + first;
     m.msg_iovlen = 2 - first;
+    // The descriptors ride on the frame's first byte; the kernel delivers
+    // them with whichever read takes that byte.
+    if (!descriptors_sent) attach_scm_rights(m, control, descriptors);
     const ssize_t w = ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
@@ -40,6 +47,7 @@ int write_channel_frame(int fd, ChannelFrameHeader header, std::span<const uint8
       if (ready == 0) return ETIMEDOUT;
       continue;
     }
+    descriptors_sent = true;
     size_t written = static_cast<size_t>(w);
     while (first < 2 && written >= parts[first].iov_len) written -= parts[first++].iov_len;
     if (first < 2) {
@@ -106,10 +114,29 @@ int SessionChannel::apply_timeout(std::chrono::milliseconds timeout) {
   return 0;
 }
 
-int SessionChannel::fill_inbox(size_t n, Clock::time_point deadline) {
+int SessionChannel::fill_inbox(size_t n, Clock::time_point deadline, std::vector<UniqueFd>* descriptors) {
   if (inbox_.size() < n) inbox_.resize(std::max<size_t>(n, 64 * 1024));
+  alignas(cmsghdr) std::byte control[kDescriptorControlBytes];
   while (inbox_len_ < n) {
-    const ssize_t r = ::recv(fd_, inbox_.data() + inbox_len_, inbox_.size() - inbox_len_, 0);
+    ssize_t r = 0;
+    if (descriptors == nullptr) {
+      r = ::recv(fd_, inbox_.data() + inbox_len_, inbox_.size() - inbox_len_, 0);
+    } else {
+      iovec part{inbox_.data() + inbox_len_, inbox_.size() - inbox_len_};
+      msghdr m{};
+      m.msg_iov = &part;
+      m.msg_iovlen = 1;
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+      r = ::recvmsg(fd_, &m, MSG_CMSG_CLOEXEC);
+      if (r >= 0) {
+        for (int fd : scm_rights_fds(std::span<const std::byte>(control, m.msg_controllen)))
+          descriptors->emplace_back(fd);
+        // More descriptors than any reply carries: the kernel closed the
+        // rest, so what arrived cannot be the node's answer.
+        if ((m.msg_flags & MSG_CTRUNC) != 0) return EPROTO;
+      }
+    }
     if (r > 0) {
       inbox_len_ += static_cast<size_t>(r);
       continue;
@@ -130,7 +157,8 @@ Error SessionChannel::fail_io(int e, const std::string& reason) {
 }
 
 Result<std::vector<uint8_t>> SessionChannel::call(RouteId route, std::span<const uint8_t> payload,
-                                                  std::chrono::milliseconds timeout) {
+                                                  std::chrono::milliseconds timeout,
+                                                  std::vector<UniqueFd>* descriptors) {
   if (fd_ < 0)
     return make_error(ErrorCode::rpc_failed, "the session channel is broken by an earlier failure", "channel");
   if (payload.size() > kChannelMaxPayloadBytes)
@@ -144,7 +172,7 @@ Result<std::vector<uint8_t>> SessionChannel::call(RouteId route, std::span<const
   const ChannelFrameHeader request{static_cast<uint32_t>(payload.size()), route, next_sequence_++};
   if (const int e = write_channel_frame(fd_, request, payload, timeout); e != 0)
     return fail_io(e, std::string(route_name(route)) + ": cannot send: " + std::strerror(e));
-  if (const int e = fill_inbox(kChannelHeaderBytes, deadline); e != 0)
+  if (const int e = fill_inbox(kChannelHeaderBytes, deadline, descriptors); e != 0)
     return fail_io(
         e, std::string(route_name(route)) + (e == ETIMEDOUT ? ": no reply in time" : ": the node closed the channel"));
   Result<ChannelFrameHeader> reply = read_channel_header(std::span<const uint8_t>(inbox_.data(), kChannelHeaderBytes));
@@ -156,7 +184,7 @@ Result<std::vector<uint8_t>> SessionChannel::call(RouteId route, std::span<const
                     ") answers no outstanding request (" + std::to_string(request.sequence) + ", " +
                     std::string(route_name(route)) + ")");
   const size_t frame = kChannelHeaderBytes + reply->payload_bytes;
-  if (const int e = fill_inbox(frame, deadline); e != 0)
+  if (const int e = fill_inbox(frame, deadline, descriptors); e != 0)
     return fail_io(e, std::string(route_name(route)) + ": reply cut short: " + std::strerror(e));
   std::vector<uint8_t> out(inbox_.begin() + kChannelHeaderBytes, inbox_.begin() + static_cast<std::ptrdiff_t>(frame));
   // The node answers one frame per request, so nothing follows it yet; a

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "services/common/result.hpp"
+#include "services/common/unique_fd.hpp"
 #include "services/session/channel_frame.hpp"
 
 namespace kvrt {
@@ -22,8 +23,10 @@ namespace kvrt {
 // system calls as the socket allows (one, unless its buffer fills); a full
 // buffer waits up to `stall` for room. 0, or the errno (ETIMEDOUT when the
 // socket stayed full). Both ends of the channel write with it.
+// `descriptors` (at most kMaxDescriptorsPerMessage) travel as SCM_RIGHTS
+// with the frame's first byte: the node's answer to pool_descriptors.
 int write_channel_frame(int fd, ChannelFrameHeader header, std::span<const uint8_t> payload,
-                        std::chrono::milliseconds stall);
+                        std::chrono::milliseconds stall, std::span<const int> descriptors = {});
 
 class SessionChannel {
  public:
@@ -41,7 +44,11 @@ class SessionChannel {
   // the node closed the connection or answered out of order. After either
   // the channel is broken(): the stream may still hold a late reply, so it
   // is never read again.
-  Result<std::vector<uint8_t>> call(RouteId route, std::span<const uint8_t> payload, std::chrono::milliseconds timeout);
+  // `descriptors`: the call also takes the descriptors the reply carries
+  // (SCM_RIGHTS), appended there, owned; without it any that arrive are
+  // closed by the kernel.
+  Result<std::vector<uint8_t>> call(RouteId route, std::span<const uint8_t> payload, std::chrono::milliseconds timeout,
+                                    std::vector<UniqueFd>* descriptors = nullptr);
   bool broken() const { return fd_ < 0; }
 
   // Why the channel broke: the caller tells a dead node (closed: the kernel
@@ -67,7 +74,7 @@ class SessionChannel {
   int apply_timeout(std::chrono::milliseconds timeout);
   // Reads until the inbox holds `n` bytes (at most `n` more arrive per call
   // beyond what the inbox can take). 0, or the errno.
-  int fill_inbox(size_t n, std::chrono::steady_clock::time_point deadline);
+  int fill_inbox(size_t n, std::chrono::steady_clock::time_point deadline, std::vector<UniqueFd>* descriptors);
 
   int fd_ = -1;
   int interrupt_fd_ = -1;  // dup of fd_ for interrupt(); closed only by the destructor

@@ -308,6 +308,28 @@ TEST_CASE("kvrt run: identical prompts in two namespaces never share K/V", "[run
   CHECK(two["prefill_rows_computed"].get<uint64_t>() == 2 * one["prefill_rows_computed"].get<uint64_t>());
 }
 
+TEST_CASE("kvrt run: unnamed pool segments serve the same serial run exactly", "[run][process][isolation]") {
+  // The worker maps the pools from descriptors the node handed to its
+  // session; nothing else changes, so the serial run's figures are equal.
+  auto run = [&](const std::string& config) {
+    test::ScratchDir dir("run-unnamed");
+    const std::string out = dir.file("report");
+    nlohmann::json s = run_to_json({"--config", data(config), "--out", out}, dir);
+    CHECK(read_file(out + "/node/node.toml")
+              .find("pool_segments = \"" + std::string(config == "run-serial.toml" ? "named" : "unnamed") + "\"") !=
+          std::string::npos);
+    return s;
+  };
+  const nlohmann::json named = run("run-serial.toml");
+  const nlohmann::json unnamed = run("run-serial-unnamed.toml");
+  CHECK(unnamed["exact"] == true);
+  CHECK(unnamed["leaked_blocks"] == 0);
+  REQUIRE(named["prefill_rows_reused"].get<uint64_t>() > 0);
+  CHECK(unnamed["requests"] == named["requests"]);
+  CHECK(unnamed["prefill_rows_reused"] == named["prefill_rows_reused"]);
+  CHECK(unnamed["prefill_rows_computed"] == named["prefill_rows_computed"]);
+}
+
 TEST_CASE("kvrt run: the radix index owner serves the same workload exactly", "[run][process]") {
   test::ScratchDir dir("run-radix");
   const std::string out = dir.file("report");

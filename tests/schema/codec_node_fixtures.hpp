@@ -143,6 +143,10 @@ inline SessionReceipt filled(uint64_t seed) {
   gpu.cuda_ipc_handle = n.text("cuda-ipc");
   gpu.cuda_device = n.u32();
   r.pools.push_back(std::move(gpu));
+  // An unnamed segment: no name, its descriptor comes over the channel.
+  PoolAttachment unnamed{CacheGroupId{n.u32()}, PoolId{n.u32()}, PoolGeneration{n.u32()}, "", n.u64()};
+  unnamed.by_descriptor = true;
+  r.pools.push_back(std::move(unnamed));
   r.channel_socket = n.text("/tmp/kvrt-node.json.tokens/session.sock");
   r.channel_ticket = n.text("0123456789abcdef0123456789abcdef");
   r.reuse_policy_id = n.text("kvrt.immutable_partial_tail.v1");
@@ -406,6 +410,24 @@ inline NamespacePurgeReceipt filled(uint64_t seed) {
   return r;
 }
 
+template <>
+inline PoolDescriptorRequest filled(uint64_t seed) {
+  Numbers n(seed);
+  return PoolDescriptorRequest{trace(n)};
+}
+
+template <>
+inline PoolDescriptorReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  PoolDescriptorReceipt r;
+  for (int i = 0; i < 2; ++i) {
+    PoolAttachment a{CacheGroupId{n.u32()}, PoolId{n.u32()}, PoolGeneration{n.u32()}, "", n.u64()};
+    a.by_descriptor = true;
+    r.pools.push_back(std::move(a));
+  }
+  return r;
+}
+
 // Every message of the node protocol; every route's request and receipt
 // must be among them (codec_node_test.cpp checks against the route table).
 template <class Fn>
@@ -433,7 +455,9 @@ void for_each_node_type(Fn&& fn) {
   fn(Named<NamespaceStatusReceipt>{"NamespaceStatusReceipt"});
   fn(Named<NamespacePurgeRequest>{"NamespacePurgeRequest"});
   fn(Named<NamespacePurgeReceipt>{"NamespacePurgeReceipt"});
+  fn(Named<PoolDescriptorRequest>{"PoolDescriptorRequest"});
+  fn(Named<PoolDescriptorReceipt>{"PoolDescriptorReceipt"});
 }
-inline constexpr int kNodeTypeCount = 23;
+inline constexpr int kNodeTypeCount = 25;
 
 }  // namespace kvrt::test

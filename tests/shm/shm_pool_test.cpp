@@ -437,3 +437,77 @@ TEST_CASE("remove_if_stale unlinks only segments whose owner is gone, exactly th
     CHECK(BlockPoolSegment::remove(name).ok());
   }
 }
+
+TEST_CASE("an unnamed pool segment has no name, is sealed, and attaches by descriptor only", "[shm][isolation]") {
+  const auto layout = two_group_layout();
+  const auto options = pool_options(/*group=*/0, /*blocks=*/4);
+  const std::string name = segment_name(options);
+  auto owner = BlockPoolSegment::create_unnamed(layout, options);
+  REQUIRE(owner.ok());
+  CHECK(owner->is_owner());
+  CHECK(owner->unnamed());
+  // Nothing at the name a named segment would have had.
+  CHECK_FALSE(BlockPoolSegment::attach(name, PoolGeneration{1}, layout.digest()).ok());
+  CHECK_FALSE(BlockPoolSegment::inspect(name).ok());
+  // Its size is sealed: no holder of the descriptor can cut it under a mapping.
+  CHECK(::ftruncate(owner->descriptor(), 4096) != 0);
+  CHECK(::ftruncate(owner->descriptor(), static_cast<off_t>(owner->geometry().segment_bytes() * 2)) != 0);
+
+  const KvCoordinate c{TensorKind::V, 3, 2, 1, 5};
+  const PoolBlockRef ref{PoolId{7}, PoolGeneration{1}, PhysicalSlot{2}};
+  {
+    auto lanes = owner->lanes(ref, c, 4);
+    REQUIRE(lanes.ok());
+    std::memcpy(lanes->data(), "kvrt", 4);
+  }
+  // A receiver with a dup of the descriptor sees the owner's bytes.
+  auto attached = BlockPoolSegment::attach_descriptor(UniqueFd(::dup(owner->descriptor())), "pool 7", PoolGeneration{1},
+                                                      layout.digest());
+  REQUIRE(attached.ok());
+  CHECK_FALSE(attached->is_owner());
+  CHECK(attached->pool_id() == PoolId{7});
+  CHECK(attached->geometry().shape() == owner->geometry().shape());
+  auto seen = std::as_const(*attached).lanes(ref, c, 4);
+  REQUIRE(seen.ok());
+  CHECK(std::memcmp(seen->data(), "kvrt", 4) == 0);
+
+  // The same refusals as by name: another generation, another layout.
+  auto stale = BlockPoolSegment::attach_descriptor(UniqueFd(::dup(owner->descriptor())), "pool 7", PoolGeneration{2},
+                                                   layout.digest());
+  REQUIRE_FALSE(stale.ok());
+  CHECK(stale.error().code == ErrorCode::stale_generation);
+  auto other = BlockPoolSegment::attach_descriptor(UniqueFd(::dup(owner->descriptor())), "pool 7", PoolGeneration{1},
+                                                   shipped_layout("single-group-tp2.toml").digest());
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().code == ErrorCode::incompatible);
+}
+
+TEST_CASE("attach_descriptor refuses what is not an owner's sealed segment", "[shm][isolation]") {
+  const auto layout = two_group_layout();
+  SECTION("no descriptor") {
+    auto r = BlockPoolSegment::attach_descriptor(UniqueFd(), "pool 7", PoolGeneration{1}, layout.digest());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::invalid_argument);
+  }
+  SECTION("a pipe") {
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    UniqueFd write_end(fds[1]);
+    auto r = BlockPoolSegment::attach_descriptor(UniqueFd(fds[0]), "pool 7", PoolGeneration{1}, layout.digest());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::decode_failed);
+  }
+  SECTION("an unsealed memfd holding a copy of a real pool") {
+    auto owner = BlockPoolSegment::create_unnamed(layout, pool_options(0, 4));
+    REQUIRE(owner.ok());
+    const int copy = ::memfd_create("not-a-pool", MFD_CLOEXEC);
+    REQUIRE(copy >= 0);
+    UniqueFd held(copy);
+    std::vector<uint8_t> bytes(owner->geometry().segment_bytes());
+    REQUIRE(::pread(owner->descriptor(), bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size()));
+    REQUIRE(::pwrite(copy, bytes.data(), bytes.size(), 0) == static_cast<ssize_t>(bytes.size()));
+    auto r = BlockPoolSegment::attach_descriptor(UniqueFd(::dup(copy)), "pool 7", PoolGeneration{1}, layout.digest());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::pool_size_mismatch);
+  }
+}

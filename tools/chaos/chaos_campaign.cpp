@@ -177,7 +177,8 @@ class Campaign {
       Result<NodeDescriptor> d = read_node_descriptor(descriptor_path_);
       if (d.ok() && d->node_pid == static_cast<uint32_t>(*pid)) {
         descriptor_ = std::move(*d);
-        for (const PoolAttachment& p : descriptor_.pools) segments_seen_.insert(p.segment_name);
+        for (const PoolAttachment& p : descriptor_.pools)
+          if (!p.by_descriptor) segments_seen_.insert(p.segment_name);  // an unnamed segment has no name to outlive
         return connect_admin();
       }
       if (node_.poll())
@@ -568,7 +569,7 @@ class Campaign {
     restart_ms_.push_back(std::chrono::duration<double, std::milli>(Clock::now() - killed).count());
     ++report_.node_restarts;
     for (const PoolAttachment& p : dead.pools)
-      if (std::filesystem::exists("/dev/shm/" + p.segment_name))
+      if (!p.by_descriptor && std::filesystem::exists("/dev/shm/" + p.segment_name))
         violation("the restarted node left the dead node's segment " + p.segment_name);
     for (size_t g = 0; g < descriptor_.pools.size() && g < dead.pools.size(); ++g)
       if (descriptor_.pools[g].generation.value != dead.pools[g].generation.value + 1)

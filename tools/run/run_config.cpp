@@ -83,6 +83,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
                                            "node_scheduler",
                                            "prefix_index",
                                            "reuse_policy",
+                                           "pool_segments",
                                            "radix_budget_blocks"};
   for (const auto& [key, node] : *run)
     if (!known.contains(std::string(key.str())))
@@ -114,6 +115,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
   KVRT_TRY_ASSIGN(c.node_scheduler, read_node_scheduler(reader, *run, "run", "node_scheduler"));
   KVRT_TRY_ASSIGN(c.prefix_index, read_prefix_index_kind(reader, *run, "run", "prefix_index"));
   KVRT_TRY_ASSIGN(c.reuse_policy, read_reuse_policy(reader, *run, "run", "reuse_policy"));
+  KVRT_TRY_ASSIGN(c.pool_segments, read_pool_segments(reader, *run, "run", "pool_segments"));
   KVRT_TRY_ASSIGN(v,
                   reader.integer(*run, "run", "radix_budget_blocks", 0, 0, static_cast<int64_t>(c.blocks_per_group)));
   c.radix_budget_blocks = static_cast<uint32_t>(v);
@@ -137,6 +139,7 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
     << "max_requests = " << std::max<uint64_t>(1024, uint64_t{run.workers} * run.in_flight * 64) << "\n"
     << "prefix_index = " << quoted(std::string(name_of(prefix_index))) << "\n"
     << "reuse_policy = " << quoted(std::string(config_name_of(run.reuse_policy))) << "\n"
+    << "pool_segments = " << quoted(std::string(name_of(run.pool_segments))) << "\n"
     << "radix_budget_blocks = " << run.radix_budget_blocks << "\n";
   std::string names;
   for (const workload::TenantSpec& t : workload.tenants) {

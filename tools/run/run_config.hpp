@@ -58,6 +58,9 @@ struct RunConfig {
   // [run] reuse_policy: the node's prefix reuse policy (0x07D), full_block or
   // immutable_partial_tail, under either index.
   ReusePolicy reuse_policy = ReusePolicy::full_block;
+  // [run] pool_segments: the node's segments "named" (in /dev/shm) or
+  // "unnamed" (memfds handed to the workers' sessions by descriptor).
+  PoolSegments pool_segments = PoolSegments::named;
   uint32_t radix_budget_blocks = 0;  // blocks per group the radix may lease; 0 = the node's default (half)
   model::ModelConfig model;
   UpdateSchedule updates;

@@ -308,7 +308,8 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
   pass.timeline.push_back(sample_from_stats(final_stats, layout, workload.max_context_tokens(), pass.wall_s));
   stats.reset();
   pass.pool_names.clear();
-  for (const PoolAttachment& p : descriptor.pools) pass.pool_names.push_back(p.segment_name);
+  for (const PoolAttachment& p : descriptor.pools)
+    if (!p.by_descriptor) pass.pool_names.push_back(p.segment_name);  // an unnamed segment leaves no name
   node.reset();  // clean shutdown: actors stopped, segments and descriptor removed
   pass.segments_left = 0;
   for (const std::string& name : pass.pool_names)
