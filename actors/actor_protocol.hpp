@@ -117,9 +117,10 @@ using authorization_actor =
                             // 0x0CD steps 1-2 for a session (node-internal).
                             caf::replies_to<reuse_atom, uint64_t, TraceContext,
                                             std::vector<ReuseKeyRequest>>::with<std::vector<ReuseKeyAnswer>>,
-                            // Where a purge's other steps go (sent once, after
-                            // the reuse coordinator is spawned).
-                            caf::reacts_to<purge_atom, allocator_actor, reuse_actor>,
+                            // Where a purge's other steps go for trust domain d
+                            // (sent once per domain, after its reuse coordinator
+                            // is spawned).
+                            caf::reacts_to<purge_atom, uint32_t, allocator_actor, reuse_actor>,
                             // A purge's own tick: step 4 counts again (purge id).
                             caf::reacts_to<purge_atom, uint64_t>>;
 

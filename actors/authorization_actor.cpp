@@ -6,6 +6,7 @@
 // allocator charges allocations to the namespace (block quotas).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -26,13 +27,27 @@ struct PurgeInProgress {
   caf::typed_response_promise<wire_bytes> promise;
 };
 
-struct AuthorizationActorState {
-  static inline const char* name = "authorization";
-  std::shared_ptr<AuthorizationService> service;
+// One trust domain's owners as this actor reaches them ([node]
+// domain_pools; one domain otherwise).
+struct DomainPeers {
   prefix_actor prefix;
   allocator_actor allocator;  // grants (block quotas), a purge's step 5
   reuse_actor reuse;          // a purge's steps 4 and 7
+};
+
+struct AuthorizationActorState {
+  static inline const char* name = "authorization";
+  std::shared_ptr<AuthorizationService> service;
+  std::vector<DomainPeers> domains;
+  TrustDomainPlan plan = TrustDomainPlan::shared();
   Observability obs;
+  // The owners of the namespace's trust domain.
+  const DomainPeers& of(const std::string& namespace_name) const {
+    return domains.at(plan.domain_of_namespace(namespace_name));
+  }
+  bool wired() const {
+    return std::all_of(domains.begin(), domains.end(), [](const DomainPeers& d) { return d.allocator && d.reuse; });
+  }
   std::map<uint64_t, std::shared_ptr<PurgeInProgress>> purges;  // by purge id
 };
 
@@ -86,15 +101,17 @@ void drive_purge(AuthorizationSelf self, uint64_t id) {
   std::visit(
       overloaded{
           [&](const PurgeIndexAdvance& a) {
-            self->request(st.prefix, caf::infinite, purge_atom::value, a.namespace_name, a.successor.value)
+            self->request(st.of(a.namespace_name).prefix, caf::infinite, purge_atom::value, a.namespace_name,
+                          a.successor.value)
                 .then(answered, failed("prefix_index"));
           },
           [&](const PurgeReceiptCount& c) {
-            self->request(st.reuse, caf::infinite, purge_atom::value, c.namespace_name, c.generation.value, c.revoke)
+            self->request(st.of(c.namespace_name).reuse, caf::infinite, purge_atom::value, c.namespace_name,
+                          c.generation.value, c.revoke)
                 .then(answered, failed("reuse"));
           },
           [&](const PurgeBlockOverwrite& o) {
-            self->request(st.allocator, caf::infinite, purge_atom::value, o.namespace_name)
+            self->request(st.of(o.namespace_name).allocator, caf::infinite, purge_atom::value, o.namespace_name)
                 .then(answered, failed("allocator"));
           },
           [&](const PurgeWait& w) { self->delayed_send(self, std::chrono::milliseconds(w.ms), purge_atom::value, id); },
@@ -105,11 +122,13 @@ void drive_purge(AuthorizationSelf self, uint64_t id) {
 }  // namespace
 
 authorization_actor spawn_authorization_actor(caf::actor_system& system, std::shared_ptr<AuthorizationService> service,
-                                              prefix_actor prefix, Observability obs) {
-  auto behavior = [](AuthorizationSelf self, std::shared_ptr<AuthorizationService> svc, prefix_actor pre,
-                     Observability o) -> authorization_actor::behavior_type {
+                                              std::vector<prefix_actor> prefixes, TrustDomainPlan domains,
+                                              Observability obs) {
+  auto behavior = [](AuthorizationSelf self, std::shared_ptr<AuthorizationService> svc, std::vector<prefix_actor> pre,
+                     TrustDomainPlan plan, Observability o) -> authorization_actor::behavior_type {
     self->state.service = std::move(svc);
-    self->state.prefix = std::move(pre);
+    for (prefix_actor& p : pre) self->state.domains.push_back(DomainPeers{std::move(p), {}, {}});
+    self->state.plan = std::move(plan);
     self->state.obs = std::move(o);
     return {
         [self](hello_atom, const wire_bytes& bytes) -> wire_bytes {
@@ -144,8 +163,9 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
                     Result<IssuedGrant> grant = st.service->authorize(SessionId{session}, req);
                     if (!grant.ok()) return grant.error();
                     // Enqueued before the reply: see the top of this file.
-                    self->send(st.prefix, grant_atom::value, session, grant->for_indexes);
-                    if (st.allocator) self->send(st.allocator, grant_atom::value, session, grant->for_indexes);
+                    const DomainPeers& peers = st.of(req.namespace_name);
+                    self->send(peers.prefix, grant_atom::value, session, grant->for_indexes);
+                    if (peers.allocator) self->send(peers.allocator, grant_atom::value, session, grant->for_indexes);
                     return grant->receipt;
                   },
                   [&](const NamespaceInvalidateRequest& req) -> Result<NamespaceInvalidationReceipt> {
@@ -153,7 +173,8 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
                     if (!r.ok()) return r;
                     // Enqueued before the reply and before any grant of the
                     // new generation: the index ends the old grants first.
-                    self->send(st.prefix, advance_atom::value, r->namespace_name, r->new_generation.value);
+                    self->send(st.of(r->namespace_name).prefix, advance_atom::value, r->namespace_name,
+                               r->new_generation.value);
                     logger_or_default(st.obs.log)
                         .info(
                             "actor=authorization namespace {} invalidated ({}): generation {} -> {}, {} grant(s) "
@@ -165,7 +186,7 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
                   [&](const NamespaceStatusRequest& req) { return st.service->apply(SessionId{session}, req); },
                   [&](const PoolDescriptorRequest& req) { return st.service->apply(SessionId{session}, req); },
                   [&](const NamespacePurgeRequest& req) -> caf::result<wire_bytes> {
-                    if (!st.reuse || !st.allocator)
+                    if (!st.wired())
                       return error_reply(make_error(ErrorCode::node_unreachable,
                                                     "the node is still starting: its purge owners are not wired yet",
                                                     "route"));
@@ -186,9 +207,10 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
                   },
               });
         },
-        [self](purge_atom, const allocator_actor& allocator, const reuse_actor& reuse) {
-          self->state.allocator = allocator;
-          self->state.reuse = reuse;
+        [self](purge_atom, uint32_t domain, const allocator_actor& allocator, const reuse_actor& reuse) {
+          if (domain >= self->state.domains.size()) return;
+          self->state.domains[domain].allocator = allocator;
+          self->state.domains[domain].reuse = reuse;
         },
         [self](purge_atom, uint64_t id) {
           // A step-4 wait is over: count g's receipts again.
@@ -214,7 +236,7 @@ authorization_actor spawn_authorization_actor(caf::actor_system& system, std::sh
         },
     };
   };
-  return system.spawn(behavior, std::move(service), std::move(prefix), std::move(obs));
+  return system.spawn(behavior, std::move(service), std::move(prefixes), std::move(domains), std::move(obs));
 }
 
 }  // namespace kvrt::actors

@@ -302,11 +302,19 @@ const OwnerStats* NodeStats::owner(const std::string& name) const {
 }
 
 std::optional<int64_t> NodeStats::value(const std::string& owner_name, const std::string& name) const {
-  const OwnerStats* o = owner(owner_name);
-  if (o == nullptr) return std::nullopt;
-  for (const StatValue& v : o->values)
-    if (v.name == name) return v.value;
-  return std::nullopt;
+  const auto find = [&](const OwnerStats& o) -> std::optional<int64_t> {
+    for (const StatValue& v : o.values)
+      if (v.name == name) return v.value;
+    return std::nullopt;
+  };
+  if (const OwnerStats* o = owner(owner_name)) return find(*o);
+  // A node with pools per trust domain names each domain's owner
+  // "<owner>@<domain>": the owner's value is then their sum.
+  std::optional<int64_t> sum;
+  for (const OwnerStats& o : owners)
+    if (o.owner.starts_with(owner_name + "@"))
+      if (std::optional<int64_t> v = find(o)) sum = sum.value_or(0) + *v;
+  return sum;
 }
 
 struct NodeStatsReader::Impl {

@@ -136,7 +136,11 @@ Result<receipt_of<Request>> Client::call(const Request& request) {
 struct NodeStats {
   std::vector<OwnerStats> owners;  // allocator, prefix_index, authorization, [mapper,] executor, node
   const OwnerStats* owner(const std::string& name) const;
-  // The named value of the named owner, or nullopt.
+  // The named value of the named owner, or nullopt. On a node with pools
+  // per trust domain ([node] domain_pools) an owner of every domain is named
+  // "<owner>@<domain>"; asked by its plain name, the value is the sum over
+  // the domains (the counters and pool gauges a run reads add up; a value
+  // such as "epoch" is asked of one domain by its full name).
   std::optional<int64_t> value(const std::string& owner, const std::string& name) const;
 };
 // `validate`: every owner runs its full validate() first (a release build

@@ -19,13 +19,14 @@ namespace {
 
 struct GatewayState {
   static inline const char* name = "gateway";
-  OwnerHandles owners;
+  std::vector<OwnerHandles> domains;  // [trust domain]: the owners serving its sessions
   NodeFacts facts;
   Observability obs;
   struct Connected {
     SessionId session;
     session_actor actor;
     std::string channel_ticket;
+    uint32_t domain = 0;
   };
   std::map<caf::actor_addr, Connected> workers;            // by anchor
   std::map<std::string, caf::actor_addr> channel_tickets;  // live sessions' tickets -> anchor
@@ -73,7 +74,7 @@ void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::erro
   // Every owner ends the session's holdings, in Owner order
   // (services/session/routes.hpp says why that order).
   for (Owner o : kOwners)
-    if (owner_interface owner = st.owners.of(o)) self->send(owner, end_atom::value, session);
+    if (owner_interface owner = st.domains.at(it->second.domain).of(o)) self->send(owner, end_atom::value, session);
   self->unlink_from(it->second.actor);
   // The session actor's exit also closes the session's channels (their
   // writers monitor it); the ticket stops naming anything now.
@@ -83,81 +84,104 @@ void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::erro
   ++st.sessions_reclaimed;
 }
 
+// Whether owner `o` of domain `d` is asked for statistics: the owners every
+// domain shares (authorization, mapper) once, through domain 0.
+bool reported(Owner o, uint32_t d) { return d == 0 || (o != Owner::authorization && o != Owner::mapper); }
+
 // Every served owner's statistics, in Owner order, then the node's own
-// (sessions, channels, pools) with the reuse coordinator's counts folded in
-// as reuse_<name>: one NodeStatsReceipt. An owner that does not answer is
-// reported as failing validation, with why.
+// (sessions, channels, pools) with the reuse coordinators' counts folded in
+// as reuse_<name> (summed over the trust domains): one NodeStatsReceipt.
+// With several domains each domain's owner is named "<owner>@<domain>"
+// ("@default" for the namespaces that name none). An owner that does not
+// answer is reported as failing validation, with why.
 caf::result<wire_bytes> collect_stats(GatewaySelf self, bool validate) {
+  const size_t domains = self->state.domains.size();
   struct Collected {
-    std::vector<std::optional<OwnerStats>> owners = std::vector<std::optional<OwnerStats>>(kOwnerCount);
+    std::vector<std::optional<OwnerStats>> owners;  // [domain * kOwnerCount + owner]
     size_t remaining = 0;
   };
   auto rp = self->make_response_promise<wire_bytes>();
   auto collected = std::make_shared<Collected>();
-  for (Owner o : kOwners) collected->remaining += self->state.owners.of(o) ? 1 : 0;
-  auto finish = [self, rp, collected]() mutable {
+  collected->owners.resize(domains * kOwnerCount);
+  for (uint32_t d = 0; d < domains; ++d)
+    for (Owner o : kOwners) collected->remaining += reported(o, d) && self->state.domains[d].of(o) ? 1 : 0;
+  auto finish = [self, rp, collected, domains]() mutable {
     if (--collected->remaining > 0) return;
     NodeStatsReceipt out;
     OwnerStats node = gateway_stats(self->state);
-    for (Owner o : kOwners) {
-      std::optional<OwnerStats>& s = collected->owners[static_cast<size_t>(o)];
-      if (!s) continue;
-      if (o != Owner::reuse) {
-        out.owners.push_back(std::move(*s));
-        continue;
+    std::map<std::string, int64_t> reuse;  // summed over the domains, in name order
+    std::vector<std::string> reuse_order;
+    for (Owner o : kOwners)
+      for (uint32_t d = 0; d < domains; ++d) {
+        std::optional<OwnerStats>& s = collected->owners[d * kOwnerCount + static_cast<size_t>(o)];
+        if (!s) continue;
+        if (o != Owner::reuse) {
+          if (domains > 1 && o != Owner::authorization && o != Owner::mapper) {
+            const std::string& name = self->state.facts.domains.name(d);
+            s->owner += "@" + (name.empty() ? std::string("default") : name);
+          }
+          out.owners.push_back(std::move(*s));
+          continue;
+        }
+        for (const StatValue& v : s->values) {
+          if (!reuse.contains(v.name)) reuse_order.push_back(v.name);
+          reuse[v.name] += v.value;
+        }
+        node.validated = node.validated || s->validated;
+        if (!s->validate_ok && node.validate_ok) {
+          node.validate_ok = false;
+          node.validate_error = "reuse: " + s->validate_error;
+        }
       }
-      for (const StatValue& v : s->values) node.values.push_back(StatValue{"reuse_" + v.name, v.value});
-      node.validated = node.validated || s->validated;
-      if (!s->validate_ok && node.validate_ok) {
-        node.validate_ok = false;
-        node.validate_error = "reuse: " + s->validate_error;
-      }
-    }
+    for (const std::string& name : reuse_order) node.values.push_back(StatValue{"reuse_" + name, reuse[name]});
     out.owners.push_back(std::move(node));
     rp.deliver(to_wire(codec::encode(out)));
   };
-  for (Owner o : kOwners) {
-    owner_interface owner = self->state.owners.of(o);
-    if (!owner) continue;
-    self->request(owner, caf::infinite, stats_atom::value, validate)
-        .then(
-            [collected, finish, o](wire_bytes& b) mutable {
-              Result<OwnerStats> s = codec::decode<OwnerStats>(as_span(b));
-              if (!s.ok()) {
+  for (uint32_t d = 0; d < domains; ++d)
+    for (Owner o : kOwners) {
+      owner_interface owner = self->state.domains[d].of(o);
+      if (!owner || !reported(o, d)) continue;
+      const size_t slot = d * kOwnerCount + static_cast<size_t>(o);
+      self->request(owner, caf::infinite, stats_atom::value, validate)
+          .then(
+              [collected, finish, o, slot](wire_bytes& b) mutable {
+                Result<OwnerStats> s = codec::decode<OwnerStats>(as_span(b));
+                if (!s.ok()) {
+                  OwnerStats bad;
+                  bad.owner = std::string(owner_name(o));
+                  bad.validate_ok = false;
+                  bad.validate_error = "undecodable statistics: " + s.error().describe();
+                  s = std::move(bad);
+                }
+                collected->owners[slot] = std::move(*s);
+                finish();
+              },
+              [collected, finish, o, slot](caf::error& e) mutable {
                 OwnerStats bad;
                 bad.owner = std::string(owner_name(o));
                 bad.validate_ok = false;
-                bad.validate_error = "undecodable statistics: " + s.error().describe();
-                s = std::move(bad);
-              }
-              collected->owners[static_cast<size_t>(o)] = std::move(*s);
-              finish();
-            },
-            [collected, finish, o](caf::error& e) mutable {
-              OwnerStats bad;
-              bad.owner = std::string(owner_name(o));
-              bad.validate_ok = false;
-              bad.validate_error = "unreachable: " + caf::to_string(e);
-              collected->owners[static_cast<size_t>(o)] = std::move(bad);
-              finish();
-            });
-  }
+                bad.validate_error = "unreachable: " + caf::to_string(e);
+                collected->owners[slot] = std::move(bad);
+                finish();
+              });
+    }
   return rp;
 }
 
 }  // namespace
 
-gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners, NodeFacts facts, Observability obs) {
-  auto behavior = [](GatewaySelf self, OwnerHandles handles, NodeFacts node_facts,
+gateway_actor spawn_gateway_actor(caf::actor_system& system, std::vector<OwnerHandles> domains, NodeFacts facts,
+                                  Observability obs) {
+  auto behavior = [](GatewaySelf self, std::vector<OwnerHandles> handles, NodeFacts node_facts,
                      Observability o) -> gateway_actor::behavior_type {
-    self->state.owners = std::move(handles);
+    self->state.domains = std::move(handles);
     self->state.facts = std::move(node_facts);
     self->state.obs = std::move(o);
     self->set_down_handler([self](caf::down_msg& dm) { end_worker(self, dm.source, dm.reason); });
     return {
         [self](hello_atom, wire_bytes& bytes, caf::actor anchor) -> caf::result<wire_bytes, caf::actor> {
           auto rp = self->make_response_promise<wire_bytes, caf::actor>();
-          self->request(self->state.owners.authorization, caf::infinite, hello_atom::value, std::move(bytes))
+          self->request(self->state.domains.front().authorization, caf::infinite, hello_atom::value, std::move(bytes))
               .then(
                   [self, rp, anchor](wire_bytes& reply) mutable {
                     auto& st = self->state;
@@ -174,7 +198,10 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                     // arms fault points, never reads rows) or a principal
                     // allowed no namespace gets no segment name and no
                     // CUDA IPC handle.
-                    if (!receipt->admin && !receipt->allowed_namespaces.empty()) receipt->pools = st.facts.pools;
+                    // With pools per trust domain, only the principal's domain's.
+                    const uint32_t domain = st.facts.domains.domain_of_namespaces(receipt->allowed_namespaces);
+                    if (!receipt->admin && !receipt->allowed_namespaces.empty())
+                      receipt->pools = st.facts.domain_pools.at(domain);
                     receipt->reuse_policy_id = st.facts.reuse_policy_id;
                     std::string ticket;
                     if (!st.facts.channel_socket.empty()) {
@@ -187,12 +214,12 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
                         st.channel_tickets[ticket] = anchor.address();
                       }
                     }
-                    session_actor session =
-                        spawn_session_actor(self->system(), receipt->session,
-                                            receipt->admin ? RouteAccess::admin : RouteAccess::worker, st.owners);
+                    session_actor session = spawn_session_actor(
+                        self->system(), receipt->session, receipt->admin ? RouteAccess::admin : RouteAccess::worker,
+                        st.domains.at(domain));
                     // Linked: when the gateway stops, every session stops with it.
                     self->link_to(session);
-                    st.workers[anchor.address()] = GatewayState::Connected{receipt->session, session, ticket};
+                    st.workers[anchor.address()] = GatewayState::Connected{receipt->session, session, ticket, domain};
                     ++st.sessions_opened;
                     self->monitor(anchor);
                     rp.deliver(to_wire(codec::encode(*receipt)), caf::actor_cast<caf::actor>(session));
@@ -219,7 +246,7 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners
         [self](stats_atom, bool validate) -> caf::result<wire_bytes> { return collect_stats(self, validate); },
     };
   };
-  return system.spawn(behavior, std::move(owners), std::move(facts), std::move(obs));
+  return system.spawn(behavior, std::move(domains), std::move(facts), std::move(obs));
 }
 
 }  // namespace kvrt::actors

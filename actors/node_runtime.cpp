@@ -20,6 +20,7 @@
 #include "gpu/cuda_pool_store.hpp"
 #include "node/node_config.hpp"
 #include "node/node_predecessor.hpp"
+#include "services/authorization/trust_domain_plan.hpp"
 #include "services/common/descriptor_privacy.hpp"
 #include "services/common/process_identity.hpp"
 #include "services/identity/layout_loader.hpp"
@@ -62,23 +63,36 @@ std::vector<uint64_t> block_id_bases(const AllocatorService& allocator, const Ca
 
 }  // namespace
 
-// Member order is destruction order reversed: the actor system (and with it
-// every actor) goes before the services and the pools' payload store.
-struct NodeInstance::Impl {
-  std::string descriptor_path;
-  std::string token_dir;
+namespace {
+
+// One trust domain's pools and the owners over them: the node has one
+// ([node] domain_pools = false), or one per trust domain of its
+// authorization configuration (TrustDomainPlan).
+struct DomainOwners {
   std::optional<shm::SharedBlockPools> pools;       // [node] pool_backend = shm
   std::unique_ptr<shm::SharedPoolStore> gpu_pools;  // [node] pool_backend = cuda
+  std::vector<PoolAttachment> attachments;          // this domain's pools, as sessions attach them
   std::shared_ptr<AllocatorService> allocator;
   // The reuse coordinator's fault points ([node] fault_injection only); the
   // allocator's NodeFaultPoints arms them by address, so they live as long
   // as the node, not as long as the reuse actor.
   std::shared_ptr<FaultPoints> reuse_faults;
-  std::shared_ptr<PrefixService> prefix;     // [node] prefix_index = hash_chain
-  std::shared_ptr<RadixBlockService> radix;  // [node] prefix_index = radix
-  std::shared_ptr<AuthorizationService> authorization;
+  std::shared_ptr<PrefixService> prefix;           // [node] prefix_index = hash_chain
+  std::shared_ptr<RadixBlockService> radix;        // [node] prefix_index = radix
   std::unique_ptr<shm::ShmModelKvCache> kv_views;  // the executor's per-layer views of the pools
   std::shared_ptr<ExecutorService> executor;
+};
+
+}  // namespace
+
+// Member order is destruction order reversed: the actor system (and with it
+// every actor) goes before the services and the pools' payload store.
+struct NodeInstance::Impl {
+  std::string descriptor_path;
+  std::string token_dir;
+  TrustDomainPlan domain_plan = TrustDomainPlan::shared();
+  std::vector<DomainOwners> domains;  // [trust domain]
+  std::shared_ptr<AuthorizationService> authorization;
   std::shared_ptr<MapperService> mapper;        // null: no [mapper] section
   std::unique_ptr<PagePoolServer> pool_server;  // before the mapper it serves, in destruction
   // Unnamed pool segments' descriptors, for the session channel to hand out.
@@ -181,7 +195,7 @@ struct ExecutorInputs {
 
 // Device pools on GPU 0 (gpu/cuda_pool_store.hpp), their IPC handles in the
 // descriptor; the executor runs the CUDA decode kernel over them.
-Result<ExecutorInputs> create_cuda_pools(NodeInstance::Impl& impl, const NodeConfig& config,
+Result<ExecutorInputs> create_cuda_pools(DomainOwners& impl, const NodeConfig& config,
                                          const CacheLayoutManifest& layout,
                                          const shm::SharedBlockPoolsOptions& pool_options,
                                          const AllocatorServiceOptions& allocator_options) {
@@ -192,7 +206,7 @@ Result<ExecutorInputs> create_cuda_pools(NodeInstance::Impl& impl, const NodeCon
     return make_error(gpu_pools.error().code,
                       config.config_path + ": pool_backend = \"cuda\": " + gpu_pools.error().reason, "pool_backend");
   impl.gpu_pools = std::move(gpu_pools->store);
-  impl.descriptor.pools = std::move(gpu_pools->attachments);
+  impl.attachments = std::move(gpu_pools->attachments);
   Result<BlockAllocator> allocator = BlockAllocator::create(allocator_config, impl.gpu_pools.get());
   if (!allocator.ok()) return allocator.error();
   impl.allocator = std::make_shared<AllocatorService>(std::move(allocator).value(), allocator_options);
@@ -203,33 +217,22 @@ Result<ExecutorInputs> create_cuda_pools(NodeInstance::Impl& impl, const NodeCon
 
 // Pools in POSIX shared memory named by this node's instance, their segment
 // names in the descriptor; the executor reads them in place, layer by layer.
-Result<ExecutorInputs> create_shm_pools(NodeInstance::Impl& impl, const CacheLayoutManifest& layout,
+Result<ExecutorInputs> create_shm_pools(DomainOwners& impl, const CacheLayoutManifest& layout,
                                         const shm::SharedBlockPoolsOptions& pool_options,
                                         const AllocatorServiceOptions& allocator_options) {
   Result<shm::SharedBlockPools> pools = shm::SharedBlockPools::create(layout, pool_options);
   if (!pools.ok()) return pools.error();
   impl.pools.emplace(std::move(*pools));
-  auto descriptors = std::make_shared<actors::PoolDescriptorTable>();
   for (uint32_t g = 0; g < impl.pools->store().group_count(); ++g) {
     const shm::BlockPoolSegment& s = impl.pools->store().segment(g);
     PoolAttachment a{s.group(), s.pool_id(), s.pool_generation(), s.name(), s.geometry().segment_bytes()};
     if (s.unnamed()) {
-      // No name to publish: the session channel hands a dup of the
-      // descriptor to the sessions the authorization owner allows.
+      // No name to publish: the session channel hands the descriptor to the
+      // sessions the authorization owner allows.
       a.segment_name.clear();
       a.by_descriptor = true;
-      UniqueFd dup(::fcntl(s.descriptor(), F_DUPFD_CLOEXEC, 0));
-      if (!dup)
-        return make_error(ErrorCode::io, std::string("cannot keep a pool descriptor: ") + std::strerror(errno),
-                          "pool_segments");
-      descriptors->emplace(s.pool_id().value, std::move(dup));
     }
-    impl.descriptor.pools.push_back(std::move(a));
-  }
-  if (!descriptors->empty()) {
-    KVRT_TRY(keep_descriptors_private());
-    impl.authorization->serve_pool_descriptors(impl.descriptor.pools);
-    impl.pool_descriptors = std::move(descriptors);
+    impl.attachments.push_back(std::move(a));
   }
   // The payload store stays with the pools (it outlives the actors); the
   // allocator core moves into its owner.
@@ -262,44 +265,77 @@ BlockQuotaConfig block_quotas(const AuthorizationConfig& auth) {
 // allocator configuration and one executor construction for either backend.
 Status start_pool_owners(NodeInstance::Impl& impl, const NodeConfig& config, const CacheLayoutManifest& layout,
                          PoolGeneration pool_generation) {
-  shm::SharedBlockPoolsOptions pool_options;
-  pool_options.pool_generation = pool_generation;
-  pool_options.namespace_name = "node";
-  pool_options.namespace_generation = NamespaceGeneration{1};
-  pool_options.instance = shm::make_instance_id();
-  pool_options.capacity = shm::PoolCapacity::blocks(config.blocks_per_group);
-  pool_options.max_requests = config.max_requests;
-  pool_options.zero_on_recycle = config.zero_on_recycle;
-  pool_options.unnamed_segments = config.pool_segments == PoolSegments::unnamed;
-  impl.descriptor.instance = pool_options.instance;
-  const AllocatorServiceOptions allocator_options{.fault_injection = config.fault_injection,
-                                                  .quotas = block_quotas(config.authorization)};
-  Result<ExecutorInputs> inputs = config.pool_backend == PoolBackend::cuda
-                                      ? create_cuda_pools(impl, config, layout, pool_options, allocator_options)
-                                      : create_shm_pools(impl, layout, pool_options, allocator_options);
-  if (!inputs.ok()) return inputs.error();
-  Result<std::unique_ptr<ExecutorService>> executor = ExecutorService::create(
-      layout, std::move(inputs->layer_views), block_id_bases(*impl.allocator, layout), 1, std::move(inputs->kernel));
-  if (!executor.ok()) return executor.error();
-  impl.executor = std::move(executor).value();
+  const std::string instance = shm::make_instance_id();
+  impl.descriptor.instance = instance;
+  const uint32_t groups = static_cast<uint32_t>(layout.cache_groups.size());
+  auto descriptors = std::make_shared<actors::PoolDescriptorTable>();
+  std::vector<std::vector<PoolAttachment>> by_domain;
+  impl.domains.resize(impl.domain_plan.domain_count());
+  for (uint32_t d = 0; d < impl.domains.size(); ++d) {
+    DomainOwners& domain = impl.domains[d];
+    shm::SharedBlockPoolsOptions pool_options;
+    pool_options.pool_generation = pool_generation;
+    // Each domain's pools have ids of their own, so a handle names its
+    // domain's pool set and no other domain resolves it.
+    pool_options.first_pool_id = PoolId{1 + d * groups};
+    pool_options.namespace_name = impl.domains.size() == 1 ? "node" : "domain" + std::to_string(d);
+    pool_options.namespace_generation = NamespaceGeneration{1};
+    pool_options.instance = instance;
+    pool_options.capacity = shm::PoolCapacity::blocks(config.blocks_per_group);
+    pool_options.max_requests = config.max_requests;
+    pool_options.zero_on_recycle = config.zero_on_recycle;
+    pool_options.unnamed_segments = config.pool_segments == PoolSegments::unnamed;
+    const AllocatorServiceOptions allocator_options{.fault_injection = config.fault_injection,
+                                                    .quotas = block_quotas(config.authorization)};
+    Result<ExecutorInputs> inputs = config.pool_backend == PoolBackend::cuda
+                                        ? create_cuda_pools(domain, config, layout, pool_options, allocator_options)
+                                        : create_shm_pools(domain, layout, pool_options, allocator_options);
+    if (!inputs.ok()) return inputs.error();
+    Result<std::unique_ptr<ExecutorService>> executor =
+        ExecutorService::create(layout, std::move(inputs->layer_views), block_id_bases(*domain.allocator, layout), 1,
+                                std::move(inputs->kernel));
+    if (!executor.ok()) return executor.error();
+    domain.executor = std::move(executor).value();
+    for (const PoolAttachment& a : domain.attachments) impl.descriptor.pools.push_back(a);
+    by_domain.push_back(domain.attachments);
+    if (!domain.pools) continue;
+    for (uint32_t g = 0; g < domain.pools->store().group_count(); ++g) {
+      const shm::BlockPoolSegment& s = domain.pools->store().segment(g);
+      if (!s.unnamed()) continue;
+      // The session channel sends a dup of it; the segment keeps its own.
+      UniqueFd dup(::fcntl(s.descriptor(), F_DUPFD_CLOEXEC, 0));
+      if (!dup)
+        return make_error(ErrorCode::io, std::string("cannot keep a pool descriptor: ") + std::strerror(errno),
+                          "pool_segments");
+      descriptors->emplace(s.pool_id().value, std::move(dup));
+    }
+  }
+  if (!descriptors->empty()) {
+    KVRT_TRY(keep_descriptors_private());
+    impl.authorization->serve_pool_descriptors(std::move(by_domain), impl.domain_plan);
+    impl.pool_descriptors = std::move(descriptors);
+  }
   return Status::success();
 }
 
-// The prefix-reuse owner the config names; same messages either way.
-Status start_prefix_owner(NodeInstance::Impl& impl, const NodeConfig& config, const CacheLayoutManifest& layout) {
-  if (config.prefix_index == PrefixIndexKind::radix) {
-    Result<RadixBlockService> radix =
-        RadixBlockService::create(layout, config.radix_budget_blocks, config.radix_eviction, config.reuse_policy);
-    if (!radix.ok()) return radix.error();
-    impl.radix = std::make_shared<RadixBlockService>(std::move(*radix));
-    return Status::success();
+// The prefix-reuse owner the config names, one per trust domain; same
+// messages either way.
+Status start_prefix_owners(NodeInstance::Impl& impl, const NodeConfig& config, const CacheLayoutManifest& layout) {
+  for (DomainOwners& domain : impl.domains) {
+    if (config.prefix_index == PrefixIndexKind::radix) {
+      Result<RadixBlockService> radix =
+          RadixBlockService::create(layout, config.radix_budget_blocks, config.radix_eviction, config.reuse_policy);
+      if (!radix.ok()) return radix.error();
+      domain.radix = std::make_shared<RadixBlockService>(std::move(*radix));
+      continue;
+    }
+    PrefixIndexConfig prefix_config;
+    KVRT_TRY_ASSIGN(prefix_config, PrefixIndexConfig::from_layout(layout));
+    prefix_config.policy = config.reuse_policy;
+    Result<PrefixService> prefix = PrefixService::create(prefix_config);
+    if (!prefix.ok()) return prefix.error();
+    domain.prefix = std::make_shared<PrefixService>(std::move(*prefix));
   }
-  PrefixIndexConfig prefix_config;
-  KVRT_TRY_ASSIGN(prefix_config, PrefixIndexConfig::from_layout(layout));
-  prefix_config.policy = config.reuse_policy;
-  Result<PrefixService> prefix = PrefixService::create(prefix_config);
-  if (!prefix.ok()) return prefix.error();
-  impl.prefix = std::make_shared<PrefixService>(std::move(*prefix));
   return Status::success();
 }
 
@@ -332,46 +368,72 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
   caf::actor_system& system = *impl.system;
   const NodeDescriptor& d = impl.descriptor;
   // Every owner's fault points are named before the allocator's actor, which
-  // answers the fault_arm route, exists.
+  // answers the fault_arm route, exists (one domain: the config refuses
+  // fault_injection with domain_pools).
   if (config.fault_injection) {
-    impl.reuse_faults = std::make_shared<FaultPoints>();
-    impl.allocator->fault_points().add("reuse", *impl.reuse_faults, ReuseBatchRun::fault_point_names());
-    impl.allocator->fault_points().add("purge", impl.authorization->purge_faults(),
+    DomainOwners& only = impl.domains.front();
+    only.reuse_faults = std::make_shared<FaultPoints>();
+    only.allocator->fault_points().add("reuse", *only.reuse_faults, ReuseBatchRun::fault_point_names());
+    only.allocator->fault_points().add("purge", impl.authorization->purge_faults(),
                                        AuthorizationService::purge_fault_point_names());
     if (impl.mapper)
-      impl.allocator->fault_points().add("mapper", impl.mapper->faults(), FaultPointBacking::fault_point_names());
-    if (impl.radix) {
+      only.allocator->fault_points().add("mapper", impl.mapper->faults(), FaultPointBacking::fault_point_names());
+    if (only.radix) {
       std::vector<std::string> radix_points = PrefixBatchRun<RadixBlockService>::fault_point_names();
       radix_points.emplace_back(kRadixEvictFaultPoint);
-      impl.allocator->fault_points().add(RadixBlockService::kFaultOwner, impl.radix->faults(), radix_points);
+      only.allocator->fault_points().add(RadixBlockService::kFaultOwner, only.radix->faults(), radix_points);
     } else
-      impl.allocator->fault_points().add(PrefixService::kFaultOwner, impl.prefix->faults(),
+      only.allocator->fault_points().add(PrefixService::kFaultOwner, only.prefix->faults(),
                                          PrefixBatchRun<PrefixService>::fault_point_names());
   }
-  auto allocator_handle = actors::spawn_allocator_actor(system, impl.allocator, obs);
-  auto prefix_handle = impl.radix ? actors::spawn_radix_prefix_actor(system, impl.radix, allocator_handle, obs)
-                                  : actors::spawn_prefix_actor(system, impl.prefix, allocator_handle, obs);
-  caf::anon_send(allocator_handle, actors::events_atom::value, prefix_handle);
-  auto authorization_handle = actors::spawn_authorization_actor(system, impl.authorization, prefix_handle, obs);
+  // Each trust domain's allocator, index and executor; the authorization
+  // owner and the mapper serve every domain.
+  std::vector<actors::OwnerHandles> owners(impl.domains.size());
+  std::vector<actors::prefix_actor> prefixes;
+  for (size_t x = 0; x < impl.domains.size(); ++x) {
+    DomainOwners& domain = impl.domains[x];
+    actors::OwnerHandles& o = owners[x];
+    o.allocator = actors::spawn_allocator_actor(system, domain.allocator, obs);
+    o.prefix = domain.radix ? actors::spawn_radix_prefix_actor(system, domain.radix, o.allocator, obs)
+                            : actors::spawn_prefix_actor(system, domain.prefix, o.allocator, obs);
+    caf::anon_send(o.allocator, actors::events_atom::value, o.prefix);
+    o.executor = actors::spawn_executor_actor(system, domain.executor, o.allocator, obs);
+    prefixes.push_back(o.prefix);
+  }
+  auto authorization_handle =
+      actors::spawn_authorization_actor(system, impl.authorization, prefixes, impl.domain_plan, obs);
   auto mapper_handle = actors::spawn_mapper_actor(system, impl.mapper, obs);
-  auto executor_handle = actors::spawn_executor_actor(system, impl.executor, allocator_handle, obs);
-  actors::OwnerHandles owners{allocator_handle, prefix_handle,   authorization_handle,
-                              mapper_handle,    executor_handle, {}};
-  actors::ReuseNodeFacts reuse_facts;
-  for (const PoolAttachment& p : d.pools) reuse_facts.pools.push_back(PoolGenerationRef{p.pool, p.generation});
-  reuse_facts.block_tokens = d.block_tokens;
-  reuse_facts.cache_groups = static_cast<uint32_t>(d.pools.size());
-  reuse_facts.faults = impl.reuse_faults;
-  owners.reuse = actors::spawn_reuse_actor(system, owners, std::move(reuse_facts), obs);
-  caf::anon_send(authorization_handle, actors::purge_atom::value, allocator_handle, owners.reuse);
-  actors::NodeFacts facts{d.layout_sha256, d.block_tokens, d.pools, {}, std::string(policy_id(config.reuse_policy))};
+  actors::NodeFacts facts;
+  facts.layout_sha256 = d.layout_sha256;
+  facts.block_tokens = d.block_tokens;
+  facts.pools = d.pools;
+  facts.reuse_policy_id = std::string(policy_id(config.reuse_policy));
+  facts.domains = impl.domain_plan;
+  for (size_t x = 0; x < impl.domains.size(); ++x) {
+    owners[x].authorization = authorization_handle;
+    owners[x].mapper = mapper_handle;
+    actors::ReuseNodeFacts reuse_facts;
+    for (const PoolAttachment& p : impl.domains[x].attachments)
+      reuse_facts.pools.push_back(PoolGenerationRef{p.pool, p.generation});
+    reuse_facts.block_tokens = d.block_tokens;
+    reuse_facts.cache_groups = static_cast<uint32_t>(impl.domains[x].attachments.size());
+    reuse_facts.faults = impl.domains[x].reuse_faults;
+    owners[x].reuse = actors::spawn_reuse_actor(system, owners[x], std::move(reuse_facts), obs);
+    caf::anon_send(authorization_handle, actors::purge_atom::value, static_cast<uint32_t>(x), owners[x].allocator,
+                   owners[x].reuse);
+    facts.domain_pools.push_back(impl.domains[x].attachments);
+  }
   if (config.session_channel) facts.channel_socket = impl.token_dir + "/session.sock";
   auto gateway = actors::spawn_gateway_actor(system, owners, facts, obs);
-  impl.actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle),
-                 caf::actor_cast<caf::actor>(prefix_handle), caf::actor_cast<caf::actor>(allocator_handle)};
+  impl.actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle)};
+  for (const actors::OwnerHandles& o : owners)
+    for (caf::actor a : {caf::actor_cast<caf::actor>(o.prefix), caf::actor_cast<caf::actor>(o.allocator)})
+      impl.actors.push_back(a);
   if (mapper_handle) impl.actors.push_back(caf::actor_cast<caf::actor>(mapper_handle));
-  impl.actors.push_back(caf::actor_cast<caf::actor>(executor_handle));
-  impl.actors.push_back(caf::actor_cast<caf::actor>(owners.reuse));
+  for (const actors::OwnerHandles& o : owners) {
+    impl.actors.push_back(caf::actor_cast<caf::actor>(o.executor));
+    impl.actors.push_back(caf::actor_cast<caf::actor>(o.reuse));
+  }
   if (config.session_channel) {
     Result<std::unique_ptr<actors::ChannelServer>> channel =
         actors::ChannelServer::start(system, gateway, facts.channel_socket, obs, impl.pool_descriptors);
@@ -409,8 +471,9 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   // path) is left alone.
   impl->descriptor_path = options.descriptor_path;
   KVRT_TRY(start_authorization(*impl, config, layout, options.descriptor_path));
+  if (config.domain_pools) KVRT_TRY_ASSIGN(impl->domain_plan, TrustDomainPlan::create(config.authorization));
   KVRT_TRY(start_pool_owners(*impl, config, layout, reclaimed.pool_generation));
-  KVRT_TRY(start_prefix_owner(*impl, config, layout));
+  KVRT_TRY(start_prefix_owners(*impl, config, layout));
   if (config.mapper.enabled) {
     Result<NodeMapper> mapper = start_mapper(impl->token_dir, config.mapper, layout, reclaimed.pool_generation);
     if (!mapper.ok()) return mapper.error();

@@ -8,6 +8,7 @@
 
 #include "actors/actor_protocol.hpp"
 #include "services/authorization/authorization_service.hpp"
+#include "services/authorization/trust_domain_plan.hpp"
 #include "services/prefix/prefix_service.hpp"
 #include "services/radix/radix_block_service.hpp"
 #include "services/telemetry/chrome_trace.hpp"
@@ -69,8 +70,14 @@ executor_actor spawn_executor_actor(caf::actor_system& system, std::shared_ptr<E
 // Null service: no mapper actor (the handle stays invalid).
 mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<MapperService> service, Observability obs);
 
+// `prefixes[d]`: trust domain d's index owner (one, unless [node]
+// domain_pools); a namespace's grants, invalidations and purges go to its
+// domain's owners. Each domain's allocator and reuse coordinator arrive
+// later, as (purge_atom, d, allocator, reuse): they are spawned after this
+// actor, which they call.
 authorization_actor spawn_authorization_actor(caf::actor_system& system, std::shared_ptr<AuthorizationService> service,
-                                              prefix_actor prefix, Observability obs);
+                                              std::vector<prefix_actor> prefixes, TrustDomainPlan domains,
+                                              Observability obs);
 
 // What the reuse coordinator knows of the node's paged pools.
 struct ReuseNodeFacts {
@@ -93,11 +100,18 @@ session_actor spawn_session_actor(caf::actor_system& system, SessionId session, 
 struct NodeFacts {
   Sha256Digest layout_sha256;
   uint32_t block_tokens = 0;
-  std::vector<PoolAttachment> pools;
-  std::string channel_socket;   // the session channel's socket; empty: none
-  std::string reuse_policy_id;  // the prefix reuse policy (0x07D), as receipts name it
+  std::vector<PoolAttachment> pools;  // every pool of the node
+  std::string channel_socket;         // the session channel's socket; empty: none
+  std::string reuse_policy_id;        // the prefix reuse policy (0x07D), as receipts name it
+  // Which domain's owners serve a session, and the pools of each domain
+  // (one domain, holding every pool, unless [node] domain_pools).
+  TrustDomainPlan domains = TrustDomainPlan::shared();
+  std::vector<std::vector<PoolAttachment>> domain_pools;
 };
 
-gateway_actor spawn_gateway_actor(caf::actor_system& system, OwnerHandles owners, NodeFacts facts, Observability obs);
+// `domains[d]`: the owners serving trust domain d's sessions (the
+// authorization owner and the mapper are the same in each).
+gateway_actor spawn_gateway_actor(caf::actor_system& system, std::vector<OwnerHandles> domains, NodeFacts facts,
+                                  Observability obs);
 
 }  // namespace kvrt::actors

@@ -84,8 +84,11 @@ Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineO
   Result<NodeBinding> first = bind_node(node, options.token_hex, layout, options);
   if (!first.ok()) return first.error();
   NodeBinding binding = std::move(first).value();
-  engine::EngineLoop loop(*binding.client, model, *binding.cache, options,
-                          workload::jobs_for_worker(*options.workload, options.worker_index, options.workers));
+  engine::EngineLoop loop(
+      *binding.client, model, *binding.cache, options,
+      options.one_tenant_per_worker
+          ? workload::jobs_for_tenant_worker(*options.workload, options.worker_index, options.workers)
+          : workload::jobs_for_worker(*options.workload, options.worker_index, options.workers));
   if (!options.reconnect_descriptor.empty()) {
     // A node other than the lost one (another instance id), serving the
     // descriptor path: the binding is replaced, the old one's client and

@@ -46,6 +46,9 @@ struct EngineOptions {
   const workload::Workload* workload = nullptr;
   uint32_t worker_index = 0;  // this worker's share: jobs_for_worker(index, workers)
   uint32_t workers = 1;
+  // Each worker serves one tenant (jobs_for_tenant_worker): a node with
+  // pools per trust domain hands a session one domain's pools.
+  bool one_tenant_per_worker = false;
   model::ModelConfig model;
   uint32_t in_flight = 8;     // requests batched per iteration [requests]
   bool reuse = true;          // false: no lookups and no publication (the no-reuse baseline)

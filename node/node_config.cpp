@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "node/node_config_fields.hpp"
+#include "services/authorization/trust_domain_plan.hpp"
 
 namespace kvrt {
 
@@ -117,6 +118,18 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
     c.mapper.page_group_bytes = static_cast<uint64_t>(v);
     KVRT_TRY_ASSIGN(v, reader.integer(*mapper, "mapper", "handle_count", std::nullopt, 1, int64_t{1} << 22));
     c.mapper.handle_count = static_cast<uint32_t>(v);
+  }
+  KVRT_TRY_ASSIGN(c.domain_pools, reader.boolean(*node, "node", "domain_pools", false));
+  if (c.domain_pools) {
+    const auto refuse = [&](const std::string& why) {
+      return reader.field_error(node->get("domain_pools"), "node", "domain_pools", why);
+    };
+    if (c.pool_segments != PoolSegments::unnamed)
+      return refuse("a domain's pools are handed only to its sessions: needs pool_segments = \"unnamed\"");
+    if (c.fault_injection) return refuse("fault_injection arms one pool set's fault points: not with domain_pools");
+    if (c.mapper.enabled) return refuse("every worker maps the [mapper] page pool: not with domain_pools");
+    if (Result<TrustDomainPlan> plan = TrustDomainPlan::create(c.authorization); !plan.ok())
+      return make_error(plan.error().code, reader.path() + ": " + plan.error().reason, plan.error().field);
   }
   return c;
 }

@@ -57,6 +57,14 @@ struct NodeConfig {
   // nothing is left in /dev/shm when the node dies. Needs the session
   // channel and shm pools.
   PoolSegments pool_segments = PoolSegments::named;
+  // Pools per trust domain (the authorization configuration's [[domain]]s,
+  // plus one for namespaces that name none): each domain gets pool segments
+  // of its own and its own allocator, prefix index, reuse coordinator and
+  // executor owners over them, and a worker session is handed only its
+  // principal's domain's pools (TrustDomainPlan). Needs unnamed segments;
+  // not with fault_injection or a [mapper] (whose page pool every worker
+  // maps). A principal's namespaces must lie in one domain.
+  bool domain_pools = false;
   std::string host = "127.0.0.1";         // loopback only by default: the node serves one host's workers
   uint16_t port = 0;                      // 0: any free port (the descriptor names the chosen one)
   uint32_t heartbeat_interval_ms = 250;   // middleman heartbeats: a hung worker is detected too

@@ -38,6 +38,7 @@ int run_worker_process(const RunWorkerCli& cli) {
   options.workload = &*workload;
   options.worker_index = cli.index;
   options.workers = cli.workers;
+  options.one_tenant_per_worker = config->domain_pools;
   options.model = config->model;
   options.in_flight = cli.in_flight;
   options.reuse = !cli.no_reuse;

@@ -255,8 +255,11 @@ Result<PoolDescriptorReceipt> AuthorizationService::apply(SessionId session, con
                              "this node's pool segments have names (the session receipt names them): attach them by "
                              "name",
                              "pool_segments"));
+  const uint32_t domain = descriptor_plan_.domain_of_namespaces(allowed->second);
+  if (domain >= descriptor_pools_.size())
+    return refuse(make_error(ErrorCode::invalid_argument, "no pools serve this principal's trust domain", "session"));
   ++pool_descriptors_served_;
-  return PoolDescriptorReceipt{descriptor_pools_};
+  return PoolDescriptorReceipt{descriptor_pools_[domain]};
 }
 
 Status AuthorizationService::end_session(SessionId session, bool revoke) {

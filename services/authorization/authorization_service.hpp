@@ -15,6 +15,7 @@
 #include "schema/session_types.hpp"
 #include "services/authorization/namespace_authority.hpp"
 #include "services/authorization/namespace_grants.hpp"
+#include "services/authorization/trust_domain_plan.hpp"
 #include "services/common/fault_points.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
 
@@ -81,14 +82,18 @@ class AuthorizationService {
   void record_purge(bool completed, uint64_t duration_us, uint64_t receipts_revoked);
 
   // Unnamed pool segments: the pools whose descriptors a worker session may
-  // receive (the node sets them once, before it serves). apply answers
-  // which of them the session's principal may map: every one, for a worker
-  // principal allowed at least one namespace; nothing is ever handed to an
-  // admin (operators hold no K/V). The session channel attaches the
-  // descriptors. Errors: session_ended, authorization_route_denied (admin),
+  // receive, per trust domain (`pools[d]`: domain d's under `plan`; the node
+  // sets them once, before it serves). apply answers which of them the
+  // session's principal may map: its domain's, for a worker principal
+  // allowed at least one namespace; nothing is ever handed to an admin
+  // (operators hold no K/V). The session channel attaches the descriptors.
+  // Errors: session_ended, authorization_route_denied (admin),
   // authorization_namespace_denied (no namespace allowed), invalid_argument
   // on "pool_segments" (the node's pools have names: attach those).
-  void serve_pool_descriptors(std::vector<PoolAttachment> pools) { descriptor_pools_ = std::move(pools); }
+  void serve_pool_descriptors(std::vector<std::vector<PoolAttachment>> pools, TrustDomainPlan plan) {
+    descriptor_pools_ = std::move(pools);
+    descriptor_plan_ = std::move(plan);
+  }
   Result<PoolDescriptorReceipt> apply(SessionId session, const PoolDescriptorRequest& request);
 
   // Ends the session's grants; the principal keeps its token (a worker may
@@ -125,7 +130,8 @@ class AuthorizationService {
   mutable uint64_t stale_generation_refusals_ = 0;
   uint64_t purges_completed_ = 0, purges_refused_ = 0, purges_stopped_ = 0, purge_receipts_revoked_ = 0;
   uint64_t last_purge_us_ = 0, max_purge_us_ = 0;
-  std::vector<PoolAttachment> descriptor_pools_;  // unnamed pool segments (serve_pool_descriptors)
+  std::vector<std::vector<PoolAttachment>> descriptor_pools_;  // [trust domain] unnamed pool segments
+  TrustDomainPlan descriptor_plan_ = TrustDomainPlan::shared();
   uint64_t pool_descriptors_served_ = 0, pool_descriptors_refused_ = 0;
   FaultPoints purge_faults_;
 };

@@ -53,11 +53,21 @@ void HitFunnelCounters::put(OwnerStats& out) const {
   for (RejectionReason r : kHitReasons) kvrt::put(out, refused_name(r), refused_[static_cast<size_t>(r)]);
 }
 
+namespace {
+
+// The owner itself, or one trust domain's instance of it ("<owner>@<domain>"
+// on a node with pools per domain): the funnel adds up every domain's.
+bool is_owner(const std::string& reported, const std::string& owner) {
+  return reported == owner || reported.starts_with(owner + "@");
+}
+
+}  // namespace
+
 NodeReuseFunnel node_reuse_funnel(const std::vector<OwnerStats>& owners) {
   NodeReuseFunnel f;
   uint64_t misses = 0, refused_auth = 0, refused_stale = 0;
   for (const OwnerStats& o : owners) {
-    if (o.owner == "prefix_index") {
+    if (is_owner(o.owner, "prefix_index")) {
       f.requests += stat(o, "reuse_requests");
       f.candidates += stat(o, "reuse_candidates");
       misses += stat(o, "reuse_misses");
@@ -77,7 +87,7 @@ NodeReuseFunnel node_reuse_funnel(const std::vector<OwnerStats>& owners) {
         f.rejections[static_cast<size_t>(r)] += n;
         refused_auth += n;
       }
-    } else if (o.owner == "allocator") {
+    } else if (is_owner(o.owner, "allocator")) {
       f.leased += stat(o, "reuse_leased");
       f.out_of_capacity += stat(o, "reuse_out_of_capacity");
       f.quota_exceeded += stat(o, "reuse_quota_exceeded");

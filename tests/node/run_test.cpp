@@ -330,6 +330,36 @@ TEST_CASE("kvrt run: unnamed pool segments serve the same serial run exactly", "
   CHECK(unnamed["prefill_rows_computed"] == named["prefill_rows_computed"]);
 }
 
+TEST_CASE("kvrt run: pools per trust domain, one tenant per worker, exactly", "[run][process][isolation]") {
+  // Each tenant is a trust domain with pools of its own, and its worker maps
+  // only those: every tenant reuses what it alone published, so the two
+  // tenants together reuse exactly twice what one tenant does serially.
+  test::ScratchDir dir("run-domains");
+  const std::string out = dir.file("report");
+  const nlohmann::json two = run_to_json({"--config", data("run-serial-domains.toml"), "--out", out}, dir);
+  test::ScratchDir one_dir("run-domains-one");
+  const nlohmann::json one =
+      run_to_json({"--config", data("run-serial.toml"), "--out", one_dir.file("report")}, one_dir);
+  CHECK(two["exact"] == true);
+  CHECK(two["leaked_blocks"] == 0);
+  CHECK(two["workers"] == 2);
+  REQUIRE(one["prefill_rows_reused"].get<uint64_t>() > 0);
+  CHECK(two["requests"].get<uint64_t>() == 2 * one["requests"].get<uint64_t>());
+  CHECK(two["prefill_rows_reused"].get<uint64_t>() == 2 * one["prefill_rows_reused"].get<uint64_t>());
+  const std::string node_config = read_file(out + "/node/node.toml");
+  CHECK(node_config.find("domain_pools = true") != std::string::npos);
+  CHECK(node_config.find("[[domain]]") != std::string::npos);
+}
+
+TEST_CASE("run config: domain_pools needs unnamed segments and a worker per tenant", "[run]") {
+  test::ScratchDir dir("run-domains-config");
+  const std::string path = dir.file("run.toml");
+  std::ofstream(path) << "[run]\nworkers = 1\ndomain_pools = true\n";
+  Result<RunConfig> named = load_run_config(path);
+  REQUIRE_FALSE(named.ok());
+  CHECK(named.error().field == "run.domain_pools");
+}
+
 TEST_CASE("kvrt run: the radix index owner serves the same workload exactly", "[run][process]") {
   test::ScratchDir dir("run-radix");
   const std::string out = dir.file("report");

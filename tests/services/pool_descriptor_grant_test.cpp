@@ -41,7 +41,7 @@ TEST_CASE("pool_descriptors: worker sessions allowed a namespace only", "[author
     p.by_descriptor = true;
     pools.push_back(p);
   }
-  svc.serve_pool_descriptors(pools);
+  svc.serve_pool_descriptors({pools}, TrustDomainPlan::shared());
   Result<PoolDescriptorReceipt> served = svc.apply(worker, PoolDescriptorRequest{});
   REQUIRE(served.ok());
   REQUIRE(served->pools.size() == 2);

@@ -190,6 +190,31 @@ TEST_CASE("jobs_for_worker partitions the jobs for every worker count", "[worklo
   CHECK(jobs_for_worker(w, 0, 0).empty());
 }
 
+TEST_CASE("jobs_for_tenant_worker gives each worker one tenant's jobs, every job once", "[workload]") {
+  const Workload w = load_ok(kWorkloadDir + "/default-mix.toml");
+  const auto tenants = static_cast<uint32_t>(w.tenants.size());
+  REQUIRE(tenants >= 2);
+  for (uint32_t n = tenants; n <= tenants + 5; ++n) {
+    INFO("workers " << n);
+    std::vector<int> owners(w.jobs.size(), 0);
+    for (uint32_t worker = 0; worker < n; ++worker) {
+      const uint32_t t = tenant_of_worker(w, worker);
+      CHECK(t == worker % tenants);
+      for (const Job* j : jobs_for_tenant_worker(w, worker, n)) {
+        CHECK(j->namespace_name == w.tenants[t].namespace_name);  // only its tenant's jobs
+        ++owners[j->id];
+      }
+    }
+    for (size_t i = 0; i < owners.size(); ++i) CHECK(owners[i] == 1);  // union = all, disjoint
+    CHECK(jobs_for_tenant_worker(w, n, n).empty());
+  }
+  // Fewer workers than tenants: the tenants without one keep their jobs.
+  size_t served = 0;
+  for (uint32_t worker = 0; worker + 1 < tenants; ++worker)
+    served += jobs_for_tenant_worker(w, worker, tenants - 1).size();
+  CHECK(served < w.jobs.size());
+}
+
 TEST_CASE("request and token counts match a hand derivation from the sizes", "[workload]") {
   // Fixed lengths ([x, x]) so every figure follows from the file by arithmetic.
   const uint64_t C = 3, S = 2, SP = 40, T = 4, U = 7, D1 = 3;  // chat

@@ -1,5 +1,6 @@
 #include "tools/run/run_config.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -84,6 +85,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
                                            "prefix_index",
                                            "reuse_policy",
                                            "pool_segments",
+                                           "domain_pools",
                                            "radix_budget_blocks"};
   for (const auto& [key, node] : *run)
     if (!known.contains(std::string(key.str())))
@@ -116,6 +118,10 @@ Result<RunConfig> load_run_config(const std::string& path) {
   KVRT_TRY_ASSIGN(c.prefix_index, read_prefix_index_kind(reader, *run, "run", "prefix_index"));
   KVRT_TRY_ASSIGN(c.reuse_policy, read_reuse_policy(reader, *run, "run", "reuse_policy"));
   KVRT_TRY_ASSIGN(c.pool_segments, read_pool_segments(reader, *run, "run", "pool_segments"));
+  KVRT_TRY_ASSIGN(c.domain_pools, reader.boolean(*run, "run", "domain_pools", false));
+  if (c.domain_pools && c.pool_segments != PoolSegments::unnamed)
+    return reader.field_error(run->get("domain_pools"), "run", "domain_pools",
+                              "a domain's pools are handed only to its workers: needs pool_segments = \"unnamed\"");
   KVRT_TRY_ASSIGN(v,
                   reader.integer(*run, "run", "radix_budget_blocks", 0, 0, static_cast<int64_t>(c.blocks_per_group)));
   c.radix_budget_blocks = static_cast<uint32_t>(v);
@@ -140,8 +146,19 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
     << "prefix_index = " << quoted(std::string(name_of(prefix_index))) << "\n"
     << "reuse_policy = " << quoted(std::string(config_name_of(run.reuse_policy))) << "\n"
     << "pool_segments = " << quoted(std::string(name_of(run.pool_segments))) << "\n"
+    << "domain_pools = " << (run.domain_pools ? "true" : "false") << "\n"
     << "radix_budget_blocks = " << run.radix_budget_blocks << "\n";
   std::string names;
+  // With domain_pools each tenant is a trust domain of its own, named after
+  // its namespace ("deployment.tenant": a domain name has no slash).
+  const auto domain_of = [](const std::string& ns) {
+    std::string d = ns;
+    std::replace(d.begin(), d.end(), '/', '.');
+    return d;
+  };
+  if (run.domain_pools)
+    for (const workload::TenantSpec& t : workload.tenants)
+      o << "\n[[domain]]\nname = " << quoted(domain_of(t.namespace_name)) << "\n";
   for (const workload::TenantSpec& t : workload.tenants) {
     const size_t slash = t.namespace_name.find('/');
     o << "\n[[namespace]]\n"
@@ -150,10 +167,15 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
       << "publication_policy = " << quoted(t.publication_policy) << "\n";
     if (t.salt) o << "salt = " << quoted(*t.salt) << "\n";
     if (t.quota_blocks) o << "quota_blocks = " << *t.quota_blocks << "\n";
+    if (run.domain_pools) o << "domain = " << quoted(domain_of(t.namespace_name)) << "\n";
     names += (names.empty() ? "" : ", ") + quoted(t.namespace_name);
   }
-  for (uint32_t w = 0; w < run.workers; ++w)
-    o << "\n[[principal]]\nname = \"worker-" << w << "\"\nnamespaces = [" << names << "]\n";
+  for (uint32_t w = 0; w < run.workers; ++w) {
+    const std::string allowed = run.domain_pools && !workload.tenants.empty()
+                                    ? quoted(workload.tenants[workload::tenant_of_worker(workload, w)].namespace_name)
+                                    : names;
+    o << "\n[[principal]]\nname = \"worker-" << w << "\"\nnamespaces = [" << allowed << "]\n";
+  }
   if (with_updates && run.updates.enabled())
     o << "\n[[principal]]\nname = " << quoted(run.updates.admin_principal) << "\nrole = \"admin\"\n";
   return o.str();

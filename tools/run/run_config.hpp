@@ -61,6 +61,11 @@ struct RunConfig {
   // [run] pool_segments: the node's segments "named" (in /dev/shm) or
   // "unnamed" (memfds handed to the workers' sessions by descriptor).
   PoolSegments pool_segments = PoolSegments::named;
+  // [run] domain_pools: every tenant of the workload is a trust domain with
+  // pools of its own on the run's node, and each worker serves one tenant
+  // (worker w: tenant w mod T), mapping only that tenant's pools. Needs
+  // pool_segments = "unnamed" and at least as many workers as tenants.
+  bool domain_pools = false;
   uint32_t radix_budget_blocks = 0;  // blocks per group the radix may lease; 0 = the node's default (half)
   model::ModelConfig model;
   UpdateSchedule updates;

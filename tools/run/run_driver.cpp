@@ -349,6 +349,12 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
                           " differs from [model] vocab " + std::to_string(config.model.vocab) + " of " +
                           config.config_path,
                       "workload.vocab");
+  if (config.domain_pools && config.workers < workload.tenants.size())
+    return make_error(ErrorCode::config_field,
+                      config.config_path +
+                          ": domain_pools gives each worker one tenant: " + std::to_string(workload.tenants.size()) +
+                          " tenants need at least as many workers, not " + std::to_string(config.workers),
+                      "workers");
   if (options.worker_binary.empty())
     return make_error(ErrorCode::invalid_argument, "no kvrt binary to start workers from", "worker_binary");
   std::error_code ec;

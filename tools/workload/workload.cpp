@@ -90,4 +90,24 @@ std::vector<const Job*> jobs_for_worker(const Workload& workload, uint32_t worke
   return out;
 }
 
+uint32_t tenant_of_worker(const Workload& workload, uint32_t worker) {
+  return workload.tenants.empty() ? 0 : worker % static_cast<uint32_t>(workload.tenants.size());
+}
+
+std::vector<const Job*> jobs_for_tenant_worker(const Workload& workload, uint32_t worker, uint32_t workers) {
+  std::vector<const Job*> out;
+  const auto tenants = static_cast<uint32_t>(workload.tenants.size());
+  if (workers == 0 || worker >= workers || tenants == 0) return out;
+  const uint32_t tenant = worker % tenants;
+  const uint32_t rank = worker / tenants;                             // among the tenant's workers
+  const uint32_t peers = (workers - tenant + tenants - 1) / tenants;  // workers w < n with w mod T == tenant
+  const std::string& ns = workload.tenants[tenant].namespace_name;
+  uint64_t k = 0;  // the tenant's jobs seen so far
+  for (const Job& job : workload.jobs) {
+    if (job.namespace_name != ns) continue;
+    if (k++ % peers == rank) out.push_back(&job);
+  }
+  return out;
+}
+
 }  // namespace kvrt::workload

@@ -88,4 +88,14 @@ Result<Workload> parse_workload(std::string_view text, const std::string& origin
 // fork or long_document job stays whole on one worker. Deterministic.
 std::vector<const Job*> jobs_for_worker(const Workload& workload, uint32_t worker, uint32_t workers);
 
+// Jobs of worker w of n when each worker serves one tenant (a node with
+// pools per trust domain, where a principal maps one domain's pools):
+// worker w serves tenant w mod T, and that tenant's jobs, in generation
+// order, go round-robin to its workers (w, w + T, ...). Every job goes to
+// exactly one worker when n >= T; a tenant without a worker (n < T) keeps
+// its jobs unserved, which the caller refuses beforehand. Deterministic.
+std::vector<const Job*> jobs_for_tenant_worker(const Workload& workload, uint32_t worker, uint32_t workers);
+// The tenant a worker serves under that rule (index into workload.tenants).
+uint32_t tenant_of_worker(const Workload& workload, uint32_t worker);
+
 }  // namespace kvrt::workload
