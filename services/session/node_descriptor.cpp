@@ -65,8 +65,11 @@ std::string node_descriptor_json(const NodeDescriptor& d) {
                                 {"segment", p.segment_name},
                                 {"segment_bytes", p.segment_bytes}};
     if (p.by_descriptor) pool["by_descriptor"] = true;
+    // A GPU pool's CUDA IPC handle is a capability to its memory: it travels
+    // only in the session receipts of sessions allowed a namespace, never in
+    // this file, which any process that can read the path could use.
     if (!p.cuda_ipc_handle.empty()) {
-      pool["cuda_ipc_handle"] = p.cuda_ipc_handle;
+      pool["on_gpu"] = true;
       pool["cuda_device"] = p.cuda_device;
     }
     j["pools"].push_back(std::move(pool));
@@ -130,10 +133,7 @@ Result<NodeDescriptor> parse_node_descriptor(std::string_view text, const std::s
       a.segment_name = p.at("segment").get<std::string>();
       a.segment_bytes = unsigned_at<uint64_t>(p, "segment_bytes");
       a.by_descriptor = p.value("by_descriptor", false);
-      if (p.contains("cuda_ipc_handle")) {
-        a.cuda_ipc_handle = p.at("cuda_ipc_handle").get<std::string>();
-        a.cuda_device = unsigned_at<uint32_t>(p, "cuda_device");
-      }
+      if (p.contains("cuda_device")) a.cuda_device = unsigned_at<uint32_t>(p, "cuda_device");
       d.pools.push_back(std::move(a));
     }
     if (j.contains("mapper")) {

@@ -6,6 +6,8 @@
 // the GPU node fills with the CUDA decode kernel. On a machine with a GPU, gpu/run-device-checks.sh runs a
 // node with GPU pools and a worker process against it.
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "engine/session_pools.hpp"
 #include "gpu/cuda_pool_store.hpp"
@@ -110,7 +112,7 @@ TEST_CASE("a worker refuses malformed GPU pool attachments before it imports any
   }
 }
 
-TEST_CASE("the node descriptor carries each pool's CUDA IPC handle and device", "[node][gpu_pools]") {
+TEST_CASE("the node descriptor names each GPU pool's device, never its CUDA IPC handle", "[node][gpu_pools]") {
   ScratchDir dir("gpu-pools-descriptor");
   NodeDescriptor d;
   d.host = "127.0.0.1";
@@ -120,13 +122,21 @@ TEST_CASE("the node descriptor carries each pool's CUDA IPC handle and device", 
   d.layout_path = "/layout.toml";
   d.block_tokens = 16;
   d.token_dir = dir.file("tokens");
-  d.pools.push_back(gpu_pool(0, kWellFormedHandle));
+  d.pools.push_back(gpu_pool(0, kWellFormedHandle, 3));
   d.pools.push_back(PoolAttachment{CacheGroupId{1}, PoolId{2}, PoolGeneration{3}, "/kvrt.segment", 4096});
   REQUIRE(write_node_descriptor(d, dir.file("node.json")).ok());
   Result<NodeDescriptor> back = read_node_descriptor(dir.file("node.json"));
   REQUIRE(back.ok());
   REQUIRE(back->pools.size() == 2);
-  CHECK(back->pools[0] == d.pools[0]);
+  // The handle is a capability to the pool's memory: only session receipts
+  // carry it (to sessions allowed a namespace), never a file on disk.
+  CHECK(back->pools[0].cuda_ipc_handle.empty());
+  CHECK(back->pools[0].cuda_device == d.pools[0].cuda_device);
+  CHECK(back->pools[0].pool == d.pools[0].pool);
+  CHECK(back->pools[0].segment_bytes == d.pools[0].segment_bytes);
+  std::ifstream file(dir.file("node.json"));
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  CHECK(text.find(kWellFormedHandle) == std::string::npos);
   CHECK(back->pools[1] == d.pools[1]);
   CHECK(back->pools[1].cuda_ipc_handle.empty());
 }
