@@ -47,9 +47,20 @@ allocator_actor spawn_allocator_actor(caf::actor_system& system, std::shared_ptr
     return {
         [self](route_atom, uint16_t route, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
           auto& st = self->state;
-          caf::result<wire_bytes> reply = serve_owner_routes<Owner::allocator>(
-              st.obs, route, session, bytes,
-              [&](const auto& request) { return st.service->apply(SessionId{session}, request); });
+          caf::result<wire_bytes> reply =
+              serve_owner_routes<Owner::allocator>(st.obs, route, session, bytes, [&](const auto& request) {
+                auto receipt = st.service->apply(SessionId{session}, request);
+                if constexpr (std::is_same_v<decltype(receipt), AllocatorBatchReceipt>)
+                  for (const AllocatorOutcome& o : receipt.outcomes)
+                    if (const auto* e = std::get_if<Error>(&o);
+                        e != nullptr && AllocatorService::names_foreign_pool(*e))
+                      logger_or_default(st.obs.log)
+                          .warn(
+                              "actor=allocator session={} presented a handle of a pool this owner does not hold "
+                              "(another trust domain's, or none): {}",
+                              session, e->describe());
+                return receipt;
+              });
           forward_side_effects(self);
           return reply;
         },

@@ -120,12 +120,19 @@ std::vector<uint8_t> AllocatorService::release_leases(SessionId session, const s
 AllocatorOutcome AllocatorService::apply_one(SessionId session, const AllocatorOp& op) {
   ++operations_;
   AllocatorOutcome outcome = std::visit([&](const auto& o) { return apply(session, o); }, op);
-  if (std::holds_alternative<Error>(outcome)) ++errors_;
+  if (const auto* e = std::get_if<Error>(&outcome)) {
+    ++errors_;
+    if (names_foreign_pool(*e)) ++foreign_pool_refusals_;
+  }
   if (const auto* r = std::get_if<AllocationReceipt>(&outcome)) {
     if (r->outcome == AllocationOutcome::out_of_capacity) ++out_of_capacity_;
     if (r->outcome == AllocationOutcome::quota_exceeded) ++quota_exceeded_;
   }
   return outcome;
+}
+
+bool AllocatorService::names_foreign_pool(const Error& e) {
+  return e.code == ErrorCode::unknown_physical && e.field.ends_with("pool");
 }
 
 Status AllocatorService::check_request(SessionId s, RequestId request, const char* field) const {

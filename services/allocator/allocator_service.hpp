@@ -105,6 +105,11 @@ class AllocatorService {
   ReuseLeaseAnswer reuse_leases(SessionId session, const ReuseLeaseRequest& request);
   std::vector<AllocatorEvent> drain_events() { return allocator_.drain_events(); }
 
+  // A refusal because a handle names a pool this owner does not hold: on a
+  // node with pools per trust domain, a session presenting another domain's
+  // handle (counted as foreign_pool_refusals; the actor logs it).
+  static bool names_foreign_pool(const Error& e);
+
   OwnerStats stats() const;
   Status validate() const;
   const BlockAllocator& core() const { return allocator_; }
@@ -147,6 +152,7 @@ class AllocatorService {
   uint64_t errors_ = 0;
   uint64_t out_of_capacity_ = 0;
   uint64_t quota_exceeded_ = 0;
+  uint64_t foreign_pool_refusals_ = 0;     // handles naming a pool of no pool set here
   uint64_t partial_tails_copied_ = 0;      // allocations whose copy-rows intent ran (0x07D)
   uint64_t partial_tail_rows_copied_ = 0;  // [rows], each spanning every cache group
   NamespaceQuotas quotas_;

@@ -73,6 +73,7 @@ OwnerStats AllocatorService::stats() const {
   put("epoch", static_cast<int64_t>(allocator_.epoch().value));
   put("operations", static_cast<int64_t>(operations_));
   put("operation_errors", static_cast<int64_t>(errors_));
+  put("foreign_pool_refusals", static_cast<int64_t>(foreign_pool_refusals_));
   put("out_of_capacity", static_cast<int64_t>(out_of_capacity_));
   put("quota_exceeded", static_cast<int64_t>(quota_exceeded_));
   put("quotas_enforced", quotas_.enforced() ? 1 : 0);

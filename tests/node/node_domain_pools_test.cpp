@@ -123,6 +123,8 @@ TEST_CASE("domain pools: each trust domain's sessions get that domain's pools on
     CHECK(refused->code == ErrorCode::unknown_physical);
   }
   CHECK(n.stat("allocator@beta", "operation_errors") > errors_before);
+  CHECK(n.stat("allocator@beta", "foreign_pool_refusals") == 1);
+  CHECK(n.stat("allocator@alpha", "foreign_pool_refusals") == 0);
   CHECK(n.stat("allocator@beta", "live_requests") == 0);
   // An identical prompt in beta's namespace finds nothing: its index never
   // saw alpha's publication.
