@@ -53,7 +53,7 @@ TEST_CASE("node config: pool_backend is shm by default, cuda on request, nothing
   CHECK(bad.error().reason.find("rdma") != std::string::npos);
 }
 
-TEST_CASE("a node configured for GPU pools starts with handles in its descriptor, or stops with the reason",
+TEST_CASE("a node configured for GPU pools hands its IPC handles to worker sessions only, or stops with the reason",
           "[node][gpu_pools]") {
   ScratchDir dir("gpu-pools-node");
   NodeRunOptions o;
@@ -78,9 +78,17 @@ TEST_CASE("a node configured for GPU pools starts with handles in its descriptor
   REQUIRE_FALSE(d.pools.empty());
   for (const PoolAttachment& p : d.pools) {
     CHECK(p.segment_name.empty());
-    CHECK(p.cuda_ipc_handle.size() == 128);
+    CHECK(p.cuda_ipc_handle.empty());  // the file names the device, never the handle
     CHECK(p.cuda_device == 0);
   }
+  // A worker session allowed a namespace receives the handles; an admin none.
+  Result<std::unique_ptr<Client>> worker = Client::connect(d, read_token_file(d.token_path("worker-0")).value());
+  REQUIRE(worker.ok());
+  REQUIRE((*worker)->session().pools.size() == d.pools.size());
+  for (const PoolAttachment& p : (*worker)->session().pools) CHECK(p.cuda_ipc_handle.size() == 128);
+  Result<std::unique_ptr<Client>> admin = Client::connect(d, read_token_file(d.token_path("operator")).value());
+  REQUIRE(admin.ok());
+  CHECK((*admin)->session().pools.empty());
 }
 
 TEST_CASE("a worker refuses malformed GPU pool attachments before it imports anything", "[node][gpu_pools]") {
