@@ -30,8 +30,13 @@ if [ ! -s "$dir/node.json" ]; then
   if grep -q "no CUDA device" "$dir/node.log"; then echo "skipped: $(tail -1 "$dir/node.log")"; exit 77; fi
   echo "node did not start"; cat "$dir/node.log"; exit 1
 fi
-if [ "$backend" = cuda ] && ! grep -q cuda_ipc_handle "$dir/node.json"; then
-  echo "descriptor names no CUDA IPC handle"; kill $node; exit 1
+# GPU pools: the descriptor names their device, never their IPC handles
+# (only worker sessions' receipts carry those).
+if [ "$backend" = cuda ] && ! grep -q '"on_gpu": true' "$dir/node.json"; then
+  echo "descriptor names no GPU pool"; kill $node; exit 1
+fi
+if grep -q cuda_ipc_handle "$dir/node.json"; then
+  echo "descriptor carries a CUDA IPC handle"; kill $node; exit 1
 fi
 "$kvrt" worker --node "$dir/node.json" --principal worker-0 --duration 3 --seed 1 --json >"$dir/w0.json" 2>"$dir/w0.log" &
 w0=$!
