@@ -124,7 +124,9 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
     const auto refuse = [&](const std::string& why) {
       return reader.field_error(node->get("domain_pools"), "node", "domain_pools", why);
     };
-    if (c.pool_segments != PoolSegments::unnamed)
+    // GPU pools are handed as IPC handles in session receipts only; shared
+    // memory must have no name, or any process of the user could open it.
+    if (c.pool_backend == PoolBackend::shm && c.pool_segments != PoolSegments::unnamed)
       return refuse("a domain's pools are handed only to its sessions: needs pool_segments = \"unnamed\"");
     if (c.fault_injection) return refuse("fault_injection arms one pool set's fault points: not with domain_pools");
     if (c.mapper.enabled) return refuse("every worker maps the [mapper] page pool: not with domain_pools");

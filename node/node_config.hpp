@@ -61,9 +61,11 @@ struct NodeConfig {
   // plus one for namespaces that name none): each domain gets pool segments
   // of its own and its own allocator, prefix index, reuse coordinator and
   // executor owners over them, and a worker session is handed only its
-  // principal's domain's pools (TrustDomainPlan). Needs unnamed segments;
-  // not with fault_injection or a [mapper] (whose page pool every worker
-  // maps). A principal's namespaces must lie in one domain.
+  // principal's domain's pools (TrustDomainPlan): shared-memory segments
+  // by descriptor (needs unnamed segments), GPU pools as their CUDA IPC
+  // handles in the session receipt. Not with fault_injection or a [mapper]
+  // (whose page pool every worker maps). A principal's namespaces must lie
+  // in one domain.
   bool domain_pools = false;
   std::string host = "127.0.0.1";         // loopback only by default: the node serves one host's workers
   uint16_t port = 0;                      // 0: any free port (the descriptor names the chosen one)

@@ -91,6 +91,49 @@ TEST_CASE("a node configured for GPU pools hands its IPC handles to worker sessi
   CHECK((*admin)->session().pools.empty());
 }
 
+TEST_CASE("GPU pools per trust domain: a session receives its own domain's IPC handles only", "[node][gpu_pools]") {
+  ScratchDir dir("gpu-pools-domains");
+  // tests/data/node/node-domains-test.toml on GPU pools (no segments to name).
+  std::ifstream in(std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-domains-test.toml");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "pool_segments = \"unnamed\"";
+  REQUIRE(config.find(from) != std::string::npos);
+  config.replace(config.find(from), from.size(), "pool_backend = \"cuda\"");
+  const std::string layout_key = "layout = \"";
+  config.insert(config.find(layout_key) + layout_key.size(), std::string(KVRT_SOURCE_DIR) + "/tests/data/node/");
+  std::ofstream(dir.file("node.toml")) << config;
+  REQUIRE(parse_node_config(config, "node.toml").ok());
+  NodeRunOptions o;
+  o.config_path = dir.file("node.toml");
+  o.descriptor_path = dir.file("node.json");
+  Result<std::unique_ptr<NodeInstance>> started = NodeInstance::start(o);
+  if (!probe_cuda_device().available) {
+    REQUIRE_FALSE(started.ok());
+    CHECK(started.error().field == "pool_backend");
+    return;
+  }
+  INFO((started.ok() ? std::string("ok") : started.error().describe()));
+  REQUIRE(started.ok());
+  const NodeDescriptor d = read_node_descriptor(o.descriptor_path).value();
+  REQUIRE(d.pools.size() == 6);  // three domains x two groups
+  const auto session_of = [&](const char* principal) {
+    Result<std::unique_ptr<Client>> c = Client::connect(d, read_token_file(d.token_path(principal)).value());
+    REQUIRE(c.ok());
+    return std::move(*c);
+  };
+  auto a = session_of("worker-a");
+  auto c = session_of("worker-c");
+  REQUIRE(a->session().pools.size() == 2);
+  REQUIRE(c->session().pools.size() == 2);
+  for (const PoolAttachment& pa : a->session().pools)
+    for (const PoolAttachment& pc : c->session().pools) {
+      CHECK(pa.pool != pc.pool);
+      CHECK(pa.cuda_ipc_handle != pc.cuda_ipc_handle);
+      CHECK(pa.cuda_ipc_handle.size() == 128);
+    }
+  CHECK(attach_session_pools(*a).ok());
+}
+
 TEST_CASE("a worker refuses malformed GPU pool attachments before it imports anything", "[node][gpu_pools]") {
   SessionReceipt session;
   SECTION("no pool") { require_refused(session, ErrorCode::invalid_argument, "pools"); }
