@@ -31,14 +31,16 @@ namespace kvrt::actors {
 using wire_bytes = std::vector<char>;
 
 // Atoms (at most 10 characters, CAF 0.17).
-using route_atom = caf::atom_constant<caf::atom("route")>;    // a routed call (routes.hpp)
-using stats_atom = caf::atom_constant<caf::atom("stats")>;    // owner gauges
-using end_atom = caf::atom_constant<caf::atom("sessend")>;    // a session ended
-using hello_atom = caf::atom_constant<caf::atom("hello")>;    // a worker opens a session
-using attach_atom = caf::atom_constant<caf::atom("attach")>;  // bind a session channel to its session
-using tags_atom = caf::atom_constant<caf::atom("tags")>;      // weak-identity tags (prefix -> allocator)
-using events_atom = caf::atom_constant<caf::atom("events")>;  // allocator events (allocator -> prefix)
-using grant_atom = caf::atom_constant<caf::atom("grant")>;    // a namespace grant (authorization -> indexes, allocator)
+using route_atom = caf::atom_constant<caf::atom("route")>;              // a routed call (routes.hpp)
+using stats_atom = caf::atom_constant<caf::atom("stats")>;              // owner gauges
+using end_atom = caf::atom_constant<caf::atom("sessend")>;              // a session ended
+using hello_atom = caf::atom_constant<caf::atom("hello")>;              // a worker opens a session
+using attach_atom = caf::atom_constant<caf::atom("attach")>;            // bind a session channel to its session
+using channel_hello_atom = caf::atom_constant<caf::atom("chhello")>;    // a session opened on the channel
+using channel_closed_atom = caf::atom_constant<caf::atom("chclosed")>;  // its lifeline closed
+using tags_atom = caf::atom_constant<caf::atom("tags")>;                // weak-identity tags (prefix -> allocator)
+using events_atom = caf::atom_constant<caf::atom("events")>;            // allocator events (allocator -> prefix)
+using grant_atom = caf::atom_constant<caf::atom("grant")>;  // a namespace grant (authorization -> indexes, allocator)
 using advance_atom =
     caf::atom_constant<caf::atom("advance")>;  // a namespace's generation moved on (authorization -> indexes)
 using table_atom = caf::atom_constant<caf::atom("table")>;      // read a request table (index -> allocator)
@@ -147,6 +149,11 @@ using session_actor = caf::typed_actor<caf::replies_to<route_atom, uint16_t, wir
 using gateway_actor =
     caf::typed_actor<caf::replies_to<hello_atom, wire_bytes, caf::actor>::with<wire_bytes, caf::actor>,
                      caf::replies_to<attach_atom, std::string>::with<caf::actor, uint64_t>,
+                     // The session channel's own hello (kHelloRoute): the
+                     // receipt (or refusal), the session actor (null when
+                     // refused) and its id; no anchor, the connection is it.
+                     caf::replies_to<channel_hello_atom, wire_bytes>::with<wire_bytes, caf::actor, uint64_t>,
+                     caf::reacts_to<channel_closed_atom, uint64_t, bool>,  // session, lost (silent)
                      caf::replies_to<stats_atom, bool>::with<wire_bytes>>;
 
 // Every type that crosses a process boundary is a CAF builtin (above), so

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -158,9 +159,10 @@ bool send_text_frame(int fd, ChannelFrameHeader header, const std::string& text)
 
 }  // namespace
 
-Result<std::unique_ptr<ChannelServer>> ChannelServer::start(
-    caf::actor_system& system, gateway_actor gateway, std::string socket_path, Observability obs,
-    std::shared_ptr<const PoolDescriptorTable> pool_descriptors) {
+Result<std::unique_ptr<ChannelServer>> ChannelServer::start(caf::actor_system& system, gateway_actor gateway,
+                                                            std::string socket_path, Observability obs,
+                                                            std::shared_ptr<const PoolDescriptorTable> pool_descriptors,
+                                                            ChannelLiveness liveness) {
   Result<sockaddr_un> address = unix_socket_address(socket_path, "channel_socket");
   if (!address.ok()) return address.error();
   const sockaddr_un addr = *address;
@@ -176,20 +178,22 @@ Result<std::unique_ptr<ChannelServer>> ChannelServer::start(
   ::chmod(socket_path.c_str(), 0600);  // the token directory (0700) already keeps other users out
   std::unique_ptr<ChannelServer> server(new ChannelServer(
       system, std::move(gateway), std::move(socket_path), std::move(obs),
-      pool_descriptors ? std::move(pool_descriptors) : std::make_shared<const PoolDescriptorTable>(), fd));
-  server->threads_ = 1;
+      pool_descriptors ? std::move(pool_descriptors) : std::make_shared<const PoolDescriptorTable>(), liveness, fd));
+  server->threads_ = 2;
   std::thread([s = server.get()] { s->accept_loop(); }).detach();
+  std::thread([s = server.get()] { s->watch_liveness(); }).detach();
   return server;
 }
 
 ChannelServer::ChannelServer(caf::actor_system& system, gateway_actor gateway, std::string socket_path,
                              Observability obs, std::shared_ptr<const PoolDescriptorTable> pool_descriptors,
-                             int listen_fd)
+                             ChannelLiveness liveness, int listen_fd)
     : system_(system),
       gateway_(std::move(gateway)),
       socket_path_(std::move(socket_path)),
       obs_(std::move(obs)),
       pool_descriptors_(std::move(pool_descriptors)),
+      liveness_(liveness),
       listen_fd_(listen_fd) {}
 
 ChannelServer::~ChannelServer() {
@@ -197,6 +201,7 @@ ChannelServer::~ChannelServer() {
   stopping_ = true;
   ::shutdown(listen_fd_, SHUT_RDWR);               // wakes the blocked accept
   for (int fd : open_) ::shutdown(fd, SHUT_RDWR);  // wakes every blocked recv
+  all_done_.notify_all();                          // wakes the liveness watch
   all_done_.wait(lock, [this] { return threads_ == 0; });
   ::close(listen_fd_);
   ::unlink(socket_path_.c_str());
@@ -230,9 +235,34 @@ void ChannelServer::accept_loop() {
   all_done_.notify_all();
 }
 
+static int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void ChannelServer::watch_liveness() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    all_done_.wait_for(lock, std::chrono::milliseconds(liveness_.check_ms));
+    if (stopping_) break;
+    const int64_t now = steady_ms();
+    for (auto& [session, life] : lives_)
+      if (!life->silenced.load() && now - life->last_frame_ms.load() > liveness_.timeout_ms) {
+        // The lifeline's reader wakes with the end of the stream and ends
+        // the session as lost (serve, below).
+        life->silenced.store(true);
+        ::shutdown(life->lifeline_fd, SHUT_RDWR);
+      }
+  }
+  --threads_;
+  all_done_.notify_all();
+}
+
 void ChannelServer::serve(int fd) {
   caf::actor writer;
   uint64_t session_id = 0;
+  std::shared_ptr<SessionLife> life;  // the session's, when it was opened on the channel
+  bool lifeline = false;              // this connection opened it
   ChannelFrameReader frames;
   std::string why;  // why the node ended the connection; empty: the worker closed it
   std::vector<uint8_t> buf(64 * 1024);
@@ -240,6 +270,7 @@ void ChannelServer::serve(int fd) {
     const ssize_t r = ::recv(fd, buf.data(), buf.size(), 0);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
+    if (life) life->last_frame_ms.store(steady_ms());
     frames.append(std::span<const uint8_t>(buf.data(), static_cast<size_t>(r)));
     while (open) {
       Result<std::optional<ChannelFrameReader::Frame>> frame = frames.next();
@@ -255,33 +286,67 @@ void ChannelServer::serve(int fd) {
         caf::anon_send(writer, channel_frame_atom::value, header.route.value, header.sequence, std::move(bytes));
         continue;
       }
-      // The first frame binds the connection; a refusal's reason travels as
-      // text (the worker has no session to decode it under).
-      if (header.route != kAttachRoute) {
-        why = std::string("a ") + std::string(route_name(header.route)) + " frame before the attach frame";
+      // The first frame binds the connection: to a session opened through
+      // the middleman (attach, a ticket) or to one it opens itself (hello).
+      // An attach refusal's reason travels as text (the worker has no
+      // session to decode it under); a hello's answer is the receipt or an
+      // ErrorMessage.
+      if (header.route != kAttachRoute && header.route != kHelloRoute) {
+        why = std::string("a ") + std::string(route_name(header.route)) + " frame before the attach or hello frame";
         (void)send_text_frame(fd, header, why);
         open = false;
         break;
       }
       caf::actor session;
+      std::string answer;  // what the first frame is answered with
       {
         caf::scoped_actor self{system_};
-        self->request(gateway_, kAttachTimeout, attach_atom::value, std::string(bytes.begin(), bytes.end()))
-            .receive([&](caf::actor& s, uint64_t id) { session = std::move(s), session_id = id; },
-                     [&](caf::error& e) { why = "the gateway did not answer: " + caf::to_string(e); });
+        if (header.route == kAttachRoute) {
+          self->request(gateway_, kAttachTimeout, attach_atom::value, std::string(bytes.begin(), bytes.end()))
+              .receive([&](caf::actor& s, uint64_t id) { session = std::move(s), session_id = id; },
+                       [&](caf::error& e) { why = "the gateway did not answer: " + caf::to_string(e); });
+          if (!session && why.empty()) why = "unknown or ended session ticket";
+          if (!why.empty()) answer = why;
+        } else {
+          self->request(gateway_, kAttachTimeout, channel_hello_atom::value, std::move(bytes))
+              .receive(
+                  [&](wire_bytes& reply, caf::actor& s, uint64_t id) {
+                    answer.assign(reply.begin(), reply.end());
+                    session = std::move(s), session_id = id;
+                  },
+                  [&](caf::error& e) {
+                    why = "the gateway did not answer: " + caf::to_string(e);
+                    const wire_bytes refusal = error_payload(ErrorCode::rpc_failed, why);
+                    answer.assign(refusal.begin(), refusal.end());
+                  });
+          if (!session && why.empty()) why = "hello refused";
+          if (session) {
+            lifeline = true;
+            life = std::make_shared<SessionLife>();
+            life->last_frame_ms.store(steady_ms());
+            life->lifeline_fd = fd;
+            std::lock_guard<std::mutex> lock(mutex_);
+            lives_[session_id] = life;
+          }
+        }
       }
-      if (!session && why.empty()) why = "unknown or ended session ticket";
+      if (session && header.route == kAttachRoute) {
+        // A further connection of a session opened on the channel counts
+        // as its life too (the client's pings travel on one).
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (const auto it = lives_.find(session_id); it != lives_.end()) life = it->second;
+      }
       const int writer_fd = session ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
       if (session && writer_fd < 0) why = std::string("cannot share the connection: ") + std::strerror(errno);
       if (!why.empty()) {
-        (void)send_text_frame(fd, header, why);
+        (void)send_text_frame(fd, header, answer.empty() ? why : answer);
         open = false;
         break;
       }
       // Answered before the writer exists, so nothing else writes yet.
-      if (!send_text_frame(fd, header, {})) {
+      if (!send_text_frame(fd, header, answer)) {
         ::close(writer_fd);
-        why = "the worker did not take the attach answer";
+        why = "the worker did not take the " + std::string(route_name(header.route)) + " answer";
         open = false;
         break;
       }
@@ -291,6 +356,13 @@ void ChannelServer::serve(int fd) {
   if (!why.empty())
     logger_or_default(obs_.log).warn("actor=channel session={} closing the session channel: {}", session_id, why);
   if (writer) caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+  if (lifeline) {
+    // The session opened on this connection ends with it: closed by its
+    // client, or silenced by the liveness watch (a worker lost).
+    caf::anon_send(gateway_, channel_closed_atom::value, session_id, life->silenced.load());
+    std::lock_guard<std::mutex> lock(mutex_);
+    lives_.erase(session_id);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   // Out of open_ before the close, so shutdown never meets a reused number.
   open_.erase(fd);

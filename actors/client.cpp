@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -122,6 +123,7 @@ struct Client::Impl {
   // destructor, which waits for all of them: a connect that failed after
   // the anchor was spawned would otherwise never return.
   ~Impl() {
+    stop_keepalive();
     {
       std::lock_guard<std::mutex> lock(watch->mutex);
       watch->channel = nullptr;
@@ -140,13 +142,24 @@ struct Client::Impl {
   // channel while it works, else through the middleman. Once the session is
   // lost (the node died or ended it) every call answers that at once.
   Result<std::vector<uint8_t>> call(RouteId route, std::span<const uint8_t> bytes, const char* what) {
-    if (route == kAttachRoute)
-      return make_error(ErrorCode::invalid_argument, "the attach route is the session channel's own", what);
+    if (route == kAttachRoute || route == kHelloRoute)
+      return make_error(ErrorCode::invalid_argument,
+                        "the " + std::string(route_name(route)) + " route is the session channel's own", what);
     // The mutex only once the session is lost: a call on a live session
     // pays one atomic load for the watch.
     if (watch->is_lost.load(std::memory_order_acquire)) {
       std::lock_guard<std::mutex> lock(watch->mutex);
       return *watch->lost;
+    }
+    if (options.channel_only) {
+      // The channel is the session: once it broke, so did the session.
+      Result<std::vector<uint8_t>> reply = channel && !channel->broken()
+                                               ? channel->call(route, bytes, options.timeout)
+                                               : Result<std::vector<uint8_t>>(make_error(
+                                                     ErrorCode::session_ended, "the session channel is broken", what));
+      if (reply.ok()) return reply;
+      std::lock_guard<std::mutex> lock(watch->mutex);
+      return watch->lose(reply.error().reason);
     }
     if (channel && !channel->broken()) {
       Result<std::vector<uint8_t>> reply = channel->call(route, bytes, options.timeout);
@@ -175,6 +188,39 @@ struct Client::Impl {
     return out;
   }
 
+  // channel_only: a second connection of the session pings the node, so the
+  // node sees this process alive and this client sees the node.
+  void start_keepalive(std::unique_ptr<SessionChannel> pinger) {
+    keepalive_channel = std::move(pinger);
+    keepalive = std::thread([this] {
+      const auto every = std::chrono::milliseconds(options.heartbeat_interval_ms);
+      const auto wait = std::chrono::milliseconds(options.connection_timeout_ms);
+      std::unique_lock<std::mutex> lock(keepalive_mutex);
+      while (!keepalive_stop) {
+        keepalive_wake.wait_for(lock, every, [this] { return keepalive_stop; });
+        if (keepalive_stop) break;
+        lock.unlock();
+        Result<std::vector<uint8_t>> echo = keepalive_channel->call(kPingRoute, {}, wait);
+        lock.lock();
+        if (echo.ok() || keepalive_stop) continue;
+        std::lock_guard<std::mutex> w(watch->mutex);
+        watch->lose("the node stopped answering pings: " + echo.error().reason,
+                    keepalive_channel->break_cause() == SessionChannel::Break::closed);
+        break;
+      }
+    });
+  }
+  void stop_keepalive() {
+    if (!keepalive.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(keepalive_mutex);
+      keepalive_stop = true;
+    }
+    keepalive_wake.notify_all();
+    keepalive_channel->interrupt();
+    keepalive.join();
+  }
+
   ClientOptions options;
   caf::actor_system_config cfg;
   caf::actor_system system;
@@ -184,15 +230,59 @@ struct Client::Impl {
   caf::actor watcher;
   actors::session_actor session_handle;
   SessionReceipt session;
-  std::unique_ptr<SessionChannel> channel;  // null: the middleman only
+  std::unique_ptr<SessionChannel> channel;            // null: the middleman only
+  std::unique_ptr<SessionChannel> keepalive_channel;  // channel_only: the pings' connection
+  std::thread keepalive;
+  std::mutex keepalive_mutex;
+  std::condition_variable keepalive_wake;
+  bool keepalive_stop = false;
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Client::~Client() = default;
 
+Result<std::unique_ptr<Client::Impl>> Client::connect_on_channel(const NodeDescriptor& node,
+                                                                 const std::string& token_hex,
+                                                                 const ClientOptions& options) {
+  if (node.channel_socket.empty())
+    return make_error(ErrorCode::invalid_argument,
+                      "the node at " + node.host + ":" + std::to_string(node.port) +
+                          " offers no session channel ([node] session_channel = false): connect through the "
+                          "middleman",
+                      "channel_only");
+  auto impl = std::make_unique<Client::Impl>(options);
+  SessionWatchState& w = *impl->watch;
+  w.node = ProcessIdentity{static_cast<int32_t>(node.node_pid), node.node_start_ticks};
+  w.node_name = node.host + ":" + std::to_string(node.port) + " (pid " + std::to_string(node.node_pid) + ")";
+  const HelloRequest hello{token_hex, options.worker_name, static_cast<uint32_t>(::getpid())};
+  Result<SessionChannel::Opened> opened =
+      SessionChannel::open_session(options.channel_socket.empty() ? node.channel_socket : options.channel_socket,
+                                   codec::encode(hello), options.timeout);
+  if (!opened.ok()) return opened.error();
+  Result<SessionReceipt> receipt = decode_reply<SessionReceipt>(opened->reply);
+  if (!receipt.ok()) return receipt.error();
+  impl->session = std::move(*receipt);
+  impl->channel = std::move(opened->channel);
+  // The pings go straight to the node's socket, past any proxy.
+  Result<std::unique_ptr<SessionChannel>> pinger =
+      SessionChannel::attach(node.channel_socket, impl->session.channel_ticket, options.timeout);
+  if (!pinger.ok()) return pinger.error();
+  {
+    std::lock_guard<std::mutex> lock(w.mutex);
+    w.channel = impl->channel.get();
+  }
+  impl->start_keepalive(std::move(pinger).value());
+  return impl;
+}
+
 Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, const std::string& token_hex,
                                                 const ClientOptions& options) {
+  if (options.channel_only) {
+    Result<std::unique_ptr<Impl>> impl = connect_on_channel(node, token_hex, options);
+    if (!impl.ok()) return impl.error();
+    return std::unique_ptr<Client>(new Client(std::move(impl).value()));
+  }
   auto impl = std::make_unique<Impl>(options);
   auto gateway = impl->system.middleman().remote_actor<actors::gateway_actor>(node.host, node.port);
   if (!gateway)

@@ -58,6 +58,16 @@ struct ClientOptions {
   // the channel connects here instead: a proxy that forwards to the node's
   // socket (kvrt chaos's transport faults, tools/chaos/channel_fault_proxy.hpp).
   std::string channel_socket;
+  // The session opens on the session channel itself (kHelloRoute) and every
+  // call travels there: this process never connects to the node's
+  // middleman, so the node keeps nothing of it once the session ends (CAF's
+  // broker keeps a little per connected process; docs/operations.md). A
+  // second connection pings the node every heartbeat_interval_ms: the node
+  // ends a session whose connections stay silent for its connection timeout
+  // (this process stopped or hung), and this client answers node_lost when
+  // the pings stop. No middleman fallback: a call that times out ends the
+  // session. Needs a node that offers the channel.
+  bool channel_only = false;
 };
 
 // The descriptors of the node's unnamed pool segments (PoolAttachment::
@@ -106,6 +116,9 @@ class Client {
  private:
   struct Impl;
   explicit Client(std::unique_ptr<Impl> impl);
+  // A session opened on the node's session channel alone (ClientOptions::channel_only).
+  static Result<std::unique_ptr<Impl>> connect_on_channel(const NodeDescriptor& node, const std::string& token_hex,
+                                                          const ClientOptions& options);
   Result<std::vector<uint8_t>> call_route(RouteId route, std::string_view name, std::span<const uint8_t> bytes,
                                           const TraceContext& trace);
   std::unique_ptr<Impl> impl_;

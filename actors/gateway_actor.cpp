@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "actors/owner_actors.hpp"
 #include "actors/owner_routes.hpp"
@@ -27,10 +29,13 @@ struct GatewayState {
     session_actor actor;
     std::string channel_ticket;
     uint32_t domain = 0;
+    caf::actor_addr anchor;  // the worker's anchor; null for a session opened on the channel
   };
-  std::map<caf::actor_addr, Connected> workers;            // by anchor
-  std::map<std::string, caf::actor_addr> channel_tickets;  // live sessions' tickets -> anchor
-  uint64_t sessions_opened = 0, sessions_reclaimed = 0, hellos_refused = 0;
+  std::map<uint64_t, Connected> workers;            // live sessions, by session id
+  std::map<caf::actor_addr, uint64_t> anchors;      // middleman sessions: anchor -> session id
+  std::map<std::string, uint64_t> channel_tickets;  // live sessions' tickets -> session id
+  uint64_t channel_hellos = 0;                      // sessions opened on the channel
+  uint64_t sessions_opened = 0, sessions_reclaimed = 0, sessions_lost = 0, hellos_refused = 0;
   uint64_t channels_attached = 0, channel_attaches_refused = 0;
 };
 
@@ -43,7 +48,9 @@ OwnerStats gateway_stats(const GatewayState& st) {
   out.values = {
       {"workers_connected", static_cast<int64_t>(st.workers.size())},
       {"sessions_opened", static_cast<int64_t>(st.sessions_opened)},
+      {"sessions_opened_on_channel", static_cast<int64_t>(st.channel_hellos)},
       {"sessions_reclaimed", static_cast<int64_t>(st.sessions_reclaimed)},
+      {"sessions_lost", static_cast<int64_t>(st.sessions_lost)},
       {"hellos_refused", static_cast<int64_t>(st.hellos_refused)},
       {"channels_attached", static_cast<int64_t>(st.channels_attached)},
       {"channel_attaches_refused", static_cast<int64_t>(st.channel_attaches_refused)},
@@ -57,22 +64,19 @@ OwnerStats gateway_stats(const GatewayState& st) {
   return out;
 }
 
-void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::error& reason) {
+// Ends a session: every owner releases its holdings, in Owner order
+// (services/session/routes.hpp says why that order), and the session actor
+// stops. `lost`: the worker went away mid-work rather than closing.
+void end_session(GatewaySelf self, uint64_t session, bool lost, const std::string& why) {
   auto& st = self->state;
-  const auto it = st.workers.find(anchor);
+  const auto it = st.workers.find(session);
   if (it == st.workers.end()) return;
-  const uint64_t session = it->second.session.value;
-  // A worker that closed its client exits its anchor with user_shutdown; any
-  // other reason (remote_link_unreachable: killed, crashed, or silent past
-  // the heartbeat timeout) is a worker lost mid-work.
-  const bool closed = reason == caf::exit_reason::user_shutdown || reason == caf::exit_reason::normal;
-  if (closed)
-    logger_or_default(st.obs.log).info("actor=gateway session={} closed: releasing what it still holds", session);
-  else
+  if (lost) ++st.sessions_lost;
+  if (lost)
     logger_or_default(st.obs.log)
-        .warn("actor=gateway session={} worker lost ({}): reclaiming its holdings", session, caf::to_string(reason));
-  // Every owner ends the session's holdings, in Owner order
-  // (services/session/routes.hpp says why that order).
+        .warn("actor=gateway session={} worker lost ({}): reclaiming its holdings", session, why);
+  else
+    logger_or_default(st.obs.log).info("actor=gateway session={} closed: releasing what it still holds", session);
   for (Owner o : kOwners)
     if (owner_interface owner = st.domains.at(it->second.domain).of(o)) self->send(owner, end_atom::value, session);
   self->unlink_from(it->second.actor);
@@ -80,8 +84,66 @@ void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::erro
   // writers monitor it); the ticket stops naming anything now.
   self->send_exit(it->second.actor, caf::exit_reason::user_shutdown);
   st.channel_tickets.erase(it->second.channel_ticket);
+  if (it->second.anchor) st.anchors.erase(it->second.anchor);
   st.workers.erase(it);
   ++st.sessions_reclaimed;
+}
+
+void end_worker(GatewaySelf self, const caf::actor_addr& anchor, const caf::error& reason) {
+  const auto it = self->state.anchors.find(anchor);
+  if (it == self->state.anchors.end()) return;
+  // A worker that closed its client exits its anchor with user_shutdown; any
+  // other reason (remote_link_unreachable: killed, crashed, or silent past
+  // the heartbeat timeout) is a worker lost mid-work.
+  const bool closed = reason == caf::exit_reason::user_shutdown || reason == caf::exit_reason::normal;
+  end_session(self, it->second, !closed, caf::to_string(reason));
+}
+
+// A hello the authorization owner answered: the session's receipt completed
+// with the node's facts and its actor spawned, or nothing (refused).
+// `anchor`: the middleman worker's anchor, monitored; null for a session
+// opened on the channel, which the channel server ends.
+std::optional<std::pair<SessionReceipt, session_actor>> open_session(GatewaySelf self, const wire_bytes& reply,
+                                                                     const caf::actor& anchor) {
+  auto& st = self->state;
+  Result<SessionReceipt> receipt = codec::decode<SessionReceipt>(as_span(reply));
+  if (!receipt.ok()) {
+    ++st.hellos_refused;
+    return std::nullopt;
+  }
+  receipt->layout_sha256 = st.facts.layout_sha256;
+  receipt->block_tokens = st.facts.block_tokens;
+  // K/V is handed only to a principal that may serve a namespace: an admin
+  // (an operator changes namespaces and arms fault points, never reads rows)
+  // or a principal allowed no namespace gets no segment name and no CUDA
+  // IPC handle. With pools per trust domain, only the principal's domain's.
+  const uint32_t domain = st.facts.domains.domain_of_namespaces(receipt->allowed_namespaces);
+  if (!receipt->admin && !receipt->allowed_namespaces.empty()) receipt->pools = st.facts.domain_pools.at(domain);
+  receipt->reuse_policy_id = st.facts.reuse_policy_id;
+  std::string ticket;
+  if (!st.facts.channel_socket.empty()) {
+    Result<std::string> secret = random_secret_hex();
+    // Without randomness the session still works, through the middleman only.
+    if (secret.ok()) {
+      ticket = std::move(*secret);
+      receipt->channel_socket = st.facts.channel_socket;
+      receipt->channel_ticket = ticket;
+      st.channel_tickets[ticket] = receipt->session.value;
+    }
+  }
+  session_actor session =
+      spawn_session_actor(self->system(), receipt->session, receipt->admin ? RouteAccess::admin : RouteAccess::worker,
+                          st.domains.at(domain));
+  // Linked: when the gateway stops, every session stops with it.
+  self->link_to(session);
+  st.workers[receipt->session.value] =
+      GatewayState::Connected{receipt->session, session, ticket, domain, anchor ? anchor.address() : caf::actor_addr{}};
+  if (anchor) {
+    st.anchors[anchor.address()] = receipt->session.value;
+    self->monitor(anchor);
+  }
+  ++st.sessions_opened;
+  return std::make_pair(std::move(*receipt), session);
 }
 
 // Whether owner `o` of domain `d` is asked for statistics: the owners every
@@ -184,45 +246,17 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, std::vector<OwnerHa
           self->request(self->state.domains.front().authorization, caf::infinite, hello_atom::value, std::move(bytes))
               .then(
                   [self, rp, anchor](wire_bytes& reply) mutable {
-                    auto& st = self->state;
-                    Result<SessionReceipt> receipt = codec::decode<SessionReceipt>(as_span(reply));
-                    if (!receipt.ok() || !anchor) {
-                      ++st.hellos_refused;
+                    if (!anchor) {
+                      ++self->state.hellos_refused;
                       rp.deliver(std::move(reply), caf::actor{});
                       return;
                     }
-                    receipt->layout_sha256 = st.facts.layout_sha256;
-                    receipt->block_tokens = st.facts.block_tokens;
-                    // K/V is handed only to a principal that may serve a
-                    // namespace: an admin (an operator changes namespaces and
-                    // arms fault points, never reads rows) or a principal
-                    // allowed no namespace gets no segment name and no
-                    // CUDA IPC handle.
-                    // With pools per trust domain, only the principal's domain's.
-                    const uint32_t domain = st.facts.domains.domain_of_namespaces(receipt->allowed_namespaces);
-                    if (!receipt->admin && !receipt->allowed_namespaces.empty())
-                      receipt->pools = st.facts.domain_pools.at(domain);
-                    receipt->reuse_policy_id = st.facts.reuse_policy_id;
-                    std::string ticket;
-                    if (!st.facts.channel_socket.empty()) {
-                      Result<std::string> secret = random_secret_hex();
-                      // Without randomness the session still works, through the middleman only.
-                      if (secret.ok()) {
-                        ticket = std::move(*secret);
-                        receipt->channel_socket = st.facts.channel_socket;
-                        receipt->channel_ticket = ticket;
-                        st.channel_tickets[ticket] = anchor.address();
-                      }
+                    auto opened = open_session(self, reply, anchor);
+                    if (!opened) {
+                      rp.deliver(std::move(reply), caf::actor{});
+                      return;
                     }
-                    session_actor session = spawn_session_actor(
-                        self->system(), receipt->session, receipt->admin ? RouteAccess::admin : RouteAccess::worker,
-                        st.domains.at(domain));
-                    // Linked: when the gateway stops, every session stops with it.
-                    self->link_to(session);
-                    st.workers[anchor.address()] = GatewayState::Connected{receipt->session, session, ticket, domain};
-                    ++st.sessions_opened;
-                    self->monitor(anchor);
-                    rp.deliver(to_wire(codec::encode(*receipt)), caf::actor_cast<caf::actor>(session));
+                    rp.deliver(to_wire(codec::encode(opened->first)), caf::actor_cast<caf::actor>(opened->second));
                   },
                   [self, rp](caf::error& e) mutable {
                     ++self->state.hellos_refused;
@@ -231,6 +265,31 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, std::vector<OwnerHa
                                caf::actor{});
                   });
           return rp;
+        },
+        [self](channel_hello_atom, wire_bytes& bytes) -> caf::result<wire_bytes, caf::actor, uint64_t> {
+          auto rp = self->make_response_promise<wire_bytes, caf::actor, uint64_t>();
+          self->request(self->state.domains.front().authorization, caf::infinite, hello_atom::value, std::move(bytes))
+              .then(
+                  [self, rp](wire_bytes& reply) mutable {
+                    auto opened = open_session(self, reply, caf::actor{});
+                    if (!opened) {
+                      rp.deliver(std::move(reply), caf::actor{}, uint64_t{0});
+                      return;
+                    }
+                    ++self->state.channel_hellos;
+                    rp.deliver(to_wire(codec::encode(opened->first)), caf::actor_cast<caf::actor>(opened->second),
+                               opened->first.session.value);
+                  },
+                  [self, rp](caf::error& e) mutable {
+                    ++self->state.hellos_refused;
+                    rp.deliver(to_wire(codec::encode(ErrorMessage{
+                                   make_error(ErrorCode::rpc_failed, "authorization: " + caf::to_string(e), "hello")})),
+                               caf::actor{}, uint64_t{0});
+                  });
+          return rp;
+        },
+        [self](channel_closed_atom, uint64_t session, bool lost) {
+          end_session(self, session, lost, lost ? "its session channel went silent" : "its session channel closed");
         },
         [self](attach_atom, const std::string& ticket) -> caf::result<caf::actor, uint64_t> {
           auto& st = self->state;

@@ -174,8 +174,11 @@ Status start_authorization(NodeInstance::Impl& impl, const NodeConfig& config, c
   Result<NamespaceAuthority> authority =
       NamespaceAuthority::create(config.authorization, node_generation_facts(layout));
   if (!authority.ok()) return authority.error();
-  impl.token_dir = descriptor_path + ".tokens";
+  // Absolute: the descriptor names the token directory and the sockets in
+  // it, and a worker started from another directory must find them.
   std::error_code ec;
+  impl.token_dir = std::filesystem::absolute(descriptor_path, ec).string() + ".tokens";
+  if (ec) return make_error(ErrorCode::io, "cannot resolve " + descriptor_path + ": " + ec.message(), "descriptor");
   std::filesystem::create_directories(impl.token_dir, ec);
   if (ec) return make_error(ErrorCode::io, "cannot create " + impl.token_dir + ": " + ec.message(), "descriptor");
   ::chmod(impl.token_dir.c_str(), 0700);
@@ -424,6 +427,7 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
     facts.domain_pools.push_back(impl.domains[x].attachments);
   }
   if (config.session_channel) facts.channel_socket = impl.token_dir + "/session.sock";
+  impl.descriptor.channel_socket = facts.channel_socket;
   auto gateway = actors::spawn_gateway_actor(system, owners, facts, obs);
   impl.actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle)};
   for (const actors::OwnerHandles& o : owners)
@@ -435,8 +439,9 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
     impl.actors.push_back(caf::actor_cast<caf::actor>(o.reuse));
   }
   if (config.session_channel) {
-    Result<std::unique_ptr<actors::ChannelServer>> channel =
-        actors::ChannelServer::start(system, gateway, facts.channel_socket, obs, impl.pool_descriptors);
+    Result<std::unique_ptr<actors::ChannelServer>> channel = actors::ChannelServer::start(
+        system, gateway, facts.channel_socket, obs, impl.pool_descriptors,
+        actors::ChannelLiveness{config.heartbeat_interval_ms, config.connection_timeout_ms});
     if (!channel.ok()) return channel.error();
     impl.channel = std::move(channel).value();
   }

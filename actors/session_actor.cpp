@@ -29,7 +29,7 @@ session_actor spawn_session_actor(caf::actor_system& system, SessionId session, 
         [self](route_atom, uint16_t route, wire_bytes& bytes) -> caf::result<wire_bytes> {
           const RouteId id{route};
           if (id == kPingRoute) return std::move(bytes);
-          if (id == kAttachRoute || !is_known_route(id))
+          if (id == kAttachRoute || id == kHelloRoute || !is_known_route(id))
             return error_reply(make_error(
                 ErrorCode::invalid_argument,
                 "no route " + std::to_string(route) + " (" + std::string(route_name(id)) + ") leads to an owner",

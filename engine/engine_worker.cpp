@@ -29,6 +29,7 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
   ClientOptions client_options;
   client_options.worker_name = options.worker_name;
   client_options.trace = options.trace;
+  client_options.channel_only = options.channel_only;
   auto client_result = Client::connect(node, token_hex, client_options);
   if (!client_result.ok()) return client_result.error();
   NodeBinding b;

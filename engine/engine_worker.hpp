@@ -71,6 +71,7 @@ struct EngineOptions {
   std::function<void(const Error&)> on_session_lost;
   std::function<void(const EngineProgress&)> on_progress;
   ChromeTraceRecorder* trace = nullptr;
+  bool channel_only = false;  // sessions open and run on the session channel alone (ClientOptions)
 };
 
 struct EngineResult {

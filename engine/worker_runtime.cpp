@@ -518,6 +518,7 @@ Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions
   client_options.trace = options.trace;
   client_options.timeout = std::chrono::milliseconds(options.call_timeout_ms);
   client_options.channel_socket = options.channel_socket;
+  client_options.channel_only = options.channel_only;
   Result<std::unique_ptr<Client>> client = Client::connect(node, options.token_hex, client_options);
   if (!client.ok()) return client.error();
   const SessionReceipt& session = (*client)->session();

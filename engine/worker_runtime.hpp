@@ -36,6 +36,7 @@ struct WorkerOptions {
   ChromeTraceRecorder* trace = nullptr;
   uint32_t call_timeout_ms = 30000;  // a call with no reply by then fails with rpc_timeout [ms]
   std::string channel_socket;        // empty: the node's; else a proxy's (ClientOptions::channel_socket)
+  bool channel_only = false;         // the session opens and runs on the session channel alone (ClientOptions)
   // Called once the node accepted the hello, before any request (`kvrt
   // worker` prints the session id, which the node's log lines name).
   std::function<void(const SessionReceipt&)> on_session;

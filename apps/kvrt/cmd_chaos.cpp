@@ -59,6 +59,10 @@ int run_chaos_command(const ChaosCli& cli) {
     config->per_minute.fill(0);
     config->workers = 8;
     config->duration_s = 600;
+    // Sessions over the channel alone: the middleman's broker keeps a
+    // little of every process that ever connected (docs/operations.md), which
+    // would hide whether the node's own state stays flat.
+    config->channel_only = true;
   }
   if (cli.seed) config->seed = *cli.seed;
   if (cli.duration_s) config->duration_s = *cli.duration_s;

@@ -19,7 +19,7 @@ namespace {
 struct RunWorkerCli {
   std::string node, principal, config, workload, result, trace;
   uint32_t index = 0, workers = 1, in_flight = 8;
-  bool no_reuse = false, no_verify = false, no_shared_prefix = false;
+  bool no_reuse = false, no_verify = false, no_shared_prefix = false, channel_only = false;
 };
 
 int run_worker_process(const RunWorkerCli& cli) {
@@ -44,6 +44,7 @@ int run_worker_process(const RunWorkerCli& cli) {
   options.reuse = !cli.no_reuse;
   options.verify = !cli.no_verify;
   options.shared_prefix = !cli.no_shared_prefix;
+  options.channel_only = cli.channel_only;
   // A lost node: the rest is served privately, and through a node that
   // starts again on the same descriptor path once one does.
   options.reconnect_descriptor = cli.node;
@@ -80,6 +81,8 @@ SubcommandRegistration run_worker_command{
       sub->add_option("--in-flight", opts->in_flight, "requests batched per iteration")->capture_default_str();
       sub->add_option("--result", opts->result, "write the result JSON here")->required();
       sub->add_option("--trace", opts->trace, "write a Chrome trace-event JSON here");
+      sub->add_flag("--channel-only", opts->channel_only,
+                    "open each session on the node's session channel and never connect its middleman");
       sub->add_flag("--no-reuse", opts->no_reuse, "no prefix lookups or publication (baseline)");
       sub->add_flag("--no-verify", opts->no_verify, "skip the no-reuse replay of every request");
       sub->add_flag("--no-shared-prefix", opts->no_shared_prefix,

@@ -110,6 +110,9 @@ SubcommandRegistration worker_command{
           ->check(CLI::Range(1u, 3600000u));
       sub->add_option("--channel-socket", opts->workload.channel_socket,
                       "connect the session channel here instead of the node's socket (a proxy; fault-injection runs)");
+      sub->add_flag("--channel-only", opts->workload.channel_only,
+                    "open the session on the node's session channel and never connect its middleman (the node keeps "
+                    "nothing of this process once the session ends)");
       sub->add_flag("--json", opts->json, "print the summary as one JSON object");
       return [opts] { return run_worker_command(*opts); };
     }};

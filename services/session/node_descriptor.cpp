@@ -57,6 +57,7 @@ std::string node_descriptor_json(const NodeDescriptor& d) {
   j["layout_sha256"] = d.layout_sha256.hex();
   j["block_tokens"] = d.block_tokens;
   j["token_dir"] = d.token_dir;
+  if (!d.channel_socket.empty()) j["channel_socket"] = d.channel_socket;
   j["pools"] = nlohmann::json::array();
   for (const PoolAttachment& p : d.pools) {
     nlohmann::ordered_json pool{{"group", p.group.value},
@@ -125,6 +126,7 @@ Result<NodeDescriptor> parse_node_descriptor(std::string_view text, const std::s
     d.layout_sha256 = *digest;
     d.block_tokens = unsigned_at<uint32_t>(j, "block_tokens");
     d.token_dir = j.at("token_dir").get<std::string>();
+    d.channel_socket = j.value("channel_socket", std::string());
     for (const auto& p : j.at("pools")) {
       PoolAttachment a;
       a.group = CacheGroupId{unsigned_at<uint32_t>(p, "group")};

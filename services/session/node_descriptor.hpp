@@ -43,6 +43,10 @@ struct NodeDescriptor {
   uint32_t block_tokens = 0;  // allocator block size [tokens]
   std::vector<PoolAttachment> pools;
   std::string token_dir;  // <principal>.token files
+  // The session channel's socket (services/session/channel_frame.hpp);
+  // empty: the node offers none. A client may open its session there
+  // (kHelloRoute) without the middleman.
+  std::string channel_socket;
   std::optional<MapperAttachment> mapper;
 
   std::string token_path(const std::string& principal) const { return token_dir + "/" + principal + ".token"; }

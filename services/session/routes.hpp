@@ -55,6 +55,13 @@ using RouteId = StrongId<struct RouteIdTag, uint16_t>;
 // floor `kvrt bench rpc` measures).
 inline constexpr RouteId kAttachRoute{0};
 inline constexpr RouteId kPingRoute{7};
+// A connection's first frame may instead open the session itself (a
+// HelloRequest, answered with the SessionReceipt or an ErrorMessage): a
+// client that never connects through the middleman. That connection is
+// the session's lifeline: the session ends when it closes, or when none of
+// the session's connections carried a frame for the node's
+// connection_timeout_ms (a client keeps one pinging).
+inline constexpr RouteId kHelloRoute{13};
 
 // Who may call a route: a session of a worker principal (the K/V routes) or
 // of an admin principal (fault points, invalidation). Never both: an admin
@@ -165,13 +172,14 @@ using receipt_of = typename route_of<Request>::Receipt;
 
 // Whether a frame may name this route (the table's and the channel's own).
 constexpr bool is_known_route(RouteId id) {
-  return id == kAttachRoute || id == kPingRoute || with_route(id, []<class>() {});
+  return id == kAttachRoute || id == kPingRoute || id == kHelloRoute || with_route(id, []<class>() {});
 }
 
 // The route's name, for logs and errors; "unknown" for an id nobody declared.
 constexpr std::string_view route_name(RouteId id) {
   if (id == kAttachRoute) return "attach";
   if (id == kPingRoute) return "ping";
+  if (id == kHelloRoute) return "hello";
   std::string_view name = "unknown";
   with_route(id, [&]<class R>() { name = R::name; });
   return name;
@@ -197,7 +205,7 @@ namespace detail {
 constexpr bool route_ids_unique() {
   bool ok = true;
   for_each_route([&]<class A>() {
-    if (A::id == kAttachRoute || A::id == kPingRoute) ok = false;
+    if (A::id == kAttachRoute || A::id == kPingRoute || A::id == kHelloRoute) ok = false;
     int same = 0;
     for_each_route([&]<class B>() { same += A::id == B::id ? 1 : 0; });
     if (same != 1) ok = false;
@@ -214,7 +222,7 @@ constexpr bool route_requests_unique() {
   return ok;
 }
 }  // namespace detail
-static_assert(detail::route_ids_unique(), "every route needs its own id, clear of attach (0) and ping (7)");
+static_assert(detail::route_ids_unique(), "every route needs its own id, clear of attach (0), ping (7) and hello (13)");
 static_assert(detail::route_requests_unique(), "a request type travels on one route only");
 
 }  // namespace kvrt

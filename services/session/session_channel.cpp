@@ -58,9 +58,7 @@ int write_channel_frame(int fd, ChannelFrameHeader header, std::span<const uint8
   return 0;
 }
 
-Result<std::unique_ptr<SessionChannel>> SessionChannel::attach(const std::string& socket_path,
-                                                               const std::string& ticket,
-                                                               std::chrono::milliseconds timeout) {
+Result<std::unique_ptr<SessionChannel>> SessionChannel::connect(const std::string& socket_path) {
   Result<sockaddr_un> address = unix_socket_address(socket_path, "channel_socket");
   if (!address.ok()) return address.error();
   const sockaddr_un addr = *address;
@@ -78,15 +76,32 @@ Result<std::unique_ptr<SessionChannel>> SessionChannel::attach(const std::string
     ::close(fd);
     return make_error(ErrorCode::node_unreachable, std::string("dup: ") + std::strerror(e), "channel");
   }
-  std::unique_ptr<SessionChannel> channel(new SessionChannel(fd, interrupt_fd));
+  return std::unique_ptr<SessionChannel>(new SessionChannel(fd, interrupt_fd));
+}
+
+Result<std::unique_ptr<SessionChannel>> SessionChannel::attach(const std::string& socket_path,
+                                                               const std::string& ticket,
+                                                               std::chrono::milliseconds timeout) {
+  Result<std::unique_ptr<SessionChannel>> channel = connect(socket_path);
+  if (!channel.ok()) return channel.error();
   const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(ticket.data()), ticket.size());
-  Result<std::vector<uint8_t>> reply = channel->call(kAttachRoute, payload, timeout);
+  Result<std::vector<uint8_t>> reply = (*channel)->call(kAttachRoute, payload, timeout);
   if (!reply.ok()) return reply.error();
   // The node answers an accepted ticket with nothing, a refused one with its reason.
   if (!reply->empty())
     return make_error(ErrorCode::session_ended,
                       "the node refused the session channel: " + std::string(reply->begin(), reply->end()), "channel");
   return channel;
+}
+
+Result<SessionChannel::Opened> SessionChannel::open_session(const std::string& socket_path,
+                                                            std::span<const uint8_t> hello,
+                                                            std::chrono::milliseconds timeout) {
+  Result<std::unique_ptr<SessionChannel>> channel = connect(socket_path);
+  if (!channel.ok()) return channel.error();
+  Result<std::vector<uint8_t>> reply = (*channel)->call(kHelloRoute, hello, timeout);
+  if (!reply.ok()) return reply.error();
+  return Opened{std::move(channel).value(), std::move(reply).value()};
 }
 
 SessionChannel::~SessionChannel() {

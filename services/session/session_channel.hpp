@@ -35,6 +35,17 @@ class SessionChannel {
   // reached; session_ended when the node refuses the ticket (its reason).
   static Result<std::unique_ptr<SessionChannel>> attach(const std::string& socket_path, const std::string& ticket,
                                                         std::chrono::milliseconds timeout);
+  // Connects and opens a session on this connection (kHelloRoute): the
+  // node answers the HelloRequest bytes with a SessionReceipt or an
+  // ErrorMessage (the caller decodes `reply`). The connection is then the
+  // session's lifeline: closing it ends the session. node_unreachable when
+  // the socket cannot be reached; transport errors as call().
+  struct Opened {
+    std::unique_ptr<SessionChannel> channel;
+    std::vector<uint8_t> reply;
+  };
+  static Result<Opened> open_session(const std::string& socket_path, std::span<const uint8_t> hello,
+                                     std::chrono::milliseconds timeout);
   ~SessionChannel();
   SessionChannel(const SessionChannel&) = delete;
   SessionChannel& operator=(const SessionChannel&) = delete;
@@ -65,6 +76,7 @@ class SessionChannel {
 
  private:
   SessionChannel(int fd, int interrupt_fd) : fd_(fd), interrupt_fd_(interrupt_fd) {}
+  static Result<std::unique_ptr<SessionChannel>> connect(const std::string& socket_path);
   Error fail(Break cause, ErrorCode code, const std::string& reason);
   // A failed read or write: ETIMEDOUT is a timeout, any other errno (reset,
   // broken pipe, end of stream) a closed connection.

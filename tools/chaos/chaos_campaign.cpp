@@ -308,6 +308,7 @@ class Campaign {
     if (proxy_)
       args.insert(args.end(),
                   {"--channel-socket", proxy_->path(), "--call-timeout-ms", std::to_string(c_.worker_call_timeout_ms)});
+    if (c_.channel_only) args.push_back("--channel-only");
     return args;
   }
 
@@ -321,23 +322,25 @@ class Campaign {
     slot.result_path = log.substr(0, log.size() - 4) + ".json";
     std::error_code ec;
     std::filesystem::remove(slot.result_path, ec);
-    return {"run-worker",
-            "--node",
-            descriptor_path_,
-            "--principal",
-            "worker-" + std::to_string(s),
-            "--config",
-            c_.engine_run_config_path,
-            "--workload",
-            c_.engine_workload_path,
-            "--index",
-            std::to_string(s),
-            "--workers",
-            std::to_string(c_.engine_slots),
-            "--in-flight",
-            "4",
-            "--result",
-            slot.result_path};
+    std::vector<std::string> args{"run-worker",
+                                  "--node",
+                                  descriptor_path_,
+                                  "--principal",
+                                  "worker-" + std::to_string(s),
+                                  "--config",
+                                  c_.engine_run_config_path,
+                                  "--workload",
+                                  c_.engine_workload_path,
+                                  "--index",
+                                  std::to_string(s),
+                                  "--workers",
+                                  std::to_string(c_.engine_slots),
+                                  "--in-flight",
+                                  "4",
+                                  "--result",
+                                  slot.result_path};
+    if (c_.channel_only) args.push_back("--channel-only");
+    return args;
   }
 
   // An engine that ended: killed is fine; otherwise it must have served its

@@ -34,11 +34,12 @@ Result<ChaosConfig> read_chaos_config(const TomlReader& reader, const std::strin
   c.config_path = origin;
   const toml::table* chaos = reader.root()["chaos"].as_table();
   if (chaos == nullptr) return make_error(ErrorCode::config_field, origin + ": missing table [chaos]", "chaos");
-  KVRT_TRY(refuse_unknown(
-      reader, *chaos, "chaos",
-      {"seed", "duration_s", "workers", "worker_duration_s", "node_config", "stop_ms", "settle_timeout_ms",
-       "validate_every_ms", "admin_principal", "baseline_s", "hostile_principal", "hostile_ms", "alternate_node_config",
-       "transport_delay_ms", "worker_call_timeout_ms", "engine_slots", "engine_run_config", "engine_workload"}));
+  KVRT_TRY(
+      refuse_unknown(reader, *chaos, "chaos",
+                     {"seed", "duration_s", "workers", "worker_duration_s", "node_config", "stop_ms",
+                      "settle_timeout_ms", "validate_every_ms", "admin_principal", "baseline_s", "hostile_principal",
+                      "hostile_ms", "alternate_node_config", "transport_delay_ms", "worker_call_timeout_ms",
+                      "engine_slots", "engine_run_config", "engine_workload", "channel_only"}));
   for (const auto& [key, node] : reader.root())
     if (key.str() != "chaos" && key.str() != "faults")
       return reader.field_error(&node, "", std::string(key.str()), "unknown table");
@@ -80,6 +81,7 @@ Result<ChaosConfig> read_chaos_config(const TomlReader& reader, const std::strin
   if (c.engine_slots > c.workers)
     return reader.field_error(chaos->get("engine_slots"), "chaos", "engine_slots",
                               "must be at most workers (" + std::to_string(c.workers) + ")");
+  KVRT_TRY_ASSIGN(c.channel_only, reader.boolean(*chaos, "chaos", "channel_only", false));
   std::string path;
   KVRT_TRY_ASSIGN(path, reader.string(*chaos, "chaos", "engine_run_config", "run.toml"));
   c.engine_run_config_path = resolve(origin, path);

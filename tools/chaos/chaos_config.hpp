@@ -87,6 +87,11 @@ struct ChaosConfig {
   // worker`; the engine's model comes from engine_run_config's [model]. An
   // engine outlives its node: it finishes privately and reconnects.
   uint32_t engine_slots = 0;
+  // Every worker and engine opens its session on the node's session channel
+  // and never connects the middleman (ClientOptions::channel_only): the node
+  // then keeps nothing of a worker process once its session ends, which a
+  // soak's RSS slope shows.
+  bool channel_only = false;
   std::string engine_run_config_path;  // absolute
   std::string engine_workload_path;    // absolute
 };

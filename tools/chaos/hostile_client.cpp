@@ -355,8 +355,8 @@ class HostileClient {
       return;
     }
     const std::string& ticket = channel_->session().channel_ticket;
-    const uint32_t kind = d_.below(6);
-    if (kind >= 2) {
+    const uint32_t kind = d_.below(7);
+    if (kind >= 2 && kind <= 5) {
       const std::string refused = raw.attach(ticket);
       if (!refused.empty() && !session_gone())
         return unexpected("attaching with this session's own ticket: " + refused);
@@ -389,6 +389,12 @@ class HostileClient {
         ChannelHeaderBytes h = write_channel_header({kChannelMaxPayloadBytes, AllocatorRoute::id, 2});
         h[0] += 1;
         bytes.assign(h.begin(), h.end());
+        break;
+      }
+      case 6: {  // a hello with a forged token, its bytes mutated: a typed refusal, then the close
+        std::vector<uint8_t> hello = codec::encode(HelloRequest{std::string(32, '0'), "hostile", 1});
+        mutate(hello, d_);
+        bytes = RawConnection::frame(kHelloRoute, 1, hello);
         break;
       }
       default: {  // a frame cut off: the connection closes mid-frame

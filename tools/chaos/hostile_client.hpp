@@ -9,7 +9,8 @@
 //     and plain random bytes, on the session channel and on the middleman;
 //   - frames the channel must refuse: a route nobody declared, non-zero
 //     flags, a payload above the limit, a request before the attach frame,
-//     a wrong ticket, a frame cut off by a closed connection.
+//     a wrong ticket, a frame cut off by a closed connection, a mutated
+//     hello with a forged token (answered with an ErrorMessage, then closed).
 // Every request must be answered by its route's receipt or by an
 // ErrorMessage; a refused frame must make the node close that connection.
 // Anything else (no reply, a reply that is neither, a call that times out)
