@@ -54,81 +54,57 @@ Status EngineLoop::admit() {
   // that ended the attempt. The same message ends the previous iteration's
   // receipts (steps 9-10): their blocks are the requests' own by now, and
   // their leases go back.
-  std::vector<uint32_t> hits(fresh.size(), 0);
-  std::vector<std::vector<PhysicalBlockHandle>> hit_handles(fresh.size());
-  std::vector<std::optional<FunnelOutcome>> attempt(fresh.size());
-  std::vector<std::optional<ExecutionSnapshotVersion>> receipt_of(fresh.size());
-  if (o_.reuse) {
-    ReuseBatch tx{next_trace(), {}};
-    const size_t first = add_releases(tx);
-    for (const PendingRequest& p : fresh) {
-      // Built in place: GCC 12 misreads a moved variant temporary here
-      // (-Wmaybe-uninitialized on the other alternative).
-      ReuseAcquireOp& op = std::get<ReuseAcquireOp>(tx.ops.emplace_back(std::in_place_type<ReuseAcquireOp>));
-      op.namespace_name = p.job->namespace_name;
-      op.tokens = p.prompt;
-      op.logits_path = LogitsPath::logits_required;
-      op.identity = identity_of(views_.at(p.job->namespace_name).adapter);
-    }
-    auto reused = call_reuse(tx);
-    if (!reused.ok()) return reused.error();
-    if (reused->outcomes.size() != tx.ops.size())
-      return make_error(ErrorCode::rpc_failed, "the reuse receipt answers another number of ops", "reuse");
-    KVRT_TRY(check_releases(*reused, first));
-    for (size_t i = 0; i < fresh.size(); ++i) {
-      const ReuseOutcome& o = reused->outcomes[first + i];
-      if (const auto* r = std::get_if<ExecutableReuseReceipt>(&o)) {
-        // The node's own word on the hit's generation, against the grant the
-        // request is admitted under: rows of another generation were computed
-        // with other weights (0x01A). Never expected; an error of the run.
-        if (const NamespaceGeneration g = views_.at(fresh[i].job->namespace_name).generation;
-            r->namespace_generation != g) {
-          ++result_.foreign_generation_hits;
-          note_error(make_error(ErrorCode::invariant_violated,
-                                "a reuse receipt of generation " + std::to_string(r->namespace_generation.value) +
-                                    " answered a request admitted under generation " + std::to_string(g.value),
-                                "namespace_generation"));
-        }
-        hits[i] = r->covered_interval.end;
-        hit_handles[i] = r->physical_handles;
-        receipt_of[i] = r->execution_snapshot_version;
-        attempt[i] = FunnelOutcome::hit();
-      } else if (const auto* rej = std::get_if<ReuseRejectionReceipt>(&o)) {
-        attempt[i] = FunnelOutcome::rejected(rej->reason);
-        if (is_stale_namespace(rej->reason)) note_stale_generation();
-      } else {
-        note_error(std::get<Error>(o));
-      }
-    }
-  }
-
+  std::vector<AdmissionRequest> asks;
+  for (const PendingRequest& p : fresh)
+    asks.push_back(AdmissionRequest{p.job->namespace_name, p.prompt,
+                                    identity_of(views_.at(p.job->namespace_name).adapter),
+                                    LogitsPath::logits_required});
   // 2. Allocate with the receipts' blocks, which the leases keep current.
-  AllocatorBatch alloc{next_trace(), {}};
   // A hit that ends inside a block (the node's immutable partial-tail
   // policy, 0x07D) names that block last: the allocator copies its rows into
   // the request's own block instead of sharing it.
-  for (size_t i = 0; i < fresh.size(); ++i)
-    alloc.ops.push_back(AllocateOp{static_cast<uint32_t>(fresh[i].prompt.size()), hit_handles[i], std::nullopt,
-                                   fresh[i].job->namespace_name, hits[i] % P_});
-  auto allocated_result = call_allocator(alloc);
-  if (!allocated_result.ok()) return allocated_result.error();
-  AllocatorBatchReceipt allocated = std::move(allocated_result).value();
+  const TraceContext reuse_trace = next_trace();
+  auto answered = session_->admit(asks, o_.reuse, reuse_trace, next_trace());
+  take_end_notes();
+  if (!answered.ok()) return answered.error();
+  std::vector<std::optional<FunnelOutcome>> attempt(fresh.size());
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    const Admission& a = (*answered)[i];
+    if (a.hit) {
+      // The node's own word on the hit's generation, against the grant the
+      // request is admitted under: rows of another generation were computed
+      // with other weights (0x01A). Never expected; an error of the run.
+      if (const NamespaceGeneration g = views_.at(fresh[i].job->namespace_name).generation;
+          a.hit->namespace_generation != g) {
+        ++result_.foreign_generation_hits;
+        note_error(make_error(ErrorCode::invariant_violated,
+                              "a reuse receipt of generation " + std::to_string(a.hit->namespace_generation.value) +
+                                  " answered a request admitted under generation " + std::to_string(g.value),
+                              "namespace_generation"));
+      }
+      attempt[i] = FunnelOutcome::hit();
+    } else if (a.rejection) {
+      attempt[i] = FunnelOutcome::rejected(a.rejection->reason);
+      if (is_stale_namespace(a.rejection->reason)) note_stale_generation();
+    } else if (a.reuse_error) {
+      note_error(*a.reuse_error);
+    }
+  }
   std::vector<LiveRequest> admitted;
   std::vector<PendingRequest> sources;
   std::vector<PendingRequest> requeue;
   for (size_t i = 0; i < fresh.size(); ++i) {
-    const auto* receipt = std::get_if<AllocationReceipt>(&allocated.outcomes[i]);
     // A reuse receipt whose blocks this allocation did not take ends next
-    // iteration as not executed; one whose blocks it took ends after the
-    // prefill (which reads them), see the publication below.
-    const bool took = receipt != nullptr && receipt->outcome == AllocationOutcome::committed;
-    if (receipt_of[i] && !took) pending_releases_.push_back(ReuseReleaseOp{*receipt_of[i], false});
+    // iteration as not executed (the session queued it); one whose blocks it
+    // took ends after the prefill (which reads them), see the publication below.
+    const Admission& a = (*answered)[i];
+    const AllocationReceipt* receipt = a.allocation ? &*a.allocation : nullptr;
     if (receipt == nullptr) {
-      const Error& e = std::get<Error>(allocated.outcomes[i]);
+      const Error& e = *a.allocation_error;
       // A leased hit goes stale only when a purge revoked its receipt first
       // (its release answers reuse_receipt_revoked): served again, with a
       // new lookup at the successor generation.
-      if (receipt_of[i] && is_withdrawn_hit(e)) {
+      if (a.hit_withdrawn()) {
         ++result_.hits_withdrawn;
         requeue.push_back(std::move(fresh[i]));
         continue;
@@ -155,8 +131,8 @@ Status EngineLoop::admit() {
     r.tokens = fresh[i].prompt;
     r.prompt_tokens = static_cast<uint32_t>(r.tokens.size());
     r.decode_target = fresh[i].decode_tokens;
-    r.hit_tokens = hits[i];
-    r.reuse_snapshot = receipt_of[i];
+    r.hit_tokens = a.hit_tokens();
+    r.reuse_snapshot = a.reuse_attempt();
     r.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
     r.blocks.slots.resize(groups_);
     r.admitted = views_.at(r.job->namespace_name);  // admission waits for a view (above)
@@ -190,7 +166,7 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
     result_.prompt_tokens += r.prompt_tokens;
     commit.ops.push_back(CommitRowsOp{r.fence, r.prompt_tokens});
   }
-  auto committed_result = call_allocator(commit);
+  auto committed_result = session_->allocator(commit);
   if (!committed_result.ok()) return committed_result.error();
   AllocatorBatchReceipt committed = std::move(committed_result).value();
   for (size_t i = 0; i < admitted.size(); ++i) {
@@ -218,13 +194,11 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
       const uint32_t first = r.hit_tokens / P_, full = r.cached_rows / P_;
       const bool publishes = !r.failed && full > first;
       if (r.reuse_snapshot) {
-        ReuseReleaseOp end{*r.reuse_snapshot, true};
-        if (publishes) {
-          end.successor = ReuseSuccessor{r.fence.request,
-                                         std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), full};
-          pending_successors_.insert(r.fence.request.value);
-        }
-        pending_releases_.push_back(std::move(end));
+        std::optional<ReuseSuccessor> successor;
+        if (publishes)
+          successor = ReuseSuccessor{r.fence.request,
+                                     std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), full};
+        session_->end_reuse(*r.reuse_snapshot, true, std::move(successor));
         r.reuse_snapshot.reset();
       } else if (publishes) {
         publish.ops.push_back(PrefixPublishOp{r.job->namespace_name, r.fence.request,
@@ -251,7 +225,7 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
   }
   std::vector<LiveRequest> children;
   if (!fork.ops.empty()) {
-    auto forked_result = call_allocator(fork);
+    auto forked_result = session_->allocator(fork);
     if (!forked_result.ok()) return forked_result.error();
     AllocatorBatchReceipt forked = std::move(forked_result).value();
     for (size_t k = 0; k < fork_of.size(); ++k) {

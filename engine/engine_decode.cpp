@@ -22,7 +22,7 @@ Status EngineLoop::decode_step() {
     stepping.push_back(&r);
   }
   if (stepping.empty()) return Status::success();
-  auto appended_result = call_allocator(append);
+  auto appended_result = session_->allocator(append);
   if (!appended_result.ok()) return appended_result.error();
   AllocatorBatchReceipt appended = std::move(appended_result).value();
   std::vector<LiveRequest*> writing;
@@ -79,7 +79,7 @@ Status EngineLoop::decode_step() {
     // (-Wmaybe-uninitialized on the other alternatives).
     commit.ops.emplace_back(std::in_place_type<CommitRowsOp>, r.fence, r.cached_rows);
   }
-  auto committed_result = call_allocator(commit);
+  auto committed_result = session_->allocator(commit);
   if (!committed_result.ok()) return committed_result.error();
   AllocatorBatchReceipt committed = std::move(committed_result).value();
   for (size_t i = 0; i < writing.size(); ++i) {
@@ -190,8 +190,9 @@ Status EngineLoop::preempt_one() {
   if (victim == live_.rend()) return Status::success();
   // Prompt blocks waiting to be published as a reuse attempt's successor go
   // first, while the request still holds them (as in finish()).
-  if (pending_successors_.contains(victim->fence.request.value)) KVRT_TRY(release_receipts());
-  auto released = call_allocator(AllocatorBatch{next_trace(), {ReleaseOp{victim->fence, ReleaseReason::preempted}}});
+  if (session_->successor_pending(victim->fence.request)) KVRT_TRY(release_receipts());
+  auto released =
+      session_->allocator(AllocatorBatch{next_trace(), {ReleaseOp{victim->fence, ReleaseReason::preempted}}});
   if (!released.ok()) return released.error();
   if (const auto* e = std::get_if<Error>(&released->outcomes.at(0))) {
     note_error(*e);
@@ -214,7 +215,7 @@ Status EngineLoop::preempt_one() {
 }
 
 Status EngineLoop::finish() {
-  const bool tails = node_publishes_partial_tails(client_->session());
+  const bool tails = node_publishes_partial_tails(session_->session());
   PrefixBatch publish{next_trace(), {}};
   AllocatorBatch release{next_trace(), {}};
   std::vector<LiveRequest> remaining, done;
@@ -252,12 +253,12 @@ Status EngineLoop::finish() {
     return e;
   };
   for (const LiveRequest& r : done)
-    if (pending_successors_.contains(r.fence.request.value)) {
+    if (session_->successor_pending(r.fence.request)) {
       if (Status s = release_receipts(); !s.ok()) return unfinished(s.error());
       break;
     }
   if (Status s = publish_batch(publish); !s.ok()) return unfinished(s.error());
-  auto released_result = call_allocator(release);
+  auto released_result = session_->allocator(release);
   if (!released_result.ok()) return unfinished(released_result.error());
   AllocatorBatchReceipt released = std::move(released_result).value();
   for (size_t i = 0; i < done.size(); ++i) {

@@ -16,15 +16,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double micros_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-}
-
 }  // namespace
 
-EngineLoop::EngineLoop(Client& client, const model::ReferenceModel& model, model::ModelKvCache& shared,
+EngineLoop::EngineLoop(EngineSession& session, const model::ReferenceModel& model, model::ModelKvCache& shared,
                        const EngineOptions& o, std::vector<const workload::Job*> jobs)
-    : client_(&client),
+    : session_(&session),
       model_(model),
       variants_(model, shared.layout()),
       shared_(&shared),
@@ -34,6 +30,7 @@ EngineLoop::EngineLoop(Client& client, const model::ReferenceModel& model, model
       groups_(static_cast<uint32_t>(shared.layout().cache_groups.size())),
       row_bytes_(shared.layout().row_bytes()) {
   result_.worker = o.worker_name;
+  observe_calls(session);
   for (const workload::Job* job : jobs_) {
     result_.requests_total += job->kind == workload::JobKind::fork ? job->branches : job->turns.size();
     enqueue_job(*job);
@@ -149,68 +146,40 @@ void EngineLoop::note_error(const Error& e) {
   if (result_.first_error.empty()) result_.first_error = e.describe();
 }
 
-Result<AllocatorBatchReceipt> EngineLoop::call_allocator(const AllocatorBatch& batch) {
-  const Clock::time_point t0 = Clock::now();
-  Result<AllocatorBatchReceipt> r = client_->call(batch);
-  result_.allocator_us.push_back(micros_since(t0));
-  return r;
-}
-Result<PrefixBatchReceipt> EngineLoop::call_prefix(const PrefixBatch& batch) {
-  const Clock::time_point t0 = Clock::now();
-  Result<PrefixBatchReceipt> r = client_->call(batch);
-  result_.prefix_us.push_back(micros_since(t0));
-  return r;
-}
-
-Result<ReuseBatchReceipt> EngineLoop::call_reuse(const ReuseBatch& batch) {
-  const Clock::time_point t0 = Clock::now();
-  Result<ReuseBatchReceipt> r = client_->call(batch);
-  result_.reuse_us.push_back(micros_since(t0));
-  return r;
-}
-
-size_t EngineLoop::add_releases(ReuseBatch& batch) {
-  const size_t n = pending_releases_.size();
-  batch.ops.insert(batch.ops.begin(), pending_releases_.begin(), pending_releases_.end());
-  pending_releases_.clear();
-  pending_successors_.clear();
-  return n;
-}
-
-Status EngineLoop::check_releases(const ReuseBatchReceipt& receipt, size_t releases) {
-  if (receipt.outcomes.size() < releases)
-    return make_error(ErrorCode::rpc_failed, "the reuse receipt answers fewer ops than were sent", "reuse");
-  for (size_t i = 0; i < releases; ++i) {
-    if (const auto* e = std::get_if<Error>(&receipt.outcomes[i])) {
-      note_error(*e);
-      continue;
+void EngineLoop::observe_calls(EngineSession& session) {
+  session.set_call_observer([this](Owner owner, double micros) {
+    switch (owner) {
+      case Owner::allocator:
+        result_.allocator_us.push_back(micros);
+        break;
+      case Owner::prefix_index:
+        result_.prefix_us.push_back(micros);
+        break;
+      case Owner::reuse:
+        result_.reuse_us.push_back(micros);
+        break;
+      case Owner::authorization:
+        result_.authorize_us.push_back(micros);
+        break;
+      default:
+        break;
     }
-    const auto* r = std::get_if<ReuseReleaseReceipt>(&receipt.outcomes[i]);
-    if (r == nullptr) return make_error(ErrorCode::rpc_failed, "a release op was answered out of order", "reuse");
-    // A successor the index refused: its blocks stay unpublished (reuse lost, nothing else).
-    if (r->successor_refused) note_error(*r->successor_refused);
-    // An owner that no longer held a lease: a bookkeeping error somewhere.
-    if (!r->refused.empty())
-      note_error(make_error(ErrorCode::stale_generation,
-                            std::to_string(r->refused.size()) + " lease(s) of snapshot " +
-                                std::to_string(r->snapshot.value) + " were not held",
-                            "leases"));
-  }
-  return Status::success();
+  });
+}
+
+void EngineLoop::take_end_notes() {
+  for (const Error& e : session_->take_reuse_end_notes().errors) note_error(e);
 }
 
 Status EngineLoop::release_receipts() {
-  if (pending_releases_.empty()) return Status::success();
-  ReuseBatch release{next_trace(), {}};
-  const size_t n = add_releases(release);
-  auto r = call_reuse(release);
-  if (!r.ok()) return r.error();
-  return check_releases(*r, n);
+  KVRT_TRY(session_->flush_reuse_ends(next_trace()));
+  take_end_notes();
+  return Status::success();
 }
 
 Status EngineLoop::publish_batch(const PrefixBatch& publish) {
   if (publish.ops.empty()) return Status::success();
-  auto published = call_prefix(publish);
+  auto published = session_->prefix(publish);
   if (!published.ok()) return published.error();
   for (const PrefixOutcome& o : published->outcomes)
     if (const auto* e = std::get_if<Error>(&o)) note_error(*e);
@@ -221,9 +190,7 @@ Status EngineLoop::authorize_namespaces() {
   std::set<std::string> names;
   for (const workload::Job* job : jobs_) names.insert(job->namespace_name);
   for (const std::string& ns : names) {
-    const Clock::time_point t0 = Clock::now();
-    Result<NamespaceGrantReceipt> grant = client_->call(AuthorizeRequest{next_trace(), ns});
-    result_.authorize_us.push_back(micros_since(t0));
+    Result<NamespaceGrantReceipt> grant = session_->authorize(ns, next_trace());
     if (!grant.ok()) {
       // Closed by a purge in progress: authorized again next iteration; the
       // namespace's requests go on under the last view meanwhile, their

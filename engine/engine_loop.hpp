@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "actors/client.hpp"
+#include "engine/engine_session.hpp"
 #include "engine/engine_worker.hpp"
 #include "engine/model/model_variants.hpp"
 
@@ -38,13 +39,13 @@ struct PendingRequest {
 
 class EngineLoop {
  public:
-  EngineLoop(Client& client, const model::ReferenceModel& model, model::ModelKvCache& shared, const EngineOptions& o,
-             std::vector<const workload::Job*> jobs);
+  EngineLoop(EngineSession& session, const model::ReferenceModel& model, model::ModelKvCache& shared,
+             const EngineOptions& o, std::vector<const workload::Job*> jobs);
   Result<EngineResult> run();
-  // A new node to serve through after a lost session: its client and its
+  // A new node to serve through after a lost session: its session and its
   // pools as a model cache, or an error while none can be reached. Without
   // one, the rest of the share is served privately.
-  using Rebind = std::function<Result<std::pair<Client*, model::ModelKvCache*>>()>;
+  using Rebind = std::function<Result<std::pair<EngineSession*, model::ModelKvCache*>>()>;
   void set_rebind(Rebind rebind) { rebind_ = std::move(rebind); }
   const ReuseFunnel& funnel() const { return funnel_; }
 
@@ -99,15 +100,13 @@ class EngineLoop {
   static PendingRequest turn_request(const workload::Job& job, uint32_t turn, const std::vector<TokenId>& history);
   TraceContext next_trace();
   void note_error(const Error& e);
-  Result<AllocatorBatchReceipt> call_allocator(const AllocatorBatch& batch);
-  Result<PrefixBatchReceipt> call_prefix(const PrefixBatch& batch);
-  Result<ReuseBatchReceipt> call_reuse(const ReuseBatch& batch);
-  // Steps 9-10 of the receipts taken so far (their blocks are the requests'
-  // own by now, or the request was not admitted): one release op per
-  // receipt at the head of `batch`; returns how many.
-  size_t add_releases(ReuseBatch& batch);
-  Status check_releases(const ReuseBatchReceipt& receipt, size_t releases);
-  Status release_receipts();  // the same, sent alone
+  // Times every round trip of `session` into the result, by owner.
+  void observe_calls(EngineSession& session);
+  // What the ends of reuse attempts sent so far answered (0x0CD steps 9-10),
+  // into the result's errors.
+  void take_end_notes();
+  // The attempts ended so far, sent alone (EngineSession::flush_reuse_ends).
+  Status release_receipts();
   Status publish_batch(const PrefixBatch& publish);
   Status authorize_namespaces();
   // An op refused because an invalidation ended this worker's grants
@@ -156,7 +155,7 @@ class EngineLoop {
   };
   std::map<const workload::Job*, Finished> finished_;
 
-  Client* client_;                      // replaced when the engine reconnects to a new node
+  EngineSession* session_;              // replaced when the engine reconnects to a new node
   const model::ReferenceModel& model_;  // the base weights
   model::ModelVariants variants_;       // the weights of every generation seen
   std::map<std::string, NamespaceView> views_;
@@ -171,12 +170,6 @@ class EngineLoop {
   std::vector<LiveRequest> live_;
   EngineResult result_;
   ReuseFunnel funnel_;  // one record per reuse attempt whose allocation settled (0x0CF)
-  // Executable-reuse receipts whose blocks an allocation has taken (executed)
-  // or that were not used (not executed): released with the next reuse message.
-  std::vector<ReuseReleaseOp> pending_releases_;
-  // Requests whose prompt blocks wait in pending_releases_ as a successor:
-  // one that finishes first has them sent before it is released.
-  std::set<uint64_t> pending_successors_;
   std::unique_ptr<model::LocalModelKvCache> replay_cache_;
   Rebind rebind_;
   uint64_t span_ = 0, failed_requests_ = 0;

@@ -113,15 +113,15 @@ Status EngineLoop::recover(const Error& lost) {
   // Nothing of the lost session is released or published: it went with
   // the node (or the node reclaimed it).
   live_.clear();
-  pending_releases_.clear();
-  pending_successors_.clear();
+  session_->abandon_reuse_ends();
   seeded_keys_.clear();
   KVRT_TRY(requeue_unfinished());
   while (!ready_.empty()) {
     if (rebind_) {
-      Result<std::pair<Client*, model::ModelKvCache*>> bound = rebind_();
+      Result<std::pair<EngineSession*, model::ModelKvCache*>> bound = rebind_();
       if (bound.ok()) {
-        client_ = bound->first;
+        session_ = bound->first;
+        observe_calls(*session_);
         shared_ = bound->second;
         if (Status s = authorize_namespaces(); s.ok()) {
           ++result_.reconnects;

@@ -18,7 +18,7 @@ namespace {
 // pools, mapped as the model's cache (declared so that the cache goes
 // before the store it maps).
 struct NodeBinding {
-  std::unique_ptr<Client> client;
+  std::unique_ptr<EngineSession> session;
   std::unique_ptr<shm::ShmPayloadStore> store;
   std::unique_ptr<shm::ShmModelKvCache> cache;
   std::string node_instance;  // the node's instance id: a restarted node has another
@@ -30,12 +30,12 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
   client_options.worker_name = options.worker_name;
   client_options.trace = options.trace;
   client_options.channel_only = options.channel_only;
-  auto client_result = Client::connect(node, token_hex, client_options);
-  if (!client_result.ok()) return client_result.error();
+  auto session_result = EngineSession::connect(node, token_hex, client_options);
+  if (!session_result.ok()) return session_result.error();
   NodeBinding b;
-  b.client = std::move(client_result).value();
+  b.session = std::move(session_result).value();
   b.node_instance = node.instance;
-  const SessionReceipt& session = b.client->session();
+  const SessionReceipt& session = b.session->session();
   if (session.layout_sha256 != layout.digest())
     return make_error(ErrorCode::incompatible, "the node serves another layout than " + node.layout_path,
                       "layout_sha256");
@@ -49,7 +49,7 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
                       "pool_backend");
   // Attach every pool the session receipt names, with its generation and
   // layout: a replaced pool is refused, never written.
-  auto store_result = attach_shared_memory_pools(*b.client);
+  auto store_result = attach_shared_memory_pools(b.session->client());
   if (!store_result.ok()) return store_result.error();
   b.store = std::make_unique<shm::ShmPayloadStore>(std::move(store_result).value());
   auto cache_result = shm::ShmModelKvCache::create(*b.store, layout);
@@ -86,7 +86,7 @@ Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineO
   if (!first.ok()) return first.error();
   NodeBinding binding = std::move(first).value();
   engine::EngineLoop loop(
-      *binding.client, model, *binding.cache, options,
+      *binding.session, model, *binding.cache, options,
       options.one_tenant_per_worker
           ? workload::jobs_for_tenant_worker(*options.workload, options.worker_index, options.workers)
           : workload::jobs_for_worker(*options.workload, options.worker_index, options.workers));
@@ -94,7 +94,7 @@ Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineO
     // A node other than the lost one (another instance id), serving the
     // descriptor path: the binding is replaced, the old one's client and
     // pool mappings go.
-    loop.set_rebind([&]() -> Result<std::pair<Client*, model::ModelKvCache*>> {
+    loop.set_rebind([&]() -> Result<std::pair<EngineSession*, model::ModelKvCache*>> {
       Result<NodeDescriptor> d = read_node_descriptor(options.reconnect_descriptor);
       if (!d.ok()) return d.error();
       if (d->instance == binding.node_instance)
@@ -107,9 +107,9 @@ Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineO
       // the old session.
       binding.cache.reset();
       binding.store.reset();
-      binding.client.reset();
+      binding.session.reset();
       binding = std::move(next).value();
-      return std::pair<Client*, model::ModelKvCache*>(binding.client.get(), binding.cache.get());
+      return std::pair<EngineSession*, model::ModelKvCache*>(binding.session.get(), binding.cache.get());
     });
   }
   auto result_result = loop.run();

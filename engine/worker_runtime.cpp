@@ -10,6 +10,7 @@
 #include <set>
 
 #include "actors/client.hpp"
+#include "engine/engine_session.hpp"
 #include "engine/session_pools.hpp"
 #include "engine/session_reuse_policy.hpp"
 #include "engine/withdrawn_hit.hpp"
@@ -46,7 +47,6 @@ struct LiveRequest {
   uint32_t hit_tokens = 0;
   RequestFence fence;
   std::vector<std::vector<PhysicalBlockHandle>> table;     // [group][logical block]
-  std::vector<PhysicalBlockHandle> prefix_hit;             // bundle-major
   std::optional<ExecutionSnapshotVersion> reuse_snapshot;  // the reuse receipt's attempt, if a hit
   bool successor = false;  // its full prompt blocks were named as that attempt's successor
   uint32_t decoded = 0;
@@ -60,14 +60,15 @@ CallLatency percentiles(const std::vector<double>& us) {
 
 class Worker {
  public:
-  Worker(Client& client, shm::SharedPoolStore& store, const WorkerOptions& o, std::string ns)
-      : client_(client),
+  Worker(EngineSession& session, shm::SharedPoolStore& store, const WorkerOptions& o, std::string ns)
+      : session_(session),
         store_(store),
         o_(o),
         namespace_(std::move(ns)),
         rng_(o.seed),
         groups_(store.group_count()),
         P_(store.block_tokens()) {
+    session_.set_call_observer([this](Owner owner, double micros) { record_call(owner, micros); });
     std::mt19937_64 shared(o.workload_seed);
     for (uint32_t s = 0; s < o.system_prompts; ++s) {
       std::vector<TokenId> p(o.system_prompt_tokens);
@@ -95,6 +96,7 @@ class Worker {
       ++iteration_;
     }
     if (!summary_.stopped_by) release_receipts();
+    session_.set_call_observer({});
     summary_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     summary_.call_us = percentiles(call_us_);
     return summary_;
@@ -107,14 +109,10 @@ class Worker {
     return TraceContext{(uint64_t(::getpid()) << 40) ^ (o_.seed << 32) ^ iteration_, ++span_, 0};
   }
 
-  // One round trip to the node, its receipt latency recorded [us].
-  template <class Request>
-  Result<receipt_of<Request>> call(const Request& request) {
-    const auto t0 = std::chrono::steady_clock::now();
-    Result<receipt_of<Request>> out = client_.call(request);
-    call_us_.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  // Every round trip's receipt latency [us], as the session times it.
+  void record_call(Owner, double micros) {
+    call_us_.push_back(micros);
     ++summary_.round_trips;
-    return out;
   }
 
   void note_error(const Error& e) {
@@ -161,7 +159,7 @@ class Worker {
   // iteration; its requests go on without reuse meanwhile).
   void reauthorize_if_stale() {
     if (!grant_stale_) return;
-    Result<NamespaceGrantReceipt> grant = call(AuthorizeRequest{next_trace(), namespace_});
+    Result<NamespaceGrantReceipt> grant = session_.authorize(namespace_, next_trace());
     if (grant.ok()) {
       grant_stale_ = false;
       ++summary_.reauthorizations;
@@ -170,40 +168,23 @@ class Worker {
     }
   }
 
-  // Steps 9-10 of a receipt: the node answers which of its leases it
-  // released; one an owner no longer held is an error.
-  void check_release(const ReuseOutcome& o) {
-    if (const auto* e = std::get_if<Error>(&o)) return note_op_error(*e);
-    const auto* r = std::get_if<ReuseReleaseReceipt>(&o);
-    if (r == nullptr) return note_error(make_error(ErrorCode::rpc_failed, "a release op was answered out of order"));
-    if (!r->refused.empty())
-      note_error(make_error(ErrorCode::stale_generation,
-                            std::to_string(r->refused.size()) + " lease(s) of a reuse receipt were not held",
-                            "leases"));
-    // A successor the index refused stays unpublished: reuse lost, and an
-    // error, since this worker names one only after committing its rows.
-    if (r->successor_refused) note_op_error(*r->successor_refused);
-    if (r->published_successor) ++summary_.successors_published;
-  }
-
-  // Moves the receipts to end into `batch` (at its front); returns how many.
-  size_t take_releases(ReuseBatch& batch) {
-    const size_t n = pending_releases_.size();
-    batch.ops.insert(batch.ops.begin(), pending_releases_.begin(), pending_releases_.end());
-    pending_releases_.clear();
-    pending_successors_.clear();
-    return n;
+  // What the ends of reuse attempts answered (0x0CD steps 9-10): a refused
+  // successor, an op refused or a lease an owner no longer held.
+  void take_end_notes() {
+    ReuseEndNotes notes = session_.take_reuse_end_notes();
+    summary_.successors_published += notes.successors_published;
+    for (const Error& e : notes.errors) {
+      // Leases an owner no longer held: a bookkeeping error, never absorbed.
+      if (e.field == "leases")
+        note_error(e);
+      else
+        note_op_error(e);
+    }
   }
 
   void release_receipts() {
-    if (pending_releases_.empty()) return;
-    ReuseBatch tx{next_trace(), {}};
-    const size_t n = take_releases(tx);
-    Result<ReuseBatchReceipt> r = call(tx);
-    if (!r.ok()) return note_error(r.error());
-    if (r->outcomes.size() != n)
-      return note_error(make_error(ErrorCode::rpc_failed, "the release answer has another size"));
-    for (const ReuseOutcome& o : r->outcomes) check_release(o);
+    if (Status sent = session_.flush_reuse_ends(next_trace()); !sent.ok()) return note_error(sent.error());
+    take_end_notes();
   }
 
   void apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries) {
@@ -264,73 +245,48 @@ class Worker {
     if (fresh.empty()) return;
     // One reuse message for every new request of the iteration: the node's
     // executable-reuse transaction (0x0CD) answers a receipt whose blocks
-    // are leased to this session, or why the attempt ended. It also hands
-    // back the leases of the previous iteration's receipts.
-    ReuseBatch tx{next_trace(), {}};
-    const size_t first = take_releases(tx);
-    // Built in place: GCC 12 warns that the other alternative's members of a
-    // pushed temporary may be uninitialized (a false -Wmaybe-uninitialized).
+    // are leased to this session, or why the attempt ended; it also ends the
+    // previous iteration's receipts. Then one allocation takes the hits.
+    std::vector<AdmissionRequest> asks;
     for (const LiveRequest& r : fresh)
-      tx.ops.emplace_back(std::in_place_type<ReuseAcquireOp>, namespace_, RequestId{0}, RequestGeneration{0}, r.tokens,
-                          LogitsPath::logits_required, false);
-    Result<ReuseBatchReceipt> reused = call(tx);
-    if (!reused.ok() || reused->outcomes.size() != tx.ops.size()) {
-      note_error(reused.ok() ? make_error(ErrorCode::rpc_failed, "the reuse receipt answers another number of ops")
-                             : reused.error());
-      return;
-    }
-    for (size_t i = 0; i < first; ++i) check_release(reused->outcomes[i]);
-    AllocatorBatch alloc{next_trace(), {}};
-    for (size_t i = 0; i < fresh.size(); ++i) {
-      LiveRequest& r = fresh[i];
-      const ReuseOutcome& o = reused->outcomes[first + i];
-      if (const auto* receipt = std::get_if<ExecutableReuseReceipt>(&o)) {
-        r.hit_tokens = receipt->covered_interval.end;
-        r.prefix_hit = receipt->physical_handles;
-        r.reuse_snapshot = receipt->execution_snapshot_version;
-      } else if (const auto* e = std::get_if<Error>(&o)) {
-        note_op_error(*e);  // a fault absorbed: served without reuse, its rows recomputed
-      } else if (const auto* rej = std::get_if<ReuseRejectionReceipt>(&o); rej && is_stale_namespace(rej->reason)) {
-        ++summary_.stale_generation_refusals;
-        grant_stale_ = true;
-      }
-      // A hit ending inside a block (partial-tail policy) copies that block's rows.
-      alloc.ops.push_back(AllocateOp{r.prompt_tokens, r.prefix_hit, std::nullopt, namespace_, r.hit_tokens % P_});
-    }
-    Result<AllocatorBatchReceipt> allocated = call(alloc);
-    if (!allocated.ok()) {
-      note_error(allocated.error());
+      asks.push_back(AdmissionRequest{namespace_, r.tokens, {}, LogitsPath::logits_required});
+    const TraceContext reuse_trace = next_trace();
+    Result<std::vector<Admission>> answered = session_.admit(asks, /*reuse=*/true, reuse_trace, next_trace());
+    take_end_notes();
+    if (!answered.ok()) {
+      note_error(answered.error());
       return;
     }
     AllocatorBatch commit{next_trace(), {}};
     std::vector<LiveRequest> admitted;
     for (size_t i = 0; i < fresh.size(); ++i) {
       LiveRequest& r = fresh[i];
-      const auto* receipt = std::get_if<AllocationReceipt>(&allocated->outcomes[i]);
-      // The reuse receipt ends with the next reuse message (steps 9-10). An
-      // allocation that did not take its blocks ends it unexecuted now; an
-      // admitted request ends it below, once its rows are committed.
-      const bool allocated_blocks = receipt != nullptr && receipt->outcome == AllocationOutcome::committed;
-      if (r.reuse_snapshot && !allocated_blocks) {
-        pending_releases_.push_back(ReuseReleaseOp{*r.reuse_snapshot, false});
-        r.reuse_snapshot.reset();
+      const Admission& a = (*answered)[i];
+      if (a.reuse_error) {
+        note_op_error(*a.reuse_error);  // a fault absorbed: served without reuse, its rows recomputed
+      } else if (a.rejection && is_stale_namespace(a.rejection->reason)) {
+        ++summary_.stale_generation_refusals;
+        grant_stale_ = true;
       }
-      if (receipt == nullptr) {
+      if (a.allocation_error) {
         // The receipt's leases keep its blocks current, so this is an error,
         // unless a purge revoked the receipt first (its release then answers
         // reuse_receipt_revoked): the request is dropped like one refused for
         // capacity.
-        const Error& e = std::get<Error>(allocated->outcomes[i]);
-        if (!r.prefix_hit.empty() && engine::is_withdrawn_hit(e))
+        if (a.hit_withdrawn())
           ++summary_.hits_withdrawn;
         else
-          note_error(e);
+          note_error(*a.allocation_error);
         continue;
       }
+      const AllocationReceipt* receipt = &*a.allocation;
       if (receipt->outcome != AllocationOutcome::committed) {
         count_refusal(receipt->outcome);
         continue;
       }
+      // The attempt ends once the prefill below read its rows (end_attempt).
+      r.hit_tokens = a.hit_tokens();
+      r.reuse_snapshot = a.reuse_attempt();
       r.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
       apply_entries(r, receipt->published_entries);
       touch_rows(r, 0, r.hit_tokens, /*verify=*/true);
@@ -341,7 +297,7 @@ class Worker {
       admitted.push_back(std::move(r));
     }
     if (admitted.empty()) return;
-    Result<AllocatorBatchReceipt> committed = call(commit);
+    Result<AllocatorBatchReceipt> committed = session_.allocator(commit);
     if (!committed.ok()) {
       note_error(committed.error());
       // The prefills read the reused rows: their attempts still end.
@@ -367,15 +323,14 @@ class Worker {
   // the next reuse message before that message's lookups; the request then
   // publishes nothing itself when it finishes.
   void end_attempt(LiveRequest& r, bool rows_committed) {
-    ReuseReleaseOp end{*r.reuse_snapshot, true};
+    std::optional<ReuseSuccessor> successor;
     const uint32_t first = r.hit_tokens / P_, full = r.prompt_tokens / P_;
     if (rows_committed && full > first) {
-      end.successor =
+      successor =
           ReuseSuccessor{r.fence.request, std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + full * P_), full};
       r.successor = true;
-      pending_successors_.insert(r.fence.request.value);
     }
-    pending_releases_.push_back(std::move(end));
+    session_.end_reuse(*r.reuse_snapshot, true, std::move(successor));
     r.reuse_snapshot.reset();
   }
 
@@ -392,7 +347,7 @@ class Worker {
       stepping.push_back(&r);
     }
     if (stepping.empty()) return;
-    Result<AllocatorBatchReceipt> appended = call(append);
+    Result<AllocatorBatchReceipt> appended = session_.allocator(append);
     if (!appended.ok()) {
       note_error(appended.error());
       return;
@@ -421,7 +376,7 @@ class Worker {
       ++r.decoded;
     }
     if (committing.empty()) return;
-    Result<AllocatorBatchReceipt> committed = call(commit);
+    Result<AllocatorBatchReceipt> committed = session_.allocator(commit);
     if (!committed.ok()) {
       note_error(committed.error());
       return;
@@ -436,7 +391,7 @@ class Worker {
 
   // Publishes the full prompt blocks of finished requests, then releases them.
   void finish(std::vector<LiveRequest>& live) {
-    const bool tails = node_publishes_partial_tails(client_.session());
+    const bool tails = node_publishes_partial_tails(session_.session());
     PrefixBatch publish{next_trace(), {}};
     AllocatorBatch release{next_trace(), {}};
     std::vector<LiveRequest> remaining;
@@ -446,7 +401,7 @@ class Worker {
         remaining.push_back(std::move(r));
         continue;
       }
-      successor_waits = successor_waits || pending_successors_.contains(r.fence.request.value);
+      successor_waits = successor_waits || session_.successor_pending(r.fence.request);
       // The prompt's full blocks past the hit (unless a reuse successor
       // published them) and, under the partial-tail policy, its last partly
       // filled block's prompt rows.
@@ -463,13 +418,14 @@ class Worker {
                             {},
                             NamespaceGeneration{0},
                             tail});
-      release.ops.push_back(ReleaseOp{r.fence, ReleaseReason::finished});
+      // Built in place: GCC 12 misreads a moved variant temporary here.
+      release.ops.emplace_back(std::in_place_type<ReleaseOp>, r.fence, ReleaseReason::finished);
     }
     // A successor is published from the request's blocks: send it while
     // the request still holds them.
     if (successor_waits) release_receipts();
     if (!publish.ops.empty()) {
-      Result<PrefixBatchReceipt> published = call(publish);
+      Result<PrefixBatchReceipt> published = session_.prefix(publish);
       if (!published.ok())
         note_error(published.error());
       else
@@ -477,7 +433,7 @@ class Worker {
           if (const auto* e = std::get_if<Error>(&o)) note_op_error(*e);
     }
     if (!release.ops.empty()) {
-      Result<AllocatorBatchReceipt> released = call(release);
+      Result<AllocatorBatchReceipt> released = session_.allocator(release);
       if (!released.ok()) {
         note_error(released.error());
       } else {
@@ -492,7 +448,7 @@ class Worker {
     live = std::move(remaining);
   }
 
-  Client& client_;
+  EngineSession& session_;
   shm::SharedPoolStore& store_;
   const WorkerOptions& o_;
   std::string namespace_;
@@ -501,10 +457,8 @@ class Worker {
   std::vector<std::vector<TokenId>> system_prompts_;
   WorkerSummary summary_;
   uint64_t started_ = 0, iteration_ = 0, span_ = 0;
-  bool grant_stale_ = false;                      // a refusal said the grant's generation is no longer current
-  std::vector<double> call_us_;                   // every round trip's receipt latency [us]
-  std::vector<ReuseReleaseOp> pending_releases_;  // receipts to end with the next reuse message
-  std::set<uint64_t> pending_successors_;         // requests whose successor is in pending_releases_
+  bool grant_stale_ = false;     // a refusal said the grant's generation is no longer current
+  std::vector<double> call_us_;  // every round trip's receipt latency [us]
 };
 
 }  // namespace
@@ -519,9 +473,9 @@ Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions
   client_options.timeout = std::chrono::milliseconds(options.call_timeout_ms);
   client_options.channel_socket = options.channel_socket;
   client_options.channel_only = options.channel_only;
-  Result<std::unique_ptr<Client>> client = Client::connect(node, options.token_hex, client_options);
-  if (!client.ok()) return client.error();
-  const SessionReceipt& session = (*client)->session();
+  Result<std::unique_ptr<EngineSession>> engine = EngineSession::connect(node, options.token_hex, client_options);
+  if (!engine.ok()) return engine.error();
+  const SessionReceipt& session = (*engine)->session();
   if (options.on_session) options.on_session(session);
   std::string ns = options.namespace_name;
   if (ns.empty()) {
@@ -530,14 +484,14 @@ Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions
                         "principal " + session.principal + " may use no namespace", "namespace");
     ns = session.allowed_namespaces.front();
   }
-  Result<NamespaceGrantReceipt> grant = (*client)->call(AuthorizeRequest{{}, ns});
+  Result<NamespaceGrantReceipt> grant = (*engine)->authorize(ns, {});
   if (!grant.ok()) return grant.error();
 
   // Attach every pool the session receipt names (shared memory or GPU),
   // checked against the generation and layout it names.
-  Result<std::unique_ptr<shm::SharedPoolStore>> store = attach_session_pools(**client);
+  Result<std::unique_ptr<shm::SharedPoolStore>> store = attach_session_pools((*engine)->client());
   if (!store.ok()) return store.error();
-  Worker worker(**client, **store, options, ns);
+  Worker worker(**engine, **store, options, ns);
   return worker.run();
 }
 
