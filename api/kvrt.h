@@ -1,0 +1,208 @@
+/*
+ * kvrt.h: the C ABI of libkvrt, the engine-facing session of a kvrt node.
+ *
+ * One header, no C++ type across it, every call returning a typed error
+ * code. An engine (or a binding such as the Python package) opens a session
+ * on a node with the node's descriptor file and a principal's name, is
+ * granted cache namespaces, and then, per scheduler iteration:
+ *
+ *   kvrt_admit       new requests: the exact hit (reused prompt rows) and
+ *                    the request's blocks, through one reuse message and
+ *                    one allocation on the node (the executable-reuse
+ *                    transaction of the specification, 0x0CD);
+ *   kvrt_write_rows  / kvrt_read_rows, or the pool views for zero-copy
+ *                    access: the K/V rows at the request's blocks;
+ *   kvrt_commit_rows rows [0, n) of requests are written;
+ *   kvrt_append      one more token position per request (a new block when
+ *                    the last one is full);
+ *   kvrt_end_reuse   the admitted request's reuse attempt has been read
+ *                    (optionally publishing its own full prompt blocks as the
+ *                    attempt's successor); sent with the next admission or
+ *                    kvrt_flush_reuse_ends;
+ *   kvrt_publish     full prompt blocks into the namespace's index;
+ *   kvrt_release     requests finished, cancelled or preempted.
+ *
+ * Units: tokens and rows are token positions; a block holds
+ * kvrt_geometry.block_tokens rows; a row of group g is
+ * kvrt_pool_view.row_bytes bytes (K then V, canonical order).
+ *
+ * Threads: a session is used by one thread at a time. Sessions are
+ * independent. Every call that talks to the node blocks until its answer
+ * (or the session's call timeout).
+ *
+ * Errors: every call returns 0 (KVRT_OK) or kvrt's error code (the same
+ * numbers as kvrt's C++ ErrorCode, kvrt_error_name() names them) and, when
+ * `error` is not NULL, fills it. A session whose node died answers
+ * KVRT_E_NODE_LOST from then on: close it and connect again (nothing of
+ * the old node survives). Bad arguments are refused with
+ * KVRT_E_INVALID_ARGUMENT and change nothing.
+ */
+#ifndef KVRT_H
+#define KVRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI this header describes. kvrt_abi_version() answers the library's:
+ * a program built against another major version must not use it. */
+#define KVRT_ABI_VERSION 1u
+
+#define KVRT_OK 0
+/* Error codes a caller commonly branches on (the rest: kvrt_error_name). */
+#define KVRT_E_INVALID_ARGUMENT 100
+#define KVRT_E_SESSION_ENDED 1404
+#define KVRT_E_NODE_LOST 1406
+
+/* Per-op statuses (the `statuses` arrays): 0, an error code, or one of
+ * these refusals that changed nothing (try again later). */
+#define KVRT_S_NO_ROOM (-1)        /* no free or evictable block in the pool */
+#define KVRT_S_QUOTA_EXCEEDED (-2) /* the namespace's block quota is full */
+#define KVRT_S_ROLLED_BACK (-3)    /* a fault rolled the op back */
+
+typedef struct kvrt_error {
+  int32_t code;     /* 0: no error */
+  char name[48];    /* the code's name, e.g. "node_lost" */
+  char field[64];   /* the field or argument it is about; may be empty */
+  char reason[512]; /* what happened, for a person; truncated if longer */
+} kvrt_error;
+
+typedef struct kvrt_session kvrt_session;
+
+typedef struct kvrt_connect_options {
+  uint32_t struct_size;     /* sizeof(kvrt_connect_options): later fields stay compatible */
+  const char* worker_name;  /* for the node's logs; NULL: "engine" */
+  uint32_t call_timeout_ms; /* a call with no answer fails with rpc_timeout; 0: 30000 [ms] */
+  int32_t middleman;        /* nonzero: open the session through the node's middleman
+                               (CAF) instead of the session channel alone */
+} kvrt_connect_options;
+
+uint32_t kvrt_abi_version(void);
+/* The name of an error code ("unknown" for none kvrt has). */
+const char* kvrt_error_name(int32_t code);
+
+/* Opens a session: the node's descriptor file, and the principal whose
+ * token the node wrote beside it (<descriptor>.tokens/<principal>.token).
+ * `options` may be NULL. The session's pools are attached in this process. */
+int32_t kvrt_connect(const char* descriptor_path, const char* principal, const kvrt_connect_options* options,
+                     kvrt_session** out, kvrt_error* error);
+/* Ends the session: the node releases whatever it still holds. NULL is a no-op. */
+void kvrt_close(kvrt_session* session);
+
+/* The session's id on the node, and its principal (valid while open). */
+uint64_t kvrt_session_id(const kvrt_session* session);
+const char* kvrt_session_principal(const kvrt_session* session);
+
+/* Grants the session a namespace at its current generation; `generation`
+ * may be NULL. Needed before a namespace is admitted into. */
+int32_t kvrt_authorize(kvrt_session* session, const char* namespace_name, uint64_t* generation, kvrt_error* error);
+
+typedef struct kvrt_geometry {
+  uint32_t groups;          /* cache groups, one pool each */
+  uint32_t block_tokens;    /* rows per block [tokens] */
+  uint32_t capacity_blocks; /* blocks per pool [blocks] */
+} kvrt_geometry;
+int32_t kvrt_get_geometry(const kvrt_session* session, kvrt_geometry* out, kvrt_error* error);
+
+/* Group g's pool as this process maps it, for zero-copy access: the byte
+ * offset of element (block, row, layer, kv_head, lane) of tensor t (0 = K,
+ * 1 = V) is
+ *   origin[t] + block*block_stride[t] + row*row_stride[t]
+ *   + layer*layer_stride[t] + head*head_stride[t] + lane*lane_stride[t]
+ * from `base` (strides in bytes; elements of element_bytes). */
+typedef struct kvrt_pool_view {
+  uint32_t cache_group; /* the layout's cache group id */
+  uint8_t* base;        /* the pool segment's first byte in this process */
+  uint64_t bytes;       /* the segment's size [bytes] */
+  uint64_t row_bytes;   /* one token's K and V of this group [bytes] */
+  uint64_t k_row_bytes; /* the K part [bytes] */
+  uint32_t layers, kv_heads, head_dim, element_bytes;
+  uint64_t origin[2];
+  int64_t block_stride[2], row_stride[2], layer_stride[2], head_stride[2], lane_stride[2];
+} kvrt_pool_view;
+int32_t kvrt_get_pool_view(const kvrt_session* session, uint32_t group_index, kvrt_pool_view* out, kvrt_error* error);
+
+/* Rows [first_row, first_row + rows) of pool block `block` of group
+ * `group_index`, in canonical order (token-major, K then V): `bytes` is
+ * rows * row_bytes long. */
+int32_t kvrt_write_rows(kvrt_session* session, uint32_t group_index, uint32_t block, uint32_t first_row, uint32_t rows,
+                        const void* bytes, size_t size, kvrt_error* error);
+int32_t kvrt_read_rows(const kvrt_session* session, uint32_t group_index, uint32_t block, uint32_t first_row,
+                       uint32_t rows, void* out, size_t size, kvrt_error* error);
+
+typedef struct kvrt_admit_request {
+  const char* namespace_name; /* granted with kvrt_authorize */
+  const int32_t* tokens;      /* the prompt */
+  uint32_t token_count;       /* [tokens], > 0 */
+  const char* adapter_id;     /* the LoRA the request runs with; NULL or "": none */
+  const char* cache_salt;     /* reuses only with requests of the same salt; NULL or "": none */
+} kvrt_admit_request;
+
+enum kvrt_admission_status {
+  KVRT_ADMITTED = 0,      /* the request holds its blocks */
+  KVRT_NO_ROOM = 1,       /* no free block now (pool or namespace quota): try again later */
+  KVRT_ROLLED_BACK = 2,   /* a fault rolled the allocation back: try again */
+  KVRT_HIT_WITHDRAWN = 3, /* a purge took the hit's blocks in between: admit again */
+  KVRT_FAILED = 4         /* refused with a typed error (`error`) */
+};
+
+typedef struct kvrt_admission {
+  int32_t status;          /* enum kvrt_admission_status */
+  uint64_t request;        /* the request's id while admitted (other calls name it) */
+  uint32_t hit_tokens;     /* prompt rows reused from the index: do not compute them [rows] */
+  uint64_t reuse_attempt;  /* nonzero: end it with kvrt_end_reuse once the rows were read */
+  int32_t reuse_rejection; /* why nothing was reused (kvrt's RejectionReason), -1: a hit or no lookup */
+  uint32_t blocks;         /* logical blocks of the request per group [blocks] */
+  kvrt_error error;        /* status KVRT_FAILED */
+} kvrt_admission;
+
+/* Admits `count` requests (one reuse message, one allocation). `reuse` 0:
+ * no lookup (a baseline). `out` has `count` entries, in order. The call's
+ * own error (node lost, ...) is the return value; per-request refusals are
+ * in `out`. */
+int32_t kvrt_admit(kvrt_session* session, const kvrt_admit_request* requests, size_t count, int32_t reuse,
+                   kvrt_admission* out, kvrt_error* error);
+
+/* The request's pool blocks of group `group_index`, logical block order:
+ * writes min(capacity, blocks) ids to `blocks_out` and the count to `count`. */
+int32_t kvrt_block_table(const kvrt_session* session, uint64_t request, uint32_t group_index, uint32_t* blocks_out,
+                         size_t capacity, size_t* count, kvrt_error* error);
+
+/* Rows [0, valid_rows[i]) of requests[i] are written. `statuses` (may be
+ * NULL) receives each op's code. */
+int32_t kvrt_commit_rows(kvrt_session* session, const uint64_t* requests, const uint32_t* valid_rows, size_t count,
+                         int32_t* statuses, kvrt_error* error);
+/* One more position for each request; `positions` (may be NULL) receives
+ * the new position (its row to write) and `statuses` each op's status (a
+ * refusal for room is KVRT_S_NO_ROOM or KVRT_S_QUOTA_EXCEEDED). */
+int32_t kvrt_append(kvrt_session* session, const uint64_t* requests, size_t count, uint32_t* positions,
+                    int32_t* statuses, kvrt_error* error);
+
+enum kvrt_release_reason { KVRT_FINISHED = 0, KVRT_CANCELLED = 1, KVRT_PREEMPTED = 3 };
+int32_t kvrt_release(kvrt_session* session, const uint64_t* requests, size_t count, int32_t reason, int32_t* statuses,
+                     kvrt_error* error);
+
+/* Publishes full blocks [first_block, end_block) of an admitted request,
+ * whose rows are committed; `tokens` are its tokens from position 0 (at
+ * least end_block * block_tokens). */
+int32_t kvrt_publish(kvrt_session* session, uint64_t request, const char* namespace_name, const int32_t* tokens,
+                     uint32_t token_count, uint32_t first_block, uint32_t end_block, kvrt_error* error);
+
+/* Ends an admitted request's reuse attempt (kvrt_admission.reuse_attempt):
+ * `executed` when the work that read its rows ran; successor_end_block > 0
+ * also publishes the request's blocks [0, successor_end_block) (rows
+ * committed, `tokens` from position 0) as the attempt's successor. Queued:
+ * sent with the next kvrt_admit or kvrt_flush_reuse_ends; a request named
+ * as a successor must not be released before that. */
+int32_t kvrt_end_reuse(kvrt_session* session, uint64_t reuse_attempt, int32_t executed, uint64_t request,
+                       const int32_t* tokens, uint32_t token_count, uint32_t successor_end_block, kvrt_error* error);
+int32_t kvrt_flush_reuse_ends(kvrt_session* session, kvrt_error* error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KVRT_H */

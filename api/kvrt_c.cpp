@@ -1,0 +1,509 @@
+// libkvrt: the C ABI of api/kvrt.h over EngineSession (engine/
+// engine_session.hpp), the same engine-facing path `kvrt worker` and `kvrt
+// run`'s engines take. What C adds: the session keeps each admitted
+// request's fence and block table, so callers name requests by id; every
+// argument is checked before anything is sent, and no exception crosses
+// the boundary.
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/kvrt.h"
+#include "engine/engine_session.hpp"
+#include "engine/session_pools.hpp"
+#include "shm/shm_payload_store.hpp"
+
+struct kvrt_session {
+  std::unique_ptr<kvrt::EngineSession> engine;
+  std::unique_ptr<kvrt::shm::ShmPayloadStore> pools;
+  struct Live {
+    kvrt::RequestFence fence;
+    std::vector<std::vector<uint32_t>> table;  // [group][logical block] -> pool block
+  };
+  std::map<uint64_t, Live> live;  // admitted requests, by id
+  uint64_t trace = 0;
+};
+
+namespace kvrt {
+namespace {
+
+void copy_text(char* out, size_t capacity, std::string_view text) {
+  const size_t n = std::min(capacity - 1, text.size());
+  std::memcpy(out, text.data(), n);
+  out[n] = '\0';
+}
+
+void fill(kvrt_error* out, const Error& e) {
+  if (out == nullptr) return;
+  out->code = static_cast<int32_t>(e.code);
+  copy_text(out->name, sizeof(out->name), to_string(e.code));
+  copy_text(out->field, sizeof(out->field), e.field);
+  copy_text(out->reason, sizeof(out->reason), e.reason);
+}
+
+int32_t fail(kvrt_error* out, const Error& e) {
+  fill(out, e);
+  return static_cast<int32_t>(e.code);
+}
+
+int32_t ok(kvrt_error* out) {
+  if (out != nullptr) *out = kvrt_error{};
+  return KVRT_OK;
+}
+
+int32_t bad(kvrt_error* out, const std::string& reason, const std::string& field) {
+  return fail(out, make_error(ErrorCode::invalid_argument, reason, field));
+}
+
+TraceContext next_trace(kvrt_session* s) { return TraceContext{0, ++s->trace, 0}; }
+
+uint32_t group_index_of(const kvrt_session* s, CacheGroupId group) {
+  for (uint32_t g = 0; g < s->pools->group_count(); ++g)
+    if (s->pools->group(g) == group) return g;
+  return 0;
+}
+
+void apply_entries(kvrt_session* s, kvrt_session::Live& r, const std::vector<TableEntryUpdate>& entries) {
+  for (const TableEntryUpdate& e : entries) {
+    std::vector<uint32_t>& t = r.table.at(group_index_of(s, e.handle.group));
+    if (t.size() <= e.logical_block) t.resize(e.logical_block + 1, UINT32_MAX);
+    t[e.logical_block] = e.handle.block.value;  // the node's pools use block id == slot
+  }
+}
+
+// The live request `id`, or an invalid_argument naming it.
+Result<kvrt_session::Live*> live_request(kvrt_session* s, uint64_t id, const std::string& field) {
+  const auto it = s->live.find(id);
+  if (it == s->live.end())
+    return make_error(ErrorCode::invalid_argument,
+                      "request " + std::to_string(id) + " is not an admitted request of this session", field);
+  return &it->second;
+}
+
+// An op's status (kvrt.h): 0, a refusal that changed nothing (negative),
+// or the op's error code.
+int32_t code_of(const AllocatorOutcome& o) {
+  if (const auto* e = std::get_if<Error>(&o)) return static_cast<int32_t>(e->code);
+  const auto* r = std::get_if<AllocationReceipt>(&o);
+  if (r == nullptr) return KVRT_OK;  // a release's or another op's receipt
+  switch (r->outcome) {
+    case AllocationOutcome::committed:
+      return KVRT_OK;
+    case AllocationOutcome::out_of_capacity:
+      return KVRT_S_NO_ROOM;
+    case AllocationOutcome::quota_exceeded:
+      return KVRT_S_QUOTA_EXCEEDED;
+    case AllocationOutcome::rolled_back:
+      return KVRT_S_ROLLED_BACK;
+  }
+  return KVRT_S_ROLLED_BACK;
+}
+
+// An exception reaching the boundary is a kvrt bug; it never crosses into C.
+int32_t caught(kvrt_error* out, const char* call, const std::exception& e) {
+  return fail(out, make_error(ErrorCode::invariant_violated, std::string(call) + ": " + e.what(), call));
+}
+
+// An allocator batch of one op kind over `count` requests: the call's own
+// error, or each op's outcome.
+template <class MakeOp>
+Result<AllocatorBatchReceipt> per_request(kvrt_session* s, const uint64_t* requests, size_t count, MakeOp make,
+                                          std::vector<kvrt_session::Live*>& targets) {
+  if (count > 0 && requests == nullptr) return make_error(ErrorCode::invalid_argument, "requests is NULL", "requests");
+  AllocatorBatch batch{next_trace(s), {}};
+  for (size_t i = 0; i < count; ++i) {
+    Result<kvrt_session::Live*> r = live_request(s, requests[i], "requests[" + std::to_string(i) + "]");
+    if (!r.ok()) return r.error();
+    targets.push_back(*r);
+  }
+  for (size_t i = 0; i < count; ++i) batch.ops.push_back(make(i, *targets[i]));
+  Result<AllocatorBatchReceipt> answer = s->engine->allocator(batch);
+  if (answer.ok() && answer->outcomes.size() != count)
+    return make_error(ErrorCode::rpc_failed, "the allocator answered another number of ops", "allocator");
+  return answer;
+}
+
+}  // namespace
+}  // namespace kvrt
+
+using namespace kvrt;
+
+extern "C" {
+
+uint32_t kvrt_abi_version(void) { return KVRT_ABI_VERSION; }
+
+const char* kvrt_error_name(int32_t code) {
+  if (code == KVRT_OK) return "ok";
+  if (code < 0 || code > UINT16_MAX) return "unknown";
+  static thread_local std::string name;
+  name = std::string(to_string(static_cast<ErrorCode>(code)));
+  return name.c_str();
+}
+
+int32_t kvrt_connect(const char* descriptor_path, const char* principal, const kvrt_connect_options* options,
+                     kvrt_session** out, kvrt_error* error) try {
+  if (out == nullptr) return bad(error, "out is NULL", "out");
+  *out = nullptr;
+  if (descriptor_path == nullptr || *descriptor_path == '\0')
+    return bad(error, "a node descriptor path is required", "descriptor_path");
+  if (principal == nullptr || *principal == '\0') return bad(error, "a principal name is required", "principal");
+  if (options != nullptr && options->struct_size < sizeof(uint32_t))
+    return bad(error, "options->struct_size must be sizeof(kvrt_connect_options)", "struct_size");
+  Result<NodeDescriptor> node = read_node_descriptor(descriptor_path);
+  if (!node.ok()) return fail(error, node.error());
+  Result<std::string> token = read_token_file(node->token_path(principal));
+  if (!token.ok()) return fail(error, token.error());
+  ClientOptions o;
+  o.worker_name = "engine";
+  o.channel_only = true;
+  // Fields past what the caller's struct_size covers keep their defaults.
+  const auto has = [&](size_t end) { return options != nullptr && options->struct_size >= end; };
+  if (has(offsetof(kvrt_connect_options, worker_name) + sizeof(const char*)) && options->worker_name != nullptr)
+    o.worker_name = options->worker_name;
+  if (has(offsetof(kvrt_connect_options, call_timeout_ms) + sizeof(uint32_t)) && options->call_timeout_ms != 0)
+    o.timeout = std::chrono::milliseconds(options->call_timeout_ms);
+  if (has(offsetof(kvrt_connect_options, middleman) + sizeof(int32_t)) && options->middleman != 0)
+    o.channel_only = false;
+  Result<std::unique_ptr<EngineSession>> engine = EngineSession::connect(*node, *token, o);
+  if (!engine.ok()) return fail(error, engine.error());
+  if (session_pools_on_gpu((*engine)->session()))
+    return fail(error, make_error(ErrorCode::incompatible,
+                                  "the node's pools are GPU memory; this version of libkvrt maps shared-memory pools",
+                                  "pools"));
+  Result<shm::ShmPayloadStore> pools = attach_shared_memory_pools((*engine)->client());
+  if (!pools.ok()) return fail(error, pools.error());
+  auto s = std::make_unique<kvrt_session>();
+  s->engine = std::move(engine).value();
+  s->pools = std::make_unique<shm::ShmPayloadStore>(std::move(pools).value());
+  *out = s.release();
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "connect", e);
+}
+
+void kvrt_close(kvrt_session* session) {
+  // The pools go before the session: the node may reuse nothing of them
+  // until the session has ended anyway, but the mapping is this process's.
+  if (session == nullptr) return;
+  session->pools.reset();
+  session->engine.reset();
+  delete session;
+}
+
+uint64_t kvrt_session_id(const kvrt_session* session) {
+  return session == nullptr ? 0 : session->engine->session().session.value;
+}
+
+const char* kvrt_session_principal(const kvrt_session* session) {
+  return session == nullptr ? "" : session->engine->session().principal.c_str();
+}
+
+int32_t kvrt_authorize(kvrt_session* s, const char* namespace_name, uint64_t* generation, kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  if (namespace_name == nullptr || *namespace_name == '\0')
+    return bad(error, "a namespace name is required", "namespace_name");
+  Result<NamespaceGrantReceipt> grant = s->engine->authorize(namespace_name, next_trace(s));
+  if (!grant.ok()) return fail(error, grant.error());
+  if (generation != nullptr) *generation = grant->generation.value;
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "authorize", e);
+}
+
+int32_t kvrt_get_geometry(const kvrt_session* s, kvrt_geometry* out, kvrt_error* error) {
+  if (s == nullptr || out == nullptr) return bad(error, "session and out are required", "session");
+  out->groups = s->pools->group_count();
+  out->block_tokens = s->pools->block_tokens();
+  out->capacity_blocks = s->pools->capacity_blocks();
+  return ok(error);
+}
+
+int32_t kvrt_get_pool_view(const kvrt_session* s, uint32_t g, kvrt_pool_view* out, kvrt_error* error) try {
+  if (s == nullptr || out == nullptr) return bad(error, "session and out are required", "session");
+  if (g >= s->pools->group_count())
+    return bad(error,
+               "group index " + std::to_string(g) + " is outside the session's " +
+                   std::to_string(s->pools->group_count()) + " pools",
+               "group_index");
+  // The view reads the segment through a const handle; the caller writes
+  // rows through it (the pool is this session's to write at its blocks).
+  auto& segment = const_cast<shm::BlockPoolSegment&>(s->pools->segment(g));
+  const shm::PoolGeometry& geometry = segment.geometry();
+  const shm::PoolShape& shape = geometry.shape();
+  *out = kvrt_pool_view{};
+  out->cache_group = segment.group().value;
+  out->row_bytes = s->pools->row_bytes(g);
+  out->k_row_bytes = s->pools->k_row_bytes(g);
+  out->layers = shape.layers;
+  out->kv_heads = shape.kv_heads;
+  out->head_dim = shape.head_dim;
+  out->element_bytes = geometry.scalar_bytes(TensorKind::K);
+  const shm::PoolBlockRef block0{segment.pool_id(), segment.pool_generation(), PhysicalSlot{0}};
+  // Offsets are linear in the coordinates (0x03E): each stride is the step
+  // of one unit along its axis; an axis of extent 1 has none (0).
+  for (const TensorKind kind : {TensorKind::K, TensorKind::V}) {
+    const int t = kind == TensorKind::K ? 0 : 1;
+    const shm::KvCoordinate zero{kind, 0, 0, 0, 0};
+    Result<uint64_t> origin = segment.byte_offset(block0, zero);
+    if (!origin.ok()) return fail(error, origin.error());
+    out->origin[t] = *origin;
+    const auto step = [&](PhysicalSlot block, shm::KvCoordinate c) -> int64_t {
+      Result<uint64_t> at = segment.byte_offset(shm::PoolBlockRef{block0.pool, block0.generation, block}, c);
+      return at.ok() ? static_cast<int64_t>(*at) - static_cast<int64_t>(*origin) : 0;
+    };
+    out->block_stride[t] = step(PhysicalSlot{1}, zero);
+    out->row_stride[t] = step(PhysicalSlot{0}, shm::KvCoordinate{kind, 0, 1, 0, 0});
+    out->layer_stride[t] = step(PhysicalSlot{0}, shm::KvCoordinate{kind, 1, 0, 0, 0});
+    out->head_stride[t] = step(PhysicalSlot{0}, shm::KvCoordinate{kind, 0, 0, 1, 0});
+    out->lane_stride[t] = step(PhysicalSlot{0}, shm::KvCoordinate{kind, 0, 0, 0, 1});
+  }
+  // The mapping's first byte: the K tensor's origin, less its offset.
+  Result<std::span<uint8_t>> first = segment.bytes(shm::ByteRun{out->origin[0], 1});
+  if (!first.ok()) return fail(error, first.error());
+  out->base = first->data() - out->origin[0];
+  for (const PoolAttachment& p : s->engine->session().pools)
+    if (p.group == segment.group()) out->bytes = p.segment_bytes;
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "pool_view", e);
+}
+
+int32_t kvrt_write_rows(kvrt_session* s, uint32_t g, uint32_t block, uint32_t first_row, uint32_t rows,
+                        const void* bytes, size_t size, kvrt_error* error) {
+  if (s == nullptr || (bytes == nullptr && size > 0)) return bad(error, "session and bytes are required", "bytes");
+  if (Status in = s->pools->check_rows(g, block, first_row, rows); !in.ok()) return fail(error, in.error());
+  if (size != rows * s->pools->row_bytes(g))
+    return bad(error,
+               "bytes holds " + std::to_string(size) + " bytes; " + std::to_string(rows) + " rows are " +
+                   std::to_string(rows * s->pools->row_bytes(g)),
+               "size");
+  s->pools->write_rows(g, block, first_row, rows, std::span<const uint8_t>(static_cast<const uint8_t*>(bytes), size));
+  return ok(error);
+}
+
+int32_t kvrt_read_rows(const kvrt_session* s, uint32_t g, uint32_t block, uint32_t first_row, uint32_t rows, void* out,
+                       size_t size, kvrt_error* error) {
+  if (s == nullptr || (out == nullptr && size > 0)) return bad(error, "session and out are required", "out");
+  if (Status in = s->pools->check_rows(g, block, first_row, rows); !in.ok()) return fail(error, in.error());
+  if (size != rows * s->pools->row_bytes(g))
+    return bad(error,
+               "out holds " + std::to_string(size) + " bytes; " + std::to_string(rows) + " rows are " +
+                   std::to_string(rows * s->pools->row_bytes(g)),
+               "size");
+  s->pools->read_rows(g, block, first_row, rows, std::span<uint8_t>(static_cast<uint8_t*>(out), size));
+  return ok(error);
+}
+
+int32_t kvrt_admit(kvrt_session* s, const kvrt_admit_request* requests, size_t count, int32_t reuse,
+                   kvrt_admission* out, kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  if (count > 0 && (requests == nullptr || out == nullptr)) return bad(error, "requests and out are required", "out");
+  std::vector<AdmissionRequest> asks;
+  for (size_t i = 0; i < count; ++i) {
+    const kvrt_admit_request& r = requests[i];
+    const std::string at = "requests[" + std::to_string(i) + "]";
+    if (r.namespace_name == nullptr || *r.namespace_name == '\0')
+      return bad(error, "a namespace name is required", at + ".namespace_name");
+    if (r.tokens == nullptr || r.token_count == 0)
+      return bad(error, "a prompt of at least one token is required", at + ".tokens");
+    AdmissionRequest a;
+    a.namespace_name = r.namespace_name;
+    a.tokens.assign(r.tokens, r.tokens + r.token_count);
+    if (r.adapter_id != nullptr) a.identity.adapter_id = r.adapter_id;
+    if (r.cache_salt != nullptr) a.identity.cache_salt = r.cache_salt;
+    asks.push_back(std::move(a));
+  }
+  const TraceContext reuse_trace = next_trace(s);
+  Result<std::vector<Admission>> answered = s->engine->admit(asks, reuse != 0, reuse_trace, next_trace(s));
+  if (!answered.ok()) return fail(error, answered.error());
+  const uint32_t groups = s->pools->group_count();
+  for (size_t i = 0; i < count; ++i) {
+    const Admission& a = (*answered)[i];
+    kvrt_admission& o = out[i];
+    o = kvrt_admission{};
+    o.reuse_rejection = a.rejection ? static_cast<int32_t>(a.rejection->reason) : -1;
+    if (a.hit_withdrawn()) {
+      o.status = KVRT_HIT_WITHDRAWN;
+      fill(&o.error, *a.allocation_error);
+      continue;
+    }
+    if (a.allocation_error) {
+      o.status = KVRT_FAILED;
+      fill(&o.error, *a.allocation_error);
+      continue;
+    }
+    if (!a.admitted()) {
+      o.status = a.allocation->outcome == AllocationOutcome::rolled_back ? KVRT_ROLLED_BACK : KVRT_NO_ROOM;
+      continue;
+    }
+    kvrt_session::Live live;
+    live.fence = a.fence();
+    live.table.resize(groups);
+    apply_entries(s, live, a.allocation->published_entries);
+    o.status = KVRT_ADMITTED;
+    o.request = live.fence.request.value;
+    o.hit_tokens = a.hit_tokens();
+    o.reuse_attempt = a.reuse_attempt() ? a.reuse_attempt()->value : 0;
+    o.blocks = static_cast<uint32_t>(live.table.empty() ? 0 : live.table.front().size());
+    s->live[o.request] = std::move(live);
+  }
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "admit", e);
+}
+
+int32_t kvrt_block_table(const kvrt_session* s, uint64_t request, uint32_t g, uint32_t* blocks_out, size_t capacity,
+                         size_t* count, kvrt_error* error) {
+  if (s == nullptr || count == nullptr || (blocks_out == nullptr && capacity > 0))
+    return bad(error, "session, count and blocks_out are required", "blocks_out");
+  const auto it = s->live.find(request);
+  if (it == s->live.end())
+    return bad(error, "request " + std::to_string(request) + " is not an admitted request of this session", "request");
+  if (g >= it->second.table.size()) return bad(error, "no group " + std::to_string(g), "group_index");
+  const std::vector<uint32_t>& t = it->second.table[g];
+  *count = t.size();
+  std::copy_n(t.begin(), std::min(capacity, t.size()), blocks_out);
+  return ok(error);
+}
+
+int32_t kvrt_commit_rows(kvrt_session* s, const uint64_t* requests, const uint32_t* valid_rows, size_t count,
+                         int32_t* statuses, kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  if (count > 0 && valid_rows == nullptr) return bad(error, "valid_rows is NULL", "valid_rows");
+  std::vector<kvrt_session::Live*> targets;
+  Result<AllocatorBatchReceipt> r = per_request(
+      s, requests, count,
+      [&](size_t i, const kvrt_session::Live& l) -> AllocatorOp {
+        return CommitRowsOp{l.fence, valid_rows[i]};
+      },
+      targets);
+  if (!r.ok()) return fail(error, r.error());
+  for (size_t i = 0; i < count; ++i) {
+    if (const auto* a = std::get_if<AllocationReceipt>(&r->outcomes[i]))
+      targets[i]->fence.table_version = a->table_version_after;
+    if (statuses != nullptr) statuses[i] = code_of(r->outcomes[i]);
+  }
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "commit_rows", e);
+}
+
+int32_t kvrt_append(kvrt_session* s, const uint64_t* requests, size_t count, uint32_t* positions, int32_t* statuses,
+                    kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  std::vector<kvrt_session::Live*> targets;
+  Result<AllocatorBatchReceipt> r = per_request(
+      s, requests, count,
+      [&](size_t, const kvrt_session::Live& l) -> AllocatorOp {
+        return AppendOp{l.fence, {}, std::nullopt};
+      },
+      targets);
+  if (!r.ok()) return fail(error, r.error());
+  for (size_t i = 0; i < count; ++i) {
+    const auto* a = std::get_if<AllocationReceipt>(&r->outcomes[i]);
+    if (a != nullptr && a->outcome == AllocationOutcome::committed) {
+      targets[i]->fence.generation = a->request_generation;
+      targets[i]->fence.table_version = a->table_version_after;
+      apply_entries(s, *targets[i], a->published_entries);
+      if (positions != nullptr) positions[i] = a->context_tokens_after - 1;
+    }
+    if (statuses != nullptr) statuses[i] = code_of(r->outcomes[i]);
+  }
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "append", e);
+}
+
+int32_t kvrt_release(kvrt_session* s, const uint64_t* requests, size_t count, int32_t reason, int32_t* statuses,
+                     kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  if (reason != KVRT_FINISHED && reason != KVRT_CANCELLED && reason != KVRT_PREEMPTED)
+    return bad(error, "reason must be KVRT_FINISHED, KVRT_CANCELLED or KVRT_PREEMPTED", "reason");
+  for (size_t i = 0; i < count && requests != nullptr; ++i)
+    if (s->engine->successor_pending(RequestId{requests[i]}))
+      return bad(error,
+                 "request " + std::to_string(requests[i]) +
+                     " is named as a reuse successor that is not sent yet: kvrt_flush_reuse_ends first",
+                 "requests[" + std::to_string(i) + "]");
+  std::vector<kvrt_session::Live*> targets;
+  Result<AllocatorBatchReceipt> r = per_request(
+      s, requests, count,
+      [&](size_t, const kvrt_session::Live& l) -> AllocatorOp {
+        return ReleaseOp{l.fence, static_cast<ReleaseReason>(reason)};
+      },
+      targets);
+  if (!r.ok()) return fail(error, r.error());
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t code = code_of(r->outcomes[i]);
+    if (code == KVRT_OK) s->live.erase(requests[i]);
+    if (statuses != nullptr) statuses[i] = code;
+  }
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "release", e);
+}
+
+int32_t kvrt_publish(kvrt_session* s, uint64_t request, const char* namespace_name, const int32_t* tokens,
+                     uint32_t token_count, uint32_t first_block, uint32_t end_block, kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  if (namespace_name == nullptr || *namespace_name == '\0')
+    return bad(error, "a namespace is required", "namespace_name");
+  Result<kvrt_session::Live*> live = live_request(s, request, "request");
+  if (!live.ok()) return fail(error, live.error());
+  if (first_block > end_block) return bad(error, "first_block is past end_block", "first_block");
+  if (tokens == nullptr || uint64_t{token_count} < uint64_t{end_block} * s->engine->block_tokens())
+    return bad(error, "tokens must cover end_block full blocks", "tokens");
+  PrefixPublishOp op{namespace_name,
+                     RequestId{request},
+                     std::vector<TokenId>(tokens, tokens + token_count),
+                     first_block,
+                     end_block,
+                     {},
+                     NamespaceGeneration{0},
+                     0};
+  Result<PrefixBatchReceipt> r = s->engine->prefix(PrefixBatch{next_trace(s), {std::move(op)}});
+  if (!r.ok()) return fail(error, r.error());
+  if (r->outcomes.size() != 1)
+    return fail(error, make_error(ErrorCode::rpc_failed, "one publication, another answer", "prefix"));
+  if (const auto* e = std::get_if<Error>(&r->outcomes[0])) return fail(error, *e);
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "publish", e);
+}
+
+int32_t kvrt_end_reuse(kvrt_session* s, uint64_t reuse_attempt, int32_t executed, uint64_t request,
+                       const int32_t* tokens, uint32_t token_count, uint32_t successor_end_block,
+                       kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  if (reuse_attempt == 0) return bad(error, "no reuse attempt (0)", "reuse_attempt");
+  std::optional<ReuseSuccessor> successor;
+  if (successor_end_block > 0) {
+    if (executed == 0) return bad(error, "a successor needs executed work", "executed");
+    Result<kvrt_session::Live*> live = live_request(s, request, "request");
+    if (!live.ok()) return fail(error, live.error());
+    const uint64_t rows = uint64_t{successor_end_block} * s->engine->block_tokens();
+    if (tokens == nullptr || token_count < rows)
+      return bad(error, "tokens must cover the successor's blocks", "tokens");
+    successor = ReuseSuccessor{RequestId{request}, std::vector<TokenId>(tokens, tokens + rows), successor_end_block};
+  }
+  s->engine->end_reuse(ExecutionSnapshotVersion{reuse_attempt}, executed != 0, std::move(successor));
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "end_reuse", e);
+}
+
+int32_t kvrt_flush_reuse_ends(kvrt_session* s, kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  if (Status sent = s->engine->flush_reuse_ends(next_trace(s)); !sent.ok()) return fail(error, sent.error());
+  const ReuseEndNotes notes = s->engine->take_reuse_end_notes();
+  if (!notes.errors.empty()) return fail(error, notes.errors.front());
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "flush_reuse_ends", e);
+}
+
+}  // extern "C"
