@@ -108,6 +108,20 @@ int32_t caught(kvrt_error* out, const char* call, const std::exception& e) {
   return fail(out, make_error(ErrorCode::invariant_violated, std::string(call) + ": " + e.what(), call));
 }
 
+// Rows [first_row, first_row + rows) of a pool block exist, and a buffer of
+// `size` bytes holds exactly them.
+Status check_row_span(const kvrt_session& s, uint32_t g, uint32_t block, uint32_t first_row, uint32_t rows,
+                      size_t size) {
+  KVRT_TRY(s.pools->check_rows(g, block, first_row, rows));
+  const uint64_t want = uint64_t{rows} * s.pools->row_bytes(g);
+  if (size != want)
+    return make_error(ErrorCode::invalid_argument,
+                      "the buffer holds " + std::to_string(size) + " bytes; " + std::to_string(rows) + " rows are " +
+                          std::to_string(want),
+                      "size");
+  return Status::success();
+}
+
 // An allocator batch of one op kind over `count` requests: the call's own
 // error, or each op's outcome.
 template <class MakeOp>
@@ -275,12 +289,7 @@ int32_t kvrt_get_pool_view(const kvrt_session* s, uint32_t g, kvrt_pool_view* ou
 int32_t kvrt_write_rows(kvrt_session* s, uint32_t g, uint32_t block, uint32_t first_row, uint32_t rows,
                         const void* bytes, size_t size, kvrt_error* error) {
   if (s == nullptr || (bytes == nullptr && size > 0)) return bad(error, "session and bytes are required", "bytes");
-  if (Status in = s->pools->check_rows(g, block, first_row, rows); !in.ok()) return fail(error, in.error());
-  if (size != rows * s->pools->row_bytes(g))
-    return bad(error,
-               "bytes holds " + std::to_string(size) + " bytes; " + std::to_string(rows) + " rows are " +
-                   std::to_string(rows * s->pools->row_bytes(g)),
-               "size");
+  if (Status in = check_row_span(*s, g, block, first_row, rows, size); !in.ok()) return fail(error, in.error());
   s->pools->write_rows(g, block, first_row, rows, std::span<const uint8_t>(static_cast<const uint8_t*>(bytes), size));
   return ok(error);
 }
@@ -288,12 +297,7 @@ int32_t kvrt_write_rows(kvrt_session* s, uint32_t g, uint32_t block, uint32_t fi
 int32_t kvrt_read_rows(const kvrt_session* s, uint32_t g, uint32_t block, uint32_t first_row, uint32_t rows, void* out,
                        size_t size, kvrt_error* error) {
   if (s == nullptr || (out == nullptr && size > 0)) return bad(error, "session and out are required", "out");
-  if (Status in = s->pools->check_rows(g, block, first_row, rows); !in.ok()) return fail(error, in.error());
-  if (size != rows * s->pools->row_bytes(g))
-    return bad(error,
-               "out holds " + std::to_string(size) + " bytes; " + std::to_string(rows) + " rows are " +
-                   std::to_string(rows * s->pools->row_bytes(g)),
-               "size");
+  if (Status in = check_row_span(*s, g, block, first_row, rows, size); !in.ok()) return fail(error, in.error());
   s->pools->read_rows(g, block, first_row, rows, std::span<uint8_t>(static_cast<uint8_t*>(out), size));
   return ok(error);
 }

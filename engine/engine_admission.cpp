@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "engine/engine_loop.hpp"
-#include "engine/withdrawn_hit.hpp"
 
 namespace kvrt::engine {
 

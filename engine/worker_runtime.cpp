@@ -7,13 +7,11 @@
 #include <cstring>
 #include <optional>
 #include <random>
-#include <set>
 
 #include "actors/client.hpp"
 #include "engine/engine_session.hpp"
 #include "engine/session_pools.hpp"
 #include "engine/session_reuse_policy.hpp"
-#include "engine/withdrawn_hit.hpp"
 #include "services/common/splitmix64.hpp"
 #include "services/telemetry/reuse_rejection.hpp"
 #include "tools/report/run_report.hpp"
