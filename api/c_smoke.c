@@ -83,7 +83,16 @@ int main(int argc, char** argv) {
   if (kvrt_release(s, &a.request, 1, KVRT_FINISHED, &status, &e) != KVRT_OK || status != 0)
     return failed("release", &e);
 
-  /* The same prompt again: its three full blocks are a hit. */
+  /* The same prompt again: a lookup sees its three full blocks (and a
+   * namespace the principal was not granted is refused for that request
+   * alone), then the admission reuses them. */
+  kvrt_admit_request asks[2] = {ask, ask};
+  asks[1].namespace_name = "test/not-granted";
+  uint32_t seen[2] = {7, 7};
+  int32_t seen_status[2] = {-1, -1};
+  if (kvrt_lookup(s, asks, 2, seen, seen_status, &e) != KVRT_OK) return failed("lookup", &e);
+  if (seen_status[0] != KVRT_OK || seen[0] != 3 * P) return failed("the lookup sees three blocks", NULL);
+  if (seen_status[1] == KVRT_OK || seen[1] != 0) return failed("a lookup in a namespace not granted", NULL);
   kvrt_admission b;
   if (kvrt_admit(s, &ask, 1, 1, &b, &e) != KVRT_OK) return failed("admit again", &e);
   if (b.status != KVRT_ADMITTED || b.hit_tokens != 3 * P || b.reuse_attempt == 0)

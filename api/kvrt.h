@@ -6,6 +6,7 @@
  * on a node with the node's descriptor file and a principal's name, is
  * granted cache namespaces, and then, per scheduler iteration:
  *
+ *   kvrt_lookup      how much of each prompt is cached, changing nothing;
  *   kvrt_admit       new requests: the exact hit (reused prompt rows) and
  *                    the request's blocks, through one reuse message and
  *                    one allocation on the node (the executable-reuse
@@ -166,6 +167,15 @@ typedef struct kvrt_admission {
 int32_t kvrt_admit(kvrt_session* session, const kvrt_admit_request* requests, size_t count, int32_t reuse,
                    kvrt_admission* out, kvrt_error* error);
 
+/* How many prompt tokens of each request the namespace's index holds now:
+ * the rows an admission would reuse (the same cap: with a generative
+ * request the last prompt token is always computed), found without any
+ * side effect on the node (no lease, no recency, no reuse counts; the
+ * node counts a peek). Not a reservation: an admission later may find
+ * less. hit_tokens[i] [tokens] is set (0 on a refusal); `statuses` (may be
+ * NULL) receives each request's code, such as a namespace not granted. */
+int32_t kvrt_lookup(kvrt_session* session, const kvrt_admit_request* requests, size_t count, uint32_t* hit_tokens,
+                    int32_t* statuses, kvrt_error* error);
 /* The request's pool blocks of group `group_index`, logical block order:
  * writes min(capacity, blocks) ids to `blocks_out` and the count to `count`. */
 int32_t kvrt_block_table(const kvrt_session* session, uint64_t request, uint32_t group_index, uint32_t* blocks_out,

@@ -122,6 +122,27 @@ Status check_row_span(const kvrt_session& s, uint32_t g, uint32_t block, uint32_
   return Status::success();
 }
 
+// The engine session's form of kvrt_admit_request[count]; the first bad
+// entry is refused, naming its index.
+Result<std::vector<AdmissionRequest>> admission_requests(const kvrt_admit_request* requests, size_t count) {
+  std::vector<AdmissionRequest> asks;
+  for (size_t i = 0; i < count; ++i) {
+    const kvrt_admit_request& r = requests[i];
+    const std::string at = "requests[" + std::to_string(i) + "]";
+    if (r.namespace_name == nullptr || *r.namespace_name == '\0')
+      return make_error(ErrorCode::invalid_argument, "a namespace name is required", at + ".namespace_name");
+    if (r.tokens == nullptr || r.token_count == 0)
+      return make_error(ErrorCode::invalid_argument, "a prompt of at least one token is required", at + ".tokens");
+    AdmissionRequest a;
+    a.namespace_name = r.namespace_name;
+    a.tokens.assign(r.tokens, r.tokens + r.token_count);
+    if (r.adapter_id != nullptr) a.identity.adapter_id = r.adapter_id;
+    if (r.cache_salt != nullptr) a.identity.cache_salt = r.cache_salt;
+    asks.push_back(std::move(a));
+  }
+  return asks;
+}
+
 // An allocator batch of one op kind over `count` requests: the call's own
 // error, or each op's outcome.
 template <class MakeOp>
@@ -306,23 +327,10 @@ int32_t kvrt_admit(kvrt_session* s, const kvrt_admit_request* requests, size_t c
                    kvrt_admission* out, kvrt_error* error) try {
   if (s == nullptr) return bad(error, "session is NULL", "session");
   if (count > 0 && (requests == nullptr || out == nullptr)) return bad(error, "requests and out are required", "out");
-  std::vector<AdmissionRequest> asks;
-  for (size_t i = 0; i < count; ++i) {
-    const kvrt_admit_request& r = requests[i];
-    const std::string at = "requests[" + std::to_string(i) + "]";
-    if (r.namespace_name == nullptr || *r.namespace_name == '\0')
-      return bad(error, "a namespace name is required", at + ".namespace_name");
-    if (r.tokens == nullptr || r.token_count == 0)
-      return bad(error, "a prompt of at least one token is required", at + ".tokens");
-    AdmissionRequest a;
-    a.namespace_name = r.namespace_name;
-    a.tokens.assign(r.tokens, r.tokens + r.token_count);
-    if (r.adapter_id != nullptr) a.identity.adapter_id = r.adapter_id;
-    if (r.cache_salt != nullptr) a.identity.cache_salt = r.cache_salt;
-    asks.push_back(std::move(a));
-  }
+  Result<std::vector<AdmissionRequest>> asks = admission_requests(requests, count);
+  if (!asks.ok()) return fail(error, asks.error());
   const TraceContext reuse_trace = next_trace(s);
-  Result<std::vector<Admission>> answered = s->engine->admit(asks, reuse != 0, reuse_trace, next_trace(s));
+  Result<std::vector<Admission>> answered = s->engine->admit(*asks, reuse != 0, reuse_trace, next_trace(s));
   if (!answered.ok()) return fail(error, answered.error());
   const uint32_t groups = s->pools->group_count();
   for (size_t i = 0; i < count; ++i) {
@@ -358,6 +366,25 @@ int32_t kvrt_admit(kvrt_session* s, const kvrt_admit_request* requests, size_t c
   return ok(error);
 } catch (const std::exception& e) {
   return caught(error, "admit", e);
+}
+
+int32_t kvrt_lookup(kvrt_session* s, const kvrt_admit_request* requests, size_t count, uint32_t* hit_tokens,
+                    int32_t* statuses, kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  if (count > 0 && (requests == nullptr || hit_tokens == nullptr))
+    return bad(error, "requests and hit_tokens are required", "hit_tokens");
+  Result<std::vector<AdmissionRequest>> asks = admission_requests(requests, count);
+  if (!asks.ok()) return fail(error, asks.error());
+  Result<std::vector<Result<PrefixMatchReceipt>>> seen = s->engine->lookup(*asks, next_trace(s));
+  if (!seen.ok()) return fail(error, seen.error());
+  for (size_t i = 0; i < count; ++i) {
+    const Result<PrefixMatchReceipt>& r = (*seen)[i];
+    hit_tokens[i] = r.ok() ? r->runtime_hit_tokens : 0;
+    if (statuses != nullptr) statuses[i] = r.ok() ? KVRT_OK : static_cast<int32_t>(r.error().code);
+  }
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "lookup", e);
 }
 
 int32_t kvrt_block_table(const kvrt_session* s, uint64_t request, uint32_t g, uint32_t* blocks_out, size_t capacity,

@@ -238,7 +238,9 @@ Status EngineLoop::finish() {
           PrefixPublishOp{r.job->namespace_name, r.fence.request,
                           std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + exact - (exact % P_) + tail), first,
                           full, identity_of(r.admitted.adapter), r.admitted.generation, tail});
-    release.ops.push_back(ReleaseOp{r.fence, r.failed ? ReleaseReason::cancelled : ReleaseReason::finished});
+    // Built in place (GCC 12 -Wmaybe-uninitialized on a moved variant temporary).
+    release.ops.emplace_back(std::in_place_type<ReleaseOp>, r.fence,
+                             r.failed ? ReleaseReason::cancelled : ReleaseReason::finished);
     done.push_back(std::move(r));
   }
   live_ = std::move(remaining);

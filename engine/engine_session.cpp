@@ -104,6 +104,35 @@ Result<std::vector<Admission>> EngineSession::admit(std::span<const AdmissionReq
   return out;
 }
 
+Result<std::vector<Result<PrefixMatchReceipt>>> EngineSession::lookup(std::span<const AdmissionRequest> requests,
+                                                                      const TraceContext& trace) {
+  std::vector<Result<PrefixMatchReceipt>> out;
+  if (requests.empty()) return out;
+  PrefixBatch batch{trace, {}};
+  for (const AdmissionRequest& r : requests) {
+    // Built in place (GCC 12 -Wmaybe-uninitialized on a moved variant temporary).
+    PrefixPeekOp& op = std::get<PrefixPeekOp>(batch.ops.emplace_back(std::in_place_type<PrefixPeekOp>));
+    op.match.namespace_name = r.namespace_name;
+    op.match.tokens = r.tokens;
+    op.match.logits_path = r.logits_path;
+    op.match.identity = r.identity;
+  }
+  Result<PrefixBatchReceipt> answered = timed(Owner::prefix_index, batch);
+  if (!answered.ok()) return answered.error();
+  if (answered->outcomes.size() != requests.size())
+    return make_error(ErrorCode::rpc_failed, "the prefix receipt answers another number of ops", "prefix");
+  out.reserve(requests.size());
+  for (PrefixOutcome& o : answered->outcomes) {
+    if (auto* receipt = std::get_if<PrefixMatchReceipt>(&o))
+      out.emplace_back(std::move(*receipt));
+    else if (auto* e = std::get_if<Error>(&o))
+      out.emplace_back(std::move(*e));
+    else
+      return make_error(ErrorCode::rpc_failed, "a peek was answered with a publish receipt", "prefix");
+  }
+  return out;
+}
+
 void EngineSession::end_reuse(ExecutionSnapshotVersion attempt, bool executed,
                               std::optional<ReuseSuccessor> successor) {
   if (successor) pending_successors_.insert(successor->request.value);

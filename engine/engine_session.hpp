@@ -109,6 +109,16 @@ class EngineSession {
   Result<std::vector<Admission>> admit(std::span<const AdmissionRequest> requests, bool reuse,
                                        const TraceContext& reuse_trace, const TraceContext& allocation_trace);
 
+  // How much of each prompt the namespace's index holds now, changing
+  // nothing on the node (a PrefixPeekOp per request, one prefix message):
+  // no lease, no recency, no reuse funnel count. The receipt's
+  // runtime_hit_tokens is what an admission would reuse if nothing changes
+  // in between and the reuse owner's gates pass (0x0CD: admission can still
+  // reject, a peek is not a reservation). Per request: its receipt, or its
+  // typed error (a namespace not granted, a bad identity).
+  Result<std::vector<Result<PrefixMatchReceipt>>> lookup(std::span<const AdmissionRequest> requests,
+                                                         const TraceContext& trace);
+
   // Steps 9-10 of an admitted request's attempt, queued for the next reuse
   // message: `executed` when the work that read the reused rows ran; a
   // successor (the request's committed full prompt blocks, 0x0CD step 10)

@@ -114,10 +114,21 @@ struct PrefixPublishOp {
   # reuse policy is immutable_partial_tail; 0: full blocks only [rows].
 }
 
+struct PrefixPeekOp {
+  # The lookup of `match` answered without touching the index: no access
+  # time, no hit count, no split of an edge, no lease, no reuse-funnel count
+  # (an engine's scheduler asks how much of a prompt is cached before it
+  # decides to admit it). Authorization before lookup holds as for a match
+  # (0x0CE). Answered with the PrefixMatchReceipt a match would give at that
+  # moment; its handles are a fact of the moment, leased by nobody.
+  match @0 :PrefixMatchOp;
+}
+
 struct PrefixOp {
   union {
     match @0 :PrefixMatchOp;
     publish @1 :PrefixPublishOp;
+    peek @2 :PrefixPeekOp;
   }
 }
 

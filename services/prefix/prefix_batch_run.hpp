@@ -2,7 +2,8 @@
 // PrefixBatchRun: one PrefixBatch on the node, as a sans-IO protocol between
 // an index owner and the allocator owner. Both index owners answer the
 // prefix route with it: the hash chain (PrefixService) and the radix index
-// (RadixBlockService). A lookup is answered at once; a publication is three
+// (RadixBlockService). A lookup (a match or a side-effect-free
+// peek) is answered at once; a publication is three
 // phases across the two owners:
 //
 //   phase     request to the allocator        answer
@@ -72,6 +73,11 @@ class PrefixBatchRun {
       const PrefixOp& op = batch_.ops[receipt_.outcomes.size()];
       if (const auto* m = std::get_if<PrefixMatchOp>(&op)) {
         Result<PrefixMatchReceipt> r = index_.match(session_, *m);
+        receipt_.outcomes.push_back(r.ok() ? PrefixOutcome(std::move(*r)) : PrefixOutcome(r.error()));
+        continue;
+      }
+      if (const auto* p = std::get_if<PrefixPeekOp>(&op)) {
+        Result<PrefixMatchReceipt> r = index_.peek(session_, p->match);
         receipt_.outcomes.push_back(r.ok() ? PrefixOutcome(std::move(*r)) : PrefixOutcome(r.error()));
         continue;
       }

@@ -52,14 +52,31 @@ Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixM
     if (const auto reason = authorization_rejection(plan.error().code)) funnel_.record_refused(*reason);
     return plan.error();
   }
-  Result<PrefixMatch> m = index_.lookup(
-      scope_, PrefixLookupArgs{op.request, op.request_generation, op.tokens, &*plan, op.logits_path, {}}, nullptr);
-  if (!m.ok()) return m.error();
+  Result<PrefixMatchReceipt> r = receipt_for(session, op, *plan);
+  if (!r.ok()) return r.error();
   ++lookups_;
-  funnel_.record_lookup(m->receipt.runtime_hit_tokens);
-  lookup_prompt_tokens_ += m->receipt.prompt_tokens;
-  lookup_hit_tokens_ += m->receipt.runtime_hit_tokens;
-  partial_hits_ += m->receipt.copy_valid_partial_rows > 0 ? 1 : 0;
+  funnel_.record_lookup(r->runtime_hit_tokens);
+  lookup_prompt_tokens_ += r->prompt_tokens;
+  lookup_hit_tokens_ += r->runtime_hit_tokens;
+  partial_hits_ += r->copy_valid_partial_rows > 0 ? 1 : 0;
+  return r;
+}
+
+Result<PrefixMatchReceipt> PrefixService::peek(SessionId session, const PrefixMatchOp& op) {
+  // The hash chain's lookup is const already: a peek differs from a match
+  // only in what it counts (nothing of the lookup or reuse funnel).
+  Result<BlockExtrasPlan> plan = authorized_plan(session, op.namespace_name, op.identity);
+  if (!plan.ok()) return plan.error();
+  Result<PrefixMatchReceipt> r = receipt_for(session, op, *plan);
+  if (r.ok()) ++peeks_;
+  return r;
+}
+
+Result<PrefixMatchReceipt> PrefixService::receipt_for(SessionId session, const PrefixMatchOp& op,
+                                                      const BlockExtrasPlan& plan) const {
+  Result<PrefixMatch> m = index_.lookup(
+      scope_, PrefixLookupArgs{op.request, op.request_generation, op.tokens, &plan, op.logits_path, {}}, nullptr);
+  if (!m.ok()) return m.error();
   m->receipt.namespace_id = op.namespace_name;
   m->receipt.namespace_generation = grants_.current(session, op.namespace_name)->generation;
   m->receipt.receipt_sha256 = canonical_digest(m->receipt);
@@ -188,6 +205,7 @@ OwnerStats PrefixService::stats() const {
   put("hash_keys", static_cast<int64_t>(index_.hash_keys()));
   put("publication_generation", static_cast<int64_t>(index_.publication_generation()));
   put("lookups", static_cast<int64_t>(lookups_));
+  put("peeks", static_cast<int64_t>(peeks_));
   put("lookup_prompt_tokens", static_cast<int64_t>(lookup_prompt_tokens_));
   put("lookup_hit_tokens", static_cast<int64_t>(lookup_hit_tokens_));
   put("rejected_unauthorized", static_cast<int64_t>(unauthorized_));

@@ -70,6 +70,9 @@ class PrefixService {
   void end_session(SessionId session);
 
   Result<PrefixMatchReceipt> match(SessionId session, const PrefixMatchOp& op);
+  // The same lookup without side effects (PrefixPeekOp): the receipt match()
+  // would answer now, counted only as a peek.
+  Result<PrefixMatchReceipt> peek(SessionId session, const PrefixMatchOp& op);
   // Phase 1: authorization and argument checks; ok means "read the table".
   Status check_publication(SessionId session, const PrefixPublishOp& op) const;
   // Phase 2: decide the entries against the allocator's table view.
@@ -130,6 +133,9 @@ class PrefixService {
   // mapped in every group, its rows committed. Errors before anything is
   // recorded.
   Status check_tail_block(const PrefixPublishOp& op, const BlockTableView& table) const;
+  // The lookup of an authorized op and its receipt, digest included.
+  Result<PrefixMatchReceipt> receipt_for(SessionId session, const PrefixMatchOp& op,
+                                         const BlockExtrasPlan& plan) const;
   // check_publication's checks; the authorized plan when they pass.
   Result<BlockExtrasPlan> publication_plan(SessionId session, const PrefixPublishOp& op) const;
 
@@ -137,6 +143,7 @@ class PrefixService {
   PrefixScope scope_;  // the node's local scope; namespaces separate by salt
   NamespaceGrants grants_;
   uint64_t lookups_ = 0, lookup_hit_tokens_ = 0, lookup_prompt_tokens_ = 0;
+  uint64_t peeks_ = 0;
   uint64_t unauthorized_ = 0, stale_generation_ = 0;
   LookupFunnelCounters funnel_;  // the node's reuse funnel, lookup stages (0x0CF)
   uint64_t publications_ = 0, tags_refused_ = 0;

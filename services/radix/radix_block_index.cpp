@@ -74,19 +74,34 @@ void RadixBlockIndex::free_page(uint32_t id, std::vector<LeaseId>& leases_out) {
 }
 
 RadixBlockMatch RadixBlockIndex::match(uint64_t extra_key, std::span<const TokenId> tokens, uint32_t cap_tokens) {
+  std::vector<TokenSlotId> slots;
+  const RadixMatchResult m = tree_.match(RadixKeyView{usable_prefix(tokens, cap_tokens), extra_key}, &slots);
+  RadixBlockMatch out = bundles_of(m.matched, slots);
+  out.terminal = m.terminal;
+  return out;
+}
+
+RadixBlockMatch RadixBlockIndex::peek(uint64_t extra_key, std::span<const TokenId> tokens, uint32_t cap_tokens) const {
+  std::vector<TokenSlotId> slots;
+  const uint32_t matched = tree_.peek(RadixKeyView{usable_prefix(tokens, cap_tokens), extra_key}, &slots);
+  return bundles_of(matched, slots);
+}
+
+std::span<const TokenId> RadixBlockIndex::usable_prefix(std::span<const TokenId> tokens, uint32_t cap_tokens) const {
   const uint32_t P = config_.block_tokens;
   const uint64_t capped = std::min<uint64_t>(tokens.size(), cap_tokens);
-  const uint32_t usable = static_cast<uint32_t>(config_.partial_tails ? capped : capped / P * P);
-  std::vector<TokenSlotId> slots;
-  const RadixMatchResult m = tree_.match(RadixKeyView{tokens.first(usable), extra_key}, &slots);
+  return tokens.first(config_.partial_tails ? capped : capped / P * P);
+}
+
+RadixBlockMatch RadixBlockIndex::bundles_of(uint32_t matched, const std::vector<TokenSlotId>& slots) const {
+  const uint32_t P = config_.block_tokens;
   RadixBlockMatch out;
-  out.hit_tokens = m.matched;
-  out.terminal = m.terminal;
-  out.tail_rows = m.matched % P;
+  out.hit_tokens = matched;
+  out.tail_rows = matched % P;
   // Each page position's rows come from the page of its deepest matched
   // slot (its whole page when aligned; see RadixBlockIndexConfig).
-  for (uint32_t j = 0; uint64_t{j} * P < m.matched; ++j) {
-    const uint64_t deepest = std::min<uint64_t>(uint64_t{j + 1} * P, m.matched) - 1;
+  for (uint32_t j = 0; uint64_t{j} * P < matched; ++j) {
+    const uint64_t deepest = std::min<uint64_t>(uint64_t{j + 1} * P, matched) - 1;
     const uint32_t id = static_cast<uint32_t>((slots[deepest].value - 1) / P);
     out.bundles.push_back(MatchedBlockBundle{j, pages_.at(id).handles});
   }

@@ -91,6 +91,9 @@ class RadixBlockIndex {
   // namespace, 0x0CE), at most `cap_tokens` long. A hit stamps the path for
   // the eviction policy (0x08C) and may split an edge (0x08B).
   RadixBlockMatch match(uint64_t extra_key, std::span<const TokenId> tokens, uint32_t cap_tokens);
+  // match()'s answer without its stamps and split (RadixTree::peek): the
+  // same hit, bundles and tail; no terminal.
+  RadixBlockMatch peek(uint64_t extra_key, std::span<const TokenId> tokens, uint32_t cap_tokens) const;
 
   // Publishes pages [0, pages.size()) of a request: tokens holds exactly
   // pages.size() * P tokens (with partial tails: or (pages.size() - 1) * P + v,
@@ -154,6 +157,11 @@ class RadixBlockIndex {
   uint32_t new_page(std::span<const PhysicalBlockHandle> handles, uint32_t rows);
   void free_page(uint32_t id, std::vector<LeaseId>& leases_out);
   std::vector<LeaseId> evict_tokens(uint64_t target_tokens, FaultPoints* faults);
+  // The part of a prompt a lookup may match: at most cap_tokens, whole pages
+  // unless partial tails are on.
+  std::span<const TokenId> usable_prefix(std::span<const TokenId> tokens, uint32_t cap_tokens) const;
+  // A hit of `matched` tokens as page bundles, from its matched slots.
+  RadixBlockMatch bundles_of(uint32_t matched, const std::vector<TokenSlotId>& slots) const;
 
   RadixBlockIndexConfig config_;
   RadixTree tree_;

@@ -52,18 +52,35 @@ Result<PrefixMatchReceipt> RadixBlockService::match_at(SessionId session, const 
     if (const auto reason = authorization_rejection(key.error().code)) funnel_.record_refused(*reason);
     return key.error();
   }
-  const uint32_t P = index_.block_tokens();
-  const uint32_t prompt = static_cast<uint32_t>(op.tokens.size());
-  // With logits required the last prompt token is always computed (0x07A).
-  const uint32_t cap = op.logits_path == LogitsPath::logits_required && prompt > 0 ? prompt - 1 : prompt;
+  const uint32_t cap = reuse_cap(op);
   const RadixBlockMatch m = index_.match(*key, op.tokens, cap);
   if (terminal != nullptr) *terminal = m.terminal;
   ++lookups_;
   funnel_.record_lookup(m.hit_tokens);
-  lookup_prompt_tokens_ += prompt;
+  lookup_prompt_tokens_ += op.tokens.size();
   lookup_hit_tokens_ += m.hit_tokens;
   partial_hits_ += m.tail_rows > 0 ? 1 : 0;
+  return receipt_for(session, op, cap, m);
+}
 
+Result<PrefixMatchReceipt> RadixBlockService::peek(SessionId session, const PrefixMatchOp& op) {
+  Result<uint64_t> key = namespace_key(session, op.namespace_name, op.identity);
+  if (!key.ok()) return key.error();
+  const uint32_t cap = reuse_cap(op);
+  const RadixBlockMatch m = index_.peek(*key, op.tokens, cap);
+  ++peeks_;
+  return receipt_for(session, op, cap, m);
+}
+
+uint32_t RadixBlockService::reuse_cap(const PrefixMatchOp& op) {
+  const uint32_t prompt = static_cast<uint32_t>(op.tokens.size());
+  return op.logits_path == LogitsPath::logits_required && prompt > 0 ? prompt - 1 : prompt;
+}
+
+PrefixMatchReceipt RadixBlockService::receipt_for(SessionId session, const PrefixMatchOp& op, uint32_t cap,
+                                                  const RadixBlockMatch& m) const {
+  const uint32_t P = index_.block_tokens();
+  const uint32_t prompt = static_cast<uint32_t>(op.tokens.size());
   PrefixMatchReceipt r;
   r.request_id = op.request;
   r.request_generation = op.request_generation;
@@ -286,6 +303,7 @@ OwnerStats RadixBlockService::stats() const {
   put("tree_nodes", index_.tree().ledger().nodes);
   put("evicted_pages", index_.evicted_pages());
   put("lookups", lookups_);
+  put("peeks", peeks_);
   put("lookup_prompt_tokens", lookup_prompt_tokens_);
   put("lookup_hit_tokens", lookup_hit_tokens_);
   put("rejected_unauthorized", unauthorized_);

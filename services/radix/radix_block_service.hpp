@@ -77,6 +77,10 @@ class RadixBlockService {
   void end_session(SessionId session);
 
   Result<PrefixMatchReceipt> match(SessionId session, const PrefixMatchOp& op);
+  // The same lookup without side effects (PrefixPeekOp): the receipt match()
+  // would answer now, with no stamp, split or hit count in the tree, counted
+  // only as a peek.
+  Result<PrefixMatchReceipt> peek(SessionId session, const PrefixMatchOp& op);
 
   // The executable-reuse transaction (0x0CD) for radix candidates.
   // Step 3: match() as a candidate naming its path root -> terminal, the
@@ -150,12 +154,18 @@ class RadixBlockService {
                                  NamespaceGeneration computed_under = {}) const;
   // match() and the node its hit ends at.
   Result<PrefixMatchReceipt> match_at(SessionId session, const PrefixMatchOp& op, RadixNodeRef* terminal);
+  // The receipt of a lookup of `op` that found `m` (a match or a peek).
+  PrefixMatchReceipt receipt_for(SessionId session, const PrefixMatchOp& op, uint32_t cap,
+                                 const RadixBlockMatch& m) const;
+  // With logits required the last prompt token is always computed (0x07A).
+  static uint32_t reuse_cap(const PrefixMatchOp& op);
 
   RadixBlockIndex index_;
   Sha256Digest layout_sha256_;
   uint32_t groups_ = 0;
   NamespaceGrants grants_;
   uint64_t lookups_ = 0, lookup_prompt_tokens_ = 0, lookup_hit_tokens_ = 0, unauthorized_ = 0;
+  uint64_t peeks_ = 0;
   LookupFunnelCounters funnel_;  // the node's reuse funnel, lookup stages (0x0CF)
   uint64_t publications_ = 0, pages_adopted_ = 0, pages_duplicate_ = 0, adoptions_withdrawn_ = 0;
   uint64_t pressure_calls_ = 0, pressure_pages_ = 0;

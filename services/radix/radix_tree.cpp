@@ -260,6 +260,30 @@ RadixMatchResult RadixTree::match(RadixKeyView key, std::vector<TokenSlotId>* sl
   return out;
 }
 
+uint32_t RadixTree::peek(RadixKeyView key, std::vector<TokenSlotId>* slots_out) const {
+  const uint32_t page = options_.page_size;
+  const uint32_t len = static_cast<uint32_t>(key.tokens.size() - key.tokens.size() % page);
+  const TokenId* q = key.tokens.data();
+  NodeIndex node = kRootIndex;
+  uint32_t offset = 0;
+  while (offset < len) {
+    const NodeIndex child = find_child(node, key.extra_key, q + offset);
+    if (child == kNoNode) break;
+    const uint32_t m = common_prefix(nodes_[child], q + offset, len - offset);
+    KVRT_ASSERT(m >= page, "child selector matched a page the edge does not start with");
+    // The edge's first m slots: what match() hands back from the upper half
+    // of the split it would make here.
+    if (slots_out != nullptr) {
+      const TokenSlotId* s = nodes_[child].edge.slot_data();
+      slots_out->insert(slots_out->end(), s, s + m);
+    }
+    offset += m;
+    if (m < nodes_[child].length()) break;
+    node = child;
+  }
+  return offset;
+}
+
 Result<RadixInsertResult> RadixTree::insert(RadixKeyView key, std::span<const TokenSlotId> slots, int64_t priority,
                                             RadixInsertUndo* undo) {
   if (slots.size() != key.tokens.size())

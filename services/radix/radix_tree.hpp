@@ -138,6 +138,11 @@ class RadixTree {
   // path, counts hits when enabled, and splits the last edge when the match
   // ends inside it. Appends the matched slots to `slots_out` when given.
   RadixMatchResult match(RadixKeyView key, std::vector<TokenSlotId>* slots_out = nullptr);
+  // What match() would answer for `key` now, changing nothing: no stamp, no
+  // hit count, no split. Answers the matched length and appends the matched
+  // slots (the same slots match() would); a hit ending inside an edge has no
+  // node ending at it, so there is no terminal.
+  uint32_t peek(RadixKeyView key, std::vector<TokenSlotId>* slots_out = nullptr) const;
 
   // Inserts key[0:stored_len] with its slots (0x08C). Only the uncached
   // suffix is stored; the caller releases slots[0:prefix_len] (duplicates)

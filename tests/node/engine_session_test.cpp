@@ -189,3 +189,68 @@ TEST_CASE("an engine session without reuse allocates only, and a lost session ab
 }
 
 }  // namespace kvrt::test
+
+namespace kvrt::test {
+
+TEST_CASE("a lookup answers the hit an admission reuses and changes nothing on the node", "[node][engine_session]") {
+  for (const std::string config : {"tests/data/node/node-test.toml", "tests/data/node/node-radix-test.toml"}) {
+    INFO(config);
+    const bool radix = config.find("radix") != std::string::npos;
+    ScratchDir dir("engine-session-lookup");
+    InProcessNode n(dir, config);
+    auto a = open(n, "worker-0");
+    auto b = open(n, "worker-1");
+    auto ask = [](const std::vector<TokenId>& prompt, const std::string& ns = "test/shared") {
+      return AdmissionRequest{ns, prompt, {}, LogitsPath::logits_required};
+    };
+
+    const std::vector<TokenId> base = prompt_of(11, 3 * P + 5);
+    {
+      Result<std::vector<Result<PrefixMatchReceipt>>> empty = b->lookup(std::vector{ask(base)}, {});
+      REQUIRE(empty.ok());
+      REQUIRE((*empty)[0].ok());
+      CHECK((*empty)[0]->runtime_hit_tokens == 0);
+    }
+    const Admission first = admit_one(*a, base);
+    REQUIRE(first.admitted());
+    const RequestFence fa = commit_all(*a, first, static_cast<uint32_t>(base.size()));
+    REQUIRE(a->prefix(PrefixBatch{{}, {PrefixPublishOp{"test/shared", fa.request, base, 0, 3, {}}}}).ok());
+
+    // Two blocks shared, then B's own tokens: in the radix tree a match
+    // would split the published edge after its second page; a peek must not.
+    std::vector<TokenId> two(base.begin(), base.begin() + 2 * P);
+    for (TokenId t = 0; t < static_cast<TokenId>(P + 3); ++t) two.push_back(700000 + t);
+    const int64_t lookups = n.stat("prefix_index", "lookups");
+    const int64_t peeks = n.stat("prefix_index", "peeks");
+    const int64_t nodes = radix ? n.stat("prefix_index", "tree_nodes") : 0;
+    Result<std::vector<Result<PrefixMatchReceipt>>> seen =
+        b->lookup(std::vector{ask(base), ask(two), ask(base, "test/other")}, {});
+    REQUIRE(seen.ok());
+    REQUIRE(seen->size() == 3);
+    REQUIRE((*seen)[0].ok());
+    REQUIRE((*seen)[1].ok());
+    CHECK((*seen)[0]->runtime_hit_tokens == 3 * P);
+    CHECK((*seen)[0]->matched_group_handles.size() == 3);
+    CHECK((*seen)[1]->runtime_hit_tokens == 2 * P);
+    CHECK((*seen)[1]->lease_id == LeaseId{});
+    REQUIRE_FALSE((*seen)[2].ok());  // worker-1 holds no grant of test/other
+    CHECK((*seen)[2].error().code == ErrorCode::authorization_namespace_denied);
+    CHECK(n.stat("prefix_index", "lookups") == lookups);
+    CHECK(n.stat("prefix_index", "peeks") == peeks + 2);
+    if (radix) CHECK(n.stat("prefix_index", "tree_nodes") == nodes);
+
+    // The admission reuses what the peek saw, the same blocks.
+    const Admission second = admit_one(*b, two);
+    REQUIRE(second.admitted());
+    CHECK(second.hit_tokens() == 2 * P);
+    REQUIRE(second.hit);
+    std::vector<PhysicalBlockHandle> peeked;
+    for (const MatchedBlockBundle& bundle : (*seen)[1]->matched_group_handles)
+      peeked.insert(peeked.end(), bundle.handles.begin(), bundle.handles.end());
+    CHECK(second.hit->physical_handles == peeked);
+    b->end_reuse(*second.reuse_attempt(), /*executed=*/false, std::nullopt);
+    REQUIRE(b->flush_reuse_ends({}).ok());
+  }
+}
+
+}  // namespace kvrt::test

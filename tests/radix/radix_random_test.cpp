@@ -65,11 +65,21 @@ void differential_run(uint64_t seed, const RadixOptions& options, int ops) {
       CHECK(r.inserted == r.stored_len - r.prefix_len);
     } else if (dice < 60) {
       const std::vector<TokenId> t = random_tokens();
+      // A peek answers what the match will, and changes nothing the digest
+      // or the eviction order sees.
+      const StateDigest before = tree.state_digest();
+      const std::vector<RadixNodeId> victims_before = rebuilt_heap_victims(tree, 1);
+      std::vector<TokenSlotId> peeked;
+      const uint32_t peek = tree.peek({t, extra}, &peeked);
+      CHECK(tree.state_digest() == before);
+      CHECK(rebuilt_heap_victims(tree, 1) == victims_before);
       std::vector<TokenSlotId> got;
       const RadixMatchResult m = tree.match({t, extra}, &got);
       const auto [expected, expected_slots] = ref.match(extra, t);
       CHECK(m.matched == expected);
       CHECK(got == expected_slots);
+      CHECK(peek == expected);
+      CHECK(peeked == expected_slots);
       if (!m.terminal.is_root()) CHECK(tree.node(m.terminal).end_depth() == m.matched);
     } else if (dice < 72) {
       const std::vector<TokenId> t = random_tokens();

@@ -106,6 +106,12 @@ inline PrefixBatch filled(uint64_t seed) {
                                   identity_filled(n),
                                   NamespaceGeneration{n.u64()},
                                   n.u32()});
+  b.ops.push_back(PrefixPeekOp{PrefixMatchOp{n.text("namespace"),
+                                             RequestId{n.u64()},
+                                             RequestGeneration{n.u32()},
+                                             {static_cast<TokenId>(n.u32()), 0},
+                                             LogitsPath::logits_required,
+                                             identity_filled(n)}});
   return b;
 }
 

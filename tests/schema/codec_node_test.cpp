@@ -200,7 +200,7 @@ TEST_CASE("node protocol: an unknown op or outcome kind is unknown_enum naming t
   CHECK(decode_error<AllocatorBatchReceipt>(receipt).field == "AllocatorBatchReceipt.outcomes[5]");
 
   const auto prefix = edited(codec::encode(filled<PrefixBatch>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getBody().getAs<wire::PrefixBatch>().getOps()[1], wire::PrefixOp::PUBLISH, 2);
+    overwrite_union_tag(e.getBody().getAs<wire::PrefixBatch>().getOps()[1], wire::PrefixOp::PUBLISH, 3);
   });
   CHECK(decode_error<PrefixBatch>(prefix).field == "PrefixBatch.ops[1]");
 
