@@ -114,13 +114,16 @@ int32_t kvrt_get_geometry(const kvrt_session* session, kvrt_geometry* out, kvrt_
  *   origin[t] + block*block_stride[t] + row*row_stride[t]
  *   + layer*layer_stride[t] + head*head_stride[t] + lane*lane_stride[t]
  * from `base` (strides in bytes; elements of element_bytes). */
+/* The storage type of a pool's elements (the layout's dtype). */
+enum kvrt_dtype { KVRT_FP32 = 0, KVRT_FP16 = 1, KVRT_BF16 = 2, KVRT_FP8_E4M3 = 3, KVRT_INT8 = 4 };
 typedef struct kvrt_pool_view {
   uint32_t cache_group; /* the layout's cache group id */
   uint8_t* base;        /* the pool segment's first byte in this process */
   uint64_t bytes;       /* the segment's size [bytes] */
   uint64_t row_bytes;   /* one token's K and V of this group [bytes] */
   uint64_t k_row_bytes; /* the K part [bytes] */
-  uint32_t layers, kv_heads, head_dim, element_bytes;
+  uint32_t layers, kv_heads, head_dim, element_bytes; /* element_bytes: K's */
+  int32_t dtype[2];                                    /* enum kvrt_dtype of K and V */
   uint64_t origin[2];
   int64_t block_stride[2], row_stride[2], layer_stride[2], head_stride[2], lane_stride[2];
 } kvrt_pool_view;
@@ -206,7 +209,8 @@ int32_t kvrt_publish(kvrt_session* session, uint64_t request, const char* namesp
  * also publishes the request's blocks [0, successor_end_block) (rows
  * committed, `tokens` from position 0) as the attempt's successor. Queued:
  * sent with the next kvrt_admit or kvrt_flush_reuse_ends; a request named
- * as a successor must not be released before that. */
+ * as a successor must not be released before that. An attempt this session
+ * did not admit, or ended already, is refused with reuse_attempt_closed. */
 int32_t kvrt_end_reuse(kvrt_session* session, uint64_t reuse_attempt, int32_t executed, uint64_t request,
                        const int32_t* tokens, uint32_t token_count, uint32_t successor_end_block, kvrt_error* error);
 int32_t kvrt_flush_reuse_ends(kvrt_session* session, kvrt_error* error);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,8 +26,17 @@ struct kvrt_session {
     std::vector<std::vector<uint32_t>> table;  // [group][logical block] -> pool block
   };
   std::map<uint64_t, Live> live;  // admitted requests, by id
+  // Reuse attempts admitted and not yet ended: an end of any other is
+  // refused here, typed, rather than sent to be refused by the node.
+  std::set<uint64_t> open_attempts;
   uint64_t trace = 0;
 };
+
+static_assert(KVRT_FP32 == static_cast<int>(kvrt::ScalarType::fp32) &&
+              KVRT_FP16 == static_cast<int>(kvrt::ScalarType::fp16) &&
+              KVRT_BF16 == static_cast<int>(kvrt::ScalarType::bf16) &&
+              KVRT_FP8_E4M3 == static_cast<int>(kvrt::ScalarType::fp8_e4m3) &&
+              KVRT_INT8 == static_cast<int>(kvrt::ScalarType::int8));
 
 namespace kvrt {
 namespace {
@@ -277,6 +287,9 @@ int32_t kvrt_get_pool_view(const kvrt_session* s, uint32_t g, kvrt_pool_view* ou
   out->kv_heads = shape.kv_heads;
   out->head_dim = shape.head_dim;
   out->element_bytes = geometry.scalar_bytes(TensorKind::K);
+  // kvrt_dtype's values are ScalarType's (checked below).
+  out->dtype[0] = static_cast<int32_t>(shape.k_dtype);
+  out->dtype[1] = static_cast<int32_t>(shape.v_dtype);
   const shm::PoolBlockRef block0{segment.pool_id(), segment.pool_generation(), PhysicalSlot{0}};
   // Offsets are linear in the coordinates (0x03E): each stride is the step
   // of one unit along its axis; an axis of extent 1 has none (0).
@@ -360,6 +373,7 @@ int32_t kvrt_admit(kvrt_session* s, const kvrt_admit_request* requests, size_t c
     o.request = live.fence.request.value;
     o.hit_tokens = a.hit_tokens();
     o.reuse_attempt = a.reuse_attempt() ? a.reuse_attempt()->value : 0;
+    if (o.reuse_attempt != 0) s->open_attempts.insert(o.reuse_attempt);
     o.blocks = static_cast<uint32_t>(live.table.empty() ? 0 : live.table.front().size());
     s->live[o.request] = std::move(live);
   }
@@ -511,6 +525,11 @@ int32_t kvrt_end_reuse(kvrt_session* s, uint64_t reuse_attempt, int32_t executed
                        kvrt_error* error) try {
   if (s == nullptr) return bad(error, "session is NULL", "session");
   if (reuse_attempt == 0) return bad(error, "no reuse attempt (0)", "reuse_attempt");
+  if (!s->open_attempts.contains(reuse_attempt))
+    return fail(error, make_error(ErrorCode::reuse_attempt_closed,
+                                  "reuse attempt " + std::to_string(reuse_attempt) +
+                                      " is not open in this session (ended already, or never admitted here)",
+                                  "reuse_attempt"));
   std::optional<ReuseSuccessor> successor;
   if (successor_end_block > 0) {
     if (executed == 0) return bad(error, "a successor needs executed work", "executed");
@@ -522,6 +541,7 @@ int32_t kvrt_end_reuse(kvrt_session* s, uint64_t reuse_attempt, int32_t executed
     successor = ReuseSuccessor{RequestId{request}, std::vector<TokenId>(tokens, tokens + rows), successor_end_block};
   }
   s->engine->end_reuse(ExecutionSnapshotVersion{reuse_attempt}, executed != 0, std::move(successor));
+  s->open_attempts.erase(reuse_attempt);
   return ok(error);
 } catch (const std::exception& e) {
   return caught(error, "end_reuse", e);

@@ -26,6 +26,9 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   libcaf-dev libboost-dev capnproto libcapnp-dev catch2 libspdlog-dev
   libtomlplusplus-dev libcli11-dev libssl-dev libxxhash-dev nlohmann-json3-dev
+  # The Python package (python/) and its tests (tests/python/): pybind11,
+  # NumPy, pytest, and torch on the CPU for the test engines.
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
 )
 # libFuzzer comes with clang; only the fuzz job needs them.
 if [ "$job" = fuzz ]; then

@@ -1,0 +1,150 @@
+"""Type stubs of kvrt._kvrt, the pybind11 binding of libkvrt (api/kvrt.h).
+
+Units: tokens and rows are token positions; a block holds
+Geometry.block_tokens rows; bytes are bytes. Request ids, reuse attempts
+and block ids are the node's, valid in the session that received them.
+"""
+
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import KvrtError
+
+TokenIds = Union[Sequence[int], npt.NDArray[np.integer]]
+Ids = Union[Sequence[int], npt.NDArray[np.integer]]
+
+ABI_VERSION: int
+
+def abi_version() -> int:
+    """The ABI version of the libkvrt this module loaded."""
+
+def error_name(code: int) -> str:
+    """The name of a kvrt error code ("unknown" for none kvrt has)."""
+
+class Request:
+    """One prompt to look up or admit: its granted namespace, its token ids
+    (one-dimensional, each fitting int32), and its identity extras (an
+    adapter / LoRA id, the request's cache salt; "" for none). Requests
+    reuse each other's blocks only where namespace and extras agree."""
+
+    namespace_name: str
+    adapter_id: str
+    cache_salt: str
+    def __init__(self, namespace_name: str, tokens: TokenIds, adapter_id: str = "", cache_salt: str = "") -> None: ...
+    @property
+    def tokens(self) -> npt.NDArray[np.int32]:
+        """The prompt [tokens] (a copy)."""
+    def __len__(self) -> int:
+        """Prompt length [tokens]."""
+
+class Admission:
+    """What admission answered for one request."""
+
+    status: int
+    """kvrt.AdmissionStatus: ADMITTED, NO_ROOM, ROLLED_BACK, HIT_WITHDRAWN or FAILED."""
+    request: int
+    """The request's id while admitted (other calls name it)."""
+    hit_tokens: int
+    """Prompt rows reused from the index: do not compute them [rows]."""
+    reuse_attempt: int
+    """Nonzero: end it with Session.end_reuse once the hit's rows were read."""
+    reuse_rejection: int
+    """Why nothing was reused (kvrt's RejectionReason); -1: a hit, or no lookup."""
+    blocks: int
+    """Logical blocks of the request per cache group [blocks]."""
+    @property
+    def admitted(self) -> bool: ...
+    @property
+    def error(self) -> Optional[KvrtError]:
+        """The typed error of a FAILED or HIT_WITHDRAWN admission (not raised)."""
+
+class Geometry:
+    groups: int
+    """Cache groups, one pool each."""
+    block_tokens: int
+    """Rows per block [tokens]."""
+    capacity_blocks: int
+    """Blocks per pool [blocks]."""
+
+class PoolView:
+    cache_group: int
+    bytes: int
+    """The pool segment's size [bytes]."""
+    row_bytes: int
+    """One token's K and V of this group [bytes]."""
+    k_row_bytes: int
+    """The K part of a row [bytes]."""
+    layers: int
+    kv_heads: int
+    head_dim: int
+    element_bytes: int
+    """One K element [bytes]."""
+    @property
+    def dtype(self) -> Tuple[int, int]:
+        """kvrt.DType of K and of V."""
+
+class Session:
+    def __init__(
+        self,
+        descriptor: str,
+        principal: str,
+        worker_name: str = "engine",
+        call_timeout_ms: int = 0,
+        middleman: bool = False,
+    ) -> None:
+        """Opens a session on the node whose descriptor file is `descriptor`,
+        as `principal` (its token is <descriptor>.tokens/<principal>.token).
+        call_timeout_ms: a call with no answer raises RpcTimeout; 0: 30000 [ms]."""
+    def close(self) -> None:
+        """Ends the session (on the node once no array view of its pools remains)."""
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def principal(self) -> str: ...
+    @property
+    def geometry(self) -> Geometry: ...
+    def authorize(self, namespace_name: str) -> int:
+        """Grants the namespace at its current generation; returns the generation."""
+    def lookup(self, requests: Sequence[Request]) -> Tuple[npt.NDArray[np.uint32], npt.NDArray[np.int32]]:
+        """(hit_tokens [tokens], statuses) per request: the rows an admission
+        would reuse now, found with no side effect on the node. A status is
+        0 or an error code (kvrt.error_name) for that request alone."""
+    def admit(self, requests: Sequence[Request], reuse: bool = True) -> list[Admission]:
+        """One reuse message and one allocation for the batch, in order."""
+    def block_table(self, request: int, group: int = 0) -> npt.NDArray[np.uint32]:
+        """The request's pool blocks of a cache group, logical block order."""
+    def commit_rows(self, requests: Ids, valid_rows: Ids) -> npt.NDArray[np.int32]:
+        """Rows [0, valid_rows[i]) of requests[i] are written; a status per op."""
+    def append(self, requests: Ids) -> Tuple[npt.NDArray[np.uint32], npt.NDArray[np.int32]]:
+        """One more position per request: (the new position [tokens], status);
+        kvrt.STATUS_NO_ROOM / STATUS_QUOTA_EXCEEDED: try again later."""
+    def release(self, requests: Ids, reason: int = 0) -> npt.NDArray[np.int32]:
+        """Requests finished (kvrt.ReleaseReason), a status per op."""
+    def publish(self, request: int, namespace_name: str, tokens: TokenIds, first_block: int, end_block: int) -> None:
+        """Publishes full blocks [first_block, end_block) (rows committed;
+        tokens from position 0 cover end_block blocks)."""
+    def end_reuse(
+        self,
+        attempt: int,
+        executed: bool,
+        request: int = 0,
+        tokens: Optional[TokenIds] = None,
+        successor_end_block: int = 0,
+    ) -> None:
+        """Ends an admitted request's reuse attempt (queued until the next
+        admit or flush_reuse_ends); a successor publishes the request's
+        blocks [0, successor_end_block). StaleError for an attempt not open."""
+    def flush_reuse_ends(self) -> None: ...
+    def pool_view(self, group: int = 0) -> PoolView: ...
+    def read_rows(self, group: int, block: int, first_row: int, rows: int) -> npt.NDArray[np.uint8]:
+        """Rows of a pool block copied out in canonical order (K then V):
+        shape (rows, row_bytes)."""
+    def write_rows(self, group: int, block: int, first_row: int, data: npt.ArrayLike) -> None:
+        """Whole canonical rows from a C-contiguous buffer into a pool block."""
+    def kv_array(self, group: int, kind: int) -> np.ndarray:
+        """K (kind 0) or V (1) of a pool, zero-copy: shape (blocks,
+        block_tokens, layers, kv_heads, head_dim), the pool's strides."""

@@ -1,0 +1,1 @@
+"""Engine integrations of kvrt (the vLLM KV connector, the SGLang HiCache backend)."""

@@ -1,0 +1,471 @@
+// kvrt._kvrt: the Python binding of libkvrt (api/kvrt.h), one class per C
+// object. It adds nothing to the C ABI's semantics; what it adds is what a
+// Python caller needs around it:
+//   - arguments converted and checked before the node is asked (token ids
+//     must fit int32, arrays must be one-dimensional, rows whole);
+//   - the GIL released around every call that waits on the node or copies
+//     rows, with a per-session lock instead (a session is used by one thread
+//     at a time, kvrt.h);
+//   - errors raised as kvrt.errors' exception classes (code, name, field,
+//     reason), chosen by kvrt/errors.py;
+//   - zero-copy NumPy views of the pools that keep the mapping alive: the
+//     C session is closed when the Python session is closed and the last
+//     view of its pools is gone, so a view never outlives its memory.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/kvrt.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// A kvrt_error on its way to Python (translated in the module's init).
+struct KvrtFailure {
+  kvrt_error error;
+};
+
+[[noreturn]] void raise(int32_t code, const char* name, const std::string& field, const std::string& reason) {
+  KvrtFailure f{};
+  f.error.code = code;
+  std::snprintf(f.error.name, sizeof f.error.name, "%s", name);
+  std::snprintf(f.error.field, sizeof f.error.field, "%s", field.c_str());
+  std::snprintf(f.error.reason, sizeof f.error.reason, "%s", reason.c_str());
+  throw f;
+}
+
+[[noreturn]] void invalid(const std::string& field, const std::string& reason) {
+  raise(KVRT_E_INVALID_ARGUMENT, "invalid_argument", field, reason);
+}
+
+void check(int32_t rc, const kvrt_error& e) {
+  if (rc != KVRT_OK) throw KvrtFailure{e};
+}
+
+py::object error_object(const kvrt_error& e) {
+  return py::module_::import("kvrt.errors").attr("from_code")(e.code, e.name, e.field, e.reason);
+}
+
+// The C session and the lock its calls take. Shared by the Python session
+// and every array view of its pools; the last owner closes it.
+struct SessionHandle {
+  kvrt_session* session = nullptr;
+  std::mutex lock;
+  ~SessionHandle() { kvrt_close(session); }
+};
+
+// One request of an admission or a lookup, converted once.
+struct Request {
+  std::string namespace_name;
+  std::vector<int32_t> tokens;
+  std::string adapter_id;
+  std::string cache_salt;
+};
+
+// Any one-dimensional sequence of integers as int64 (a list, a tuple, a
+// NumPy array of an integer dtype); refused, naming `field`, when it is
+// not one (floats are not silently truncated into token ids or counts).
+py::array_t<int64_t> integer_array(const py::handle& values, const char* field) {
+  py::array a = py::array::ensure(values);
+  if (!a) invalid(field, "a one-dimensional sequence of integers is required");
+  if (a.ndim() != 1) invalid(field, "a one-dimensional sequence is required, not " + std::to_string(a.ndim()) + "-d");
+  if (a.size() == 0) return py::array_t<int64_t>(0);
+  const char kind = a.dtype().kind();
+  if (kind != 'i' && kind != 'u') invalid(field, "integers are required, not dtype " + std::string(py::str(a.dtype())));
+  // An unsigned value past int64 wraps negative here and is refused below.
+  return py::array_t<int64_t, py::array::forcecast>::ensure(a);
+}
+
+// Token ids, refused when one does not fit int32 (a silent wrap would look
+// up another prompt).
+std::vector<int32_t> token_ids(const py::handle& tokens, const char* field) {
+  if (py::isinstance<py::array_t<int32_t>>(tokens)) {
+    auto a = py::reinterpret_borrow<py::array_t<int32_t>>(tokens);
+    if (a.ndim() == 1) {
+      std::vector<int32_t> out(static_cast<size_t>(a.shape(0)));
+      auto r = a.unchecked<1>();
+      for (py::ssize_t i = 0; i < a.shape(0); ++i) out[static_cast<size_t>(i)] = r(i);
+      return out;
+    }
+  }
+  const py::array_t<int64_t> a = integer_array(tokens, field);
+  std::vector<int32_t> out(static_cast<size_t>(a.size()));
+  auto r = a.unchecked<1>();
+  for (py::ssize_t i = 0; i < a.size(); ++i) {
+    const int64_t t = r(i);
+    if (t < std::numeric_limits<int32_t>::min() || t > std::numeric_limits<int32_t>::max())
+      invalid(field, "token id " + std::to_string(t) + " at position " + std::to_string(i) + " does not fit int32");
+    out[static_cast<size_t>(i)] = static_cast<int32_t>(t);
+  }
+  return out;
+}
+
+// Request ids or row counts: non-negative and within T.
+template <class T>
+std::vector<T> integers(const py::handle& values, const char* field) {
+  const py::array_t<int64_t> a = integer_array(values, field);
+  std::vector<T> out(static_cast<size_t>(a.size()));
+  auto r = a.unchecked<1>();
+  for (py::ssize_t i = 0; i < a.size(); ++i) {
+    if (r(i) < 0 || static_cast<uint64_t>(r(i)) > std::numeric_limits<T>::max())
+      invalid(field, "value " + std::to_string(r(i)) + " at index " + std::to_string(i) + " is out of range");
+    out[static_cast<size_t>(i)] = static_cast<T>(r(i));
+  }
+  return out;
+}
+
+std::vector<kvrt_admit_request> c_requests(const std::vector<const Request*>& requests) {
+  std::vector<kvrt_admit_request> out(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Request& r = *requests[i];
+    out[i].namespace_name = r.namespace_name.c_str();
+    out[i].tokens = r.tokens.data();
+    out[i].token_count = static_cast<uint32_t>(r.tokens.size());
+    out[i].adapter_id = r.adapter_id.c_str();
+    out[i].cache_salt = r.cache_salt.c_str();
+  }
+  return out;
+}
+
+struct Admission {
+  int32_t status = 0;
+  uint64_t request = 0;
+  uint32_t hit_tokens = 0;
+  uint64_t reuse_attempt = 0;
+  int32_t reuse_rejection = -1;
+  uint32_t blocks = 0;
+  std::optional<kvrt_error> error;
+};
+
+py::dtype numpy_dtype(int32_t dtype) {
+  switch (dtype) {
+    case KVRT_FP32:
+      return py::dtype("float32");
+    case KVRT_FP16:
+      return py::dtype("float16");
+    case KVRT_BF16:
+      return py::dtype("uint16");  // NumPy has no bfloat16: the bits, as torch views them
+    case KVRT_FP8_E4M3:
+      return py::dtype("uint8");
+    case KVRT_INT8:
+      return py::dtype("int8");
+  }
+  invalid("dtype", "unknown storage dtype " + std::to_string(dtype));
+}
+
+class Session {
+ public:
+  Session(const std::string& descriptor, const std::string& principal, const std::string& worker_name,
+          uint32_t call_timeout_ms, bool middleman) {
+    kvrt_connect_options o{};
+    o.struct_size = sizeof o;
+    o.worker_name = worker_name.c_str();
+    o.call_timeout_ms = call_timeout_ms;
+    o.middleman = middleman ? 1 : 0;
+    kvrt_error e{};
+    kvrt_session* s = nullptr;
+    int32_t rc = 0;
+    {
+      py::gil_scoped_release release;
+      rc = kvrt_connect(descriptor.c_str(), principal.c_str(), &o, &s, &e);
+    }
+    check(rc, e);
+    handle_ = std::make_shared<SessionHandle>();
+    handle_->session = s;
+    check(kvrt_get_geometry(s, &geometry_, &e), e);
+    principal_ = kvrt_session_principal(s);
+    id_ = kvrt_session_id(s);
+  }
+
+  void close() { handle_.reset(); }
+  bool closed() const { return !handle_; }
+  uint64_t id() const { return id_; }
+  const std::string& principal() const { return principal_; }
+  const kvrt_geometry& geometry() const { return geometry_; }
+
+  uint64_t authorize(const std::string& namespace_name) {
+    uint64_t generation = 0;
+    call([&](kvrt_session* s, kvrt_error* e) { return kvrt_authorize(s, namespace_name.c_str(), &generation, e); });
+    return generation;
+  }
+
+  py::tuple lookup(const std::vector<const Request*>& requests) {
+    const std::vector<kvrt_admit_request> asks = c_requests(requests);
+    py::array_t<uint32_t> hits(static_cast<py::ssize_t>(asks.size()));
+    py::array_t<int32_t> statuses(static_cast<py::ssize_t>(asks.size()));
+    uint32_t* h = hits.mutable_data();
+    int32_t* st = statuses.mutable_data();
+    call([&](kvrt_session* s, kvrt_error* e) { return kvrt_lookup(s, asks.data(), asks.size(), h, st, e); });
+    return py::make_tuple(hits, statuses);
+  }
+
+  std::vector<Admission> admit(const std::vector<const Request*>& requests, bool reuse) {
+    const std::vector<kvrt_admit_request> asks = c_requests(requests);
+    std::vector<kvrt_admission> out(asks.size());
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_admit(s, asks.data(), asks.size(), reuse ? 1 : 0, out.data(), e);
+    });
+    std::vector<Admission> admissions(out.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      const kvrt_admission& a = out[i];
+      admissions[i] = Admission{a.status, a.request, a.hit_tokens, a.reuse_attempt, a.reuse_rejection, a.blocks, {}};
+      if (a.status == KVRT_FAILED || a.status == KVRT_HIT_WITHDRAWN) admissions[i].error = a.error;
+    }
+    return admissions;
+  }
+
+  py::array_t<uint32_t> block_table(uint64_t request, uint32_t group) {
+    std::vector<uint32_t> blocks(64);
+    size_t count = 0;
+    for (;;) {
+      call([&](kvrt_session* s, kvrt_error* e) {
+        return kvrt_block_table(s, request, group, blocks.data(), blocks.size(), &count, e);
+      });
+      if (count <= blocks.size()) break;
+      blocks.resize(count);
+    }
+    py::array_t<uint32_t> out(static_cast<py::ssize_t>(count));
+    std::memcpy(out.mutable_data(), blocks.data(), count * sizeof(uint32_t));
+    return out;
+  }
+
+  py::array_t<int32_t> commit_rows(const py::handle& requests, const py::handle& valid_rows) {
+    const std::vector<uint64_t> ids = integers<uint64_t>(requests, "requests");
+    const std::vector<uint32_t> rows = integers<uint32_t>(valid_rows, "valid_rows");
+    if (rows.size() != ids.size())
+      invalid("valid_rows",
+              std::to_string(rows.size()) + " row counts for " + std::to_string(ids.size()) + " requests");
+    py::array_t<int32_t> statuses(static_cast<py::ssize_t>(ids.size()));
+    int32_t* st = statuses.mutable_data();
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_commit_rows(s, ids.data(), rows.data(), ids.size(), st, e);
+    });
+    return statuses;
+  }
+
+  py::tuple append(const py::handle& requests) {
+    const std::vector<uint64_t> ids = integers<uint64_t>(requests, "requests");
+    py::array_t<uint32_t> positions(static_cast<py::ssize_t>(ids.size()));
+    py::array_t<int32_t> statuses(static_cast<py::ssize_t>(ids.size()));
+    uint32_t* p = positions.mutable_data();
+    int32_t* st = statuses.mutable_data();
+    call([&](kvrt_session* s, kvrt_error* e) { return kvrt_append(s, ids.data(), ids.size(), p, st, e); });
+    return py::make_tuple(positions, statuses);
+  }
+
+  py::array_t<int32_t> release(const py::handle& requests, int32_t reason) {
+    const std::vector<uint64_t> ids = integers<uint64_t>(requests, "requests");
+    py::array_t<int32_t> statuses(static_cast<py::ssize_t>(ids.size()));
+    int32_t* st = statuses.mutable_data();
+    call([&](kvrt_session* s, kvrt_error* e) { return kvrt_release(s, ids.data(), ids.size(), reason, st, e); });
+    return statuses;
+  }
+
+  void publish(uint64_t request, const std::string& namespace_name, const py::handle& tokens, uint32_t first_block,
+               uint32_t end_block) {
+    const std::vector<int32_t> t = token_ids(tokens, "tokens");
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_publish(s, request, namespace_name.c_str(), t.data(), static_cast<uint32_t>(t.size()), first_block,
+                          end_block, e);
+    });
+  }
+
+  void end_reuse(uint64_t attempt, bool executed, uint64_t request, const py::handle& tokens,
+                 uint32_t successor_end_block) {
+    std::vector<int32_t> t;
+    if (!tokens.is_none()) t = token_ids(tokens, "tokens");
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_end_reuse(s, attempt, executed ? 1 : 0, request, t.empty() ? nullptr : t.data(),
+                            static_cast<uint32_t>(t.size()), successor_end_block, e);
+    });
+  }
+
+  void flush_reuse_ends() {
+    call([&](kvrt_session* s, kvrt_error* e) { return kvrt_flush_reuse_ends(s, e); });
+  }
+
+  kvrt_pool_view pool_view(uint32_t group) {
+    kvrt_pool_view v{};
+    call([&](kvrt_session* s, kvrt_error* e) { return kvrt_get_pool_view(s, group, &v, e); });
+    return v;
+  }
+
+  // Rows [first_row, first_row + rows) of a pool block, copied out in
+  // canonical order: an array of shape (rows, row_bytes), uint8.
+  py::array_t<uint8_t> read_rows(uint32_t group, uint32_t block, uint32_t first_row, uint32_t rows) {
+    const kvrt_pool_view v = pool_view(group);
+    py::array_t<uint8_t> out({static_cast<py::ssize_t>(rows), static_cast<py::ssize_t>(v.row_bytes)});
+    uint8_t* dst = out.mutable_data();
+    const size_t size = static_cast<size_t>(rows) * v.row_bytes;
+    call(
+        [&](kvrt_session* s, kvrt_error* e) { return kvrt_read_rows(s, group, block, first_row, rows, dst, size, e); });
+    return out;
+  }
+
+  // Rows from `data` (any C-contiguous array whose bytes are whole rows).
+  void write_rows(uint32_t group, uint32_t block, uint32_t first_row, const py::buffer& data) {
+    const py::buffer_info info = data.request();
+    if (!is_c_contiguous(info)) invalid("data", "rows must be a C-contiguous buffer");
+    const kvrt_pool_view v = pool_view(group);
+    const size_t size = static_cast<size_t>(info.size) * static_cast<size_t>(info.itemsize);
+    if (v.row_bytes == 0 || size % v.row_bytes != 0)
+      invalid("data", std::to_string(size) + " bytes are not whole rows of " + std::to_string(v.row_bytes) + " bytes");
+    const auto rows = static_cast<uint32_t>(size / v.row_bytes);
+    const void* src = info.ptr;
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_write_rows(s, group, block, first_row, rows, src, size, e);
+    });
+  }
+
+  // Tensor `kind` (0 = K, 1 = V) of a pool, zero-copy: shape (blocks,
+  // block_tokens, layers, kv_heads, head_dim) with the pool's own strides.
+  // The array keeps the mapping (and so the C session) alive.
+  py::array kv_array(uint32_t group, int kind) {
+    if (kind != 0 && kind != 1) invalid("kind", "0 (K) or 1 (V), not " + std::to_string(kind));
+    const kvrt_pool_view v = pool_view(group);
+    const py::dtype dtype = numpy_dtype(v.dtype[kind]);
+    const std::vector<py::ssize_t> shape{geometry_.capacity_blocks, geometry_.block_tokens, v.layers, v.kv_heads,
+                                         v.head_dim};
+    std::vector<py::ssize_t> strides{v.block_stride[kind], v.row_stride[kind], v.layer_stride[kind],
+                                     v.head_stride[kind], v.lane_stride[kind]};
+    for (size_t axis = 0; axis < shape.size(); ++axis)
+      if (shape[axis] == 1) strides[axis] = dtype.itemsize();  // extent 1: the C ABI reports no step
+    auto* keep = new std::shared_ptr<SessionHandle>(handle_);
+    py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<SessionHandle>*>(p); });
+    return py::array(dtype, shape, strides, v.base + v.origin[kind], owner);
+  }
+
+ private:
+  static bool is_c_contiguous(const py::buffer_info& info) {
+    py::ssize_t expected = info.itemsize;
+    for (py::ssize_t axis = info.ndim - 1; axis >= 0; --axis) {
+      if (info.shape[static_cast<size_t>(axis)] != 1 && info.strides[static_cast<size_t>(axis)] != expected)
+        return false;
+      expected *= info.shape[static_cast<size_t>(axis)];
+    }
+    return true;
+  }
+
+  // Runs a C call with the GIL released and the session's lock held;
+  // raises its error.
+  template <class Call>
+  void call(Call&& c) {
+    if (!handle_) raise(KVRT_E_SESSION_ENDED, "session_ended", "session", "the session was closed");
+    std::shared_ptr<SessionHandle> h = handle_;
+    kvrt_error e{};
+    int32_t rc = 0;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> guard(h->lock);
+      rc = c(h->session, &e);
+    }
+    check(rc, e);
+  }
+
+  std::shared_ptr<SessionHandle> handle_;
+  kvrt_geometry geometry_{};
+  std::string principal_;
+  uint64_t id_ = 0;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_kvrt, m) {
+  m.doc() = "libkvrt's engine-facing session (api/kvrt.h); use the kvrt package, not this module.";
+  m.attr("ABI_VERSION") = KVRT_ABI_VERSION;
+  m.def("abi_version", &kvrt_abi_version, "The ABI version of the loaded libkvrt.");
+  m.def("error_name", [](int32_t code) { return std::string(kvrt_error_name(code)); });
+
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const KvrtFailure& f) {
+      py::object error = error_object(f.error);
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())), error.ptr());
+    }
+  });
+
+  py::class_<Request>(m, "Request")
+      .def(py::init([](std::string namespace_name, const py::handle& tokens, std::string adapter_id,
+                       std::string cache_salt) {
+             if (namespace_name.empty()) invalid("namespace_name", "a namespace name is required");
+             Request r{std::move(namespace_name), token_ids(tokens, "tokens"), std::move(adapter_id),
+                       std::move(cache_salt)};
+             if (r.tokens.empty()) invalid("tokens", "a prompt of at least one token is required");
+             return r;
+           }),
+           py::arg("namespace_name"), py::arg("tokens"), py::arg("adapter_id") = "", py::arg("cache_salt") = "")
+      .def_readonly("namespace_name", &Request::namespace_name)
+      .def_property_readonly("tokens",
+                             [](const Request& r) { return py::array_t<int32_t>(r.tokens.size(), r.tokens.data()); })
+      .def_readonly("adapter_id", &Request::adapter_id)
+      .def_readonly("cache_salt", &Request::cache_salt)
+      .def("__len__", [](const Request& r) { return r.tokens.size(); });
+
+  py::class_<Admission>(m, "Admission")
+      .def_readonly("status", &Admission::status)
+      .def_readonly("request", &Admission::request)
+      .def_readonly("hit_tokens", &Admission::hit_tokens)
+      .def_readonly("reuse_attempt", &Admission::reuse_attempt)
+      .def_readonly("reuse_rejection", &Admission::reuse_rejection)
+      .def_readonly("blocks", &Admission::blocks)
+      .def_property_readonly("admitted", [](const Admission& a) { return a.status == KVRT_ADMITTED; })
+      .def_property_readonly(
+          "error", [](const Admission& a) { return a.error ? error_object(*a.error) : py::object(py::none()); })
+      .def("__repr__", [](const Admission& a) {
+        return "Admission(status=" + std::to_string(a.status) + ", request=" + std::to_string(a.request) +
+               ", hit_tokens=" + std::to_string(a.hit_tokens) + ", blocks=" + std::to_string(a.blocks) + ")";
+      });
+
+  py::class_<kvrt_geometry>(m, "Geometry")
+      .def_readonly("groups", &kvrt_geometry::groups)
+      .def_readonly("block_tokens", &kvrt_geometry::block_tokens)
+      .def_readonly("capacity_blocks", &kvrt_geometry::capacity_blocks);
+
+  py::class_<kvrt_pool_view>(m, "PoolView")
+      .def_readonly("cache_group", &kvrt_pool_view::cache_group)
+      .def_readonly("bytes", &kvrt_pool_view::bytes)
+      .def_readonly("row_bytes", &kvrt_pool_view::row_bytes)
+      .def_readonly("k_row_bytes", &kvrt_pool_view::k_row_bytes)
+      .def_readonly("layers", &kvrt_pool_view::layers)
+      .def_readonly("kv_heads", &kvrt_pool_view::kv_heads)
+      .def_readonly("head_dim", &kvrt_pool_view::head_dim)
+      .def_readonly("element_bytes", &kvrt_pool_view::element_bytes)
+      .def_property_readonly("dtype", [](const kvrt_pool_view& v) { return py::make_tuple(v.dtype[0], v.dtype[1]); });
+
+  py::class_<Session>(m, "Session")
+      .def(py::init<const std::string&, const std::string&, const std::string&, uint32_t, bool>(),
+           py::arg("descriptor"), py::arg("principal"), py::arg("worker_name") = "engine",
+           py::arg("call_timeout_ms") = 0, py::arg("middleman") = false)
+      .def("close", &Session::close)
+      .def_property_readonly("closed", &Session::closed)
+      .def_property_readonly("id", &Session::id)
+      .def_property_readonly("principal", &Session::principal)
+      .def_property_readonly("geometry", &Session::geometry)
+      .def("authorize", &Session::authorize, py::arg("namespace_name"))
+      .def("lookup", &Session::lookup, py::arg("requests"))
+      .def("admit", &Session::admit, py::arg("requests"), py::arg("reuse") = true)
+      .def("block_table", &Session::block_table, py::arg("request"), py::arg("group") = 0)
+      .def("commit_rows", &Session::commit_rows, py::arg("requests"), py::arg("valid_rows"))
+      .def("append", &Session::append, py::arg("requests"))
+      .def("release", &Session::release, py::arg("requests"), py::arg("reason") = 0)
+      .def("publish", &Session::publish, py::arg("request"), py::arg("namespace_name"), py::arg("tokens"),
+           py::arg("first_block"), py::arg("end_block"))
+      .def("end_reuse", &Session::end_reuse, py::arg("attempt"), py::arg("executed"), py::arg("request") = 0,
+           py::arg("tokens") = py::none(), py::arg("successor_end_block") = 0)
+      .def("flush_reuse_ends", &Session::flush_reuse_ends)
+      .def("pool_view", &Session::pool_view, py::arg("group") = 0)
+      .def("read_rows", &Session::read_rows, py::arg("group"), py::arg("block"), py::arg("first_row"), py::arg("rows"))
+      .def("write_rows", &Session::write_rows, py::arg("group"), py::arg("block"), py::arg("first_row"),
+           py::arg("data"))
+      .def("kv_array", &Session::kv_array, py::arg("group"), py::arg("kind"));
+}

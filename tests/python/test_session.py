@@ -1,0 +1,252 @@
+"""The kvrt Python session against a node process: rows written through a
+zero-copy view in one session are reused bitwise by another; a lookup
+changes nothing; bad input raises typed exceptions and leaves the node
+intact; a killed engine leaks nothing; a view keeps its memory alive past
+close(); concurrent calls on one session are serialised."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import kvrt
+
+NS = "test/shared"
+
+
+def open_session(node, principal="worker-0", ns=NS):
+    s = kvrt.Session(node.descriptor, principal, worker_name=f"pytest-{principal}")
+    s.authorize(ns)
+    return s
+
+
+def fill_rows(s, request, tokens, seed):
+    """Writes every row of the request's blocks through the pools' K and V
+    views: row t of group g gets bits drawn from (seed, g, t)."""
+    P = s.geometry.block_tokens
+    for g in range(s.geometry.groups):
+        table = s.block_table(request, g)
+        K, V = s.kv_arrays(g)
+        for t in range(len(tokens)):
+            rng = np.random.default_rng([seed, g, t])
+            for view in (K, V):
+                cell = view[table[t // P], t % P]
+                cell.view(np.uint16)[...] = rng.integers(0, 1 << 16, size=cell.shape, dtype=np.uint16)
+
+
+def expected_row(g, t, seed, shape):
+    rng = np.random.default_rng([seed, g, t])
+    return (rng.integers(0, 1 << 16, size=shape, dtype=np.uint16),
+            rng.integers(0, 1 << 16, size=shape, dtype=np.uint16))
+
+
+def publish_prompt(s, tokens, seed, blocks):
+    """Admits `tokens`, writes and commits its rows, publishes `blocks` full
+    blocks and releases it."""
+    a = s.admit([kvrt.Request(NS, tokens)])[0]
+    assert a.admitted, a
+    fill_rows(s, a.request, tokens, seed)
+    assert list(s.commit_rows([a.request], [len(tokens)])) == [0]
+    s.publish(a.request, NS, tokens, 0, blocks)
+    assert list(s.release([a.request])) == [0]
+
+
+def test_rows_written_through_a_view_are_reused_bitwise_by_another_session(node):
+    a = open_session(node, "worker-0")
+    b = open_session(node, "worker-1")
+    P = a.geometry.block_tokens
+    prompt = np.arange(5000, 5000 + 3 * P + 5, dtype=np.int32)
+    publish_prompt(a, prompt, seed=7, blocks=3)
+
+    hits, statuses = b.lookup([kvrt.Request(NS, prompt)])
+    assert list(statuses) == [0] and list(hits) == [3 * P]
+    adm = b.admit([kvrt.Request(NS, prompt)])[0]
+    assert adm.admitted and adm.hit_tokens == 3 * P and adm.reuse_attempt != 0
+    for g in range(b.geometry.groups):
+        table = b.block_table(adm.request, g)
+        K, V = b.kv_arrays(g)
+        view = b.pool_view(g)
+        for t in range(adm.hit_tokens):
+            k_bits, v_bits = expected_row(g, t, 7, K.shape[2:])
+            blk, row = table[t // P], t % P
+            np.testing.assert_array_equal(K[blk, row].view(np.uint16), k_bits)
+            np.testing.assert_array_equal(V[blk, row].view(np.uint16), v_bits)
+            # The copying read agrees with the view: canonical order is K then V.
+            canonical = b.read_rows(g, blk, row, 1)
+            assert canonical.shape == (1, view.row_bytes)
+            assert canonical.tobytes() == k_bits.tobytes() + v_bits.tobytes()
+    b.end_reuse(adm.reuse_attempt, True)
+    b.flush_reuse_ends()
+    assert list(b.release([adm.request])) == [0]
+    a.close()
+    b.close()
+    s = node.quiescent()
+    assert s["validate_ok"] and s["leaked_blocks"] == 0
+
+
+def test_torch_tensors_share_the_pool_memory(node):
+    torch = pytest.importorskip("torch")
+    s = open_session(node)
+    K = s.kv_array(0, 0)
+    T = s.kv_tensor(0, 0)
+    assert tuple(T.shape) == K.shape and T.dtype == torch.float16
+    T[3, 2].fill_(1.5)
+    assert np.all(K[3, 2] == np.float16(1.5))
+    assert T.data_ptr() == K.__array_interface__["data"][0]
+
+
+@pytest.mark.parametrize("radix", [False, True])
+def test_a_lookup_changes_nothing_and_predicts_the_admission(request, radix):
+    node = request.getfixturevalue("radix_node" if radix else "node")
+    a = open_session(node, "worker-0")
+    b = open_session(node, "worker-1")
+    P = a.geometry.block_tokens
+    prompt = np.arange(9000, 9000 + 3 * P + 1, dtype=np.int32)
+    publish_prompt(a, prompt, seed=3, blocks=3)
+    # Two blocks shared, then B's own: a radix match would split the edge.
+    mine = np.concatenate([prompt[:2 * P], np.arange(70000, 70000 + P + 3, dtype=np.int32)])
+    before = node.stats()["owners"]["prefix_index"]
+    hits, statuses = b.lookup([kvrt.Request(NS, mine), kvrt.Request(NS, prompt), kvrt.Request("test/other", mine)])
+    after = node.stats()["owners"]["prefix_index"]
+    assert list(hits[:2]) == [2 * P, 3 * P] and list(statuses[:2]) == [0, 0]
+    assert kvrt.error_name(int(statuses[2])) == "authorization_namespace_denied" and hits[2] == 0
+    assert after["lookups"] == before["lookups"]
+    assert after["peeks"] == before["peeks"] + 2
+    if radix:
+        assert after["tree_nodes"] == before["tree_nodes"]
+    adm = b.admit([kvrt.Request(NS, mine)])[0]
+    assert adm.admitted and adm.hit_tokens == 2 * P
+    b.end_reuse(adm.reuse_attempt, False)
+    b.flush_reuse_ends()
+    b.release([adm.request])
+
+
+def test_bad_input_raises_typed_errors_and_leaves_the_node_intact(node):
+    s = open_session(node)
+    P = s.geometry.block_tokens
+    with pytest.raises(kvrt.InvalidArgument) as e:
+        kvrt.Request(NS, [])
+    assert e.value.field == "tokens"
+    with pytest.raises(kvrt.InvalidArgument):
+        kvrt.Request(NS, np.zeros((2, 3), dtype=np.int32))
+    with pytest.raises(kvrt.InvalidArgument):
+        kvrt.Request(NS, [1.0, 2.0])
+    with pytest.raises(kvrt.InvalidArgument):
+        kvrt.Request(NS, [1 << 40])
+    with pytest.raises(kvrt.NotAuthorized) as e:
+        s.authorize("test/other")
+    assert e.value.code == 1202 and e.value.name == "authorization_namespace_denied"
+
+    denied = s.admit([kvrt.Request("test/other", [1, 2, 3])])[0]
+    assert denied.status == kvrt.AdmissionStatus.FAILED
+    assert isinstance(denied.error, kvrt.NotAuthorized)
+
+    prompt = np.arange(100, 100 + 2 * P, dtype=np.int32)
+    a = s.admit([kvrt.Request(NS, prompt)])[0]
+    assert a.admitted
+    row_bytes = s.pool_view(0).row_bytes
+    blk = int(s.block_table(a.request, 0)[0])
+    with pytest.raises(kvrt.InvalidArgument):  # not whole rows
+        s.write_rows(0, blk, 0, np.zeros(row_bytes + 1, dtype=np.uint8))
+    with pytest.raises(kvrt.InvalidArgument):  # a block past the pool
+        s.write_rows(0, s.geometry.capacity_blocks, 0, np.zeros(row_bytes, dtype=np.uint8))
+    with pytest.raises(kvrt.InvalidArgument):  # a group past the pools
+        s.pool_view(s.geometry.groups)
+    with pytest.raises(kvrt.InvalidArgument):
+        s.kv_array(0, 2)
+    with pytest.raises(kvrt.InvalidArgument):  # rows past the block
+        s.read_rows(0, blk, P - 1, 2)
+    with pytest.raises(kvrt.InvalidArgument):
+        s.commit_rows([a.request], [1, 2])
+    with pytest.raises(kvrt.InvalidArgument):
+        s.block_table(a.request + 1000, 0)
+    with pytest.raises(kvrt.InvalidArgument):
+        s.release([a.request + 1000])
+    with pytest.raises(kvrt.InvalidArgument):
+        s.publish(a.request, NS, prompt[:P], 0, 2)  # tokens short of the blocks
+    with pytest.raises(kvrt.StaleError) as e:  # an attempt this session never admitted
+        s.end_reuse(12345, True)
+    assert e.value.name == "reuse_attempt_closed"
+
+    # Nothing above changed the request: it still commits and releases.
+    assert list(s.commit_rows([a.request], [2 * P])) == [0]
+    assert list(s.release([a.request])) == [0]
+    with pytest.raises(kvrt.InvalidArgument):  # released twice
+        s.release([a.request])
+    s.close()
+    with pytest.raises(kvrt.SessionEnded):
+        s.admit([kvrt.Request(NS, prompt)])
+    stats = node.quiescent()
+    assert stats["validate_ok"] and stats["leaked_blocks"] == 0
+    assert stats["owners"]["allocator"]["live_requests"] == 0
+
+
+def test_a_killed_engine_leaks_nothing(node):
+    script = textwrap.dedent(f"""
+        import os, signal, numpy as np, kvrt
+        s = kvrt.Session({node.descriptor!r}, "worker-2")
+        s.authorize({NS!r})
+        P = s.geometry.block_tokens
+        reqs = [kvrt.Request({NS!r}, np.arange(k * 1000, k * 1000 + 2 * P + 3, dtype=np.int32)) for k in range(4)]
+        got = s.admit(reqs)
+        assert all(a.admitted for a in got), got
+        s.commit_rows([a.request for a in got], [P] * 4)
+        print("holding", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    engine = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert engine.returncode == -9, engine.stderr
+    assert "holding" in engine.stdout
+    stats = node.quiescent()
+    alloc = stats["owners"]["allocator"]
+    assert alloc["live_requests"] == 0 and alloc["live_leases"] == 0
+    assert stats["leaked_blocks"] == 0 and stats["validate_ok"]
+    assert alloc["requests_reclaimed"] == 4
+
+
+def test_a_pool_view_keeps_its_memory_past_close(node):
+    s = open_session(node)
+    K = s.kv_array(0, 0)
+    s.close()
+    assert s.closed
+    K[0, 0, 0, 0, 0] = 2.0  # the mapping is still there
+    assert K[0, 0, 0, 0, 0] == 2.0
+    assert node.stats()["workers_connected"] == 1  # the C session waits for the view
+    del K
+    gc.collect()
+    for _ in range(200):
+        if node.stats(validate=False)["workers_connected"] == 0:
+            break
+    assert node.stats(validate=False)["workers_connected"] == 0
+
+
+def test_threads_sharing_a_session_are_serialised(node):
+    s = open_session(node)
+    P = s.geometry.block_tokens
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(20):
+                prompt = np.arange(k * 10000 + i * 100, k * 10000 + i * 100 + P + 1, dtype=np.int32)
+                a = s.admit([kvrt.Request(NS, prompt)])[0]
+                assert a.admitted
+                s.lookup([kvrt.Request(NS, prompt)])
+                assert list(s.release([a.request])) == [0]
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    s.close()
+    assert node.quiescent()["owners"]["allocator"]["live_requests"] == 0
