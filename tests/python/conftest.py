@@ -58,6 +58,13 @@ class Node:
                 return s
             time.sleep(0.05)
 
+    def kill(self) -> None:
+        """SIGKILLs the node, then unlinks the pool segments it left (what
+        an operator does with `kvrt segments --remove-stale`)."""
+        self.process.kill()
+        self.process.wait()
+        subprocess.run([KVRT, "segments", "--remove-stale"], check=True, capture_output=True, timeout=30)
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
