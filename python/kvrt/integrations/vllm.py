@@ -54,11 +54,11 @@ from __future__ import annotations
 import enum
 import logging
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 import kvrt
+from kvrt.integrations._tier import SessionLink, TierConfig
 
 logger = logging.getLogger("kvrt.vllm")
 
@@ -136,77 +136,6 @@ class KvrtConnectorMetadata(KVConnectorMetadata):
     failed_loads: list[int] = field(default_factory=list)
 
 
-# ---- configuration -------------------------------------------------------
-
-
-@dataclass
-class KvrtConnectorConfig:
-    descriptor: str
-    principal: str = "vllm"
-    namespace: str = "local/default"
-    worker_name: str = "vllm"
-    call_timeout_ms: int = 0
-    reconnect_interval_s: float = 5.0
-
-    @staticmethod
-    def from_vllm(vllm_config) -> "KvrtConnectorConfig":
-        extra = dict(getattr(vllm_config.kv_transfer_config, "kv_connector_extra_config", None) or {})
-        if "descriptor" not in extra:
-            raise ValueError("kvrt: kv_connector_extra_config needs \"descriptor\" (the node's descriptor file)")
-        known = set(KvrtConnectorConfig.__dataclass_fields__)
-        unknown = set(extra) - known
-        if unknown:
-            raise ValueError(f"kvrt: unknown kv_connector_extra_config keys {sorted(unknown)} (known: {sorted(known)})")
-        return KvrtConnectorConfig(**extra)
-
-
-class _Link:
-    """A kvrt session that may be lost: dropped on ConnectionLost, connected
-    again at most every reconnect_interval_s."""
-
-    def __init__(self, config: KvrtConnectorConfig, worker_name: str, namespace: Optional[str]) -> None:
-        self.config = config
-        self.worker_name = worker_name
-        self.namespace = namespace
-        self.session: Optional[kvrt.Session] = None
-        self.next_try = 0.0
-        self.generation = 0  # sessions opened so far: ids of an older one are void
-
-    def get(self) -> Optional[kvrt.Session]:
-        if self.session is not None:
-            return self.session
-        now = time.monotonic()
-        if now < self.next_try:
-            return None
-        self.next_try = now + self.config.reconnect_interval_s
-        try:
-            s = kvrt.Session(self.config.descriptor, self.config.principal, worker_name=self.worker_name,
-                             call_timeout_ms=self.config.call_timeout_ms)
-            if self.namespace is not None:
-                s.authorize(self.namespace)
-        except kvrt.KvrtError as e:
-            logger.warning("kvrt: no session on %s (%s); serving without the shared tier", self.config.descriptor, e)
-            return None
-        self.session = s
-        self.generation += 1
-        return s
-
-    def lost(self, error: Exception) -> None:
-        logger.warning("kvrt: session lost (%s); recomputing until the node is back", error)
-        if self.session is not None:
-            try:
-                self.session.close()
-            except kvrt.KvrtError:
-                pass
-        self.session = None
-        self.next_try = time.monotonic() + self.config.reconnect_interval_s
-
-    def close(self) -> None:
-        if self.session is not None:
-            self.session.close()
-            self.session = None
-
-
 # ---- the scheduler side's view of a request --------------------------------
 
 
@@ -272,10 +201,11 @@ class KvrtConnector(KVConnectorBase_V1):
 
     def __init__(self, vllm_config, role, kv_cache_config=None):
         super().__init__(vllm_config, role, kv_cache_config)
-        self._config = KvrtConnectorConfig.from_vllm(vllm_config)
+        self._config = TierConfig.from_extra(
+            getattr(vllm_config.kv_transfer_config, "kv_connector_extra_config", None), "kv_connector_extra_config")
         self._block_size = int(vllm_config.cache_config.block_size)
         is_scheduler = role == KVConnectorRole.SCHEDULER
-        self._link = _Link(self._config, f"{self._config.worker_name}-{'scheduler' if is_scheduler else 'worker'}",
+        self._link = SessionLink(self._config, f"{self._config.worker_name}-{'scheduler' if is_scheduler else 'worker'}",
                            self._config.namespace if is_scheduler else None)
         # scheduler side
         self._tracked: dict[str, _Tracked] = {}
