@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 
 from . import errors
-from ._kvrt import ABI_VERSION, Admission, Geometry, PoolView, Request, abi_version, error_name
+from ._kvrt import ABI_VERSION, Admission, Geometry, PoolView, Request, abi_version, copy_blocks, error_name
 from ._kvrt import Session as _Session
 from .errors import (
     CapacityError,
@@ -41,7 +41,7 @@ __all__ = [
     "ABI_VERSION", "Admission", "AdmissionStatus", "CapacityError", "ConnectionLost", "DType", "Geometry",
     "Incompatible", "InternalError", "InvalidArgument", "KvrtError", "NodeLost", "NotAuthorized", "PoolView",
     "ReleaseReason", "Request", "RpcTimeout", "Session", "SessionEnded", "StaleError", "abi_version",
-    "check_statuses", "error_name", "errors", "STATUS_NO_ROOM", "STATUS_QUOTA_EXCEEDED", "STATUS_ROLLED_BACK",
+    "check_statuses", "copy_blocks", "error_name", "errors", "STATUS_NO_ROOM", "STATUS_QUOTA_EXCEEDED", "STATUS_ROLLED_BACK",
 ]
 
 if abi_version() != ABI_VERSION:

@@ -5,7 +5,7 @@ Geometry.block_tokens rows; bytes are bytes. Request ids, reuse attempts
 and block ids are the node's, valid in the session that received them.
 """
 
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -22,6 +22,13 @@ def abi_version() -> int:
 
 def error_name(code: int) -> str:
     """The name of a kvrt error code ("unknown" for none kvrt has)."""
+
+def copy_blocks(dst: npt.NDArray[Any], dst_blocks: Sequence[int], src: npt.NDArray[Any], src_blocks: Sequence[int]) -> None:
+    """dst[dst_blocks[i]] = src[src_blocks[i]] for every i [blocks: indices
+    of the first axis], one memmove per block with the GIL released. Each
+    block of both arrays must be one contiguous run of the same bytes;
+    InvalidArgument otherwise, or for an index outside its array (nothing
+    is copied then)."""
 
 class Request:
     """One prompt to look up or admit: its granted namespace, its token ids

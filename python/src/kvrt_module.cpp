@@ -377,6 +377,51 @@ class Session {
   uint64_t id_ = 0;
 };
 
+// Bytes of one block of an array whose first axis is the block, when each
+// block is one contiguous run (its trailing axes C-ordered); 0 otherwise.
+py::ssize_t block_run_bytes(const py::buffer_info& info) {
+  if (info.ndim < 1) return 0;
+  py::ssize_t expected = info.itemsize;
+  for (py::ssize_t axis = info.ndim - 1; axis >= 1; --axis) {
+    if (info.shape[static_cast<size_t>(axis)] != 1 && info.strides[static_cast<size_t>(axis)] != expected) return 0;
+    expected *= info.shape[static_cast<size_t>(axis)];
+  }
+  return expected;
+}
+
+// dst[dst_blocks[i]] = src[src_blocks[i]] for every i: one memmove per
+// block with the GIL released, after checking every index and that each
+// block of both arrays is one contiguous run of the same length. The
+// engine integrations move K/V between an engine's paged cache and a pool
+// with it: a block of one layer is a single run in both (slot-major pools,
+// vLLM's and SGLang's paged caches), and per-block Python calls would cost
+// more than the copies.
+void copy_blocks(py::array dst, const std::vector<int64_t>& dst_blocks, py::array src,
+                 const std::vector<int64_t>& src_blocks) {
+  py::buffer_info d = dst.request(true);
+  py::buffer_info s = src.request();
+  if (dst_blocks.size() != src_blocks.size())
+    invalid("src_blocks", std::to_string(dst_blocks.size()) + " destination blocks need as many sources, got " +
+                              std::to_string(src_blocks.size()));
+  const py::ssize_t run = block_run_bytes(d);
+  if (run == 0) invalid("dst", "each block of the destination must be one contiguous run of bytes");
+  if (block_run_bytes(s) != run)
+    invalid("src", "each block of the source must be one contiguous run of " + std::to_string(run) + " bytes");
+  for (size_t i = 0; i < dst_blocks.size(); ++i) {
+    if (dst_blocks[i] < 0 || dst_blocks[i] >= d.shape[0])
+      invalid("dst_blocks",
+              "block " + std::to_string(dst_blocks[i]) + " is outside the destination's " + std::to_string(d.shape[0]));
+    if (src_blocks[i] < 0 || src_blocks[i] >= s.shape[0])
+      invalid("src_blocks",
+              "block " + std::to_string(src_blocks[i]) + " is outside the source's " + std::to_string(s.shape[0]));
+  }
+  auto* to = static_cast<char*>(d.ptr);
+  const auto* from = static_cast<const char*>(s.ptr);
+  py::gil_scoped_release release;
+  for (size_t i = 0; i < dst_blocks.size(); ++i)
+    std::memmove(to + dst_blocks[i] * d.strides[0], from + src_blocks[i] * s.strides[0], static_cast<size_t>(run));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_kvrt, m) {
@@ -384,6 +429,9 @@ PYBIND11_MODULE(_kvrt, m) {
   m.attr("ABI_VERSION") = KVRT_ABI_VERSION;
   m.def("abi_version", &kvrt_abi_version, "The ABI version of the loaded libkvrt.");
   m.def("error_name", [](int32_t code) { return std::string(kvrt_error_name(code)); });
+  m.def("copy_blocks", &copy_blocks, py::arg("dst"), py::arg("dst_blocks"), py::arg("src"), py::arg("src_blocks"),
+        "dst[dst_blocks[i]] = src[src_blocks[i]] for every i, one memmove per block (the GIL released); each block "
+        "of both arrays must be one contiguous run of the same bytes [blocks index the first axis].");
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {

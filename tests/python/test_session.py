@@ -250,3 +250,18 @@ def test_threads_sharing_a_session_are_serialised(node):
     assert errors == []
     s.close()
     assert node.quiescent()["owners"]["allocator"]["live_requests"] == 0
+
+
+def test_copy_blocks_moves_whole_blocks_and_refuses_what_is_not_one_run():
+    src = np.arange(6 * 4 * 3, dtype=np.int16).reshape(6, 4, 3)
+    dst = np.zeros((5, 4, 3), dtype=np.int16)
+    kvrt.copy_blocks(dst, [4, 0], src, [1, 5])
+    assert (dst[4] == src[1]).all() and (dst[0] == src[5]).all() and not dst[1:4].any()
+    before = dst.copy()
+    for args in ((dst, [5], src, [0]),  # outside the destination
+                 (dst, [0, 1], src, [0]),  # counts differ
+                 (dst, [0], src[:, :, :2], [0]),  # a source block is not one run
+                 (dst, [0], np.zeros((2, 4, 2), dtype=np.int16), [0])):  # runs of other lengths
+        with pytest.raises(kvrt.InvalidArgument):
+            kvrt.copy_blocks(*args)
+    assert (dst == before).all()

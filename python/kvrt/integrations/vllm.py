@@ -463,34 +463,39 @@ class KvrtConnector(KVConnectorBase_V1):
 
 class _LayerCopy:
     """One attention layer: its engine cache (2, blocks, block_size, heads,
-    head_dim) and the kvrt pool tensors of its cache group, at its index in
-    the group."""
+    head_dim) and its rows in the kvrt pools of its cache group, as
+    (blocks, block_tokens, heads, head_dim) arrays. A block of one layer is
+    one contiguous run on both sides, so a load or save is one memmove per
+    block and kind (kvrt.copy_blocks), with no temporary."""
 
     def __init__(self, engine, pool_k, pool_v, group: int, local_layer: int, is_first: bool) -> None:
         self.engine = engine
-        self.pool = (pool_k, pool_v)  # (blocks, block_tokens, layers, heads, head_dim)
+        self.engine_rows = (_host_array(engine[0]), _host_array(engine[1]))
+        self.pool = (pool_k[:, :, local_layer], pool_v[:, :, local_layer])
         self.group = group
-        self.local_layer = local_layer
         self.is_first = is_first
 
     def load(self, copy: BlockCopy) -> None:
-        import torch
-
-        dst = torch.as_tensor(copy.engine_blocks, dtype=torch.long)
-        src = torch.as_tensor(copy.kvrt_blocks[self.group], dtype=torch.long)
         for kind in (0, 1):
-            self.engine[kind].index_copy_(0, dst, self.pool[kind][:, :, self.local_layer].index_select(0, src))
+            kvrt.copy_blocks(self.engine_rows[kind], copy.engine_blocks, self.pool[kind], copy.kvrt_blocks[self.group])
 
     def save(self, copy: BlockCopy, kv_layer) -> None:
-        import torch
-
-        src = torch.as_tensor(copy.engine_blocks, dtype=torch.long)
-        dst = copy.kvrt_blocks[self.group]
+        rows = self.engine_rows if kv_layer is self.engine else (_host_array(kv_layer[0]), _host_array(kv_layer[1]))
         for kind in (0, 1):
-            rows = kv_layer[kind].index_select(0, src)
-            target = self.pool[kind][:, :, self.local_layer]
-            for i, b in enumerate(dst):
-                target[b].copy_(rows[i])
+            kvrt.copy_blocks(self.pool[kind], copy.kvrt_blocks[self.group], rows[kind], copy.engine_blocks)
+
+
+def _host_array(tensor):
+    """A host tensor's memory as a NumPy array of same-sized integers
+    (NumPy has no bfloat16; the copies move bytes)."""
+    import torch
+
+    if tensor.device.type != "cpu":
+        raise kvrt.Incompatible(201, "incompatible", "kv_caches",
+                                f"the engine's cache is on {tensor.device}; this connector copies host memory "
+                                f"(shared-memory pools) only")
+    ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()]
+    return tensor.view(ints).numpy()
 
 
 def _map_layers(s: kvrt.Session, kv_caches: dict[str, Any], block_size: int) -> dict[str, _LayerCopy]:
@@ -512,6 +517,7 @@ def _map_layers(s: kvrt.Session, kv_caches: dict[str, Any], block_size: int) -> 
         raise kvrt.Incompatible(201, "incompatible", "kv_caches",
                                 f"the engine has attention layers {[i for i, _ in by_index]}, the kvrt node's "
                                 f"layout {total} layers")
+    arrays = [(s.kv_array(g, 0), s.kv_array(g, 1)) for g in range(len(groups))]
     torch_dtype = {kvrt.DType.FP16: torch.float16, kvrt.DType.BF16: torch.bfloat16, kvrt.DType.FP32: torch.float32}
     out = {}
     for index, name in by_index:
@@ -528,5 +534,20 @@ def _map_layers(s: kvrt.Session, kv_caches: dict[str, Any], block_size: int) -> 
                 raise kvrt.Incompatible(201, "incompatible", name,
                                         f"layer {name} stores {engine.dtype}, the kvrt pool "
                                         f"{kvrt.DType(view.dtype[kind]).name}")
-        out[name] = _LayerCopy(engine, s.kv_tensor(g, 0), s.kv_tensor(g, 1), g, index - f, index == 0)
+        layer = _LayerCopy(engine, arrays[g][0], arrays[g][1], g, index - f, index == 0)
+        for kind in (0, 1):
+            if not _one_run_per_block(layer.pool[kind]) or not _one_run_per_block(layer.engine_rows[kind]):
+                raise kvrt.Incompatible(201, "incompatible", name,
+                                        "a block of one layer must be one contiguous run in the engine's cache and "
+                                        "in the kvrt pool (axis order ending token_offset, kv_head, head_dim)")
+        out[name] = layer
     return out
+
+
+def _one_run_per_block(array) -> bool:
+    expected = array.itemsize
+    for extent, stride in reversed(list(zip(array.shape[1:], array.strides[1:]))):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
