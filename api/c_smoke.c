@@ -138,6 +138,42 @@ int main(int argc, char** argv) {
   if (kvrt_release(s, &b.request, 1, KVRT_FINISHED, &status, &e) != KVRT_OK || status != 0)
     return failed("release after the flush", &e);
 
+  /* A fork: the child's table is the parent's, block for block, until an
+   * append into their shared partial block copies that block. */
+  kvrt_admission f;
+  if (kvrt_admit(s, &ask, 1, 0, &f, &e) != KVRT_OK || f.status != KVRT_ADMITTED)
+    return failed("admit for a fork", &f.error);
+  if (kvrt_commit_rows(s, &f.request, &n, 1, &status, &e) != KVRT_OK || status != 0) return failed("commit", &e);
+  uint64_t child = 0;
+  if (kvrt_fork(s, &f.request, 1, &child, &status, &e) != KVRT_OK || status != 0 || child == 0 || child == f.request)
+    return failed("fork", &e);
+  uint32_t parent_table[8], child_table[8];
+  size_t parent_blocks = 0, child_blocks = 0;
+  if (kvrt_block_table(s, f.request, 0, parent_table, 8, &parent_blocks, &e) != KVRT_OK ||
+      kvrt_block_table(s, child, 0, child_table, 8, &child_blocks, &e) != KVRT_OK || parent_blocks != 4 ||
+      child_blocks != 4 || memcmp(parent_table, child_table, sizeof(uint32_t) * 4) != 0)
+    return failed("the child shares its parent's blocks", &e);
+  if (kvrt_append(s, &child, 1, &position, &status, &e) != KVRT_OK || status != 0 || position != n)
+    return failed("append to the child", &e);
+  if (kvrt_block_table(s, child, 0, child_table, 8, &child_blocks, &e) != KVRT_OK || child_blocks != 4 ||
+      memcmp(parent_table, child_table, sizeof(uint32_t) * 3) != 0 || child_table[3] == parent_table[3])
+    return failed("the child's append copies the shared partial block, and only it", &e);
+  uint64_t both[2] = {f.request, child};
+  int32_t both_status[2] = {-9, -9};
+  if (kvrt_release(s, both, 2, KVRT_FINISHED, both_status, &e) != KVRT_OK || both_status[0] != 0 || both_status[1] != 0)
+    return failed("release the fork", &e);
+
+  /* The node's statistics: a short buffer is refused with the length it needs. */
+  char small[8];
+  size_t length = 0;
+  if (kvrt_stats_json(s, 1, small, sizeof small, &length, &e) != KVRT_E_INVALID_ARGUMENT || length < sizeof small)
+    return failed("statistics into a short buffer", &e);
+  char* text = malloc(length + 4096);
+  if (kvrt_stats_json(s, 1, text, length + 4096, &length, &e) != KVRT_OK || strlen(text) != length ||
+      strstr(text, "\"validate_ok\": true") == NULL || strstr(text, "\"allocator\"") == NULL)
+    return failed("statistics", &e);
+  free(text);
+
   /* Bad arguments: refused, typed, nothing changed. */
   kvrt_admit_request bad = ask;
   bad.namespace_name = NULL;

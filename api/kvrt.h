@@ -79,6 +79,8 @@ typedef struct kvrt_connect_options {
   uint32_t call_timeout_ms; /* a call with no answer fails with rpc_timeout; 0: 30000 [ms] */
   int32_t middleman;        /* nonzero: open the session through the node's middleman
                                (CAF) instead of the session channel alone */
+  const char* token_hex;    /* the principal's token (hex), e.g. handed over by a secret
+                               store; NULL: read <descriptor>.tokens/<principal>.token */
 } kvrt_connect_options;
 
 uint32_t kvrt_abi_version(void);
@@ -194,6 +196,16 @@ int32_t kvrt_commit_rows(kvrt_session* session, const uint64_t* requests, const 
 int32_t kvrt_append(kvrt_session* session, const uint64_t* requests, size_t count, uint32_t* positions,
                     int32_t* statuses, kvrt_error* error);
 
+/* One child per parent request: the child shares every block of its parent
+ * by reference (the parent's rows are its rows; an append into a shared
+ * partial block copies it first, 0x05C) and is a request of its own, to be
+ * appended to, committed, published and released like any other.
+ * children[i] receives the child's id, 0 when refused; `statuses` (may be
+ * NULL) each op's status (KVRT_S_NO_ROOM: no block for the copy-on-write
+ * bookkeeping now). */
+int32_t kvrt_fork(kvrt_session* session, const uint64_t* parents, size_t count, uint64_t* children, int32_t* statuses,
+                  kvrt_error* error);
+
 enum kvrt_release_reason { KVRT_FINISHED = 0, KVRT_CANCELLED = 1, KVRT_PREEMPTED = 3 };
 int32_t kvrt_release(kvrt_session* session, const uint64_t* requests, size_t count, int32_t reason, int32_t* statuses,
                      kvrt_error* error);
@@ -214,6 +226,16 @@ int32_t kvrt_publish(kvrt_session* session, uint64_t request, const char* namesp
 int32_t kvrt_end_reuse(kvrt_session* session, uint64_t reuse_attempt, int32_t executed, uint64_t request,
                        const int32_t* tokens, uint32_t token_count, uint32_t successor_end_block, kvrt_error* error);
 int32_t kvrt_flush_reuse_ends(kvrt_session* session, kvrt_error* error);
+
+/* The node's statistics, NUL-terminated into `out`: the JSON object
+ * `kvrt stats --json` prints (every owner's gauges and counters and the
+ * reuse funnel; `validate` nonzero: every owner re-derives its invariants
+ * first). `length` receives the text's length without the NUL; when
+ * `capacity` is below length + 1 nothing is written and the call fails with
+ * invalid_argument: call again with a larger buffer (the figures are read
+ * again). The first call opens the node's statistics connection. */
+int32_t kvrt_stats_json(kvrt_session* session, int32_t validate, char* out, size_t capacity, size_t* length,
+                        kvrt_error* error);
 
 #ifdef __cplusplus
 }

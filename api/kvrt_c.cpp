@@ -15,6 +15,7 @@
 
 #include "api/kvrt.h"
 #include "engine/engine_session.hpp"
+#include "engine/node_stats_json.hpp"
 #include "engine/session_pools.hpp"
 #include "shm/shm_payload_store.hpp"
 
@@ -30,6 +31,10 @@ struct kvrt_session {
   // refused here, typed, rather than sent to be refused by the node.
   std::set<uint64_t> open_attempts;
   uint64_t trace = 0;
+  // Where kvrt_stats_json reads from: the node's descriptor, and the
+  // statistics connection, opened on the first read.
+  kvrt::NodeDescriptor node;
+  std::unique_ptr<kvrt::NodeStatsReader> stats;
 };
 
 static_assert(KVRT_FP32 == static_cast<int>(kvrt::ScalarType::fp32) &&
@@ -200,13 +205,17 @@ int32_t kvrt_connect(const char* descriptor_path, const char* principal, const k
     return bad(error, "options->struct_size must be sizeof(kvrt_connect_options)", "struct_size");
   Result<NodeDescriptor> node = read_node_descriptor(descriptor_path);
   if (!node.ok()) return fail(error, node.error());
-  Result<std::string> token = read_token_file(node->token_path(principal));
+  const auto has = [&](size_t end) { return options != nullptr && options->struct_size >= end; };
+  Result<std::string> token = std::string();
+  if (has(offsetof(kvrt_connect_options, token_hex) + sizeof(const char*)) && options->token_hex != nullptr)
+    token = std::string(options->token_hex);
+  else
+    token = read_token_file(node->token_path(principal));
   if (!token.ok()) return fail(error, token.error());
   ClientOptions o;
   o.worker_name = "engine";
   o.channel_only = true;
   // Fields past what the caller's struct_size covers keep their defaults.
-  const auto has = [&](size_t end) { return options != nullptr && options->struct_size >= end; };
   if (has(offsetof(kvrt_connect_options, worker_name) + sizeof(const char*)) && options->worker_name != nullptr)
     o.worker_name = options->worker_name;
   if (has(offsetof(kvrt_connect_options, call_timeout_ms) + sizeof(uint32_t)) && options->call_timeout_ms != 0)
@@ -224,6 +233,7 @@ int32_t kvrt_connect(const char* descriptor_path, const char* principal, const k
   auto s = std::make_unique<kvrt_session>();
   s->engine = std::move(engine).value();
   s->pools = std::make_unique<shm::ShmPayloadStore>(std::move(pools).value());
+  s->node = std::move(node).value();
   *out = s.release();
   return ok(error);
 } catch (const std::exception& e) {
@@ -463,6 +473,33 @@ int32_t kvrt_append(kvrt_session* s, const uint64_t* requests, size_t count, uin
   return caught(error, "append", e);
 }
 
+int32_t kvrt_fork(kvrt_session* s, const uint64_t* parents, size_t count, uint64_t* children, int32_t* statuses,
+                  kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  if (count > 0 && children == nullptr) return bad(error, "children is NULL", "children");
+  std::vector<kvrt_session::Live*> targets;
+  Result<AllocatorBatchReceipt> r = per_request(
+      s, parents, count, [&](size_t, const kvrt_session::Live& l) -> AllocatorOp { return ForkOp{l.fence}; }, targets);
+  if (!r.ok()) return fail(error, r.error());
+  const uint32_t groups = s->pools->group_count();
+  for (size_t i = 0; i < count; ++i) {
+    children[i] = 0;
+    const auto* a = std::get_if<AllocationReceipt>(&r->outcomes[i]);
+    if (a != nullptr && a->outcome == AllocationOutcome::committed) {
+      kvrt_session::Live child;
+      child.fence = RequestFence{a->request_id, a->request_generation, a->table_version_after};
+      child.table.resize(groups);
+      apply_entries(s, child, a->published_entries);
+      children[i] = child.fence.request.value;
+      s->live[children[i]] = std::move(child);
+    }
+    if (statuses != nullptr) statuses[i] = code_of(r->outcomes[i]);
+  }
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "fork", e);
+}
+
 int32_t kvrt_release(kvrt_session* s, const uint64_t* requests, size_t count, int32_t reason, int32_t* statuses,
                      kvrt_error* error) try {
   if (s == nullptr) return bad(error, "session is NULL", "session");
@@ -555,6 +592,33 @@ int32_t kvrt_flush_reuse_ends(kvrt_session* s, kvrt_error* error) try {
   return ok(error);
 } catch (const std::exception& e) {
   return caught(error, "flush_reuse_ends", e);
+}
+
+int32_t kvrt_stats_json(kvrt_session* s, int32_t validate, char* out, size_t capacity, size_t* length,
+                        kvrt_error* error) try {
+  if (s == nullptr || length == nullptr) return bad(error, "session and length are required", "length");
+  if (out == nullptr && capacity > 0) return bad(error, "out is NULL", "out");
+  if (!s->stats) {
+    Result<std::unique_ptr<NodeStatsReader>> reader = NodeStatsReader::connect(s->node);
+    if (!reader.ok()) return fail(error, reader.error());
+    s->stats = std::move(reader).value();
+  }
+  Result<NodeStats> stats = s->stats->read(validate != 0);
+  if (!stats.ok()) {
+    s->stats.reset();  // a node restarted behind the descriptor is connected again on the next read
+    return fail(error, stats.error());
+  }
+  const std::string text = node_stats_json(*stats).dump(2);
+  *length = text.size();
+  if (capacity < text.size() + 1)
+    return bad(
+        error,
+        "the statistics take " + std::to_string(text.size() + 1) + " bytes, out holds " + std::to_string(capacity),
+        "capacity");
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "stats_json", e);
 }
 
 }  // extern "C"

@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   }
   kvrt_error e;
   kvrt_session* s = NULL;
-  kvrt_connect_options options = {sizeof options, "call-baseline", 0, 0};
+  kvrt_connect_options options = {sizeof options, "call-baseline", 0, 0, NULL};
   if (kvrt_connect(argv[1], argv[2], &options, &s, &e) != KVRT_OK) fail("connect", &e);
   if (kvrt_authorize(s, ns, NULL, &e) != KVRT_OK) fail("authorize", &e);
 

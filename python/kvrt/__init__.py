@@ -94,8 +94,8 @@ class Session(_Session):
     """A session on a kvrt node.
 
     ``Session(descriptor, principal, worker_name="engine", call_timeout_ms=0,
-    middleman=False)``: the token is read from
-    ``<descriptor>.tokens/<principal>.token``; the session opens on the
+    middleman=False, token=None)``: the principal's token (hex) is ``token``,
+    or else read from ``<descriptor>.tokens/<principal>.token``; the session opens on the
     node's session channel and maps its shared-memory pools. Closing it
     (``close()``, or leaving a ``with`` block) ends it on the node once no
     array view of its pools remains.
@@ -106,6 +106,15 @@ class Session(_Session):
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def stats(self, validate: bool = False) -> dict:
+        """The node's statistics, as ``kvrt stats --json`` prints them: every
+        owner's gauges and counters and the reuse funnel; ``validate``: every
+        owner re-derives its invariants first (slower). The first call opens
+        the node's statistics connection."""
+        import json
+
+        return json.loads(self.stats_json(validate))
 
     def kv_arrays(self, group: int = 0):
         """(K, V) of a cache group's pool as NumPy arrays, zero-copy, each of

@@ -100,9 +100,11 @@ class Session:
         worker_name: str = "engine",
         call_timeout_ms: int = 0,
         middleman: bool = False,
+        token: Optional[str] = None,
     ) -> None:
         """Opens a session on the node whose descriptor file is `descriptor`,
-        as `principal` (its token is <descriptor>.tokens/<principal>.token).
+        as `principal`, with its token (hex) `token`, or else the one in
+        <descriptor>.tokens/<principal>.token.
         call_timeout_ms: a call with no answer raises RpcTimeout; 0: 30000 [ms]."""
     def close(self) -> None:
         """Ends the session (on the node once no array view of its pools remains)."""
@@ -129,6 +131,12 @@ class Session:
     def append(self, requests: Ids) -> Tuple[npt.NDArray[np.uint32], npt.NDArray[np.int32]]:
         """One more position per request: (the new position [tokens], status);
         kvrt.STATUS_NO_ROOM / STATUS_QUOTA_EXCEEDED: try again later."""
+    def fork(self, parents: Ids) -> Tuple[npt.NDArray[np.uint64], npt.NDArray[np.int32]]:
+        """One child per parent, sharing all its parent's blocks (an append
+        into a shared partial block copies it first): (child ids, 0 where
+        refused; a status per op). Children are requests like any other."""
+    def stats_json(self, validate: bool = False) -> str:
+        """The node's statistics as JSON text (Session.stats parses it)."""
     def release(self, requests: Ids, reason: int = 0) -> npt.NDArray[np.int32]:
         """Requests finished (kvrt.ReleaseReason), a status per op."""
     def publish(self, request: int, namespace_name: str, tokens: TokenIds, first_block: int, end_block: int) -> None:

@@ -165,12 +165,13 @@ py::dtype numpy_dtype(int32_t dtype) {
 class Session {
  public:
   Session(const std::string& descriptor, const std::string& principal, const std::string& worker_name,
-          uint32_t call_timeout_ms, bool middleman) {
+          uint32_t call_timeout_ms, bool middleman, const std::optional<std::string>& token) {
     kvrt_connect_options o{};
     o.struct_size = sizeof o;
     o.worker_name = worker_name.c_str();
     o.call_timeout_ms = call_timeout_ms;
     o.middleman = middleman ? 1 : 0;
+    o.token_hex = token ? token->c_str() : nullptr;
     kvrt_error e{};
     kvrt_session* s = nullptr;
     int32_t rc = 0;
@@ -260,6 +261,37 @@ class Session {
     int32_t* st = statuses.mutable_data();
     call([&](kvrt_session* s, kvrt_error* e) { return kvrt_append(s, ids.data(), ids.size(), p, st, e); });
     return py::make_tuple(positions, statuses);
+  }
+
+  py::tuple fork(const py::handle& parents) {
+    const std::vector<uint64_t> ids = integers<uint64_t>(parents, "parents");
+    py::array_t<uint64_t> children(static_cast<py::ssize_t>(ids.size()));
+    py::array_t<int32_t> statuses(static_cast<py::ssize_t>(ids.size()));
+    uint64_t* c = children.mutable_data();
+    int32_t* st = statuses.mutable_data();
+    call([&](kvrt_session* s, kvrt_error* e) { return kvrt_fork(s, ids.data(), ids.size(), c, st, e); });
+    return py::make_tuple(children, statuses);
+  }
+
+  // The node's statistics as JSON text: read once into a buffer that is
+  // usually large enough, again into one of the size the node needs.
+  std::string stats_json(bool validate) {
+    std::string text(64 * 1024, '\0');
+    size_t length = 0;
+    for (int attempt = 0;; ++attempt) {
+      kvrt_error e{};
+      int32_t rc = 0;
+      call([&](kvrt_session* s, kvrt_error* err) {
+        rc = kvrt_stats_json(s, validate ? 1 : 0, text.data(), text.size(), &length, err);
+        e = *err;
+        return rc == KVRT_E_INVALID_ARGUMENT && length + 1 > text.size() ? KVRT_OK : rc;
+      });
+      if (length + 1 <= text.size()) break;
+      if (attempt == 3) check(rc, e);
+      text.assign(length + 4096, '\0');
+    }
+    text.resize(length);
+    return text;
   }
 
   py::array_t<int32_t> release(const py::handle& requests, int32_t reason) {
@@ -491,9 +523,10 @@ PYBIND11_MODULE(_kvrt, m) {
       .def_property_readonly("dtype", [](const kvrt_pool_view& v) { return py::make_tuple(v.dtype[0], v.dtype[1]); });
 
   py::class_<Session>(m, "Session")
-      .def(py::init<const std::string&, const std::string&, const std::string&, uint32_t, bool>(),
+      .def(py::init<const std::string&, const std::string&, const std::string&, uint32_t, bool,
+                    const std::optional<std::string>&>(),
            py::arg("descriptor"), py::arg("principal"), py::arg("worker_name") = "engine",
-           py::arg("call_timeout_ms") = 0, py::arg("middleman") = false)
+           py::arg("call_timeout_ms") = 0, py::arg("middleman") = false, py::arg("token") = py::none())
       .def("close", &Session::close)
       .def_property_readonly("closed", &Session::closed)
       .def_property_readonly("id", &Session::id)
@@ -505,6 +538,8 @@ PYBIND11_MODULE(_kvrt, m) {
       .def("block_table", &Session::block_table, py::arg("request"), py::arg("group") = 0)
       .def("commit_rows", &Session::commit_rows, py::arg("requests"), py::arg("valid_rows"))
       .def("append", &Session::append, py::arg("requests"))
+      .def("fork", &Session::fork, py::arg("parents"))
+      .def("stats_json", &Session::stats_json, py::arg("validate") = false)
       .def("release", &Session::release, py::arg("requests"), py::arg("reason") = 0)
       .def("publish", &Session::publish, py::arg("request"), py::arg("namespace_name"), py::arg("tokens"),
            py::arg("first_block"), py::arg("end_block"))

@@ -265,3 +265,52 @@ def test_copy_blocks_moves_whole_blocks_and_refuses_what_is_not_one_run():
         with pytest.raises(kvrt.InvalidArgument):
             kvrt.copy_blocks(*args)
     assert (dst == before).all()
+
+
+def test_a_token_handed_over_opens_the_session_and_a_wrong_one_is_refused(node):
+    token = open(node.descriptor + ".tokens/worker-0.token").read().strip()
+    with kvrt.Session(node.descriptor, "worker-0", token=token) as s:
+        assert s.principal == "worker-0" and s.authorize(NS) > 0
+    wrong = ("0" if token[0] != "0" else "1") + token[1:]
+    with pytest.raises(kvrt.KvrtError) as refused:
+        kvrt.Session(node.descriptor, "worker-0", token=wrong)
+    assert not isinstance(refused.value, kvrt.InternalError)
+    assert node.quiescent()["validate_ok"]
+
+
+def test_a_fork_shares_its_parents_blocks_until_an_append_copies_the_tail(node):
+    s = open_session(node)
+    P = s.geometry.block_tokens
+    prompt = np.arange(700, 700 + 2 * P + 3, dtype=np.int32)
+    a = s.admit([kvrt.Request(NS, prompt)], reuse=False)[0]
+    fill_rows(s, a.request, prompt, seed=3)
+    assert list(s.commit_rows([a.request], [len(prompt)])) == [0]
+    children, statuses = s.fork([a.request, a.request])
+    assert list(statuses) == [0, 0] and len(set(children) | {a.request}) == 3
+    parent = [list(s.block_table(a.request, g)) for g in range(s.geometry.groups)]
+    for c in children:
+        assert [list(s.block_table(int(c), g)) for g in range(s.geometry.groups)] == parent
+    positions, statuses = s.append([int(children[0])])
+    assert list(statuses) == [0] and int(positions[0]) == len(prompt)
+    copied = list(s.block_table(int(children[0]), 0))
+    assert copied[:2] == parent[0][:2] and copied[2] != parent[0][2]
+    # The copy holds the parent's rows of the shared partial block.
+    K, V = s.kv_arrays(0)
+    for t in range(2 * P, len(prompt)):
+        assert np.array_equal(K[copied[2], t % P].view(np.uint16), K[parent[0][2], t % P].view(np.uint16))
+    with pytest.raises(kvrt.InvalidArgument):
+        s.fork([987654321])
+    assert list(s.release([a.request, *map(int, children)])) == [0, 0, 0]
+    stats = node.quiescent()
+    assert stats["validate_ok"] and stats["leaked_blocks"] == 0
+
+
+def test_the_sessions_statistics_are_the_nodes(node):
+    s = open_session(node)
+    a = s.admit([kvrt.Request(NS, np.arange(1, 40, dtype=np.int32))], reuse=False)[0]
+    mine = s.stats(validate=True)
+    assert mine["validated"] and mine["validate_ok"]
+    assert mine["owners"]["allocator"]["live_requests"] == 1
+    assert mine.keys() == node.stats().keys()
+    s.release([a.request])
+    assert s.stats()["owners"]["allocator"]["live_requests"] == 0
