@@ -110,7 +110,9 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < view.row_bytes; ++i)
         if (row[i] != row_byte(g, t, i)) return failed("a reused row differs from what was written", NULL);
       /* The zero-copy view: the row's first K and first V element, where
-       * the strides say they are. */
+       * the strides say they are (host pools; a GPU pool's base is a device
+       * pointer, which only a kernel or cudaMemcpy may read). */
+      if (view.memory != KVRT_MEMORY_HOST) continue;
       const unsigned char* k = view.base + view.origin[0] + (int64_t)table[t / P] * view.block_stride[0] +
                                (int64_t)(t % P) * view.row_stride[0];
       const unsigned char* v = view.base + view.origin[1] + (int64_t)table[t / P] * view.block_stride[1] +

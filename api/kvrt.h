@@ -116,6 +116,11 @@ int32_t kvrt_get_geometry(const kvrt_session* session, kvrt_geometry* out, kvrt_
  *   origin[t] + block*block_stride[t] + row*row_stride[t]
  *   + layer*layer_stride[t] + head*head_stride[t] + lane*lane_stride[t]
  * from `base` (strides in bytes; elements of element_bytes). */
+/* Where a pool's bytes are: this process's host memory (shared-memory
+ * pools, mapped), or a CUDA device's memory (GPU pools, imported from the
+ * node's CUDA IPC handles at connect: `base` is a device pointer, to be
+ * used by kernels or cudaMemcpy, never dereferenced on the host). */
+enum kvrt_memory { KVRT_MEMORY_HOST = 0, KVRT_MEMORY_CUDA = 1 };
 /* The storage type of a pool's elements (the layout's dtype). */
 enum kvrt_dtype { KVRT_FP32 = 0, KVRT_FP16 = 1, KVRT_BF16 = 2, KVRT_FP8_E4M3 = 3, KVRT_INT8 = 4 };
 typedef struct kvrt_pool_view {
@@ -128,6 +133,8 @@ typedef struct kvrt_pool_view {
   int32_t dtype[2];                                    /* enum kvrt_dtype of K and V */
   uint64_t origin[2];
   int64_t block_stride[2], row_stride[2], layer_stride[2], head_stride[2], lane_stride[2];
+  int32_t memory; /* enum kvrt_memory: where `base` points */
+  int32_t device; /* the CUDA device of KVRT_MEMORY_CUDA pools (0) */
 } kvrt_pool_view;
 int32_t kvrt_get_pool_view(const kvrt_session* session, uint32_t group_index, kvrt_pool_view* out, kvrt_error* error);
 

@@ -17,11 +17,13 @@
 #include "engine/engine_session.hpp"
 #include "engine/node_stats_json.hpp"
 #include "engine/session_pools.hpp"
-#include "shm/shm_payload_store.hpp"
+#include "shm/pool_geometry.hpp"
+#include "shm/pool_row_plan.hpp"
+#include "shm/shared_pool_store.hpp"
 
 struct kvrt_session {
   std::unique_ptr<kvrt::EngineSession> engine;
-  std::unique_ptr<kvrt::shm::ShmPayloadStore> pools;
+  std::unique_ptr<kvrt::shm::SharedPoolStore> pools;  // shared memory or CUDA IPC imports
   struct Live {
     kvrt::RequestFence fence;
     std::vector<std::vector<uint32_t>> table;  // [group][logical block] -> pool block
@@ -224,15 +226,11 @@ int32_t kvrt_connect(const char* descriptor_path, const char* principal, const k
     o.channel_only = false;
   Result<std::unique_ptr<EngineSession>> engine = EngineSession::connect(*node, *token, o);
   if (!engine.ok()) return fail(error, engine.error());
-  if (session_pools_on_gpu((*engine)->session()))
-    return fail(error, make_error(ErrorCode::incompatible,
-                                  "the node's pools are GPU memory; this version of libkvrt maps shared-memory pools",
-                                  "pools"));
-  Result<shm::ShmPayloadStore> pools = attach_shared_memory_pools((*engine)->client());
+  Result<std::unique_ptr<shm::SharedPoolStore>> pools = attach_session_pools((*engine)->client());
   if (!pools.ok()) return fail(error, pools.error());
   auto s = std::make_unique<kvrt_session>();
   s->engine = std::move(engine).value();
-  s->pools = std::make_unique<shm::ShmPayloadStore>(std::move(pools).value());
+  s->pools = std::move(pools).value();
   s->node = std::move(node).value();
   *out = s.release();
   return ok(error);
@@ -284,15 +282,15 @@ int32_t kvrt_get_pool_view(const kvrt_session* s, uint32_t g, kvrt_pool_view* ou
                "group index " + std::to_string(g) + " is outside the session's " +
                    std::to_string(s->pools->group_count()) + " pools",
                "group_index");
-  // The view reads the segment through a const handle; the caller writes
-  // rows through it (the pool is this session's to write at its blocks).
-  auto& segment = const_cast<shm::BlockPoolSegment&>(s->pools->segment(g));
-  const shm::PoolGeometry& geometry = segment.geometry();
+  // The caller writes rows through the view at its requests' blocks (the
+  // pool is this session's to write there), whichever memory holds it.
+  const shm::PoolMemory memory = s->pools->memory(g);
+  const shm::PoolGeometry& geometry = memory.rows->geometry();
   const shm::PoolShape& shape = geometry.shape();
   *out = kvrt_pool_view{};
-  out->cache_group = segment.group().value;
-  out->row_bytes = s->pools->row_bytes(g);
-  out->k_row_bytes = s->pools->k_row_bytes(g);
+  out->cache_group = s->pools->group(g).value;
+  out->row_bytes = memory.rows->row_bytes();
+  out->k_row_bytes = memory.rows->k_row_bytes();
   out->layers = shape.layers;
   out->kv_heads = shape.kv_heads;
   out->head_dim = shape.head_dim;
@@ -300,17 +298,16 @@ int32_t kvrt_get_pool_view(const kvrt_session* s, uint32_t g, kvrt_pool_view* ou
   // kvrt_dtype's values are ScalarType's (checked below).
   out->dtype[0] = static_cast<int32_t>(shape.k_dtype);
   out->dtype[1] = static_cast<int32_t>(shape.v_dtype);
-  const shm::PoolBlockRef block0{segment.pool_id(), segment.pool_generation(), PhysicalSlot{0}};
   // Offsets are linear in the coordinates (0x03E): each stride is the step
   // of one unit along its axis; an axis of extent 1 has none (0).
   for (const TensorKind kind : {TensorKind::K, TensorKind::V}) {
     const int t = kind == TensorKind::K ? 0 : 1;
     const shm::KvCoordinate zero{kind, 0, 0, 0, 0};
-    Result<uint64_t> origin = segment.byte_offset(block0, zero);
+    Result<uint64_t> origin = geometry.byte_offset(PhysicalSlot{0}, zero);
     if (!origin.ok()) return fail(error, origin.error());
     out->origin[t] = *origin;
     const auto step = [&](PhysicalSlot block, shm::KvCoordinate c) -> int64_t {
-      Result<uint64_t> at = segment.byte_offset(shm::PoolBlockRef{block0.pool, block0.generation, block}, c);
+      Result<uint64_t> at = geometry.byte_offset(block, c);
       return at.ok() ? static_cast<int64_t>(*at) - static_cast<int64_t>(*origin) : 0;
     };
     out->block_stride[t] = step(PhysicalSlot{1}, zero);
@@ -319,12 +316,11 @@ int32_t kvrt_get_pool_view(const kvrt_session* s, uint32_t g, kvrt_pool_view* ou
     out->head_stride[t] = step(PhysicalSlot{0}, shm::KvCoordinate{kind, 0, 0, 1, 0});
     out->lane_stride[t] = step(PhysicalSlot{0}, shm::KvCoordinate{kind, 0, 0, 0, 1});
   }
-  // The mapping's first byte: the K tensor's origin, less its offset.
-  Result<std::span<uint8_t>> first = segment.bytes(shm::ByteRun{out->origin[0], 1});
-  if (!first.ok()) return fail(error, first.error());
-  out->base = first->data() - out->origin[0];
+  out->base = memory.base;
+  out->memory = memory.device ? KVRT_MEMORY_CUDA : KVRT_MEMORY_HOST;
+  out->device = 0;  // GPU pools live on device 0 (gpu/cuda_pool_store.hpp)
   for (const PoolAttachment& p : s->engine->session().pools)
-    if (p.group == segment.group()) out->bytes = p.segment_bytes;
+    if (p.group == s->pools->group(g)) out->bytes = p.segment_bytes;
   return ok(error);
 } catch (const std::exception& e) {
   return caught(error, "pool_view", e);

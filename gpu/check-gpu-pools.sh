@@ -5,12 +5,16 @@
 # worker finished requests with zero reuse mismatches and zero errors, some
 # prompt tokens were reused across processes, and the node's owners all
 # validate with nothing leaked once the workers are gone.
-#   gpu/check-gpu-pools.sh KVRT_BINARY SCRATCH_DIR
+#   gpu/check-gpu-pools.sh KVRT_BINARY SCRATCH_DIR [KVRT_C_SMOKE]
+# With KVRT_C_SMOKE (api/c_smoke.c built), a libkvrt session also imports
+# the pools (connect, admit, write and read rows through the device store,
+# reuse, fork, statistics) and must end with "kvrt_c_smoke: ok".
 # KVRT_POOL_BACKEND=shm runs the same check over shared-memory pools (to
 # check this script on a machine without a GPU).
 set -u
 kvrt=$1
 dir=$2
+c_smoke=${3:-}
 backend=${KVRT_POOL_BACKEND:-cuda}
 cd "$(dirname "$0")/.."
 mkdir -p "$dir"
@@ -44,13 +48,19 @@ w0=$!
 rc1=$?
 wait $w0
 rc0=$?
+smoke_rc=0
+if [ -n "$c_smoke" ]; then
+  "$c_smoke" "$dir/node.json" worker-0 test/shared >"$dir/c_smoke.log" 2>&1 || smoke_rc=$?
+  if ! grep -q "kvrt_c_smoke: ok" "$dir/c_smoke.log" && [ "$smoke_rc" -eq 0 ]; then smoke_rc=1; fi
+  echo "libkvrt on these pools: $(tail -1 "$dir/c_smoke.log") (rc $smoke_rc)"
+fi
 sleep 0.5
 "$kvrt" stats --node "$dir/node.json" --json >"$dir/stats.json" 2>"$dir/stats.log"
 kill -TERM $node
 wait $node
-python3 - "$dir" "$rc0" "$rc1" "$backend" <<'PY'
+python3 - "$dir" "$rc0" "$rc1" "$backend" "$smoke_rc" <<'PY'
 import json, sys
-d, rcs = sys.argv[1], sys.argv[2:4]
+d, rcs = sys.argv[1], sys.argv[2:4] + sys.argv[5:6]
 ok = all(rc == "0" for rc in rcs)
 hits = 0
 for w in ("w0", "w1"):

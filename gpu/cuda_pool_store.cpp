@@ -59,6 +59,9 @@ class CudaPoolStore final : public shm::SharedPoolStore {
   uint32_t capacity_blocks() const override { return pools_[0].rows.geometry().shape().capacity_blocks; }
   uint64_t row_bytes(uint32_t g) const override { return pools_.at(g).rows.row_bytes(); }
   CacheGroupId group(uint32_t g) const override { return pools_.at(g).group; }
+  shm::PoolMemory memory(uint32_t g) const override {
+    return shm::PoolMemory{pools_.at(g).device, &pools_.at(g).rows, true};
+  }
 
   void write_rows(uint32_t g, uint32_t slot, uint32_t first_row, uint32_t rows,
                   std::span<const uint8_t> bytes) override {

@@ -5,7 +5,8 @@
 # CUDA IPC and VMM-fd import by another process, the mapper's VMM backing,
 # compute-sanitizer's memcheck over the attention checks, the node's GPU
 # pools (device store against the host store, then a node with
-# pool_backend = "cuda" and two worker processes: gpu/check-gpu-pools.sh),
+# pool_backend = "cuda", two worker processes and a libkvrt program that
+# import its pools: gpu/check-gpu-pools.sh),
 # and the benchmark table (kvrt_gpu_tests --bench).
 #
 #   gpu/run-device-checks.sh pack   on a build machine with nvcc (no GPU
@@ -27,11 +28,12 @@ if [ "${1:-}" = "pack" ]; then
   set -e
   build="${KVRT_GPU_BUILD_DIR:-$root/build-gpu}"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVRT_WITH_CUDA=ON >/dev/null
-  cmake --build "$build" -j"$(nproc)" --target kvrt_gpu_tests kvrt
+  cmake --build "$build" -j"$(nproc)" --target kvrt_gpu_tests kvrt kvrt_c_smoke
   rm -rf "$bundle" && mkdir -p "$bundle/lib"
-  cp "$build/tests/kvrt_gpu_tests" "$build/apps/kvrt/kvrt" "$bundle/"
-  # Everything but the C/C++ runtime and the dynamic loader travels along.
-  ldd "$build/tests/kvrt_gpu_tests" "$build/apps/kvrt/kvrt" | awk '/=> \//{print $3}' | sort -u |
+  cp "$build/tests/kvrt_gpu_tests" "$build/apps/kvrt/kvrt" "$build/api/kvrt_c_smoke" "$bundle/"
+  # Everything but the C/C++ runtime and the dynamic loader travels along
+  # (libkvrt.so.1 with kvrt_c_smoke).
+  ldd "$build/tests/kvrt_gpu_tests" "$build/apps/kvrt/kvrt" "$build/api/kvrt_c_smoke" | awk '/=> \//{print $3}' | sort -u |
     grep -v -E '/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt)\.so' |
     while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
   grep -qx '/.device-bundle/' "$root/.git/info/exclude" 2>/dev/null || echo '/.device-bundle/' >>"$root/.git/info/exclude"
@@ -44,14 +46,16 @@ mkdir -p "$out"
 if [ -x "$bundle/kvrt_gpu_tests" ]; then
   bin="$bundle/kvrt_gpu_tests"
   kvrt_bin="$bundle/kvrt"
+  c_smoke="$bundle/kvrt_c_smoke"
   export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$bundle/lib"
 else
   build="${KVRT_GPU_BUILD_DIR:-$root/build-gpu}"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVRT_WITH_CUDA=ON >"$out/build.log" 2>&1 &&
-    cmake --build "$build" -j"$(nproc)" --target kvrt_gpu_tests kvrt >>"$out/build.log" 2>&1 ||
+    cmake --build "$build" -j"$(nproc)" --target kvrt_gpu_tests kvrt kvrt_c_smoke >>"$out/build.log" 2>&1 ||
     { echo "build failed: see $out/build.log"; tail -20 "$out/build.log"; exit 1; }
   bin="$build/tests/kvrt_gpu_tests"
   kvrt_bin="$build/apps/kvrt/kvrt"
+  c_smoke="$build/api/kvrt_c_smoke"
 fi
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
@@ -76,7 +80,7 @@ run_group vmm 120 "$bin" "[vmm]~[ipc]"
 run_group attention 300 "$bin" "[attention]"
 run_group ipc 120 "$bin" "[ipc]"
 run_group pools 120 "$bin" "[pools]"
-run_group node_gpu_pools 120 gpu/check-gpu-pools.sh "$kvrt_bin" "$out/gpu-pools"
+run_group node_gpu_pools 120 gpu/check-gpu-pools.sh "$kvrt_bin" "$out/gpu-pools" "$c_smoke"
 if command -v compute-sanitizer >/dev/null; then
   run_group memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin" "[memcheck]"
 fi

@@ -16,6 +16,19 @@
 
 namespace kvrt::shm {
 
+class PoolGeometry;
+class PoolRowPlan;
+
+// Where one group's pool lives in this process, for zero-copy access:
+// `base` is byte 0 of the pool's layout (its header; offsets are
+// PoolGeometry's), `device` whether those bytes are GPU memory (CUDA device
+// 0) rather than host memory.
+struct PoolMemory {
+  uint8_t* base = nullptr;
+  const PoolRowPlan* rows = nullptr;  // the pool's geometry and its canonical row plan
+  bool device = false;
+};
+
 class SharedPoolStore : public BlockPayloadStore {
  public:
   virtual uint32_t group_count() const = 0;
@@ -23,6 +36,9 @@ class SharedPoolStore : public BlockPayloadStore {
   virtual uint32_t capacity_blocks() const = 0;                // per group pool [blocks]
   virtual uint64_t row_bytes(uint32_t group_index) const = 0;  // B_row,g [bytes / token], K plus V
   virtual CacheGroupId group(uint32_t group_index) const = 0;  // the manifest's cache group of a pool
+  // The pool's bytes in this process (writable by the caller at the blocks
+  // its receipts name). Asserts a group index inside group_count().
+  virtual PoolMemory memory(uint32_t group_index) const = 0;
 
   // Whether rows [first_row, first_row + rows) of a block exist in a group.
   // The BlockPayloadStore operations assert this (their caller is the

@@ -84,6 +84,13 @@ uint32_t ShmPayloadStore::capacity_blocks() const { return groups_[0].segment.ca
 uint64_t ShmPayloadStore::row_bytes(uint32_t g) const { return groups_.at(g).rows.row_bytes(); }
 uint64_t ShmPayloadStore::k_row_bytes(uint32_t g) const { return groups_.at(g).rows.k_row_bytes(); }
 
+PoolMemory ShmPayloadStore::memory(uint32_t g) const {
+  // The mapping is this process's and writable; the store hands it out
+  // through a const accessor because handing it out changes nothing here.
+  auto* base = const_cast<uint8_t*>(segment_view(g));
+  return PoolMemory{base, &groups_.at(g).rows, false};
+}
+
 PoolBlockRef ShmPayloadStore::block_ref(uint32_t g, uint32_t slot) const {
   const BlockPoolSegment& s = groups_.at(g).segment;
   return PoolBlockRef{s.pool_id(), s.pool_generation(), PhysicalSlot{slot}};

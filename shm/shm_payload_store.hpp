@@ -51,6 +51,7 @@ class ShmPayloadStore final : public SharedPoolStore {
   uint32_t capacity_blocks() const override;
   uint64_t row_bytes(uint32_t group_index) const override;
   CacheGroupId group(uint32_t group_index) const override { return segment(group_index).group(); }
+  PoolMemory memory(uint32_t group_index) const override;
   uint64_t k_row_bytes(uint32_t group_index) const;  // K part of a canonical row [bytes]
   const BlockPoolSegment& segment(uint32_t group_index) const { return groups_.at(group_index).segment; }
   BlockPoolSegment& segment(uint32_t group_index) { return groups_.at(group_index).segment; }

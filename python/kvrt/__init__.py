@@ -39,7 +39,7 @@ from .errors import (
 
 __all__ = [
     "ABI_VERSION", "Admission", "AdmissionStatus", "CapacityError", "ConnectionLost", "DType", "Geometry",
-    "Incompatible", "InternalError", "InvalidArgument", "KvrtError", "NodeLost", "NotAuthorized", "PoolView",
+    "Incompatible", "InternalError", "InvalidArgument", "KvrtError", "Memory", "NodeLost", "NotAuthorized", "PoolView",
     "ReleaseReason", "Request", "RpcTimeout", "Session", "SessionEnded", "StaleError", "abi_version",
     "check_statuses", "copy_blocks", "error_name", "errors", "STATUS_NO_ROOM", "STATUS_QUOTA_EXCEEDED", "STATUS_ROLLED_BACK",
 ]
@@ -62,6 +62,13 @@ class ReleaseReason(enum.IntEnum):
     FINISHED = 0
     CANCELLED = 1
     PREEMPTED = 3
+
+
+class Memory(enum.IntEnum):
+    """Where a pool's bytes are (PoolView.memory)."""
+
+    HOST = 0  # shared memory, mapped into this process
+    CUDA = 1  # GPU memory on PoolView.device, imported through CUDA IPC
 
 
 class DType(enum.IntEnum):
@@ -123,11 +130,30 @@ class Session(_Session):
 
     def kv_tensor(self, group: int, kind: int):
         """Tensor ``kind`` (0 = K, 1 = V) of a pool as a torch tensor sharing
-        the pool's memory (bfloat16 pools as torch.bfloat16)."""
+        the pool's memory, shape (blocks, block_tokens, layers, kv_heads,
+        head_dim): a CPU tensor over a shared-memory pool, a CUDA tensor over
+        a GPU pool (imported from the node's CUDA IPC handles when the session
+        opened); bfloat16 pools as torch.bfloat16. The tensor keeps the
+        mapping alive past ``close()``."""
         import torch
 
-        array = self.kv_array(group, kind)
-        tensor = torch.from_numpy(array)
-        if self.pool_view(group).dtype[kind] == DType.BF16:
+        view = self.pool_view(group)
+        if view.memory == Memory.CUDA:
+            interface = self.cuda_array_interface(group, kind)
+            tensor = torch.as_tensor(_CudaPoolTensor(interface), device=f"cuda:{interface['device']}")
+        else:
+            tensor = torch.from_numpy(self.kv_array(group, kind))
+        if view.dtype[kind] == DType.BF16:
             tensor = tensor.view(torch.bfloat16)
         return tensor
+
+
+class _CudaPoolTensor:
+    """A GPU pool tensor as torch imports it (__cuda_array_interface__);
+    torch holds this object, and with it the pools' owner, for the tensor's
+    life."""
+
+    def __init__(self, interface: dict) -> None:
+        self._owner = interface.pop("owner")
+        interface.pop("device")
+        self.__cuda_array_interface__ = interface

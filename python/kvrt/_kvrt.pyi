@@ -77,6 +77,10 @@ class Geometry:
 
 class PoolView:
     cache_group: int
+    memory: int
+    """kvrt.Memory: HOST (shared memory, mapped) or CUDA (GPU memory, imported)."""
+    device: int
+    """The CUDA device of a CUDA pool."""
     bytes: int
     """The pool segment's size [bytes]."""
     row_bytes: int
@@ -162,4 +166,9 @@ class Session:
         """Whole canonical rows from a C-contiguous buffer into a pool block."""
     def kv_array(self, group: int, kind: int) -> np.ndarray:
         """K (kind 0) or V (1) of a pool, zero-copy: shape (blocks,
-        block_tokens, layers, kv_heads, head_dim), the pool's strides."""
+        block_tokens, layers, kv_heads, head_dim), the pool's strides.
+        A GPU pool raises Incompatible (Session.kv_tensor gives it)."""
+    def cuda_array_interface(self, group: int, kind: int) -> dict:
+        """K or V of a GPU pool as a __cuda_array_interface__ (version 3)
+        dict with "device" and an "owner" that keeps the pools alive;
+        Session.kv_tensor wraps it. A host pool raises Incompatible."""

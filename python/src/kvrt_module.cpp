@@ -362,21 +362,57 @@ class Session {
   // block_tokens, layers, kv_heads, head_dim) with the pool's own strides.
   // The array keeps the mapping (and so the C session) alive.
   py::array kv_array(uint32_t group, int kind) {
-    if (kind != 0 && kind != 1) invalid("kind", "0 (K) or 1 (V), not " + std::to_string(kind));
-    const kvrt_pool_view v = pool_view(group);
+    const kvrt_pool_view v = tensor_view(group, kind);
+    if (v.memory != KVRT_MEMORY_HOST)
+      raise(201, "incompatible", "group",
+            "pool " + std::to_string(group) + " is GPU memory: kv_tensor gives it as a CUDA tensor");
     const py::dtype dtype = numpy_dtype(v.dtype[kind]);
-    const std::vector<py::ssize_t> shape{geometry_.capacity_blocks, geometry_.block_tokens, v.layers, v.kv_heads,
-                                         v.head_dim};
-    std::vector<py::ssize_t> strides{v.block_stride[kind], v.row_stride[kind], v.layer_stride[kind],
-                                     v.head_stride[kind], v.lane_stride[kind]};
-    for (size_t axis = 0; axis < shape.size(); ++axis)
-      if (shape[axis] == 1) strides[axis] = dtype.itemsize();  // extent 1: the C ABI reports no step
     auto* keep = new std::shared_ptr<SessionHandle>(handle_);
     py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<SessionHandle>*>(p); });
-    return py::array(dtype, shape, strides, v.base + v.origin[kind], owner);
+    return py::array(dtype, shape_of(v), strides_of(v, kind, dtype.itemsize()), v.base + v.origin[kind], owner);
+  }
+
+  // Tensor `kind` of a GPU pool as a __cuda_array_interface__ (version 3)
+  // dict, whose "owner" keeps the imported pools (and so the C session)
+  // alive; kvrt.Session.kv_tensor hands it to torch. Elements are the
+  // NumPy type of kv_array (bf16 as uint16 bits).
+  py::dict cuda_array_interface(uint32_t group, int kind) {
+    const kvrt_pool_view v = tensor_view(group, kind);
+    if (v.memory != KVRT_MEMORY_CUDA)
+      raise(201, "incompatible", "group", "pool " + std::to_string(group) + " is host memory: use kv_array");
+    const py::dtype dtype = numpy_dtype(v.dtype[kind]);
+    auto* keep = new std::shared_ptr<SessionHandle>(handle_);
+    py::dict out;
+    out["shape"] = py::tuple(py::cast(shape_of(v)));
+    out["strides"] = py::tuple(py::cast(strides_of(v, kind, dtype.itemsize())));
+    out["typestr"] = py::str(dtype.attr("str"));
+    out["data"] = py::make_tuple(reinterpret_cast<uintptr_t>(v.base + v.origin[kind]), false);
+    out["version"] = 3;
+    out["device"] = v.device;
+    out["owner"] = py::capsule(keep, [](void* p) { delete static_cast<std::shared_ptr<SessionHandle>*>(p); });
+    return out;
   }
 
  private:
+  kvrt_pool_view tensor_view(uint32_t group, int kind) {
+    if (kind != 0 && kind != 1) invalid("kind", "0 (K) or 1 (V), not " + std::to_string(kind));
+    return pool_view(group);
+  }
+
+  // (blocks, block_tokens, layers, kv_heads, head_dim) of a pool tensor.
+  std::vector<py::ssize_t> shape_of(const kvrt_pool_view& v) const {
+    return {geometry_.capacity_blocks, geometry_.block_tokens, v.layers, v.kv_heads, v.head_dim};
+  }
+
+  std::vector<py::ssize_t> strides_of(const kvrt_pool_view& v, int kind, py::ssize_t itemsize) const {
+    const std::vector<py::ssize_t> shape = shape_of(v);
+    std::vector<py::ssize_t> strides{v.block_stride[kind], v.row_stride[kind], v.layer_stride[kind],
+                                     v.head_stride[kind], v.lane_stride[kind]};
+    for (size_t axis = 0; axis < shape.size(); ++axis)
+      if (shape[axis] == 1) strides[axis] = itemsize;  // extent 1: the C ABI reports no step
+    return strides;
+  }
+
   static bool is_c_contiguous(const py::buffer_info& info) {
     py::ssize_t expected = info.itemsize;
     for (py::ssize_t axis = info.ndim - 1; axis >= 0; --axis) {
@@ -513,6 +549,8 @@ PYBIND11_MODULE(_kvrt, m) {
 
   py::class_<kvrt_pool_view>(m, "PoolView")
       .def_readonly("cache_group", &kvrt_pool_view::cache_group)
+      .def_readonly("memory", &kvrt_pool_view::memory)
+      .def_readonly("device", &kvrt_pool_view::device)
       .def_readonly("bytes", &kvrt_pool_view::bytes)
       .def_readonly("row_bytes", &kvrt_pool_view::row_bytes)
       .def_readonly("k_row_bytes", &kvrt_pool_view::k_row_bytes)
@@ -550,5 +588,6 @@ PYBIND11_MODULE(_kvrt, m) {
       .def("read_rows", &Session::read_rows, py::arg("group"), py::arg("block"), py::arg("first_row"), py::arg("rows"))
       .def("write_rows", &Session::write_rows, py::arg("group"), py::arg("block"), py::arg("first_row"),
            py::arg("data"))
-      .def("kv_array", &Session::kv_array, py::arg("group"), py::arg("kind"));
+      .def("kv_array", &Session::kv_array, py::arg("group"), py::arg("kind"))
+      .def("cuda_array_interface", &Session::cuda_array_interface, py::arg("group"), py::arg("kind"));
 }

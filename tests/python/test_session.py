@@ -314,3 +314,11 @@ def test_the_sessions_statistics_are_the_nodes(node):
     assert mine.keys() == node.stats().keys()
     s.release([a.request])
     assert s.stats()["owners"]["allocator"]["live_requests"] == 0
+
+
+def test_a_host_pool_says_so_and_has_no_cuda_interface(node):
+    s = open_session(node)
+    view = s.pool_view(0)
+    assert view.memory == kvrt.Memory.HOST and view.device == 0
+    with pytest.raises(kvrt.Incompatible):
+        s.cuda_array_interface(0, 0)

@@ -57,6 +57,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+import numpy as np
+
 import kvrt
 from kvrt.integrations._tier import SessionLink, TierConfig
 
@@ -464,25 +466,49 @@ class KvrtConnector(KVConnectorBase_V1):
 class _LayerCopy:
     """One attention layer: its engine cache (2, blocks, block_size, heads,
     head_dim) and its rows in the kvrt pools of its cache group, as
-    (blocks, block_tokens, heads, head_dim) arrays. A block of one layer is
+    (blocks, block_tokens, heads, head_dim) arrays.
+
+    Host memory (shared-memory pools, a CPU engine): a block of one layer is
     one contiguous run on both sides, so a load or save is one memmove per
-    block and kind (kvrt.copy_blocks), with no temporary."""
+    block and kind (kvrt.copy_blocks), with no temporary. GPU memory (GPU
+    pools, a CUDA engine): torch index copies on the device."""
 
     def __init__(self, engine, pool_k, pool_v, group: int, local_layer: int, is_first: bool) -> None:
         self.engine = engine
-        self.engine_rows = (_host_array(engine[0]), _host_array(engine[1]))
+        self.on_host = isinstance(pool_k, np.ndarray) and engine.device.type == "cpu"
+        if self.on_host:
+            self.engine_rows = (_host_array(engine[0]), _host_array(engine[1]))
         self.pool = (pool_k[:, :, local_layer], pool_v[:, :, local_layer])
         self.group = group
         self.is_first = is_first
 
     def load(self, copy: BlockCopy) -> None:
+        if self.on_host:
+            for kind in (0, 1):
+                kvrt.copy_blocks(self.engine_rows[kind], copy.engine_blocks, self.pool[kind],
+                                 copy.kvrt_blocks[self.group])
+            return
+        import torch
+
+        dst = torch.as_tensor(copy.engine_blocks, dtype=torch.long, device=self.engine.device)
+        src = torch.as_tensor(copy.kvrt_blocks[self.group], dtype=torch.long, device=self.pool[0].device)
         for kind in (0, 1):
-            kvrt.copy_blocks(self.engine_rows[kind], copy.engine_blocks, self.pool[kind], copy.kvrt_blocks[self.group])
+            self.engine[kind].index_copy_(0, dst, self.pool[kind].index_select(0, src).to(self.engine.device))
 
     def save(self, copy: BlockCopy, kv_layer) -> None:
-        rows = self.engine_rows if kv_layer is self.engine else (_host_array(kv_layer[0]), _host_array(kv_layer[1]))
+        if self.on_host:
+            rows = self.engine_rows if kv_layer is self.engine else (_host_array(kv_layer[0]),
+                                                                     _host_array(kv_layer[1]))
+            for kind in (0, 1):
+                kvrt.copy_blocks(self.pool[kind], copy.kvrt_blocks[self.group], rows[kind], copy.engine_blocks)
+            return
+        import torch
+
+        src = torch.as_tensor(copy.engine_blocks, dtype=torch.long, device=kv_layer.device)
+        dst = torch.as_tensor(copy.kvrt_blocks[self.group], dtype=torch.long, device=self.pool[0].device)
         for kind in (0, 1):
-            kvrt.copy_blocks(self.pool[kind], copy.kvrt_blocks[self.group], rows[kind], copy.engine_blocks)
+            self.pool[kind].index_copy_(0, dst, kv_layer[kind].index_select(0, src).to(self.pool[kind].device))
+        torch.cuda.synchronize(self.pool[0].device)  # the rows are in the pool before the commit reaches the node
 
 
 def _host_array(tensor):
@@ -492,8 +518,8 @@ def _host_array(tensor):
 
     if tensor.device.type != "cpu":
         raise kvrt.Incompatible(201, "incompatible", "kv_caches",
-                                f"the engine's cache is on {tensor.device}; this connector copies host memory "
-                                f"(shared-memory pools) only")
+                                f"a cache on {tensor.device} and shared-memory pools: the engine's caches and the "
+                                f"node's pools must both be host memory or both GPU memory")
     ints = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()]
     return tensor.view(ints).numpy()
 
@@ -517,7 +543,8 @@ def _map_layers(s: kvrt.Session, kv_caches: dict[str, Any], block_size: int) -> 
         raise kvrt.Incompatible(201, "incompatible", "kv_caches",
                                 f"the engine has attention layers {[i for i, _ in by_index]}, the kvrt node's "
                                 f"layout {total} layers")
-    arrays = [(s.kv_array(g, 0), s.kv_array(g, 1)) for g in range(len(groups))]
+    arrays = [(s.kv_tensor(g, 0), s.kv_tensor(g, 1)) if view.memory == kvrt.Memory.CUDA
+              else (s.kv_array(g, 0), s.kv_array(g, 1)) for g, (_, view) in enumerate(groups)]
     torch_dtype = {kvrt.DType.FP16: torch.float16, kvrt.DType.BF16: torch.bfloat16, kvrt.DType.FP32: torch.float32}
     out = {}
     for index, name in by_index:
@@ -535,7 +562,7 @@ def _map_layers(s: kvrt.Session, kv_caches: dict[str, Any], block_size: int) -> 
                                         f"layer {name} stores {engine.dtype}, the kvrt pool "
                                         f"{kvrt.DType(view.dtype[kind]).name}")
         layer = _LayerCopy(engine, arrays[g][0], arrays[g][1], g, index - f, index == 0)
-        for kind in (0, 1):
+        for kind in (0, 1) if layer.on_host else ():
             if not _one_run_per_block(layer.pool[kind]) or not _one_run_per_block(layer.engine_rows[kind]):
                 raise kvrt.Incompatible(201, "incompatible", name,
                                         "a block of one layer must be one contiguous run in the engine's cache and "
