@@ -135,6 +135,7 @@ typedef struct kvrt_pool_view {
   int64_t block_stride[2], row_stride[2], layer_stride[2], head_stride[2], lane_stride[2];
   int32_t memory; /* enum kvrt_memory: where `base` points */
   int32_t device; /* the CUDA device of KVRT_MEMORY_CUDA pools (0) */
+  uint32_t first_layer; /* the group holds model layers [first_layer, first_layer + layers) */
 } kvrt_pool_view;
 int32_t kvrt_get_pool_view(const kvrt_session* session, uint32_t group_index, kvrt_pool_view* out, kvrt_error* error);
 

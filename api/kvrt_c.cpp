@@ -17,6 +17,7 @@
 #include "engine/engine_session.hpp"
 #include "engine/node_stats_json.hpp"
 #include "engine/session_pools.hpp"
+#include "services/identity/layout_loader.hpp"
 #include "shm/pool_geometry.hpp"
 #include "shm/pool_row_plan.hpp"
 #include "shm/shared_pool_store.hpp"
@@ -37,6 +38,9 @@ struct kvrt_session {
   // statistics connection, opened on the first read.
   kvrt::NodeDescriptor node;
   std::unique_ptr<kvrt::NodeStatsReader> stats;
+  // Each pool's first model layer, by group index: a group's layers are the
+  // model's [first, first + layers) (0x03C), not in group order in general.
+  std::vector<uint32_t> first_layer;
 };
 
 static_assert(KVRT_FP32 == static_cast<int>(kvrt::ScalarType::fp32) &&
@@ -228,10 +232,28 @@ int32_t kvrt_connect(const char* descriptor_path, const char* principal, const k
   if (!engine.ok()) return fail(error, engine.error());
   Result<std::unique_ptr<shm::SharedPoolStore>> pools = attach_session_pools((*engine)->client());
   if (!pools.ok()) return fail(error, pools.error());
+  // The node's layout says which model layers each pool holds; it is read
+  // from the path the descriptor names, as `kvrt worker` reads it.
+  Result<CacheLayoutManifest> layout = load_layout_manifest(node->layout_path);
+  if (!layout.ok()) return fail(error, layout.error());
+  if (layout->digest() != (*engine)->session().layout_sha256)
+    return fail(error,
+                make_error(ErrorCode::incompatible,
+                           "layout file " + node->layout_path + " changed since the node started", "layout_sha256"));
+  std::vector<uint32_t> first_layer;
+  for (uint32_t g = 0; g < (*pools)->group_count(); ++g) {
+    const CacheGroupLayout* group = layout->group((*pools)->group(g));
+    if (group == nullptr)
+      return fail(error,
+                  make_error(ErrorCode::incompatible,
+                             "the layout has no cache group " + std::to_string((*pools)->group(g).value), "layout"));
+    first_layer.push_back(group->layer_start);
+  }
   auto s = std::make_unique<kvrt_session>();
   s->engine = std::move(engine).value();
   s->pools = std::move(pools).value();
   s->node = std::move(node).value();
+  s->first_layer = std::move(first_layer);
   *out = s.release();
   return ok(error);
 } catch (const std::exception& e) {
@@ -292,6 +314,7 @@ int32_t kvrt_get_pool_view(const kvrt_session* s, uint32_t g, kvrt_pool_view* ou
   out->row_bytes = memory.rows->row_bytes();
   out->k_row_bytes = memory.rows->k_row_bytes();
   out->layers = shape.layers;
+  out->first_layer = s->first_layer.at(g);
   out->kv_heads = shape.kv_heads;
   out->head_dim = shape.head_dim;
   out->element_bytes = geometry.scalar_bytes(TensorKind::K);

@@ -81,6 +81,8 @@ class PoolView:
     """kvrt.Memory: HOST (shared memory, mapped) or CUDA (GPU memory, imported)."""
     device: int
     """The CUDA device of a CUDA pool."""
+    first_layer: int
+    """The group holds model layers [first_layer, first_layer + layers)."""
     bytes: int
     """The pool segment's size [bytes]."""
     row_bytes: int

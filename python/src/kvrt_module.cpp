@@ -555,6 +555,7 @@ PYBIND11_MODULE(_kvrt, m) {
       .def_readonly("row_bytes", &kvrt_pool_view::row_bytes)
       .def_readonly("k_row_bytes", &kvrt_pool_view::k_row_bytes)
       .def_readonly("layers", &kvrt_pool_view::layers)
+      .def_readonly("first_layer", &kvrt_pool_view::first_layer)
       .def_readonly("kv_heads", &kvrt_pool_view::kv_heads)
       .def_readonly("head_dim", &kvrt_pool_view::head_dim)
       .def_readonly("element_bytes", &kvrt_pool_view::element_bytes)

@@ -21,9 +21,12 @@ P, LAYERS, HEADS, DIM, ENGINE_BLOCKS = 16, 4, 2, 16, 32
 NAMES = [f"model.layers.{i}.self_attn.attn" for i in range(LAYERS)]
 
 
-@pytest.fixture
-def engines_node(tmp_path):
-    n = Node(tmp_path, "tests/data/python/node-engines.toml")
+@pytest.fixture(params=["node-engines.toml", "node-engines-split.toml"])
+def engines_node(tmp_path, request):
+    """The tiny engine's node: one cache group, or two listed out of layer order."""
+    n = Node(tmp_path, f"tests/data/python/{request.param}")
+    # Each group's first model layer, as the layout files declare them.
+    n.first_layers = {"node-engines.toml": [0], "node-engines-split.toml": [2, 0]}[request.param]
     yield n
     n.stop()
 
@@ -105,6 +108,20 @@ def test_engine_b_loads_bitwise_what_engine_a_saved(engines_node):
     b.scheduler.update_state_after_alloc(rb, (b_blocks,), ext)
     meta = b.step(rb, b_blocks, ext, len(prompt) - ext)
     assert [l.engine_blocks for l in meta.loads] == [b_blocks[:3]] and meta.saves == []
+    # Each model layer's rows are in the pool of the group that holds that
+    # layer, at its place in the group (the layout file's, not group order).
+    import kvrt
+
+    with kvrt.Session(engines_node.descriptor, "engine-b") as view:
+        firsts = [view.pool_view(g).first_layer for g in range(view.geometry.groups)]
+        assert firsts == engines_node.first_layers
+        for i, name in enumerate(NAMES):
+            g = next(g for g, f in enumerate(firsts) if f <= i < f + view.pool_view(g).layers)
+            for kind in (0, 1):
+                pool = view.kv_tensor(g, kind)
+                for ab, kb in zip(a_blocks[:3], meta.loads[0].kvrt_blocks[g]):
+                    assert torch.equal(pool[kb, :, i - firsts[g]].view(torch.int16),
+                                       a.caches[name][kind, ab].view(torch.int16))
     assert b.forward_layers() == set()
     for name in NAMES:
         for ab, bb in zip(a_blocks[:3], b_blocks[:3]):

@@ -173,11 +173,10 @@ class KvrtHiCacheStorage(HiCacheStorage):
         with self._lock:
             s = self._link.get()
             if s is not None and self._groups_generation != self._link.generation:
-                groups, first = [], 0
+                groups = []
                 for g in range(s.geometry.groups):
                     view = s.pool_view(g)
-                    groups.append(_Group(first, view.layers, s.kv_tensor(g, 0), s.kv_tensor(g, 1)))
-                    first += view.layers
+                    groups.append(_Group(view.first_layer, view.layers, s.kv_tensor(g, 0), s.kv_tensor(g, 1)))
                 self._groups, self._groups_generation = groups, self._link.generation
                 if self.mem_pool_host is not None:
                     self._check_host_pool(s, self.mem_pool_host)

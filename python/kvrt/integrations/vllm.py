@@ -525,19 +525,13 @@ def _host_array(tensor):
 
 
 def _map_layers(s: kvrt.Session, kv_caches: dict[str, Any], block_size: int) -> dict[str, _LayerCopy]:
-    """Each attention layer's cache group and index in it. Groups hold
-    consecutive model layers in manifest order (group g's first layer is the
-    sum of the layer counts before it); shapes and dtypes must equal the
-    pools'."""
+    """Each attention layer's cache group and index in it (a group holds
+    model layers [first_layer, first_layer + layers), 0x03C); shapes and
+    dtypes must equal the pools'."""
     import torch
 
-    groups = []
-    first = 0
-    for g in range(s.geometry.groups):
-        view = s.pool_view(g)
-        groups.append((first, view))
-        first += view.layers
-    total = first
+    groups = [(view.first_layer, view) for view in (s.pool_view(g) for g in range(s.geometry.groups))]
+    total = sum(view.layers for _, view in groups)
     by_index = sorted(((layer_index(name), name) for name in kv_caches), key=lambda x: x[0])
     if len(by_index) != total or [i for i, _ in by_index] != list(range(total)):
         raise kvrt.Incompatible(201, "incompatible", "kv_caches",
@@ -548,7 +542,7 @@ def _map_layers(s: kvrt.Session, kv_caches: dict[str, Any], block_size: int) -> 
     torch_dtype = {kvrt.DType.FP16: torch.float16, kvrt.DType.BF16: torch.bfloat16, kvrt.DType.FP32: torch.float32}
     out = {}
     for index, name in by_index:
-        g = max(k for k, (f, _) in enumerate(groups) if f <= index)
+        g = next(k for k, (f, v) in enumerate(groups) if f <= index < f + v.layers)
         f, view = groups[g]
         engine = kv_caches[name]
         want = (2, engine.shape[1], block_size, view.kv_heads, view.head_dim)
