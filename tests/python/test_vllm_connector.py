@@ -153,3 +153,35 @@ def test_a_namespace_elsewhere_sees_nothing_and_a_lost_node_means_recompute(engi
     a.scheduler.update_state_after_alloc(rb, ([5, 6, 7],), 0)
     assert a.scheduler.request_finished(rb, [5, 6, 7]) == (False, None)
     assert a.scheduler.counters["node_errors"] >= 1
+
+
+def test_bad_caches_and_block_ids_raise_typed_errors_and_leave_the_node_intact(engines_node):
+    import kvrt
+
+    cfg = vllm_config(engines_node.descriptor, "engine-a")
+    worker = KvrtConnector(cfg, KVConnectorRole.WORKER)
+    good = {n: torch.zeros((2, ENGINE_BLOCKS, P, HEADS, DIM), dtype=torch.float16) for n in NAMES}
+    for caches in ({**good, NAMES[1]: torch.zeros((2, ENGINE_BLOCKS, P, HEADS, DIM + 1), dtype=torch.float16)},
+                   {**good, NAMES[2]: torch.zeros((2, ENGINE_BLOCKS, P, HEADS, DIM), dtype=torch.float32)},
+                   {n: c for n, c in good.items() if n != NAMES[3]},  # a layer missing
+                   {**{n: c for n, c in good.items() if n != NAMES[0]}, "model.lm_head": good[NAMES[0]]}):
+        with pytest.raises((kvrt.Incompatible, kvrt.InvalidArgument)):
+            worker.register_kv_caches(caches)
+    worker.register_kv_caches(good)
+    from kvrt.integrations.vllm import BlockCopy, KvrtConnectorMetadata
+
+    # An engine block past the caches (one list of kvrt blocks per group of
+    # either layout): the save raises, nothing is written.
+    worker.bind_connector_metadata(KvrtConnectorMetadata(saves=[BlockCopy("r", [ENGINE_BLOCKS], [[0], [0]])]))
+    worker.start_load_kv(None)
+    with pytest.raises(kvrt.InvalidArgument):
+        worker.save_kv_layer(NAMES[0], good[NAMES[0]], None)
+    worker.clear_connector_metadata()
+    # A kvrt block past the pool in a load: reported as a load error, recomputed.
+    worker.bind_connector_metadata(KvrtConnectorMetadata(loads=[BlockCopy("r", [1, 2], [[0, 10 ** 6]] * 2)]))
+    worker.start_load_kv(None)
+    assert worker.get_block_ids_with_load_errors() == {1, 2}
+    worker.clear_connector_metadata()
+    worker.shutdown()
+    stats = engines_node.quiescent()
+    assert stats["validate_ok"] and stats["leaked_blocks"] == 0
