@@ -16,6 +16,7 @@
 #include "actors/actor_settings.hpp"
 #include "actors/channel_server.hpp"
 #include "actors/owner_actors.hpp"
+#include "events/kv_event_publisher.hpp"
 #include "gpu/cuda_decode_kernel.hpp"
 #include "gpu/cuda_pool_store.hpp"
 #include "node/node_config.hpp"
@@ -91,6 +92,9 @@ struct NodeInstance::Impl {
   std::string descriptor_path;
   std::string token_dir;
   TrustDomainPlan domain_plan = TrustDomainPlan::shared();
+  // The index owners' event sink ([events]): outlives the owners, which
+  // hold it by pointer.
+  std::unique_ptr<events::KvEventPublisher> events;
   std::vector<DomainOwners> domains;  // [trust domain]
   std::shared_ptr<AuthorizationService> authorization;
   std::shared_ptr<MapperService> mapper;        // null: no [mapper] section
@@ -330,16 +334,34 @@ Status start_prefix_owners(NodeInstance::Impl& impl, const NodeConfig& config, c
           RadixBlockService::create(layout, config.radix_budget_blocks, config.radix_eviction, config.reuse_policy);
       if (!radix.ok()) return radix.error();
       domain.radix = std::make_shared<RadixBlockService>(std::move(*radix));
+      domain.radix->set_event_sink(impl.events.get());
       continue;
     }
     PrefixIndexConfig prefix_config;
     KVRT_TRY_ASSIGN(prefix_config, PrefixIndexConfig::from_layout(layout));
     prefix_config.policy = config.reuse_policy;
+    prefix_config.events = impl.events.get();
     Result<PrefixService> prefix = PrefixService::create(prefix_config);
     if (!prefix.ok()) return prefix.error();
     domain.prefix = std::make_shared<PrefixService>(std::move(*prefix));
   }
   return Status::success();
+}
+
+// The publisher of [events]: vLLM's KVEventsConfig fields, the pools'
+// medium as vLLM names it.
+events::KvEventPublisherConfig kv_event_publisher_config(const NodeConfig& config) {
+  events::KvEventPublisherConfig e;
+  e.endpoint = config.events.endpoint;
+  e.replay_endpoint = config.events.replay_endpoint;
+  e.buffer_steps = config.events.buffer_steps;
+  e.hwm = static_cast<int32_t>(config.events.hwm);
+  e.max_queue_size = config.events.max_queue_size;
+  e.topic = config.events.topic;
+  e.wire.hash_format = config.events.int_block_hashes ? events::BlockHashFormat::int64 : events::BlockHashFormat::bytes;
+  e.wire.data_parallel_rank = static_cast<int32_t>(config.events.data_parallel_rank);
+  e.medium = config.pool_backend == PoolBackend::cuda ? "GPU" : "CPU";
+  return e;
 }
 
 void log_reclaim(spdlog::logger& log, const PredecessorReclaim& r) {
@@ -478,6 +500,14 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   KVRT_TRY(start_authorization(*impl, config, layout, options.descriptor_path));
   if (config.domain_pools) KVRT_TRY_ASSIGN(impl->domain_plan, TrustDomainPlan::create(config.authorization));
   KVRT_TRY(start_pool_owners(*impl, config, layout, reclaimed.pool_generation));
+  if (config.events.enabled) {
+    Result<std::unique_ptr<events::KvEventPublisher>> publisher =
+        events::KvEventPublisher::start(kv_event_publisher_config(config));
+    if (!publisher.ok()) return publisher.error();
+    impl->events = std::move(publisher).value();
+    d.events_endpoint = impl->events->endpoint();
+    d.events_replay_endpoint = impl->events->replay_endpoint();
+  }
   KVRT_TRY(start_prefix_owners(*impl, config, layout));
   if (config.mapper.enabled) {
     Result<NodeMapper> mapper = start_mapper(impl->token_dir, config.mapper, layout, reclaimed.pool_generation);

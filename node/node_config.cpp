@@ -119,6 +119,29 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
     KVRT_TRY_ASSIGN(v, reader.integer(*mapper, "mapper", "handle_count", std::nullopt, 1, int64_t{1} << 22));
     c.mapper.handle_count = static_cast<uint32_t>(v);
   }
+  if (const toml::table* events = reader.root()["events"].as_table(); events != nullptr) {
+    NodeEventsConfig& e = c.events;
+    KVRT_TRY_ASSIGN(e.enabled, reader.boolean(*events, "events", "enabled", true));
+    KVRT_TRY_ASSIGN(e.endpoint, reader.string(*events, "events", "endpoint", e.endpoint));
+    KVRT_TRY_ASSIGN(e.replay_endpoint, reader.string(*events, "events", "replay_endpoint", e.replay_endpoint));
+    KVRT_TRY_ASSIGN(v, reader.integer(*events, "events", "buffer_steps", e.buffer_steps, 1, 1 << 24));
+    e.buffer_steps = static_cast<uint32_t>(v);
+    KVRT_TRY_ASSIGN(v, reader.integer(*events, "events", "hwm", e.hwm, 0, int64_t{1} << 30));
+    e.hwm = static_cast<uint32_t>(v);
+    KVRT_TRY_ASSIGN(v, reader.integer(*events, "events", "max_queue_size", e.max_queue_size, 1, int64_t{1} << 30));
+    e.max_queue_size = static_cast<uint32_t>(v);
+    KVRT_TRY_ASSIGN(e.topic, reader.string(*events, "events", "topic", e.topic));
+    std::string hashes;
+    KVRT_TRY_ASSIGN(hashes, reader.string(*events, "events", "block_hashes", std::string("bytes")));
+    if (hashes != "bytes" && hashes != "int")
+      return reader.field_error(events->get("block_hashes"), "events", "block_hashes",
+                                "\"bytes\" (the digest) or \"int\" (its low 64 bits, as vLLM's int hashes)");
+    e.int_block_hashes = hashes == "int";
+    KVRT_TRY_ASSIGN(v, reader.integer(*events, "events", "data_parallel_rank", 0, 0, 1 << 20));
+    e.data_parallel_rank = static_cast<uint32_t>(v);
+    if (e.enabled && e.endpoint.empty())
+      return reader.field_error(events->get("endpoint"), "events", "endpoint", "a ZMQ address to bind is required");
+  }
   KVRT_TRY_ASSIGN(c.domain_pools, reader.boolean(*node, "node", "domain_pools", false));
   if (c.domain_pools) {
     const auto refuse = [&](const std::string& why) {

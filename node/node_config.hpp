@@ -31,6 +31,21 @@ std::string_view config_name_of(ReusePolicy policy);
 // [mapper] (optional): the vAttention-style mapper owner. Its
 // tensors take cache group 0's layers, K/V heads, head width and K dtype;
 // the section sizes the reservation and the page pool.
+// [events] (optional): KV events on vLLM's wire (events/kv_event_publisher.hpp).
+// The table turns them on (enabled = false turns them off again); its
+// fields are vLLM's KVEventsConfig's, with the node's addresses on loopback.
+struct NodeEventsConfig {
+  bool enabled = false;
+  std::string endpoint = "tcp://127.0.0.1:5557";         // PUB; a port of "*" picks a free one
+  std::string replay_endpoint = "tcp://127.0.0.1:5558";  // ROUTER; "" for none
+  uint32_t buffer_steps = 10000;                         // batches kept for replay
+  uint32_t hwm = 100000;                                 // PUB high-water mark [messages]
+  uint32_t max_queue_size = 100000;                      // events waiting to be sent [events]
+  std::string topic;
+  bool int_block_hashes = false;  // hashes as 64-bit integers (vLLM's VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES)
+  uint32_t data_parallel_rank = 0;
+};
+
 struct NodeMapperConfig {
   bool enabled = false;           // the [mapper] table is present
   uint32_t request_slots = 0;     // B [slots]
@@ -107,6 +122,7 @@ struct NodeConfig {
   EvictionPolicy radix_eviction = EvictionPolicy::lru;  // the radix tree's eviction policy
   AuthorizationConfig authorization;
   NodeMapperConfig mapper;
+  NodeEventsConfig events;
 };
 
 Result<NodeConfig> load_node_config(const std::string& path);

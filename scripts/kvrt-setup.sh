@@ -29,6 +29,8 @@ packages=(
   # The Python package (python/) and its tests (tests/python/): pybind11,
   # NumPy, pytest, and torch on the CPU for the test engines.
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
+  # KV events on vLLM's wire (events/) and the Python subscriber of their tests.
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack
 )
 # libFuzzer comes with clang; only the fuzz job needs them.
 if [ "$job" = fuzz ]; then

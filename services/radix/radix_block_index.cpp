@@ -70,6 +70,7 @@ void RadixBlockIndex::free_page(uint32_t id, std::vector<LeaseId>& leases_out) {
   leases_out.insert(leases_out.end(), p.leases.begin(), p.leases.end());
   p = CachedPage{};
   free_ids_.push_back(id);
+  if (track_freed_) freed_.push_back(id);
   --live_pages_;
 }
 

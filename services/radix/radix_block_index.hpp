@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "schema/prefix_types.hpp"
@@ -144,6 +145,11 @@ class RadixBlockIndex {
   const RadixTree& tree() const { return tree_; }
   const CachedPage& page(uint32_t id) const { return pages_.at(id); }
   uint32_t block_tokens() const { return config_.block_tokens; }
+  // With tracking on, the ids of the pages that left the cache since the
+  // last take (an owner that announced pages learns which are gone before
+  // their ids are reused).
+  void track_freed_pages(bool on) { track_freed_ = on; }
+  std::vector<uint32_t> take_freed_pages() { return std::exchange(freed_, {}); }
 
   // The tree's own laws, then: every tree slot names a live page at a row it
   // was adopted with, each live page is named by as many slots as it counts
@@ -155,6 +161,8 @@ class RadixBlockIndex {
  private:
   RadixBlockIndex(RadixBlockIndexConfig config, RadixTree tree) : config_(config), tree_(std::move(tree)) {}
   uint32_t new_page(std::span<const PhysicalBlockHandle> handles, uint32_t rows);
+  bool track_freed_ = false;
+  std::vector<uint32_t> freed_;
   void free_page(uint32_t id, std::vector<LeaseId>& leases_out);
   std::vector<LeaseId> evict_tokens(uint64_t target_tokens, FaultPoints* faults);
   // The part of a prompt a lookup may match: at most cap_tokens, whole pages

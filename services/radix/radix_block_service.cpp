@@ -18,7 +18,53 @@ Result<RadixBlockService> RadixBlockService::create(const CacheLayoutManifest& l
   auto index = RadixBlockIndex::create(RadixBlockIndexConfig{layout.allocator_block_size, groups, budget_blocks,
                                                              eviction, policy == ReusePolicy::immutable_partial_tail});
   if (!index.ok()) return index.error();
-  return RadixBlockService(std::move(index).value(), layout.digest(), groups);
+  Result<ChainHasher> hasher = ChainHasher::create(layout.hash_family, layout.allocator_block_size);
+  if (!hasher.ok()) return hasher.error();
+  return RadixBlockService(std::move(index).value(), layout.digest(), groups, std::move(hasher).value());
+}
+
+void RadixBlockService::set_event_sink(KvEventSink* sink) {
+  events_ = sink;
+  index_.track_freed_pages(sink != nullptr);
+}
+
+KvBlockStored RadixBlockService::stored_event(uint64_t key, std::span<const TokenId> path,
+                                              const RadixAdoption& adoption) const {
+  const uint32_t P = index_.block_tokens();
+  const uint32_t pages = static_cast<uint32_t>((path.size() + P - 1) / P);
+  const uint32_t first = pages - static_cast<uint32_t>(adoption.pages.size());  // the tree held [0, first)
+  std::string root_bytes("radix");
+  root_bytes.append(reinterpret_cast<const char*>(&key), sizeof key);
+  BlockHash h = hasher_.root(root_bytes);
+  KvBlockStored e;
+  e.block_size = P;
+  for (uint32_t j = 0; j < pages; ++j) {
+    const std::span<const TokenId> tokens = path.subspan(uint64_t{j} * P, std::min<uint64_t>(P, path.size() - j * P));
+    if (j == first && j > 0) e.parent_block_hash = h;
+    // A partial last page (0x07D) keys as the hash-chain index keys a tail.
+    h = tokens.size() == P ? hasher_.full_block(h, tokens, std::nullopt)
+                           : hasher_.partial_tail(h, tokens, 1, std::nullopt);
+    if (j < first) continue;
+    e.block_hashes.push_back(h);
+    e.token_ids.insert(e.token_ids.end(), tokens.begin(), tokens.end());
+  }
+  return e;
+}
+
+void RadixBlockService::emit_removals() {
+  if (events_ == nullptr) return;
+  KvBlockRemoved removed;
+  for (uint32_t id : index_.take_freed_pages()) {
+    auto it = announced_.find(id);
+    if (it == announced_.end()) continue;  // an adoption taken back before it was announced
+    removed.block_hashes.push_back(it->second);
+    announced_.erase(it);
+  }
+  if (removed.block_hashes.empty()) return;
+  for (uint32_t g = 0; g < groups_; ++g) {
+    removed.group_index = g;
+    events_->on_event(removed);
+  }
 }
 
 Result<uint64_t> RadixBlockService::namespace_key(SessionId session, const std::string& name,
@@ -218,10 +264,13 @@ Result<RadixPublication> RadixBlockService::decide_publication(SessionId session
       pages[j].push_back(e.handle);
     }
   }
-  auto adoption = index_.adopt(key, std::span(op.tokens).first(uint64_t{op.end_block} * P + op.tail_rows), pages);
+  emit_removals();  // the ids of pages gone so far may be reused by this adoption
+  const std::span<const TokenId> path = std::span(op.tokens).first(uint64_t{op.end_block} * P + op.tail_rows);
+  auto adoption = index_.adopt(key, path, pages);
   if (!adoption.ok()) return adoption.error();
   RadixPublication out;
   out.adoption = std::move(adoption).value();
+  if (events_ != nullptr && !out.adoption.pages.empty()) out.stored = stored_event(key, path, out.adoption);
   for (uint32_t id : out.adoption.pages)
     for (const PhysicalBlockHandle& h : index_.page(id).handles) out.lease_handles.push_back(h);
   out.receipt = PrefixPublishReceipt{op.request, 0, out.adoption.duplicates * groups_, 0, publications_ + 1};
@@ -248,7 +297,16 @@ std::vector<LeaseId> RadixBlockService::confirm_publication(RadixPublication& pu
     // Taken back: the tree holds no more than before, so there is no budget
     // to enforce now (a tree over budget evicts at its next publication).
     ++adoptions_withdrawn_;
+    emit_removals();
     return release;
+  }
+  if (publication.stored) {
+    for (size_t i = 0; i < publication.adoption.pages.size(); ++i)
+      announced_[publication.adoption.pages[i]] = publication.stored->block_hashes.at(i);
+    for (uint32_t g = 0; g < groups_; ++g) {
+      publication.stored->group_index = g;
+      events_->on_event(*publication.stored);
+    }
   }
   publication.receipt.published = static_cast<uint32_t>(publication.lease_handles.size());
   pages_adopted_ += publication.adoption.pages.size();
@@ -256,6 +314,7 @@ std::vector<LeaseId> RadixBlockService::confirm_publication(RadixPublication& pu
     tails_published_ += index_.page(id).rows < index_.block_tokens() ? 1 : 0;
   std::vector<LeaseId> evicted = index_.enforce_budget(&faults_);
   release.insert(release.end(), evicted.begin(), evicted.end());
+  emit_removals();
   return release;
 }
 
@@ -277,6 +336,7 @@ std::vector<LeaseId> RadixBlockService::advance_generation(const std::string& na
     it = it->second.empty() ? ns->second.erase(it) : std::next(it);
   }
   invalidated_pages_ += before - index_.cached_pages();
+  emit_removals();
   return release;
 }
 
@@ -285,6 +345,7 @@ std::vector<LeaseId> RadixBlockService::relieve_pressure(uint32_t missing_blocks
   const uint32_t before = index_.cached_pages();
   std::vector<LeaseId> release = index_.evict_pages(std::max(1u, missing_blocks), &faults_);
   pressure_pages_ += before - index_.cached_pages();
+  emit_removals();
   return release;
 }
 

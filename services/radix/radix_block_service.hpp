@@ -23,6 +23,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "schema/allocator_types.hpp"
@@ -33,6 +34,8 @@
 #include "services/authorization/namespace_grants.hpp"
 #include "services/common/fault_points.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
+#include "services/prefix/hash_chain.hpp"
+#include "services/prefix/kv_events.hpp"
 #include "services/prefix/prefix_lengths.hpp"
 #include "services/radix/radix_block_index.hpp"
 #include "services/reuse/reuse_candidates.hpp"
@@ -46,6 +49,8 @@ struct RadixPublication {
   PrefixPublishReceipt receipt;  // published counted at confirm()
   RadixAdoption adoption;
   std::vector<PhysicalBlockHandle> lease_handles;  // adoption.pages x groups, page-major
+  // With an event sink: what BlockStored announces once the leases hold.
+  std::optional<KvBlockStored> stored;
 };
 // What the allocator must do for it (PrefixBatchRun): lease the pages' blocks to the node.
 inline std::optional<NodeLeaseAcquire> allocator_request(const RadixPublication& p) {
@@ -118,6 +123,14 @@ class RadixBlockService {
   // events name nothing the tree holds.
   void absorb(std::span<const AllocatorEvent>) {}
 
+  // KV events (services/prefix/kv_events.hpp) of the pages the tree holds:
+  // BlockStored when an adoption's leases hold, BlockRemoved when its pages
+  // leave (eviction, invalidation, pressure), one event per cache group. A
+  // page's key is its path's hash chain (ChainHasher over the path's pages,
+  // rooted at the subtree's key: namespace, salt, generation, identity), so
+  // equal keys mean equal paths, as in the hash-chain index. nullptr: none.
+  void set_event_sink(KvEventSink* sink);
+
   OwnerStats stats() const;
   // The index's laws, then: every path lease's terminal is in the tree and
   // carries at least as many lock references as leases end at it.
@@ -146,8 +159,13 @@ class RadixBlockService {
   // that the next advance repeats anyway.
 
  private:
-  RadixBlockService(RadixBlockIndex index, Sha256Digest layout_sha256, uint32_t groups)
-      : index_(std::move(index)), layout_sha256_(layout_sha256), groups_(groups) {}
+  RadixBlockService(RadixBlockIndex index, Sha256Digest layout_sha256, uint32_t groups, ChainHasher hasher)
+      : index_(std::move(index)), layout_sha256_(layout_sha256), groups_(groups), hasher_(std::move(hasher)) {}
+  // The BlockStored of an adoption: the chain over the whole path, the
+  // adopted pages' hashes (they follow the pages the tree held).
+  KvBlockStored stored_event(uint64_t key, std::span<const TokenId> path, const RadixAdoption& adoption) const;
+  // BlockRemoved for the announced pages that left the tree since the last call.
+  void emit_removals();
   // The grant checked first (for a publication, against the generation its
   // rows were computed under; none for a lookup), then the identity extras.
   Result<uint64_t> namespace_key(SessionId session, const std::string& namespace_name, const RequestIdentity& identity,
@@ -184,6 +202,9 @@ class RadixBlockService {
   uint64_t tails_published_ = 0;  // adoptions whose partial last page the tree took (0x07D)
   uint64_t partial_hits_ = 0;     // lookups whose hit ends inside a page
   FaultPoints faults_;
+  ChainHasher hasher_;
+  KvEventSink* events_ = nullptr;
+  std::unordered_map<uint32_t, BlockHash> announced_;  // cached page id -> its key in the events
 };
 
 }  // namespace kvrt

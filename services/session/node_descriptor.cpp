@@ -58,6 +58,8 @@ std::string node_descriptor_json(const NodeDescriptor& d) {
   j["block_tokens"] = d.block_tokens;
   j["token_dir"] = d.token_dir;
   if (!d.channel_socket.empty()) j["channel_socket"] = d.channel_socket;
+  if (!d.events_endpoint.empty()) j["events_endpoint"] = d.events_endpoint;
+  if (!d.events_replay_endpoint.empty()) j["events_replay_endpoint"] = d.events_replay_endpoint;
   j["pools"] = nlohmann::json::array();
   for (const PoolAttachment& p : d.pools) {
     nlohmann::ordered_json pool{{"group", p.group.value},
@@ -127,6 +129,8 @@ Result<NodeDescriptor> parse_node_descriptor(std::string_view text, const std::s
     d.block_tokens = unsigned_at<uint32_t>(j, "block_tokens");
     d.token_dir = j.at("token_dir").get<std::string>();
     d.channel_socket = j.value("channel_socket", std::string());
+    d.events_endpoint = j.value("events_endpoint", std::string());
+    d.events_replay_endpoint = j.value("events_replay_endpoint", std::string());
     for (const auto& p : j.at("pools")) {
       PoolAttachment a;
       a.group = CacheGroupId{unsigned_at<uint32_t>(p, "group")};

@@ -48,6 +48,9 @@ struct NodeDescriptor {
   // (kHelloRoute) without the middleman.
   std::string channel_socket;
   std::optional<MapperAttachment> mapper;
+  // The KV event publisher's bound addresses ([events]); empty: none.
+  std::string events_endpoint;
+  std::string events_replay_endpoint;
 
   std::string token_path(const std::string& principal) const { return token_dir + "/" + principal + ".token"; }
 };

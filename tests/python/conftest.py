@@ -59,11 +59,20 @@ class Node:
             time.sleep(0.05)
 
     def kill(self) -> None:
-        """SIGKILLs the node, then unlinks the pool segments it left (what
-        an operator does with `kvrt segments --remove-stale`)."""
+        """SIGKILLs the node, then unlinks the pool segments it left (those
+        `kvrt segments` names with its pid; not every stale segment, which
+        other tests running beside this one may be inspecting)."""
+        pid = str(self.process.pid)
         self.process.kill()
         self.process.wait()
-        subprocess.run([KVRT, "segments", "--remove-stale"], check=True, capture_output=True, timeout=30)
+        listed = subprocess.run([KVRT, "segments", "--json"], check=True, capture_output=True, text=True,
+                                timeout=30).stdout
+        for segment in json.loads(listed)["segments"]:
+            if segment["owner_pid"] == pid:
+                try:
+                    os.unlink("/dev/shm/" + segment["name"].lstrip("/"))
+                except FileNotFoundError:
+                    pass
 
     def stop(self) -> None:
         if self.process.poll() is None:
