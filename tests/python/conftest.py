@@ -97,3 +97,12 @@ def radix_node(tmp_path):
     n = Node(tmp_path, "tests/data/node/node-radix-test.toml")
     yield n
     n.stop()
+
+
+@pytest.fixture
+def engines_node(tmp_path):
+    """A node for the test engines: the tiny engine's layout, engine-a and
+    engine-b on test/engines, engine-c on test/elsewhere."""
+    n = Node(tmp_path, "tests/data/python/node-engines.toml")
+    yield n
+    n.stop()

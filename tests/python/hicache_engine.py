@@ -30,7 +30,6 @@ import hashlib
 import importlib
 import json
 import sys
-from types import SimpleNamespace
 from typing import Optional
 
 import torch

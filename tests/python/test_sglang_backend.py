@@ -23,22 +23,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import kvrt  # noqa: E402
-from conftest import Node  # noqa: E402
 from hicache_engine import HiCacheEngine, HostPool, get_hash_str, make_backend  # noqa: E402
-from tiny_engine import BLOCK_SIZE, VOCAB, TinyModel  # noqa: E402
+from tiny_engine import BLOCK_SIZE, random_tokens as tokens, TinyModel  # noqa: E402
 
 ENGINE = str(Path(__file__).resolve().parent / "hicache_engine.py")
 
-
-@pytest.fixture
-def engines_node(tmp_path):
-    n = Node(tmp_path, "tests/data/python/node-engines.toml")
-    yield n
-    n.stop()
-
-
-def tokens(rng: random.Random, n: int) -> list[int]:
-    return [rng.randrange(VOCAB) for _ in range(n)]
 
 
 def keys_of(prompt: list[int]) -> list[str]:

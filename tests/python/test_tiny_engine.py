@@ -23,21 +23,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import Node  # noqa: E402
-from tiny_engine import BLOCK_SIZE, VOCAB, TinyEngine, kvrt_connector_factory  # noqa: E402
+from tiny_engine import BLOCK_SIZE, random_tokens as tokens, TinyEngine, kvrt_connector_factory  # noqa: E402
 
 ENGINE = str(Path(__file__).resolve().parent / "tiny_engine.py")
 
-
-@pytest.fixture
-def engines_node(tmp_path):
-    n = Node(tmp_path, "tests/data/python/node-engines.toml")
-    yield n
-    n.stop()
-
-
-def tokens(rng: random.Random, n: int) -> list[int]:
-    return [rng.randrange(VOCAB) for _ in range(n)]
 
 
 def shared_prefix_workloads(seed: int) -> tuple[list[dict], list[dict]]:

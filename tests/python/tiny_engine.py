@@ -49,6 +49,11 @@ MODEL_DIM = HEADS * HEAD_DIM
 LAYER_NAMES = [f"model.layers.{i}.self_attn.attn" for i in range(LAYERS)]
 
 
+def random_tokens(rng, n: int) -> list[int]:
+    """n token ids of the model's vocabulary drawn from `rng` (a random.Random)."""
+    return [rng.randrange(VOCAB) for _ in range(n)]
+
+
 class TinyModel:
     """Seeded weights; per-token forward in float32 with fp16 K/V storage."""
 
