@@ -273,21 +273,20 @@ class Session {
     return py::make_tuple(children, statuses);
   }
 
-  // The node's statistics as JSON text: read once into a buffer that is
-  // usually large enough, again into one of the size the node needs.
+  // The node's statistics as JSON text. A buffer too small is refused with
+  // the length it needs; the figures are read again into one that large
+  // (with room for their growth since).
   std::string stats_json(bool validate) {
     std::string text(64 * 1024, '\0');
     size_t length = 0;
-    for (int attempt = 0;; ++attempt) {
-      kvrt_error e{};
-      int32_t rc = 0;
-      call([&](kvrt_session* s, kvrt_error* err) {
-        rc = kvrt_stats_json(s, validate ? 1 : 0, text.data(), text.size(), &length, err);
-        e = *err;
-        return rc == KVRT_E_INVALID_ARGUMENT && length + 1 > text.size() ? KVRT_OK : rc;
+    for (;;) {
+      bool short_buffer = false;
+      call([&](kvrt_session* s, kvrt_error* e) {
+        const int32_t rc = kvrt_stats_json(s, validate ? 1 : 0, text.data(), text.size(), &length, e);
+        short_buffer = rc == KVRT_E_INVALID_ARGUMENT && length + 1 > text.size();
+        return short_buffer ? KVRT_OK : rc;
       });
-      if (length + 1 <= text.size()) break;
-      if (attempt == 3) check(rc, e);
+      if (!short_buffer) break;
       text.assign(length + 4096, '\0');
     }
     text.resize(length);

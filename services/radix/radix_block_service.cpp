@@ -42,8 +42,9 @@ KvBlockStored RadixBlockService::stored_event(uint64_t key, std::span<const Toke
     const std::span<const TokenId> tokens = path.subspan(uint64_t{j} * P, std::min<uint64_t>(P, path.size() - j * P));
     if (j == first && j > 0) e.parent_block_hash = h;
     // A partial last page (0x07D) keys as the hash-chain index keys a tail.
-    h = tokens.size() == P ? hasher_.full_block(h, tokens, std::nullopt)
-                           : hasher_.partial_tail(h, tokens, 1, std::nullopt);
+    h = tokens.size() == P
+            ? hasher_.full_block(h, tokens, std::nullopt)
+            : hasher_.partial_tail(h, tokens, static_cast<uint8_t>(ReusePolicy::immutable_partial_tail), std::nullopt);
     if (j < first) continue;
     e.block_hashes.push_back(h);
     e.token_ids.insert(e.token_ids.end(), tokens.begin(), tokens.end());

@@ -223,14 +223,14 @@ class HiCacheEngine:
         for j in range(full):
             last = get_hash_str(prompt[j * BLOCK_SIZE:(j + 1) * BLOCK_SIZE], last)
             hashes.append(last)
-        todo = hashes[loaded:]
-        if not todo:
+        unsaved = hashes[loaded:]
+        if not unsaved:
             return
-        host_indices = self.host.alloc(len(todo) * BLOCK_SIZE)
-        for i in range(len(todo)):  # device -> host
+        host_indices = self.host.alloc(len(unsaved) * BLOCK_SIZE)
+        for i in range(len(unsaved)):  # device -> host
             for layer in range(LAYERS):
                 self.host.layer_rows(int(host_indices[i * BLOCK_SIZE]), layer)[...] = self.device[layer][:, blocks[loaded + i]]
-        self.backed_up_pages += self.backup(todo, host_indices)
+        self.backed_up_pages += self.backup(unsaved, host_indices)
         self.host.free(host_indices)
 
     def _verify(self, prompt: list[int], blocks: list[int], loaded: int) -> None:

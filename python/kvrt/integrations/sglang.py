@@ -264,16 +264,16 @@ class KvrtHiCacheStorage(HiCacheStorage):
         if s is None:
             return [False] * len(keys)
         results = self._present(keys)
-        todo = [i for i, present in enumerate(results) if not present]
+        missing = [i for i, present in enumerate(results) if not present]
         self.counters["set_pages"] += len(keys)
-        self.counters["set_present"] += len(keys) - len(todo)
-        if not todo:
+        self.counters["set_present"] += len(keys) - len(missing)
+        if not missing:
             return results
         P = s.geometry.block_tokens
         admitted = []
         try:
-            requests = [self._request(s, keys[i], False) for i in todo]
-            for i, request, a in zip(todo, requests, s.admit(requests, reuse=False)):
+            requests = [self._request(s, keys[i], False) for i in missing]
+            for i, request, a in zip(missing, requests, s.admit(requests, reuse=False)):
                 if a.admitted:
                     admitted.append((i, request, a.request))
                 else:
@@ -324,8 +324,9 @@ class KvrtHiCacheStorage(HiCacheStorage):
                                        f"{len(keys)} keys need as many flat pages, got "
                                        f"{None if values is None else len(values)}")
         layout, pages = self._flat_pages(values)
+        P = self._page_size()
         return all(self._store(keys, lambda i, kind, first, count: _page_rows(
-            pages[i], layout, kind, 0, self._page_size(), first, count)))
+            pages[i], layout, kind, 0, P, first, count)))
 
     # ---- get ------------------------------------------------------------
 
@@ -390,8 +391,9 @@ class KvrtHiCacheStorage(HiCacheStorage):
             raise kvrt.InvalidArgument(100, "invalid_argument", "target_locations",
                                        f"{len(keys)} keys need as many target pages, got {len(target_locations)}")
         layout, pages = self._flat_pages(target_locations)
+        P = self._page_size()
         found = self._fetch(keys, lambda i, kind, first, count: _page_rows(
-            pages[i], layout, kind, 0, self._page_size(), first, count))
+            pages[i], layout, kind, 0, P, first, count))
         return [t if ok else None for t, ok in zip(target_locations, found)]
 
     # ---- pages ----------------------------------------------------------
