@@ -18,7 +18,7 @@ TEST_CASE("a C program on libkvrt.so reuses rows exactly and leaves the node qui
   INFO(smoke.output());
   REQUIRE(status == 0);
   CHECK(smoke.output().find("kvrt_c_smoke: ok") != std::string::npos);
-  const NodeStats s = await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; });
+  const NodeStats s = await_quiescent(node);
   require_quiescent(s);
   CHECK(s.value("node", "sessions_opened_on_channel") >= 1);
 }

@@ -191,7 +191,7 @@ TEST_CASE("kvrt worker --channel-only: exact, reclaimed when stopped, and quick 
     CHECK(w.output().find("\"reuse_mismatches\":0") != std::string::npos);
     CHECK(w.output().find("\"requests\":60") != std::string::npos);
   }
-  NodeStats s = await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; });
+  NodeStats s = await_quiescent(node);
   CHECK(s.value("node", "sessions_opened_on_channel") == 1);
   CHECK(s.value("node", "sessions_lost") == 0);
   require_quiescent(s);
@@ -208,8 +208,7 @@ TEST_CASE("kvrt worker --channel-only: exact, reclaimed when stopped, and quick 
     if (held == 0) hung.signal(SIGCONT);
   }
   REQUIRE(held > 0);
-  s = await_stats(
-      node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; }, std::chrono::seconds(15));
+  s = await_quiescent(node, std::chrono::seconds(15));
   require_quiescent(s);
   CHECK(s.value("node", "sessions_lost") == 1);
   CHECK(s.value("allocator", "requests_reclaimed") == held);

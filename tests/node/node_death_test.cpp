@@ -211,7 +211,7 @@ TEST_CASE("a node restarted on a killed node's descriptor reclaims its files and
       dir.file("worker.log"));
   INFO(worker.output());
   CHECK(worker.wait() == 0);
-  require_quiescent(await_stats(second, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; }));
+  require_quiescent(await_quiescent(second));
 }
 
 TEST_CASE("a node refuses a descriptor path that a live node serves", "[node][process][death]") {

@@ -280,6 +280,20 @@ NodeStats await_stats(const NodeProcess& node, Done done, std::chrono::milliseco
   return s;
 }
 
+// Whether the node holds nothing for any worker. A session's end reaches
+// the gateway first and the owners after it, on other mailboxes, so a stats
+// snapshot may see no worker while an owner has yet to release its holdings.
+inline bool is_quiescent(const NodeStats& s) {
+  return s.value("node", "workers_connected") == 0 && s.value("allocator", "live_requests") == 0 &&
+         s.value("allocator", "live_leases") == 0 && s.value("allocator", "pool0_live_blocks") == 0 &&
+         s.value("node", "reuse_open_attempts") == 0;
+}
+
+// Polls until every session has ended and every owner has released it.
+inline NodeStats await_quiescent(const NodeProcess& node, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  return await_stats(node, is_quiescent, limit);
+}
+
 // The invariants every node must show once no worker holds anything.
 inline void require_quiescent(const NodeStats& s) {
   for (const OwnerStats& o : s.owners) {

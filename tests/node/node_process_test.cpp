@@ -58,7 +58,7 @@ TEST_CASE("a node and four worker processes share prefixes exactly and leak noth
   }
   // The workload shares four system prompts: reuse must happen.
   CHECK(hits > 0);
-  const NodeStats s = await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; });
+  const NodeStats s = await_quiescent(node);
   require_quiescent(s);
   // A request that reused a receipt publishes its new prompt blocks as that
   // attempt's successor (0x0CD step 10): the node counts exactly what the
@@ -110,8 +110,7 @@ TEST_CASE("a worker killed with SIGKILL mid-transaction is reclaimed while the o
     const int64_t reclaimed_before = frozen.value("allocator", "requests_reclaimed").value_or(-1);
     victim.signal(SIGKILL);
     CHECK(victim.wait() == 128 + SIGKILL);
-    const NodeStats after =
-        await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; });
+    const NodeStats after = await_quiescent(node);
     require_quiescent(after);
     CHECK(after.value("allocator", "requests_reclaimed").value_or(-1) - reclaimed_before == victim_held);
     ++round;
@@ -137,8 +136,7 @@ TEST_CASE("a hung worker (SIGSTOP) is detected by heartbeats and reclaimed", "[n
   }
   REQUIRE(held > 0);
   // connection_timeout_ms = 2500 in the test configuration.
-  const NodeStats s = await_stats(
-      node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; }, std::chrono::seconds(15));
+  const NodeStats s = await_quiescent(node, std::chrono::seconds(15));
   require_quiescent(s);
   CHECK(s.value("allocator", "requests_reclaimed") == held);
   hung.signal(SIGKILL);
@@ -233,7 +231,7 @@ TEST_CASE("node --log-level debug: each answered batch logs its session, trace a
     const RequestFence fence{a->request_id, a->request_generation, a->table_version_after};
     REQUIRE((*c)->call(AllocatorBatch{{}, {ReleaseOp{fence, ReleaseReason::finished}}}).ok());
   }
-  const NodeStats s = await_stats(node, [](const NodeStats& x) { return x.value("node", "workers_connected") == 0; });
+  const NodeStats s = await_quiescent(node);
   require_quiescent(s);
   REQUIRE(node.stop() == 0);
   const std::string log = node.log();
