@@ -25,6 +25,7 @@ namespace {
 struct PurgeInProgress {
   NodePurge run;
   caf::typed_response_promise<wire_bytes> promise;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
 // One trust domain's owners as this actor reaches them ([node]
@@ -74,6 +75,7 @@ void finish_purge(AuthorizationSelf self, const std::shared_ptr<PurgeInProgress>
     logger_or_default(st.obs.log).warn("actor=authorization purge stopped open: {}", r.error().describe());
     p->promise.deliver(error_reply(r.error()));
   }
+  record_latency(st.obs, PurgeRoute::id, p->started);
 }
 
 // Performs the run's next action and comes back with its answer, until the

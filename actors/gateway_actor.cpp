@@ -61,6 +61,8 @@ OwnerStats gateway_stats(const GatewayState& st) {
       {"pools_in_shared_memory",
        static_cast<int64_t>(std::count_if(st.facts.pools.begin(), st.facts.pools.end(),
                                           [](const PoolAttachment& p) { return p.cuda_ipc_handle.empty(); }))}};
+  if (st.facts.process_values)
+    for (StatValue& v : st.facts.process_values()) out.values.push_back(std::move(v));
   return out;
 }
 

@@ -15,6 +15,7 @@
 
 #include "actors/actor_settings.hpp"
 #include "actors/channel_server.hpp"
+#include "actors/node_metrics_endpoint.hpp"
 #include "actors/owner_actors.hpp"
 #include "events/kv_event_publisher.hpp"
 #include "gpu/cuda_decode_kernel.hpp"
@@ -95,6 +96,10 @@ struct NodeInstance::Impl {
   // The index owners' event sink ([events]): outlives the owners, which
   // hold it by pointer.
   std::unique_ptr<events::KvEventPublisher> events;
+  // [metrics]: receipt latency per route (the owners record into it) and
+  // the live alert evaluation (the gateway reports it under "node").
+  std::unique_ptr<metrics::RouteLatency> latency;
+  std::unique_ptr<metrics::NodeAlertMonitor> alerts;
   std::vector<DomainOwners> domains;  // [trust domain]
   std::shared_ptr<AuthorizationService> authorization;
   std::shared_ptr<MapperService> mapper;        // null: no [mapper] section
@@ -107,9 +112,11 @@ struct NodeInstance::Impl {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> system;
   std::vector<caf::actor> actors;
-  std::unique_ptr<actors::ChannelServer> channel;  // its threads talk to the system: stopped first
+  std::unique_ptr<actors::ChannelServer> channel;        // its threads talk to the system: stopped first
+  std::unique_ptr<actors::NodeMetricsEndpoint> metrics;  // as do the endpoint's
 
   ~Impl() {
+    metrics.reset();
     channel.reset();
     for (const caf::actor& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     system.reset();  // joins the scheduler's threads
@@ -348,6 +355,34 @@ Status start_prefix_owners(NodeInstance::Impl& impl, const NodeConfig& config, c
   return Status::success();
 }
 
+// The node process's own values in its statistics (under "node"): the KV
+// event publisher's counters, and the live alerts of 0x0CF as 0/1.
+std::vector<StatValue> node_process_values(const events::KvEventPublisher* publisher,
+                                           const metrics::NodeAlertMonitor* alerts) {
+  std::vector<StatValue> out;
+  if (publisher) {
+    const events::KvEventPublisherStats s = publisher->stats();
+    out.push_back({"kv_events_published", static_cast<int64_t>(s.events_published)});
+    out.push_back({"kv_events_dropped", static_cast<int64_t>(s.events_dropped)});
+    out.push_back({"kv_event_batches_published", static_cast<int64_t>(s.batches_published)});
+    out.push_back({"kv_event_replays_served", static_cast<int64_t>(s.replays_served)});
+  }
+  if (alerts) {
+    const metrics::AlertEvaluation a = alerts->current();
+    for (size_t i = 0; i < kAlertCount; ++i)
+      out.push_back({"alert_" + std::string(to_string(static_cast<Alert>(i))), a.active[i] ? 1 : 0});
+  }
+  return out;
+}
+
+AlertPolicy alert_policy(const NodeMetricsConfig& c) {
+  AlertPolicy policy;
+  policy.reference_leak_grace_ms = c.reference_leak_grace_ms;
+  policy.map_wait_slo_budget_ms = c.map_wait_slo_ms;
+  policy.stable_tolerance_percent = c.stable_tolerance_percent;
+  return policy;
+}
+
 // The publisher of [events]: vLLM's KVEventsConfig fields, the pools'
 // medium as vLLM names it.
 events::KvEventPublisherConfig kv_event_publisher_config(const NodeConfig& config) {
@@ -449,6 +484,9 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
     facts.domain_pools.push_back(impl.domains[x].attachments);
   }
   if (config.session_channel) facts.channel_socket = impl.token_dir + "/session.sock";
+  facts.process_values = [publisher = impl.events.get(), alerts = impl.alerts.get()] {
+    return node_process_values(publisher, alerts);
+  };
   impl.descriptor.channel_socket = facts.channel_socket;
   auto gateway = actors::spawn_gateway_actor(system, owners, facts, obs);
   impl.actors = {caf::actor_cast<caf::actor>(gateway), caf::actor_cast<caf::actor>(authorization_handle)};
@@ -518,7 +556,12 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
   }
 
   if (!options.trace_path.empty()) impl->trace = std::make_unique<ChromeTraceRecorder>(options.trace_path, "kvrt node");
-  const actors::Observability obs{impl->trace.get(), impl->log};
+  if (config.metrics.enabled) {
+    impl->latency = std::make_unique<metrics::RouteLatency>();
+    impl->alerts =
+        std::make_unique<metrics::NodeAlertMonitor>(alert_policy(config.metrics), config.metrics.alert_window_ms);
+  }
+  const actors::Observability obs{impl->trace.get(), impl->log, impl->latency.get()};
   Result<actors::gateway_actor> gateway = spawn_node_actors(*impl, config, obs);
   if (!gateway.ok()) return gateway.error();
   auto port = impl->system->middleman().publish(*gateway, config.port, config.host.c_str(), true);
@@ -528,9 +571,18 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
         "cannot listen on " + config.host + ":" + std::to_string(config.port) + ": " + caf::to_string(port.error()),
         "port");
   d.port = *port;
+  if (config.metrics.enabled) {
+    const metrics::NodeMetricsFacts facts{layout.row_bytes(), static_cast<uint32_t>(layout.cache_groups.size())};
+    Result<std::unique_ptr<actors::NodeMetricsEndpoint>> endpoint = actors::NodeMetricsEndpoint::start(
+        *impl->system, *gateway, config.metrics, facts, impl->latency.get(), impl->alerts.get());
+    if (!endpoint.ok()) return endpoint.error();
+    impl->metrics = std::move(endpoint).value();
+    d.metrics_url = impl->metrics->url();
+  }
   KVRT_TRY(write_node_descriptor(d, options.descriptor_path));
   impl->log->info("serving on {}:{} ({} cache groups x {} blocks, descriptor {})", config.host, *port, d.pools.size(),
                   config.blocks_per_group, options.descriptor_path);
+  if (!d.metrics_url.empty()) impl->log->info("metrics at {}", d.metrics_url);
   return std::unique_ptr<NodeInstance>(new NodeInstance(std::move(impl)));
 }
 

@@ -4,9 +4,11 @@
 // messages: decode, one call, encode (owner_routes.hpp), plus the sans-IO
 // runs of the cross-owner protocols it drives (run_driver.hpp). Include only
 // from actors/*.cpp.
+#include <functional>
 #include <memory>
 
 #include "actors/actor_protocol.hpp"
+#include "metrics/route_latency.hpp"
 #include "services/authorization/authorization_service.hpp"
 #include "services/authorization/trust_domain_plan.hpp"
 #include "services/prefix/prefix_service.hpp"
@@ -19,10 +21,11 @@ class logger;
 
 namespace kvrt::actors {
 
-// What every actor of one process records into; both may be null (off).
+// What every actor of one process records into; each may be null (off).
 struct Observability {
   ChromeTraceRecorder* trace = nullptr;
-  std::shared_ptr<spdlog::logger> log;  // null: spdlog's default logger
+  std::shared_ptr<spdlog::logger> log;       // null: spdlog's default logger
+  metrics::RouteLatency* latency = nullptr;  // receipt latency per route ([metrics])
 };
 
 // The node's owners. of(o) is the handle that answers owner o's routes,
@@ -107,6 +110,10 @@ struct NodeFacts {
   // (one domain, holding every pool, unless [node] domain_pools).
   TrustDomainPlan domains = TrustDomainPlan::shared();
   std::vector<std::vector<PoolAttachment>> domain_pools;
+  // The node process's own counters beyond the owners' (the KV event
+  // publisher's, the scrape endpoint's), reported under "node"; null: none.
+  // Called on the gateway's thread: it must be thread-safe.
+  std::function<std::vector<StatValue>()> process_values;
 };
 
 // `domains[d]`: the owners serving trust domain d's sessions (the

@@ -5,6 +5,7 @@
 // flow arrow and the log lines every owner writes. Bytes that do not decode
 // answer an encoded typed Error and the actor keeps serving: nothing a
 // client sends may crash the node. Include only from actors/*.cpp (CAF).
+#include <chrono>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -29,6 +30,11 @@ Result<Receipt> as_result(Result<Receipt> r) {
   return r;
 }
 
+// One receipt of `route`, answered now, for the node's latency histograms.
+inline void record_latency(const Observability& obs, RouteId route, std::chrono::steady_clock::time_point started) {
+  if (obs.latency) obs.latency->record(route.value, std::chrono::steady_clock::now() - started);
+}
+
 // Decodes the request of route R from `bytes` and hands it to
 // handle(request), which answers R::Receipt, a Result of one, or a
 // caf::result<wire_bytes> (an owner that answers later, through a promise).
@@ -39,6 +45,7 @@ caf::result<wire_bytes> serve_route(const Observability& obs, const char* actor,
   // beside the worker's "allocator.call" of the same trace.
   static const std::string slice_name = std::string(R::name) + ".batch";
   TraceSlice slice(obs.trace, actor, slice_name, {});
+  const auto started = std::chrono::steady_clock::now();
   Result<typename R::Request> request = codec::decode<typename R::Request>(as_span(bytes));
   if (!request.ok()) {
     log_rejected(obs.log, actor, session, request.error());
@@ -50,15 +57,19 @@ caf::result<wire_bytes> serve_route(const Observability& obs, const char* actor,
   if (obs.trace) obs.trace->flow_finish(actor, ChromeTraceRecorder::now_us(), flow_id(trace));
   using Answer = std::invoke_result_t<Handle, typename R::Request&&>;
   if constexpr (std::is_same_v<Answer, caf::result<wire_bytes>>) {
+    // Answered later: the owner records its latency when it delivers.
     return handle(std::move(*request));
   } else {
     Result<typename R::Receipt> receipt = as_result(handle(std::move(*request)));
     if (!receipt.ok()) {
       log_refused(obs.log, actor, session, trace, receipt.error());
+      record_latency(obs, R::id, started);
       return error_reply(receipt.error());
     }
     log_answered(obs.log, actor, session, trace, *receipt);
-    return to_wire(codec::encode(*receipt));
+    wire_bytes reply = to_wire(codec::encode(*receipt));
+    record_latency(obs, R::id, started);
+    return reply;
   }
 }
 

@@ -45,6 +45,7 @@ struct ReuseRun {
   SessionId session;
   ReuseBatchRun core;
   caf::typed_response_promise<wire_bytes> promise;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   // What run_driver.hpp drives: the coordinator's own stage order.
   using Request = ReuseBatchRun::Request;
   std::optional<Request> next() { return core.next(); }
@@ -110,6 +111,7 @@ void finish(ReuseSelf self, const RunPtr& run) {
   for (const FunnelOutcome& f : run->core.funnel_outcomes()) st.funnel.record(f);
   log_answered(st.obs.log, "reuse", s, run->core.trace(), receipt);
   run->promise.deliver(to_wire(codec::encode(receipt)));
+  record_latency(st.obs, ReuseRoute::id, run->started);
 }
 
 // Sends one stage's request to the owner its type names; every answer is

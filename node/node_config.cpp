@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "metrics/listen_address.hpp"
 #include "node/node_config_fields.hpp"
 #include "services/authorization/trust_domain_plan.hpp"
 
@@ -141,6 +142,29 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
     e.data_parallel_rank = static_cast<uint32_t>(v);
     if (e.enabled && e.endpoint.empty())
       return reader.field_error(events->get("endpoint"), "events", "endpoint", "a ZMQ address to bind is required");
+  }
+  if (const toml::table* metrics = reader.root()["metrics"].as_table(); metrics != nullptr) {
+    NodeMetricsConfig& m = c.metrics;
+    KVRT_TRY_ASSIGN(m.enabled, reader.boolean(*metrics, "metrics", "enabled", true));
+    KVRT_TRY_ASSIGN(m.listen, reader.string(*metrics, "metrics", "listen", m.listen));
+    if (Result<std::pair<std::string, uint16_t>> a = metrics::parse_listen_address(m.listen); !a.ok())
+      return reader.field_error(metrics->get("listen"), "metrics", "listen", a.error().reason);
+    const auto millis = [&](const char* key, uint32_t& field, int64_t low) -> Status {
+      int64_t ms = 0;
+      KVRT_TRY_ASSIGN(ms, reader.integer(*metrics, "metrics", key, field, low, int64_t{1} << 31));
+      field = static_cast<uint32_t>(ms);
+      return Status::success();
+    };
+    KVRT_TRY(millis("alert_interval_ms", m.alert_interval_ms, 10));
+    KVRT_TRY(millis("alert_window_ms", m.alert_window_ms, 10));
+    KVRT_TRY(millis("reference_leak_grace_ms", m.reference_leak_grace_ms, 0));
+    KVRT_TRY(millis("map_wait_slo_ms", m.map_wait_slo_ms, 0));
+    KVRT_TRY_ASSIGN(
+        v, reader.integer(*metrics, "metrics", "stable_tolerance_percent", m.stable_tolerance_percent, 0, 100));
+    m.stable_tolerance_percent = static_cast<uint32_t>(v);
+    if (m.alert_window_ms < m.alert_interval_ms)
+      return reader.field_error(metrics->get("alert_window_ms"), "metrics", "alert_window_ms",
+                                "must cover at least one alert_interval_ms");
   }
   KVRT_TRY_ASSIGN(c.domain_pools, reader.boolean(*node, "node", "domain_pools", false));
   if (c.domain_pools) {

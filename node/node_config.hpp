@@ -46,6 +46,19 @@ struct NodeEventsConfig {
   uint32_t data_parallel_rank = 0;
 };
 
+// [metrics] (optional): the Prometheus endpoint (metrics/, docs/operations.md
+// "Metrics") and the live evaluation of the joint alerts of 0x0CF. The
+// table turns it on (enabled = false turns it off again).
+struct NodeMetricsConfig {
+  bool enabled = false;
+  std::string listen = "127.0.0.1:9400";     // host:port; port 0 picks a free one
+  uint32_t alert_interval_ms = 1000;         // how often the node samples its counters for the alerts [ms]
+  uint32_t alert_window_ms = 60000;          // the window "rising" and "falling" are judged over [ms]
+  uint32_t reference_leak_grace_ms = 30000;  // a nonzero refcount delta must last this long [ms]
+  uint32_t map_wait_slo_ms = 50;             // mapping-stall budget [ms]
+  uint32_t stable_tolerance_percent = 20;    // "candidate matches stable": within this of the long-run rate
+};
+
 struct NodeMapperConfig {
   bool enabled = false;           // the [mapper] table is present
   uint32_t request_slots = 0;     // B [slots]
@@ -123,6 +136,7 @@ struct NodeConfig {
   AuthorizationConfig authorization;
   NodeMapperConfig mapper;
   NodeEventsConfig events;
+  NodeMetricsConfig metrics;
 };
 
 Result<NodeConfig> load_node_config(const std::string& path);

@@ -31,6 +31,9 @@ packages=(
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch
   # KV events on vLLM's wire (events/) and the Python subscriber of their tests.
   libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack
+  # The Prometheus endpoint (metrics/), its scrape tests (the client's
+  # parser) and promtool, which checks the exposition and the alert rules.
+  libcpp-httplib-dev python3-prometheus-client prometheus python3-yaml
 )
 # libFuzzer comes with clang; only the fuzz job needs them.
 if [ "$job" = fuzz ]; then

@@ -3,13 +3,25 @@
 // also has every owner re-derive its invariants from scratch (its full
 // validate(), which a debug build runs on every read). The JSON is
 // node_stats_json's (engine/node_stats_json.hpp).
+//
+// `kvrt stats --watch [--interval S] [--count N] [--json]`: one line per
+// interval for logs (tools/watch/node_view.hpp): pool usage, hit rate and
+// refusals of the interval, sessions, events, active alerts; with --json
+// one JSON object per line. Ctrl-C ends it after the line in progress.
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <thread>
 
 #include "actors/client.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
 #include "engine/node_stats_json.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
+#include "tools/watch/node_watcher.hpp"
 
 namespace kvrt::app {
 namespace {
@@ -18,9 +30,58 @@ struct StatsCli {
   std::string node = "kvrt-node.json";
   bool validate = false;
   bool json = false;
+  bool watch = false;
+  double interval_s = 1.0;
+  uint64_t count = 0;  // 0: until interrupted
 };
 
+std::atomic<bool> watch_interrupted{false};
+extern "C" void on_watch_interrupt(int) { watch_interrupted.store(true); }
+
+int run_watch(const StatsCli& cli) {
+  if (!(cli.interval_s >= 0.05 && cli.interval_s <= 3600))
+    return report_error("stats", make_error(ErrorCode::invalid_argument, "between 0.05 and 3600 seconds", "interval"));
+  if (cli.validate)
+    return report_error("stats", make_error(ErrorCode::invalid_argument,
+                                            "--watch reads counters only; run --validate on its own", "validate"));
+  Result<std::unique_ptr<watch::NodeWatcher>> watcher = watch::NodeWatcher::connect(cli.node);
+  if (!watcher.ok()) return report_error("stats", watcher.error());
+  watch_interrupted.store(false);
+  struct sigaction sa {};
+  sa.sa_handler = on_watch_interrupt;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int {
+  }, old_term{};
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+  std::optional<watch::NodeViewSample> previous;
+  int status = 0;
+  for (uint64_t n = 0; cli.count == 0 || n < cli.count; ++n) {
+    if (n > 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(cli.interval_s);
+      while (!watch_interrupted.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (watch_interrupted.load()) break;
+    Result<watch::NodeViewSample> sample = (*watcher)->read();
+    if (!sample.ok()) {
+      status = report_error("stats", sample.error());
+      break;
+    }
+    const watch::NodeView view = watch::node_view(previous ? &*previous : nullptr, *sample);
+    if (cli.json)
+      std::cout << watch::watch_json(view).dump() << std::endl;
+    else
+      std::cout << watch::watch_line(view) << std::endl;
+    previous = std::move(*sample);
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  return status;
+}
+
 int run_stats(const StatsCli& cli) {
+  if (cli.watch) return run_watch(cli);
   Result<NodeDescriptor> node = read_node_descriptor(cli.node);
   if (!node.ok()) return report_error("stats", node.error());
   Result<NodeStats> stats = read_node_stats(*node, cli.validate);
@@ -59,7 +120,10 @@ SubcommandRegistration stats_command{
       sub->add_option("--node", opts->node, "node descriptor written by `kvrt node`")->capture_default_str();
       sub->add_flag("--validate", opts->validate,
                     "also run every owner's full validate() (re-derives every invariant; slower)");
-      sub->add_flag("--json", opts->json, "print one JSON object");
+      sub->add_flag("--json", opts->json, "print one JSON object (with --watch: one per line)");
+      sub->add_flag("--watch", opts->watch, "print one line per interval until Ctrl-C (for logs)");
+      sub->add_option("--interval", opts->interval_s, "seconds between --watch lines")->capture_default_str();
+      sub->add_option("--count", opts->count, "stop --watch after this many lines (0: never)")->capture_default_str();
       return [opts] { return run_stats(*opts); };
     }};
 

@@ -125,7 +125,13 @@ AllocatorOutcome AllocatorService::apply_one(SessionId session, const AllocatorO
     if (names_foreign_pool(*e)) ++foreign_pool_refusals_;
   }
   if (const auto* r = std::get_if<AllocationReceipt>(&outcome)) {
-    if (r->outcome == AllocationOutcome::out_of_capacity) ++out_of_capacity_;
+    if (r->outcome == AllocationOutcome::out_of_capacity) {
+      ++out_of_capacity_;
+      // Locked-cache pressure (0x0CF): the pool is full, yet part of it is
+      // the node's prefix cache, whose leases this owner may not evict
+      // (only the radix owner's pressure relief gives them back).
+      if (leases_.holds_any(kNodeSession)) ++locked_eviction_rejects_;
+    }
     if (r->outcome == AllocationOutcome::quota_exceeded) ++quota_exceeded_;
   }
   return outcome;

@@ -151,6 +151,7 @@ class AllocatorService {
   uint64_t operations_ = 0;
   uint64_t errors_ = 0;
   uint64_t out_of_capacity_ = 0;
+  uint64_t locked_eviction_rejects_ = 0;  // out_of_capacity_ while the node's cache held leases
   uint64_t quota_exceeded_ = 0;
   uint64_t foreign_pool_refusals_ = 0;     // handles naming a pool of no pool set here
   uint64_t partial_tails_copied_ = 0;      // allocations whose copy-rows intent ran (0x07D)

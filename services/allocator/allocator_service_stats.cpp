@@ -25,6 +25,9 @@ OwnerStats AllocatorService::stats() const {
   std::set<std::pair<uint32_t, uint32_t>> reachable;  // (group index, block id)
   int64_t derived_refs = 0;
   int64_t recorded_refs = 0, referenced_blocks = 0;
+  // K/V memory efficiency (the utilisation PagedAttention reports): the
+  // committed rows of referenced blocks over the rows those blocks hold.
+  int64_t live_valid_rows = 0;
   for (uint32_t g = 0; g < allocator_.group_count(); ++g) {
     const BlockAllocator::PoolCounts c = allocator_.counts(g);
     const std::string p = "pool" + std::to_string(g) + "_";
@@ -39,6 +42,7 @@ OwnerStats AllocatorService::stats() const {
       if (meta.ok() && meta->refcount > 0) {
         recorded_refs += meta->refcount;
         ++referenced_blocks;
+        live_valid_rows += meta->valid_rows;
       }
     }
   }
@@ -60,6 +64,8 @@ OwnerStats AllocatorService::stats() const {
   }
   for (uint32_t g = 0; g < allocator_.group_count(); ++g)
     put("pool" + std::to_string(g) + "_request_view_blocks", view_blocks[g]);
+  put("live_valid_rows", live_valid_rows);
+  put("live_allocated_rows", referenced_blocks * static_cast<int64_t>(allocator_.block_size()));
   put("refcount_recorded", recorded_refs);
   put("refcount_derived", derived_refs);
   put("refcount_delta", recorded_refs - derived_refs);
@@ -75,6 +81,7 @@ OwnerStats AllocatorService::stats() const {
   put("operation_errors", static_cast<int64_t>(errors_));
   put("foreign_pool_refusals", static_cast<int64_t>(foreign_pool_refusals_));
   put("out_of_capacity", static_cast<int64_t>(out_of_capacity_));
+  put("locked_eviction_rejects", static_cast<int64_t>(locked_eviction_rejects_));
   put("quota_exceeded", static_cast<int64_t>(quota_exceeded_));
   put("quotas_enforced", quotas_.enforced() ? 1 : 0);
   if (quotas_.enforced()) quotas_.put(out);
@@ -84,6 +91,13 @@ OwnerStats AllocatorService::stats() const {
   put("reclaim_resumptions", static_cast<int64_t>(reclaim_resumptions_));
   hits_.put(out);
   put("leases_reclaimed", static_cast<int64_t>(leases_reclaimed_));
+  // Cached identities dropped (a cached block evicted or recycled): the
+  // hash chain's evictions, as the allocator makes them.
+  put("cache_keys_dropped", static_cast<int64_t>(allocator_.cache_keys_dropped()));
+  // Every owner's fault points that fired ([node] fault_injection runs).
+  int64_t fired = 0;
+  for (const FaultPointFired& f : fault_points_.receipt(TraceContext{}).fired) fired += static_cast<int64_t>(f.fired);
+  put("fault_points_fired", fired);
   return out;
 }
 

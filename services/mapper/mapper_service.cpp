@@ -1,5 +1,6 @@
 #include "services/mapper/mapper_service.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace kvrt {
@@ -109,6 +110,17 @@ OwnerStats MapperService::stats() const {
   uint64_t active = 0;
   for (uint32_t s = 0; s < mapper_->geometry().config().request_slots; ++s) active += mapper_->slot(s).active ? 1 : 0;
   put("active_slots", active);
+  // L_map of 0x0CF over the active slots: the frontier a step asked for
+  // beyond the pages mapped for it (0x06D: positive blocks execution).
+  uint64_t lag = 0;
+  const uint64_t page_tokens = mapper_->geometry().tokens_per_page();
+  for (uint32_t s = 0; s < mapper_->geometry().config().request_slots; ++s) {
+    const SlotRecord& slot = mapper_->slot(s);
+    if (!slot.active) continue;
+    const uint64_t ready = slot.pages.size() * page_tokens;
+    if (slot.target_tokens > ready) lag = std::max<uint64_t>(lag, slot.target_tokens - ready);
+  }
+  put("mapping_lag_tokens", lag);
   put("bound_requests", requests_.size());
   put("virtual_reserved_bytes", l.virtual_reserved_bytes);
   put("physical_pool_bytes", l.physical_pool_bytes);

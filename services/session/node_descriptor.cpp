@@ -60,6 +60,7 @@ std::string node_descriptor_json(const NodeDescriptor& d) {
   if (!d.channel_socket.empty()) j["channel_socket"] = d.channel_socket;
   if (!d.events_endpoint.empty()) j["events_endpoint"] = d.events_endpoint;
   if (!d.events_replay_endpoint.empty()) j["events_replay_endpoint"] = d.events_replay_endpoint;
+  if (!d.metrics_url.empty()) j["metrics_url"] = d.metrics_url;
   j["pools"] = nlohmann::json::array();
   for (const PoolAttachment& p : d.pools) {
     nlohmann::ordered_json pool{{"group", p.group.value},
@@ -131,6 +132,7 @@ Result<NodeDescriptor> parse_node_descriptor(std::string_view text, const std::s
     d.channel_socket = j.value("channel_socket", std::string());
     d.events_endpoint = j.value("events_endpoint", std::string());
     d.events_replay_endpoint = j.value("events_replay_endpoint", std::string());
+    d.metrics_url = j.value("metrics_url", std::string());
     for (const auto& p : j.at("pools")) {
       PoolAttachment a;
       a.group = CacheGroupId{unsigned_at<uint32_t>(p, "group")};

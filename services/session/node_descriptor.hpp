@@ -51,6 +51,8 @@ struct NodeDescriptor {
   // The KV event publisher's bound addresses ([events]); empty: none.
   std::string events_endpoint;
   std::string events_replay_endpoint;
+  // The Prometheus scrape URL ([metrics]; "http://host:port/metrics"), empty: none.
+  std::string metrics_url;
 
   std::string token_path(const std::string& principal) const { return token_dir + "/" + principal + ".token"; }
 };

@@ -56,6 +56,7 @@ class SessionHoldings {
     if (s == by_session_.end()) return {};
     return std::vector<ObjectKey>(s->second.begin(), s->second.end());
   }
+  bool holds_any(SessionId session) const { return by_session_.contains(session.value); }
   std::vector<ObjectKey> keys() const {
     std::vector<ObjectKey> out;
     out.reserve(owner_.size());

@@ -106,3 +106,23 @@ def engines_node(tmp_path):
     n = Node(tmp_path, "tests/data/python/node-engines.toml")
     yield n
     n.stop()
+
+
+def publish(s, prompt: list[int], ns: str = "test/engines") -> bool:
+    """Admits `prompt` in namespace `ns`, commits its rows, publishes its
+    full blocks (or ends its reuse attempt, which publishes the successor)
+    and releases it; False when the node had no room."""
+    import kvrt
+    a = s.admit([kvrt.Request(ns, prompt)])[0]
+    if not a.admitted:
+        return False
+    P = s.geometry.block_tokens
+    full = len(prompt) // P
+    kvrt.check_statuses(s.commit_rows([a.request], [len(prompt)]))
+    if a.reuse_attempt:
+        s.end_reuse(a.reuse_attempt, True, a.request, prompt[:full * P], full)
+        s.flush_reuse_ends()
+    else:
+        s.publish(a.request, ns, prompt, 0, full)
+    kvrt.check_statuses(s.release([a.request]))
+    return True

@@ -17,7 +17,7 @@ zmq = pytest.importorskip("zmq")
 msgpack = pytest.importorskip("msgpack")
 
 import kvrt  # noqa: E402
-from conftest import Node  # noqa: E402
+from conftest import Node, publish  # noqa: E402
 
 NS = "test/engines"
 
@@ -113,22 +113,6 @@ class Subscriber:
                 break
             parent, n = h, n + 1
         return n
-
-
-def publish(s: kvrt.Session, prompt: list[int]) -> bool:
-    a = s.admit([kvrt.Request(NS, prompt)])[0]
-    if not a.admitted:
-        return False
-    P = s.geometry.block_tokens
-    full = len(prompt) // P
-    kvrt.check_statuses(s.commit_rows([a.request], [len(prompt)]))
-    if a.reuse_attempt:
-        s.end_reuse(a.reuse_attempt, True, a.request, prompt[:full * P], full)
-        s.flush_reuse_ends()
-    else:
-        s.publish(a.request, NS, prompt, 0, full)
-    kvrt.check_statuses(s.release([a.request]))
-    return True
 
 
 @pytest.mark.parametrize("config", ["node-events.toml", "node-events-radix.toml"])

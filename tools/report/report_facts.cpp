@@ -32,6 +32,11 @@ const UtilisationSample* peak_sample(const RunReport& r) {
   return peak;
 }
 
+std::optional<double> memory_efficiency(const UtilisationSample& s) {
+  if (s.allocated_rows == 0) return std::nullopt;
+  return static_cast<double>(s.valid_rows) / static_cast<double>(s.allocated_rows);
+}
+
 ComparisonRatios comparison_ratios(const ComparisonRow& base, const ComparisonRow& row) {
   const auto d = [](uint64_t v) { return static_cast<double>(v); };
   return ComparisonRatios{

@@ -27,6 +27,9 @@ uint64_t unattributed_reuse(const RunReport& report);
 // The timeline sample with the most used blocks (the first on ties); none when
 // the timeline is empty.
 const UtilisationSample* peak_sample(const RunReport& report);
+// Valid over allocated rows of the sample's referenced blocks; nullopt when
+// none was referenced.
+std::optional<double> memory_efficiency(const UtilisationSample& sample);
 
 // One row of --compare measured against the first row (the baseline).
 struct ComparisonRatios {

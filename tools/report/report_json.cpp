@@ -49,7 +49,9 @@ json sample_json(const UtilisationSample& s, bool with_ledger) {
          {"used_blocks", s.used_blocks},
          {"evictable_blocks", s.evictable_blocks},
          {"capacity_blocks", s.capacity_blocks},
-         {"live_requests", s.live_requests}};
+         {"live_requests", s.live_requests},
+         {"valid_rows", s.valid_rows},
+         {"allocated_rows", s.allocated_rows}};
   if (with_ledger) j["ledger"] = ledger_json(s.ledger);
   return j;
 }
@@ -122,6 +124,7 @@ nlohmann::json summary_json(const RunReport& r) {
   j["timeline_samples"] = r.timeline.size();
   const UtilisationSample* peak = peak_sample(r);
   j["peak_sample"] = peak ? sample_json(*peak, false) : json(nullptr);
+  j["memory_efficiency_at_peak"] = peak ? optional_number(memory_efficiency(*peak)) : json(nullptr);
   // Latency per owner, workers, verdict, node after shutdown, comparison.
   json latency = json::object();
   for (const auto& owner : merge_owners(r.latencies)) latency[owner.owner] = latency_summary_json(summarise(owner));

@@ -197,6 +197,11 @@ void memory(std::string& out, const RunReport& r) {
            " samples.\n\n";
   else
     out += "; no timeline samples were taken.\n\n";
+  if (const UtilisationSample* peak = peak_sample(r); peak && memory_efficiency(*peak))
+    out +=
+        "K/V memory efficiency at that peak (valid rows over the rows of referenced blocks, the utilisation "
+        "PagedAttention reports): " +
+        percent_text(*memory_efficiency(*peak)) + ".\n\n";
   out += "![Pool utilisation over time](" + std::string(kUtilisationSvg) + ")\n\n";
 }
 

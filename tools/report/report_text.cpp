@@ -88,6 +88,9 @@ void append_memory(std::string& out, const RunReport& r) {
     out += " (" + u(peak->used_blocks) + " of " + u(peak->capacity_blocks) + " blocks used, " +
            u(peak->evictable_blocks) + " evictable, at t = " + fixed(peak->t_s, 2) + " s; " + u(r.timeline.size()) +
            " samples)\n";
+  if (const UtilisationSample* peak = peak_sample(r); peak && memory_efficiency(*peak))
+    out += "K/V memory efficiency at peak: " + percent_text(*memory_efficiency(*peak)) +
+           " (valid rows over the rows of referenced blocks)\n";
   else
     out += " (no timeline samples)\n";
 }

@@ -30,6 +30,10 @@ struct UtilisationSample {
   uint64_t evictable_blocks = 0;  // cached, unreferenced [blocks]
   uint64_t capacity_blocks = 0;   // summed over groups [blocks]
   uint64_t live_requests = 0;
+  // Committed rows of referenced blocks, and the rows those blocks hold
+  // (blocks x block size), every pool: their ratio is the K/V memory
+  // efficiency PagedAttention reports.
+  uint64_t valid_rows = 0, allocated_rows = 0;  // [rows]
   MemoryLedger ledger;
 };
 

@@ -60,6 +60,8 @@ report::UtilisationSample sample_from_stats(const NodeStats& stats, const CacheL
     counts.free_queue_entries += static_cast<uint64_t>(stat(stats, "allocator", p + "free_blocks"));
   }
   out.live_requests = static_cast<uint64_t>(stat(stats, "allocator", "live_requests"));
+  out.valid_rows = static_cast<uint64_t>(std::max<int64_t>(0, stat(stats, "allocator", "live_valid_rows")));
+  out.allocated_rows = static_cast<uint64_t>(std::max<int64_t>(0, stat(stats, "allocator", "live_allocated_rows")));
   out.ledger.rectangular_bytes = out.live_requests * t_max_tokens * layout.row_bytes();
   counts.live_requests = out.live_requests;
   counts.cached_hashes = static_cast<uint64_t>(stat(stats, "prefix_index", "cached_block_entries"));
