@@ -5,6 +5,7 @@
 
 #include "actors/node_runtime.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
+#include "services/session/node_descriptor.hpp"
 
 namespace kvrt::app {
 namespace {
@@ -35,6 +36,14 @@ SubcommandRegistration node_command{
         o.on_ready = [opts] {
           std::cout << "kvrt node: serving; descriptor " << opts->descriptor << " (stop with Ctrl-C or SIGTERM)"
                     << std::endl;
+          // Where an operator or a router reads the node from outside.
+          if (Result<NodeDescriptor> d = read_node_descriptor(opts->descriptor); d.ok()) {
+            if (!d->metrics_url.empty()) std::cout << "kvrt node: metrics at " << d->metrics_url << std::endl;
+            if (!d->events_endpoint.empty())
+              std::cout << "kvrt node: KV events on " << d->events_endpoint
+                        << (d->events_replay_endpoint.empty() ? "" : ", replay on " + d->events_replay_endpoint)
+                        << std::endl;
+          }
         };
         const Status st = run_node(o);
         if (!st.ok()) return report_error("node", st.error());
