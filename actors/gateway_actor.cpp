@@ -36,6 +36,7 @@ struct GatewayState {
   std::map<std::string, uint64_t> channel_tickets;  // live sessions' tickets -> session id
   uint64_t channel_hellos = 0;                      // sessions opened on the channel
   uint64_t sessions_opened = 0, sessions_reclaimed = 0, sessions_lost = 0, hellos_refused = 0;
+  uint64_t sessions_silenced = 0;  // channel sessions the liveness watch ended: heartbeats missed
   uint64_t channels_attached = 0, channel_attaches_refused = 0;
 };
 
@@ -51,6 +52,7 @@ OwnerStats gateway_stats(const GatewayState& st) {
       {"sessions_opened_on_channel", static_cast<int64_t>(st.channel_hellos)},
       {"sessions_reclaimed", static_cast<int64_t>(st.sessions_reclaimed)},
       {"sessions_lost", static_cast<int64_t>(st.sessions_lost)},
+      {"sessions_silenced", static_cast<int64_t>(st.sessions_silenced)},
       {"hellos_refused", static_cast<int64_t>(st.hellos_refused)},
       {"channels_attached", static_cast<int64_t>(st.channels_attached)},
       {"channel_attaches_refused", static_cast<int64_t>(st.channel_attaches_refused)},
@@ -291,6 +293,7 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, std::vector<OwnerHa
           return rp;
         },
         [self](channel_closed_atom, uint64_t session, bool lost) {
+          if (lost && self->state.workers.contains(session)) ++self->state.sessions_silenced;
           end_session(self, session, lost, lost ? "its session channel went silent" : "its session channel closed");
         },
         [self](attach_atom, const std::string& ticket) -> caf::result<caf::actor, uint64_t> {

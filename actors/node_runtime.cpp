@@ -543,6 +543,9 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
         events::KvEventPublisher::start(kv_event_publisher_config(config));
     if (!publisher.ok()) return publisher.error();
     impl->events = std::move(publisher).value();
+    // A node starts cleared: its first batch says so, and a router that
+    // followed a predecessor at the same address drops what that one held.
+    impl->events->on_event(KvAllBlocksCleared{});
     d.events_endpoint = impl->events->endpoint();
     d.events_replay_endpoint = impl->events->replay_endpoint();
   }

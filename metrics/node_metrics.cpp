@@ -200,6 +200,10 @@ Status lifecycle(PrometheusExposition& e, const OwnerValues& v) {
                   "Sessions lost mid-work: the worker died, or its heartbeats stopped past the connection "
                   "timeout.",
                   nonneg(v("node", "sessions_lost"))));
+  KVRT_TRY(single(e, "kvrt_sessions_silenced_total", MetricType::counter,
+                  "Sessions on the session channel whose heartbeats stopped: the liveness watch ended them "
+                  "(counted in kvrt_sessions_lost_total too; a middleman session's silence shows only there).",
+                  nonneg(v("node", "sessions_silenced"))));
   KVRT_TRY(single(e, "kvrt_hellos_refused_total", MetricType::counter,
                   "Session openings refused (bad token, unknown principal, malformed hello).",
                   nonneg(v("node", "hellos_refused"))));

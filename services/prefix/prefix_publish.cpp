@@ -186,7 +186,9 @@ Result<PublishOutcome> PrefixIndex::publish(const PrefixScope& scope, Publicatio
       if (!records_[r].root_child) b.parent_block_hash = parents[k];
       b.block_size = P;
       b.group_index = p.group;
-      if (!lora.empty()) b.lora_name = lora;
+      // The adapter's name, as vLLM's lora_name: the identity keeps its
+      // version after a unit separator, which keys blocks but names nothing.
+      if (!lora.empty()) b.lora_name = lora.substr(0, lora.find('\x1f'));
     }
     b.block_hashes.push_back(digests[k]);
     b.token_ids.insert(b.token_ids.end(), records_[r].tokens.begin(), records_[r].tokens.end());

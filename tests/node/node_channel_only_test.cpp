@@ -157,6 +157,7 @@ TEST_CASE("a channel session whose connections go silent is reclaimed as a worke
   // Not before the node's connection timeout (2.5 s in the test config).
   CHECK(std::chrono::duration<double>(Clock::now() - t0).count() > 2.0);
   CHECK(n.stat("node", "workers_connected") == 0);
+  CHECK(n.stat("node", "sessions_silenced") == 1);  // its heartbeats stopped
   CHECK(await_stat(n, "allocator", "live_requests", 0) == 0);
   CHECK(n.stat("allocator", "requests_reclaimed") == 1);
   CHECK(n.stat("allocator", "leaked_blocks") == 0);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "services/common/units.hpp"
+#include "services/prefix/request_identity.hpp"
 #include "tests/prefix/prefix_fixture.hpp"
 
 using namespace kvrt;
@@ -29,6 +30,24 @@ void fold(std::set<std::pair<BlockHash, uint32_t>>& keys, const std::vector<KvEv
 }
 
 }  // namespace
+
+TEST_CASE("a request identity's adapter reaches BlockStored by its name, without its version", "[prefix][events]") {
+  RequestIdentity id;
+  id.adapter_id = "adapter-x";
+  id.adapter_version = "3";
+  const Result<RequestExtras> extras = identity_extras(id, "salt");
+  REQUIRE(extras.ok());
+  PrefixRig rig;
+  rig.produce(iota_tokens(32), *extras);
+  const std::vector<KvEvent> ev = rig.events.drain();
+  REQUIRE(ev.size() == 1);
+  // The version still keys the blocks (another version's chain differs),
+  // but vLLM's lora_name is the adapter's name.
+  CHECK(std::get<KvBlockStored>(ev[0]).lora_name == std::optional<std::string>("adapter-x"));
+  RequestIdentity v4 = id;
+  v4.adapter_version = "4";
+  CHECK(rig.chain(iota_tokens(32), identity_extras(v4, "salt").value()) != rig.chain(iota_tokens(32), *extras));
+}
 
 TEST_CASE("BlockStored carries the chain, its parent, the tokens and the adapter", "[prefix][events]") {
   PrefixRig rig;

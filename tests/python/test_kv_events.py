@@ -37,6 +37,7 @@ class Subscriber:
         self.by_key: dict[tuple, bytes] = {}
         self.key_of: dict[bytes, tuple] = {}
         self.replays = 0
+        self.cleared: list[int] = []  # batches that cleared everything
 
     def connect(self) -> None:
         self.sub = self.ctx.socket(zmq.SUB)
@@ -75,6 +76,7 @@ class Subscriber:
                 assert event == ["AllBlocksCleared"]
                 self.by_key.clear()
                 self.key_of.clear()
+                self.cleared.append(seq)
         self.seen.append(seq)
         self.next_seq = seq + 1
 
@@ -144,6 +146,7 @@ def test_a_subscriber_that_loses_the_stream_replays_and_folds_exactly_the_nodes_
         sub.replay()
         assert sub.seen == list(range(len(sub.seen))) and len(sub.seen) > 10, f"seed {seed}"
         assert sub.replays >= 2  # the gap after reconnecting, and the tail
+        assert sub.cleared == [0]  # the node started cleared, and never cleared again
         assert node.stats()["leaked_blocks"] == 0
         # The pool is small: publishing evicted, so removals were folded too.
         hits, statuses = s.lookup([kvrt.Request(NS, p + [0]) for p in prompts])

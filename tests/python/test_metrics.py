@@ -63,6 +63,7 @@ FAMILIES = {
     "kvrt_sessions_opened": "counter",
     "kvrt_sessions_ended": "counter",
     "kvrt_sessions_lost": "counter",
+    "kvrt_sessions_silenced": "counter",
     "kvrt_hellos_refused": "counter",
     "kvrt_requests_reclaimed": "counter",
     "kvrt_allocation_refusals": "counter",
