@@ -28,6 +28,10 @@ struct kvrt_session {
   struct Live {
     kvrt::RequestFence fence;
     std::vector<std::vector<uint32_t>> table;  // [group][logical block] -> pool block
+    // What besides the tokens keys its K/V (adapter, cache salt, ...), as
+    // admitted: a publication of its blocks is keyed by it, so blocks
+    // computed with an adapter never answer a request without it (0x07B).
+    kvrt::RequestIdentity identity;
   };
   std::map<uint64_t, Live> live;  // admitted requests, by id
   // Reuse attempts admitted and not yet ended: an end of any other is
@@ -396,6 +400,7 @@ int32_t kvrt_admit(kvrt_session* s, const kvrt_admit_request* requests, size_t c
     }
     kvrt_session::Live live;
     live.fence = a.fence();
+    live.identity = (*asks)[i].identity;
     live.table.resize(groups);
     apply_entries(s, live, a.allocation->published_entries);
     o.status = KVRT_ADMITTED;
@@ -507,6 +512,7 @@ int32_t kvrt_fork(kvrt_session* s, const uint64_t* parents, size_t count, uint64
     if (a != nullptr && a->outcome == AllocationOutcome::committed) {
       kvrt_session::Live child;
       child.fence = RequestFence{a->request_id, a->request_generation, a->table_version_after};
+      child.identity = targets[i]->identity;  // a fork continues its parent's prompt
       child.table.resize(groups);
       apply_entries(s, child, a->published_entries);
       children[i] = child.fence.request.value;
@@ -563,7 +569,7 @@ int32_t kvrt_publish(kvrt_session* s, uint64_t request, const char* namespace_na
                      std::vector<TokenId>(tokens, tokens + token_count),
                      first_block,
                      end_block,
-                     {},
+                     (*live)->identity,
                      NamespaceGeneration{0},
                      0};
   Result<PrefixBatchReceipt> r = s->engine->prefix(PrefixBatch{next_trace(s), {std::move(op)}});

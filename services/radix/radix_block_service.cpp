@@ -29,7 +29,7 @@ void RadixBlockService::set_event_sink(KvEventSink* sink) {
 }
 
 KvBlockStored RadixBlockService::stored_event(uint64_t key, std::span<const TokenId> path,
-                                              const RadixAdoption& adoption) const {
+                                              const RadixAdoption& adoption, const std::string& adapter) const {
   const uint32_t P = index_.block_tokens();
   const uint32_t pages = static_cast<uint32_t>((path.size() + P - 1) / P);
   const uint32_t first = pages - static_cast<uint32_t>(adoption.pages.size());  // the tree held [0, first)
@@ -38,6 +38,7 @@ KvBlockStored RadixBlockService::stored_event(uint64_t key, std::span<const Toke
   BlockHash h = hasher_.root(root_bytes);
   KvBlockStored e;
   e.block_size = P;
+  if (!adapter.empty()) e.lora_name = adapter;  // vLLM's lora_name: the adapter's name
   for (uint32_t j = 0; j < pages; ++j) {
     const std::span<const TokenId> tokens = path.subspan(uint64_t{j} * P, std::min<uint64_t>(P, path.size() - j * P));
     if (j == first && j > 0) e.parent_block_hash = h;
@@ -271,7 +272,8 @@ Result<RadixPublication> RadixBlockService::decide_publication(SessionId session
   if (!adoption.ok()) return adoption.error();
   RadixPublication out;
   out.adoption = std::move(adoption).value();
-  if (events_ != nullptr && !out.adoption.pages.empty()) out.stored = stored_event(key, path, out.adoption);
+  if (events_ != nullptr && !out.adoption.pages.empty())
+    out.stored = stored_event(key, path, out.adoption, op.identity.adapter_id);
   for (uint32_t id : out.adoption.pages)
     for (const PhysicalBlockHandle& h : index_.page(id).handles) out.lease_handles.push_back(h);
   out.receipt = PrefixPublishReceipt{op.request, 0, out.adoption.duplicates * groups_, 0, publications_ + 1};

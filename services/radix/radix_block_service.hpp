@@ -163,7 +163,8 @@ class RadixBlockService {
       : index_(std::move(index)), layout_sha256_(layout_sha256), groups_(groups), hasher_(std::move(hasher)) {}
   // The BlockStored of an adoption: the chain over the whole path, the
   // adopted pages' hashes (they follow the pages the tree held).
-  KvBlockStored stored_event(uint64_t key, std::span<const TokenId> path, const RadixAdoption& adoption) const;
+  KvBlockStored stored_event(uint64_t key, std::span<const TokenId> path, const RadixAdoption& adoption,
+                             const std::string& adapter) const;
   // BlockRemoved for the announced pages that left the tree since the last call.
   void emit_removals();
   // The grant checked first (for a publication, against the generation its

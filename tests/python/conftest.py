@@ -108,12 +108,12 @@ def engines_node(tmp_path):
     n.stop()
 
 
-def publish(s, prompt: list[int], ns: str = "test/engines") -> bool:
+def publish(s, prompt: list[int], ns: str = "test/engines", adapter: str = "") -> bool:
     """Admits `prompt` in namespace `ns`, commits its rows, publishes its
     full blocks (or ends its reuse attempt, which publishes the successor)
     and releases it; False when the node had no room."""
     import kvrt
-    a = s.admit([kvrt.Request(ns, prompt)])[0]
+    a = s.admit([kvrt.Request(ns, prompt, adapter)])[0]
     if not a.admitted:
         return False
     P = s.geometry.block_tokens

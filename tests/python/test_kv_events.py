@@ -38,6 +38,7 @@ class Subscriber:
         self.key_of: dict[bytes, tuple] = {}
         self.replays = 0
         self.cleared: list[int] = []  # batches that cleared everything
+        self.lora_names: list = []  # of every BlockStored, in order
 
     def connect(self) -> None:
         self.sub = self.ctx.socket(zmq.SUB)
@@ -59,7 +60,8 @@ class Subscriber:
             kind = event[0]
             if kind == "BlockStored":
                 _, hashes, parent, tokens, block_size, lora_id, medium, lora_name, extra_keys, group = event
-                assert medium == "CPU" and lora_id is None and lora_name is None and group == 0
+                assert medium == "CPU" and lora_id is None and extra_keys is None and group == 0
+                self.lora_names.append(lora_name)
                 assert len(tokens) == block_size * len(hashes)
                 for i, h in enumerate(hashes):
                     key = (parent, tuple(tokens[i * block_size:(i + 1) * block_size]))
@@ -155,6 +157,12 @@ def test_a_subscriber_that_loses_the_stream_replays_and_folds_exactly_the_nodes_
         assert [int(h) // P for h in hits] == folded, f"seed {seed}"
         assert any(f < len(p) // P for f, p in zip(folded, prompts)), "nothing was evicted"
         assert len(sub.key_of) > 0
+        assert set(sub.lora_names) == {None}
+        # An adapter's blocks name it (vLLM's lora_name), on either index.
+        assert publish(s, [rng.randrange(5000, 9000) for _ in range(2 * P)], NS, adapter="adapter-x")
+        sub.pump(0.5)
+        sub.replay()
+        assert sub.lora_names[-1] == "adapter-x", f"seed {seed}"
         s.close()
     finally:
         node.stop()

@@ -127,6 +127,34 @@ def test_a_lookup_changes_nothing_and_predicts_the_admission(request, radix):
     b.release([adm.request])
 
 
+@pytest.mark.parametrize("radix", [False, True], ids=["hash_chain", "radix"])
+def test_a_publication_is_keyed_by_the_identity_the_request_was_admitted_with(request, radix):
+    # Blocks computed with an adapter (or under a cache salt) answer only
+    # requests with the same one (0x07B): kvrt.Session.publish keys them by
+    # the admitted request's identity, not by its tokens alone.
+    node = request.getfixturevalue("radix_node" if radix else "node")
+    a = open_session(node, "worker-0")
+    P = a.geometry.block_tokens
+    lora = np.arange(31000, 31000 + 2 * P + 1, dtype=np.int32)
+    adm = a.admit([kvrt.Request(NS, lora, adapter_id="adapter-x")], reuse=False)[0]
+    assert adm.admitted
+    assert list(a.commit_rows([adm.request], [len(lora)])) == [0]
+    a.publish(adm.request, NS, lora, 0, 2)
+    a.release([adm.request])
+    salted = np.arange(41000, 41000 + 2 * P + 1, dtype=np.int32)
+    adm = a.admit([kvrt.Request(NS, salted, cache_salt="user-7")], reuse=False)[0]
+    assert list(a.commit_rows([adm.request], [len(salted)])) == [0]
+    a.publish(adm.request, NS, salted, 0, 2)
+    a.release([adm.request])
+    hits, statuses = a.lookup([kvrt.Request(NS, lora, adapter_id="adapter-x"), kvrt.Request(NS, lora),
+                               kvrt.Request(NS, lora, adapter_id="adapter-y"),
+                               kvrt.Request(NS, salted, cache_salt="user-7"), kvrt.Request(NS, salted),
+                               kvrt.Request(NS, salted, cache_salt="user-8")])
+    assert list(statuses) == [0] * 6
+    assert list(hits) == [2 * P, 0, 0, 2 * P, 0, 0]
+    a.close()
+
+
 def test_bad_input_raises_typed_errors_and_leaves_the_node_intact(node):
     s = open_session(node)
     P = s.geometry.block_tokens
