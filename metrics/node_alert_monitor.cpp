@@ -1,61 +1,37 @@
 #include "metrics/node_alert_monitor.hpp"
 
 #include <algorithm>
-#include <map>
 #include <string>
 
+#include "metrics/owner_values.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 
 namespace kvrt::metrics {
 
-namespace {
-
-// Owner values by plain owner name, summed over trust domains
-// ("allocator@tenant-a" counts as "allocator"), as `kvrt stats` sums them.
-int64_t stat(const std::vector<OwnerStats>& owners, std::string_view owner, std::string_view name) {
-  int64_t sum = 0;
-  for (const OwnerStats& o : owners) {
-    const std::string_view plain = std::string_view(o.owner).substr(0, o.owner.find('@'));
-    if (plain != owner) continue;
-    for (const StatValue& v : o.values)
-      if (v.name == name) sum += v.value;
-  }
-  return sum;
-}
-
-uint64_t positive(int64_t v) { return v > 0 ? static_cast<uint64_t>(v) : 0; }
-
-}  // namespace
-
 CounterSnapshot counter_snapshot(const std::vector<OwnerStats>& owners, uint64_t at_ms) {
+  const OwnerValues v(owners);
   CounterSnapshot s;
   s.at_ms = at_ms;
-  for (uint32_t g = 0;; ++g) {
+  for (uint32_t g = 0; v.has("allocator", "pool" + std::to_string(g) + "_capacity_blocks"); ++g) {
     const std::string p = "pool" + std::to_string(g) + "_";
-    bool found = false;
-    for (const OwnerStats& o : owners)
-      for (const StatValue& v : o.values) found = found || v.name == p + "capacity_blocks";
-    if (!found) break;
-    s.free_blocks += positive(stat(owners, "allocator", p + "free_blocks"));
-    s.evictable_blocks += positive(stat(owners, "allocator", p + "evictable_blocks"));
+    s.free_blocks += v.count("allocator", p + "free_blocks");
+    s.evictable_blocks += v.count("allocator", p + "evictable_blocks");
   }
-  s.evictable_blocks += positive(stat(owners, "allocator", "node_leases"));
-  s.refcount_delta = stat(owners, "allocator", "refcount_delta");
-  s.required_frontier_tokens = positive(stat(owners, "mapper", "mapping_lag_tokens"));
+  s.evictable_blocks += v.count("allocator", "node_leases");
+  s.refcount_delta = v("allocator", "refcount_delta");
+  s.required_frontier_tokens = v.count("mapper", "mapping_lag_tokens");
   s.ready_frontier_tokens = 0;  // only the difference is reported (the worst slot's L_map)
-  s.allocation_failures = positive(stat(owners, "allocator", "out_of_capacity"));
-  s.locked_eviction_rejects = positive(stat(owners, "allocator", "locked_eviction_rejects"));
+  s.allocation_failures = v.count("allocator", "out_of_capacity");
+  s.locked_eviction_rejects = v.count("allocator", "locked_eviction_rejects");
   const NodeReuseFunnel f = node_reuse_funnel(owners);
-  uint64_t incompatible = 0;
   for (size_t r = 0; r < kRejectionReasonCount; ++r) {
     const auto reason = static_cast<RejectionReason>(r);
-    if (bucket_of(reason) == ReuseBucket::incompatible) incompatible += f.rejections[r];
     if (is_generation_or_version(reason)) s.generation_version_rejects += f.rejections[r];
     if (is_cross_namespace(reason)) s.cross_namespace_rejects += f.rejections[r];
     if (is_stale_namespace(reason)) s.stale_namespace_rejects += f.rejections[r];
   }
   s.candidate_matches = f.candidates;
-  s.compatible_matches = f.candidates >= incompatible ? f.candidates - incompatible : 0;
+  s.compatible_matches = f.compatible();
   return s;
 }
 

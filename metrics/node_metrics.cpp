@@ -1,8 +1,10 @@
 // The node's metric families, in the order docs/operations.md lists them.
 #include "metrics/node_metrics.hpp"
 
+#include <span>
 #include <string_view>
 
+#include "metrics/owner_values.hpp"
 #include "metrics/prometheus_exposition.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 #include "services/session/routes.hpp"
@@ -12,33 +14,6 @@ namespace kvrt::metrics {
 namespace {
 
 using Labels = std::vector<MetricLabel>;
-
-// Owner values by plain owner name, summed over trust domains.
-class OwnerValues {
- public:
-  explicit OwnerValues(const std::vector<OwnerStats>& owners) : owners_(owners) {}
-  int64_t operator()(std::string_view owner, std::string_view name) const {
-    int64_t sum = 0;
-    for (const OwnerStats& o : owners_) {
-      if (std::string_view(o.owner).substr(0, o.owner.find('@')) != owner) continue;
-      for (const StatValue& v : o.values)
-        if (v.name == name) sum += v.value;
-    }
-    return sum;
-  }
-  bool has(std::string_view owner, std::string_view name) const {
-    for (const OwnerStats& o : owners_) {
-      if (std::string_view(o.owner).substr(0, o.owner.find('@')) != owner) continue;
-      for (const StatValue& v : o.values)
-        if (v.name == name) return true;
-    }
-    return false;
-  }
-  const std::vector<OwnerStats>& all() const { return owners_; }
-
- private:
-  const std::vector<OwnerStats>& owners_;
-};
 
 double nonneg(int64_t v) { return v > 0 ? static_cast<double>(v) : 0.0; }
 
@@ -104,38 +79,53 @@ Status memory(PrometheusExposition& e, const OwnerValues& v) {
                 nonneg(v("mapper", "mapping_lag_tokens")));
 }
 
+// A family of one sample that is one owner statistic as it stands.
+struct DirectFamily {
+  const char* name;
+  MetricType type;
+  const char* help;
+  const char* owner;
+  const char* stat;
+};
+
+Status direct(PrometheusExposition& e, const OwnerValues& v, std::span<const DirectFamily> families) {
+  for (const DirectFamily& f : families) KVRT_TRY(single(e, f.name, f.type, f.help, nonneg(v(f.owner, f.stat))));
+  return Status::success();
+}
+
+constexpr DirectFamily kPrefixCacheFamilies[] = {
+    {"kvrt_prefix_cache_queries_tokens_total", MetricType::counter,
+     "Prompt tokens looked up in the prefix index (vLLM's prefix_cache_queries).", "prefix_index",
+     "lookup_prompt_tokens"},
+    {"kvrt_prefix_cache_hits_tokens_total", MetricType::counter,
+     "Prompt tokens the prefix index had cached (vLLM's prefix_cache_hits); rate(hits) / rate(queries) is the "
+     "token hit rate.",
+     "prefix_index", "lookup_hit_tokens"},
+    {"kvrt_prefix_cache_lookups_total", MetricType::counter, "Prefix lookups answered.", "prefix_index", "lookups"},
+    {"kvrt_prefix_cache_publications_total", MetricType::counter, "Publications the prefix index accepted.",
+     "prefix_index", "publications"},
+    {"kvrt_prefix_cache_leased_blocks", MetricType::gauge,
+     "Blocks the node's own prefix cache (the radix tree) holds by lease: live to the allocator, yet freed by the "
+     "radix owner's pressure relief.",
+     "allocator", "node_leases"},
+    {"kvrt_cow_copies_total", MetricType::counter, "Copy-on-write copies of a shared partial tail block (0x05A).",
+     "allocator", "partial_tails_copied"},
+    {"kvrt_cow_copied_rows_total", MetricType::counter,
+     "Token rows copied by copy-on-write, each spanning every cache group.", "allocator", "partial_tail_rows_copied"},
+};
+
 Status prefix_cache(PrometheusExposition& e, const OwnerValues& v, const NodeMetricsFacts& facts) {
-  KVRT_TRY(single(e, "kvrt_prefix_cache_queries_tokens_total", MetricType::counter,
-                  "Prompt tokens looked up in the prefix index (vLLM's prefix_cache_queries).",
-                  nonneg(v("prefix_index", "lookup_prompt_tokens"))));
-  KVRT_TRY(single(e, "kvrt_prefix_cache_hits_tokens_total", MetricType::counter,
-                  "Prompt tokens the prefix index had cached (vLLM's prefix_cache_hits); "
-                  "rate(hits) / rate(queries) is the token hit rate.",
-                  nonneg(v("prefix_index", "lookup_hit_tokens"))));
-  KVRT_TRY(single(e, "kvrt_prefix_cache_lookups_total", MetricType::counter, "Prefix lookups answered.",
-                  nonneg(v("prefix_index", "lookups"))));
-  KVRT_TRY(single(e, "kvrt_prefix_cache_publications_total", MetricType::counter,
-                  "Publications the prefix index accepted.", nonneg(v("prefix_index", "publications"))));
+  KVRT_TRY(direct(e, v, kPrefixCacheFamilies));
   const bool radix = v("prefix_index", "radix") > 0;
   KVRT_TRY(single(e, "kvrt_prefix_cache_blocks", MetricType::gauge,
                   "Blocks the prefix index names: pages x cache groups held by the radix tree, or the hash "
                   "chain's cached block entries.",
                   nonneg(radix ? v("prefix_index", "cached_blocks") : v("prefix_index", "cached_block_entries"))));
-  KVRT_TRY(single(e, "kvrt_prefix_cache_leased_blocks", MetricType::gauge,
-                  "Blocks the node's own prefix cache (the radix tree) holds by lease: live to the allocator, "
-                  "yet freed by the radix owner's pressure relief.",
-                  nonneg(v("allocator", "node_leases"))));
   KVRT_TRY(single(
       e, "kvrt_cache_evicted_blocks_total", MetricType::counter,
       "Cached blocks evicted: cached identities the allocator dropped (evicted or recycled) plus the "
       "radix tree's evicted pages x cache groups.",
       nonneg(v("allocator", "cache_keys_dropped")) + nonneg(v("prefix_index", "evicted_pages")) * facts.cache_groups));
-  KVRT_TRY(single(e, "kvrt_cow_copies_total", MetricType::counter,
-                  "Copy-on-write copies of a shared partial tail block (0x05A).",
-                  nonneg(v("allocator", "partial_tails_copied"))));
-  KVRT_TRY(single(e, "kvrt_cow_copied_rows_total", MetricType::counter,
-                  "Token rows copied by copy-on-write, each spanning every cache group.",
-                  nonneg(v("allocator", "partial_tail_rows_copied"))));
   return single(e, "kvrt_cow_copied_bytes_total", MetricType::counter,
                 "Bytes copied by copy-on-write: rows x B_row summed over the groups (0x02A).",
                 nonneg(v("allocator", "partial_tail_rows_copied")) * static_cast<double>(facts.row_bytes));
@@ -143,15 +133,11 @@ Status prefix_cache(PrometheusExposition& e, const OwnerValues& v, const NodeMet
 
 Status funnel(PrometheusExposition& e, const OwnerValues& v) {
   const NodeReuseFunnel f = node_reuse_funnel(v.all());
-  uint64_t incompatible = 0;
-  for (size_t r = 0; r < kRejectionReasonCount; ++r)
-    if (bucket_of(static_cast<RejectionReason>(r)) == ReuseBucket::incompatible) incompatible += f.rejections[r];
   KVRT_TRY(e.family("kvrt_reuse_funnel_total", MetricType::counter,
                     "Reuse attempts that reached each stage of the 0x0CF funnel (every prefix lookup is one)."));
-  const std::pair<const char*, uint64_t> stages[] = {
-      {"requests", f.requests},          {"authorized", f.authorized},
-      {"candidates", f.candidates},      {"compatible", f.candidates >= incompatible ? f.candidates - incompatible : 0},
-      {"current_generation", f.current}, {"leased", f.leased}};
+  const std::pair<const char*, uint64_t> stages[] = {{"requests", f.requests},          {"authorized", f.authorized},
+                                                     {"candidates", f.candidates},      {"compatible", f.compatible()},
+                                                     {"current_generation", f.current}, {"leased", f.leased}};
   for (const auto& [stage, n] : stages) KVRT_TRY(e.sample(Labels{{"stage", stage}}, static_cast<double>(n)));
   KVRT_TRY(e.family("kvrt_reuse_rejections_total", MetricType::counter,
                     "Reuse attempts rejected, by funnel bucket and reason (0x0CF)."));
@@ -175,6 +161,33 @@ Status funnel(PrometheusExposition& e, const OwnerValues& v) {
   return Status::success();
 }
 
+constexpr DirectFamily kLifecycleFamilies[] = {
+    {"kvrt_invalidated_pages_total", MetricType::counter, "Radix pages removed by purges and invalidations.",
+     "prefix_index", "invalidated_pages"},
+    {"kvrt_workers_connected", MetricType::gauge, "Worker sessions open now.", "node", "workers_connected"},
+    {"kvrt_sessions_opened_total", MetricType::counter, "Worker sessions opened.", "node", "sessions_opened"},
+    {"kvrt_sessions_ended_total", MetricType::counter,
+     "Worker sessions ended and their holdings released, closed or lost.", "node", "sessions_reclaimed"},
+    {"kvrt_sessions_lost_total", MetricType::counter,
+     "Sessions lost mid-work: the worker died, or its heartbeats stopped past the connection timeout.", "node",
+     "sessions_lost"},
+    {"kvrt_sessions_silenced_total", MetricType::counter,
+     "Sessions on the session channel whose heartbeats stopped: the liveness watch ended them (counted in "
+     "kvrt_sessions_lost_total too; a middleman session's silence shows only there).",
+     "node", "sessions_silenced"},
+    {"kvrt_hellos_refused_total", MetricType::counter,
+     "Session openings refused (bad token, unknown principal, malformed hello).", "node", "hellos_refused"},
+    {"kvrt_requests_reclaimed_total", MetricType::counter,
+     "Requests the allocator released for sessions that ended holding them.", "allocator", "requests_reclaimed"},
+    {"kvrt_allocation_refusals_total", MetricType::counter,
+     "Allocations refused for capacity (allocation_failures of 0x0CF).", "allocator", "out_of_capacity"},
+    {"kvrt_locked_eviction_rejects_total", MetricType::counter,
+     "Of those, refused while the node's prefix cache held leased blocks (0x0CF locked-cache pressure).", "allocator",
+     "locked_eviction_rejects"},
+    {"kvrt_fault_points_fired_total", MetricType::counter, "Owner fault points fired ([node] fault_injection runs).",
+     "allocator", "fault_points_fired"},
+};
+
 Status lifecycle(PrometheusExposition& e, const OwnerValues& v) {
   KVRT_TRY(e.family("kvrt_purges_total", MetricType::counter, "Namespace purges (0x0CE), by outcome."));
   for (const char* outcome : {"completed", "refused", "stopped"})
@@ -187,39 +200,7 @@ Status lifecycle(PrometheusExposition& e, const OwnerValues& v) {
                     "Namespace invalidations (0x01A): a successor generation made current, by outcome."));
   KVRT_TRY(e.sample(Labels{{"outcome", "completed"}}, nonneg(v("authorization", "invalidations"))));
   KVRT_TRY(e.sample(Labels{{"outcome", "refused"}}, nonneg(v("authorization", "invalidations_refused"))));
-  KVRT_TRY(single(e, "kvrt_invalidated_pages_total", MetricType::counter,
-                  "Radix pages removed by purges and invalidations.", nonneg(v("prefix_index", "invalidated_pages"))));
-  KVRT_TRY(single(e, "kvrt_workers_connected", MetricType::gauge, "Worker sessions open now.",
-                  nonneg(v("node", "workers_connected"))));
-  KVRT_TRY(single(e, "kvrt_sessions_opened_total", MetricType::counter, "Worker sessions opened.",
-                  nonneg(v("node", "sessions_opened"))));
-  KVRT_TRY(single(e, "kvrt_sessions_ended_total", MetricType::counter,
-                  "Worker sessions ended and their holdings released, closed or lost.",
-                  nonneg(v("node", "sessions_reclaimed"))));
-  KVRT_TRY(single(e, "kvrt_sessions_lost_total", MetricType::counter,
-                  "Sessions lost mid-work: the worker died, or its heartbeats stopped past the connection "
-                  "timeout.",
-                  nonneg(v("node", "sessions_lost"))));
-  KVRT_TRY(single(e, "kvrt_sessions_silenced_total", MetricType::counter,
-                  "Sessions on the session channel whose heartbeats stopped: the liveness watch ended them "
-                  "(counted in kvrt_sessions_lost_total too; a middleman session's silence shows only there).",
-                  nonneg(v("node", "sessions_silenced"))));
-  KVRT_TRY(single(e, "kvrt_hellos_refused_total", MetricType::counter,
-                  "Session openings refused (bad token, unknown principal, malformed hello).",
-                  nonneg(v("node", "hellos_refused"))));
-  KVRT_TRY(single(e, "kvrt_requests_reclaimed_total", MetricType::counter,
-                  "Requests the allocator released for sessions that ended holding them.",
-                  nonneg(v("allocator", "requests_reclaimed"))));
-  KVRT_TRY(single(e, "kvrt_allocation_refusals_total", MetricType::counter,
-                  "Allocations refused for capacity (allocation_failures of 0x0CF).",
-                  nonneg(v("allocator", "out_of_capacity"))));
-  KVRT_TRY(single(e, "kvrt_locked_eviction_rejects_total", MetricType::counter,
-                  "Of those, refused while the node's prefix cache held leased blocks (0x0CF locked-cache "
-                  "pressure).",
-                  nonneg(v("allocator", "locked_eviction_rejects"))));
-  KVRT_TRY(single(e, "kvrt_fault_points_fired_total", MetricType::counter,
-                  "Owner fault points fired ([node] fault_injection runs).",
-                  nonneg(v("allocator", "fault_points_fired"))));
+  KVRT_TRY(direct(e, v, kLifecycleFamilies));
   KVRT_TRY(e.family("kvrt_owner_errors_total", MetricType::counter,
                     "Operations an owner answered with a typed error, by owner."));
   const std::pair<const char*, const char*> errors[] = {
@@ -228,17 +209,16 @@ Status lifecycle(PrometheusExposition& e, const OwnerValues& v) {
   return Status::success();
 }
 
-Status events(PrometheusExposition& e, const OwnerValues& v) {
-  KVRT_TRY(single(e, "kvrt_kv_events_published_total", MetricType::counter,
-                  "KV events (BlockStored, BlockRemoved, AllBlocksCleared) sent on the PUB socket.",
-                  nonneg(v("node", "kv_events_published"))));
-  KVRT_TRY(single(e, "kvrt_kv_events_dropped_total", MetricType::counter,
-                  "KV events dropped because the publisher's queue was full.", nonneg(v("node", "kv_events_dropped"))));
-  KVRT_TRY(single(e, "kvrt_kv_event_batches_published_total", MetricType::counter,
-                  "Event batches sent (one sequence number each).", nonneg(v("node", "kv_event_batches_published"))));
-  return single(e, "kvrt_kv_event_replays_served_total", MetricType::counter,
-                "Replay requests answered on the ROUTER socket.", nonneg(v("node", "kv_event_replays_served")));
-}
+constexpr DirectFamily kEventFamilies[] = {
+    {"kvrt_kv_events_published_total", MetricType::counter,
+     "KV events (BlockStored, BlockRemoved, AllBlocksCleared) sent on the PUB socket.", "node", "kv_events_published"},
+    {"kvrt_kv_events_dropped_total", MetricType::counter, "KV events dropped because the publisher's queue was full.",
+     "node", "kv_events_dropped"},
+    {"kvrt_kv_event_batches_published_total", MetricType::counter, "Event batches sent (one sequence number each).",
+     "node", "kv_event_batches_published"},
+    {"kvrt_kv_event_replays_served_total", MetricType::counter, "Replay requests answered on the ROUTER socket.",
+     "node", "kv_event_replays_served"},
+};
 
 Status latency(PrometheusExposition& e, const RouteLatency& l) {
   KVRT_TRY(e.family("kvrt_receipt_latency_seconds", MetricType::histogram,
@@ -328,7 +308,7 @@ Result<std::string> render_node_metrics(const NodeMetricsSources& sources) {
   KVRT_TRY(prefix_cache(e, v, sources.facts));
   KVRT_TRY(funnel(e, v));
   KVRT_TRY(lifecycle(e, v));
-  if (v.has("node", "kv_events_published")) KVRT_TRY(events(e, v));
+  if (v.has("node", "kv_events_published")) KVRT_TRY(direct(e, v, kEventFamilies));
   if (sources.latency) KVRT_TRY(latency(e, *sources.latency));
   if (sources.alerts) KVRT_TRY(alerts(e, *sources.alerts));
   KVRT_TRY(owner_values(e, v));

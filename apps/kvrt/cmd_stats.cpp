@@ -8,9 +8,6 @@
 // interval for logs (tools/watch/node_view.hpp): pool usage, hit rate and
 // refusals of the interval, sessions, events, active alerts; with --json
 // one JSON object per line. Ctrl-C ends it after the line in progress.
-#include <signal.h>
-
-#include <atomic>
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -18,6 +15,7 @@
 #include <thread>
 
 #include "actors/client.hpp"
+#include "apps/kvrt/interrupt_flag.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
 #include "engine/node_stats_json.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
@@ -35,9 +33,6 @@ struct StatsCli {
   uint64_t count = 0;  // 0: until interrupted
 };
 
-std::atomic<bool> watch_interrupted{false};
-extern "C" void on_watch_interrupt(int) { watch_interrupted.store(true); }
-
 int run_watch(const StatsCli& cli) {
   if (!(cli.interval_s >= 0.05 && cli.interval_s <= 3600))
     return report_error("stats", make_error(ErrorCode::invalid_argument, "between 0.05 and 3600 seconds", "interval"));
@@ -46,23 +41,16 @@ int run_watch(const StatsCli& cli) {
                                             "--watch reads counters only; run --validate on its own", "validate"));
   Result<std::unique_ptr<watch::NodeWatcher>> watcher = watch::NodeWatcher::connect(cli.node);
   if (!watcher.ok()) return report_error("stats", watcher.error());
-  watch_interrupted.store(false);
-  struct sigaction sa {};
-  sa.sa_handler = on_watch_interrupt;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
+  const InterruptFlag interrupt;
   std::optional<watch::NodeViewSample> previous;
   int status = 0;
   for (uint64_t n = 0; cli.count == 0 || n < cli.count; ++n) {
     if (n > 0) {
       const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(cli.interval_s);
-      while (!watch_interrupted.load() && std::chrono::steady_clock::now() < until)
+      while (!interrupt.raised_now() && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    if (watch_interrupted.load()) break;
+    if (interrupt.raised_now()) break;
     Result<watch::NodeViewSample> sample = (*watcher)->read();
     if (!sample.ok()) {
       status = report_error("stats", sample.error());
@@ -75,8 +63,6 @@ int run_watch(const StatsCli& cli) {
       std::cout << watch::watch_line(view) << std::endl;
     previous = std::move(*sample);
   }
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
   return status;
 }
 

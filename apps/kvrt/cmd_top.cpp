@@ -4,17 +4,16 @@
 // screen, usable over ssh. `q` or Ctrl-C quits and gives the terminal back
 // as it was (a node that stops answering ends it too, with the error).
 #include <poll.h>
-#include <signal.h>
 #include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
 
+#include "apps/kvrt/interrupt_flag.hpp"
 #include "apps/kvrt/subcommand_registry.hpp"
 #include "tools/watch/node_watcher.hpp"
 
@@ -25,9 +24,6 @@ struct TopCli {
   std::string node = "kvrt-node.json";
   double interval_s = 1.0;
 };
-
-std::atomic<bool> interrupted{false};
-extern "C" void on_interrupt(int) { interrupted.store(true); }
 
 // The terminal in character mode without echo for the view's life; ISIG
 // stays on, so Ctrl-C still raises SIGINT (caught, not fatal).
@@ -41,18 +37,11 @@ class TerminalSession {
       raw.c_cc[VTIME] = 0;
       restore_ = ::tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
     }
-    struct sigaction sa {};
-    sa.sa_handler = on_interrupt;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
     std::cout << "\x1b[?1049h\x1b[?25l" << std::flush;  // alternate screen, cursor hidden
   }
   ~TerminalSession() {
     std::cout << "\x1b[?25h\x1b[?1049l" << std::flush;
     if (restore_) ::tcsetattr(STDIN_FILENO, TCSANOW, &saved_);
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
   }
   TerminalSession(const TerminalSession&) = delete;
   TerminalSession& operator=(const TerminalSession&) = delete;
@@ -65,11 +54,11 @@ class TerminalSession {
 
   // Waits up to `seconds` for a key; true when it was q (or Q), or when a
   // signal asked to stop.
-  static bool wait_for_quit(double seconds) {
+  bool wait_for_quit(double seconds) const {
     pollfd in{STDIN_FILENO, POLLIN, 0};
     const int timeout_ms = static_cast<int>(std::lround(seconds * 1000.0));
     const int r = ::poll(&in, 1, timeout_ms);
-    if (interrupted.load()) return true;
+    if (interrupt_.raised_now()) return true;
     if (r > 0 && (in.revents & POLLIN)) {
       char c = 0;
       if (::read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q')) return true;
@@ -79,10 +68,9 @@ class TerminalSession {
   }
 
  private:
+  InterruptFlag interrupt_;  // Ctrl-C ends the view, it does not kill it
   termios saved_{};
   bool restore_ = false;
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
 };
 
 int run_top(const TopCli& cli) {
@@ -96,7 +84,6 @@ int run_top(const TopCli& cli) {
   const NodeDescriptor& d = (*watcher)->descriptor();
   const std::string title =
       "kvrt top  node " + d.host + ":" + std::to_string(d.port) + " (pid " + std::to_string(d.node_pid) + ")";
-  interrupted.store(false);
   std::optional<watch::NodeViewSample> previous;
   std::optional<Error> failure;
   {
@@ -115,7 +102,7 @@ int run_top(const TopCli& cli) {
       }
       std::cout << frame << std::flush;
       previous = std::move(*sample);
-    } while (!TerminalSession::wait_for_quit(cli.interval_s));
+    } while (!terminal.wait_for_quit(cli.interval_s));
   }
   if (failure) return report_error("top", *failure);
   return 0;

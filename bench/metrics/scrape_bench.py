@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -27,31 +25,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
 
-
-class Node:
-    def __init__(self, kvrt_binary: str, directory: Path, cpu: int | None) -> None:
-        self.descriptor = str(directory / "node.json")
-        self.log = open(directory / "node.log", "w")
-        pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-        self.process = subprocess.Popen(
-            [kvrt_binary, "node", "--config", str(ROOT / "bench" / "metrics" / "node-scrape.toml"),
-             "--descriptor", self.descriptor], stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=pin)
-        deadline = time.monotonic() + 30
-        while not os.path.exists(self.descriptor):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kvrt node did not start: {open(self.log.name).read()[-2000:]}")
-            time.sleep(0.02)
-        self.metrics_url = json.load(open(self.descriptor))["metrics_url"]
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
+from bench_report import BenchNode, print_report  # noqa: E402
 
 
 class Scraper:
@@ -80,23 +56,11 @@ class Scraper:
         self.thread.join()
 
 
-def worker(args, node: Node, seed: int) -> dict:
+def worker(args, node: BenchNode, seed: int) -> dict:
     out = subprocess.run([args.kvrt, "worker", "--node", node.descriptor, "--principal", "bench", "--duration",
                           str(args.duration), "--seed", str(seed), "--json"], check=True, capture_output=True,
                          text=True, timeout=args.duration + 120).stdout
     return json.loads(out.strip().splitlines()[-1])
-
-
-def machine() -> dict:
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-                 platform.processor())
-    build = "?"
-    cache = ROOT / "build" / "CMakeCache.txt"
-    if cache.exists():
-        build = next((line.split("=", 1)[1].strip() for line in open(cache)
-                      if line.startswith("CMAKE_BUILD_TYPE:")), "?") or "?"
-    return {"cpus": os.cpu_count(), "cpu_model": model, "compiler": f"python {platform.python_version()}",
-            "build": build}
 
 
 def main() -> int:
@@ -113,14 +77,15 @@ def main() -> int:
         os.sched_setaffinity(0, {args.client_cpu})
     plain, scraped, scrape_s, scrape_bytes = [], [], [], 0
     with tempfile.TemporaryDirectory(prefix="kvrt-scrape-bench-") as d:
-        node = Node(args.kvrt, Path(d), args.node_cpu)
+        node = BenchNode(args.kvrt, ROOT / "bench" / "metrics" / "node-scrape.toml", Path(d), args.node_cpu)
+        metrics_url = node.facts()["metrics_url"]
         try:
             worker(args, node, 1)  # warm the node's pools and index
             for i in range(pairs):
                 # ABBA: drift over the run weighs on both sides alike.
                 for with_scrape in ((False, True) if i % 2 == 0 else (True, False)):
                     if with_scrape:
-                        with Scraper(node.metrics_url) as s:
+                        with Scraper(metrics_url) as s:
                             scraped.append(worker(args, node, 100 + i))
                         scrape_s += s.seconds
                         scrape_bytes = s.bytes
@@ -150,18 +115,8 @@ def main() -> int:
                  "note": f"median of {len(scrape_s)} scrapes of {scrape_bytes} bytes"})
     rows.append({"name": "worker_round_trips", "value": int(statistics.median(r["round_trips"] for r in plain + scraped)),
                  "unit": "per run"})
-    report = {"bench": "metrics", "machine": machine(), "rows": rows}
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    m = report["machine"]
-    print(f"machine: {m['cpus']} cpus, {m['cpu_model']}, {m['build']}")
-    print(f"medians over {pairs} ABBA pairs of {args.duration} s worker runs; ratio > 1 is better\n")
-    print(f"{'row':36} {'value':>10} {'unit':8} {'baseline':>10} {'ratio':>7}  target")
-    for r in rows:
-        meets = "" if "meets" not in r else ("  (meets)" if r["meets"] else "  (MISSES)")
-        print(f"{r['name']:36} {r['value']:>10} {r['unit']:8} {r.get('baseline', ''):>10} {r.get('ratio', ''):>7}  "
-              f"{r.get('target', r.get('note', ''))}{meets}")
+    print_report("metrics", rows, args.json,
+                 f"medians over {pairs} ABBA pairs of {args.duration} s worker runs; ratio > 1 is better", width=36)
     return 0
 
 

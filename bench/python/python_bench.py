@@ -22,9 +22,7 @@ import argparse
 import ctypes
 import json
 import os
-import platform
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -37,31 +35,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "python"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import kvrt  # noqa: E402
-
-
-class Node:
-    def __init__(self, kvrt_binary: str, config: Path, directory: Path, cpu: int | None) -> None:
-        self.descriptor = str(directory / f"{config.stem}.json")
-        self.log = open(directory / f"{config.stem}.log", "w")
-        pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
-        self.process = subprocess.Popen([kvrt_binary, "node", "--config", str(config), "--descriptor", self.descriptor],
-                                        stdout=self.log, stderr=subprocess.STDOUT, preexec_fn=pin)
-        deadline = time.monotonic() + 30
-        while not os.path.exists(self.descriptor):
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"kvrt node did not start: {open(self.log.name).read()[-2000:]}")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.close()
+from bench_report import BenchNode, print_report  # noqa: E402
 
 
 # ---- per-call overhead -----------------------------------------------------
@@ -97,7 +74,7 @@ def python_calls(descriptor: str, batch: int, tokens: int, trials: int, iteratio
 
 
 def call_rows(args, tmp: Path) -> list[dict]:
-    node = Node(args.kvrt, ROOT / "bench" / "python" / "node-calls.toml", tmp, args.node_cpu)
+    node = BenchNode(args.kvrt, ROOT / "bench" / "python" / "node-calls.toml", tmp, args.node_cpu)
     batch, tokens = 16, 256
     trials, iterations = (3, 20) if args.quick else (7, 200)
     try:
@@ -136,7 +113,7 @@ def copy_rows(args, tmp: Path) -> list[dict]:
 
     from kvrt.integrations.vllm import BlockCopy, KvrtConnector, KvrtConnectorMetadata, KVConnectorRole
 
-    node = Node(args.kvrt, ROOT / "bench" / "python" / "node-model-wide.toml", tmp, args.node_cpu)
+    node = BenchNode(args.kvrt, ROOT / "bench" / "python" / "node-model-wide.toml", tmp, args.node_cpu)
     blocks = 8 if args.quick else 64
     trials = 3 if args.quick else 9
     layers, P = 32, 16
@@ -226,7 +203,7 @@ def prefill_rows(args, tmp: Path) -> list[dict]:
         engine.shutdown()
         return out, engine.prefill_tokens_computed
 
-    node = Node(args.kvrt, ROOT / "tests" / "data" / "python" / "node-engines.toml", tmp, args.node_cpu)
+    node = BenchNode(args.kvrt, ROOT / "tests" / "data" / "python" / "node-engines.toml", tmp, args.node_cpu)
     try:
         run(a_requests, kvrt_connector_factory(node.descriptor, "engine-a"))
         b_out, b_prefill = run(b_requests, kvrt_connector_factory(node.descriptor, "engine-b"))
@@ -237,18 +214,6 @@ def prefill_rows(args, tmp: Path) -> list[dict]:
         raise AssertionError("engine B's tokens with the connector differ from its tokens without it")
     return [{"name": "prefill_tokens_engine_b_shared_prefix", "value": b_prefill, "unit": "tokens",
              "baseline_name": "no_connector", "baseline": ref_prefill, "ratio": round(ref_prefill / b_prefill, 3)}]
-
-
-def machine() -> dict:
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-                 platform.processor())
-    build = "?"
-    cache = ROOT / "build" / "CMakeCache.txt"
-    if cache.exists():
-        build = next((line.split("=", 1)[1].strip() for line in open(cache)
-                      if line.startswith("CMAKE_BUILD_TYPE:")), "?") or "?"
-    return {"cpus": os.cpu_count(), "cpu_model": model, "compiler": f"python {platform.python_version()}",
-            "build": build}
 
 
 def main() -> int:
@@ -264,18 +229,7 @@ def main() -> int:
         os.sched_setaffinity(0, {args.client_cpu})
     with tempfile.TemporaryDirectory(prefix="kvrt-python-bench-") as d:
         rows = call_rows(args, Path(d)) + copy_rows(args, Path(d)) + prefill_rows(args, Path(d))
-    report = {"bench": "python", "machine": machine(), "rows": rows}
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    m = report["machine"]
-    print(f"machine: {m['cpus']} cpus, {m['cpu_model']}, {m['compiler']}, {m['build']}")
-    print("medians over alternated trials; ratio > 1 is better for kvrt's Python path\n")
-    print(f"{'row':48} {'value':>10} {'unit':8} {'baseline':>10} {'ratio':>7}  target")
-    for r in rows:
-        meets = "" if "meets" not in r else ("  (meets)" if r["meets"] else "  (MISSES)")
-        print(f"{r['name']:48} {r['value']:>10} {r['unit']:8} {r.get('baseline', ''):>10} {r.get('ratio', ''):>7}  "
-              f"{r.get('target', '')}{meets}")
+    print_report("python", rows, args.json, "medians over alternated trials; ratio > 1 is better for kvrt's Python path")
     return 0
 
 

@@ -63,6 +63,13 @@ bool is_owner(const std::string& reported, const std::string& owner) {
 
 }  // namespace
 
+uint64_t NodeReuseFunnel::compatible() const {
+  uint64_t incompatible = 0;
+  for (size_t r = 0; r < kRejectionReasonCount; ++r)
+    if (bucket_of(static_cast<RejectionReason>(r)) == ReuseBucket::incompatible) incompatible += rejections[r];
+  return candidates >= incompatible ? candidates - incompatible : 0;
+}
+
 NodeReuseFunnel node_reuse_funnel(const std::vector<OwnerStats>& owners) {
   NodeReuseFunnel f;
   uint64_t misses = 0, refused_auth = 0, refused_stale = 0;

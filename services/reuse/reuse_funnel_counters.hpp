@@ -79,6 +79,9 @@ struct NodeReuseFunnel {
   uint64_t quota_exceeded = 0;   // candidates presented to an allocation refused for its block quota
   uint64_t unsettled = 0;        // candidates no allocation presented (yet)
   std::array<uint64_t, kRejectionReasonCount> rejections{};  // by reason, over every rejected attempt
+
+  // N_compat: the candidates less those refused as incompatible.
+  uint64_t compatible() const;
 };
 
 // From the "prefix_index", "allocator" and "node" owners' stats (the node's

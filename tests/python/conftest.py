@@ -100,6 +100,15 @@ def radix_node(tmp_path):
 
 
 @pytest.fixture
+def metrics_node(tmp_path):
+    """A node serving /metrics and KV events on free loopback ports, with a
+    small pool and alert windows short enough for a test."""
+    n = Node(tmp_path, "tests/data/python/node-metrics.toml")
+    yield n
+    n.stop()
+
+
+@pytest.fixture
 def engines_node(tmp_path):
     """A node for the test engines: the tiny engine's layout, engine-a and
     engine-b on test/engines, engine-c on test/elsewhere."""

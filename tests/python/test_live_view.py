@@ -25,13 +25,6 @@ from conftest import KVRT, Node, publish
 NS = "test/engines"
 
 
-@pytest.fixture
-def metrics_node(tmp_path):
-    n = Node(tmp_path, "tests/data/python/node-metrics.toml")
-    yield n
-    n.stop()
-
-
 def test_stats_watch_prints_one_json_object_per_interval_with_that_intervals_hit_rate(metrics_node):
     s = kvrt.Session(metrics_node.descriptor, "engine-a")
     s.authorize(NS)

@@ -107,11 +107,16 @@ def value(families: dict, family: str, sample: str | None = None, **labels) -> f
     return samples[(sample or family, tuple(sorted(labels.items())))]
 
 
-@pytest.fixture
-def metrics_node(tmp_path):
-    n = Node(tmp_path, "tests/data/python/node-metrics.toml")
-    yield n
-    n.stop()
+def await_alert(node: Node, alert: str, active: int, timeout: float = 10.0) -> dict:
+    """Scrapes until kvrt_alert_active{alert} is `active`; the last scrape."""
+    deadline = time.monotonic() + timeout
+    while True:
+        families = scrape(node)
+        if value(families, "kvrt_alert_active", alert=alert) == active or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert value(families, "kvrt_alert_active", alert=alert) == active
+    return families
 
 
 def test_every_family_is_served_parsed_and_agrees_with_kvrt_stats(metrics_node):
@@ -200,13 +205,7 @@ def test_a_full_pool_raises_allocator_exhaustion_live_and_draining_clears_it(met
         else:
             refused += 1
     assert len(held) == 12 and refused == 28
-    deadline = time.monotonic() + 10
-    while True:
-        families = scrape(metrics_node)
-        if value(families, "kvrt_alert_active", alert="allocator_exhaustion") == 1 or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert value(families, "kvrt_alert_active", alert="allocator_exhaustion") == 1
+    families = await_alert(metrics_node, "allocator_exhaustion", 1)
     assert value(families, "kvrt_alert_input", alert="allocator_exhaustion", input="free_blocks") == 0
     assert value(families, "kvrt_alert_input", alert="allocator_exhaustion", input="evictable_blocks") == 0
     assert value(families, "kvrt_alert_input", alert="allocator_exhaustion",
@@ -218,13 +217,7 @@ def test_a_full_pool_raises_allocator_exhaustion_live_and_draining_clears_it(met
             assert value(families, "kvrt_alert_active", alert=alert) == 0, alert
 
     kvrt.check_statuses(s.release(held))
-    deadline = time.monotonic() + 10
-    while True:
-        families = scrape(metrics_node)
-        if value(families, "kvrt_alert_active", alert="allocator_exhaustion") == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert value(families, "kvrt_alert_active", alert="allocator_exhaustion") == 0
+    families = await_alert(metrics_node, "allocator_exhaustion", 0)
     assert value(families, "kvrt_alert_input", alert="allocator_exhaustion", input="free_blocks") == 24
     s.close()
 
