@@ -12,22 +12,55 @@ ExecuteBatchRun::ExecuteBatchRun(ExecutorService& service, ExecuteBatch batch)
 
 std::optional<TableRead> ExecuteBatchRun::next() const {
   const size_t i = receipt_.outcomes.size();
-  if (i == batch_.ops.size()) return std::nullopt;
-  return TableRead{batch_.ops[i].request};
+  if (i < batch_.ops.size()) return TableRead{batch_.ops[i].request};
+  const size_t k = receipt_.shared_outcomes.size();
+  if (k == batch_.shared.size()) return std::nullopt;
+  const SharedPrefixDecodeOp& op = batch_.shared[k];
+  // An op without members still takes one step, answered by shared_decode's refusal.
+  if (op.members.empty()) return TableRead{RequestId{0}};
+  return TableRead{op.members[member_tables_.size()].request};
 }
 
 void ExecuteBatchRun::answer(std::optional<BlockTableView> table) {
-  const DecodeAttentionOp& op = batch_.ops[receipt_.outcomes.size()];
-  if (!table) {
-    receipt_.outcomes.push_back(make_error(
-        ErrorCode::unknown_request,
-        "request " + std::to_string(op.request.value) + " has no block table this session may read", "request"));
+  if (receipt_.outcomes.size() < batch_.ops.size()) {
+    const DecodeAttentionOp& op = batch_.ops[receipt_.outcomes.size()];
+    if (!table) {
+      receipt_.outcomes.push_back(make_error(
+          ErrorCode::unknown_request,
+          "request " + std::to_string(op.request.value) + " has no block table this session may read", "request"));
+      return;
+    }
+    Result<AttentionOutput> out = service_.decode(op, *table);
+    receipt_.outcomes.push_back(out.ok() ? ExecuteOutcome(std::move(*out)) : ExecuteOutcome(out.error()));
     return;
   }
-  Result<AttentionOutput> out = service_.decode(op, *table);
-  receipt_.outcomes.push_back(out.ok() ? ExecuteOutcome(std::move(*out)) : ExecuteOutcome(out.error()));
+  const SharedPrefixDecodeOp& op = batch_.shared[receipt_.shared_outcomes.size()];
+  if (!op.members.empty()) {
+    if (!table) {
+      const size_t m = member_tables_.size();
+      member_tables_.clear();
+      receipt_.shared_outcomes.push_back(make_error(
+          ErrorCode::unknown_request,
+          "request " + std::to_string(op.members[m].request.value) + " has no block table this session may read",
+          "members[" + std::to_string(m) + "]"));
+      return;
+    }
+    member_tables_.push_back(std::move(*table));
+    if (member_tables_.size() < op.members.size()) return;
+  }
+  Result<SharedPrefixOutput> out = service_.shared_decode(op, member_tables_);
+  member_tables_.clear();
+  receipt_.shared_outcomes.push_back(out.ok() ? SharedPrefixOutcome(std::move(*out))
+                                              : SharedPrefixOutcome(out.error()));
 }
 
-void ExecuteBatchRun::failed(const Error& e) { receipt_.outcomes.push_back(e); }
+void ExecuteBatchRun::failed(const Error& e) {
+  if (receipt_.outcomes.size() < batch_.ops.size()) {
+    receipt_.outcomes.push_back(e);
+    return;
+  }
+  member_tables_.clear();
+  receipt_.shared_outcomes.push_back(e);
+}
 
 }  // namespace kvrt

@@ -4,12 +4,14 @@
 // calling session (another session's request answers "no table" there,
 // before any kernel runs: 0x0BH, the executor reads only what a current
 // receipt names), then ExecutorService::decode runs over the node's pools.
-// One outcome per op, in order.
+// Then each shared-prefix op: every member's table is read the same way,
+// then ExecutorService::shared_decode runs. One outcome per op, in order.
 //
 // The caller (the executor's actor, or a test) asks next() for the table to
 // read, answers it, and repeats until next() answers nothing; then
 // take_receipt().
 #include <optional>
+#include <vector>
 
 #include "schema/executor_types.hpp"
 #include "services/allocator/allocator_requests.hpp"
@@ -37,6 +39,7 @@ class ExecuteBatchRun {
   ExecutorService& service_;
   ExecuteBatch batch_;
   ExecuteBatchReceipt receipt_;
+  std::vector<BlockTableView> member_tables_;  // of the shared op in progress, read so far
 };
 
 }  // namespace kvrt

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,19 @@ class ExecutorService {
   // refusal of the kernel's own checks (check_block_table).
   Result<AttentionOutput> decode(const DecodeAttentionOp& op, const BlockTableView& table);
 
+  // Decode of one layer for requests that share physical prefix blocks
+  // (0x0BA-0x0BD): tables[i] is op.members[i]'s block table as the
+  // allocator resolved it for the session. The prefix tree comes from those
+  // tables (executor/shared_prefix_plan.hpp), then the design runs with the
+  // exact LSE merge: Hydragen, ChunkAttention (auto: ChunkAttention when a
+  // path has more than one shared level), or per-request decode. A batch
+  // with no shared block, or a node whose pools are GPU memory (the shared
+  // designs run on the CPU kernels), falls back to per-request decode, and
+  // the output says why. Errors, before any kernel runs: those of decode()
+  // for every member, invalid_argument (no member, a request named twice,
+  // a table count that is not the members'), executor_shape_mismatch.
+  Result<SharedPrefixOutput> shared_decode(const SharedPrefixDecodeOp& op, std::span<const BlockTableView> tables);
+
   // Step 8 of the executable-reuse transaction (0x0CD): freezes the
   // snapshot a reuse reads (the handles and interval as given, the kernel ABI
   // of this executor: the layout's logical cache ABI) under a new version.
@@ -68,6 +82,16 @@ class ExecutorService {
   std::unique_ptr<executor::ThreadPool> pool_;
   uint64_t snapshots_frozen_ = 0;
   uint64_t executions_ = 0, errors_ = 0, kv_rows_ = 0, kv_bytes_ = 0;
+  // Shared-prefix batches: executed by a shared design, fallen back to
+  // per-request decode, and the rows the shared designs did not read again.
+  uint64_t shared_batches_ = 0, shared_fallbacks_ = 0, shared_rows_saved_ = 0;
+
+  // The cache group of `layer`, after the layer and head checks of every op.
+  Result<uint32_t> check_layer(uint32_t layer, uint32_t q_heads) const;
+  // One request's paged decode over `layer` (outputs and lse sized by the caller).
+  Result<executor::DecodeReceipt> decode_rows(uint32_t layer, uint32_t g, uint32_t q_heads, const BlockTableView& table,
+                                              std::span<const float> queries, std::span<float> outputs,
+                                              std::span<float> lse);
 };
 
 }  // namespace kvrt

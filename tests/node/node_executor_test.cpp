@@ -6,9 +6,18 @@
 // mapping of the pools. Another session's request, a stale table version, a
 // bad layer, query width or head mapping, and malformed bytes are typed
 // errors; the node keeps serving.
+//
+// Shared-prefix execution: requests that hold the same physical blocks (a
+// system prompt shared by three, a document by two of them) run as one
+// batch with Hydragen, ChunkAttention and per-request decode; each design's
+// rows equal every request's own decode (per-request bit for bit, the
+// merged designs within the row bound of attention_args.hpp), the receipt
+// states the tree it built, and a batch that shares nothing falls back.
+#include <cmath>
 #include <random>
 
 #include "schema/codecs.hpp"
+#include "services/executor/attention_args.hpp"
 #include "services/executor/paged_decode.hpp"
 #include "services/executor/scalar_convert.hpp"
 #include "services/identity/layout_loader.hpp"
@@ -148,6 +157,201 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
     CHECK(e->error.code == ErrorCode::decode_failed);
   }
   CHECK(n.stat("executor", "errors") == 4);
+}
+
+namespace {
+
+// A request of `rows` tokens taking `shared` (bundle-major handles of its
+// first blocks) by reference; its own blocks filled with seeded rows and
+// every row committed.
+struct Member {
+  RequestFence fence;
+  TableVersion version;
+  uint32_t rows = 0;
+  std::vector<PhysicalBlockHandle> handles;  // bundle-major, as a prefix hit names them
+};
+
+Member admit_member(Client& c, AttachedPools& pools, uint32_t rows, const std::vector<PhysicalBlockHandle>& shared,
+                    std::mt19937_64& rng) {
+  const uint32_t G = static_cast<uint32_t>(pools.layout.cache_groups.size());
+  Result<AllocatorBatchReceipt> alloc = c.call(AllocatorBatch{{}, {AllocateOp{rows, shared, std::nullopt}}});
+  REQUIRE(alloc.ok());
+  const auto* r = std::get_if<AllocationReceipt>(&alloc->outcomes.at(0));
+  REQUIRE(r != nullptr);
+  REQUIRE(r->outcome == AllocationOutcome::committed);
+  Member m;
+  m.rows = rows;
+  const uint32_t blocks = (rows + 15) / 16, taken = static_cast<uint32_t>(shared.size()) / G;
+  std::vector<std::vector<PhysicalBlockHandle>> by_group(G, std::vector<PhysicalBlockHandle>(blocks));
+  for (uint32_t j = 0; j < taken; ++j)
+    for (uint32_t g = 0; g < G; ++g) by_group[g][j] = shared[j * G + g];
+  for (const TableEntryUpdate& e : r->published_entries) by_group[e.handle.group.value][e.logical_block] = e.handle;
+  for (uint32_t j = 0; j < blocks; ++j)
+    for (uint32_t g = 0; g < G; ++g) m.handles.push_back(by_group[g][j]);
+  for (uint32_t layer = 0; layer < pools.layout.layer_count(); ++layer) {
+    const uint32_t g = pools.layout.group_for_layer(layer)->group_id.value;
+    for (uint32_t j = taken; j < blocks; ++j)
+      pools.fill(layer, by_group[g][j].block.value, std::min<uint32_t>(16, rows - j * 16), rng);
+  }
+  const RequestFence fence{r->request_id, r->request_generation, r->table_version_after};
+  Result<AllocatorBatchReceipt> committed = c.call(AllocatorBatch{{}, {CommitRowsOp{fence, rows}}});
+  REQUIRE(committed.ok());
+  const auto* done = std::get_if<AllocationReceipt>(&committed->outcomes.at(0));
+  REQUIRE(done != nullptr);
+  m.fence = fence;
+  m.version = done->table_version_after;
+  return m;
+}
+
+const SharedPrefixOutput& shared_output_of(const ExecuteBatchReceipt& r, size_t i) {
+  const auto* o = std::get_if<SharedPrefixOutput>(&r.shared_outcomes.at(i));
+  INFO((o == nullptr ? std::get<Error>(r.shared_outcomes[i]).describe() : "ok"));
+  REQUIRE(o != nullptr);
+  return *o;
+}
+
+ErrorCode shared_error_of(const ExecuteBatchReceipt& r, size_t i) {
+  const auto* e = std::get_if<Error>(&r.shared_outcomes.at(i));
+  return e == nullptr ? ErrorCode::ok : e->code;
+}
+
+// The row bound of attention_args.hpp: a merged row within 1e-5 of the row's scale.
+bool rows_close(const std::vector<float>& a, const std::vector<float>& b, size_t width) {
+  if (a.size() != b.size()) return false;
+  for (size_t row = 0; row < a.size() / width; ++row) {
+    double scale = 1e-30;
+    for (size_t k = 0; k < width; ++k) scale = std::max(scale, std::fabs(double{b[row * width + k]}));
+    for (size_t k = 0; k < width; ++k)
+      if (std::fabs(double{a[row * width + k]} - double{b[row * width + k]}) > 1e-5 * scale) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("node executor: a shared-prefix batch runs each design over the tree its tables make",
+          "[node][executor][shared_prefix]") {
+  ScratchDir dir("node-executor-shared");
+  InProcessNode n(dir);
+  auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
+  AttachedPools pools(*a, n.descriptor);
+  const uint32_t G = static_cast<uint32_t>(pools.layout.cache_groups.size());
+  std::mt19937_64 rng(0x5A4ED);
+
+  // A system prompt (2 blocks) and a document (1 block): r0 holds both;
+  // r1 takes both and adds 20 private rows; r2 takes the system prompt and
+  // adds 24; r3 shares nothing.
+  const Member r0 = admit_member(*a, pools, 48, {}, rng);
+  const std::vector<PhysicalBlockHandle> system(r0.handles.begin(), r0.handles.begin() + 2 * G);
+  const std::vector<PhysicalBlockHandle> document(r0.handles.begin(), r0.handles.begin() + 3 * G);
+  const Member r1 = admit_member(*a, pools, 68, document, rng);
+  const Member r2 = admit_member(*a, pools, 56, system, rng);
+  const Member r3 = admit_member(*a, pools, 30, {}, rng);
+  const std::vector<Member> members{r2, r0, r3, r1};  // any order: the node sorts the tree
+
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (uint32_t layer : {0u, 3u}) {
+    INFO("layer " << layer);
+    // Every member's own decode, for reference.
+    ExecuteBatch own;
+    std::vector<float> queries;
+    for (const Member& m : members) {
+      DecodeAttentionOp op{m.fence.request, m.version, layer, 4, std::vector<float>(4 * 16)};
+      for (float& x : op.queries) x = u(rng);
+      queries.insert(queries.end(), op.queries.begin(), op.queries.end());
+      own.ops.push_back(op);
+    }
+    SharedPrefixDecodeOp shared;
+    for (const Member& m : members) shared.members.push_back(SharedPrefixMember{m.fence.request, m.version});
+    shared.layer = layer;
+    shared.q_heads = 4;
+    shared.queries = queries;
+    for (SharedPrefixDesign d : {SharedPrefixDesign::auto_, SharedPrefixDesign::hydragen,
+                                 SharedPrefixDesign::chunk_attention, SharedPrefixDesign::per_request}) {
+      shared.design = d;
+      own.shared.push_back(shared);
+    }
+    Result<ExecuteBatchReceipt> run = a->call(own);
+    REQUIRE(run.ok());
+    REQUIRE(run->shared_outcomes.size() == 4);
+    const SharedPrefixDesign executed[] = {SharedPrefixDesign::chunk_attention, SharedPrefixDesign::hydragen,
+                                           SharedPrefixDesign::chunk_attention, SharedPrefixDesign::per_request};
+    for (size_t k = 0; k < 4; ++k) {
+      INFO("design " << k);
+      const SharedPrefixOutput& o = shared_output_of(*run, k);
+      CHECK(o.design == executed[k]);  // auto: two shared levels on r1's path -> ChunkAttention
+      CHECK(o.fallback_reason.empty());
+      CHECK(o.levels == 2);
+      CHECK(o.chunks == 5);  // system, document, r1's, r2's and r3's own rows
+      CHECK(o.shared_chunks == 2);
+      CHECK(o.rows_per_request == 48 + 68 + 56 + 30);
+      CHECK(o.rows_read == (k == 3 ? 48 + 68 + 56 + 30 : 32 + 16 + 20 + 24 + 30));
+      CHECK(o.snapshot_sha256 != Sha256Digest{});
+      REQUIRE(o.outputs.size() == members.size());
+      for (size_t i = 0; i < members.size(); ++i) {
+        const AttentionOutput& ref = output_of(*run, i);
+        CHECK(o.outputs[i].request == members[i].fence.request);
+        CHECK(o.outputs[i].context_tokens == members[i].rows);
+        if (k == 3) {
+          CHECK(same_bits(o.outputs[i].outputs, ref.outputs));
+          CHECK(same_bits(o.outputs[i].lse, ref.lse));
+        } else {
+          CHECK(rows_close(o.outputs[i].outputs, ref.outputs, 16));
+          CHECK(rows_close(o.outputs[i].lse, ref.lse, 1));
+        }
+      }
+    }
+  }
+  CHECK(n.stat("executor", "shared_prefix_batches") == 2 * 3);
+  CHECK(n.stat("executor", "shared_prefix_rows_saved") == 2 * 3 * ((48 + 68 + 56 + 30) - (32 + 16 + 20 + 24 + 30)));
+
+  // Nothing shared: per-request decode, and the output says why.
+  const Member r4 = admit_member(*a, pools, 20, {}, rng);
+  SharedPrefixDecodeOp lone;
+  lone.members = {SharedPrefixMember{r3.fence.request, r3.version}, SharedPrefixMember{r4.fence.request, r4.version}};
+  lone.layer = 0;
+  lone.q_heads = 4;
+  lone.queries.assign(2 * 4 * 16, 0.25f);
+  ExecuteBatch fallback;
+  fallback.shared = {lone};
+  Result<ExecuteBatchReceipt> fell = a->call(fallback);
+  REQUIRE(fell.ok());
+  const SharedPrefixOutput& f = shared_output_of(*fell, 0);
+  CHECK(f.design == SharedPrefixDesign::per_request);
+  CHECK_FALSE(f.fallback_reason.empty());
+  CHECK(f.shared_chunks == 0);
+  CHECK(n.stat("executor", "shared_prefix_fallbacks") == 1);
+
+  // Refusals, each alone in its slot; the batch goes on.
+  SharedPrefixDecodeOp foreign = lone;  // r3 and r4 are worker-0's
+  ExecuteBatch other;
+  other.shared = {foreign};
+  Result<ExecuteBatchReceipt> refused_other = b->call(other);
+  REQUIRE(refused_other.ok());
+  CHECK(shared_error_of(*refused_other, 0) == ErrorCode::unknown_request);
+  SharedPrefixDecodeOp stale = lone;
+  stale.members[1].table_version = TableVersion{r4.version.value + 5};
+  SharedPrefixDecodeOp twice = lone;
+  twice.members[1] = twice.members[0];
+  SharedPrefixDecodeOp width = lone;
+  width.queries.pop_back();
+  SharedPrefixDecodeOp none = lone;
+  none.members.clear();
+  none.queries.clear();
+  SharedPrefixDecodeOp layer = lone;
+  layer.layer = 9;
+  ExecuteBatch bad;
+  bad.shared = {stale, twice, width, none, layer, lone};
+  Result<ExecuteBatchReceipt> refused = a->call(bad);
+  REQUIRE(refused.ok());
+  CHECK(shared_error_of(*refused, 0) == ErrorCode::stale_table_version);
+  CHECK(shared_error_of(*refused, 1) == ErrorCode::invalid_argument);
+  CHECK(shared_error_of(*refused, 2) == ErrorCode::executor_shape_mismatch);
+  CHECK(shared_error_of(*refused, 3) == ErrorCode::invalid_argument);
+  CHECK(shared_error_of(*refused, 4) == ErrorCode::coordinate_out_of_range);
+  CHECK(same_bits(shared_output_of(*refused, 5).outputs.at(0).outputs, f.outputs.at(0).outputs));
+  CHECK(n.stat("allocator", "leaked_blocks") == 0);
 }
 
 }  // namespace kvrt::test

@@ -228,6 +228,14 @@ inline ExecuteBatch filled(uint64_t seed) {
     for (int i = 0; i < 5 + k; ++i) op.queries.push_back(static_cast<float>(n.u32() % 1000) / 7.0f - 60.0f);
     b.ops.push_back(std::move(op));
   }
+  SharedPrefixDecodeOp shared;
+  for (int k = 0; k < 3; ++k) shared.members.push_back(SharedPrefixMember{RequestId{n.u64()}, TableVersion{n.u64()}});
+  shared.layer = n.u32();
+  shared.q_heads = n.u32();
+  for (int i = 0; i < 4; ++i) shared.queries.push_back(static_cast<float>(n.u32() % 1000) / 9.0f - 50.0f);
+  shared.design = static_cast<SharedPrefixDesign>(n.u32() % 4);
+  shared.shared_threshold = n.u32();
+  b.shared.push_back(std::move(shared));
   return b;
 }
 
@@ -243,7 +251,23 @@ inline ExecuteBatchReceipt filled(uint64_t seed) {
   AttentionOutput o{RequestId{n.u64()}, TableVersion{n.u64()}, n.u32(), n.u32(), {}, {}, n.u64()};
   for (int i = 0; i < 6; ++i) o.outputs.push_back(static_cast<float>(n.u32() % 1000) / 3.0f);
   for (int i = 0; i < 2; ++i) o.lse.push_back(static_cast<float>(n.u32() % 100) / 9.0f);
+  SharedPrefixOutput shared;
+  shared.design = static_cast<SharedPrefixDesign>(n.u32() % 4);
+  shared.fallback_reason = n.text("reason");
+  shared.levels = n.u32();
+  shared.chunks = n.u32();
+  shared.shared_chunks = n.u32();
+  shared.rows_read = n.u64();
+  shared.rows_per_request = n.u64();
+  for (size_t i = 0; i < shared.snapshot_sha256.bytes.size(); ++i) {
+    shared.snapshot_sha256.bytes[i] = static_cast<uint8_t>(n.u32());
+    shared.kernel_abi_sha256.bytes[i] = static_cast<uint8_t>(n.u32());
+  }
+  shared.outputs.push_back(o);
   r.outcomes.emplace_back(std::in_place_type<AttentionOutput>, std::move(o));
+  r.shared_outcomes.reserve(2);
+  r.shared_outcomes.emplace_back(std::in_place_type<SharedPrefixOutput>, std::move(shared));
+  r.shared_outcomes.emplace_back(std::in_place_type<Error>, filled<ErrorMessage>(seed + 1).error);
   return r;
 }
 
