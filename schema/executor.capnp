@@ -20,6 +20,7 @@ struct DecodeAttentionOp {
   layer @2 :UInt32;                        # model layer
   qHeads @3 :UInt32;                       # H_q; H_kv comes from the layout
   queries @4 :List(Float32);               # [H_q][d_qk]
+  kernelBlockTokens @5 :UInt32;            # P_k: kernel blocks carved from allocator blocks; must divide P_a (0x0AC); 0 = the kernel's own
 }
 
 struct AttentionOutput {
@@ -30,6 +31,9 @@ struct AttentionOutput {
   outputs @4 :List(Float32);               # [H_q][d_v]
   lse @5 :List(Float32);                   # [H_q]
   kvRows @6 :UInt64;                       # K/V rows read, per K/V head once [rows]
+  kernelBlockTokens @7 :UInt32;            # P_k used [tokens]
+  kernelBlocks @8 :UInt64;                 # ceil(T / P_k) per K/V head, summed (0x0AC split ledger) [blocks]
+  partitions @9 :UInt64;                   # split-K partitions of ceil(T / P_part) [partitions]
 }
 
 struct ExecuteOutcome {

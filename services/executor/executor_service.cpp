@@ -62,7 +62,7 @@ Status check_version(RequestId request, TableVersion asked, const BlockTableView
 Result<executor::DecodeReceipt> ExecutorService::decode_rows(uint32_t layer, uint32_t g, uint32_t q_heads,
                                                              const BlockTableView& table,
                                                              std::span<const float> queries, std::span<float> outputs,
-                                                             std::span<float> lse) {
+                                                             std::span<float> lse, uint32_t kernel_block_tokens) {
   if (g >= table.groups.size())
     return make_error(ErrorCode::invalid_argument, "the request's table has no group for this layer", "layer");
   std::vector<uint32_t> slots, valid;
@@ -72,8 +72,10 @@ Result<executor::DecodeReceipt> ExecutorService::decode_rows(uint32_t layer, uin
   }
   const executor::PagedKvView& view = views_[layer];
   const executor::DecodeRequest request{executor::KvBlockTable{slots, valid, table.context_tokens}};
+  executor::AttentionOptions options;
+  options.kernel_block_tokens = kernel_block_tokens;  // 0: P_k = P_a
   const executor::DecodeArgs args{
-      executor::HeadMapping{q_heads, view.kv_heads}, std::span(&request, 1), queries, outputs, lse, {}};
+      executor::HeadMapping{q_heads, view.kv_heads}, std::span(&request, 1), queries, outputs, lse, options};
   return kernel_ ? kernel_(view, args) : executor::paged_decode(view, args, pool_.get());
 }
 
@@ -93,9 +95,12 @@ Result<AttentionOutput> ExecutorService::decode(const DecodeAttentionOp& op, con
   out.context_tokens = table.context_tokens;
   out.outputs.assign(uint64_t{op.q_heads} * view.v.head_dim, 0.0f);
   out.lse.assign(op.q_heads, 0.0f);
-  auto receipt = decode_rows(op.layer, *g, op.q_heads, table, op.queries, out.outputs, out.lse);
+  auto receipt = decode_rows(op.layer, *g, op.q_heads, table, op.queries, out.outputs, out.lse, op.kernel_block_tokens);
   if (!receipt.ok()) return fail(receipt.error());
   out.kv_rows = receipt->kv_rows;
+  out.kernel_block_tokens = receipt->kernel_block_tokens;
+  out.kernel_blocks = receipt->kernel_blocks;
+  out.partitions = receipt->partitions;
   ++executions_;
   kv_rows_ += receipt->kv_rows;
   kv_bytes_ += receipt->kv_bytes;

@@ -42,10 +42,13 @@ class ExecutorService {
                                                          std::vector<uint64_t> block_id_base, unsigned threads,
                                                          DecodeKernel kernel = {});
 
+  // op.kernel_block_tokens chooses P_k (0x0AC; 0: P_k = P_a); the output
+  // carries the split ledger (P_k, kernel blocks, partitions).
   // Errors, before any kernel runs: coordinate_out_of_range (layer),
   // stale_table_version (the table moved past op.table_version),
-  // executor_head_mapping, executor_shape_mismatch (queries), and every
-  // refusal of the kernel's own checks (check_block_table).
+  // executor_head_mapping, executor_shape_mismatch (queries),
+  // kernel_block_not_divisor (P_k does not divide P_a), and every refusal
+  // of the kernel's own checks (check_block_table).
   Result<AttentionOutput> decode(const DecodeAttentionOp& op, const BlockTableView& table);
 
   // Decode of one layer for requests that share physical prefix blocks
@@ -88,10 +91,11 @@ class ExecutorService {
 
   // The cache group of `layer`, after the layer and head checks of every op.
   Result<uint32_t> check_layer(uint32_t layer, uint32_t q_heads) const;
-  // One request's paged decode over `layer` (outputs and lse sized by the caller).
+  // One request's paged decode over `layer` (outputs and lse sized by the
+  // caller), with kernel blocks of P_k rows (0: P_k = P_a).
   Result<executor::DecodeReceipt> decode_rows(uint32_t layer, uint32_t g, uint32_t q_heads, const BlockTableView& table,
                                               std::span<const float> queries, std::span<float> outputs,
-                                              std::span<float> lse);
+                                              std::span<float> lse, uint32_t kernel_block_tokens = 0);
 };
 
 }  // namespace kvrt

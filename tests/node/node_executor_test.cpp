@@ -122,6 +122,34 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
   }
   CHECK(n.stat("executor", "executions") == 2);
   CHECK(n.stat("executor", "kv_rows_read") == 2 * 40 * 2);
+  CHECK(output_of(*run, 0).kernel_block_tokens == 16);  // P_k = P_a by default
+  CHECK(output_of(*run, 0).kernel_blocks == 3 * 2);     // ceil(40 / 16) per K/V head
+
+  // Kernel blocks of P_k = 8 rows carved from the 16-row allocator blocks
+  // (0x0AC): the same attention, ceil(40 / 8) kernel blocks per K/V head;
+  // a P_k that does not divide P_a is refused.
+  {
+    ExecuteBatch split;
+    for (uint32_t p_k : {8u, 4u, 5u, 32u}) {
+      DecodeAttentionOp op = batch.ops[0];
+      op.kernel_block_tokens = p_k;
+      split.ops.push_back(op);
+    }
+    Result<ExecuteBatchReceipt> s = a->call(split);
+    REQUIRE(s.ok());
+    for (size_t i = 0; i < 2; ++i) {
+      const AttentionOutput& o = output_of(*s, i);
+      const uint32_t p_k = i == 0 ? 8 : 4;
+      CHECK(o.kernel_block_tokens == p_k);
+      CHECK(o.kernel_blocks == (40 + p_k - 1) / p_k * 2);
+      CHECK(o.kv_rows == 40 * 2);
+      const AttentionOutput& whole = output_of(*run, 0);
+      for (size_t k = 0; k < o.outputs.size(); ++k)
+        CHECK(std::fabs(o.outputs[k] - whole.outputs[k]) <= 1e-5f * (1.0f + std::fabs(whole.outputs[k])));
+    }
+    CHECK(error_of(*s, 2) == ErrorCode::kernel_block_not_divisor);
+    CHECK(error_of(*s, 3) == ErrorCode::kernel_block_not_divisor);
+  }
 
   // Refusals, each alone in its slot of one batch.
   DecodeAttentionOp good = batch.ops[0];
@@ -156,7 +184,7 @@ TEST_CASE("node executor: decode over the node's pools equals the worker's own k
     REQUIRE(e.ok());
     CHECK(e->error.code == ErrorCode::decode_failed);
   }
-  CHECK(n.stat("executor", "errors") == 4);
+  CHECK(n.stat("executor", "errors") == 4 + 2);  // and the two P_k refusals above
 }
 
 namespace {

@@ -44,10 +44,15 @@ def test_stats_watch_prints_one_json_object_per_interval_with_that_intervals_hit
     assert all(r["interval_s"] > 0.3 for r in rest)
     assert first["pools"][0]["capacity_blocks"] == 24
     assert first["alerts"] == []
-    grown = [r for r in rest if r["lookups"] == 4]
-    assert len(grown) == 1, rest
-    assert grown[0]["hit_tokens"] == 4 * 2 * P and grown[0]["query_tokens"] == 4 * (2 * P + 3)
-    assert grown[0]["hit_rate"] == pytest.approx((2 * P) / (2 * P + 3))
+    # The admissions land in the intervals after the first line (one, or
+    # two when a busy machine makes them straddle a line): each line counts
+    # only its own interval's, and together they are all four.
+    assert sum(r["lookups"] for r in rest) == 4, rest
+    assert sum(r["hit_tokens"] for r in rest) == 4 * 2 * P
+    assert sum(r["query_tokens"] for r in rest) == 4 * (2 * P + 3)
+    for r in rest:
+        if r["query_tokens"]:
+            assert r["hit_rate"] == pytest.approx((2 * P) / (2 * P + 3))
     assert "allocator" in rest[-1]["receipt_latency"]
     s.close()
 

@@ -224,7 +224,7 @@ inline ExecuteBatch filled(uint64_t seed) {
   ExecuteBatch b;
   b.trace = trace(n);
   for (int k = 0; k < 2; ++k) {
-    DecodeAttentionOp op{RequestId{n.u64()}, TableVersion{n.u64()}, n.u32(), n.u32(), {}};
+    DecodeAttentionOp op{RequestId{n.u64()}, TableVersion{n.u64()}, n.u32(), n.u32(), {}, n.u32()};
     for (int i = 0; i < 5 + k; ++i) op.queries.push_back(static_cast<float>(n.u32() % 1000) / 7.0f - 60.0f);
     b.ops.push_back(std::move(op));
   }
@@ -248,7 +248,8 @@ inline ExecuteBatchReceipt filled(uint64_t seed) {
   // fixture below).
   r.outcomes.reserve(2);
   r.outcomes.emplace_back(std::in_place_type<Error>, filled<ErrorMessage>(seed).error);
-  AttentionOutput o{RequestId{n.u64()}, TableVersion{n.u64()}, n.u32(), n.u32(), {}, {}, n.u64()};
+  AttentionOutput o{
+      RequestId{n.u64()}, TableVersion{n.u64()}, n.u32(), n.u32(), {}, {}, n.u64(), n.u32(), n.u64(), n.u64()};
   for (int i = 0; i < 6; ++i) o.outputs.push_back(static_cast<float>(n.u32() % 1000) / 3.0f);
   for (int i = 0; i < 2; ++i) o.lse.push_back(static_cast<float>(n.u32() % 100) / 9.0f);
   SharedPrefixOutput shared;
