@@ -171,10 +171,13 @@ Result<SharedPrefixOutput> ExecutorService::shared_decode(const SharedPrefixDeco
 
   SharedPrefixDesign design = op.design;
   if (design != SharedPrefixDesign::per_request) {
-    if (kernel_)
+    if (kernel_) {
       out.fallback_reason = "the node's pools are GPU memory: the shared designs run on the CPU kernels";
-    else if (plan->shared_chunks == 0)
+      ++shared_fallbacks_gpu_;
+    } else if (plan->shared_chunks == 0) {
       out.fallback_reason = "no block is shared by two of the requests";
+      ++shared_fallbacks_unshared_;
+    }
     if (!out.fallback_reason.empty()) design = SharedPrefixDesign::per_request;
   }
   if (design == SharedPrefixDesign::auto_)
@@ -191,7 +194,6 @@ Result<SharedPrefixOutput> ExecutorService::shared_decode(const SharedPrefixDeco
       out.rows_read += tables[i].context_tokens;
       kv_bytes_ += r->kv_bytes;
     }
-    if (!out.fallback_reason.empty()) ++shared_fallbacks_;
   } else {
     // The kernels take queries in the snapshot's sequence order.
     const std::vector<uint32_t>& member = plan->member_of_sequence;
@@ -245,7 +247,10 @@ OwnerStats ExecutorService::stats() const {
   put("kv_rows_read", kv_rows_);
   put("kv_bytes_read", kv_bytes_);
   put("shared_prefix_batches", shared_batches_);
-  put("shared_prefix_fallbacks", shared_fallbacks_);
+  // By reason: nothing shared, or pools on a GPU.
+  put("shared_prefix_fallbacks", shared_fallbacks_unshared_ + shared_fallbacks_gpu_);
+  put("shared_prefix_fallbacks_unshared", shared_fallbacks_unshared_);
+  put("shared_prefix_fallbacks_gpu_pools", shared_fallbacks_gpu_);
   put("shared_prefix_rows_saved", shared_rows_saved_);
   put("threads", pool_ ? pool_->workers() : 1);
   return out;

@@ -87,7 +87,7 @@ class ExecutorService {
   uint64_t executions_ = 0, errors_ = 0, kv_rows_ = 0, kv_bytes_ = 0;
   // Shared-prefix batches: executed by a shared design, fallen back to
   // per-request decode, and the rows the shared designs did not read again.
-  uint64_t shared_batches_ = 0, shared_fallbacks_ = 0, shared_rows_saved_ = 0;
+  uint64_t shared_batches_ = 0, shared_fallbacks_unshared_ = 0, shared_fallbacks_gpu_ = 0, shared_rows_saved_ = 0;
 
   // The cache group of `layer`, after the layer and head checks of every op.
   Result<uint32_t> check_layer(uint32_t layer, uint32_t q_heads) const;

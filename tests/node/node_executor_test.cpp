@@ -350,6 +350,8 @@ TEST_CASE("node executor: a shared-prefix batch runs each design over the tree i
   CHECK_FALSE(f.fallback_reason.empty());
   CHECK(f.shared_chunks == 0);
   CHECK(n.stat("executor", "shared_prefix_fallbacks") == 1);
+  CHECK(n.stat("executor", "shared_prefix_fallbacks_unshared") == 1);
+  CHECK(n.stat("executor", "shared_prefix_fallbacks_gpu_pools") == 0);
 
   // Refusals, each alone in its slot; the batch goes on.
   SharedPrefixDecodeOp foreign = lone;  // r3 and r4 are worker-0's
