@@ -54,6 +54,10 @@ enum SharedPrefixDesign {
 struct SharedPrefixMember {
   request @0 :UInt64 $Kvrt.type("RequestId");
   tableVersion @1 :UInt64 $Kvrt.type("TableVersion");   # the version its queries were computed against; 0 = current
+  contextTokens @2 :UInt32;
+  # Attend keys [0, contextTokens) only; 0 = the request's whole context. A
+  # worker decoding a new row attends its committed rows here and merges
+  # the new row's own partition itself (the exact LSE merge, 0x0BA) [tokens].
 }
 
 struct SharedPrefixDecodeOp {

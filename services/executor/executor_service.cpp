@@ -108,14 +108,27 @@ Result<AttentionOutput> ExecutorService::decode(const DecodeAttentionOp& op, con
 }
 
 Result<SharedPrefixOutput> ExecutorService::shared_decode(const SharedPrefixDecodeOp& op,
-                                                          std::span<const BlockTableView> tables) {
+                                                          std::span<const BlockTableView> read_tables) {
   auto fail = [&](Error e) -> Result<SharedPrefixOutput> {
     ++errors_;
     return e;
   };
   const size_t B = op.members.size();
   if (B == 0) return fail(make_error(ErrorCode::invalid_argument, "a shared batch needs a request", "members"));
-  if (tables.size() != B) return fail(make_error(ErrorCode::invalid_argument, "one table per member", "members"));
+  if (read_tables.size() != B) return fail(make_error(ErrorCode::invalid_argument, "one table per member", "members"));
+  // Each member's keys: its whole context, or the prefix of it the op names.
+  std::vector<BlockTableView> tables(read_tables.begin(), read_tables.end());
+  for (size_t i = 0; i < B; ++i) {
+    const uint32_t limit = op.members[i].context_tokens;
+    if (limit == 0) continue;
+    if (limit > tables[i].context_tokens)
+      return fail(make_error(ErrorCode::invalid_argument,
+                             "request " + std::to_string(op.members[i].request.value) + " has " +
+                                 std::to_string(tables[i].context_tokens) + " context tokens, not " +
+                                 std::to_string(limit),
+                             "members[" + std::to_string(i) + "].context_tokens"));
+    tables[i].context_tokens = limit;
+  }
   const Result<uint32_t> g = check_layer(op.layer, op.q_heads);
   if (!g.ok()) return fail(g.error());
   const executor::PagedKvView& view = views_[op.layer];

@@ -62,7 +62,7 @@ class ExecutorService {
   // the output says why. Errors, before any kernel runs: those of decode()
   // for every member, invalid_argument (no member, a request named twice,
   // a table count that is not the members'), executor_shape_mismatch.
-  Result<SharedPrefixOutput> shared_decode(const SharedPrefixDecodeOp& op, std::span<const BlockTableView> tables);
+  Result<SharedPrefixOutput> shared_decode(const SharedPrefixDecodeOp& op, std::span<const BlockTableView> read_tables);
 
   // Step 8 of the executable-reuse transaction (0x0CD): freezes the
   // snapshot a reuse reads (the handles and interval as given, the kernel ABI

@@ -334,6 +334,39 @@ TEST_CASE("node executor: a shared-prefix batch runs each design over the tree i
   CHECK(n.stat("executor", "shared_prefix_batches") == 2 * 3);
   CHECK(n.stat("executor", "shared_prefix_rows_saved") == 2 * 3 * ((48 + 68 + 56 + 30) - (32 + 16 + 20 + 24 + 30)));
 
+  // A member limited to its first 48 keys (r1 over the system prompt and the
+  // document r0 holds) attends exactly r0's keys: with the same queries,
+  // per-request decode gives r0's bits, the merged designs r0's row.
+  {
+    SharedPrefixDecodeOp limited;
+    limited.members = {SharedPrefixMember{r0.fence.request, r0.version, 0},
+                       SharedPrefixMember{r1.fence.request, r1.version, 48}};
+    limited.layer = 0;
+    limited.q_heads = 4;
+    std::vector<float> q(4 * 16);
+    for (float& x : q) x = u(rng);
+    limited.queries = q;
+    limited.queries.insert(limited.queries.end(), q.begin(), q.end());
+    ExecuteBatch both;
+    for (SharedPrefixDesign d : {SharedPrefixDesign::per_request, SharedPrefixDesign::hydragen}) {
+      limited.design = d;
+      both.shared.push_back(limited);
+    }
+    SharedPrefixDecodeOp past = limited;
+    past.members[1].context_tokens = 69;  // r1 holds 68
+    both.shared.push_back(past);
+    Result<ExecuteBatchReceipt> got = a->call(both);
+    REQUIRE(got.ok());
+    const SharedPrefixOutput& per = shared_output_of(*got, 0);
+    CHECK(per.outputs[1].context_tokens == 48);
+    CHECK(same_bits(per.outputs[0].outputs, per.outputs[1].outputs));
+    CHECK(same_bits(per.outputs[0].lse, per.outputs[1].lse));
+    const SharedPrefixOutput& hyd = shared_output_of(*got, 1);
+    CHECK(hyd.shared_chunks == 1);  // the two share all 48 keys
+    CHECK(rows_close(hyd.outputs[1].outputs, per.outputs[0].outputs, 16));
+    CHECK(shared_error_of(*got, 2) == ErrorCode::invalid_argument);
+  }
+
   // Nothing shared: per-request decode, and the output says why.
   const Member r4 = admit_member(*a, pools, 20, {}, rng);
   SharedPrefixDecodeOp lone;
