@@ -56,17 +56,24 @@ struct AttachedPools {
   std::unique_ptr<shm::ShmModelKvCache> cache;
 };
 
-const AttentionOutput& output_of(const ExecuteBatchReceipt& r, size_t i) {
-  const auto* o = std::get_if<AttentionOutput>(&r.outcomes.at(i));
-  INFO((o == nullptr ? std::get<Error>(r.outcomes[i]).describe() : "ok"));
+// Outcome i of a receipt's list: the answer it must be, or its error's code.
+template <class Answer, class Outcome>
+const Answer& answer_of(const std::vector<Outcome>& outcomes, size_t i) {
+  const auto* o = std::get_if<Answer>(&outcomes.at(i));
+  INFO((o == nullptr ? std::get<Error>(outcomes[i]).describe() : "ok"));
   REQUIRE(o != nullptr);
   return *o;
 }
-
-ErrorCode error_of(const ExecuteBatchReceipt& r, size_t i) {
-  const auto* e = std::get_if<Error>(&r.outcomes.at(i));
+template <class Outcome>
+ErrorCode code_of(const std::vector<Outcome>& outcomes, size_t i) {
+  const auto* e = std::get_if<Error>(&outcomes.at(i));
   return e == nullptr ? ErrorCode::ok : e->code;
 }
+
+const AttentionOutput& output_of(const ExecuteBatchReceipt& r, size_t i) {
+  return answer_of<AttentionOutput>(r.outcomes, i);
+}
+ErrorCode error_of(const ExecuteBatchReceipt& r, size_t i) { return code_of(r.outcomes, i); }
 
 }  // namespace
 
@@ -232,16 +239,9 @@ Member admit_member(Client& c, AttachedPools& pools, uint32_t rows, const std::v
 }
 
 const SharedPrefixOutput& shared_output_of(const ExecuteBatchReceipt& r, size_t i) {
-  const auto* o = std::get_if<SharedPrefixOutput>(&r.shared_outcomes.at(i));
-  INFO((o == nullptr ? std::get<Error>(r.shared_outcomes[i]).describe() : "ok"));
-  REQUIRE(o != nullptr);
-  return *o;
+  return answer_of<SharedPrefixOutput>(r.shared_outcomes, i);
 }
-
-ErrorCode shared_error_of(const ExecuteBatchReceipt& r, size_t i) {
-  const auto* e = std::get_if<Error>(&r.shared_outcomes.at(i));
-  return e == nullptr ? ErrorCode::ok : e->code;
-}
+ErrorCode shared_error_of(const ExecuteBatchReceipt& r, size_t i) { return code_of(r.shared_outcomes, i); }
 
 // The row bound of attention_args.hpp: a merged row within 1e-5 of the row's scale.
 bool rows_close(const std::vector<float>& a, const std::vector<float>& b, size_t width) {
