@@ -147,11 +147,18 @@ def test_watch_keeps_printing_while_a_worker_runs(metrics_node):
                               "--interval", "0.2"], stdout=subprocess.PIPE, text=True)
     reader = threading.Thread(target=lambda: lines.extend(watch.stdout), daemon=True)
     reader.start()
+    deadline = time.monotonic() + 30
+
+    def await_lines(n: int) -> None:
+        while len(lines) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    await_lines(1)  # the watcher is connected
     s = kvrt.Session(metrics_node.descriptor, "engine-a")
     s.authorize(NS)
     for i in range(20):
         assert publish(s, [1 + (i % 3)] * 33, NS)
-    time.sleep(0.6)
+    await_lines(len(lines) + 2)  # two more while the session is open
     watch.send_signal(2)
     assert watch.wait(timeout=10) == 0
     reader.join(timeout=5)
