@@ -110,7 +110,15 @@ def test_top_draws_refreshes_and_quits_giving_the_terminal_back(metrics_node, qu
     rng = random.Random(7)
     for _ in range(3):
         assert publish(s, [rng.randrange(1, 5000) for _ in range(40)], NS)
-    assert term.read_until(lambda o: b"connected 1" in o and o.count(b"\x1b[2J") >= 3), term.output[-3000:]
+    # A frame arrives in pieces: wait for one drawn whole (its last section
+    # and final line) after the session connected.
+    def whole_frame_after_connect(o: bytes) -> bool:
+        frames = o.split(b"\x1b[2J")
+        last = frames[-1]
+        return (len(frames) >= 4 and b"connected 1" in o and b"LATENCY" in last and last.endswith(b"\n")
+                and b"allocator" in last)
+
+    assert term.read_until(whole_frame_after_connect), term.output[-3000:]
     frame = term.output.rsplit(b"\x1b[2J", 1)[-1].decode(errors="replace")
     assert "pool 0" in frame and "ALERTS" in frame and "none of the seven" in frame
     assert "LATENCY" in frame and "allocator" in frame

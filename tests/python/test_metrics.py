@@ -206,6 +206,15 @@ def test_a_full_pool_raises_allocator_exhaustion_live_and_draining_clears_it(met
             refused += 1
     assert len(held) == 12 and refused == 28
     families = await_alert(metrics_node, "allocator_exhaustion", 1)
+    # The node samples every 100 ms: the sample that raised the alert may
+    # have come in the middle of the refusals; a later one counts them all
+    # (the 5 s window still starts before the first).
+    deadline = time.monotonic() + 10
+    while (value(families, "kvrt_alert_input", alert="allocator_exhaustion",
+                 input="allocation_failures_increase") < refused and time.monotonic() < deadline):
+        time.sleep(0.1)
+        families = scrape(metrics_node)
+    assert value(families, "kvrt_alert_active", alert="allocator_exhaustion") == 1
     assert value(families, "kvrt_alert_input", alert="allocator_exhaustion", input="free_blocks") == 0
     assert value(families, "kvrt_alert_input", alert="allocator_exhaustion", input="evictable_blocks") == 0
     assert value(families, "kvrt_alert_input", alert="allocator_exhaustion",
