@@ -14,6 +14,7 @@
 #include "actors/wire_bytes.hpp"
 #include "schema/codecs.hpp"
 #include "services/common/process_identity.hpp"
+#include "services/session/owner_stat_value.hpp"
 #include "services/session/session_channel.hpp"
 #include "services/telemetry/chrome_trace.hpp"
 
@@ -392,19 +393,7 @@ const OwnerStats* NodeStats::owner(const std::string& name) const {
 }
 
 std::optional<int64_t> NodeStats::value(const std::string& owner_name, const std::string& name) const {
-  const auto find = [&](const OwnerStats& o) -> std::optional<int64_t> {
-    for (const StatValue& v : o.values)
-      if (v.name == name) return v.value;
-    return std::nullopt;
-  };
-  if (const OwnerStats* o = owner(owner_name)) return find(*o);
-  // A node with pools per trust domain names each domain's owner
-  // "<owner>@<domain>": the owner's value is then their sum.
-  std::optional<int64_t> sum;
-  for (const OwnerStats& o : owners)
-    if (o.owner.starts_with(owner_name + "@"))
-      if (std::optional<int64_t> v = find(o)) sum = sum.value_or(0) + *v;
-  return sum;
+  return owner_stat_value(owners, owner_name, name);
 }
 
 struct NodeStatsReader::Impl {

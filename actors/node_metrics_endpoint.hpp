@@ -36,7 +36,6 @@ class NodeMetricsEndpoint {
   NodeMetricsEndpoint& operator=(const NodeMetricsEndpoint&) = delete;
 
   const std::string& url() const { return server_->url(); }
-  uint64_t scrapes_served() const { return server_ ? server_->scrapes_served() : 0; }
 
  private:
   NodeMetricsEndpoint(caf::actor_system& system, gateway_actor gateway, const NodeMetricsConfig& config,

@@ -2,8 +2,6 @@
 
 #include <httplib.h>
 
-#include <atomic>
-
 namespace kvrt::metrics {
 
 Result<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::start(const std::string& listen, Render render) {
@@ -11,25 +9,22 @@ Result<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::start(const std::s
   KVRT_TRY_ASSIGN(address, parse_listen_address(listen));
   std::unique_ptr<MetricsHttpServer> out(new MetricsHttpServer());
   out->server_ = std::make_unique<httplib::Server>();
-  out->scrapes_ = std::make_shared<std::atomic<uint64_t>>(0);
   httplib::Server& s = *out->server_;
   // Two workers: a scrape and an operator's curl at once; more scrapers wait.
   s.new_task_queue = [] { return new httplib::ThreadPool(2); };
   s.set_read_timeout(std::chrono::seconds(5));
   s.set_write_timeout(std::chrono::seconds(5));
   s.set_payload_max_length(4096);  // a scrape carries no body
-  s.Get("/metrics",
-        [render = std::move(render), scrapes = out->scrapes_](const httplib::Request&, httplib::Response& res) {
-          Result<std::string> text = render();
-          if (!text.ok()) {
-            res.status = 503;
-            res.set_content("kvrt: the node's metrics cannot be read now: " + text.error().describe() + "\n",
-                            "text/plain; charset=utf-8");
-            return;
-          }
-          scrapes->fetch_add(1, std::memory_order_relaxed);
-          res.set_content(std::move(*text), "text/plain; version=0.0.4; charset=utf-8");
-        });
+  s.Get("/metrics", [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
+    Result<std::string> text = render();
+    if (!text.ok()) {
+      res.status = 503;
+      res.set_content("kvrt: the node's metrics cannot be read now: " + text.error().describe() + "\n",
+                      "text/plain; charset=utf-8");
+      return;
+    }
+    res.set_content(std::move(*text), "text/plain; version=0.0.4; charset=utf-8");
+  });
   int port = address.second;
   if (port == 0) {
     port = s.bind_to_any_port(address.first);
@@ -50,7 +45,5 @@ MetricsHttpServer::~MetricsHttpServer() {
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
 }
-
-uint64_t MetricsHttpServer::scrapes_served() const { return scrapes_->load(std::memory_order_relaxed); }
 
 }  // namespace kvrt::metrics

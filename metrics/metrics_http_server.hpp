@@ -4,7 +4,6 @@
 // 404, a render that fails 503 with its error. Served by cpp-httplib on two
 // threads of its own, so a slow scraper never holds an owner: the callback
 // reads the owners' cheap counters, never their validate().
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,14 +33,12 @@ class MetricsHttpServer {
 
   // "http://host:port/metrics" with the bound port.
   const std::string& url() const { return url_; }
-  uint64_t scrapes_served() const;
 
  private:
   MetricsHttpServer() = default;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
   std::string url_;
-  std::shared_ptr<std::atomic<uint64_t>> scrapes_;
 };
 
 }  // namespace kvrt::metrics

@@ -50,8 +50,6 @@ class NodeAlertMonitor {
   // sample is then dropped and the last evaluation stays.
   Status observe(CounterSnapshot sample);
   AlertEvaluation current() const;
-  const AlertPolicy& policy() const { return policy_; }
-  uint64_t window_ms() const { return window_ms_; }
 
  private:
   AlertPolicy policy_;

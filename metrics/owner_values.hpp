@@ -1,12 +1,11 @@
 #pragma once
-// An owner's statistics value by plain owner name, summed over trust
-// domains ("allocator@tenant-a" counts as "allocator"), as `kvrt stats`
-// sums them. Absent values read 0.
+// The owner statistics the metric families read (services/session/
+// owner_stat_value.hpp: summed over trust domains), absent values as 0.
 #include <cstdint>
 #include <string_view>
 #include <vector>
 
-#include "schema/session_types.hpp"
+#include "services/session/owner_stat_value.hpp"
 
 namespace kvrt::metrics {
 
@@ -14,28 +13,19 @@ class OwnerValues {
  public:
   explicit OwnerValues(const std::vector<OwnerStats>& owners) : owners_(owners) {}
   int64_t operator()(std::string_view owner, std::string_view name) const {
-    int64_t sum = 0;
-    for (const StatValue* v : find(owner, name)) sum += v->value;
-    return sum;
+    return owner_stat_value(owners_, owner, name).value_or(0);
   }
-  // Like operator(), but clamped at 0 for counts that cannot be negative.
+  // Like operator(), clamped at 0 for counts that cannot be negative.
   uint64_t count(std::string_view owner, std::string_view name) const {
     const int64_t v = (*this)(owner, name);
     return v > 0 ? static_cast<uint64_t>(v) : 0;
   }
-  bool has(std::string_view owner, std::string_view name) const { return !find(owner, name).empty(); }
+  bool has(std::string_view owner, std::string_view name) const {
+    return owner_stat_value(owners_, owner, name).has_value();
+  }
   const std::vector<OwnerStats>& all() const { return owners_; }
 
  private:
-  std::vector<const StatValue*> find(std::string_view owner, std::string_view name) const {
-    std::vector<const StatValue*> out;
-    for (const OwnerStats& o : owners_) {
-      if (std::string_view(o.owner).substr(0, o.owner.find('@')) != owner) continue;
-      for (const StatValue& v : o.values)
-        if (v.name == name) out.push_back(&v);
-    }
-    return out;
-  }
   const std::vector<OwnerStats>& owners_;
 };
 

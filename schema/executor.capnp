@@ -51,7 +51,7 @@ enum SharedPrefixDesign {
   perRequest @3;      # each request's own paged decode, shared blocks read once per request (0x0B)
 }
 
-struct SharedPrefixMember {
+struct SharedDecodeRequest {
   request @0 :UInt64 $Kvrt.type("RequestId");
   tableVersion @1 :UInt64 $Kvrt.type("TableVersion");   # the version its queries were computed against; 0 = current
   contextTokens @2 :UInt32;
@@ -66,7 +66,7 @@ struct SharedPrefixDecodeOp {
   # the requests' own block tables (a worker names requests, never blocks,
   # so it cannot make the executor read rows it does not hold, 0x0BH) and
   # runs the design asked for, with the exact LSE merge.
-  members @0 :List(SharedPrefixMember);     # the sequences, in query order
+  members @0 :List(SharedDecodeRequest);     # the sequences, in query order
   layer @1 :UInt32;                         # model layer
   qHeads @2 :UInt32;                        # H_q
   queries @3 :List(Float32);                # [members][H_q][d_qk]

@@ -36,6 +36,9 @@ class ExecuteBatchRun {
   ExecuteBatchReceipt take_receipt() { return std::move(receipt_); }
 
  private:
+  void take(std::optional<BlockTableView> table);
+  void settle_memberless();
+
   ExecutorService& service_;
   ExecuteBatch batch_;
   ExecuteBatchReceipt receipt_;

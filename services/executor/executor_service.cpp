@@ -176,7 +176,7 @@ Result<SharedPrefixOutput> ExecutorService::shared_decode(const SharedPrefixDeco
     o.table_version = tables[i].fence.table_version;
     o.layer = op.layer;
     o.context_tokens = tables[i].context_tokens;
-    o.kv_rows = tables[i].context_tokens;
+    o.kv_rows = uint64_t{tables[i].context_tokens} * view.kv_heads;  // the keys it attends, per K/V head
     o.outputs.assign(o_row, 0.0f);
     o.lse.assign(op.q_heads, 0.0f);
     out.rows_per_request += tables[i].context_tokens;
@@ -203,7 +203,6 @@ Result<SharedPrefixOutput> ExecutorService::shared_decode(const SharedPrefixDeco
       auto r = decode_rows(op.layer, *g, op.q_heads, tables[i], std::span(op.queries).subspan(i * q_row, q_row),
                            o.outputs, o.lse);
       if (!r.ok()) return fail(r.error());
-      o.kv_rows = r->kv_rows;
       out.rows_read += tables[i].context_tokens;
       kv_bytes_ += r->kv_bytes;
     }
@@ -230,7 +229,7 @@ Result<SharedPrefixOutput> ExecutorService::shared_decode(const SharedPrefixDeco
     shared_rows_saved_ += out.rows_per_request - out.rows_read;
   }
   executions_ += B;
-  kv_rows_ += out.rows_read;
+  kv_rows_ += out.rows_read * view.kv_heads;  // per K/V head, as decode() counts
   return out;
 }
 

@@ -291,7 +291,7 @@ TEST_CASE("node executor: a shared-prefix batch runs each design over the tree i
       own.ops.push_back(op);
     }
     SharedPrefixDecodeOp shared;
-    for (const Member& m : members) shared.members.push_back(SharedPrefixMember{m.fence.request, m.version});
+    for (const Member& m : members) shared.members.push_back(SharedDecodeRequest{m.fence.request, m.version});
     shared.layer = layer;
     shared.q_heads = 4;
     shared.queries = queries;
@@ -321,6 +321,7 @@ TEST_CASE("node executor: a shared-prefix batch runs each design over the tree i
         const AttentionOutput& ref = output_of(*run, i);
         CHECK(o.outputs[i].request == members[i].fence.request);
         CHECK(o.outputs[i].context_tokens == members[i].rows);
+        CHECK(o.outputs[i].kv_rows == ref.kv_rows);  // keys attended per K/V head, whatever the design
         if (k == 3) {
           CHECK(same_bits(o.outputs[i].outputs, ref.outputs));
           CHECK(same_bits(o.outputs[i].lse, ref.lse));
@@ -339,8 +340,8 @@ TEST_CASE("node executor: a shared-prefix batch runs each design over the tree i
   // per-request decode gives r0's bits, the merged designs r0's row.
   {
     SharedPrefixDecodeOp limited;
-    limited.members = {SharedPrefixMember{r0.fence.request, r0.version, 0},
-                       SharedPrefixMember{r1.fence.request, r1.version, 48}};
+    limited.members = {SharedDecodeRequest{r0.fence.request, r0.version, 0},
+                       SharedDecodeRequest{r1.fence.request, r1.version, 48}};
     limited.layer = 0;
     limited.q_heads = 4;
     std::vector<float> q(4 * 16);
@@ -370,7 +371,7 @@ TEST_CASE("node executor: a shared-prefix batch runs each design over the tree i
   // Nothing shared: per-request decode, and the output says why.
   const Member r4 = admit_member(*a, pools, 20, {}, rng);
   SharedPrefixDecodeOp lone;
-  lone.members = {SharedPrefixMember{r3.fence.request, r3.version}, SharedPrefixMember{r4.fence.request, r4.version}};
+  lone.members = {SharedDecodeRequest{r3.fence.request, r3.version}, SharedDecodeRequest{r4.fence.request, r4.version}};
   lone.layer = 0;
   lone.q_heads = 4;
   lone.queries.assign(2 * 4 * 16, 0.25f);

@@ -230,7 +230,7 @@ inline ExecuteBatch filled(uint64_t seed) {
   }
   SharedPrefixDecodeOp shared;
   for (int k = 0; k < 3; ++k)
-    shared.members.push_back(SharedPrefixMember{RequestId{n.u64()}, TableVersion{n.u64()}, n.u32()});
+    shared.members.push_back(SharedDecodeRequest{RequestId{n.u64()}, TableVersion{n.u64()}, n.u32()});
   shared.layer = n.u32();
   shared.q_heads = n.u32();
   for (int i = 0; i < 4; ++i) shared.queries.push_back(static_cast<float>(n.u32() % 1000) / 9.0f - 50.0f);
