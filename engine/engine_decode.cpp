@@ -131,6 +131,21 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
       monolithic.insert(monolithic.end(), members.begin(), members.end());
       continue;
     }
+    if (o_.shared_prefix_site == SharedPrefixSite::node) {
+      // The node plans the whole tree (every level the members share, not
+      // only the common one) from their tables.
+      auto on_node = decode_on_node(*key.first, writing, members);
+      if (!on_node.ok()) return on_node.error();
+      if (!on_node->has_value()) {
+        monolithic.insert(monolithic.end(), members.begin(), members.end());
+        continue;
+      }
+      for (size_t k = 0; k < members.size(); ++k) {
+        writing[members[k]]->shared_prefix_decoded = true;
+        logits[members[k]] = std::move((**on_node)[k]);
+      }
+      continue;
+    }
     std::vector<model::ForwardChunk> chunks;
     for (size_t i : members)
       chunks.push_back(model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows});

@@ -161,6 +161,9 @@ void EngineLoop::observe_calls(EngineSession& session) {
       case Owner::authorization:
         result_.authorize_us.push_back(micros);
         break;
+      case Owner::executor:
+        result_.executor_us.push_back(micros);
+        break;
       default:
         break;
     }

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -123,6 +124,13 @@ class EngineLoop {
   // engine_decode.cpp: steps 4-5.
   Status decode_step();
   Result<std::vector<std::vector<float>>> decode_rows(const std::vector<LiveRequest*>& writing);
+  // engine_node_decode.cpp: writing[members] (same weights, a shared first
+  // block) decoded through the node's executor owner. Empty when the node
+  // refused the op with a typed error (noted; the caller decodes them here);
+  // an error of the round trip itself (node lost) is the Result's.
+  Result<std::optional<std::vector<std::vector<float>>>> decode_on_node(const model::ReferenceModel& model,
+                                                                        const std::vector<LiveRequest*>& writing,
+                                                                        const std::vector<size_t>& members);
   // Every live request has waited kPreemptAfterStalledSteps decode steps in
   // a row for a block (the pool or its namespace's quota is full): one is
   // released as preempted (0x05E) and served again from its prompt, so that

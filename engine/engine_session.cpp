@@ -35,6 +35,8 @@ Result<AllocatorBatchReceipt> EngineSession::allocator(const AllocatorBatch& bat
 
 Result<PrefixBatchReceipt> EngineSession::prefix(const PrefixBatch& batch) { return timed(Owner::prefix_index, batch); }
 
+Result<ExecuteBatchReceipt> EngineSession::executor(const ExecuteBatch& batch) { return timed(Owner::executor, batch); }
+
 Result<NamespaceGrantReceipt> EngineSession::authorize(const std::string& namespace_name, const TraceContext& trace) {
   return timed(Owner::authorization, AuthorizeRequest{trace, namespace_name});
 }

@@ -141,6 +141,9 @@ class EngineSession {
   // releases (the allocator), publications (the prefix index).
   Result<AllocatorBatchReceipt> allocator(const AllocatorBatch& batch);
   Result<PrefixBatchReceipt> prefix(const PrefixBatch& batch);
+  // Attention executed by the node over the session's own requests
+  // (shared-prefix decode through the executor owner).
+  Result<ExecuteBatchReceipt> executor(const ExecuteBatch& batch);
 
  private:
   template <class Request>

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/model/reference_model.hpp"
+#include "engine/shared_prefix_site.hpp"
 #include "services/common/result.hpp"
 #include "services/session/node_descriptor.hpp"
 #include "services/telemetry/reuse_funnel.hpp"
@@ -54,6 +55,10 @@ struct EngineOptions {
   bool reuse = true;          // false: no lookups and no publication (the no-reuse baseline)
   bool verify = true;         // replay every request without reuse and compare
   bool shared_prefix = true;  // decode requests that share physical prefix blocks together (0x0BC)
+  SharedPrefixSite shared_prefix_site = SharedPrefixSite::worker;
+  // The design the node runs (node site only): auto lets the node choose
+  // (ChunkAttention for a tree of more than one shared level, else Hydragen).
+  SharedPrefixDesign shared_prefix_design = SharedPrefixDesign::auto_;
   // The session lost (node_lost, session_ended: the node died or ended it):
   // true, the rest of this worker's share is served on its private path,
   // every request prefilled from row 0 in a private cache with no reuse
@@ -90,6 +95,18 @@ struct EngineResult {
   uint64_t shared_prefix_batches = 0;           // decode steps run with shared-prefix execution [batches]
   uint64_t shared_prefix_rows_read_once = 0;    // shared K/V token rows read once per batch [rows]
   uint64_t shared_prefix_rows_per_request = 0;  // the same rows, had each request read them [rows]
+  // Shared-prefix decode on the node's executor owner: ops sent (one per
+  // layer per batch), by the design the node ran, the deepest prefix tree,
+  // and the batches decoded here after the node refused the op.
+  uint64_t node_shared_ops = 0;               // [operations]
+  uint64_t node_shared_hydragen = 0;          // [operations]
+  uint64_t node_shared_chunk_attention = 0;   // [operations]
+  uint64_t node_shared_per_request = 0;       // ran per request: not shareable (fallback_reason) [operations]
+  uint64_t node_shared_max_levels = 0;        // most shared chunks on one sequence's path [chunks]
+  uint64_t node_shared_multi_level = 0;       // ops over a tree of more than one shared level [operations]
+  uint64_t node_shared_refusals = 0;          // batches decoded in the worker after a refusal [batches]
+  uint64_t node_shared_rows_read = 0;         // committed K/V token rows the node's design read, per batch [rows]
+  uint64_t node_shared_rows_per_request = 0;  // the same rows, had each request read its own [rows]
   // Exactness.
   uint64_t requests_verified = 0;
   uint64_t token_mismatches = 0;
@@ -139,7 +156,7 @@ struct EngineResult {
   FunnelCounts funnel;
   std::array<uint64_t, kReuseBucketCount> rejections{};
   // Receipt latencies seen by this worker [us].
-  std::vector<double> allocator_us, prefix_us, authorize_us, reuse_us;
+  std::vector<double> allocator_us, prefix_us, authorize_us, reuse_us, executor_us;
   double wall_s = 0;
 };
 

@@ -1,5 +1,6 @@
 // `kvrt run [--config F] [--workload F] [--workers N] [--out DIR] [--json]
-// [--trace F] [--compare]`: the main job. A node and N worker
+// [--trace F] [--compare] [--shared-prefix-site worker|node]
+// [--shared-prefix-design D]`: the main job. A node and N worker
 // processes serve a workload end to end with the reference model computing
 // real K/V into the shared-memory pools; prints the summary (or one JSON
 // object with --json) and writes the report directory. Exit status: 0 when
@@ -26,6 +27,7 @@ struct RunCli {
   int workers = -1;
   std::string out;
   std::string trace;
+  std::string shared_prefix_site, shared_prefix_design;  // empty: the run config's
   bool json = false;
   bool compare = false;
   bool quiet = false;
@@ -89,6 +91,8 @@ int run_command(const RunCli& cli) {
   options.out_dir = cli.out.empty() ? default_out_dir() : cli.out;
   options.trace_path = cli.trace;
   options.compare = cli.compare;
+  options.shared_prefix_site = cli.shared_prefix_site;
+  options.shared_prefix_design = cli.shared_prefix_design;
   options.worker_binary = self_executable();
   auto progress = std::make_shared<ProgressLine>(!cli.quiet);
   options.on_progress = [progress](const RunProgress& p) { progress->update(p); };
@@ -112,6 +116,11 @@ SubcommandRegistration run_subcommand{
       sub->add_option("--workers", opts->workers, "worker processes (default: [run] workers)");
       sub->add_option("--out", opts->out, "report directory (default runs/<UTC timestamp>)");
       sub->add_option("--trace", opts->trace, "write the merged Perfetto trace of node and workers here");
+      sub->add_option("--shared-prefix-site", opts->shared_prefix_site,
+                      "where shared-prefix decode runs: worker or node (default: [run] shared_prefix_site)");
+      sub->add_option("--shared-prefix-design", opts->shared_prefix_design,
+                      "the node's shared-prefix design: auto, hydragen, chunk_attention or per_request (default: "
+                      "[run] shared_prefix_design)");
       sub->add_flag("--compare", opts->compare, "also replay under each reuse mode and print the comparison");
       sub->add_flag("--json", opts->json, "print the summary as one JSON object");
       sub->add_flag("--quiet", opts->quiet, "no progress bar");

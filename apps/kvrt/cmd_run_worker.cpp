@@ -18,6 +18,7 @@ namespace {
 
 struct RunWorkerCli {
   std::string node, principal, config, workload, result, trace;
+  std::string shared_prefix_site = "worker", shared_prefix_design = "auto";
   uint32_t index = 0, workers = 1, in_flight = 8;
   bool no_reuse = false, no_verify = false, no_shared_prefix = false, channel_only = false;
 };
@@ -44,6 +45,12 @@ int run_worker_process(const RunWorkerCli& cli) {
   options.reuse = !cli.no_reuse;
   options.verify = !cli.no_verify;
   options.shared_prefix = !cli.no_shared_prefix;
+  Result<SharedPrefixSite> site = parse_shared_prefix_site(cli.shared_prefix_site, "--shared-prefix-site");
+  if (!site.ok()) return report_error("run-worker", site.error());
+  options.shared_prefix_site = *site;
+  Result<SharedPrefixDesign> design = parse_shared_prefix_design(cli.shared_prefix_design, "--shared-prefix-design");
+  if (!design.ok()) return report_error("run-worker", design.error());
+  options.shared_prefix_design = *design;
   options.channel_only = cli.channel_only;
   // A lost node: the rest is served privately, and through a node that
   // starts again on the same descriptor path once one does.
@@ -87,6 +94,12 @@ SubcommandRegistration run_worker_command{
       sub->add_flag("--no-verify", opts->no_verify, "skip the no-reuse replay of every request");
       sub->add_flag("--no-shared-prefix", opts->no_shared_prefix,
                     "decode every request on its own (no 0x0BC batching)");
+      sub->add_option("--shared-prefix-site", opts->shared_prefix_site,
+                      "where shared-prefix decode runs: worker or node (the executor owner)")
+          ->capture_default_str();
+      sub->add_option("--shared-prefix-design", opts->shared_prefix_design,
+                      "the node's design: auto, hydragen, chunk_attention or per_request")
+          ->capture_default_str();
       return [opts] { return run_worker_process(*opts); };
     }};
 

@@ -26,6 +26,7 @@
 // row, and the attention call uses fixed kernel options (documented in the
 // .cpp with the reason). tests/model_test.cpp proves it bitwise.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -111,6 +112,27 @@ class ReferenceModel {
                                                                 std::span<const ForwardChunk> chunks,
                                                                 uint32_t shared_rows,
                                                                 SharedPrefixReads* reads = nullptr) const;
+
+  // Decode whose attention over the committed rows runs elsewhere (the
+  // node's executor owner, 0x0BA-0x0BD): one decode row per chunk
+  // (first_row == tokens.size() - 1 >= 1). Per layer, after the new rows'
+  // K/V are stored, `committed` receives the layer's queries
+  // ([chunks][H_q][d_h]) and must write each chunk's attention over its rows
+  // [0, first_row) as outputs ([chunks][H_q][d_h]) and natural-log LSEs
+  // ([chunks][H_q]); the model then merges each chunk's new row, read back
+  // from the cache, as a one-key partition with the exact LSE merge (0x0BA).
+  // Bounded against forward() as forward_shared_prefix() is
+  // (shared_prefix_decode.cpp), never bitwise. An error `committed` returns
+  // ends the pass with that error; the new rows' K/V of the layers run so far
+  // stay written (a later forward() over the same rows writes the same bits).
+  // Errors (before any write): those of forward(); invalid_argument when a
+  // chunk is not a single decode row after at least one committed row
+  // ("chunks[c].first_row").
+  using CommittedAttention = std::function<Status(uint32_t layer, std::span<const float> queries,
+                                                  std::span<float> outputs, std::span<float> lse)>;
+  Result<std::vector<std::vector<float>>> forward_decode_merged(ModelKvCache& cache,
+                                                                std::span<const ForwardChunk> chunks,
+                                                                const CommittedAttention& committed) const;
 
   const ModelConfig& config() const;
   uint32_t layer_count() const;

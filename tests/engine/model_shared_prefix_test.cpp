@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "engine/model/kv_row_compare.hpp"
+#include "services/executor/reference_attention.hpp"
 #include "services/executor/scalar_convert.hpp"
 #include "tests/engine/model_fixture.hpp"
 
@@ -362,6 +363,131 @@ TEST_CASE("forward_shared_prefix refuses bad arguments before writing any row", 
     CHECK(r.error().code == ErrorCode::incompatible);
     CHECK(r.error().field == "cache.layout");
     CHECK(whole_cache(*other_cache) == std::vector<uint8_t>(before.size(), 0));
+  }
+}
+
+namespace {
+
+// The committed rows' attention as the FP64 reference computes it, from the
+// tables alone (what a node's executor answers, independently derived).
+ReferenceModel::CommittedAttention reference_committed(const ModelKvCache& cache, std::span<const ForwardChunk> chunks,
+                                                       uint64_t* calls) {
+  return [&cache, chunks, calls](uint32_t layer, std::span<const float> queries, std::span<float> outputs,
+                                 std::span<float> lse) -> Status {
+    ++*calls;
+    const executor::PagedKvView& view = cache.layer_view(layer);
+    const CacheLayoutManifest& layout = cache.layout();
+    uint32_t g = 0;
+    while (!layout.cache_groups[g].contains_layer(layer)) ++g;
+    const uint32_t p = layout.allocator_block_size, d = view.k.head_dim;
+    const uint32_t q_heads = uint32_t(queries.size() / chunks.size() / d), group = q_heads / view.kv_heads;
+    std::vector<double> q(d), out(d);
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      std::vector<executor::KeyLocation> keys;
+      for (uint32_t i = 0; i < chunks[c].first_row; ++i) keys.push_back({chunks[c].blocks->slots[g][i / p], i % p});
+      for (uint32_t h = 0; h < q_heads; ++h) {
+        const size_t at = (c * q_heads + h) * d;
+        for (uint32_t x = 0; x < d; ++x) q[x] = queries[at + x];
+        double l = 0;
+        executor::reference_row(view, h / group, q.data(), keys, out.data(), &l);
+        for (uint32_t x = 0; x < d; ++x) outputs[at + x] = float(out[x]);
+        lse[c * q_heads + h] = float(l);
+      }
+    }
+    return Status::success();
+  };
+}
+
+}  // namespace
+
+TEST_CASE("merged decode (committed rows attended elsewhere, the new row merged) follows forward()", "[model]") {
+  const CacheLayoutManifest layout = model_layout();
+  constexpr uint32_t kSteps = 8;
+  double worst_logits = 0, worst_row = 0;
+  uint64_t calls = 0, flips = 0;
+  for (const uint64_t seed : {5ull, 77ull}) {
+    const ReferenceModel model = make_model(seeded_config(seed), layout);
+    DocumentBatch b = make_batch(layout, model.config().vocab, seed, 64, 3, kSteps);
+    auto merged_cache = make_cache(layout, b.slots), plain_cache = make_cache(layout, b.slots);
+    std::vector<std::vector<float>> plain = prefill(model, *plain_cache, b);
+    prefill(model, *merged_cache, b);
+    std::vector<std::vector<float>> merged = plain;
+    for (uint32_t step = 0; step < kSteps; ++step) {
+      for (size_t s = 0; s < b.tokens.size(); ++s) {
+        const TokenId want = greedy_token(plain[s]), got = greedy_token(merged[s]);
+        if (got != want) {
+          ++flips;
+          CHECK(plain[s][want] - plain[s][got] <= 2 * kLogitBound * max_abs(plain[s]));
+        }
+        b.tokens[s].push_back(want);
+      }
+      const std::vector<ForwardChunk> chunks = decode_chunks(b);
+      const uint64_t calls_before = calls;
+      auto merged_out =
+          model.forward_decode_merged(*merged_cache, chunks, reference_committed(*merged_cache, chunks, &calls));
+      auto plain_out = model.forward(*plain_cache, chunks);
+      REQUIRE(merged_out.ok());
+      REQUIRE(plain_out.ok());
+      CHECK(calls - calls_before == layout.layer_count());  // one call per layer
+      merged = std::move(*merged_out);
+      plain = std::move(*plain_out);
+      for (size_t s = 0; s < b.tokens.size(); ++s) {
+        INFO("seed " << seed << ", sequence " << s << ", step " << step);
+        const double d = logit_difference(merged[s], plain[s]);
+        worst_logits = std::max(worst_logits, d);
+        CHECK(d <= kLogitBound);
+        const uint32_t row = uint32_t(b.tokens[s].size() - 1);
+        for (uint32_t g = 0; g < layout.cache_groups.size(); ++g) {
+          auto diff = canonical_row_difference(layout, g, canonical_row(*merged_cache, g, b.blocks[s], row),
+                                               canonical_row(*plain_cache, g, b.blocks[s], row));
+          REQUIRE(diff.ok());
+          worst_row = std::max(worst_row, *diff);
+          CHECK(*diff <= kRowBound);
+        }
+      }
+    }
+  }
+  std::printf(
+      "[model] merged decode vs forward(): worst logit difference %.3g, worst K/V row difference %.3g, %llu "
+      "near-tie flips\n",
+      worst_logits, worst_row, (unsigned long long)flips);
+  CHECK(flips <= 1);
+}
+
+TEST_CASE("merged decode refuses a chunk without committed rows and stops at the attention's error", "[model]") {
+  const CacheLayoutManifest layout = model_layout();
+  const ReferenceModel model = make_model(seeded_config(8), layout);
+  DocumentBatch b = make_batch(layout, model.config().vocab, 8, 32, 2, 1);
+  auto cache = make_cache(layout, b.slots);
+  const std::vector<std::vector<float>> first = prefill(model, *cache, b);
+  for (uint32_t s = 0; s < 2; ++s) b.tokens[s].push_back(greedy_token(first[s]));
+  std::vector<ForwardChunk> chunks = decode_chunks(b);
+  const std::vector<uint8_t> before = whole_cache(*cache);
+  uint64_t calls = 0;
+  SECTION("a prefill chunk, or a decode row with nothing committed before it") {
+    std::vector<ForwardChunk> bad = chunks;
+    bad[1].first_row -= 2;
+    auto r = model.forward_decode_merged(*cache, bad, reference_committed(*cache, bad, &calls));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().field == "chunks[1].first_row");
+    const std::vector<TokenId> one{b.tokens[0][0]};
+    const std::vector<ForwardChunk> lone{{&b.blocks[0], one, 0}};
+    r = model.forward_decode_merged(*cache, lone, reference_committed(*cache, lone, &calls));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().field == "chunks[0].first_row");
+    CHECK(calls == 0);
+    CHECK(whole_cache(*cache) == before);
+  }
+  SECTION("the committed attention's error ends the pass with it") {
+    auto failing = [&](uint32_t layer, std::span<const float>, std::span<float>, std::span<float>) -> Status {
+      ++calls;
+      if (layer == 1) return make_error(ErrorCode::node_lost, "the node went away", "executor");
+      return Status::success();
+    };
+    auto r = model.forward_decode_merged(*cache, chunks, failing);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::node_lost);
+    CHECK(calls == 2);
   }
 }
 

@@ -3,6 +3,7 @@
 // node and worker processes serving every request shape with the reference
 // model, whose verdict must be exact with nothing leaked after shutdown, and
 // bad files that must start nothing.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -152,6 +153,11 @@ TEST_CASE("run: a worker's result survives the JSON exchange field for field", "
       r.prefix_us.push_back(static_cast<double>(rng() % 100000) / 3.0);
     }
     r.authorize_us = {123.5};
+    r.executor_us = {7.25, 99.0};
+    r.node_shared_ops = rng() % 400;
+    r.node_shared_chunk_attention = rng() % 100;
+    r.node_shared_max_levels = rng() % 4;
+    r.node_shared_rows_read = rng() % 100000;
     r.wall_s = 1.25 * round;
     Result<EngineResult> back = engine_result_from_json(engine_result_to_json(r), "round-trip");
     REQUIRE(back.ok());
@@ -358,6 +364,92 @@ TEST_CASE("run config: domain_pools needs unnamed segments and a worker per tena
   Result<RunConfig> named = load_run_config(path);
   REQUIRE_FALSE(named.ok());
   CHECK(named.error().field == "run.domain_pools");
+}
+
+TEST_CASE("run config: shared_prefix_site and shared_prefix_design are words the loader knows", "[run]") {
+  test::ScratchDir dir("run-shared-site-config");
+  const std::string path = dir.file("run.toml");
+  auto load = [&](const std::string& run) {
+    std::ofstream(path) << "[run]\nworkers = 1\n" << run;
+    return load_run_config(path);
+  };
+  Result<RunConfig> plain = load("");
+  REQUIRE(plain.ok());
+  CHECK(plain->shared_prefix_site == SharedPrefixSite::worker);
+  CHECK(plain->shared_prefix_design == SharedPrefixDesign::auto_);
+  Result<RunConfig> node = load("shared_prefix_site = \"node\"\nshared_prefix_design = \"chunk_attention\"\n");
+  REQUIRE(node.ok());
+  CHECK(node->shared_prefix_site == SharedPrefixSite::node);
+  CHECK(node->shared_prefix_design == SharedPrefixDesign::chunk_attention);
+  // The node's argument of `kvrt run-worker` is the config's word.
+  CHECK(to_string(node->shared_prefix_design) == "chunk_attention");
+  Result<RunConfig> gpu = load("shared_prefix_site = \"gpu\"\n");
+  REQUIRE_FALSE(gpu.ok());
+  CHECK(gpu.error().field == "run.shared_prefix_site");
+  CHECK(gpu.error().describe().find("\"worker\", \"node\"") != std::string::npos);
+  Result<RunConfig> flash = load("shared_prefix_site = \"node\"\nshared_prefix_design = \"flash\"\n");
+  REQUIRE_FALSE(flash.ok());
+  CHECK(flash.error().field == "run.shared_prefix_design");
+  // A design is the node's: asking for one with the worker site is a mistake.
+  Result<RunConfig> worker_design = load("shared_prefix_design = \"hydragen\"\n");
+  REQUIRE_FALSE(worker_design.ok());
+  CHECK(worker_design.error().field == "run.shared_prefix_design");
+}
+
+TEST_CASE("kvrt run: shared-prefix decode on the node's executor, multi-level trees, within the bound",
+          "[run][process]") {
+  test::ScratchDir dir("run-node-shared");
+  Result<workload::Workload> w = workload::load_workload(data("tiny-tree.toml"));
+  REQUIRE(w.ok());
+  // Every document opens with the same system prompt: two shared levels.
+  REQUIRE(w->jobs.size() == 3);
+  CHECK(std::equal(w->jobs[0].prefix.begin(), w->jobs[0].prefix.begin() + 32, w->jobs[1].prefix.begin()));
+  CHECK_FALSE(std::equal(w->jobs[0].prefix.begin() + 32, w->jobs[0].prefix.end(), w->jobs[1].prefix.begin() + 32));
+  struct Case {
+    std::string design;
+    std::string ran;  // the design every shareable op must have run
+  };
+  for (const Case& c : {Case{"auto", ""}, Case{"hydragen", "hydragen"}, Case{"per_request", "per_request"}}) {
+    INFO("design " << c.design);
+    const nlohmann::json s = run_to_json(
+        {"--config", data("run-test.toml"), "--workload", data("tiny-tree.toml"), "--workers", "1", "--out",
+         dir.file("report-" + c.design), "--shared-prefix-site", "node", "--shared-prefix-design", c.design},
+        dir);
+    CHECK(s["exact"] == true);
+    CHECK(s["leaked_blocks"] == 0);
+    CHECK(s["requests"].get<uint64_t>() == w->request_count());
+    CHECK(s["requests_verified"].get<uint64_t>() == w->request_count());
+    CHECK(s["row_mismatches"] == 0);
+    // The merged decode rows: within the bound, never bitwise-claimed.
+    CHECK(s["bounded_rows_checked"].get<uint64_t>() > 0);
+    CHECK(s["bounded_row_max_difference"].get<double>() <= 1.0 / 512.0);
+    const nlohmann::json& x = s["shared_prefix_execution"];
+    CHECK(x["site"] == "node");
+    CHECK(x["design"] == c.design);
+    CHECK(x["refusals"] == 0);
+    const uint64_t ops = x["ops"].get<uint64_t>();
+    CHECK(ops > 0);
+    CHECK(ops % 4 == 0);  // one op per layer of the 4-layer model, per batch
+    CHECK(ops == x["batches"].get<uint64_t>() * 4);
+    CHECK(x["hydragen"].get<uint64_t>() + x["chunk_attention"].get<uint64_t>() + x["per_request"].get<uint64_t>() ==
+          ops);
+    // The documents' questions share the system prompt and their document:
+    // some batch's tree has two shared levels.
+    CHECK(x["max_levels"].get<uint64_t>() >= 2);
+    CHECK(x["multi_level_ops"].get<uint64_t>() > 0);
+    if (c.design == "auto") {
+      // ChunkAttention for the multi-level trees, Hydragen for one level.
+      CHECK(x["chunk_attention"].get<uint64_t>() >= x["multi_level_ops"].get<uint64_t>());
+      CHECK(x["per_request"] == 0);
+    } else {
+      CHECK(x[c.ran].get<uint64_t>() == ops);
+    }
+    if (c.design == "per_request") {
+      CHECK(x["rows_read"] == x["rows_per_request"]);
+    } else {
+      CHECK(x["rows_read"].get<uint64_t>() < x["rows_per_request"].get<uint64_t>());
+    }
+  }
 }
 
 TEST_CASE("kvrt run: the radix index owner serves the same workload exactly", "[run][process]") {

@@ -293,6 +293,36 @@ TEST_CASE("shared prefixes are identical where promised and distinct elsewhere",
   }
 }
 
+TEST_CASE("a long_document table's system prompt opens every document, and only that table's", "[workload]") {
+  const std::string head = "[workload]\nname = \"t\"\nseed = 3\nvocab = 256\n[[tenant]]\nnamespace = \"a/b\"\n";
+  const std::string table =
+      "[[long_document]]\ntenant = \"a/b\"\ndocuments = 3\ndocument_tokens = 40\n"
+      "questions = 2\nquestion_tokens = [2, 4]\ndecode_tokens = 2\n";
+  const Workload plain = parse_ok(head + table);
+  const Workload with = parse_ok(head + table + "system_prompt_tokens = 24\n");
+  REQUIRE(with.jobs.size() == 3);
+  std::set<std::vector<TokenId>> documents;
+  for (const Job& j : with.jobs) {
+    REQUIRE(j.prefix.size() == 24 + 40);
+    // The same 24 tokens first, then a document of the job's own.
+    CHECK(std::equal(j.prefix.begin(), j.prefix.begin() + 24, with.jobs[0].prefix.begin()));
+    documents.emplace(j.prefix.begin() + 24, j.prefix.end());
+  }
+  CHECK(documents.size() == 3);
+  // Requested tokens count the system prompt and the document once per question.
+  uint64_t requested = 0;
+  for (const Job& j : with.jobs)
+    for (const Turn& t : j.turns) requested += 24 + 40 + t.user_tokens.size() + t.decode_tokens;
+  CHECK(with.requested_tokens() == requested);
+  // Zero is no system prompt, and draws what a table without the key draws.
+  const Workload zero = parse_ok(head + table + "system_prompt_tokens = 0\n");
+  REQUIRE(zero.jobs.size() == plain.jobs.size());
+  for (size_t i = 0; i < zero.jobs.size(); ++i) CHECK(same_job(zero.jobs[i], plain.jobs[i]));
+  Result<Workload> bad = parse_workload(head + table + "system_prompt_tokens = -1\n", "bad.toml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().field.find("system_prompt_tokens") != std::string::npos);
+}
+
 TEST_CASE("identical tables in two tenants get identical tokens", "[workload]") {
   const Workload w = load_ok(kWorkloadDir + "/tenants.toml");
   std::vector<const Job*> alpha = select(w, JobKind::chat, "run/alpha");

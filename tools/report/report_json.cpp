@@ -111,6 +111,19 @@ nlohmann::json summary_json(const RunReport& r) {
   j["shared_prefix_rows_per_request"] = r.shared_prefix_rows_per_request;
   j["shared_prefix_read_saving"] = optional_number(saving_ratio(static_cast<double>(r.shared_prefix_rows_per_request),
                                                                 static_cast<double>(r.shared_prefix_rows_read_once)));
+  const auto& x = r.shared_execution;
+  j["shared_prefix_execution"] = {{"site", x.site},
+                                  {"design", x.design},
+                                  {"batches", x.batches},
+                                  {"ops", x.ops},
+                                  {"hydragen", x.hydragen},
+                                  {"chunk_attention", x.chunk_attention},
+                                  {"per_request", x.per_request},
+                                  {"max_levels", x.max_levels},
+                                  {"multi_level_ops", x.multi_level_ops},
+                                  {"refusals", x.refusals},
+                                  {"rows_read", x.rows_read},
+                                  {"rows_per_request", x.rows_per_request}};
   j["funnel"] = funnel_json(r);
   // Memory (0x02): the peak ledger and how many times smaller each ledger is
   // than the rectangular reservation.

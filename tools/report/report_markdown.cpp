@@ -134,6 +134,24 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                   ratio_text(saving_ratio(static_cast<double>(r.shared_prefix_rows_per_request),
                                           static_cast<double>(r.shared_prefix_rows_read_once)))}};
   out += shared.render();
+  if (const auto& x = r.shared_execution; x.site == "node") {
+    out += "Shared-prefix decode ran on the node's executor owner (design `" + x.design +
+           "`): per layer and batch, the node built the requests' prefix tree from their own block tables and "
+           "attended their committed rows; each worker merged its new row with the exact LSE merge (0x0BA). "
+           "These rows are checked within the stated bound and never published.\n\n";
+    Table node{{"on the node", "value"}, {}, {false, true}};
+    node.rows = {{"batches", u(x.batches)},
+                 {"ops (one per layer and batch)", u(x.ops)},
+                 {"run as Hydragen (0x0BC)", u(x.hydragen)},
+                 {"run as ChunkAttention (0x0BD)", u(x.chunk_attention)},
+                 {"run per request (not shareable)", u(x.per_request)},
+                 {"deepest tree [shared levels]", u(x.max_levels)},
+                 {"ops over more than one shared level", u(x.multi_level_ops)},
+                 {"committed rows read, per batch", u(x.rows_read)},
+                 {"had each request read its own", u(x.rows_per_request)},
+                 {"refused, decoded in the worker", u(x.refusals)}};
+    out += node.render();
+  }
 }
 
 void funnel(std::string& out, const RunReport& r) {

@@ -147,11 +147,20 @@ std::string summary_text(const RunReport& r) {
          " rows";
   if (const uint64_t other = unattributed_reuse(r); other > 0) out += ", unattributed " + u(other) + " rows";
   out += "\n";
-  out += "shared-prefix reads (0x0BC): " + u(r.shared_prefix_rows_read_once) + " rows read once per batch, " +
-         u(r.shared_prefix_rows_per_request) + " rows had each request read them (" +
-         ratio_text(saving_ratio(static_cast<double>(r.shared_prefix_rows_per_request),
-                                 static_cast<double>(r.shared_prefix_rows_read_once))) +
-         " fewer reads)\n";
+  if (r.shared_execution.site == "worker")
+    out += "shared-prefix reads (0x0BC): " + u(r.shared_prefix_rows_read_once) + " rows read once per batch, " +
+           u(r.shared_prefix_rows_per_request) + " rows had each request read them (" +
+           ratio_text(saving_ratio(static_cast<double>(r.shared_prefix_rows_per_request),
+                                   static_cast<double>(r.shared_prefix_rows_read_once))) +
+           " fewer reads)\n";
+  if (const auto& x = r.shared_execution; x.site == "node")
+    out += "shared-prefix execution on the node's executor (design " + x.design + "): " + u(x.batches) + " batches, " +
+           u(x.ops) + " ops (hydragen " + u(x.hydragen) + ", chunk_attention " + u(x.chunk_attention) +
+           ", per request " + u(x.per_request) + "), trees of up to " + u(x.max_levels) + " shared levels (" +
+           u(x.multi_level_ops) + " ops over more than one), " + u(x.rows_read) + " committed rows read vs " +
+           u(x.rows_per_request) + " per request (" +
+           ratio_text(saving_ratio(static_cast<double>(x.rows_per_request), static_cast<double>(x.rows_read))) +
+           " fewer), " + u(x.refusals) + " refused\n";
   append_funnel(out, r);
   append_memory(out, r);
   append_latency(out, r);

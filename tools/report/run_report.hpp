@@ -120,6 +120,19 @@ struct RunReport {
   uint64_t reused_by_radix = 0;                 // of which found by the radix tree [rows]
   uint64_t shared_prefix_rows_read_once = 0;    // shared-prefix execution: rows read once per batch [rows]
   uint64_t shared_prefix_rows_per_request = 0;  // the same rows had each request read them [rows]
+  // Where shared-prefix decode ran, and on the node (site "node") what the
+  // executor owner executed: one op per layer per batch (0x0BA-0x0BD).
+  struct SharedPrefixExecution {
+    std::string site = "worker";  // "worker" or "node"
+    std::string design = "auto";  // the design the workers asked for
+    uint64_t batches = 0;         // decode steps of a group run with shared-prefix execution [batches]
+    uint64_t ops = 0, hydragen = 0, chunk_attention = 0, per_request = 0;  // by the design run [operations]
+    uint64_t max_levels = 0;        // most shared chunks on one sequence's path [chunks]
+    uint64_t multi_level_ops = 0;   // over a tree of more than one shared level [operations]
+    uint64_t refusals = 0;          // batches decoded in the worker after the node refused [batches]
+    uint64_t rows_read = 0;         // committed rows the node's design read, per batch [rows]
+    uint64_t rows_per_request = 0;  // the same, had each request read its own [rows]
+  } shared_execution;
 
   // Reuse funnel (0x0CF): stage counts in funnel order, then rejection buckets.
   std::vector<std::pair<std::string, uint64_t>> funnel_stages;

@@ -86,7 +86,9 @@ Result<RunConfig> load_run_config(const std::string& path) {
                                            "reuse_policy",
                                            "pool_segments",
                                            "domain_pools",
-                                           "radix_budget_blocks"};
+                                           "radix_budget_blocks",
+                                           "shared_prefix_site",
+                                           "shared_prefix_design"};
   for (const auto& [key, node] : *run)
     if (!known.contains(std::string(key.str())))
       return reader.field_error(&node, "run", std::string(key.str()), "unknown key");
@@ -125,6 +127,19 @@ Result<RunConfig> load_run_config(const std::string& path) {
   KVRT_TRY_ASSIGN(v,
                   reader.integer(*run, "run", "radix_budget_blocks", 0, 0, static_cast<int64_t>(c.blocks_per_group)));
   c.radix_budget_blocks = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(s, reader.string(*run, "run", "shared_prefix_site", std::string("worker")));
+  if (auto site = parse_shared_prefix_site(s, "shared_prefix_site"); site.ok())
+    c.shared_prefix_site = *site;
+  else
+    return reader.field_error(run->get("shared_prefix_site"), "run", "shared_prefix_site", site.error().reason);
+  KVRT_TRY_ASSIGN(s, reader.string(*run, "run", "shared_prefix_design", std::string("auto")));
+  if (auto design = parse_shared_prefix_design(s, "shared_prefix_design"); design.ok())
+    c.shared_prefix_design = *design;
+  else
+    return reader.field_error(run->get("shared_prefix_design"), "run", "shared_prefix_design", design.error().reason);
+  if (c.shared_prefix_design != SharedPrefixDesign::auto_ && c.shared_prefix_site != SharedPrefixSite::node)
+    return reader.field_error(run->get("shared_prefix_design"), "run", "shared_prefix_design",
+                              "names the node's design: needs shared_prefix_site = \"node\"");
   KVRT_TRY_ASSIGN(c.model, model::load_model_config(path));
   KVRT_TRY_ASSIGN(c.updates, read_update_schedule(reader));
   return c;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/model/reference_model.hpp"
+#include "engine/shared_prefix_site.hpp"
 #include "node/node_config.hpp"
 #include "services/common/result.hpp"
 #include "tools/workload/workload.hpp"
@@ -66,6 +67,11 @@ struct RunConfig {
   // (worker w: tenant w mod T), mapping only that tenant's pools. Needs
   // pool_segments = "unnamed" and at least as many workers as tenants.
   bool domain_pools = false;
+  // [run] shared_prefix_site / shared_prefix_design: where the workers run
+  // shared-prefix decode (engine/shared_prefix_site.hpp) and, on the node,
+  // which design the executor owner runs.
+  SharedPrefixSite shared_prefix_site = SharedPrefixSite::worker;
+  SharedPrefixDesign shared_prefix_design = SharedPrefixDesign::auto_;
   uint32_t radix_budget_blocks = 0;  // blocks per group the radix may lease; 0 = the node's default (half)
   model::ModelConfig model;
   UpdateSchedule updates;

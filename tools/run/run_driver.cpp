@@ -205,6 +205,8 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
     if (!mode.reuse) args.push_back("--no-reuse");
     if (!mode.verify) args.push_back("--no-verify");
     if (!mode.shared_prefix) args.push_back("--no-shared-prefix");
+    args.insert(args.end(), {"--shared-prefix-site", std::string(to_string(config.shared_prefix_site)),
+                             "--shared-prefix-design", std::string(to_string(config.shared_prefix_design))});
     if (!options.trace_path.empty()) {
       args.push_back("--trace");
       args.push_back(dir + "/" + name + "-trace.json");
@@ -336,6 +338,17 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
   RunConfig config = std::move(config_result).value();
   if (!options.workload_path.empty()) config.workload_path = options.workload_path;
   if (options.workers > 0) config.workers = static_cast<uint32_t>(options.workers);
+  if (!options.shared_prefix_site.empty())
+    KVRT_TRY_ASSIGN(config.shared_prefix_site,
+                    parse_shared_prefix_site(options.shared_prefix_site, "--shared-prefix-site"));
+  if (!options.shared_prefix_design.empty())
+    KVRT_TRY_ASSIGN(config.shared_prefix_design,
+                    parse_shared_prefix_design(options.shared_prefix_design, "--shared-prefix-design"));
+  if (config.shared_prefix_design != SharedPrefixDesign::auto_ && config.shared_prefix_site != SharedPrefixSite::node)
+    return make_error(ErrorCode::invalid_argument,
+                      "shared-prefix design " + std::string(to_string(config.shared_prefix_design)) +
+                          " runs on the node: needs shared-prefix site \"node\"",
+                      "shared_prefix_design");
   auto workload_result = workload::load_workload(config.workload_path);
   if (!workload_result.ok()) return workload_result.error();
   workload::Workload workload = std::move(workload_result).value();

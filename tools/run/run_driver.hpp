@@ -37,6 +37,9 @@ struct RunOptions {
   std::string out_dir;        // report directory (created)
   std::string trace_path;     // Perfetto trace of node and workers; empty: off
   bool compare = false;       // replay under every reuse mode too
+  // Override [run] shared_prefix_site / shared_prefix_design when not empty
+  // (the config's words; a bad word is the loader's typed error).
+  std::string shared_prefix_site, shared_prefix_design;
   std::string worker_binary;  // the kvrt executable that serves `run-worker`
   std::function<void(const RunProgress&)> on_progress;
 };

@@ -78,10 +78,13 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   r.prefix_index = std::string(name_of(pass.index));
   r.reuse_policy = std::string(config_name_of(config.reuse_policy));
   r.workers = config.workers;
+  r.shared_execution.site = std::string(to_string(config.shared_prefix_site));
+  r.shared_execution.design = std::string(to_string(config.shared_prefix_design));
   r.wall_s = pass.wall_s;
   FunnelCounts funnel;
   std::array<uint64_t, kReuseBucketCount> rejections{};
-  report::OwnerLatency allocator{"allocator", {}}, prefix{"prefix_index", {}}, authorization{"authorization", {}};
+  report::OwnerLatency allocator{"allocator", {}}, prefix{"prefix_index", {}}, authorization{"authorization", {}},
+      executor{"executor", {}};
   std::string first_error;
   for (const EngineResult& w : pass.results) {
     r.requests += w.requests;
@@ -92,6 +95,17 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     r.prefill_rows_forked += w.prefill_rows_forked;
     r.shared_prefix_rows_read_once += w.shared_prefix_rows_read_once;
     r.shared_prefix_rows_per_request += w.shared_prefix_rows_per_request;
+    report::RunReport::SharedPrefixExecution& x = r.shared_execution;
+    x.batches += w.shared_prefix_batches;
+    x.ops += w.node_shared_ops;
+    x.hydragen += w.node_shared_hydragen;
+    x.chunk_attention += w.node_shared_chunk_attention;
+    x.per_request += w.node_shared_per_request;
+    x.max_levels = std::max(x.max_levels, w.node_shared_max_levels);
+    x.multi_level_ops += w.node_shared_multi_level;
+    x.refusals += w.node_shared_refusals;
+    x.rows_read += w.node_shared_rows_read;
+    x.rows_per_request += w.node_shared_rows_per_request;
     r.bounded_rows_checked += w.bounded_rows_checked;
     r.bounded_row_max_difference = std::max(r.bounded_row_max_difference, w.bounded_row_max_difference);
     r.requests_verified += w.requests_verified;
@@ -108,6 +122,7 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     allocator.samples_us.insert(allocator.samples_us.end(), w.allocator_us.begin(), w.allocator_us.end());
     prefix.samples_us.insert(prefix.samples_us.end(), w.prefix_us.begin(), w.prefix_us.end());
     authorization.samples_us.insert(authorization.samples_us.end(), w.authorize_us.begin(), w.authorize_us.end());
+    executor.samples_us.insert(executor.samples_us.end(), w.executor_us.begin(), w.executor_us.end());
     r.worker_rows.push_back(report::WorkerRow{w.worker, w.requests, w.prefill_rows_computed, w.prefill_rows_reused,
                                               w.decode_tokens, w.wall_s});
   }
@@ -119,6 +134,8 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   for (size_t b = 0; b < kReuseBucketCount; ++b)
     r.rejection_buckets.emplace_back(std::string(to_string(static_cast<ReuseBucket>(b))), rejections[b]);
   r.latencies = {std::move(allocator), std::move(prefix), std::move(authorization)};
+  // Only a pass that executed on the node has executor round trips to show.
+  if (!executor.samples_us.empty()) r.latencies.push_back(std::move(executor));
 
   r.timeline = pass.timeline;
   for (const report::UtilisationSample& s : pass.timeline) {

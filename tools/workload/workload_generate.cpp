@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <map>
+#include <span>
 #include <utility>
 
 #include "services/common/splitmix64.hpp"
@@ -36,6 +37,7 @@ constexpr uint64_t kOrderDomain = 0x6f72646572ull;  // "order"
 // Sub-stream labels inside one table.
 constexpr uint64_t kPrefixStream = 1;  // shared prefix / fork prompt / document p
 constexpr uint64_t kJobStream = 2;     // a job's own turns or questions
+constexpr uint64_t kSystemStream = 3;  // a long_document table's system prompt
 
 class TokenStream {
  public:
@@ -82,6 +84,9 @@ class Generator {
  private:
   // The key every stream of one table derives from (see the file comment).
   uint64_t table_key(uint32_t tenant, JobKind kind, std::initializer_list<uint64_t> sizes) {
+    return table_key(tenant, kind, std::span<const uint64_t>(sizes.begin(), sizes.size()));
+  }
+  uint64_t table_key(uint32_t tenant, JobKind kind, std::span<const uint64_t> sizes) {
     uint64_t sized = stream_key(spec_.seed, {kTableDomain, static_cast<uint64_t>(kind)});
     for (uint64_t s : sizes) sized = stream_key(sized, {s});
     const uint64_t repeat = repeats_[{tenant, sized}]++;
@@ -156,12 +161,22 @@ class Generator {
   }
 
   void add_long_document(const LongDocumentTable& t) {
-    const uint64_t key = table_key(
-        t.tenant, JobKind::long_document,
-        {t.documents, t.document_tokens, t.questions, t.question_tokens.min, t.question_tokens.max, t.decode_tokens});
+    std::vector<uint64_t> sizes{t.documents,           t.document_tokens,     t.questions,
+                                t.question_tokens.min, t.question_tokens.max, t.decode_tokens};
+    // Only a table with a system prompt names it, so tables without one draw
+    // the tokens they always drew.
+    if (t.system_prompt_tokens > 0) sizes.push_back(t.system_prompt_tokens);
+    const uint64_t key = table_key(t.tenant, JobKind::long_document, sizes);
+    const std::vector<TokenId> system =
+        TokenStream(stream_key(key, {kSystemStream})).tokens(t.system_prompt_tokens, spec_.vocab);
     const uint32_t first_id = reserve_prefix_ids(JobKind::long_document, t.documents);
     for (uint32_t d = 0; d < t.documents; ++d) {
-      Job& j = new_job(JobKind::long_document, t.tenant, first_id + d, draw_prefix(key, d, t.document_tokens));
+      // System prompt, then the document: the first level of the table's
+      // prefix tree is shared by every document's questions (0x0BD).
+      std::vector<TokenId> prefix = system;
+      const std::vector<TokenId> document = draw_prefix(key, d, t.document_tokens);
+      prefix.insert(prefix.end(), document.begin(), document.end());
+      Job& j = new_job(JobKind::long_document, t.tenant, first_id + d, std::move(prefix));
       TokenStream s(stream_key(key, {kJobStream, d}));
       for (uint32_t q = 0; q < t.questions; ++q)
         j.turns.push_back(Turn{s.tokens(s.between(t.question_tokens), spec_.vocab), t.decode_tokens});

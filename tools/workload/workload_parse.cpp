@@ -295,19 +295,23 @@ class SpecReader {
 
   Status read_long_document(const toml::table& t, const std::string& where) {
     KVRT_TRY(known_keys(r_, t, where,
-                        {"tenant", "documents", "document_tokens", "questions", "question_tokens", "decode_tokens"}));
+                        {"tenant", "documents", "document_tokens", "system_prompt_tokens", "questions",
+                         "question_tokens", "decode_tokens"}));
     LongDocumentTable d;
     KVRT_TRY_ASSIGN(d.tenant, tenant_of(t, where));
     KVRT_TRY_ASSIGN(d.documents, count(r_, t, where, "documents", 1, kMaxSharedPrefixes));
     KVRT_TRY_ASSIGN(d.document_tokens, count(r_, t, where, "document_tokens", 1, kMaxSegmentTokens));
+    if (t.contains("system_prompt_tokens"))
+      KVRT_TRY_ASSIGN(d.system_prompt_tokens, count(r_, t, where, "system_prompt_tokens", 0, kMaxSegmentTokens));
     KVRT_TRY_ASSIGN(d.questions, count(r_, t, where, "questions", 1, kMaxDocumentQuestions));
     KVRT_TRY_ASSIGN(d.question_tokens, token_range(r_, t, where, "question_tokens", 1, kMaxSegmentTokens));
     KVRT_TRY_ASSIGN(d.decode_tokens, count(r_, t, where, "decode_tokens", 1, kMaxDecodeTokens));
     const uint64_t questions_max = uint64_t{d.questions} * d.question_tokens.max;
     KVRT_TRY(account(
         t, where, "documents",
-        Footprint{d.documents, uint64_t{d.documents} * d.questions, d.documents * (d.document_tokens + questions_max),
-                  uint64_t{d.document_tokens} + d.question_tokens.max + d.decode_tokens}));
+        Footprint{d.documents, uint64_t{d.documents} * d.questions,
+                  d.documents * (uint64_t{d.system_prompt_tokens} + d.document_tokens + questions_max),
+                  uint64_t{d.system_prompt_tokens} + d.document_tokens + d.question_tokens.max + d.decode_tokens}));
     spec_.long_documents.push_back(d);
     return Status::success();
   }

@@ -76,7 +76,8 @@ struct LongDocumentTable {
   uint32_t tenant = 0;
   uint32_t documents = 0;
   uint32_t document_tokens = 0;
-  uint32_t questions = 0;  // per document
+  uint32_t system_prompt_tokens = 0;  // opening every document of the table; 0 = none [tokens]
+  uint32_t questions = 0;             // per document
   TokenRange question_tokens;
   uint32_t decode_tokens = 0;
 };
