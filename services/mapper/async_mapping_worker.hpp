@@ -24,6 +24,17 @@
 //   to *other*, already published pages may run concurrently (disjoint pages).
 // - Statistics written by the thread (`busy_ns_`) are read by the owner only
 //   under the mutex.
+//
+// Waking a parked thread is a futex system call on the owner's path (about
+// 1-6 us on a virtual machine), which is most of what an asynchronous step
+// leaves visible. With AsyncMappingOptions::spin_ns the thread, having
+// finished a batch, polls an atomic flag for that long before it parks, and
+// the owner wakes it only if it parked: on a core of its own (cpu) and with a
+// spin longer than a decode step, steady decode hands batches over without
+// any system call. The flag is a hint; has_work_ under the mutex stays the
+// truth, and `parked_` (under the mutex) is set before the thread waits and
+// read by submit() after it published the batch, so no wake-up is lost.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -48,9 +59,19 @@ struct MappingJobResult {
   bool range_restored = true;
 };
 
+struct AsyncMappingOptions {
+  // Poll for the next batch this long before parking [ns]; 0 parks at once
+  // (the right choice when the thread shares the owner's core).
+  uint64_t spin_ns = 0;
+  // Pin the thread to this CPU; -1 leaves it where the scheduler puts it.
+  // A CPU outside the process's affinity is refused by the kernel and the
+  // thread stays unpinned (pinned() says which).
+  int cpu = -1;
+};
+
 class AsyncMappingWorker {
  public:
-  explicit AsyncMappingWorker(PageBacking& target);
+  explicit AsyncMappingWorker(PageBacking& target, AsyncMappingOptions options = {});
   ~AsyncMappingWorker();  // waits for the batch in flight, then stops the thread
   AsyncMappingWorker(const AsyncMappingWorker&) = delete;
   AsyncMappingWorker& operator=(const AsyncMappingWorker&) = delete;
@@ -63,12 +84,20 @@ class AsyncMappingWorker {
   bool in_flight() const { return in_flight_; }  // owner's own flag, no lock needed
   // Nanoseconds the thread spent executing jobs so far (off the owner thread).
   uint64_t busy_ns();
+  // Batches submitted, and of those the ones handed to a parked thread
+  // (a system call each).
+  uint64_t batches();
+  uint64_t wakeups();
+  bool pinned() const { return pinned_; }
 
  private:
   void run();
 
   PageBacking& target_;
-  bool in_flight_ = false;  // owner thread only
+  const AsyncMappingOptions options_;
+  bool in_flight_ = false;              // owner thread only
+  bool pinned_ = false;                 // set before the thread starts its loop, read after construction
+  std::atomic<bool> work_flag_{false};  // hint for the spinning thread: a batch may be pending
 
   std::mutex mutex_;
   std::condition_variable work_ready_;
@@ -78,6 +107,10 @@ class AsyncMappingWorker {
   bool has_work_ = false;                  // guarded by mutex_
   bool done_ = false;                      // guarded by mutex_
   bool stop_ = false;                      // guarded by mutex_
+  bool parked_ = false;                    // guarded by mutex_: the thread waits on work_ready_
+  bool owner_waiting_ = false;             // guarded by mutex_: await() waits on work_done_
+  uint64_t wakeups_ = 0;                   // guarded by mutex_
+  uint64_t batches_ = 0;                   // guarded by mutex_
   uint64_t busy_ns_ = 0;                   // guarded by mutex_
   std::thread thread_;                     // started last, after every field above
 };

@@ -15,8 +15,8 @@ uint64_t monotonic_ns() {
 
 }  // namespace
 
-PrefetchingBacking::PrefetchingBacking(std::unique_ptr<PageBacking> inner)
-    : inner_(std::move(inner)), worker_(std::make_unique<AsyncMappingWorker>(*inner_)) {}
+PrefetchingBacking::PrefetchingBacking(std::unique_ptr<PageBacking> inner, AsyncMappingOptions thread)
+    : inner_(std::move(inner)), worker_(std::make_unique<AsyncMappingWorker>(*inner_, thread)) {}
 
 PrefetchingBacking::~PrefetchingBacking() {
   worker_.reset();  // joins the thread: nothing may still be mapping into inner_
@@ -159,6 +159,9 @@ Status PrefetchingBacking::prefetch(const std::vector<PlannedMapping>& plan) {
 PrefetchStats PrefetchingBacking::stats() const {
   PrefetchStats s = stats_;
   s.background_ns = worker_->busy_ns();
+  s.batches = worker_->batches();
+  s.wakeups = worker_->wakeups();
+  s.thread_pinned = worker_->pinned();
   return s;
 }
 

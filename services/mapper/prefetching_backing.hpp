@@ -47,11 +47,16 @@ struct PrefetchStats {
   uint64_t foreground_revokes = 0;   // prefetched pages the owner unmapped itself
   uint64_t await_ns = 0;             // owner time blocked waiting for a batch [ns]
   uint64_t background_ns = 0;        // background thread time executing jobs [ns]
+  uint64_t batches = 0;              // batches handed to the background thread
+  uint64_t wakeups = 0;              // of which to a parked thread (a system call each)
+  bool thread_pinned = false;        // the thread runs on the CPU its options named
 };
 
 class PrefetchingBacking final : public PageBacking {
  public:
-  explicit PrefetchingBacking(std::unique_ptr<PageBacking> inner);
+  // `thread`: how the background thread waits and where it runs
+  // (async_mapping_worker.hpp); the default parks at once, unpinned.
+  explicit PrefetchingBacking(std::unique_ptr<PageBacking> inner, AsyncMappingOptions thread = {});
   ~PrefetchingBacking() override;  // stops the thread before the inner backing goes
   PrefetchingBacking(const PrefetchingBacking&) = delete;
   PrefetchingBacking& operator=(const PrefetchingBacking&) = delete;

@@ -71,12 +71,12 @@ struct AsyncMapper {
   MemfdBacking* pool = nullptr;
   PrefetchingBacking* prefetch = nullptr;
   std::unique_ptr<VmmMapper> mapper;
-  AsyncMapper(const MapperConfig& c, bool flaky_background) {
+  AsyncMapper(const MapperConfig& c, bool flaky_background, AsyncMappingOptions thread = {}) {
     auto memfd = std::make_unique<MemfdBacking>();
     pool = memfd.get();
     std::unique_ptr<PageBacking> inner = std::move(memfd);
     if (flaky_background) inner = std::make_unique<FlakyBackgroundBacking>(std::move(inner));
-    auto backing = std::make_unique<PrefetchingBacking>(std::move(inner));
+    auto backing = std::make_unique<PrefetchingBacking>(std::move(inner), thread);
     prefetch = backing.get();
     auto m = VmmMapper::init(c, std::move(backing));
     REQUIRE(m.ok());
