@@ -20,16 +20,21 @@ namespace {
   X(decode_rows_computed)                                                                                              \
   X(decode_kv_bytes_read)                                                                                              \
   X(forked_requests)                                                                                                   \
-  X(copy_on_write_rows) X(shared_prefix_batches) X(shared_prefix_rows_read_once) X(shared_prefix_rows_per_request)     \
-      X(bounded_rows_checked) X(requests_verified) X(token_mismatches) X(rows_checked) X(reused_rows_checked)          \
-          X(row_mismatches) X(reused_row_mismatches) X(out_of_capacity_retries) X(operation_errors)                    \
-              X(requests_served_privately) X(sessions_lost) X(reconnects) X(faults_absorbed)                           \
-                  X(stale_generation_refusals) X(reauthorizations) X(namespace_closed_refusals) X(receipts_revoked)    \
-                      X(requests_on_successor_weights) X(weight_variants) X(foreign_generation_hits) X(hits_withdrawn) \
-                          X(quota_exceeded_retries) X(requests_preempted) X(node_shared_ops) X(node_shared_hydragen)   \
-                              X(node_shared_chunk_attention) X(node_shared_per_request) X(node_shared_max_levels)      \
-                                  X(node_shared_multi_level) X(node_shared_refusals) X(node_shared_rows_read)          \
-                                      X(node_shared_rows_per_request)
+  X(copy_on_write_rows)                                                                                                \
+  X(shared_prefix_batches) X(shared_prefix_rows_read_once) X(shared_prefix_rows_per_request) X(bounded_rows_checked)   \
+      X(requests_verified) X(token_mismatches) X(rows_checked) X(reused_rows_checked) X(row_mismatches)                \
+          X(reused_row_mismatches) X(out_of_capacity_retries) X(operation_errors) X(requests_served_privately)         \
+              X(sessions_lost) X(reconnects) X(faults_absorbed) X(stale_generation_refusals) X(reauthorizations)       \
+                  X(namespace_closed_refusals) X(receipts_revoked) X(requests_on_successor_weights) X(weight_variants) \
+                      X(foreign_generation_hits) X(hits_withdrawn) X(quota_exceeded_retries) X(requests_preempted)     \
+                          X(node_shared_ops) X(node_shared_hydragen) X(node_shared_chunk_attention)                    \
+                              X(node_shared_per_request) X(node_shared_max_levels) X(node_shared_multi_level)          \
+                                  X(node_shared_refusals) X(node_shared_rows_read) X(node_shared_rows_per_request)     \
+                                      X(virtual_steps) X(virtual_steps_infeasible) X(virtual_pages_mapped)             \
+                                          X(virtual_bundles_reclaimed) X(virtual_retained_slot_reuses)                 \
+                                              X(virtual_retained_pages_reused) X(virtual_reserved_bytes)               \
+                                                  X(virtual_pool_bytes) X(virtual_mapped_peak_bytes)                   \
+                                                      X(virtual_active_valid_at_peak_bytes)
 
 }  // namespace
 
@@ -49,6 +54,9 @@ std::string engine_result_to_json(const EngineResult& r) {
   j["authorize_us"] = r.authorize_us;
   j["reuse_us"] = r.reuse_us;
   j["executor_us"] = r.executor_us;
+  j["mapper_step_us"] = r.mapper_step_us;
+  j["mapper_us"] = r.mapper_us;
+  j["view_map_us"] = r.view_map_us;
   j["bounded_row_max_difference"] = r.bounded_row_max_difference;
   j["wall_s"] = r.wall_s;
   return j.dump();
@@ -86,6 +94,9 @@ Result<EngineResult> engine_result_from_json(const std::string& text, const std:
   read("authorize_us", r.authorize_us);
   read("reuse_us", r.reuse_us);
   read("executor_us", r.executor_us);
+  read("mapper_step_us", r.mapper_step_us);
+  read("mapper_us", r.mapper_us);
+  read("view_map_us", r.view_map_us);
   read("bounded_row_max_difference", r.bounded_row_max_difference);
   read("wall_s", r.wall_s);
   if (!missing.empty())

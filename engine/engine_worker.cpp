@@ -6,6 +6,7 @@
 
 #include "engine/engine_loop.hpp"
 #include "engine/session_pools.hpp"
+#include "engine/virtual_engine.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "shm/shm_model_kv_cache.hpp"
 #include "shm/shm_payload_store.hpp"
@@ -58,6 +59,37 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
   return b;
 }
 
+// A node whose layout declares virtual pages (vAttention, 0x06): requests
+// live in the mapper owner's request slots, seen through this worker's own
+// view of the node's page pool. No reconnection: a lost node ends the run
+// with its error (the slots and pages went with it).
+Result<EngineResult> run_virtual_worker(const NodeDescriptor& node, const EngineOptions& options,
+                                        const CacheLayoutManifest& layout, const model::ReferenceModel& model) {
+  if (!node.mapper)
+    return make_error(ErrorCode::config_field,
+                      "layout '" + layout.manifest_id +
+                          "' declares physical_mode = \"virtual_pages\" but the node serves no [mapper]",
+                      "mapper");
+  ClientOptions client_options;
+  client_options.worker_name = options.worker_name;
+  client_options.trace = options.trace;
+  client_options.channel_only = options.channel_only;
+  std::unique_ptr<EngineSession> session;
+  KVRT_TRY_ASSIGN(session, EngineSession::connect(node, options.token_hex, client_options));
+  if (session->session().layout_sha256 != layout.digest())
+    return make_error(ErrorCode::incompatible, "the node serves another layout than " + node.layout_path,
+                      "layout_sha256");
+  Result<MapperPoolView> view = MapperPoolView::attach(*node.mapper);
+  if (!view.ok()) return view.error();
+  std::unique_ptr<VirtualModelKvCache> cache;
+  KVRT_TRY_ASSIGN(cache, VirtualModelKvCache::create(layout, *view));
+  return engine::run_virtual_engine(
+      *session, *view, *cache, model, options,
+      options.one_tenant_per_worker
+          ? workload::jobs_for_tenant_worker(*options.workload, options.worker_index, options.workers)
+          : workload::jobs_for_worker(*options.workload, options.worker_index, options.workers));
+}
+
 }  // namespace
 
 Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineOptions& options) {
@@ -82,6 +114,7 @@ Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineO
                           std::to_string(options.model.vocab),
                       "workload.vocab");
 
+  if (layout.physical_mode == PhysicalMode::virtual_pages) return run_virtual_worker(node, options, layout, model);
   Result<NodeBinding> first = bind_node(node, options.token_hex, layout, options);
   if (!first.ok()) return first.error();
   NodeBinding binding = std::move(first).value();

@@ -107,6 +107,20 @@ struct EngineResult {
   uint64_t node_shared_refusals = 0;          // batches decoded in the worker after a refusal [batches]
   uint64_t node_shared_rows_read = 0;         // committed K/V token rows the node's design read, per batch [rows]
   uint64_t node_shared_rows_per_request = 0;  // the same rows, had each request read its own [rows]
+  // Virtual reservations (a layout with physical_mode = "virtual_pages",
+  // engine/virtual_engine.hpp): mapper steps, pages mapped for this worker's
+  // frontiers (each of the 2L tensors counts), inactive owners' bundles
+  // reclaimed, slots bound with a retained mapping, and the 0x06F ledgers.
+  uint64_t virtual_steps = 0;                       // [steps]
+  uint64_t virtual_steps_infeasible = 0;            // short of page handles, retried [steps]
+  uint64_t virtual_pages_mapped = 0;                // [pages]
+  uint64_t virtual_bundles_reclaimed = 0;           // [bundles]
+  uint64_t virtual_retained_slot_reuses = 0;        // [slots]
+  uint64_t virtual_retained_pages_reused = 0;       // [pages per tensor]
+  uint64_t virtual_reserved_bytes = 0;              // M_VA [bytes of address space]
+  uint64_t virtual_pool_bytes = 0;                  // M_phys,pool [bytes]
+  uint64_t virtual_mapped_peak_bytes = 0;           // largest M_mapped a step reported [bytes]
+  uint64_t virtual_active_valid_at_peak_bytes = 0;  // M_active,valid at that step [bytes]
   // Exactness.
   uint64_t requests_verified = 0;
   uint64_t token_mismatches = 0;
@@ -157,6 +171,9 @@ struct EngineResult {
   std::array<uint64_t, kReuseBucketCount> rejections{};
   // Receipt latencies seen by this worker [us].
   std::vector<double> allocator_us, prefix_us, authorize_us, reuse_us, executor_us;
+  // Virtual reservations: mapper round trips with a step (map before use)
+  // and without, and this worker's own mapping of the step's pages [us].
+  std::vector<double> mapper_step_us, mapper_us, view_map_us;
   double wall_s = 0;
 };
 

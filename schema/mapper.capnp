@@ -98,6 +98,7 @@ struct SlotBinding {
   generation @1 :UInt64 $Kvrt.type("SlotGeneration");
   retainedPages @2 :UInt32;                # pages kept from an inactive owner [pages per tensor]
   retainedMappingReused @3 :Bool;
+  retainedMappings @4 :List(PageMapping);  # the retained pages of every tensor: a worker's view maps them before use (0x06B, 0x06E)
 }
 
 struct StepRequest {

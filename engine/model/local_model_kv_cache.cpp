@@ -24,19 +24,31 @@ std::optional<uint64_t> tensor_bytes(const TensorGeometry& geometry, ScalarType 
   return static_cast<uint64_t>(bytes);
 }
 
-// Copies the lanes of one (layer, head) row of a tensor to contiguous bytes.
-uint8_t* copy_lanes(const executor::KvTensorView& t, uint32_t slot, uint32_t row, uint32_t head, uint8_t* dst) {
-  const std::byte* src = t.row(slot, row, head);
-  const uint32_t b = t.scalar_bytes();
-  if (t.lane_stride == 1) {
-    std::memcpy(dst, src, uint64_t{t.head_dim} * b);
-    return dst + uint64_t{t.head_dim} * b;
-  }
-  for (uint32_t x = 0; x < t.head_dim; ++x, dst += b) std::memcpy(dst, src + uint64_t{x} * t.lane_stride * b, b);
-  return dst;
-}
-
 }  // namespace
+
+void gather_canonical_row(const CacheGroupLayout& group, std::span<const executor::PagedKvView> views, uint32_t slot,
+                          uint32_t row, std::span<uint8_t> out) {
+  // Canonical order (services/allocator/payload_store.hpp): all of K, then
+  // all of V, each layer_local-major, then kv_head, then lane.
+  const auto copy_lanes = [](const executor::KvTensorView& t, uint32_t s, uint32_t r, uint32_t head, uint8_t* dst) {
+    const std::byte* src = t.row(s, r, head);
+    const uint32_t b = t.scalar_bytes();
+    if (t.lane_stride == 1) {
+      std::memcpy(dst, src, uint64_t{t.head_dim} * b);
+      return dst + uint64_t{t.head_dim} * b;
+    }
+    for (uint32_t x = 0; x < t.head_dim; ++x, dst += b) std::memcpy(dst, src + uint64_t{x} * t.lane_stride * b, b);
+    return dst;
+  };
+  uint8_t* dst = out.data();
+  for (int kind = 0; kind < 2; ++kind)
+    for (uint32_t layer = group.layer_start; layer < group.layer_end; ++layer) {
+      const executor::PagedKvView& view = views[layer];
+      for (uint32_t h = 0; h < group.kv_heads_local; ++h)
+        dst = copy_lanes(kind == 0 ? view.k : view.v, slot, row, h, dst);
+    }
+  KVRT_ASSERT(dst == out.data() + out.size(), "canonical row gather wrote a wrong byte count");
+}
 
 Result<std::unique_ptr<LocalModelKvCache>> LocalModelKvCache::create(const CacheLayoutManifest& layout,
                                                                      uint32_t slots) {
@@ -104,16 +116,7 @@ Status LocalModelKvCache::read_canonical_row(uint32_t group_index, uint32_t slot
                       "a canonical row of group index " + std::to_string(group_index) + " is " +
                           std::to_string(group.row_bytes()) + " bytes, not " + std::to_string(out.size()),
                       "out");
-  // Canonical order (services/allocator/payload_store.hpp): all of K, then
-  // all of V, each layer_local-major, then kv_head, then lane.
-  uint8_t* dst = out.data();
-  for (int kind = 0; kind < 2; ++kind)
-    for (uint32_t layer = group.layer_start; layer < group.layer_end; ++layer) {
-      const executor::PagedKvView& view = views_[layer];
-      for (uint32_t h = 0; h < group.kv_heads_local; ++h)
-        dst = copy_lanes(kind == 0 ? view.k : view.v, slot, row, h, dst);
-    }
-  KVRT_ASSERT(dst == out.data() + out.size(), "canonical row gather wrote a wrong byte count");
+  gather_canonical_row(group, views_, slot, row, out);
   return Status::success();
 }
 

@@ -48,6 +48,14 @@ class ModelKvCache {
                                     std::span<uint8_t> out) const = 0;
 };
 
+// One token row of `group` in canonical order, gathered from the per-layer
+// views of a cache (views indexed by model layer) at (slot, row). The caller
+// has checked the coordinates and that `out` holds B_row,g bytes; every cache
+// implementation gathers through this one function, so their rows compare
+// bitwise whenever their elements are equal.
+void gather_canonical_row(const CacheGroupLayout& group, std::span<const executor::PagedKvView> views, uint32_t slot,
+                          uint32_t row, std::span<uint8_t> out);
+
 // Process-private pools, one per cache group, with the group's declared axis
 // order and dtypes (so a row's bytes equal the shared pool's bytes).
 class LocalModelKvCache final : public ModelKvCache {

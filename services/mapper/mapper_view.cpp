@@ -30,6 +30,18 @@ Result<MapperPoolView> MapperPoolView::attach(const MapperAttachment& a) {
   return MapperPoolView(std::move(*geometry), identity, std::move(*pool), std::move(*view));
 }
 
+Status MapperPoolView::bind(const SlotBinding& binding) {
+  if (binding.retained_mappings.empty()) return Status::success();
+  const uint64_t g = geometry_.config().page_group_bytes;
+  std::vector<ViewPage> pages;
+  for (const PageMapping& m : binding.retained_mappings) {
+    const uint64_t offset =
+        geometry_.page_offset(geometry_.tensor_index(m.local_layer, m.tensor), binding.slot.value, m.page_index);
+    pages.push_back(ViewPage{static_cast<uint32_t>(offset / g), m.handle.value});
+  }
+  return view_.map_pages(pool_.fd(), identity_, pages);
+}
+
 Status MapperPoolView::apply(const StepResult& step) {
   return view_.map_pages(pool_.fd(), identity_, view_pages_from_receipts(geometry_, step.receipts));
 }

@@ -22,6 +22,10 @@ class MapperPoolView {
   static Result<MapperPoolView> attach(const MapperAttachment& attachment);
 
   Status apply(const StepResult& step);
+  // Maps the pages a slot kept from its previous owner (SlotBinding's
+  // retained mappings) before the new owner's first step: they were mapped
+  // by a step this process may never have seen (0x06E).
+  Status bind(const SlotBinding& binding);
   std::byte* base() const { return view_.base(); }
   const MapperGeometry& geometry() const { return geometry_; }
 

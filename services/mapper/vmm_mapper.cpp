@@ -94,8 +94,16 @@ Result<SlotBinding> VmmMapper::alloc_reqid(RequestId request, RequestGeneration 
   record_slot(static_cast<uint32_t>(chosen));
   reused_retained_[chosen] = !slot.pages.empty();
   epoch_ = Epoch{epoch_.value + 1};
+  // The new owner's process may never have seen these pages (another
+  // worker's request mapped them): it needs them to map its own view.
+  std::vector<PageMapping> retained;
+  for (uint32_t q = 0; q < slot.pages.size(); ++q)
+    for (uint32_t t = 0; t < slot.pages[q].size(); ++t) {
+      const PageHandleId h = slot.pages[q][t];
+      retained.push_back(PageMapping{t / 2, static_cast<KvTensorKind>(t % 2), q, h, handles_[h.value].generation});
+    }
   return SlotBinding{RequestSlot{static_cast<uint32_t>(chosen)}, slot.generation,
-                     static_cast<uint32_t>(slot.pages.size()), !slot.pages.empty()};
+                     static_cast<uint32_t>(slot.pages.size()), !slot.pages.empty(), std::move(retained)};
 }
 
 std::vector<PageHandleId> VmmMapper::take_free_bundle() {

@@ -15,6 +15,7 @@
 
 #include "engine/engine_worker.hpp"
 #include "node/node_config.hpp"
+#include "services/identity/layout_loader.hpp"
 #include "tests/node/node_fixture.hpp"
 #include "tools/run/run_config.hpp"
 #include "tools/workload/workload.hpp"
@@ -450,6 +451,62 @@ TEST_CASE("kvrt run: shared-prefix decode on the node's executor, multi-level tr
       CHECK(x["rows_read"].get<uint64_t>() < x["rows_per_request"].get<uint64_t>());
     }
   }
+}
+
+TEST_CASE("run config: the node's [mapper] for virtual pages covers every request in flight", "[run]") {
+  Result<RunConfig> c = load_run_config(data("run-virtual.toml"));
+  REQUIRE(c.ok());
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  Result<CacheLayoutManifest> layout = load_layout_manifest(c->layout_path);
+  REQUIRE(layout.ok());
+  Result<NodeMapperConfig> m = mapper_for_run(*c, *w, *layout);
+  REQUIRE(m.ok());
+  // 64-byte rows in 4 KiB pages: 64 tokens per page, a multiple of P_a = 16.
+  CHECK(m->page_group_bytes == 4096);
+  CHECK(m->request_slots == 2 * 4);
+  CHECK(m->max_tokens % 64 == 0);
+  CHECK(m->max_tokens >= w->max_context_tokens());
+  CHECK(m->max_tokens < w->max_context_tokens() + 64);
+  // Every slot can map to T_max in all 2 L = 8 tensors.
+  CHECK(m->handle_count == 8u * m->request_slots * (m->max_tokens / 64));
+  const std::string node = node_config_for_run(*c, *w, PrefixIndexKind::hash_chain, false, &*m);
+  CHECK(node.find("[mapper]\nrequest_slots = 8\n") != std::string::npos);
+  // A layout of two groups cannot be one mapper's tensors.
+  Result<CacheLayoutManifest> two =
+      load_layout_manifest(std::string(KVRT_SOURCE_DIR) + "/config/layouts/small-two-group.toml");
+  REQUIRE(two.ok());
+  Result<NodeMapperConfig> refused = mapper_for_run(*c, *w, *two);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().field == "layout");
+}
+
+TEST_CASE("kvrt run: virtual reservations serve every request shape exactly, slots retained for their next owner",
+          "[run][process]") {
+  test::ScratchDir dir("run-virtual");
+  const nlohmann::json s = run_to_json({"--config", data("run-virtual.toml"), "--out", dir.file("report")}, dir);
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  CHECK(s["exact"] == true);
+  CHECK(s["requests"].get<uint64_t>() == w->request_count());
+  CHECK(s["requests_verified"].get<uint64_t>() == w->request_count());
+  CHECK(s["row_mismatches"] == 0);
+  // No prefix reuse and no fork sharing: every prompt row is computed.
+  CHECK(s["prefill_rows_reused"] == 0);
+  CHECK(s["prefill_rows_computed"].get<uint64_t>() == s["prompt_tokens"].get<uint64_t>());
+  CHECK(s["rows_checked"].get<uint64_t>() > 0);
+  const nlohmann::json& v = s["virtual_pages"];
+  CHECK(v["steps"].get<uint64_t>() > 0);
+  CHECK(v["steps_infeasible"] == 0);
+  CHECK(v["pages_mapped"].get<uint64_t>() > 0);
+  CHECK(v["pages_mapped"].get<uint64_t>() % 8 == 0);  // whole bundles: one page of each of 2 L = 8 tensors
+  // More requests than slots: later requests bind slots whose pages were
+  // kept (0x06E), and they stay exact (the new owner writes its own rows).
+  CHECK(v["retained_slot_reuses"].get<uint64_t>() > 0);
+  CHECK(v["mapped_peak_bytes"].get<uint64_t>() <= v["pool_bytes"].get<uint64_t>());
+  CHECK(v["active_valid_at_peak_bytes"].get<uint64_t>() <= v["mapped_peak_bytes"].get<uint64_t>());
+  CHECK(v["reserved_bytes"].get<uint64_t>() > 0);
+  CHECK(s["leaked_blocks"] == 0);
 }
 
 TEST_CASE("kvrt run: the radix index owner serves the same workload exactly", "[run][process]") {

@@ -208,7 +208,13 @@ inline MapperBatchReceipt filled(uint64_t seed) {
   MapperBatchReceipt r;
   r.trace = trace(n);
   r.outcomes.push_back(filled<ErrorMessage>(seed).error);
-  r.outcomes.push_back(SlotBinding{RequestSlot{n.u32()}, SlotGeneration{n.u64()}, n.u32(), true});
+  r.outcomes.push_back(SlotBinding{
+      RequestSlot{n.u32()},
+      SlotGeneration{n.u64()},
+      n.u32(),
+      true,
+      {PageMapping{n.u32(), KvTensorKind::key, n.u32(), PageHandleId{n.u64()}, BlockGeneration{n.u32()}},
+       PageMapping{n.u32(), KvTensorKind::value, n.u32(), PageHandleId{n.u64()}, BlockGeneration{n.u32()}}}});
   r.outcomes.push_back(
       StepResult{MappingFeasibility::insufficient_handles,
                  n.u32(),

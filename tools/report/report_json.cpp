@@ -124,6 +124,17 @@ nlohmann::json summary_json(const RunReport& r) {
                                   {"refusals", x.refusals},
                                   {"rows_read", x.rows_read},
                                   {"rows_per_request", x.rows_per_request}};
+  if (const auto& v = r.virtual_pages; v.used)
+    j["virtual_pages"] = {{"steps", v.steps},
+                          {"steps_infeasible", v.steps_infeasible},
+                          {"pages_mapped", v.pages_mapped},
+                          {"bundles_reclaimed", v.bundles_reclaimed},
+                          {"retained_slot_reuses", v.retained_slot_reuses},
+                          {"retained_pages_reused", v.retained_pages_reused},
+                          {"reserved_bytes", v.reserved_bytes},
+                          {"pool_bytes", v.pool_bytes},
+                          {"mapped_peak_bytes", v.mapped_peak_bytes},
+                          {"active_valid_at_peak_bytes", v.active_valid_at_peak_bytes}};
   j["funnel"] = funnel_json(r);
   // Memory (0x02): the peak ledger and how many times smaller each ledger is
   // than the rectangular reservation.

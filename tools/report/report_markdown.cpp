@@ -134,6 +134,25 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                   ratio_text(saving_ratio(static_cast<double>(r.shared_prefix_rows_per_request),
                                           static_cast<double>(r.shared_prefix_rows_read_once)))}};
   out += shared.render();
+  if (const auto& v = r.virtual_pages; v.used) {
+    out +=
+        "The pools were virtual reservations (vAttention, 0x06): each request was served from a request slot of "
+        "the node's mapper owner, pages mapped before use and retained for the slot's next owner, which may be "
+        "another worker (0x06E: capacity, not a prefix hit; every prompt row is computed). Mapping is "
+        "synchronous in this mode.\n\n";
+    Table vt{{"virtual reservations", "value"}, {}, {false, true}};
+    vt.rows = {{"mapper steps", u(v.steps)},
+               {"steps short of page handles (retried)", u(v.steps_infeasible)},
+               {"pages mapped (every K and V tensor)", u(v.pages_mapped)},
+               {"inactive bundles reclaimed", u(v.bundles_reclaimed)},
+               {"slots bound with a retained mapping", u(v.retained_slot_reuses)},
+               {"retained pages reused [pages per tensor]", u(v.retained_pages_reused)},
+               {"M_VA [bytes of address space]", u(v.reserved_bytes)},
+               {"M_phys,pool [bytes]", u(v.pool_bytes)},
+               {"peak M_mapped [bytes]", u(v.mapped_peak_bytes)},
+               {"M_active,valid at that peak [bytes]", u(v.active_valid_at_peak_bytes)}};
+    out += vt.render();
+  }
   if (const auto& x = r.shared_execution; x.site == "node") {
     out += "Shared-prefix decode ran on the node's executor owner (design `" + x.design +
            "`): per layer and batch, the node built the requests' prefix tree from their own block tables and "

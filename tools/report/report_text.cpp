@@ -161,6 +161,13 @@ std::string summary_text(const RunReport& r) {
            u(x.rows_per_request) + " per request (" +
            ratio_text(saving_ratio(static_cast<double>(x.rows_per_request), static_cast<double>(x.rows_read))) +
            " fewer), " + u(x.refusals) + " refused\n";
+  if (const auto& v = r.virtual_pages; v.used)
+    out += "virtual reservations (0x06): " + u(v.steps) + " mapper steps (" + u(v.steps_infeasible) +
+           " short of handles), " + u(v.pages_mapped) + " pages mapped, " + u(v.bundles_reclaimed) +
+           " bundles reclaimed, " + u(v.retained_slot_reuses) + " slots bound with retained pages (" +
+           u(v.retained_pages_reused) + " pages); M_VA " + u(v.reserved_bytes) + " B, M_phys,pool " + u(v.pool_bytes) +
+           " B, peak M_mapped " + u(v.mapped_peak_bytes) + " B (" + u(v.active_valid_at_peak_bytes) +
+           " B of valid rows); mapping synchronous (map-ahead not yet in this mode); no prefix reuse (0x06E)\n";
   append_funnel(out, r);
   append_memory(out, r);
   append_latency(out, r);

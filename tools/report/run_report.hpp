@@ -133,6 +133,20 @@ struct RunReport {
     uint64_t rows_read = 0;         // committed rows the node's design read, per batch [rows]
     uint64_t rows_per_request = 0;  // the same, had each request read its own [rows]
   } shared_execution;
+  // Virtual reservations (a layout with physical_mode = "virtual_pages",
+  // vAttention 0x06): what the mapper owner did for the workers, summed.
+  struct VirtualPages {
+    bool used = false;
+    uint64_t steps = 0, steps_infeasible = 0;  // [steps]
+    uint64_t pages_mapped = 0;                 // page groups, every tensor counted [pages]
+    uint64_t bundles_reclaimed = 0;            // inactive owners' page bundles moved [bundles]
+    uint64_t retained_slot_reuses = 0;         // slots bound with a retained mapping [slots]
+    uint64_t retained_pages_reused = 0;        // [pages per tensor]
+    uint64_t reserved_bytes = 0;               // M_VA [bytes of address space]
+    uint64_t pool_bytes = 0;                   // M_phys,pool [bytes]
+    uint64_t mapped_peak_bytes = 0;            // largest M_mapped one worker saw [bytes]
+    uint64_t active_valid_at_peak_bytes = 0;   // M_active,valid at that step [bytes]
+  } virtual_pages;
 
   // Reuse funnel (0x0CF): stage counts in funnel order, then rejection buckets.
   std::vector<std::pair<std::string, uint64_t>> funnel_stages;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -145,8 +146,35 @@ Result<RunConfig> load_run_config(const std::string& path) {
   return c;
 }
 
+Result<NodeMapperConfig> mapper_for_run(const RunConfig& run, const workload::Workload& workload,
+                                        const CacheLayoutManifest& layout) {
+  if (layout.cache_groups.size() != 1)
+    return make_error(ErrorCode::config_field,
+                      run.layout_path + ": virtual pages map one cache group's tensors; layout '" + layout.manifest_id +
+                          "' has " + std::to_string(layout.cache_groups.size()),
+                      "layout");
+  const CacheGroupLayout& g = layout.cache_groups[0];
+  const uint64_t row_bytes = uint64_t{g.kv_heads_local} * g.head_dim * scalar_bytes(g.k_dtype);  // B_tensor,row
+  const uint64_t page_bytes = layout.physical_page_bytes;  // G, as the layout declares it
+  if (row_bytes == 0 || page_bytes % row_bytes != 0)
+    return make_error(ErrorCode::config_field,
+                      run.layout_path + ": a K/V row of " + std::to_string(row_bytes) + " bytes does not divide a " +
+                          std::to_string(page_bytes) + "-byte page",
+                      "layout");
+  const uint64_t page_tokens = page_bytes / row_bytes;
+  const uint64_t unit = std::lcm(page_tokens, uint64_t{layout.allocator_block_size});
+  const uint64_t longest = std::max<uint64_t>(1, workload.max_context_tokens());
+  NodeMapperConfig m;
+  m.enabled = true;
+  m.request_slots = run.workers * run.in_flight;
+  m.max_tokens = static_cast<uint32_t>((longest + unit - 1) / unit * unit);
+  m.page_group_bytes = page_bytes;
+  m.handle_count = static_cast<uint32_t>(2ull * g.layers() * m.request_slots * (m.max_tokens / page_tokens));
+  return m;
+}
+
 std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload, PrefixIndexKind prefix_index,
-                                bool with_updates) {
+                                bool with_updates, const NodeMapperConfig* mapper) {
   std::ostringstream o;
   o << "# Written by kvrt run from " << run.config_path << " and " << workload.origin << ".\n"
     << "[node]\n"
@@ -163,6 +191,9 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
     << "pool_segments = " << quoted(std::string(name_of(run.pool_segments))) << "\n"
     << "domain_pools = " << (run.domain_pools ? "true" : "false") << "\n"
     << "radix_budget_blocks = " << run.radix_budget_blocks << "\n";
+  if (mapper != nullptr)
+    o << "\n[mapper]\nrequest_slots = " << mapper->request_slots << "\nmax_tokens = " << mapper->max_tokens
+      << "\npage_group_bytes = " << mapper->page_group_bytes << "\nhandle_count = " << mapper->handle_count << "\n";
   std::string names;
   // With domain_pools each tenant is a trust domain of its own, named after
   // its namespace ("deployment.tenant": a domain name has no slash).

@@ -86,7 +86,20 @@ Result<RunConfig> load_run_config(const std::string& path);
 // each allowed every tenant's namespace, and with updates on (and
 // `with_updates`) the driver's admin principal. Paths in it are absolute.
 // `prefix_index` overrides the run config's choice (the --compare passes).
+// `mapper`, when given, is written as the node's [mapper] table.
 std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload, PrefixIndexKind prefix_index,
-                                bool with_updates = false);
+                                bool with_updates = false, const NodeMapperConfig* mapper = nullptr);
+
+// The node's [mapper] for a run whose layout declares physical_mode =
+// "virtual_pages" (vAttention, 0x06): one request slot per request a worker
+// keeps in flight (workers x in_flight), T_max the workload's longest
+// context rounded up to whole pages and whole P_a blocks (so a slot's range
+// tiles into blocks, engine/virtual_model_kv_cache.hpp), G the layout's
+// physical_page_bytes, and
+// enough page handles to back every slot to T_max. Errors: config_field
+// ("layout") for a layout of more than one cache group, or rows that do not
+// divide a page.
+Result<NodeMapperConfig> mapper_for_run(const RunConfig& run, const workload::Workload& workload,
+                                        const CacheLayoutManifest& layout);
 
 }  // namespace kvrt

@@ -162,7 +162,11 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
                          const CacheLayoutManifest& layout, const PassMode& mode, const std::string& dir) {
   std::filesystem::create_directories(dir);
   const std::string node_config = dir + "/node.toml";
-  KVRT_TRY(write_text(node_config, node_config_for_run(config, workload, mode.index, mode.updates)));
+  std::optional<NodeMapperConfig> mapper;
+  if (layout.physical_mode == PhysicalMode::virtual_pages)
+    KVRT_TRY_ASSIGN(mapper, mapper_for_run(config, workload, layout));
+  KVRT_TRY(write_text(node_config,
+                      node_config_for_run(config, workload, mode.index, mode.updates, mapper ? &*mapper : nullptr)));
   NodeRunOptions node_options;
   node_options.config_path = node_config;
   node_options.descriptor_path = dir + "/node.json";

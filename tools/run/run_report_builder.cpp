@@ -84,7 +84,7 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   FunnelCounts funnel;
   std::array<uint64_t, kReuseBucketCount> rejections{};
   report::OwnerLatency allocator{"allocator", {}}, prefix{"prefix_index", {}}, authorization{"authorization", {}},
-      executor{"executor", {}};
+      executor{"executor", {}}, mapper_step{"mapper (step, map before use)", {}}, view_map{"worker view mapping", {}};
   std::string first_error;
   for (const EngineResult& w : pass.results) {
     r.requests += w.requests;
@@ -106,6 +106,21 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     x.refusals += w.node_shared_refusals;
     x.rows_read += w.node_shared_rows_read;
     x.rows_per_request += w.node_shared_rows_per_request;
+    report::RunReport::VirtualPages& v = r.virtual_pages;
+    v.steps += w.virtual_steps;
+    v.steps_infeasible += w.virtual_steps_infeasible;
+    v.pages_mapped += w.virtual_pages_mapped;
+    v.bundles_reclaimed += w.virtual_bundles_reclaimed;
+    v.retained_slot_reuses += w.virtual_retained_slot_reuses;
+    v.retained_pages_reused += w.virtual_retained_pages_reused;
+    v.reserved_bytes = std::max(v.reserved_bytes, w.virtual_reserved_bytes);
+    v.pool_bytes = std::max(v.pool_bytes, w.virtual_pool_bytes);
+    if (w.virtual_mapped_peak_bytes >= v.mapped_peak_bytes) {
+      v.mapped_peak_bytes = w.virtual_mapped_peak_bytes;
+      v.active_valid_at_peak_bytes = w.virtual_active_valid_at_peak_bytes;
+    }
+    mapper_step.samples_us.insert(mapper_step.samples_us.end(), w.mapper_step_us.begin(), w.mapper_step_us.end());
+    view_map.samples_us.insert(view_map.samples_us.end(), w.view_map_us.begin(), w.view_map_us.end());
     r.bounded_rows_checked += w.bounded_rows_checked;
     r.bounded_row_max_difference = std::max(r.bounded_row_max_difference, w.bounded_row_max_difference);
     r.requests_verified += w.requests_verified;
@@ -136,6 +151,11 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   r.latencies = {std::move(allocator), std::move(prefix), std::move(authorization)};
   // Only a pass that executed on the node has executor round trips to show.
   if (!executor.samples_us.empty()) r.latencies.push_back(std::move(executor));
+  r.virtual_pages.used = layout.physical_mode == PhysicalMode::virtual_pages;
+  if (r.virtual_pages.used) {
+    r.latencies.push_back(std::move(mapper_step));
+    r.latencies.push_back(std::move(view_map));
+  }
 
   r.timeline = pass.timeline;
   for (const report::UtilisationSample& s : pass.timeline) {

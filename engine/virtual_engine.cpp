@@ -1,0 +1,307 @@
+// The engine loop over virtual reservations (vAttention, 0x06). See
+// virtual_engine.hpp.
+//
+// One iteration:
+//   1. [appends of the last forward, frees of finished requests, slot
+//      bindings of new requests]  -> one mapper message
+//   2. step: every active request's frontier to the rows the next forward
+//      writes (a prefill: its prompt; a decode: one more row)
+//                                   -> one mapper message; the receipts'
+//      pages mapped into this worker's view (map before use, 0x06D)
+//   3. one batched forward over the slots' contiguous ranges
+//   4. finished requests verified against a private replay, then freed with
+//      their pages retained (0x06E); a chat's next turn queued.
+#include "engine/virtual_engine.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <thread>
+
+#include "engine/engine_replay.hpp"
+#include "engine/model/model_kv_cache.hpp"
+
+namespace kvrt::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double micros_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+// A request waiting for a slot: a chat turn with its history, a question,
+// or one branch of a fork (no sharing here: each branch prefills the prompt).
+struct PendingRequest {
+  const workload::Job* job = nullptr;
+  uint32_t turn = 0;
+  uint32_t branch = 0;
+  std::vector<TokenId> prompt;
+  uint32_t decode_tokens = 1;
+};
+
+struct SlotRequest {
+  PendingRequest p;
+  RequestId id;
+  SlotGeneration generation;
+  uint32_t slot = 0;
+  model::SequenceBlocks blocks;
+  std::vector<TokenId> tokens;  // prompt, then generated
+  uint32_t cached_rows = 0;     // rows written and appended [rows]
+  uint32_t generated = 0;       // [tokens]
+  bool finished() const { return generated >= p.decode_tokens; }
+};
+
+class VirtualEngine {
+ public:
+  VirtualEngine(EngineSession& session, MapperPoolView& view, VirtualModelKvCache& cache,
+                const model::ReferenceModel& model, const EngineOptions& o, std::vector<const workload::Job*> jobs)
+      : session_(session), view_(view), cache_(cache), model_(model), o_(o), jobs_(std::move(jobs)) {
+    result_.worker = o.worker_name;
+    for (const workload::Job* job : jobs_) enqueue_job(*job);
+    result_.requests_total = ready_.size();
+    for (const workload::Job* job : jobs_)
+      if (job->kind == workload::JobKind::chat && !job->turns.empty()) result_.requests_total += job->turns.size() - 1;
+  }
+
+  Result<EngineResult> run() {
+    const Clock::time_point start = Clock::now();
+    Clock::time_point progress_at = start;
+    while (!ready_.empty() || !live_.empty() || !queued_.empty()) {
+      const uint64_t before = result_.requests + result_.prefill_rows_computed + result_.decode_rows_computed;
+      KVRT_TRY(bind_and_settle());
+      KVRT_TRY(step_and_forward());
+      KVRT_TRY(finish());
+      if (result_.requests + result_.prefill_rows_computed + result_.decode_rows_computed != before) {
+        progress_at = Clock::now();
+      } else if (Clock::now() - progress_at > std::chrono::seconds(30)) {
+        return make_error(ErrorCode::run_stalled,
+                          o_.worker_name + " made no progress for 30 s: the mapper could not back its requests (" +
+                              std::to_string(result_.virtual_steps_infeasible) + " steps short of page handles)",
+                          "handle_count");
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+    result_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+    return result_;
+  }
+
+ private:
+  void enqueue_job(const workload::Job& job) {
+    switch (job.kind) {
+      case workload::JobKind::chat:
+        if (!job.turns.empty()) ready_.push_back(turn_request(job, 0, 0, job.prefix));
+        break;
+      case workload::JobKind::fork:
+        for (uint32_t b = 0; b < std::max<uint32_t>(1, job.branches); ++b)
+          ready_.push_back(turn_request(job, 0, b, job.prefix));
+        break;
+      case workload::JobKind::few_shot:
+      case workload::JobKind::long_document:
+        for (uint32_t t = 0; t < job.turns.size(); ++t) ready_.push_back(turn_request(job, t, 0, job.prefix));
+        break;
+    }
+  }
+
+  static PendingRequest turn_request(const workload::Job& job, uint32_t turn, uint32_t branch,
+                                     const std::vector<TokenId>& history) {
+    PendingRequest p{&job, turn, branch, history, 1};
+    const workload::Turn& t = job.turns.at(turn);
+    p.prompt.insert(p.prompt.end(), t.user_tokens.begin(), t.user_tokens.end());
+    p.decode_tokens = std::max<uint32_t>(1, t.decode_tokens);
+    return p;
+  }
+
+  TraceContext next_trace() { return TraceContext{(uint64_t(o_.worker_index + 1) << 40) ^ ++span_, span_, 0}; }
+
+  void note_error(const Error& e) {
+    ++result_.operation_errors;
+    if (result_.first_error.empty()) result_.first_error = e.describe();
+  }
+
+  // Sends `ops`, checks the receipt answers them one for one, and times it.
+  Result<MapperBatchReceipt> call(std::vector<MapperOp> ops, bool step) {
+    const size_t n = ops.size();
+    const Clock::time_point t0 = Clock::now();
+    auto receipt = session_.client().call(MapperBatch{next_trace(), std::move(ops)});
+    (step ? result_.mapper_step_us : result_.mapper_us).push_back(micros_since(t0));
+    if (!receipt.ok()) return receipt.error();
+    if (receipt->outcomes.size() != n)
+      return make_error(
+          ErrorCode::invariant_violated,
+          "a mapper receipt answers " + std::to_string(receipt->outcomes.size()) + " ops, not " + std::to_string(n),
+          "outcomes");
+    return receipt;
+  }
+
+  // 1. The appends and frees queued by the last iteration, and a slot for
+  // each request that fits in flight.
+  Status bind_and_settle() {
+    std::vector<MapperOp> ops = std::move(queued_);
+    queued_.clear();
+    const size_t settled = ops.size();
+    std::vector<PendingRequest> binding;
+    while (!ready_.empty() && live_.size() + binding.size() < o_.in_flight) {
+      binding.push_back(std::move(ready_.front()));
+      ready_.pop_front();
+      const PendingRequest& p = binding.back();
+      ops.emplace_back(std::in_place_type<MapperAllocOp>, RequestId{next_request_++}, RequestGeneration{1},
+                       static_cast<uint32_t>(p.prompt.size() + p.decode_tokens));
+    }
+    if (ops.empty()) return Status::success();
+    MapperBatchReceipt receipt;
+    KVRT_TRY_ASSIGN(receipt, call(ops, false));
+    for (size_t i = 0; i < settled; ++i)
+      if (const auto* e = std::get_if<Error>(&receipt.outcomes[i])) note_error(*e);
+    for (size_t k = 0; k < binding.size(); ++k) {
+      const MapperOutcome& out = receipt.outcomes[settled + k];
+      const auto& alloc = std::get<MapperAllocOp>(ops[settled + k]);
+      if (const auto* e = std::get_if<Error>(&out)) {
+        // No inactive slot fits (other workers hold them): back in line.
+        if (e->code != ErrorCode::slots_exhausted) note_error(*e);
+        ready_.push_front(std::move(binding[k]));
+        continue;
+      }
+      const auto* bound = std::get_if<SlotBinding>(&out);
+      if (bound == nullptr) return make_error(ErrorCode::invariant_violated, "alloc answered without a slot", "slot");
+      KVRT_TRY(view_.bind(*bound));
+      if (bound->retained_mapping_reused) {
+        ++result_.virtual_retained_slot_reuses;
+        result_.virtual_retained_pages_reused += bound->retained_pages;
+      }
+      SlotRequest r;
+      r.tokens = binding[k].prompt;
+      r.p = std::move(binding[k]);
+      r.id = alloc.request;
+      r.generation = bound->generation;
+      r.slot = bound->slot.value;
+      r.blocks = cache_.blocks_of(r.slot);
+      live_.push_back(std::move(r));
+    }
+    return Status::success();
+  }
+
+  // 2-3. Map before use, then one forward over every live request.
+  Status step_and_forward() {
+    if (live_.empty()) return Status::success();
+    MapperStepOp step;
+    for (const SlotRequest& r : live_)
+      step.requests.push_back(StepRequest{r.id, static_cast<uint32_t>(r.tokens.size())});
+    MapperBatchReceipt receipt;
+    KVRT_TRY_ASSIGN(receipt, call({step}, true));
+    if (const auto* e = std::get_if<Error>(&receipt.outcomes[0])) return *e;
+    const StepResult& stepped = std::get<StepResult>(receipt.outcomes[0]);
+    ++result_.virtual_steps;
+    if (stepped.feasibility != MappingFeasibility::ready) {
+      // Not enough page handles now: nothing is mapped, the step is retried
+      // once finished requests release theirs (0x06D: a feasibility result).
+      ++result_.virtual_steps_infeasible;
+      return Status::success();
+    }
+    for (const MappedFrontierReceipt& f : stepped.receipts) {
+      if (!f.ready_before_use)
+        return make_error(ErrorCode::invariant_violated, "a synchronous frontier was published before its pages",
+                          "ready_before_use");
+      result_.virtual_pages_mapped += f.new_mappings.size();
+      result_.virtual_bundles_reclaimed += f.reclaimed_bundles.size();
+      if (f.ledger.mapped_bytes >= result_.virtual_mapped_peak_bytes) {
+        result_.virtual_mapped_peak_bytes = f.ledger.mapped_bytes;
+        result_.virtual_active_valid_at_peak_bytes = f.ledger.active_valid_bytes;
+      }
+      result_.virtual_reserved_bytes = f.ledger.virtual_reserved_bytes;
+      result_.virtual_pool_bytes = f.ledger.physical_pool_bytes;
+    }
+    const Clock::time_point t0 = Clock::now();
+    KVRT_TRY(view_.apply(stepped));
+    result_.view_map_us.push_back(micros_since(t0));
+
+    std::vector<model::ForwardChunk> chunks;
+    for (const SlotRequest& r : live_) chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.cached_rows});
+    std::vector<std::vector<float>> logits;
+    KVRT_TRY_ASSIGN(logits, model_.forward(cache_, chunks));
+    for (size_t i = 0; i < live_.size(); ++i) {
+      SlotRequest& r = live_[i];
+      const uint32_t rows = static_cast<uint32_t>(r.tokens.size()) - r.cached_rows;
+      (r.generated == 0 ? result_.prefill_rows_computed : result_.decode_rows_computed) += rows;
+      result_.decode_kv_bytes_read +=
+          r.generated == 0 ? 0 : uint64_t{r.cached_rows + 1} * cache_.layout().cache_groups[0].row_bytes();
+      r.tokens.push_back(r.generated == 0 ? model::ranked_tokens(logits[i], r.p.branch + 1).at(r.p.branch)
+                                          : model::greedy_token(logits[i]));
+      ++r.generated;
+      r.cached_rows = static_cast<uint32_t>(r.tokens.size()) - 1;
+      queued_.emplace_back(std::in_place_type<MapperAppendOp>, r.id, r.generation, r.cached_rows);
+    }
+    return Status::success();
+  }
+
+  // 4. Finished requests: verified while their rows are still theirs, then freed.
+  Status finish() {
+    std::vector<SlotRequest> remaining;
+    for (SlotRequest& r : live_) {
+      if (!r.finished()) {
+        remaining.push_back(std::move(r));
+        continue;
+      }
+      if (o_.verify) KVRT_TRY(verify(r));
+      queued_.emplace_back(std::in_place_type<MapperFreeOp>, r.id, r.generation, ReleaseMode::retain);
+      ++result_.requests;
+      result_.prompt_tokens += r.p.prompt.size();
+      result_.decode_tokens += r.generated;
+      const workload::Job& job = *r.p.job;
+      if (job.kind == workload::JobKind::chat && r.p.turn + 1 < job.turns.size())
+        ready_.push_back(turn_request(job, r.p.turn + 1, 0, r.tokens));
+    }
+    live_ = std::move(remaining);
+    if (o_.on_progress)
+      o_.on_progress(EngineProgress{result_.requests, result_.requests_total,
+                                    result_.prefill_rows_computed + result_.decode_rows_computed});
+    return Status::success();
+  }
+
+  Status verify(const SlotRequest& r) {
+    // Every request fits its slot's T_max rows, so one slot's blocks hold any replay.
+    if (replay_cache_ == nullptr)
+      KVRT_TRY_ASSIGN(replay_cache_, model::LocalModelKvCache::create(cache_.layout(), cache_.blocks_per_slot()));
+    const ReplayedRequest request{&r.blocks,     r.tokens,     static_cast<uint32_t>(r.p.prompt.size()),
+                                  r.generated,   r.p.branch,   0,
+                                  r.cached_rows, r.cached_rows};
+    ReplayVerdict v;
+    KVRT_TRY_ASSIGN(v, replay_without_reuse(model_, *replay_cache_, cache_, request));
+    ++result_.requests_verified;
+    if (!v.tokens_equal) ++result_.token_mismatches;
+    result_.rows_checked += v.rows_checked;
+    result_.row_mismatches += v.row_mismatches;
+    if (result_.first_mismatch.empty() && !v.first_mismatch.empty())
+      result_.first_mismatch = o_.worker_name + " job " + std::to_string(r.p.job->id) + " turn " +
+                               std::to_string(r.p.turn) + " branch " + std::to_string(r.p.branch) + " (slot " +
+                               std::to_string(r.slot) + "): " + v.first_mismatch;
+    return Status::success();
+  }
+
+  EngineSession& session_;
+  MapperPoolView& view_;
+  VirtualModelKvCache& cache_;
+  const model::ReferenceModel& model_;
+  const EngineOptions& o_;
+  std::vector<const workload::Job*> jobs_;
+  std::deque<PendingRequest> ready_;
+  std::vector<SlotRequest> live_;
+  std::vector<MapperOp> queued_;  // appends and frees for the next mapper message
+  std::unique_ptr<model::LocalModelKvCache> replay_cache_;
+  EngineResult result_;
+  // Request ids are the node's mapper's keys across every session: each
+  // worker draws from its own range.
+  uint64_t next_request_ = (uint64_t(o_.worker_index) + 1) << 40;
+  uint64_t span_ = 0;
+};
+
+}  // namespace
+
+Result<EngineResult> run_virtual_engine(EngineSession& session, MapperPoolView& view, VirtualModelKvCache& cache,
+                                        const model::ReferenceModel& model, const EngineOptions& options,
+                                        std::vector<const workload::Job*> jobs) {
+  return VirtualEngine(session, view, cache, model, options, std::move(jobs)).run();
+}
+
+}  // namespace kvrt::engine

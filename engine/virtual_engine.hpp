@@ -1,0 +1,34 @@
+#pragma once
+// The engine loop of `kvrt run` over virtual reservations (vAttention,
+// spec 0x06): used when the node's layout declares physical_mode =
+// "virtual_pages". Every request is bound to a request slot of the node's
+// mapper owner (alloc_reqid), each iteration steps every active frontier to
+// the rows the next forward writes (step, map before use: 0x06D), the worker
+// maps the receipts' pages into its own view of the same memfd pool and
+// runs the model over the slot's contiguous range (VirtualModelKvCache),
+// reports the rows written (append) and, when a request finishes, frees its
+// slot with its pages retained for the next owner (0x06E: capacity, not
+// prefix identity — a new owner writes its own rows).
+//
+// What this mode does not do: prefix reuse or fork sharing (a retained
+// mapping is capacity, never an exact-prefix hit, 0x06E); every prompt row
+// is computed. The exactness verdict is the paged loop's: every request
+// replayed without reuse in a private cache, tokens identical and every row
+// bitwise equal.
+#include <vector>
+
+#include "engine/engine_session.hpp"
+#include "engine/engine_worker.hpp"
+#include "engine/virtual_model_kv_cache.hpp"
+
+namespace kvrt::engine {
+
+// Serves `jobs` through `session`'s mapper owner. Errors: the round trips'
+// (node_lost, session_ended), a receipt that does not answer its batch
+// (invariant_violated), run_stalled when the mapper cannot back the
+// requests for 30 s.
+Result<EngineResult> run_virtual_engine(EngineSession& session, MapperPoolView& view, VirtualModelKvCache& cache,
+                                        const model::ReferenceModel& model, const EngineOptions& options,
+                                        std::vector<const workload::Job*> jobs);
+
+}  // namespace kvrt::engine
