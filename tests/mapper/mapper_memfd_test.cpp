@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "services/mapper/memfd_backing.hpp"
@@ -66,6 +68,18 @@ TEST_CASE("memfd backing: contiguous slot view reads back through the pool", "[m
   auto z = m.alloc_reqid(req('Z'), gen1(), 32).value();
   CHECK(z.slot == x.slot);
   CHECK(z.retained_mapping_reused);
+  // The binding lists every retained page of every tensor, so a process that
+  // never saw X's steps can map them into its own view: X's V0 pages were
+  // handles 1 and 5 (translated above).
+  REQUIRE(z.retained_pages == 2);
+  REQUIRE(z.retained_mappings.size() == z.retained_pages * g.tensor_count());
+  std::set<std::tuple<uint32_t, KvTensorKind, uint32_t>> seen;
+  for (const PageMapping& pm : z.retained_mappings) {
+    CHECK(seen.emplace(pm.local_layer, pm.tensor, pm.page_index).second);
+    CHECK(pm.page_index < z.retained_pages);
+    if (pm.local_layer == 0 && pm.tensor == KvTensorKind::value)
+      CHECK(pm.handle.value == (pm.page_index == 0 ? 1u : 5u));
+  }
   CHECK(code_of(m.check_readable(req('Z'), z.generation, 1)) == ErrorCode::rows_not_valid);
   REQUIRE(m.validate().ok());
   REQUIRE(m.free_reqid(req('Z'), z.generation, ReleaseMode::retain).ok());
