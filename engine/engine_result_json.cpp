@@ -34,7 +34,7 @@ namespace {
                                           X(virtual_bundles_reclaimed) X(virtual_retained_slot_reuses)                 \
                                               X(virtual_retained_pages_reused) X(virtual_reserved_bytes)               \
                                                   X(virtual_pool_bytes) X(virtual_mapped_peak_bytes)                   \
-                                                      X(virtual_active_valid_at_peak_bytes)
+                                                      X(virtual_active_valid_at_peak_bytes) X(virtual_pages_mapped_ahead)
 
 }  // namespace
 
@@ -57,6 +57,8 @@ std::string engine_result_to_json(const EngineResult& r) {
   j["mapper_step_us"] = r.mapper_step_us;
   j["mapper_us"] = r.mapper_us;
   j["view_map_us"] = r.view_map_us;
+  j["view_map_ahead_us_total"] = r.view_map_ahead_us_total;
+  j["view_map_wait_us_total"] = r.view_map_wait_us_total;
   j["bounded_row_max_difference"] = r.bounded_row_max_difference;
   j["wall_s"] = r.wall_s;
   return j.dump();
@@ -97,6 +99,8 @@ Result<EngineResult> engine_result_from_json(const std::string& text, const std:
   read("mapper_step_us", r.mapper_step_us);
   read("mapper_us", r.mapper_us);
   read("view_map_us", r.view_map_us);
+  read("view_map_ahead_us_total", r.view_map_ahead_us_total);
+  read("view_map_wait_us_total", r.view_map_wait_us_total);
   read("bounded_row_max_difference", r.bounded_row_max_difference);
   read("wall_s", r.wall_s);
   if (!missing.empty())

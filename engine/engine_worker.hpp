@@ -121,6 +121,9 @@ struct EngineResult {
   uint64_t virtual_pool_bytes = 0;                  // M_phys,pool [bytes]
   uint64_t virtual_mapped_peak_bytes = 0;           // largest M_mapped a step reported [bytes]
   uint64_t virtual_active_valid_at_peak_bytes = 0;  // M_active,valid at that step [bytes]
+  uint64_t virtual_pages_mapped_ahead = 0;          // of the pages mapped, in the background ahead of use [pages]
+  double view_map_ahead_us_total = 0;               // background mapping time, hidden behind forwards [us]
+  double view_map_wait_us_total = 0;                // time the engine waited for it [us]
   // Exactness.
   uint64_t requests_verified = 0;
   uint64_t token_mismatches = 0;

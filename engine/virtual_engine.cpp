@@ -2,20 +2,26 @@
 // virtual_engine.hpp.
 //
 // One iteration:
-//   1. [appends of the last forward, frees of finished requests, slot
-//      bindings of new requests]  -> one mapper message
-//   2. step: every active request's frontier to the rows the next forward
-//      writes (a prefill: its prompt; a decode: one more row)
-//                                   -> one mapper message; the receipts'
-//      pages mapped into this worker's view (map before use, 0x06D)
-//   3. one batched forward over the slots' contiguous ranges
-//   4. finished requests verified against a private replay, then freed with
-//      their pages retained (0x06E); a chat's next turn queued.
+//   1. step: every active request's frontier to the rows the next forward
+//      writes (a prefill: its prompt; a decode: one more row) and one row
+//      beyond                      -> one mapper message; the pages this
+//      forward needs mapped into this worker's view now (map before use,
+//      0x06D), the ones beyond on a background thread
+//   2. one batched forward over the slots' contiguous ranges
+//   3. [appends of that forward, frees of the requests finished last time,
+//      slot bindings of new requests] -> one mapper message; then a step of
+//      the new requests to their prompts -> one more; their pages (kept
+//      from a previous owner, and new) mapped on a background thread while
+//   4. finished requests are verified against a private replay, then freed
+//      with their pages retained (0x06E); a chat's next turn queued.
+// So a new request's pages are mapped ahead, behind the verification's
+// compute, and the next step finds them in place.
 #include "engine/virtual_engine.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <future>
 #include <thread>
 
 #include "engine/engine_replay.hpp"
@@ -69,8 +75,8 @@ class VirtualEngine {
     Clock::time_point progress_at = start;
     while (!ready_.empty() || !live_.empty() || !queued_.empty()) {
       const uint64_t before = result_.requests + result_.prefill_rows_computed + result_.decode_rows_computed;
-      KVRT_TRY(bind_and_settle());
       KVRT_TRY(step_and_forward());
+      KVRT_TRY(bind_and_settle());
       KVRT_TRY(finish());
       if (result_.requests + result_.prefill_rows_computed + result_.decode_rows_computed != before) {
         progress_at = Clock::now();
@@ -83,6 +89,7 @@ class VirtualEngine {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
     }
+    KVRT_TRY(await_ahead());
     result_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
     return result_;
   }
@@ -135,13 +142,16 @@ class VirtualEngine {
     return receipt;
   }
 
-  // 1. The appends and frees queued by the last iteration, and a slot for
-  // each request that fits in flight.
+  // 3. The appends and frees queued so far, a slot for each request that
+  // fits in flight, and those slots stepped to their prompts ahead of their
+  // first forward, mapped in the background.
   Status bind_and_settle() {
     std::vector<MapperOp> ops = std::move(queued_);
     queued_.clear();
     const size_t settled = ops.size();
     std::vector<PendingRequest> binding;
+    std::vector<ViewPage> ahead;  // pages of the new slots, mapped in the background
+    const size_t first_new = live_.size();
     while (!ready_.empty() && live_.size() + binding.size() < o_.in_flight) {
       binding.push_back(std::move(ready_.front()));
       ready_.pop_front();
@@ -165,7 +175,7 @@ class VirtualEngine {
       }
       const auto* bound = std::get_if<SlotBinding>(&out);
       if (bound == nullptr) return make_error(ErrorCode::invariant_violated, "alloc answered without a slot", "slot");
-      KVRT_TRY(view_.bind(*bound));
+      for (const PageMapping& m : bound->retained_mappings) add_page(bound->slot.value, m, &ahead);
       if (bound->retained_mapping_reused) {
         ++result_.virtual_retained_slot_reuses;
         result_.virtual_retained_pages_reused += bound->retained_pages;
@@ -179,26 +189,58 @@ class VirtualEngine {
       r.blocks = cache_.blocks_of(r.slot);
       live_.push_back(std::move(r));
     }
+    if (live_.size() > first_new) {
+      MapperStepOp step;
+      for (size_t i = first_new; i < live_.size(); ++i)
+        step.requests.push_back(StepRequest{live_[i].id, target_of(live_[i])});
+      MapperBatchReceipt stepped;
+      KVRT_TRY_ASSIGN(stepped, call({step}, true));
+      if (const auto* e = std::get_if<Error>(&stepped.outcomes[0])) return *e;
+      const StepResult& result = std::get<StepResult>(stepped.outcomes[0]);
+      ++result_.virtual_steps;
+      // Short of handles: the next step maps what it can, synchronously.
+      if (result.feasibility == MappingFeasibility::ready) {
+        KVRT_TRY(count_receipts(result));
+        for (const MappedFrontierReceipt& f : result.receipts) append_pages(f, UINT32_MAX, &ahead, &ahead);
+      } else {
+        ++result_.virtual_steps_infeasible;
+      }
+    }
+    KVRT_TRY(await_ahead());
+    map_in_background(std::move(ahead));
     return Status::success();
   }
 
-  // 2-3. Map before use, then one forward over every live request.
-  Status step_and_forward() {
-    if (live_.empty()) return Status::success();
-    MapperStepOp step;
-    for (const SlotRequest& r : live_)
-      step.requests.push_back(StepRequest{r.id, static_cast<uint32_t>(r.tokens.size())});
-    MapperBatchReceipt receipt;
-    KVRT_TRY_ASSIGN(receipt, call({step}, true));
-    if (const auto* e = std::get_if<Error>(&receipt.outcomes[0])) return *e;
-    const StepResult& stepped = std::get<StepResult>(receipt.outcomes[0]);
-    ++result_.virtual_steps;
-    if (stepped.feasibility != MappingFeasibility::ready) {
-      // Not enough page handles now: nothing is mapped, the step is retried
-      // once finished requests release theirs (0x06D: a feasibility result).
-      ++result_.virtual_steps_infeasible;
-      return Status::success();
-    }
+  // The frontier a step asks for: the rows the next forward writes and,
+  // for a request that decodes again, one more (0x06D's one iteration ahead).
+  uint32_t target_of(const SlotRequest& r) const {
+    const uint32_t now = static_cast<uint32_t>(r.tokens.size());
+    const uint32_t last = static_cast<uint32_t>(r.p.prompt.size() + r.p.decode_tokens) - 1;  // rows ever written
+    return std::min({now + 1, std::max(now, last), view_.geometry().config().max_tokens});
+  }
+
+  // A receipt's new pages as view pages: below `needed` pages of its slot
+  // into `now`, the rest into `ahead`.
+  void append_pages(const MappedFrontierReceipt& f, uint32_t needed, std::vector<ViewPage>* now,
+                    std::vector<ViewPage>* ahead) {
+    for (const PageMapping& m : f.new_mappings) add_page(f.request_slot.value, m, m.page_index < needed ? now : ahead);
+  }
+
+  // One page of `slot` as a view page, unless this view already shows that
+  // handle there (a slot this worker had before, retained with its pages).
+  void add_page(uint32_t slot, const PageMapping& m, std::vector<ViewPage>* out) {
+    const MapperGeometry& geo = view_.geometry();
+    const uint64_t g = geo.config().page_group_bytes;
+    const auto page =
+        static_cast<uint32_t>(geo.page_offset(geo.tensor_index(m.local_layer, m.tensor), slot, m.page_index) / g);
+    if (shown_.empty()) shown_.assign(geo.virtual_reserved_bytes() / g, UINT64_MAX);
+    if (shown_[page] == m.handle.value) return;
+    shown_[page] = m.handle.value;
+    out->push_back(ViewPage{page, m.handle.value});
+  }
+
+  // The step's receipts into the result: pages, reclamations, ledgers.
+  Status count_receipts(const StepResult& stepped) {
     for (const MappedFrontierReceipt& f : stepped.receipts) {
       if (!f.ready_before_use)
         return make_error(ErrorCode::invariant_violated, "a synchronous frontier was published before its pages",
@@ -212,9 +254,56 @@ class VirtualEngine {
       result_.virtual_reserved_bytes = f.ledger.virtual_reserved_bytes;
       result_.virtual_pool_bytes = f.ledger.physical_pool_bytes;
     }
+    return Status::success();
+  }
+
+  void map_in_background(std::vector<ViewPage> pages) {
+    if (pages.empty()) return;
+    result_.virtual_pages_mapped_ahead += pages.size();
+    ahead_ = std::async(std::launch::async, [this, pages = std::move(pages)]() -> Result<double> {
+      const Clock::time_point b0 = Clock::now();
+      KVRT_TRY(view_.map(pages));
+      return micros_since(b0);
+    });
+  }
+
+  // 2-3. Map before use, then one forward over every live request.
+  Status step_and_forward() {
+    if (live_.empty()) return Status::success();
+    // Map ahead (0x06D): each frontier is stepped one row past what this
+    // forward writes (the row the next decode step writes), so the page a
+    // decode crosses into is mapped one iteration early, in this worker's
+    // view on a background thread while the forward runs.
+    MapperStepOp step;
+    for (const SlotRequest& r : live_) step.requests.push_back(StepRequest{r.id, target_of(r)});
+    MapperBatchReceipt receipt;
+    KVRT_TRY_ASSIGN(receipt, call({step}, true));
+    if (const auto* e = std::get_if<Error>(&receipt.outcomes[0])) return *e;
+    const StepResult& stepped = std::get<StepResult>(receipt.outcomes[0]);
+    ++result_.virtual_steps;
+    if (stepped.feasibility != MappingFeasibility::ready) {
+      // Not enough page handles now: nothing is mapped, the step is retried
+      // once finished requests release theirs (0x06D: a feasibility result).
+      ++result_.virtual_steps_infeasible;
+      return Status::success();
+    }
+    KVRT_TRY(count_receipts(stepped));
+    // The pages this forward writes or reads must be in the view now; the
+    // ones ahead may follow in the background. The previous background
+    // batch ends first: map calls never overlap.
     const Clock::time_point t0 = Clock::now();
-    KVRT_TRY(view_.apply(stepped));
+    KVRT_TRY(await_ahead());
+    const MapperGeometry& geo = view_.geometry();
+    std::vector<ViewPage> now, ahead;
+    for (const MappedFrontierReceipt& f : stepped.receipts) {
+      const auto it = std::find_if(live_.begin(), live_.end(),
+                                   [&](const SlotRequest& r) { return r.slot == f.request_slot.value; });
+      append_pages(f, it == live_.end() ? UINT32_MAX : geo.pages_for_tokens(static_cast<uint32_t>(it->tokens.size())),
+                   &now, &ahead);
+    }
+    KVRT_TRY(view_.map(now));
     result_.view_map_us.push_back(micros_since(t0));
+    map_in_background(std::move(ahead));
 
     std::vector<model::ForwardChunk> chunks;
     for (const SlotRequest& r : live_) chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.cached_rows});
@@ -232,6 +321,18 @@ class VirtualEngine {
       r.cached_rows = static_cast<uint32_t>(r.tokens.size()) - 1;
       queued_.emplace_back(std::in_place_type<MapperAppendOp>, r.id, r.generation, r.cached_rows);
     }
+    return Status::success();
+  }
+
+  // The background mapping of the last step's pages ahead, awaited: its
+  // time counts as hidden, the wait as visible.
+  Status await_ahead() {
+    if (!ahead_.valid()) return Status::success();
+    const Clock::time_point t0 = Clock::now();
+    Result<double> busy = ahead_.get();
+    result_.view_map_wait_us_total += micros_since(t0);
+    if (!busy.ok()) return busy.error();
+    result_.view_map_ahead_us_total += *busy;
     return Status::success();
   }
 
@@ -289,6 +390,11 @@ class VirtualEngine {
   std::vector<SlotRequest> live_;
   std::vector<MapperOp> queued_;  // appends and frees for the next mapper message
   std::unique_ptr<model::LocalModelKvCache> replay_cache_;
+  std::future<Result<double>> ahead_;  // the view's mapping of pages ahead [us busy]
+  // The handle this view shows at each virtual page, as far as this worker
+  // mapped it (UINT64_MAX: not by this worker). A failed map ends the run,
+  // so an entry is never ahead of the view.
+  std::vector<uint64_t> shown_;
   EngineResult result_;
   // Request ids are the node's mapper's keys across every session: each
   // worker draws from its own range.

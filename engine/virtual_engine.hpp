@@ -3,8 +3,10 @@
 // spec 0x06): used when the node's layout declares physical_mode =
 // "virtual_pages". Every request is bound to a request slot of the node's
 // mapper owner (alloc_reqid), each iteration steps every active frontier to
-// the rows the next forward writes (step, map before use: 0x06D), the worker
-// maps the receipts' pages into its own view of the same memfd pool and
+// the rows the next forward writes and one beyond (step, map before use and
+// map ahead: 0x06D), the worker maps the receipts' pages into its own view
+// of the same memfd pool (those needed now at once, the rest on a background
+// thread behind the forward or the verification) and
 // runs the model over the slot's contiguous range (VirtualModelKvCache),
 // reports the rows written (append) and, when a request finishes, frees its
 // slot with its pages retained for the next owner (0x06E: capacity, not

@@ -26,6 +26,11 @@ class MapperPoolView {
   // retained mappings) before the new owner's first step: they were mapped
   // by a step this process may never have seen (0x06E).
   Status bind(const SlotBinding& binding);
+  // Maps the given view pages (a part of a step's receipts). Touches no
+  // member state, so one call may run on a background thread while the
+  // owner reads and writes other, already mapped pages; calls that map must
+  // not overlap each other (the caller awaits one before the next).
+  Status map(const std::vector<ViewPage>& pages) { return view_.map_pages(pool_.fd(), identity_, pages); }
   std::byte* base() const { return view_.base(); }
   const MapperGeometry& geometry() const { return geometry_; }
 

@@ -506,6 +506,13 @@ TEST_CASE("kvrt run: virtual reservations serve every request shape exactly, slo
   CHECK(v["mapped_peak_bytes"].get<uint64_t>() <= v["pool_bytes"].get<uint64_t>());
   CHECK(v["active_valid_at_peak_bytes"].get<uint64_t>() <= v["mapped_peak_bytes"].get<uint64_t>());
   CHECK(v["reserved_bytes"].get<uint64_t>() > 0);
+  // New requests' pages and decode's next page are mapped into the workers'
+  // views ahead of use, on a background thread (0x06D).
+  CHECK(v["pages_mapped_ahead"].get<uint64_t>() > 0);
+  CHECK(v["view_map_hidden_fraction"].get<double>() >= 0.0);
+  CHECK(v["view_map_hidden_fraction"].get<double>() <= 1.0);
+  const bool hidden_some = v["view_map_hidden_fraction"].get<double>() > 0.0;
+  CHECK((!hidden_some || v["view_map_visible_us"].get<double>() < v["view_map_work_us"].get<double>()));
   CHECK(s["leaked_blocks"] == 0);
 }
 

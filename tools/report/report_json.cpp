@@ -134,7 +134,11 @@ nlohmann::json summary_json(const RunReport& r) {
                           {"reserved_bytes", v.reserved_bytes},
                           {"pool_bytes", v.pool_bytes},
                           {"mapped_peak_bytes", v.mapped_peak_bytes},
-                          {"active_valid_at_peak_bytes", v.active_valid_at_peak_bytes}};
+                          {"active_valid_at_peak_bytes", v.active_valid_at_peak_bytes},
+                          {"pages_mapped_ahead", v.pages_mapped_ahead},
+                          {"view_map_work_us", v.view_map_work_us},
+                          {"view_map_visible_us", v.view_map_visible_us},
+                          {"view_map_hidden_fraction", v.hidden_fraction()}};
   j["funnel"] = funnel_json(r);
   // Memory (0x02): the peak ledger and how many times smaller each ledger is
   // than the rectangular reservation.

@@ -138,8 +138,8 @@ void work_and_reuse(std::string& out, const RunReport& r) {
     out +=
         "The pools were virtual reservations (vAttention, 0x06): each request was served from a request slot of "
         "the node's mapper owner, pages mapped before use and retained for the slot's next owner, which may be "
-        "another worker (0x06E: capacity, not a prefix hit; every prompt row is computed). Mapping is "
-        "synchronous in this mode.\n\n";
+        "another worker (0x06E: capacity, not a prefix hit; every prompt row is computed). Each step maps "
+        "one row ahead, and a worker maps those pages into its view while the forward runs (0x06D).\n\n";
     Table vt{{"virtual reservations", "value"}, {}, {false, true}};
     vt.rows = {{"mapper steps", u(v.steps)},
                {"steps short of page handles (retried)", u(v.steps_infeasible)},
@@ -150,7 +150,9 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                {"M_VA [bytes of address space]", u(v.reserved_bytes)},
                {"M_phys,pool [bytes]", u(v.pool_bytes)},
                {"peak M_mapped [bytes]", u(v.mapped_peak_bytes)},
-               {"M_active,valid at that peak [bytes]", u(v.active_valid_at_peak_bytes)}};
+               {"M_active,valid at that peak [bytes]", u(v.active_valid_at_peak_bytes)},
+               {"pages mapped ahead of use", u(v.pages_mapped_ahead)},
+               {"view mapping hidden behind forwards", ratio_text(v.hidden_fraction())}};
     out += vt.render();
   }
   if (const auto& x = r.shared_execution; x.site == "node") {

@@ -167,7 +167,9 @@ std::string summary_text(const RunReport& r) {
            " bundles reclaimed, " + u(v.retained_slot_reuses) + " slots bound with retained pages (" +
            u(v.retained_pages_reused) + " pages); M_VA " + u(v.reserved_bytes) + " B, M_phys,pool " + u(v.pool_bytes) +
            " B, peak M_mapped " + u(v.mapped_peak_bytes) + " B (" + u(v.active_valid_at_peak_bytes) +
-           " B of valid rows); mapping synchronous (map-ahead not yet in this mode); no prefix reuse (0x06E)\n";
+           " B of valid rows); " + u(v.pages_mapped_ahead) + " pages mapped ahead of use, " +
+           std::to_string(static_cast<int>(v.hidden_fraction() * 100 + 0.5)) +
+           " % of the workers' view mapping hidden behind forwards; no prefix reuse (0x06E)\n";
   append_funnel(out, r);
   append_memory(out, r);
   append_latency(out, r);

@@ -146,6 +146,14 @@ struct RunReport {
     uint64_t pool_bytes = 0;                   // M_phys,pool [bytes]
     uint64_t mapped_peak_bytes = 0;            // largest M_mapped one worker saw [bytes]
     uint64_t active_valid_at_peak_bytes = 0;   // M_active,valid at that step [bytes]
+    uint64_t pages_mapped_ahead = 0;           // mapped in the workers' views before use, in the background [pages]
+    // The workers' view mapping: work = synchronous mapping + background
+    // mapping; visible = synchronous mapping + waits for the background;
+    // hidden fraction = 1 - visible / work (0x06D). Negative never: 0 floor.
+    double view_map_work_us = 0, view_map_visible_us = 0;
+    double hidden_fraction() const {
+      return view_map_work_us > 0 ? std::max(0.0, 1.0 - view_map_visible_us / view_map_work_us) : 0.0;
+    }
   } virtual_pages;
 
   // Reuse funnel (0x0CF): stage counts in funnel order, then rejection buckets.

@@ -119,6 +119,11 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
       v.mapped_peak_bytes = w.virtual_mapped_peak_bytes;
       v.active_valid_at_peak_bytes = w.virtual_active_valid_at_peak_bytes;
     }
+    v.pages_mapped_ahead += w.virtual_pages_mapped_ahead;
+    double foreground = 0;  // synchronous mapping plus waits [us]
+    for (double us : w.view_map_us) foreground += us;
+    v.view_map_visible_us += foreground;
+    v.view_map_work_us += foreground - w.view_map_wait_us_total + w.view_map_ahead_us_total;
     mapper_step.samples_us.insert(mapper_step.samples_us.end(), w.mapper_step_us.begin(), w.mapper_step_us.end());
     view_map.samples_us.insert(view_map.samples_us.end(), w.view_map_us.begin(), w.view_map_us.end());
     r.bounded_rows_checked += w.bounded_rows_checked;
