@@ -152,7 +152,7 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                {"peak M_mapped [bytes]", u(v.mapped_peak_bytes)},
                {"M_active,valid at that peak [bytes]", u(v.active_valid_at_peak_bytes)},
                {"pages mapped ahead of use", u(v.pages_mapped_ahead)},
-               {"view mapping hidden behind forwards", ratio_text(v.hidden_fraction())}};
+               {"view mapping hidden behind forwards", percent_text(v.hidden_fraction())}};
     out += vt.render();
   }
   if (const auto& x = r.shared_execution; x.site == "node") {

@@ -168,8 +168,8 @@ std::string summary_text(const RunReport& r) {
            u(v.retained_pages_reused) + " pages); M_VA " + u(v.reserved_bytes) + " B, M_phys,pool " + u(v.pool_bytes) +
            " B, peak M_mapped " + u(v.mapped_peak_bytes) + " B (" + u(v.active_valid_at_peak_bytes) +
            " B of valid rows); " + u(v.pages_mapped_ahead) + " pages mapped ahead of use, " +
-           std::to_string(static_cast<int>(v.hidden_fraction() * 100 + 0.5)) +
-           " % of the workers' view mapping hidden behind forwards; no prefix reuse (0x06E)\n";
+           percent_text(v.hidden_fraction()) +
+           " of the workers' view mapping hidden behind forwards; no prefix reuse (0x06E)\n";
   append_funnel(out, r);
   append_memory(out, r);
   append_latency(out, r);
