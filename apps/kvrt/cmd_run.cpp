@@ -28,6 +28,7 @@ struct RunCli {
   std::string out;
   std::string trace;
   std::string shared_prefix_site, shared_prefix_design;  // empty: the run config's
+  std::string compare_physical;
   bool json = false;
   bool compare = false;
   bool quiet = false;
@@ -93,6 +94,7 @@ int run_command(const RunCli& cli) {
   options.compare = cli.compare;
   options.shared_prefix_site = cli.shared_prefix_site;
   options.shared_prefix_design = cli.shared_prefix_design;
+  options.compare_physical_layout = cli.compare_physical;
   options.worker_binary = self_executable();
   auto progress = std::make_shared<ProgressLine>(!cli.quiet);
   options.on_progress = [progress](const RunProgress& p) { progress->update(p); };
@@ -121,6 +123,9 @@ SubcommandRegistration run_subcommand{
       sub->add_option("--shared-prefix-design", opts->shared_prefix_design,
                       "the node's shared-prefix design: auto, hydragen, chunk_attention or per_request (default: "
                       "[run] shared_prefix_design)");
+      sub->add_option("--compare-physical", opts->compare_physical,
+                      "also serve the workload under this layout (another physical mode: paged blocks or virtual "
+                      "pages), verified, and compare");
       sub->add_flag("--compare", opts->compare, "also replay under each reuse mode and print the comparison");
       sub->add_flag("--json", opts->json, "print the summary as one JSON object");
       sub->add_flag("--quiet", opts->quiet, "no progress bar");

@@ -516,6 +516,45 @@ TEST_CASE("kvrt run: virtual reservations serve every request shape exactly, slo
   CHECK(s["leaked_blocks"] == 0);
 }
 
+TEST_CASE("kvrt run --compare-physical: paged blocks against virtual pages on one workload, both verified",
+          "[run][process]") {
+  test::ScratchDir dir("run-compare-physical");
+  const std::string virtual_layout = std::string(KVRT_SOURCE_DIR) + "/config/layouts/small-virtual.toml";
+  const nlohmann::json s = run_to_json(
+      {"--config", data("run-test.toml"), "--compare-physical", virtual_layout, "--out", dir.file("report")}, dir);
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  CHECK(s["exact"] == true);
+  const nlohmann::json& modes = s["physical_modes"];
+  REQUIRE(modes.size() == 2);
+  const nlohmann::json &paged = modes[0], &virt = modes[1];
+  CHECK(paged["physical_mode"] == "paged_blocks");
+  CHECK(virt["physical_mode"] == "virtual_pages");
+  CHECK(paged["exact"] == true);
+  CHECK(virt["exact"] == true);
+  // Paged reuses prompt rows; virtual computes every one (0x06E).
+  CHECK(paged["prefill_rows_reused"].get<uint64_t>() > 0);
+  CHECK(virt["prefill_rows_reused"] == 0);
+  CHECK(virt["prefill_rows_computed"].get<uint64_t>() == s["prompt_tokens"].get<uint64_t>());
+  CHECK(paged["prefill_rows_computed"].get<uint64_t>() < virt["prefill_rows_computed"].get<uint64_t>());
+  CHECK(virt["pages_mapped"].get<uint64_t>() > 0);
+  CHECK(virt["map_step_p50_us"].get<double>() > 0.0);
+  CHECK(virt["map_step_p99_us"].get<double>() >= virt["map_step_p50_us"].get<double>());
+  CHECK(paged["pages_mapped"] == 0);
+  CHECK(paged["peak_unique_physical_bytes"].get<uint64_t>() > 0);
+  CHECK(read_file(dir.file("report") + "/report.md").find("## Physical modes") != std::string::npos);
+}
+
+TEST_CASE("kvrt run --compare-physical: a layout that does not load starts nothing", "[run][process]") {
+  test::ScratchDir dir("run-compare-physical-bad");
+  test::KvrtProcess run({"run", "--config", data("run-test.toml"), "--compare-physical", dir.file("missing.toml"),
+                         "--out", dir.file("report"), "--quiet"},
+                        dir.file("run.log"));
+  CHECK(run.wait(std::chrono::seconds(120)) == 2);
+  CHECK(run.output().find("missing.toml") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.file("report") + "/node"));
+}
+
 TEST_CASE("kvrt run: the radix index owner serves the same workload exactly", "[run][process]") {
   test::ScratchDir dir("run-radix");
   const std::string out = dir.file("report");

@@ -139,6 +139,27 @@ nlohmann::json summary_json(const RunReport& r) {
                           {"view_map_work_us", v.view_map_work_us},
                           {"view_map_visible_us", v.view_map_visible_us},
                           {"view_map_hidden_fraction", v.hidden_fraction()}};
+  if (!r.physical_modes.empty()) {
+    json modes = json::array();
+    for (const auto& m : r.physical_modes)
+      modes.push_back({{"layout_id", sanitize_utf8(m.layout_id)},
+                       {"physical_mode", m.physical_mode},
+                       {"exact", m.exact},
+                       {"wall_s", m.wall_s},
+                       {"prefill_rows_computed", m.prefill_rows_computed},
+                       {"prefill_rows_reused", m.prefill_rows_reused},
+                       {"rows_checked", m.rows_checked},
+                       {"peak_unique_physical_bytes", m.peak_unique_physical_bytes},
+                       {"pages_mapped", m.virtual_pages.pages_mapped},
+                       {"bundles_reclaimed", m.virtual_pages.bundles_reclaimed},
+                       {"map_step_p50_us", m.map_step_p50_us},
+                       {"map_step_p99_us", m.map_step_p99_us},
+                       {"view_map_hidden_fraction", m.virtual_pages.hidden_fraction()},
+                       {"reserved_bytes", m.virtual_pages.reserved_bytes},
+                       {"pool_bytes", m.virtual_pages.pool_bytes},
+                       {"mapped_peak_bytes", m.virtual_pages.mapped_peak_bytes}});
+    j["physical_modes"] = modes;
+  }
   j["funnel"] = funnel_json(r);
   // Memory (0x02): the peak ledger and how many times smaller each ledger is
   // than the rectangular reservation.

@@ -281,6 +281,29 @@ void workers(std::string& out, const RunReport& r) {
     out += t.render();
 }
 
+void physical_modes(std::string& out, const RunReport& r) {
+  if (r.physical_modes.empty()) return;
+  out += "## Physical modes\n\n";
+  out +=
+      "The same workload served and verified under two layouts' physical modes (`kvrt run --compare-physical`): "
+      "paged blocks with prefix reuse (0x05, 0x07) against virtual reservations with pages mapped on demand "
+      "(0x06), whose retained mappings are capacity, not prefix hits.\n\n";
+  Table t{{"layout", "mode", "exact", "wall [s]", "prompt rows computed", "reused", "pages mapped",
+           "map step p50 / p99 [us]", "view mapping hidden", "M_VA", "M_phys,pool", "peak M_mapped / unique physical"},
+          {},
+          {false, false, false, true, true, true, true, true, true, true, true, true}};
+  for (const auto& m : r.physical_modes) {
+    const bool v = m.virtual_pages.used;
+    t.rows.push_back({md(m.layout_id), md(m.physical_mode), m.exact ? "yes" : "**no**", fixed(m.wall_s, 2),
+                      u(m.prefill_rows_computed), u(m.prefill_rows_reused), v ? u(m.virtual_pages.pages_mapped) : "—",
+                      v ? fixed(m.map_step_p50_us, 1) + " / " + fixed(m.map_step_p99_us, 1) : "—",
+                      v ? percent_text(m.virtual_pages.hidden_fraction()) : "—",
+                      v ? u(m.virtual_pages.reserved_bytes) : "—", v ? u(m.virtual_pages.pool_bytes) : "—",
+                      u(v ? m.virtual_pages.mapped_peak_bytes : m.peak_unique_physical_bytes)});
+  }
+  out += t.render();
+}
+
 void comparison(std::string& out, const RunReport& r) {
   out += "## Comparison\n\n";
   if (r.comparison.empty()) {
@@ -344,6 +367,7 @@ std::string render_markdown(const RunReport& r) {
   workers(out, r);
   updates(out, r);
   comparison(out, r);
+  physical_modes(out, r);
   node(out, r);
   return out;
 }

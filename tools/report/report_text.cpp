@@ -170,6 +170,23 @@ std::string summary_text(const RunReport& r) {
            " B of valid rows); " + u(v.pages_mapped_ahead) + " pages mapped ahead of use, " +
            percent_text(v.hidden_fraction()) +
            " of the workers' view mapping hidden behind forwards; no prefix reuse (0x06E)\n";
+  if (!r.physical_modes.empty()) {
+    out += "physical modes (--compare-physical):\n";
+    for (const auto& m : r.physical_modes) {
+      out += "  " + printable(m.layout_id) + " (" + printable(m.physical_mode) +
+             "): " + (m.exact ? "exact" : "NOT EXACT") + ", " + fixed(m.wall_s, 2) + " s, " +
+             u(m.prefill_rows_computed) + " prompt rows computed, " + u(m.prefill_rows_reused) + " reused";
+      if (m.virtual_pages.used)
+        out += ", " + u(m.virtual_pages.pages_mapped) + " pages mapped, " + u(m.virtual_pages.bundles_reclaimed) +
+               " bundles reclaimed, map step p50 " + fixed(m.map_step_p50_us, 1) + " us / p99 " +
+               fixed(m.map_step_p99_us, 1) + " us, " + percent_text(m.virtual_pages.hidden_fraction()) +
+               " of view mapping hidden, M_VA " + u(m.virtual_pages.reserved_bytes) + " B, M_phys,pool " +
+               u(m.virtual_pages.pool_bytes) + " B, peak M_mapped " + u(m.virtual_pages.mapped_peak_bytes) + " B";
+      else
+        out += ", peak unique physical " + u(m.peak_unique_physical_bytes) + " B";
+      out += "\n";
+    }
+  }
   append_funnel(out, r);
   append_memory(out, r);
   append_latency(out, r);

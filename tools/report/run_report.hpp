@@ -206,7 +206,22 @@ struct RunReport {
 
   UpdatesSummary updates;                 // enabled only with [updates]
   std::vector<ComparisonRow> comparison;  // empty unless --compare
-  std::string trace_path;                 // empty unless --trace
+  // `kvrt run --compare-physical LAYOUT`: the same workload served again
+  // under another layout's physical mode (paged blocks against virtual
+  // pages, 0x05 / 0x06), both verified. Row 0 is the main pass.
+  struct PhysicalModeRow {
+    std::string layout_id;
+    std::string physical_mode;  // "paged_blocks", "virtual_pages"
+    bool exact = false;
+    double wall_s = 0;
+    uint64_t prefill_rows_computed = 0, prefill_rows_reused = 0;
+    uint64_t rows_checked = 0;
+    uint64_t peak_unique_physical_bytes = 0;          // paged: the peak ledger's unique physical bytes
+    VirtualPages virtual_pages;                       // virtual: what the mapper did
+    double map_step_p50_us = 0, map_step_p99_us = 0;  // virtual: mapper step round trip [us]
+  };
+  std::vector<PhysicalModeRow> physical_modes;
+  std::string trace_path;  // empty unless --trace
 };
 
 // Percentile of samples by nearest rank (p in [0, 100]); 0 for no samples.

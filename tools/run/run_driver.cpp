@@ -21,6 +21,7 @@
 #include "engine/engine_worker.hpp"
 #include "services/common/child_process.hpp"
 #include "services/identity/layout_loader.hpp"
+#include "tools/report/report_latency.hpp"
 #include "tools/run/run_config.hpp"
 #include "tools/run/run_report_builder.hpp"
 #include "tools/run/update_campaign.hpp"
@@ -334,6 +335,28 @@ std::string utc_timestamp(const char* format) {
 
 }  // namespace
 
+// One row of --compare-physical from a pass's report.
+static report::RunReport::PhysicalModeRow physical_mode_row(const report::RunReport& r,
+                                                            const CacheLayoutManifest& layout) {
+  report::RunReport::PhysicalModeRow row;
+  row.layout_id = layout.manifest_id;
+  row.physical_mode = std::string(to_string(layout.physical_mode));
+  row.exact = r.exact;
+  row.wall_s = r.wall_s;
+  row.prefill_rows_computed = r.prefill_rows_computed;
+  row.prefill_rows_reused = r.prefill_rows_reused;
+  row.rows_checked = r.rows_checked;
+  row.peak_unique_physical_bytes = r.peak_ledger.unique_physical_bytes;
+  row.virtual_pages = r.virtual_pages;
+  for (const report::OwnerLatency& l : r.latencies)
+    if (l.owner.rfind("mapper", 0) == 0) {
+      const report::OwnerLatencySummary s = report::summarise(l);
+      row.map_step_p50_us = s.p50_us;
+      row.map_step_p99_us = s.p99_us;
+    }
+  return row;
+}
+
 Result<report::RunReport> run_workload(const RunOptions& options) {
   const InterruptGuard interrupts;
   // Everything is loaded and checked before anything starts.
@@ -360,6 +383,13 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
   if (!layout_result.ok()) return layout_result.error();
   CacheLayoutManifest layout = std::move(layout_result).value();
   if (Result<model::ReferenceModel> m = model::ReferenceModel::create(config.model, layout); !m.ok()) return m.error();
+  // --compare-physical's layout: loaded, and the model built on it, before anything starts.
+  std::optional<CacheLayoutManifest> physical_layout;
+  if (!options.compare_physical_layout.empty()) {
+    KVRT_TRY_ASSIGN(physical_layout, load_layout_manifest(options.compare_physical_layout));
+    if (Result<model::ReferenceModel> m = model::ReferenceModel::create(config.model, *physical_layout); !m.ok())
+      return m.error();
+  }
   if (workload.vocab != config.model.vocab)
     return make_error(ErrorCode::config_field,
                       config.workload_path + ": vocab " + std::to_string(workload.vocab) +
@@ -397,6 +427,19 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
   if (!options.trace_path.empty()) {
     KVRT_TRY(merge_run_traces(options.out_dir + "/node", config.workers, options.trace_path));
     report.trace_path = options.trace_path;
+  }
+  if (!options.compare_physical_layout.empty()) {
+    // The same workload, verified, under another layout's physical mode.
+    RunConfig other = config;
+    other.layout_path = std::filesystem::absolute(options.compare_physical_layout).lexically_normal().string();
+    const CacheLayoutManifest& other_layout = *physical_layout;
+    const PassMode mode{"physical", true, config.verify, true, config.prefix_index, false};
+    RunPass other_pass;
+    KVRT_TRY_ASSIGN(other_pass, run_pass(options, other, workload, other_layout, mode, options.out_dir + "/physical"));
+    const report::RunReport other_report = build_run_report(other_pass, other, workload, other_layout);
+    report.physical_modes = {physical_mode_row(report, layout), physical_mode_row(other_report, other_layout)};
+    // The verdict covers both passes.
+    report.exact = report.exact && other_report.exact;
   }
   if (options.compare) {
     // The same workload under each reuse mode, without the verification

@@ -40,6 +40,9 @@ struct RunOptions {
   // Override [run] shared_prefix_site / shared_prefix_design when not empty
   // (the config's words; a bad word is the loader's typed error).
   std::string shared_prefix_site, shared_prefix_design;
+  // Serve the workload a second time under this layout (another physical
+  // mode: paged blocks or virtual pages) and compare; empty: no second pass.
+  std::string compare_physical_layout;
   std::string worker_binary;  // the kvrt executable that serves `run-worker`
   std::function<void(const RunProgress&)> on_progress;
 };
