@@ -152,7 +152,7 @@ class VirtualEngine {
     std::vector<PendingRequest> binding;
     std::vector<ViewPage> ahead;  // pages of the new slots, mapped in the background
     const size_t first_new = live_.size();
-    while (!ready_.empty() && live_.size() + binding.size() < o_.in_flight) {
+    while (!admission_held_ && !ready_.empty() && live_.size() + binding.size() < o_.in_flight) {
       binding.push_back(std::move(ready_.front()));
       ready_.pop_front();
       const PendingRequest& p = binding.back();
@@ -209,6 +209,26 @@ class VirtualEngine {
     KVRT_TRY(await_ahead());
     map_in_background(std::move(ahead));
     return Status::success();
+  }
+
+  // Workers that wait on each other's pages should not all give up at the
+  // same step: each waits a number of steps of its own.
+  uint32_t preempt_after_steps() const { return 8 * (1 + o_.worker_index % 4); }
+
+  // Recompute preemption (as engines do under memory pressure): the most
+  // recently bound request gives its slot back with its pages unmapped, so
+  // the handles return to the pool (0x06E's unmap_now), and is served again
+  // from its prompt, first in line. Admission waits until a request finishes.
+  void preempt_one() {
+    stalled_steps_ = 0;
+    if (live_.size() < 2) return;  // a lone request that cannot fit is the stall check's to report
+    SlotRequest& victim = live_.back();
+    queued_.emplace_back(std::in_place_type<MapperFreeOp>, victim.id, victim.generation, ReleaseMode::unmap_now);
+    PendingRequest again = std::move(victim.p);
+    ready_.push_front(std::move(again));
+    live_.pop_back();
+    admission_held_ = true;
+    ++result_.requests_preempted;
   }
 
   // The frontier a step asks for: the rows the next forward writes and,
@@ -283,10 +303,14 @@ class VirtualEngine {
     ++result_.virtual_steps;
     if (stepped.feasibility != MappingFeasibility::ready) {
       // Not enough page handles now: nothing is mapped, the step is retried
-      // once finished requests release theirs (0x06D: a feasibility result).
+      // once finished requests release theirs (0x06D: a feasibility result;
+      // whom to delay is the engine's call). Requests of every worker may
+      // hold the pages the others wait for, so a wait that lasts preempts.
       ++result_.virtual_steps_infeasible;
+      if (++stalled_steps_ >= preempt_after_steps()) preempt_one();
       return Status::success();
     }
+    stalled_steps_ = 0;
     KVRT_TRY(count_receipts(stepped));
     // The pages this forward writes or reads must be in the view now; the
     // ones ahead may follow in the background. The previous background
@@ -346,6 +370,7 @@ class VirtualEngine {
       }
       if (o_.verify) KVRT_TRY(verify(r));
       queued_.emplace_back(std::in_place_type<MapperFreeOp>, r.id, r.generation, ReleaseMode::retain);
+      admission_held_ = false;  // a slot and its pages come back
       ++result_.requests;
       result_.prompt_tokens += r.p.prompt.size();
       result_.decode_tokens += r.generated;
@@ -395,6 +420,8 @@ class VirtualEngine {
   // mapped it (UINT64_MAX: not by this worker). A failed map ends the run,
   // so an entry is never ahead of the view.
   std::vector<uint64_t> shown_;
+  uint32_t stalled_steps_ = 0;   // infeasible steps in a row
+  bool admission_held_ = false;  // a preemption holds admission until a request finishes
   EngineResult result_;
   // Request ids are the node's mapper's keys across every session: each
   // worker draws from its own range.

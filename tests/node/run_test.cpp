@@ -516,6 +516,25 @@ TEST_CASE("kvrt run: virtual reservations serve every request shape exactly, slo
   CHECK(s["leaked_blocks"] == 0);
 }
 
+TEST_CASE("kvrt run: virtual reservations under page pressure reclaim retained pages and stay exact",
+          "[run][process]") {
+  test::ScratchDir dir("run-virtual-pressure");
+  const nlohmann::json s =
+      run_to_json({"--config", data("run-virtual-pressure.toml"), "--out", dir.file("report")}, dir);
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  CHECK(s["exact"] == true);
+  CHECK(s["requests_verified"].get<uint64_t>() == w->request_count());
+  const nlohmann::json& v = s["virtual_pages"];
+  // A quarter of the full pool: mapped bytes never exceed it, steps come up
+  // short and wait, and inactive slots' retained bundles move to active
+  // frontiers (0x06E) without any row going wrong.
+  CHECK(v["mapped_peak_bytes"].get<uint64_t>() <= v["pool_bytes"].get<uint64_t>());
+  CHECK(v["pool_bytes"].get<uint64_t>() * 3 <= v["reserved_bytes"].get<uint64_t>());
+  CHECK(v["bundles_reclaimed"].get<uint64_t>() > 0);
+  CHECK(v["steps_infeasible"].get<uint64_t>() > 0);
+}
+
 TEST_CASE("kvrt run --compare-physical: paged blocks against virtual pages on one workload, both verified",
           "[run][process]") {
   test::ScratchDir dir("run-compare-physical");
@@ -541,7 +560,10 @@ TEST_CASE("kvrt run --compare-physical: paged blocks against virtual pages on on
   CHECK(virt["map_step_p50_us"].get<double>() > 0.0);
   CHECK(virt["map_step_p99_us"].get<double>() >= virt["map_step_p50_us"].get<double>());
   CHECK(paged["pages_mapped"] == 0);
-  CHECK(paged["peak_unique_physical_bytes"].get<uint64_t>() > 0);
+  // (peak_unique_physical_bytes comes from periodic samples, which a run
+  // this short may miss; not checked.)
+  CHECK(paged["rows_checked"].get<uint64_t>() > 0);
+  CHECK(virt["rows_checked"].get<uint64_t>() > 0);
   CHECK(read_file(dir.file("report") + "/report.md").find("## Physical modes") != std::string::npos);
 }
 

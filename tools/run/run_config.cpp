@@ -88,6 +88,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
                                            "pool_segments",
                                            "domain_pools",
                                            "radix_budget_blocks",
+                                           "mapper_handle_percent",
                                            "shared_prefix_site",
                                            "shared_prefix_design"};
   for (const auto& [key, node] : *run)
@@ -128,6 +129,8 @@ Result<RunConfig> load_run_config(const std::string& path) {
   KVRT_TRY_ASSIGN(v,
                   reader.integer(*run, "run", "radix_budget_blocks", 0, 0, static_cast<int64_t>(c.blocks_per_group)));
   c.radix_budget_blocks = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(v, reader.integer(*run, "run", "mapper_handle_percent", 100, 1, 100));
+  c.mapper_handle_percent = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(s, reader.string(*run, "run", "shared_prefix_site", std::string("worker")));
   if (auto site = parse_shared_prefix_site(s, "shared_prefix_site"); site.ok())
     c.shared_prefix_site = *site;
@@ -169,7 +172,11 @@ Result<NodeMapperConfig> mapper_for_run(const RunConfig& run, const workload::Wo
   m.request_slots = run.workers * run.in_flight;
   m.max_tokens = static_cast<uint32_t>((longest + unit - 1) / unit * unit);
   m.page_group_bytes = page_bytes;
-  m.handle_count = static_cast<uint32_t>(2ull * g.layers() * m.request_slots * (m.max_tokens / page_tokens));
+  // Whole bundles (one page of each of the 2L tensors), at least one slot's worth.
+  const uint64_t bundle = 2ull * g.layers(), per_slot = m.max_tokens / page_tokens;
+  const uint64_t bundles =
+      std::max<uint64_t>(per_slot, (uint64_t{m.request_slots} * per_slot * run.mapper_handle_percent + 99) / 100);
+  m.handle_count = static_cast<uint32_t>(bundle * bundles);
   return m;
 }
 

@@ -72,7 +72,12 @@ struct RunConfig {
   // which design the executor owner runs.
   SharedPrefixSite shared_prefix_site = SharedPrefixSite::worker;
   SharedPrefixDesign shared_prefix_design = SharedPrefixDesign::auto_;
-  uint32_t radix_budget_blocks = 0;  // blocks per group the radix may lease; 0 = the node's default (half)
+  uint32_t radix_budget_blocks = 0;
+  // [run] mapper_handle_percent: with a layout of virtual pages, the node's
+  // page handles as a percentage of what backs every slot to T_max (1..100,
+  // default 100). Below 100, steps reclaim inactive slots' retained pages
+  // and wait when even that is short (0x06E, 0x06D).
+  uint32_t mapper_handle_percent = 100;  // blocks per group the radix may lease; 0 = the node's default (half)
   model::ModelConfig model;
   UpdateSchedule updates;
 };
@@ -95,7 +100,7 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
 // keeps in flight (workers x in_flight), T_max the workload's longest
 // context rounded up to whole pages and whole P_a blocks (so a slot's range
 // tiles into blocks, engine/virtual_model_kv_cache.hpp), G the layout's
-// physical_page_bytes, and
+// physical_page_bytes, and mapper_handle_percent of
 // enough page handles to back every slot to T_max. Errors: config_field
 // ("layout") for a layout of more than one cache group, or rows that do not
 // divide a page.
