@@ -108,17 +108,6 @@ void EngineLoop::enqueue_job(const workload::Job& job) {
   }
 }
 
-PendingRequest EngineLoop::turn_request(const workload::Job& job, uint32_t turn, const std::vector<TokenId>& history) {
-  PendingRequest p;
-  p.job = &job;
-  p.turn = turn;
-  p.prompt = history;
-  const workload::Turn& t = job.turns.at(turn);
-  p.prompt.insert(p.prompt.end(), t.user_tokens.begin(), t.user_tokens.end());
-  p.decode_tokens = std::max<uint32_t>(1, t.decode_tokens);
-  return p;
-}
-
 TraceContext EngineLoop::next_trace() { return TraceContext{(uint64_t(::getpid()) << 32) ^ ++span_, span_, 0}; }
 
 void EngineLoop::note_error(const Error& e) {
@@ -308,18 +297,9 @@ void EngineLoop::verify(const LiveRequest& r) {
     note_error(verdict.error());
     return;
   }
-  ++result_.requests_verified;
-  if (!verdict->tokens_equal) ++result_.token_mismatches;
-  result_.rows_checked += verdict->rows_checked;
-  result_.reused_rows_checked += verdict->reused_rows_checked;
-  result_.row_mismatches += verdict->row_mismatches;
-  result_.bounded_rows_checked += verdict->bounded_rows_checked;
-  result_.bounded_row_max_difference =
-      std::max(result_.bounded_row_max_difference, verdict->bounded_row_max_difference);
-  result_.reused_row_mismatches += verdict->reused_row_mismatches;
-  if (result_.first_mismatch.empty() && !verdict->first_mismatch.empty())
-    result_.first_mismatch = o_.worker_name + " job " + std::to_string(r.job->id) + " turn " + std::to_string(r.turn) +
-                             " branch " + std::to_string(r.branch) + ": " + verdict->first_mismatch;
+  add_verdict(result_, *verdict,
+              o_.worker_name + " job " + std::to_string(r.job->id) + " turn " + std::to_string(r.turn) + " branch " +
+                  std::to_string(r.branch));
 }
 
 }  // namespace kvrt::engine

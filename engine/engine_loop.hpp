@@ -25,18 +25,9 @@
 #include "engine/engine_session.hpp"
 #include "engine/engine_worker.hpp"
 #include "engine/model/model_variants.hpp"
+#include "engine/pending_request.hpp"
 
 namespace kvrt::engine {
-
-// A request waiting for admission: a chat turn (whose prompt carries the
-// conversation so far), a question, or a fork job's shared prompt.
-struct PendingRequest {
-  const workload::Job* job = nullptr;
-  uint32_t turn = 0;
-  std::vector<TokenId> prompt;
-  uint32_t decode_tokens = 0;
-  uint32_t branches = 1;
-};
 
 class EngineLoop {
  public:
@@ -98,7 +89,6 @@ class EngineLoop {
   // engine_loop.cpp: the loop, the job queue and the calls to the node.
   uint64_t progress_marker() const;
   void enqueue_job(const workload::Job& job);
-  static PendingRequest turn_request(const workload::Job& job, uint32_t turn, const std::vector<TokenId>& history);
   TraceContext next_trace();
   void note_error(const Error& e);
   // Times every round trip of `session` into the result, by owner.

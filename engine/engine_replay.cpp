@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/engine_worker.hpp"
 #include "engine/model/kv_row_compare.hpp"
 
 namespace kvrt {
@@ -117,6 +118,19 @@ Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, m
     }
   }
   return verdict;
+}
+
+void add_verdict(EngineResult& result, const ReplayVerdict& verdict, const std::string& request) {
+  ++result.requests_verified;
+  if (!verdict.tokens_equal) ++result.token_mismatches;
+  result.rows_checked += verdict.rows_checked;
+  result.reused_rows_checked += verdict.reused_rows_checked;
+  result.row_mismatches += verdict.row_mismatches;
+  result.reused_row_mismatches += verdict.reused_row_mismatches;
+  result.bounded_rows_checked += verdict.bounded_rows_checked;
+  result.bounded_row_max_difference = std::max(result.bounded_row_max_difference, verdict.bounded_row_max_difference);
+  if (result.first_mismatch.empty() && !verdict.first_mismatch.empty())
+    result.first_mismatch = request + ": " + verdict.first_mismatch;
 }
 
 }  // namespace kvrt

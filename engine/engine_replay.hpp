@@ -24,6 +24,8 @@
 
 namespace kvrt {
 
+struct EngineResult;
+
 struct ReplayedRequest {
   const model::SequenceBlocks* blocks = nullptr;  // the served request's blocks in the shared pools
   std::span<const TokenId> tokens;                // prompt then generated [tokens]
@@ -72,5 +74,9 @@ Result<std::vector<TokenId>> generate_without_reuse(const model::ReferenceModel&
 // request: coordinate_out_of_range).
 Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, model::ModelKvCache& replay_cache,
                                            const model::ModelKvCache& shared, const ReplayedRequest& request);
+
+// A request's verdict into an engine's result: the counts added, and the
+// first mismatch kept, prefixed with `request` (who it was).
+void add_verdict(EngineResult& result, const ReplayVerdict& verdict, const std::string& request);
 
 }  // namespace kvrt

@@ -25,21 +25,36 @@ struct NodeBinding {
   std::string node_instance;  // the node's instance id: a restarted node has another
 };
 
-Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& token_hex,
-                              const CacheLayoutManifest& layout, const EngineOptions& options) {
+// A session on `node` as this engine's options say, refused when the node
+// serves another layout than the one the engine computes with.
+Result<std::unique_ptr<EngineSession>> connect_session(const NodeDescriptor& node, const std::string& token_hex,
+                                                       const CacheLayoutManifest& layout,
+                                                       const EngineOptions& options) {
   ClientOptions client_options;
   client_options.worker_name = options.worker_name;
   client_options.trace = options.trace;
   client_options.channel_only = options.channel_only;
-  auto session_result = EngineSession::connect(node, token_hex, client_options);
-  if (!session_result.ok()) return session_result.error();
-  NodeBinding b;
-  b.session = std::move(session_result).value();
-  b.node_instance = node.instance;
-  const SessionReceipt& session = b.session->session();
-  if (session.layout_sha256 != layout.digest())
+  std::unique_ptr<EngineSession> session;
+  KVRT_TRY_ASSIGN(session, EngineSession::connect(node, token_hex, client_options));
+  if (session->session().layout_sha256 != layout.digest())
     return make_error(ErrorCode::incompatible, "the node serves another layout than " + node.layout_path,
                       "layout_sha256");
+  return session;
+}
+
+// This worker's share of the workload.
+std::vector<const workload::Job*> jobs_of(const EngineOptions& options) {
+  return options.one_tenant_per_worker
+             ? workload::jobs_for_tenant_worker(*options.workload, options.worker_index, options.workers)
+             : workload::jobs_for_worker(*options.workload, options.worker_index, options.workers);
+}
+
+Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& token_hex,
+                              const CacheLayoutManifest& layout, const EngineOptions& options) {
+  NodeBinding b;
+  KVRT_TRY_ASSIGN(b.session, connect_session(node, token_hex, layout, options));
+  b.node_instance = node.instance;
+  const SessionReceipt& session = b.session->session();
   // The engines' model computes K/V and attention on the CPU over the pools
   // it maps: a node whose pools are GPU memory serves `kvrt worker` and
   // kvrt::Client users instead.
@@ -70,24 +85,13 @@ Result<EngineResult> run_virtual_worker(const NodeDescriptor& node, const Engine
                       "layout '" + layout.manifest_id +
                           "' declares physical_mode = \"virtual_pages\" but the node serves no [mapper]",
                       "mapper");
-  ClientOptions client_options;
-  client_options.worker_name = options.worker_name;
-  client_options.trace = options.trace;
-  client_options.channel_only = options.channel_only;
   std::unique_ptr<EngineSession> session;
-  KVRT_TRY_ASSIGN(session, EngineSession::connect(node, options.token_hex, client_options));
-  if (session->session().layout_sha256 != layout.digest())
-    return make_error(ErrorCode::incompatible, "the node serves another layout than " + node.layout_path,
-                      "layout_sha256");
+  KVRT_TRY_ASSIGN(session, connect_session(node, options.token_hex, layout, options));
   Result<MapperPoolView> view = MapperPoolView::attach(*node.mapper);
   if (!view.ok()) return view.error();
   std::unique_ptr<VirtualModelKvCache> cache;
   KVRT_TRY_ASSIGN(cache, VirtualModelKvCache::create(layout, *view));
-  return engine::run_virtual_engine(
-      *session, *view, *cache, model, options,
-      options.one_tenant_per_worker
-          ? workload::jobs_for_tenant_worker(*options.workload, options.worker_index, options.workers)
-          : workload::jobs_for_worker(*options.workload, options.worker_index, options.workers));
+  return engine::run_virtual_engine(*session, *view, *cache, model, options, jobs_of(options));
 }
 
 }  // namespace
@@ -118,11 +122,7 @@ Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineO
   Result<NodeBinding> first = bind_node(node, options.token_hex, layout, options);
   if (!first.ok()) return first.error();
   NodeBinding binding = std::move(first).value();
-  engine::EngineLoop loop(
-      *binding.session, model, *binding.cache, options,
-      options.one_tenant_per_worker
-          ? workload::jobs_for_tenant_worker(*options.workload, options.worker_index, options.workers)
-          : workload::jobs_for_worker(*options.workload, options.worker_index, options.workers));
+  engine::EngineLoop loop(*binding.session, model, *binding.cache, options, jobs_of(options));
   if (!options.reconnect_descriptor.empty()) {
     // A node other than the lost one (another instance id), serving the
     // descriptor path: the binding is replaced, the old one's client and

@@ -26,6 +26,7 @@
 
 #include "engine/engine_replay.hpp"
 #include "engine/model/model_kv_cache.hpp"
+#include "engine/pending_request.hpp"
 
 namespace kvrt::engine {
 namespace {
@@ -38,16 +39,13 @@ double micros_since(Clock::time_point t0) {
 
 // A request waiting for a slot: a chat turn with its history, a question,
 // or one branch of a fork (no sharing here: each branch prefills the prompt).
-struct PendingRequest {
-  const workload::Job* job = nullptr;
-  uint32_t turn = 0;
-  uint32_t branch = 0;
-  std::vector<TokenId> prompt;
-  uint32_t decode_tokens = 1;
+struct QueuedRequest {
+  PendingRequest p;
+  uint32_t branch = 0;  // the first token's rank
 };
 
 struct SlotRequest {
-  PendingRequest p;
+  QueuedRequest q;
   RequestId id;
   SlotGeneration generation;
   uint32_t slot = 0;
@@ -55,7 +53,7 @@ struct SlotRequest {
   std::vector<TokenId> tokens;  // prompt, then generated
   uint32_t cached_rows = 0;     // rows written and appended [rows]
   uint32_t generated = 0;       // [tokens]
-  bool finished() const { return generated >= p.decode_tokens; }
+  bool finished() const { return generated >= q.p.decode_tokens; }
 };
 
 class VirtualEngine {
@@ -98,26 +96,17 @@ class VirtualEngine {
   void enqueue_job(const workload::Job& job) {
     switch (job.kind) {
       case workload::JobKind::chat:
-        if (!job.turns.empty()) ready_.push_back(turn_request(job, 0, 0, job.prefix));
+        if (!job.turns.empty()) ready_.push_back({turn_request(job, 0, job.prefix)});
         break;
       case workload::JobKind::fork:
         for (uint32_t b = 0; b < std::max<uint32_t>(1, job.branches); ++b)
-          ready_.push_back(turn_request(job, 0, b, job.prefix));
+          ready_.push_back({turn_request(job, 0, job.prefix), b});
         break;
       case workload::JobKind::few_shot:
       case workload::JobKind::long_document:
-        for (uint32_t t = 0; t < job.turns.size(); ++t) ready_.push_back(turn_request(job, t, 0, job.prefix));
+        for (uint32_t t = 0; t < job.turns.size(); ++t) ready_.push_back({turn_request(job, t, job.prefix)});
         break;
     }
-  }
-
-  static PendingRequest turn_request(const workload::Job& job, uint32_t turn, uint32_t branch,
-                                     const std::vector<TokenId>& history) {
-    PendingRequest p{&job, turn, branch, history, 1};
-    const workload::Turn& t = job.turns.at(turn);
-    p.prompt.insert(p.prompt.end(), t.user_tokens.begin(), t.user_tokens.end());
-    p.decode_tokens = std::max<uint32_t>(1, t.decode_tokens);
-    return p;
   }
 
   TraceContext next_trace() { return TraceContext{(uint64_t(o_.worker_index + 1) << 40) ^ ++span_, span_, 0}; }
@@ -149,13 +138,13 @@ class VirtualEngine {
     std::vector<MapperOp> ops = std::move(queued_);
     queued_.clear();
     const size_t settled = ops.size();
-    std::vector<PendingRequest> binding;
+    std::vector<QueuedRequest> binding;
     std::vector<ViewPage> ahead;  // pages of the new slots, mapped in the background
     const size_t first_new = live_.size();
     while (!admission_held_ && !ready_.empty() && live_.size() + binding.size() < o_.in_flight) {
       binding.push_back(std::move(ready_.front()));
       ready_.pop_front();
-      const PendingRequest& p = binding.back();
+      const PendingRequest& p = binding.back().p;
       ops.emplace_back(std::in_place_type<MapperAllocOp>, RequestId{next_request_++}, RequestGeneration{1},
                        static_cast<uint32_t>(p.prompt.size() + p.decode_tokens));
     }
@@ -181,8 +170,8 @@ class VirtualEngine {
         result_.virtual_retained_pages_reused += bound->retained_pages;
       }
       SlotRequest r;
-      r.tokens = binding[k].prompt;
-      r.p = std::move(binding[k]);
+      r.tokens = binding[k].p.prompt;
+      r.q = std::move(binding[k]);
       r.id = alloc.request;
       r.generation = bound->generation;
       r.slot = bound->slot.value;
@@ -224,8 +213,7 @@ class VirtualEngine {
     if (live_.size() < 2) return;  // a lone request that cannot fit is the stall check's to report
     SlotRequest& victim = live_.back();
     queued_.emplace_back(std::in_place_type<MapperFreeOp>, victim.id, victim.generation, ReleaseMode::unmap_now);
-    PendingRequest again = std::move(victim.p);
-    ready_.push_front(std::move(again));
+    ready_.push_front(std::move(victim.q));
     live_.pop_back();
     admission_held_ = true;
     ++result_.requests_preempted;
@@ -235,7 +223,7 @@ class VirtualEngine {
   // for a request that decodes again, one more (0x06D's one iteration ahead).
   uint32_t target_of(const SlotRequest& r) const {
     const uint32_t now = static_cast<uint32_t>(r.tokens.size());
-    const uint32_t last = static_cast<uint32_t>(r.p.prompt.size() + r.p.decode_tokens) - 1;  // rows ever written
+    const uint32_t last = static_cast<uint32_t>(r.q.p.prompt.size() + r.q.p.decode_tokens) - 1;  // rows ever written
     return std::min({now + 1, std::max(now, last), view_.geometry().config().max_tokens});
   }
 
@@ -339,7 +327,7 @@ class VirtualEngine {
       (r.generated == 0 ? result_.prefill_rows_computed : result_.decode_rows_computed) += rows;
       result_.decode_kv_bytes_read +=
           r.generated == 0 ? 0 : uint64_t{r.cached_rows + 1} * cache_.layout().cache_groups[0].row_bytes();
-      r.tokens.push_back(r.generated == 0 ? model::ranked_tokens(logits[i], r.p.branch + 1).at(r.p.branch)
+      r.tokens.push_back(r.generated == 0 ? model::ranked_tokens(logits[i], r.q.branch + 1).at(r.q.branch)
                                           : model::greedy_token(logits[i]));
       ++r.generated;
       r.cached_rows = static_cast<uint32_t>(r.tokens.size()) - 1;
@@ -372,11 +360,11 @@ class VirtualEngine {
       queued_.emplace_back(std::in_place_type<MapperFreeOp>, r.id, r.generation, ReleaseMode::retain);
       admission_held_ = false;  // a slot and its pages come back
       ++result_.requests;
-      result_.prompt_tokens += r.p.prompt.size();
+      result_.prompt_tokens += r.q.p.prompt.size();
       result_.decode_tokens += r.generated;
-      const workload::Job& job = *r.p.job;
-      if (job.kind == workload::JobKind::chat && r.p.turn + 1 < job.turns.size())
-        ready_.push_back(turn_request(job, r.p.turn + 1, 0, r.tokens));
+      const workload::Job& job = *r.q.p.job;
+      if (job.kind == workload::JobKind::chat && r.q.p.turn + 1 < job.turns.size())
+        ready_.push_back({turn_request(job, r.q.p.turn + 1, r.tokens)});
     }
     live_ = std::move(remaining);
     if (o_.on_progress)
@@ -389,19 +377,15 @@ class VirtualEngine {
     // Every request fits its slot's T_max rows, so one slot's blocks hold any replay.
     if (replay_cache_ == nullptr)
       KVRT_TRY_ASSIGN(replay_cache_, model::LocalModelKvCache::create(cache_.layout(), cache_.blocks_per_slot()));
-    const ReplayedRequest request{&r.blocks,     r.tokens,     static_cast<uint32_t>(r.p.prompt.size()),
-                                  r.generated,   r.p.branch,   0,
+    // Nothing reused, nothing shared: every row is compared bitwise.
+    const ReplayedRequest request{&r.blocks,     r.tokens,     static_cast<uint32_t>(r.q.p.prompt.size()),
+                                  r.generated,   r.q.branch,   0,
                                   r.cached_rows, r.cached_rows};
     ReplayVerdict v;
     KVRT_TRY_ASSIGN(v, replay_without_reuse(model_, *replay_cache_, cache_, request));
-    ++result_.requests_verified;
-    if (!v.tokens_equal) ++result_.token_mismatches;
-    result_.rows_checked += v.rows_checked;
-    result_.row_mismatches += v.row_mismatches;
-    if (result_.first_mismatch.empty() && !v.first_mismatch.empty())
-      result_.first_mismatch = o_.worker_name + " job " + std::to_string(r.p.job->id) + " turn " +
-                               std::to_string(r.p.turn) + " branch " + std::to_string(r.p.branch) + " (slot " +
-                               std::to_string(r.slot) + "): " + v.first_mismatch;
+    add_verdict(result_, v,
+                o_.worker_name + " job " + std::to_string(r.q.p.job->id) + " turn " + std::to_string(r.q.p.turn) +
+                    " branch " + std::to_string(r.q.branch) + " (slot " + std::to_string(r.slot) + ")");
     return Status::success();
   }
 
@@ -411,7 +395,7 @@ class VirtualEngine {
   const model::ReferenceModel& model_;
   const EngineOptions& o_;
   std::vector<const workload::Job*> jobs_;
-  std::deque<PendingRequest> ready_;
+  std::deque<QueuedRequest> ready_;
   std::vector<SlotRequest> live_;
   std::vector<MapperOp> queued_;  // appends and frees for the next mapper message
   std::unique_ptr<model::LocalModelKvCache> replay_cache_;

@@ -500,6 +500,8 @@ TEST_CASE("kvrt run: virtual reservations serve every request shape exactly, slo
   CHECK(v["steps_infeasible"] == 0);
   CHECK(v["pages_mapped"].get<uint64_t>() > 0);
   CHECK(v["pages_mapped"].get<uint64_t>() % 8 == 0);  // whole bundles: one page of each of 2 L = 8 tensors
+  // The workers' receipts and the node's own counter tell the same story.
+  CHECK(v["pages_mapped"].get<uint64_t>() == 8 * v["node_bundle_maps"].get<uint64_t>());
   // More requests than slots: later requests bind slots whose pages were
   // kept (0x06E), and they stay exact (the new owner writes its own rows).
   CHECK(v["retained_slot_reuses"].get<uint64_t>() > 0);
@@ -533,6 +535,9 @@ TEST_CASE("kvrt run: virtual reservations under page pressure reclaim retained p
   CHECK(v["pool_bytes"].get<uint64_t>() * 3 <= v["reserved_bytes"].get<uint64_t>());
   CHECK(v["bundles_reclaimed"].get<uint64_t>() > 0);
   CHECK(v["steps_infeasible"].get<uint64_t>() > 0);
+  // Reclaimed bundles are unmapped by the node first (and preempted slots' too).
+  CHECK(v["node_bundle_unmaps"].get<uint64_t>() >= v["bundles_reclaimed"].get<uint64_t>());
+  CHECK(v["pages_mapped"].get<uint64_t>() == 8 * v["node_bundle_maps"].get<uint64_t>());
 }
 
 TEST_CASE("kvrt run --compare-physical: paged blocks against virtual pages on one workload, both verified",

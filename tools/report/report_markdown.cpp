@@ -145,6 +145,7 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                {"steps short of page handles (retried)", u(v.steps_infeasible)},
                {"pages mapped (every K and V tensor)", u(v.pages_mapped)},
                {"inactive bundles reclaimed", u(v.bundles_reclaimed)},
+               {"bundles mapped / unmapped by the node", u(v.node_bundle_maps) + " / " + u(v.node_bundle_unmaps)},
                {"slots bound with a retained mapping", u(v.retained_slot_reuses)},
                {"retained pages reused [pages per tensor]", u(v.retained_pages_reused)},
                {"M_VA [bytes of address space]", u(v.reserved_bytes)},
@@ -294,12 +295,13 @@ void physical_modes(std::string& out, const RunReport& r) {
           {false, false, false, true, true, true, true, true, true, true, true, true}};
   for (const auto& m : r.physical_modes) {
     const bool v = m.virtual_pages.used;
-    t.rows.push_back({md(m.layout_id), md(m.physical_mode), m.exact ? "yes" : "**no**", fixed(m.wall_s, 2),
-                      u(m.prefill_rows_computed), u(m.prefill_rows_reused), v ? u(m.virtual_pages.pages_mapped) : "—",
-                      v ? fixed(m.map_step_p50_us, 1) + " / " + fixed(m.map_step_p99_us, 1) : "—",
-                      v ? percent_text(m.virtual_pages.hidden_fraction()) : "—",
-                      v ? u(m.virtual_pages.reserved_bytes) : "—", v ? u(m.virtual_pages.pool_bytes) : "—",
-                      u(v ? m.virtual_pages.mapped_peak_bytes : m.peak_unique_physical_bytes)});
+    t.rows.push_back(
+        {md(m.layout_id), md(m.physical_mode), m.exact ? "yes" : "**no**", fixed(m.wall_s, 2),
+         u(m.prefill_rows_computed), u(m.prefill_rows_reused), v ? u(m.virtual_pages.pages_mapped) : "—",
+         v ? fixed(m.virtual_pages.map_step_p50_us, 1) + " / " + fixed(m.virtual_pages.map_step_p99_us, 1) : "—",
+         v ? percent_text(m.virtual_pages.hidden_fraction()) : "—", v ? u(m.virtual_pages.reserved_bytes) : "—",
+         v ? u(m.virtual_pages.pool_bytes) : "—",
+         u(v ? m.virtual_pages.mapped_peak_bytes : m.peak_unique_physical_bytes)});
   }
   out += t.render();
 }

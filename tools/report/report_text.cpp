@@ -164,7 +164,8 @@ std::string summary_text(const RunReport& r) {
   if (const auto& v = r.virtual_pages; v.used)
     out += "virtual reservations (0x06): " + u(v.steps) + " mapper steps (" + u(v.steps_infeasible) +
            " short of handles), " + u(v.pages_mapped) + " pages mapped, " + u(v.bundles_reclaimed) +
-           " bundles reclaimed, " + u(v.retained_slot_reuses) + " slots bound with retained pages (" +
+           " bundles reclaimed (node: " + u(v.node_bundle_maps) + " bundles mapped, " + u(v.node_bundle_unmaps) +
+           " unmapped), " + u(v.retained_slot_reuses) + " slots bound with retained pages (" +
            u(v.retained_pages_reused) + " pages); M_VA " + u(v.reserved_bytes) + " B, M_phys,pool " + u(v.pool_bytes) +
            " B, peak M_mapped " + u(v.mapped_peak_bytes) + " B (" + u(v.active_valid_at_peak_bytes) +
            " B of valid rows); " + u(v.pages_mapped_ahead) + " pages mapped ahead of use, " +
@@ -178,8 +179,8 @@ std::string summary_text(const RunReport& r) {
              u(m.prefill_rows_computed) + " prompt rows computed, " + u(m.prefill_rows_reused) + " reused";
       if (m.virtual_pages.used)
         out += ", " + u(m.virtual_pages.pages_mapped) + " pages mapped, " + u(m.virtual_pages.bundles_reclaimed) +
-               " bundles reclaimed, map step p50 " + fixed(m.map_step_p50_us, 1) + " us / p99 " +
-               fixed(m.map_step_p99_us, 1) + " us, " + percent_text(m.virtual_pages.hidden_fraction()) +
+               " bundles reclaimed, map step p50 " + fixed(m.virtual_pages.map_step_p50_us, 1) + " us / p99 " +
+               fixed(m.virtual_pages.map_step_p99_us, 1) + " us, " + percent_text(m.virtual_pages.hidden_fraction()) +
                " of view mapping hidden, M_VA " + u(m.virtual_pages.reserved_bytes) + " B, M_phys,pool " +
                u(m.virtual_pages.pool_bytes) + " B, peak M_mapped " + u(m.virtual_pages.mapped_peak_bytes) + " B";
       else

@@ -147,6 +147,10 @@ struct RunReport {
     uint64_t mapped_peak_bytes = 0;            // largest M_mapped one worker saw [bytes]
     uint64_t active_valid_at_peak_bytes = 0;   // M_active,valid at that step [bytes]
     uint64_t pages_mapped_ahead = 0;           // mapped in the workers' views before use, in the background [pages]
+    double map_step_p50_us = 0, map_step_p99_us = 0;  // mapper step round trip, map before use [us]
+    // The node's own count (its mapper owner's statistics after the pass):
+    // page bundles (one page of each of the 2L tensors) mapped and unmapped.
+    uint64_t node_bundle_maps = 0, node_bundle_unmaps = 0;
     // The workers' view mapping: work = synchronous mapping + background
     // mapping; visible = synchronous mapping + waits for the background;
     // hidden fraction = 1 - visible / work (0x06D). Negative never: 0 floor.
@@ -216,9 +220,8 @@ struct RunReport {
     double wall_s = 0;
     uint64_t prefill_rows_computed = 0, prefill_rows_reused = 0;
     uint64_t rows_checked = 0;
-    uint64_t peak_unique_physical_bytes = 0;          // paged: the peak ledger's unique physical bytes
-    VirtualPages virtual_pages;                       // virtual: what the mapper did
-    double map_step_p50_us = 0, map_step_p99_us = 0;  // virtual: mapper step round trip [us]
+    uint64_t peak_unique_physical_bytes = 0;  // paged: the peak ledger's unique physical bytes
+    VirtualPages virtual_pages;               // virtual: what the mapper did
   };
   std::vector<PhysicalModeRow> physical_modes;
   std::string trace_path;  // empty unless --trace

@@ -21,7 +21,6 @@
 #include "engine/engine_worker.hpp"
 #include "services/common/child_process.hpp"
 #include "services/identity/layout_loader.hpp"
-#include "tools/report/report_latency.hpp"
 #include "tools/run/run_config.hpp"
 #include "tools/run/run_report_builder.hpp"
 #include "tools/run/update_campaign.hpp"
@@ -348,12 +347,6 @@ static report::RunReport::PhysicalModeRow physical_mode_row(const report::RunRep
   row.rows_checked = r.rows_checked;
   row.peak_unique_physical_bytes = r.peak_ledger.unique_physical_bytes;
   row.virtual_pages = r.virtual_pages;
-  for (const report::OwnerLatency& l : r.latencies)
-    if (l.owner.rfind("mapper", 0) == 0) {
-      const report::OwnerLatencySummary s = report::summarise(l);
-      row.map_step_p50_us = s.p50_us;
-      row.map_step_p99_us = s.p99_us;
-    }
   return row;
 }
 

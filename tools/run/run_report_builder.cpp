@@ -11,6 +11,7 @@
 #include "services/allocator/block_allocator.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
 #include "tools/ledger/metadata_ledger.hpp"
+#include "tools/report/report_latency.hpp"
 
 namespace kvrt {
 
@@ -158,6 +159,11 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   if (!executor.samples_us.empty()) r.latencies.push_back(std::move(executor));
   r.virtual_pages.used = layout.physical_mode == PhysicalMode::virtual_pages;
   if (r.virtual_pages.used) {
+    const report::OwnerLatencySummary step = report::summarise(mapper_step);
+    r.virtual_pages.map_step_p50_us = step.p50_us;
+    r.virtual_pages.map_step_p99_us = step.p99_us;
+    r.virtual_pages.node_bundle_maps = static_cast<uint64_t>(stat(pass.final_stats, "mapper", "bundle_maps"));
+    r.virtual_pages.node_bundle_unmaps = static_cast<uint64_t>(stat(pass.final_stats, "mapper", "bundle_unmaps"));
     r.latencies.push_back(std::move(mapper_step));
     r.latencies.push_back(std::move(view_map));
   }
