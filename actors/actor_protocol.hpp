@@ -126,7 +126,11 @@ using authorization_actor =
                             // A purge's own tick: step 4 counts again (purge id).
                             caf::reacts_to<purge_atom, uint64_t>>;
 
-using mapper_actor = owner_interface;
+using mapper_actor = owner_interface::extend<
+    // 0x0CD step 7 for a session's ops whose reused rows land in its request
+    // slots (node-internal): each slot's published frontier, or why none.
+    caf::replies_to<reuse_atom, uint64_t, TraceContext,
+                    std::vector<SlotFrontierRequest>>::with<std::vector<SlotFrontierReply>>>;
 
 using executor_actor = owner_interface::extend<
     // 0x0CD step 8 (node-internal).
@@ -186,3 +190,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReuseKeyRequest>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReuseKeyAnswer>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::ReuseSnapshotRequest>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::SnapshotAnswer>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::SlotFrontierRequest>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<kvrt::SlotFrontierReply>)

@@ -30,6 +30,17 @@ mapper_actor spawn_mapper_actor(caf::actor_system& system, std::shared_ptr<Mappe
             return st.service->apply(SessionId{session}, request);
           });
         },
+        [self](reuse_atom, uint64_t session, const TraceContext&,
+               const std::vector<SlotFrontierRequest>& requests) -> std::vector<SlotFrontierReply> {
+          // Every step the session sent before this message is applied: the
+          // mailbox is the order (0x06D, map before use).
+          std::vector<SlotFrontierReply> out;
+          for (const SlotFrontierRequest& r : requests) {
+            Result<uint32_t> f = self->state.service->published_frontier(SessionId{session}, r.request);
+            out.push_back(f.ok() ? SlotFrontierReply(*f) : SlotFrontierReply(f.error()));
+          }
+          return out;
+        },
         [self](stats_atom, bool validate) { return stats_reply(*self->state.service, validate); },
         [self](end_atom, uint64_t session) {
           auto& st = self->state;

@@ -193,6 +193,22 @@ void send_stage(ReuseSelf self, const RunPtr& run, const ReuseBatchRun::Request&
             on_answer<Waiting::interleaved>(self->request(st.owners.prefix, caf::infinite, version_atom::value, trace),
                                             answered(std::type_identity<ReuseIndexVersion>{}), failed("prefix_index"));
           },
+          [&](const SlotFrontierRead& r) {
+            // After the versions, so after the leases: the frontier read is
+            // the last gate before the snapshot (0x0CD step 7).
+            if (!st.owners.mapper) {
+              run->core.answer(std::vector<SlotFrontierReply>(
+                  r.requests.size(), make_error(ErrorCode::invalid_argument,
+                                                "the node serves no mapper owner: reused rows cannot land in a "
+                                                "request slot",
+                                                "await_slot_mapping")));
+              resume();
+              return;
+            }
+            on_answer<Waiting::interleaved>(
+                self->request(st.owners.mapper, caf::infinite, reuse_atom::value, session, trace, r.requests),
+                answered(std::type_identity<std::vector<SlotFrontierReply>>{}), failed("mapper"));
+          },
           [&](const SnapshotFreeze& r) {
             on_answer<Waiting::interleaved>(
                 self->request(st.owners.executor, caf::infinite, reuse_atom::value, trace, r.requests),

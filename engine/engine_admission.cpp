@@ -56,8 +56,8 @@ Status EngineLoop::admit() {
   std::vector<AdmissionRequest> asks;
   for (const PendingRequest& p : fresh)
     asks.push_back(AdmissionRequest{p.job->namespace_name, p.prompt,
-                                    identity_of(views_.at(p.job->namespace_name).adapter),
-                                    LogitsPath::logits_required});
+                                    identity_of(views_.at(p.job->namespace_name).adapter), LogitsPath::logits_required,
+                                    std::nullopt});
   // 2. Allocate with the receipts' blocks, which the leases keep current.
   // A hit that ends inside a block (the node's immutable partial-tail
   // policy, 0x07D) names that block last: the allocator copies its rows into

@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "engine/engine_replay.hpp"
+#include "engine/owner_call_timing.hpp"
+#include "engine/table_entries.hpp"
 
 namespace kvrt::engine {
 
@@ -135,29 +137,7 @@ void EngineLoop::note_error(const Error& e) {
   if (result_.first_error.empty()) result_.first_error = e.describe();
 }
 
-void EngineLoop::observe_calls(EngineSession& session) {
-  session.set_call_observer([this](Owner owner, double micros) {
-    switch (owner) {
-      case Owner::allocator:
-        result_.allocator_us.push_back(micros);
-        break;
-      case Owner::prefix_index:
-        result_.prefix_us.push_back(micros);
-        break;
-      case Owner::reuse:
-        result_.reuse_us.push_back(micros);
-        break;
-      case Owner::authorization:
-        result_.authorize_us.push_back(micros);
-        break;
-      case Owner::executor:
-        result_.executor_us.push_back(micros);
-        break;
-      default:
-        break;
-    }
-  });
-}
+void EngineLoop::observe_calls(EngineSession& session) { observe_owner_calls(session, result_); }
 
 void EngineLoop::take_end_notes() {
   for (const Error& e : session_->take_reuse_end_notes().errors) note_error(e);
@@ -249,21 +229,8 @@ Status EngineLoop::reauthorize_if_stale() {
   return Status::success();
 }
 
-uint32_t EngineLoop::group_index(CacheGroupId group) const {
-  for (uint32_t g = 0; g < groups_; ++g)
-    if (shared_->layout().cache_groups[g].group_id == group) return g;
-  return groups_;
-}
 Status EngineLoop::apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries) {
-  for (const TableEntryUpdate& e : entries) {
-    const uint32_t g = group_index(e.handle.group);
-    if (g == groups_)
-      return make_error(ErrorCode::unknown_group, "a receipt names a cache group this layout lacks", "group");
-    auto& slots = r.blocks.slots[g];
-    if (slots.size() <= e.logical_block) slots.resize(e.logical_block + 1);
-    slots[e.logical_block] = e.handle.block.value;  // the node's pools use block id == slot
-  }
-  return Status::success();
+  return apply_table_entries(shared_->layout(), entries, r.blocks);
 }
 
 // One private cache, as large as this worker's longest request: the

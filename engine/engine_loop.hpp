@@ -105,7 +105,6 @@ class EngineLoop {
   // next admission, and the requests go on without reuse meanwhile.
   void note_stale_generation();
   Status reauthorize_if_stale();
-  uint32_t group_index(CacheGroupId group) const;
   Status apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries);
   void verify(const LiveRequest& r);
   // engine_admission.cpp: steps 1-3.

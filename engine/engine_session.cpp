@@ -57,6 +57,8 @@ Result<std::vector<Admission>> EngineSession::admit(std::span<const AdmissionReq
       op.tokens = r.tokens;
       op.logits_path = r.logits_path;
       op.identity = r.identity;
+      op.await_slot_mapping = r.slot_request.has_value();
+      op.slot_request = r.slot_request.value_or(RequestId{});
     }
     Result<ReuseBatchReceipt> reused = timed(Owner::reuse, tx);
     if (!reused.ok()) return reused.error();

@@ -34,6 +34,12 @@ struct AdmissionRequest {
   std::vector<TokenId> tokens;  // the prompt [tokens]
   RequestIdentity identity;     // adapter, multimodal inputs, cache salt (0x07B)
   LogitsPath logits_path = LogitsPath::logits_required;
+  // Virtual reservations (0x06): the mapper's request id of the slot this
+  // session bound for the request. The hit's rows are copied there and read
+  // there, so the node's step 7 checks that slot's published frontier
+  // covers them (short: a mapping_lag rejection, 0x0CF). None: the rows are
+  // read in the paged pools.
+  std::optional<RequestId> slot_request;
 };
 
 // What admission answered for one request: its reuse attempt, then its

@@ -49,11 +49,9 @@ std::vector<const workload::Job*> jobs_of(const EngineOptions& options) {
              : workload::jobs_for_worker(*options.workload, options.worker_index, options.workers);
 }
 
-Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& token_hex,
-                              const CacheLayoutManifest& layout, const EngineOptions& options) {
-  NodeBinding b;
-  KVRT_TRY_ASSIGN(b.session, connect_session(node, token_hex, layout, options));
-  b.node_instance = node.instance;
+// The node's block pools of `b.session`, attached as `b.store` and mapped
+// as the model's cache `b.cache`.
+Status attach_pools(NodeBinding& b, const CacheLayoutManifest& layout) {
   const SessionReceipt& session = b.session->session();
   // The engines' model computes K/V and attention on the CPU over the pools
   // it maps: a node whose pools are GPU memory serves `kvrt worker` and
@@ -71,13 +69,25 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
   auto cache_result = shm::ShmModelKvCache::create(*b.store, layout);
   if (!cache_result.ok()) return cache_result.error();
   b.cache = std::move(cache_result).value();
+  return Status::success();
+}
+
+Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& token_hex,
+                              const CacheLayoutManifest& layout, const EngineOptions& options) {
+  NodeBinding b;
+  KVRT_TRY_ASSIGN(b.session, connect_session(node, token_hex, layout, options));
+  b.node_instance = node.instance;
+  KVRT_TRY(attach_pools(b, layout));
   return b;
 }
 
 // A node whose layout declares virtual pages (vAttention, 0x06): requests
 // live in the mapper owner's request slots, seen through this worker's own
-// view of the node's page pool. No reconnection: a lost node ends the run
-// with its error (the slots and pages went with it).
+// view of the node's page pool. With reuse, the node's block pools are
+// attached too: they hold the published prompt rows that hits are copied
+// from and that each prompt's computed rows are copied into. No
+// reconnection: a lost node ends the run with its error (the slots and
+// pages went with it).
 Result<EngineResult> run_virtual_worker(const NodeDescriptor& node, const EngineOptions& options,
                                         const CacheLayoutManifest& layout, const model::ReferenceModel& model) {
   if (!node.mapper)
@@ -85,13 +95,14 @@ Result<EngineResult> run_virtual_worker(const NodeDescriptor& node, const Engine
                       "layout '" + layout.manifest_id +
                           "' declares physical_mode = \"virtual_pages\" but the node serves no [mapper]",
                       "mapper");
-  std::unique_ptr<EngineSession> session;
-  KVRT_TRY_ASSIGN(session, connect_session(node, options.token_hex, layout, options));
+  NodeBinding b;
+  KVRT_TRY_ASSIGN(b.session, connect_session(node, options.token_hex, layout, options));
+  if (options.reuse) KVRT_TRY(attach_pools(b, layout));
   Result<MapperPoolView> view = MapperPoolView::attach(*node.mapper);
   if (!view.ok()) return view.error();
   std::unique_ptr<VirtualModelKvCache> cache;
   KVRT_TRY_ASSIGN(cache, VirtualModelKvCache::create(layout, *view));
-  return engine::run_virtual_engine(*session, *view, *cache, model, options, jobs_of(options));
+  return engine::run_virtual_engine(*b.session, *view, *cache, b.cache.get(), model, options, jobs_of(options));
 }
 
 }  // namespace

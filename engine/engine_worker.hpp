@@ -122,8 +122,11 @@ struct EngineResult {
   uint64_t virtual_mapped_peak_bytes = 0;           // largest M_mapped a step reported [bytes]
   uint64_t virtual_active_valid_at_peak_bytes = 0;  // M_active,valid at that step [bytes]
   uint64_t virtual_pages_mapped_ahead = 0;          // of the pages mapped, in the background ahead of use [pages]
-  double view_map_ahead_us_total = 0;               // background mapping time, hidden behind forwards [us]
-  double view_map_wait_us_total = 0;                // time the engine waited for it [us]
+  // With reuse: prompts whose blocks the node's pools refused at admission
+  // (no room, a quota): computed in the slot, neither reused nor published [requests].
+  uint64_t virtual_tier_refusals = 0;
+  double view_map_ahead_us_total = 0;  // background mapping time, hidden behind forwards [us]
+  double view_map_wait_us_total = 0;   // time the engine waited for it, anywhere [us]
   // Exactness.
   uint64_t requests_verified = 0;
   uint64_t token_mismatches = 0;
@@ -175,7 +178,8 @@ struct EngineResult {
   // Receipt latencies seen by this worker [us].
   std::vector<double> allocator_us, prefix_us, authorize_us, reuse_us, executor_us;
   // Virtual reservations: mapper round trips with a step (map before use)
-  // and without, and this worker's own mapping of the step's pages [us].
+  // and without, and this worker's own synchronous mapping of the pages a
+  // step's forward needs now (waits for the background batch excluded) [us].
   std::vector<double> mapper_step_us, mapper_us, view_map_us;
   double wall_s = 0;
 };

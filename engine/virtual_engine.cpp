@@ -12,21 +12,34 @@
 //      slot bindings of new requests] -> one mapper message; then a step of
 //      the new requests to their prompts -> one more; their pages (kept
 //      from a previous owner, and new) mapped on a background thread while
+//      With reuse, the new requests are then admitted through the node's
+//      executable-reuse transaction (one reuse message, one allocation in
+//      the block pools): step 7 reads each slot's frontier, which the step
+//      just published.
 //   4. finished requests are verified against a private replay, then freed
 //      with their pages retained (0x06E); a chat's next turn queued.
 // So a new request's pages are mapped ahead, behind the verification's
-// compute, and the next step finds them in place.
+// compute, and the next step finds them in place. A hit's rows are copied
+// from the pools into the slot once its pages are in the view (before its
+// prefill); after the prefill the computed prompt rows are copied into the
+// request's blocks, committed, published, and the blocks released at the
+// next admission (the prompt tier holds what the index names; the slot
+// holds the request).
 #include "engine/virtual_engine.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <deque>
 #include <future>
+#include <map>
+#include <set>
 #include <thread>
 
 #include "engine/engine_replay.hpp"
 #include "engine/model/model_kv_cache.hpp"
+#include "engine/owner_call_timing.hpp"
 #include "engine/pending_request.hpp"
+#include "engine/table_entries.hpp"
 
 namespace kvrt::engine {
 namespace {
@@ -44,6 +57,8 @@ struct QueuedRequest {
   uint32_t branch = 0;  // the first token's rank
 };
 
+using FirstBlockKey = std::pair<std::string, std::vector<TokenId>>;  // (namespace, first P tokens)
+
 struct SlotRequest {
   QueuedRequest q;
   RequestId id;
@@ -53,15 +68,30 @@ struct SlotRequest {
   std::vector<TokenId> tokens;  // prompt, then generated
   uint32_t cached_rows = 0;     // rows written and appended [rows]
   uint32_t generated = 0;       // [tokens]
+  // The prompt tier (with reuse): the request's allocation in the node's
+  // block pools (the hit's blocks, then its own) until its prompt rows are
+  // published there, the rows the hit served, and the reuse attempt to end
+  // once the prefill read them.
+  std::optional<RequestFence> fence;
+  model::SequenceBlocks pool_blocks;
+  uint32_t hit_tokens = 0;  // [rows]
+  std::optional<ExecutionSnapshotVersion> reuse_snapshot;
   bool finished() const { return generated >= q.p.decode_tokens; }
 };
 
 class VirtualEngine {
  public:
-  VirtualEngine(EngineSession& session, MapperPoolView& view, VirtualModelKvCache& cache,
+  VirtualEngine(EngineSession& session, MapperPoolView& view, VirtualModelKvCache& cache, model::ModelKvCache* pools,
                 const model::ReferenceModel& model, const EngineOptions& o, std::vector<const workload::Job*> jobs)
-      : session_(session), view_(view), cache_(cache), model_(model), o_(o), jobs_(std::move(jobs)) {
+      : session_(session),
+        view_(view),
+        cache_(cache),
+        pools_(o.reuse ? pools : nullptr),
+        model_(model),
+        o_(o),
+        jobs_(std::move(jobs)) {
     result_.worker = o.worker_name;
+    observe_owner_calls(session_, result_);
     for (const workload::Job* job : jobs_) enqueue_job(*job);
     result_.requests_total = ready_.size();
     for (const workload::Job* job : jobs_)
@@ -70,6 +100,7 @@ class VirtualEngine {
 
   Result<EngineResult> run() {
     const Clock::time_point start = Clock::now();
+    if (pools_ != nullptr) KVRT_TRY(authorize_namespaces());
     Clock::time_point progress_at = start;
     while (!ready_.empty() || !live_.empty() || !queued_.empty()) {
       const uint64_t before = result_.requests + result_.prefill_rows_computed + result_.decode_rows_computed;
@@ -88,7 +119,11 @@ class VirtualEngine {
       }
     }
     KVRT_TRY(await_ahead());
+    KVRT_TRY(release_tier());
     result_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+    result_.funnel = funnel_.counts();
+    for (size_t b = 0; b < kReuseBucketCount; ++b)
+      result_.rejections[b] = funnel_.rejections(static_cast<ReuseBucket>(b));
     return result_;
   }
 
@@ -141,14 +176,23 @@ class VirtualEngine {
     std::vector<QueuedRequest> binding;
     std::vector<ViewPage> ahead;  // pages of the new slots, mapped in the background
     const size_t first_new = live_.size();
+    std::vector<QueuedRequest> deferred;
+    std::set<FirstBlockKey> batch_keys;
     while (!admission_held_ && !ready_.empty() && live_.size() + binding.size() < o_.in_flight) {
-      binding.push_back(std::move(ready_.front()));
+      QueuedRequest q = std::move(ready_.front());
       ready_.pop_front();
+      if (defers(q.p, batch_keys)) {
+        deferred.push_back(std::move(q));
+        continue;
+      }
+      binding.push_back(std::move(q));
       const PendingRequest& p = binding.back().p;
       ops.emplace_back(std::in_place_type<MapperAllocOp>, RequestId{next_request_++}, RequestGeneration{1},
                        static_cast<uint32_t>(p.prompt.size() + p.decode_tokens));
     }
-    if (ops.empty()) return Status::success();
+    for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) ready_.push_front(std::move(*it));
+    seeded_keys_.insert(batch_keys.begin(), batch_keys.end());
+    if (ops.empty()) return release_tier();
     MapperBatchReceipt receipt;
     KVRT_TRY_ASSIGN(receipt, call(ops, false));
     for (size_t i = 0; i < settled; ++i)
@@ -194,10 +238,167 @@ class VirtualEngine {
       } else {
         ++result_.virtual_steps_infeasible;
       }
+      // After the step: the frontier the node's step 7 reads is published.
+      if (pools_ != nullptr) KVRT_TRY(admit_to_tier(first_new));
     }
     KVRT_TRY(await_ahead());
     map_in_background(std::move(ahead));
+    return release_tier();
+  }
+
+  // Cache-aware admission, as in the paged loop: while no request of this
+  // worker has started with a given first block, one such request is bound
+  // per iteration and the others wait, to find its published prompt rather
+  // than compute the same rows side by side. Without reuse nothing waits.
+  bool defers(const PendingRequest& p, std::set<FirstBlockKey>& batch_keys) const {
+    if (pools_ == nullptr || !reusable_.contains(p.job->namespace_name)) return false;
+    const uint32_t P = pools_->layout().allocator_block_size;
+    if (p.prompt.size() <= P) return false;
+    FirstBlockKey key{p.job->namespace_name, std::vector<TokenId>(p.prompt.begin(), p.prompt.begin() + P)};
+    return !seeded_keys_.contains(key) && !batch_keys.insert(std::move(key)).second;
+  }
+
+  // The namespaces this run's rows may be reused in and published into:
+  // those whose grant computes with the base weights this engine runs
+  // (the layout's model generation, no adapter). Rows of other weights
+  // differ (0x01A), so another namespace's requests compute every row.
+  Status authorize_namespaces() {
+    std::set<std::string> names;
+    for (const workload::Job* job : jobs_) names.insert(job->namespace_name);
+    for (const std::string& ns : names) {
+      Result<NamespaceGrantReceipt> grant = session_.authorize(ns, next_trace());
+      if (!grant.ok()) {
+        // Closed by a purge in progress: served without the prompt tier.
+        if (grant.error().code != ErrorCode::authorization_namespace_closed) return grant.error();
+        continue;
+      }
+      if (grant->model_generation == cache_.layout().model_generation && grant->adapter_identity.empty())
+        reusable_[ns] = grant->generation;
+    }
     return Status::success();
+  }
+
+  // The new requests live_[first_new..] (their slots bound and stepped over
+  // their prompts) admitted through the executable-reuse transaction: one
+  // reuse message naming each slot (step 7 reads its frontier) and one
+  // allocation of each prompt in the block pools with its hit's blocks. A
+  // prompt the pools refuse is served from its slot alone.
+  Status admit_to_tier(size_t first_new) {
+    std::vector<AdmissionRequest> asks;
+    std::vector<size_t> asked;  // live_ index of asks[k]
+    for (size_t i = first_new; i < live_.size(); ++i) {
+      const std::string& ns = live_[i].q.p.job->namespace_name;
+      if (!reusable_.contains(ns)) continue;
+      asks.push_back(
+          AdmissionRequest{ns, live_[i].tokens, RequestIdentity{}, LogitsPath::logits_required, live_[i].id});
+      asked.push_back(i);
+    }
+    if (asks.empty()) return Status::success();
+    const TraceContext reuse_trace = next_trace();
+    auto answered = session_.admit(asks, true, reuse_trace, next_trace());
+    take_end_notes();
+    if (!answered.ok()) return answered.error();
+    for (size_t k = 0; k < asked.size(); ++k) {
+      const Admission& a = (*answered)[k];
+      SlotRequest& r = live_[asked[k]];
+      if (a.reuse_error) note_error(*a.reuse_error);
+      if (!a.admitted()) {
+        // No room in the pools, the namespace's quota, or a hit a purge
+        // withdrew: nothing was taken; the slot serves the request alone.
+        if (a.allocation_error && !a.hit_withdrawn()) note_error(*a.allocation_error);
+        ++result_.virtual_tier_refusals;
+        continue;
+      }
+      if (a.hit) {
+        if (a.hit->namespace_generation != reusable_.at(r.q.p.job->namespace_name))
+          note_error(make_error(ErrorCode::invariant_violated,
+                                "a reuse receipt of generation " + std::to_string(a.hit->namespace_generation.value) +
+                                    " answered a request admitted under another",
+                                "namespace_generation"));
+        funnel_.record(FunnelOutcome::hit());
+      } else if (a.rejection) {
+        funnel_.record(FunnelOutcome::rejected(a.rejection->reason));
+      }
+      r.fence = a.fence();
+      r.hit_tokens = a.hit_tokens();
+      r.reuse_snapshot = a.reuse_attempt();
+      KVRT_TRY(apply_table_entries(pools_->layout(), a.allocation->published_entries, r.pool_blocks));
+    }
+    return Status::success();
+  }
+
+  // The prompt rows that `prefilled` computed in their slots, copied into
+  // their blocks in the pools, committed and published: the blocks past a
+  // hit's as that attempt's successor (0x0CD step 10, sent with the next
+  // reuse message), the others through the prefix owner now. Their blocks
+  // go back at the next release_tier(); what the index names stays cached.
+  Status publish_prompts(const std::vector<SlotRequest*>& prefilled) {
+    if (prefilled.empty()) return Status::success();
+    const uint32_t P = pools_->layout().allocator_block_size;
+    AllocatorBatch commit{next_trace(), {}};
+    for (SlotRequest* r : prefilled) {
+      const auto prompt = static_cast<uint32_t>(r->q.p.prompt.size());
+      KVRT_TRY(model::copy_kv_rows(cache_, r->blocks, *pools_, r->pool_blocks, r->hit_tokens, prompt));
+      commit.ops.push_back(CommitRowsOp{*r->fence, prompt});
+    }
+    AllocatorBatchReceipt committed;
+    KVRT_TRY_ASSIGN(committed, session_.allocator(commit));
+    PrefixBatch publish{next_trace(), {}};
+    for (size_t i = 0; i < prefilled.size(); ++i) {
+      SlotRequest& r = *prefilled[i];
+      RequestFence fence = *r.fence;
+      const auto* c = std::get_if<AllocationReceipt>(&committed.outcomes.at(i));
+      if (c != nullptr)
+        fence.table_version = c->table_version_after;
+      else
+        note_error(std::get<Error>(committed.outcomes[i]));
+      const uint32_t first = r.hit_tokens / P, full = static_cast<uint32_t>(r.q.p.prompt.size()) / P;
+      const bool publishes = c != nullptr && full > first;
+      std::vector<TokenId> tokens(r.tokens.begin(), r.tokens.begin() + full * P);
+      if (r.reuse_snapshot) {
+        std::optional<ReuseSuccessor> successor;
+        if (publishes) successor = ReuseSuccessor{fence.request, std::move(tokens), full};
+        session_.end_reuse(*r.reuse_snapshot, true, std::move(successor));
+        r.reuse_snapshot.reset();
+      } else if (publishes) {
+        const std::string& ns = r.q.p.job->namespace_name;
+        publish.ops.push_back(
+            PrefixPublishOp{ns, fence.request, std::move(tokens), first, full, RequestIdentity{}, reusable_.at(ns)});
+      }
+      tier_held_.emplace_back(fence, ReleaseReason::finished);
+      r.fence.reset();
+    }
+    if (publish.ops.empty()) return Status::success();
+    PrefixBatchReceipt published;
+    KVRT_TRY_ASSIGN(published, session_.prefix(publish));
+    for (const PrefixOutcome& o : published.outcomes)
+      if (const auto* e = std::get_if<Error>(&o)) note_error(*e);
+    return Status::success();
+  }
+
+  // The ends of reuse attempts not yet sent (their successors published
+  // while the requests still hold the blocks), then the blocks of the
+  // prompts published since the last call, released.
+  Status release_tier() {
+    if (pools_ == nullptr) return Status::success();
+    if (session_.reuse_ends_pending()) {
+      KVRT_TRY(session_.flush_reuse_ends(next_trace()));
+      take_end_notes();
+    }
+    if (tier_held_.empty()) return Status::success();
+    AllocatorBatch release{next_trace(), {}};
+    for (const auto& [fence, reason] : tier_held_)
+      release.ops.emplace_back(std::in_place_type<ReleaseOp>, fence, reason);
+    tier_held_.clear();
+    AllocatorBatchReceipt released;
+    KVRT_TRY_ASSIGN(released, session_.allocator(release));
+    for (const AllocatorOutcome& o : released.outcomes)
+      if (const auto* e = std::get_if<Error>(&o)) note_error(*e);
+    return Status::success();
+  }
+
+  void take_end_notes() {
+    for (const Error& e : session_.take_reuse_end_notes().errors) note_error(e);
   }
 
   // Workers that wait on each other's pages should not all give up at the
@@ -213,6 +414,10 @@ class VirtualEngine {
     if (live_.size() < 2) return;  // a lone request that cannot fit is the stall check's to report
     SlotRequest& victim = live_.back();
     queued_.emplace_back(std::in_place_type<MapperFreeOp>, victim.id, victim.generation, ReleaseMode::unmap_now);
+    // Preempted before its prefill: its reuse attempt ends unexecuted and its
+    // blocks in the pools go back with the next release.
+    if (victim.reuse_snapshot) session_.end_reuse(*victim.reuse_snapshot, false, std::nullopt);
+    if (victim.fence) tier_held_.emplace_back(*victim.fence, ReleaseReason::preempted);
     ready_.push_front(std::move(victim.q));
     live_.pop_back();
     admission_held_ = true;
@@ -303,8 +508,8 @@ class VirtualEngine {
     // The pages this forward writes or reads must be in the view now; the
     // ones ahead may follow in the background. The previous background
     // batch ends first: map calls never overlap.
-    const Clock::time_point t0 = Clock::now();
     KVRT_TRY(await_ahead());
+    const Clock::time_point t0 = Clock::now();
     const MapperGeometry& geo = view_.geometry();
     std::vector<ViewPage> now, ahead;
     for (const MappedFrontierReceipt& f : stepped.receipts) {
@@ -316,13 +521,24 @@ class VirtualEngine {
     KVRT_TRY(view_.map(now));
     result_.view_map_us.push_back(micros_since(t0));
     map_in_background(std::move(ahead));
+    // A hit's rows, read in the pools (the request's blocks hold them), land
+    // in its slot before the prefill reads them: the node's step 7 saw the
+    // slot's frontier cover them, and this view maps those pages now.
+    for (SlotRequest& r : live_) {
+      if (r.generated != 0 || r.cached_rows >= r.hit_tokens) continue;
+      KVRT_TRY(model::copy_kv_rows(*pools_, r.pool_blocks, cache_, r.blocks, 0, r.hit_tokens));
+      r.cached_rows = r.hit_tokens;
+      result_.prefill_rows_reused += r.hit_tokens;
+    }
 
     std::vector<model::ForwardChunk> chunks;
     for (const SlotRequest& r : live_) chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.cached_rows});
     std::vector<std::vector<float>> logits;
     KVRT_TRY_ASSIGN(logits, model_.forward(cache_, chunks));
+    std::vector<SlotRequest*> prefilled;  // prompts computed now, for the prompt tier
     for (size_t i = 0; i < live_.size(); ++i) {
       SlotRequest& r = live_[i];
+      if (r.generated == 0 && r.fence) prefilled.push_back(&r);
       const uint32_t rows = static_cast<uint32_t>(r.tokens.size()) - r.cached_rows;
       (r.generated == 0 ? result_.prefill_rows_computed : result_.decode_rows_computed) += rows;
       result_.decode_kv_bytes_read +=
@@ -333,11 +549,11 @@ class VirtualEngine {
       r.cached_rows = static_cast<uint32_t>(r.tokens.size()) - 1;
       queued_.emplace_back(std::in_place_type<MapperAppendOp>, r.id, r.generation, r.cached_rows);
     }
-    return Status::success();
+    return publish_prompts(prefilled);
   }
 
   // The background mapping of the last step's pages ahead, awaited: its
-  // time counts as hidden, the wait as visible.
+  // time counts as work, the wait (wherever the engine waits) as visible.
   Status await_ahead() {
     if (!ahead_.valid()) return Status::success();
     const Clock::time_point t0 = Clock::now();
@@ -377,9 +593,9 @@ class VirtualEngine {
     // Every request fits its slot's T_max rows, so one slot's blocks hold any replay.
     if (replay_cache_ == nullptr)
       KVRT_TRY_ASSIGN(replay_cache_, model::LocalModelKvCache::create(cache_.layout(), cache_.blocks_per_slot()));
-    // Nothing reused, nothing shared: every row is compared bitwise.
+    // Nothing shared: every row is compared bitwise, the hit's counted apart.
     const ReplayedRequest request{&r.blocks,     r.tokens,     static_cast<uint32_t>(r.q.p.prompt.size()),
-                                  r.generated,   r.q.branch,   0,
+                                  r.generated,   r.q.branch,   r.hit_tokens,
                                   r.cached_rows, r.cached_rows};
     ReplayVerdict v;
     KVRT_TRY_ASSIGN(v, replay_without_reuse(model_, *replay_cache_, cache_, request));
@@ -392,6 +608,7 @@ class VirtualEngine {
   EngineSession& session_;
   MapperPoolView& view_;
   VirtualModelKvCache& cache_;
+  model::ModelKvCache* pools_;  // the node's block pools, the prompt tier; null: no reuse
   const model::ReferenceModel& model_;
   const EngineOptions& o_;
   std::vector<const workload::Job*> jobs_;
@@ -404,6 +621,13 @@ class VirtualEngine {
   // mapped it (UINT64_MAX: not by this worker). A failed map ends the run,
   // so an entry is never ahead of the view.
   std::vector<uint64_t> shown_;
+  // The prompt tier: namespaces whose rows this run may reuse and publish
+  // (their generation), first-block keys of requests already bound, the
+  // allocations to release next, and one funnel record per admitted attempt.
+  std::map<std::string, NamespaceGeneration> reusable_;
+  std::set<FirstBlockKey> seeded_keys_;
+  std::vector<std::pair<RequestFence, ReleaseReason>> tier_held_;
+  ReuseFunnel funnel_;
   uint32_t stalled_steps_ = 0;   // infeasible steps in a row
   bool admission_held_ = false;  // a preemption holds admission until a request finishes
   EngineResult result_;
@@ -416,9 +640,9 @@ class VirtualEngine {
 }  // namespace
 
 Result<EngineResult> run_virtual_engine(EngineSession& session, MapperPoolView& view, VirtualModelKvCache& cache,
-                                        const model::ReferenceModel& model, const EngineOptions& options,
-                                        std::vector<const workload::Job*> jobs) {
-  return VirtualEngine(session, view, cache, model, options, std::move(jobs)).run();
+                                        model::ModelKvCache* pools, const model::ReferenceModel& model,
+                                        const EngineOptions& options, std::vector<const workload::Job*> jobs) {
+  return VirtualEngine(session, view, cache, pools, model, options, std::move(jobs)).run();
 }
 
 }  // namespace kvrt::engine

@@ -12,11 +12,21 @@
 // slot with its pages retained for the next owner (0x06E: capacity, not
 // prefix identity — a new owner writes its own rows).
 //
-// What this mode does not do: prefix reuse or fork sharing (a retained
-// mapping is capacity, never an exact-prefix hit, 0x06E); every prompt row
-// is computed. The exactness verdict is the paged loop's: every request
-// replayed without reuse in a private cache, tokens identical and every row
-// bitwise equal.
+// Prefix reuse (with `pools`, the node's block pools as a model cache): a
+// retained mapping is capacity, never an exact-prefix hit (0x06E), so
+// identity comes from the index as in the paged loop. Each new request is
+// admitted through the executable-reuse transaction once its slot is stepped
+// over its prompt; the hit's rows are read in the pools and copied into the
+// slot, so the node's step 7 checks that the slot's published frontier covers
+// them (short: the funnel's mapping_lag, and the request computes every
+// row). The admission also allocates the prompt's blocks in the pools; after
+// the prefill the slot's computed prompt rows are copied there, committed
+// and published (as the attempt's successor after a hit), so other workers
+// find them. Forks are not shared: each branch prefills its prompt.
+//
+// The exactness verdict is the paged loop's: every request replayed without
+// reuse in a private cache, tokens identical and every row bitwise equal
+// (reused rows counted separately).
 #include <vector>
 
 #include "engine/engine_session.hpp"
@@ -29,8 +39,10 @@ namespace kvrt::engine {
 // (node_lost, session_ended), a receipt that does not answer its batch
 // (invariant_violated), run_stalled when the mapper cannot back the
 // requests for 30 s.
+// `pools`: the node's block pools mapped as a cache, or null for no reuse
+// (options.reuse is then ignored).
 Result<EngineResult> run_virtual_engine(EngineSession& session, MapperPoolView& view, VirtualModelKvCache& cache,
-                                        const model::ReferenceModel& model, const EngineOptions& options,
-                                        std::vector<const workload::Job*> jobs);
+                                        model::ModelKvCache* pools, const model::ReferenceModel& model,
+                                        const EngineOptions& options, std::vector<const workload::Job*> jobs);
 
 }  // namespace kvrt::engine

@@ -247,7 +247,7 @@ class Worker {
     // previous iteration's receipts. Then one allocation takes the hits.
     std::vector<AdmissionRequest> asks;
     for (const LiveRequest& r : fresh)
-      asks.push_back(AdmissionRequest{namespace_, r.tokens, {}, LogitsPath::logits_required});
+      asks.push_back(AdmissionRequest{namespace_, r.tokens, {}, LogitsPath::logits_required, std::nullopt});
     const TraceContext reuse_trace = next_trace();
     Result<std::vector<Admission>> answered = session_.admit(asks, /*reuse=*/true, reuse_trace, next_trace());
     take_end_notes();

@@ -173,6 +173,13 @@ struct ReuseAcquireOp {
   logitsPath @4 :Prefix.LogitsPath;
   requireCollisionWitness @5 :Bool;                               # step 3 policy (0x07F)
   identity @6 :Prefix.RequestIdentity;                            # the request's identity extras (0x07B)
+  # Virtual reservations (0x06): the reused rows will be copied into, and
+  # read from, the request slot this session bound in the mapper owner under
+  # slotRequest, so step 7 asks the mapper whether that slot's published
+  # frontier covers them (L_map > 0 ends the attempt as mapping_lag, 0x0CF).
+  # False: the rows are read in the paged pools, mapped whole while leased.
+  awaitSlotMapping @7 :Bool;
+  slotRequest @8 :UInt64 $Kvrt.type("RequestId");                 # the mapper's request id of the slot
 }
 
 struct ReuseRejectionReceipt {

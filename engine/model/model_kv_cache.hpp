@@ -56,6 +56,18 @@ class ModelKvCache {
 void gather_canonical_row(const CacheGroupLayout& group, std::span<const executor::PagedKvView> views, uint32_t slot,
                           uint32_t row, std::span<uint8_t> out);
 
+// Copies token rows [begin, end) of every cache group, K and V of every
+// layer and head, from `from` (the sequence at `from_blocks`) into `to` (at
+// `to_blocks`): how a hit read in the node's block pools lands in a request
+// slot of the mapper's virtual tensors, and how a slot's computed prompt rows
+// land in the blocks published for others (virtual reservations, 0x06). The
+// two caches must hold the same layout; each side's block size is its own
+// view's. Bytes are moved unchanged, so the rows stay bitwise what was
+// computed. Errors: incompatible ("layout") for caches of other layouts,
+// coordinate_out_of_range ("blocks") for a row past either table.
+Status copy_kv_rows(const ModelKvCache& from, const SequenceBlocks& from_blocks, ModelKvCache& to,
+                    const SequenceBlocks& to_blocks, uint32_t begin, uint32_t end);
+
 // Process-private pools, one per cache group, with the group's declared axis
 // order and dtypes (so a row's bytes equal the shared pool's bytes).
 class LocalModelKvCache final : public ModelKvCache {

@@ -71,6 +71,11 @@ MapperOutcome MapperService::apply(SessionId s, const MapperFreeOp& op) {
   return MapperDone{};
 }
 
+Result<uint32_t> MapperService::published_frontier(SessionId session, RequestId request) const {
+  if (Status own = requests_.check(session, request.value, "slot_request"); !own.ok()) return own.error();
+  return mapper_->published_frontier(request);
+}
+
 uint32_t MapperService::end_session(SessionId session) {
   uint32_t freed = 0;
   for (uint64_t request : requests_.held_by(session)) {

@@ -32,6 +32,10 @@ class MapperService {
 
   MapperBatchReceipt apply(SessionId session, const MapperBatch& batch);
   MapperOutcome apply_one(SessionId session, const MapperOp& op);
+  // 0x0CD step 7 for a reuse whose rows land in the session's request slot:
+  // the slot's published frontier [tokens] (VmmMapper::published_frontier).
+  // Errors: not_owner (another session's request), unknown_request.
+  Result<uint32_t> published_frontier(SessionId session, RequestId request) const;
   // Frees every slot the session still holds (retain mode: the pages stay as
   // reusable capacity, never as K/V, 0x06E). Returns how many were freed.
   uint32_t end_session(SessionId session);

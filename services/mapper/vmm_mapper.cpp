@@ -36,6 +36,16 @@ Status VmmMapper::require_reserved() const {
   return Status::success();
 }
 
+Result<uint32_t> VmmMapper::published_frontier(RequestId request) const {
+  for (const SlotRecord& slot : slots_) {
+    if (!slot.active || slot.request != request) continue;
+    const uint64_t mapped_tokens = uint64_t{slot.pages.size()} * geometry_.tokens_per_page();
+    return static_cast<uint32_t>(std::min<uint64_t>(mapped_tokens, slot.target_tokens));
+  }
+  return make_error(ErrorCode::unknown_request, "request " + std::to_string(request.value) + " is not bound",
+                    "request_id");
+}
+
 Result<uint32_t> VmmMapper::find_active(RequestId request, SlotGeneration generation) const {
   for (uint32_t s = 0; s < slots_.size(); ++s) {
     const SlotRecord& slot = slots_[s];

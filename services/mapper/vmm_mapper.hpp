@@ -80,6 +80,10 @@ class VmmMapper {
   Result<StepResult> step(const std::vector<StepRequest>& requests, MappingPath path);
   // model.forward committed rows [0, valid_tokens): only inside the mapped frontier.
   Status append_rows(RequestId request, SlotGeneration generation, uint32_t valid_tokens);
+  // Rows [0, f) of the request's active slot are mapped for every one of
+  // its 2L tensors and published by a step (0x06D): min(pages mapped x
+  // P_tokens, the latest step's target). Errors: unknown_request.
+  Result<uint32_t> published_frontier(RequestId request) const;
   // A kernel may read rows [0, tokens) of this slot generation.
   Status check_readable(RequestId request, SlotGeneration generation, uint32_t tokens) const;
   // A published receipt still describes the mapper's state and is complete.

@@ -410,6 +410,8 @@ void ReuseBatchRun::on_index_version(const ReuseIndexVersion& version) {
     if (op.outcome) continue;
     settle(i, op.attempt->validate_positions(PositionAnswer(PositionsNotApplicable{})));
     if (op.outcome) continue;
+    // Rows copied into a request slot: the mapper owner's stage answers step 7.
+    if (acquire_op(i).await_slot_mapping) continue;
     // Every row of a leased block of a resident pool is mapped (header).
     const uint32_t bundles =
         cache_groups_ == 0 ? 0 : static_cast<uint32_t>(op.candidate->physical_handles.size() / cache_groups_);
@@ -417,7 +419,34 @@ void ReuseBatchRun::on_index_version(const ReuseIndexVersion& version) {
   }
 }
 
-// --- stage 5: executor owner, step 8 ------------------------------------------
+// --- stage 5: mapper owner, step 7 of ops whose rows land in a slot ------------
+
+std::vector<SlotFrontierRequest> ReuseBatchRun::frontier_requests() {
+  std::vector<SlotFrontierRequest> out;
+  for (size_t i : open_at(ReuseStep::await_mapping))
+    out.push_back(SlotFrontierRequest{acquire_op(i).slot_request, ops_[i].candidate->covered_interval.end});
+  return out;
+}
+
+void ReuseBatchRun::on_frontiers(const std::vector<SlotFrontierReply>& answers) {
+  for (size_t k = 0; k < stage_.size(); ++k) {
+    const size_t i = stage_[k];
+    if (k >= answers.size()) {
+      end_with_error(i, make_error(ErrorCode::invariant_violated, "the mapper owner answered too few ops", "mapping"));
+      continue;
+    }
+    // Not the session's bound request, or no mapper: the op's own error,
+    // its leases handed back.
+    if (const auto* e = std::get_if<Error>(&answers[k])) {
+      end_with_error(i, *e);
+      continue;
+    }
+    settle(i, ops_[i].attempt->await_mapping(
+                  MappingAnswer{ops_[i].candidate->covered_interval.end, std::get<uint32_t>(answers[k])}));
+  }
+}
+
+// --- stage 6: executor owner, step 8 ------------------------------------------
 
 std::vector<ReuseSnapshotRequest> ReuseBatchRun::snapshot_requests() {
   std::vector<ReuseSnapshotRequest> out;
@@ -547,6 +576,10 @@ std::optional<ReuseBatchRun::Request> ReuseBatchRun::next() {
       case Stage::versions:
         if (version_requests() > 0) return Request(IndexVersionRead{});
         break;
+      case Stage::mapping:
+        if (std::vector<SlotFrontierRequest> r = frontier_requests(); !r.empty())
+          return Request(SlotFrontierRead{std::move(r)});
+        break;
       case Stage::snapshots:
         if (std::vector<ReuseSnapshotRequest> r = snapshot_requests(); !r.empty())
           return Request(SnapshotFreeze{std::move(r)});
@@ -564,7 +597,7 @@ std::optional<ReuseBatchRun::Request> ReuseBatchRun::next() {
 namespace {
 const char* stage_owner(uint8_t stage) {
   constexpr const char* owners[] = {"prefix_index", "allocator",    "prefix_index", "authorization", "prefix_index",
-                                    "allocator",    "prefix_index", "prefix_index", "executor"};
+                                    "allocator",    "prefix_index", "prefix_index", "mapper",        "executor"};
   return stage < std::size(owners) ? owners[stage] : "none";
 }
 }  // namespace
@@ -637,6 +670,13 @@ void ReuseBatchRun::answer(const std::vector<ReusePathLeaseAnswer>& paths) {
 void ReuseBatchRun::answer(const ReuseIndexVersion& version) {
   KVRT_REUSE_EXPECT(Stage::versions);
   on_index_version(version);
+  asked_ = false;
+  stage_at_ = Stage::mapping;
+}
+
+void ReuseBatchRun::answer(const std::vector<SlotFrontierReply>& frontiers) {
+  KVRT_REUSE_EXPECT(Stage::mapping);
+  on_frontiers(frontiers);
   asked_ = false;
   stage_at_ = Stage::snapshots;
 }

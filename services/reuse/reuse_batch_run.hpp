@@ -18,6 +18,8 @@
 //   paths      radix index    4      ReusePathLeaseRequest per radix ReusePathLeaseAnswer
 //                                    candidate whose blocks leased
 //   versions   index owner    5-7    one per batch                   ReuseIndexVersion
+//   mapping    mapper owner   7      SlotFrontierRequest per op      SlotFrontierReply
+//                                    whose rows land in a slot
 //   snapshot   executor       8      ReuseSnapshotRequest per op     SnapshotAnswer
 //
 // The caller (actors/reuse_actor.cpp, or a test driving the owners' cores
@@ -36,11 +38,15 @@
 // the block leases back.
 //
 // Step 6 is "not applicable" for the prefix index's candidates (0x0CD names
-// it for declared modules and sessions). Step 7 reads no mapper: the paged
-// pools are shared-memory segments mapped whole when the node starts (shm/),
-// so every row of a leased block is mapped while the lease holds it, and the
-// ready frontier is the leased bundles' rows. The mapper owner's on-demand
-// layout (0x06) is another layout, which prefix reuse does not read.
+// it for declared modules and sessions). Step 7 depends on where the reused
+// rows are dereferenced. Read in the paged pools, it reads no mapper: they
+// are shared-memory segments mapped whole when the node starts (shm/), so
+// every row of a leased block is mapped while the lease holds it, and the
+// ready frontier is the leased bundles' rows. Copied into a request slot of
+// the mapper owner (virtual reservations, 0x06: the op says so with
+// await_slot_mapping), the kernel reads them there, so the mapper owner
+// answers that slot's published frontier; short of the reused rows, the
+// attempt ends as mapping_lag (0x0CF), not as an error.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -80,14 +86,17 @@ struct PathLeaseAcquire {  // the radix index owner: step 4's path locks
   std::vector<ReusePathLeaseRequest> requests;
 };
 struct IndexVersionRead {};  // the index owner: step 5, after the leases
-struct SnapshotFreeze {      // the executor: step 8
+struct SlotFrontierRead {    // the mapper owner: step 7 of ops whose rows land in a slot
+  std::vector<SlotFrontierRequest> requests;
+};
+struct SnapshotFreeze {  // the executor: step 8
   std::vector<ReuseSnapshotRequest> requests;
 };
 
 class ReuseBatchRun {
  public:
   using Request = std::variant<SuccessorPublish, BlockLeaseReturn, PathLeaseReturn, KeyLookup, CandidateLookup,
-                               BlockLeaseAcquire, PathLeaseAcquire, IndexVersionRead, SnapshotFreeze>;
+                               BlockLeaseAcquire, PathLeaseAcquire, IndexVersionRead, SlotFrontierRead, SnapshotFreeze>;
   // node_pools: the node's pools and their generations (what a lookup reads
   // as g_pool); block_tokens: P of the paged layout; cache_groups: handles
   // per bundle.
@@ -133,6 +142,7 @@ class ReuseBatchRun {
   void answer(const std::vector<ReuseLeaseAnswer>& leases);
   void answer(const std::vector<ReusePathLeaseAnswer>& paths);
   void answer(const ReuseIndexVersion& version);
+  void answer(const std::vector<SlotFrontierReply>& frontiers);
   void answer(const std::vector<SnapshotAnswer>& snapshots);
   // The owner of the stage next() asked for did not answer.
   void failed(const Error& e);
@@ -189,6 +199,9 @@ class ReuseBatchRun {
   size_t version_requests();
   void on_index_version(const ReuseIndexVersion& version);
 
+  std::vector<SlotFrontierRequest> frontier_requests();
+  void on_frontiers(const std::vector<SlotFrontierReply>& answers);
+
   std::vector<ReuseSnapshotRequest> snapshot_requests();
   void on_snapshots(const std::vector<SnapshotAnswer>& answers);
 
@@ -226,6 +239,7 @@ class ReuseBatchRun {
     leases,
     paths,
     versions,
+    mapping,
     snapshots,
     done
   };

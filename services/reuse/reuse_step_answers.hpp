@@ -63,6 +63,17 @@ struct ReuseIndexVersion {
   uint64_t publication_generation = 0;  // the index's publication clock (step 10's successor check)
 };
 
+// Step 7, the mapper owner, for an op whose rows land in a request slot
+// (ReuseAcquireOp.await_slot_mapping, virtual reservations 0x06): the
+// published frontier of the slot the session bound under `request`, read
+// after every step the owner applied before this message (map before use,
+// 0x06D). An error when the request is not the session's bound request.
+struct SlotFrontierRequest {
+  RequestId request;
+  uint32_t required_tokens = 0;  // f_required: the reused rows [tokens]
+};
+using SlotFrontierReply = std::variant<Error, uint32_t>;  // f_ready [tokens], or why none
+
 // Step 8, the executor owner: freeze the snapshot a reuse reads.
 struct ReuseSnapshotRequest {
   std::vector<PhysicalBlockHandle> handles;

@@ -29,7 +29,7 @@ std::unique_ptr<EngineSession> open(const InProcessNode& n, const std::string& p
 }
 
 Admission admit_one(EngineSession& s, const std::vector<TokenId>& prompt, const std::string& ns = "test/shared") {
-  const std::vector<AdmissionRequest> asks{AdmissionRequest{ns, prompt, {}, LogitsPath::logits_required}};
+  const std::vector<AdmissionRequest> asks{AdmissionRequest{ns, prompt, {}, LogitsPath::logits_required, std::nullopt}};
   Result<std::vector<Admission>> a = s.admit(asks, /*reuse=*/true, {}, {});
   INFO((a.ok() ? std::string("ok") : a.error().describe()));
   REQUIRE(a.ok());
@@ -134,9 +134,9 @@ TEST_CASE("an engine session ends an attempt whose allocation was refused, and k
   huge.resize(300 * P, 5);  // 300 blocks per group: more than the pool's 256
   std::vector<TokenId> plain = prompt_of(4, P + 3);
   const std::vector<AdmissionRequest> asks{
-      AdmissionRequest{"test/shared", huge, {}, LogitsPath::logits_required},
-      AdmissionRequest{"test/other", plain, {}, LogitsPath::logits_required},
-      AdmissionRequest{"test/shared", plain, {}, LogitsPath::logits_required},
+      AdmissionRequest{"test/shared", huge, {}, LogitsPath::logits_required, std::nullopt},
+      AdmissionRequest{"test/other", plain, {}, LogitsPath::logits_required, std::nullopt},
+      AdmissionRequest{"test/shared", plain, {}, LogitsPath::logits_required, std::nullopt},
   };
   Result<std::vector<Admission>> answered = b->admit(asks, true, {}, {});
   REQUIRE(answered.ok());
@@ -175,7 +175,7 @@ TEST_CASE("an engine session without reuse allocates only, and a lost session ab
     CHECK(micros >= 0);
     ++calls;
   });
-  const std::vector<AdmissionRequest> asks{AdmissionRequest{"test/shared", prompt_of(9, 40), {}, {}}};
+  const std::vector<AdmissionRequest> asks{AdmissionRequest{"test/shared", prompt_of(9, 40), {}, {}, std::nullopt}};
   Result<std::vector<Admission>> plain = a->admit(asks, /*reuse=*/false, {}, {});
   REQUIRE(plain.ok());
   CHECK(calls == 1);  // no reuse message
@@ -201,7 +201,7 @@ TEST_CASE("a lookup answers the hit an admission reuses and changes nothing on t
     auto a = open(n, "worker-0");
     auto b = open(n, "worker-1");
     auto ask = [](const std::vector<TokenId>& prompt, const std::string& ns = "test/shared") {
-      return AdmissionRequest{ns, prompt, {}, LogitsPath::logits_required};
+      return AdmissionRequest{ns, prompt, {}, LogitsPath::logits_required, std::nullopt};
     };
 
     const std::vector<TokenId> base = prompt_of(11, 3 * P + 5);

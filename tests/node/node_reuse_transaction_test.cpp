@@ -430,3 +430,105 @@ TEST_CASE("node faults: a faulted publication is withdrawn, an interrupted recla
 }
 
 }  // namespace kvrt::test
+
+namespace kvrt::test {
+
+// Virtual reservations (0x06): a reused prefix copied into a request slot is
+// executable only once the mapper owner has published that slot's frontier
+// over the hit (0x0CD step 7); short of it the attempt ends as mapping_lag
+// with its leases back. The frontiers are set by this test's own steps.
+TEST_CASE("node reuse transaction: a hit read from a request slot waits for the slot's mapped frontier",
+          "[node][reuse_tx][mapper]") {
+  ScratchDir dir("node-reuse-tx-slot");
+  InProcessNode n(dir, "tests/data/node/node-mapper-test.toml");
+  auto a = n.connect("worker-0");
+  auto b = n.connect("worker-1");
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  REQUIRE(b->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  const std::vector<TokenId> prompt = prompt_of(21, 40);  // a hit of two blocks: rows [0, 32)
+  (void)serve_and_publish(*a, prompt, nullptr);
+  const int64_t leases_before = n.stat("allocator", "live_leases");
+
+  // B binds requests 1 and 2 to slots and steps only request 1, over its
+  // whole prompt (one 64-token page per tensor); A binds request 3.
+  const auto mapper = [](Client& c, std::vector<MapperOp> ops) {
+    Result<MapperBatchReceipt> r = c.call(MapperBatch{{}, std::move(ops)});
+    REQUIRE(r.ok());
+    for (const MapperOutcome& o : r->outcomes) REQUIRE_FALSE(std::holds_alternative<Error>(o));
+  };
+  mapper(*b, {MapperAllocOp{RequestId{1}, RequestGeneration{1}, 40},
+              MapperAllocOp{RequestId{2}, RequestGeneration{1}, 40}, MapperStepOp{{StepRequest{RequestId{1}, 40}}}});
+  mapper(*a, {MapperAllocOp{RequestId{3}, RequestGeneration{1}, 40}});
+  const auto slot_op = [&](uint64_t slot_request) {
+    ReuseAcquireOp op = acquire("test/shared", prompt);
+    op.await_slot_mapping = true;
+    op.slot_request = RequestId{slot_request};
+    return op;
+  };
+  // A paged op in the same batch reads no mapper and is served as before.
+  const ReuseBatchReceipt r =
+      reuse(*b, {slot_op(1), slot_op(2), slot_op(3), slot_op(9), acquire("test/shared", prompt)});
+  REQUIRE(r.outcomes.size() == 5);
+  {
+    INFO((std::holds_alternative<Error>(r.outcomes[0]) ? std::get<Error>(r.outcomes[0]).describe() : ""));
+    REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes[0]));
+  }
+  const auto& ready = std::get<ExecutableReuseReceipt>(r.outcomes[0]);
+  CHECK(ready.covered_interval == TokenInterval{0, 32});
+  CHECK(ready.required_frontier_tokens == 32);
+  CHECK(ready.ready_frontier_tokens == 40);  // the slot's step target, inside its one mapped page
+  // Bound, never stepped: nothing mapped, L_map = 32.
+  REQUIRE(std::holds_alternative<ReuseRejectionReceipt>(r.outcomes[1]));
+  const auto& lag = std::get<ReuseRejectionReceipt>(r.outcomes[1]);
+  CHECK(lag.reason == RejectionReason::mapping_frontier_lag);
+  CHECK(lag.step == ReuseStep::await_mapping);
+  CHECK(bucket_of(lag.reason) == ReuseBucket::mapping_lag);
+  CHECK(lag.leases_released.size() == ready.leases.size());
+  // Another session's request, and a request nobody bound: typed errors.
+  REQUIRE(std::holds_alternative<Error>(r.outcomes[2]));
+  CHECK(std::get<Error>(r.outcomes[2]).code == ErrorCode::not_owner);
+  REQUIRE(std::holds_alternative<Error>(r.outcomes[3]));
+  CHECK(std::get<Error>(r.outcomes[3]).code == ErrorCode::unknown_request);
+  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes[4]));
+  CHECK(std::get<ExecutableReuseReceipt>(r.outcomes[4]).ready_frontier_tokens == 32);
+  // Only the two receipts hold leases; the refused ops' went back.
+  const auto& paged = std::get<ExecutableReuseReceipt>(r.outcomes[4]);
+  CHECK(n.stat("allocator", "live_leases") == leases_before + int64_t(ready.leases.size() + paged.leases.size()));
+  CHECK(n.stat("node", "reuse_rejected_mapping_lag") == 1);
+
+  // Stepped now, request 2's slot is ready for the same hit.
+  mapper(*b, {MapperStepOp{{StepRequest{RequestId{2}, 32}}}});
+  const ReuseBatchReceipt again = reuse(*b, {slot_op(2)});
+  REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(again.outcomes.at(0)));
+  CHECK(std::get<ExecutableReuseReceipt>(again.outcomes[0]).ready_frontier_tokens == 32);
+
+  const ReuseBatchReceipt released =
+      reuse(*b, {ReuseReleaseOp{ready.execution_snapshot_version, true},
+                 ReuseReleaseOp{paged.execution_snapshot_version, false},
+                 ReuseReleaseOp{std::get<ExecutableReuseReceipt>(again.outcomes[0]).execution_snapshot_version, true}});
+  for (const ReuseOutcome& o : released.outcomes) REQUIRE(std::holds_alternative<ReuseReleaseReceipt>(o));
+  CHECK(n.stat("allocator", "live_leases") == leases_before);
+  CHECK(n.stat("node", "reuse_open_attempts") == 0);
+}
+
+TEST_CASE("node reuse transaction: a node without [mapper] refuses an op that awaits a slot, leases back",
+          "[node][reuse_tx]") {
+  ScratchDir dir("node-reuse-tx-no-mapper");
+  InProcessNode n(dir);
+  auto a = n.connect("worker-0");
+  REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+  const std::vector<TokenId> prompt = prompt_of(23, 40);
+  (void)serve_and_publish(*a, prompt, nullptr);
+  const int64_t leases_before = n.stat("allocator", "live_leases");
+  ReuseAcquireOp op = acquire("test/shared", prompt);
+  op.await_slot_mapping = true;
+  op.slot_request = RequestId{1};
+  const ReuseBatchReceipt r = reuse(*a, {op});
+  REQUIRE(std::holds_alternative<Error>(r.outcomes.at(0)));
+  CHECK(std::get<Error>(r.outcomes[0]).code == ErrorCode::invalid_argument);
+  CHECK(std::get<Error>(r.outcomes[0]).field == "await_slot_mapping");
+  CHECK(n.stat("allocator", "live_leases") == leases_before);
+  CHECK(n.stat("node", "reuse_open_attempts") == 0);
+}
+
+}  // namespace kvrt::test

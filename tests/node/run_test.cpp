@@ -491,10 +491,26 @@ TEST_CASE("kvrt run: virtual reservations serve every request shape exactly, slo
   CHECK(s["requests"].get<uint64_t>() == w->request_count());
   CHECK(s["requests_verified"].get<uint64_t>() == w->request_count());
   CHECK(s["row_mismatches"] == 0);
-  // No prefix reuse and no fork sharing: every prompt row is computed.
-  CHECK(s["prefill_rows_reused"] == 0);
-  CHECK(s["prefill_rows_computed"].get<uint64_t>() == s["prompt_tokens"].get<uint64_t>());
+  // Prefix reuse through the node's block pools (0x0CD step 7 awaits the
+  // slot's mapping): hits are copied into the slot, and every reused row was
+  // compared with a no-reuse run's. No fork sharing: each prompt row is
+  // either reused or computed, never both.
+  CHECK(s["prefill_rows_reused"].get<uint64_t>() > 0);
+  CHECK(s["reused_rows_checked"] == s["prefill_rows_reused"]);
+  CHECK(s["reused_row_mismatches"] == 0);
+  CHECK(s["prefill_rows_computed"].get<uint64_t>() + s["prefill_rows_reused"].get<uint64_t>() ==
+        s["prompt_tokens"].get<uint64_t>());
   CHECK(s["rows_checked"].get<uint64_t>() > 0);
+  // Every leased hit passed the mapping stage and was executed.
+  const auto stage = [&](const std::string& name) {
+    for (const nlohmann::json& st : s["funnel"]["stages"])
+      if (st["name"] == name) return st["count"].get<uint64_t>();
+    FAIL("no funnel stage " << name);
+    return uint64_t{0};
+  };
+  CHECK(stage("executed") > 0);
+  CHECK(stage("mapping_ready") == stage("leased"));
+  CHECK(stage("executed") == stage("mapping_ready"));
   const nlohmann::json& v = s["virtual_pages"];
   CHECK(v["steps"].get<uint64_t>() > 0);
   CHECK(v["steps_infeasible"] == 0);
@@ -511,6 +527,8 @@ TEST_CASE("kvrt run: virtual reservations serve every request shape exactly, slo
   // New requests' pages and decode's next page are mapped into the workers'
   // views ahead of use, on a background thread (0x06D).
   CHECK(v["pages_mapped_ahead"].get<uint64_t>() > 0);
+  CHECK(v["view_map_work_us"].get<double>() >= 0.0);
+  CHECK(v["view_map_visible_us"].get<double>() >= 0.0);
   CHECK(v["view_map_hidden_fraction"].get<double>() >= 0.0);
   CHECK(v["view_map_hidden_fraction"].get<double>() <= 1.0);
   const bool hidden_some = v["view_map_hidden_fraction"].get<double>() > 0.0;
@@ -556,11 +574,12 @@ TEST_CASE("kvrt run --compare-physical: paged blocks against virtual pages on on
   CHECK(virt["physical_mode"] == "virtual_pages");
   CHECK(paged["exact"] == true);
   CHECK(virt["exact"] == true);
-  // Paged reuses prompt rows; virtual computes every one (0x06E).
+  // Both reuse prompt rows; paged also shares fork branches' rows, which
+  // virtual slots compute each for themselves.
   CHECK(paged["prefill_rows_reused"].get<uint64_t>() > 0);
-  CHECK(virt["prefill_rows_reused"] == 0);
-  CHECK(virt["prefill_rows_computed"].get<uint64_t>() == s["prompt_tokens"].get<uint64_t>());
-  CHECK(paged["prefill_rows_computed"].get<uint64_t>() < virt["prefill_rows_computed"].get<uint64_t>());
+  CHECK(virt["prefill_rows_reused"].get<uint64_t>() > 0);
+  CHECK(virt["prefill_rows_computed"].get<uint64_t>() + virt["prefill_rows_reused"].get<uint64_t>() ==
+        s["prompt_tokens"].get<uint64_t>());
   CHECK(virt["pages_mapped"].get<uint64_t>() > 0);
   CHECK(virt["map_step_p50_us"].get<double>() > 0.0);
   CHECK(virt["map_step_p99_us"].get<double>() >= virt["map_step_p50_us"].get<double>());

@@ -420,3 +420,81 @@ TEST_CASE("reuse coordinator: a named successor is published before the leases g
     CHECK(done.completed);
   }
 }
+
+TEST_CASE("reuse coordinator: an op whose rows land in a request slot waits for the slot's mapped frontier (step 7)",
+          "[reuse][coordinator]") {
+  ScriptedOwners x;
+  // The happy scenario's hit: one bundle of 16 tokens, read from request 5's slot.
+  ReuseAcquireOp slot_op = x.op();
+  slot_op.await_slot_mapping = true;
+  slot_op.slot_request = RequestId{5};
+  const uint32_t hit_end = std::get<ReuseCandidate>(x.happy.candidate).covered_interval.end;
+  REQUIRE(hit_end == kBlockTokens);
+  // Runs the two ops (the slot op first, a paged op second) to the mapping stage.
+  const auto run_to_mapping = [&](ReuseBatchRun& run) {
+    (void)expect_next<KeyLookup>(run);
+    run.answer(std::vector<ReuseKeyAnswer>{x.key(), x.key()});
+    (void)expect_next<CandidateLookup>(run);
+    run.answer(std::vector<CandidateReply>{x.candidate(), x.candidate()});
+    (void)expect_next<BlockLeaseAcquire>(run);
+    run.answer(std::vector<ReuseLeaseAnswer>{x.leases({LeaseId{5}, LeaseId{6}}), x.leases({LeaseId{7}, LeaseId{8}})});
+    (void)expect_next<IndexVersionRead>(run);
+    run.answer(ReuseIndexVersion{7, TreeVersion{0}});
+    const SlotFrontierRead read = expect_next<SlotFrontierRead>(run);
+    // Only the slot op asks the mapper, for its own slot and the hit's end.
+    REQUIRE(read.requests.size() == 1);
+    CHECK(read.requests[0].request == RequestId{5});
+    CHECK(read.requests[0].required_tokens == hit_end);
+  };
+  SECTION("a frontier that covers the hit: both ops are executable") {
+    const uint32_t ready = GENERATE(16u, 17u, 64u);
+    ReuseBatchRun run(ReuseBatch{{}, {slot_op, x.op()}}, kPools, kBlockTokens, kGroups);
+    run_to_mapping(run);
+    run.answer(std::vector<SlotFrontierReply>{SlotFrontierReply(ready)});
+    const std::vector<ReuseSnapshotRequest> snaps = expect_next<SnapshotFreeze>(run).requests;
+    REQUIRE(snaps.size() == 2);
+    run.answer(ScriptedOwners::freeze(snaps, 41));
+    const ReuseBatchReceipt r = run.receipt();
+    REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
+    REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(1)));
+    CHECK(run.leases_to_release().empty());
+  }
+  SECTION("a frontier short of the hit: mapping_lag, its leases back, the paged op unaffected") {
+    const uint32_t ready = GENERATE(0u, 1u, 15u);
+    ReuseBatchRun run(ReuseBatch{{}, {slot_op, x.op()}}, kPools, kBlockTokens, kGroups);
+    run_to_mapping(run);
+    run.answer(std::vector<SlotFrontierReply>{SlotFrontierReply(ready)});
+    const std::vector<ReuseSnapshotRequest> snaps = expect_next<SnapshotFreeze>(run).requests;
+    REQUIRE(snaps.size() == 1);
+    run.answer(ScriptedOwners::freeze(snaps, 41));
+    const ReuseBatchReceipt r = run.receipt();
+    const ReuseRejectionReceipt& rej = rejection_of(r, 0);
+    CHECK(rej.reason == RejectionReason::mapping_frontier_lag);
+    CHECK(rej.step == ReuseStep::await_mapping);
+    CHECK(bucket_of(rej.reason) == ReuseBucket::mapping_lag);
+    CHECK(rej.leases_released == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
+    CHECK(run.leases_to_release().blocks == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
+    CHECK(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(1)));
+  }
+  SECTION("the mapper refuses the slot (not the session's request): the op's error, its leases back") {
+    ReuseBatchRun run(ReuseBatch{{}, {slot_op, x.op()}}, kPools, kBlockTokens, kGroups);
+    run_to_mapping(run);
+    run.answer(std::vector<SlotFrontierReply>{SlotFrontierReply(make_error(ErrorCode::not_owner, "no", "slot"))});
+    run.answer(ScriptedOwners::freeze(expect_next<SnapshotFreeze>(run).requests, 41));
+    const ReuseBatchReceipt r = run.receipt();
+    REQUIRE(std::holds_alternative<Error>(r.outcomes.at(0)));
+    CHECK(std::get<Error>(r.outcomes[0]).code == ErrorCode::not_owner);
+    CHECK(run.leases_to_release().blocks == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
+    CHECK(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(1)));
+  }
+  SECTION("a mapper answering nothing ends the slot op with a typed error") {
+    ReuseBatchRun run(ReuseBatch{{}, {slot_op, x.op()}}, kPools, kBlockTokens, kGroups);
+    run_to_mapping(run);
+    run.answer(std::vector<SlotFrontierReply>{});
+    run.answer(ScriptedOwners::freeze(expect_next<SnapshotFreeze>(run).requests, 41));
+    const ReuseBatchReceipt r = run.receipt();
+    REQUIRE(std::holds_alternative<Error>(r.outcomes.at(0)));
+    CHECK(std::get<Error>(r.outcomes[0]).code == ErrorCode::invariant_violated);
+    CHECK(run.leases_to_release().blocks == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});
+  }
+}

@@ -296,7 +296,10 @@ inline ReuseBatch filled(uint64_t seed) {
                                      std::numeric_limits<TokenId>::min()},
                                     LogitsPath::no_logits,
                                     true,
-                                    identity_filled(n)});
+                                    identity_filled(n),
+                                    // Rows landing in a request slot (0x0CD step 7).
+                                    true,
+                                    RequestId{n.u64()}});
   b.ops.emplace_back(std::in_place_type<ReuseAcquireOp>,
                      ReuseAcquireOp{n.text("other-namespace"),
                                     RequestId{n.u64()},

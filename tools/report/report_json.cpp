@@ -136,6 +136,7 @@ nlohmann::json summary_json(const RunReport& r) {
                           {"mapped_peak_bytes", v.mapped_peak_bytes},
                           {"active_valid_at_peak_bytes", v.active_valid_at_peak_bytes},
                           {"pages_mapped_ahead", v.pages_mapped_ahead},
+                          {"tier_refusals", v.tier_refusals},
                           {"node_bundle_maps", v.node_bundle_maps},
                           {"node_bundle_unmaps", v.node_bundle_unmaps},
                           {"map_step_p50_us", v.map_step_p50_us},

@@ -138,8 +138,11 @@ void work_and_reuse(std::string& out, const RunReport& r) {
     out +=
         "The pools were virtual reservations (vAttention, 0x06): each request was served from a request slot of "
         "the node's mapper owner, pages mapped before use and retained for the slot's next owner, which may be "
-        "another worker (0x06E: capacity, not a prefix hit; every prompt row is computed). Each step maps "
-        "one row ahead, and a worker maps those pages into its view while the forward runs (0x06D).\n\n";
+        "another worker (0x06E: capacity, not a prefix hit). Each step maps one row ahead, and a worker maps "
+        "those pages into its view while the forward runs (0x06D). Prefix hits came from the node's block "
+        "pools: the reuse transaction waited for the slot's published frontier to cover the hit (0x0CD step "
+        "7), the hit's rows were copied into the slot, and computed prompts were copied back and published "
+        "for other requests; prompts the pools had no room for were computed without reuse.\n\n";
     Table vt{{"virtual reservations", "value"}, {}, {false, true}};
     vt.rows = {{"mapper steps", u(v.steps)},
                {"steps short of page handles (retried)", u(v.steps_infeasible)},
@@ -153,6 +156,7 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                {"peak M_mapped [bytes]", u(v.mapped_peak_bytes)},
                {"M_active,valid at that peak [bytes]", u(v.active_valid_at_peak_bytes)},
                {"pages mapped ahead of use", u(v.pages_mapped_ahead)},
+               {"prompts the block pools refused (not reused, not published)", u(v.tier_refusals)},
                {"view mapping hidden behind forwards", percent_text(v.hidden_fraction())}};
     out += vt.render();
   }

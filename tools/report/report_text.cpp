@@ -170,7 +170,8 @@ std::string summary_text(const RunReport& r) {
            " B, peak M_mapped " + u(v.mapped_peak_bytes) + " B (" + u(v.active_valid_at_peak_bytes) +
            " B of valid rows); " + u(v.pages_mapped_ahead) + " pages mapped ahead of use, " +
            percent_text(v.hidden_fraction()) +
-           " of the workers' view mapping hidden behind forwards; no prefix reuse (0x06E)\n";
+           " of the workers' view mapping hidden behind forwards; prefix hits copied in from the block pools, " +
+           u(v.tier_refusals) + " prompts the pools refused\n";
   if (!r.physical_modes.empty()) {
     out += "physical modes (--compare-physical):\n";
     for (const auto& m : r.physical_modes) {

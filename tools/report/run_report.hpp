@@ -147,6 +147,7 @@ struct RunReport {
     uint64_t mapped_peak_bytes = 0;            // largest M_mapped one worker saw [bytes]
     uint64_t active_valid_at_peak_bytes = 0;   // M_active,valid at that step [bytes]
     uint64_t pages_mapped_ahead = 0;           // mapped in the workers' views before use, in the background [pages]
+    uint64_t tier_refusals = 0;  // prompts the block pools refused at admission: not reused, not published [requests]
     double map_step_p50_us = 0, map_step_p99_us = 0;  // mapper step round trip, map before use [us]
     // The node's own count (its mapper owner's statistics after the pass):
     // page bundles (one page of each of the 2L tensors) mapped and unmapped.

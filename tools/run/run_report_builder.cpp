@@ -121,10 +121,13 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
       v.active_valid_at_peak_bytes = w.virtual_active_valid_at_peak_bytes;
     }
     v.pages_mapped_ahead += w.virtual_pages_mapped_ahead;
-    double foreground = 0;  // synchronous mapping plus waits [us]
-    for (double us : w.view_map_us) foreground += us;
-    v.view_map_visible_us += foreground;
-    v.view_map_work_us += foreground - w.view_map_wait_us_total + w.view_map_ahead_us_total;
+    v.tier_refusals += w.virtual_tier_refusals;
+    // Work: every page mapping, synchronous or in the background; visible:
+    // the synchronous mappings plus every wait for a background batch [us].
+    double synchronous = 0;
+    for (double us : w.view_map_us) synchronous += us;
+    v.view_map_visible_us += synchronous + w.view_map_wait_us_total;
+    v.view_map_work_us += synchronous + w.view_map_ahead_us_total;
     mapper_step.samples_us.insert(mapper_step.samples_us.end(), w.mapper_step_us.begin(), w.mapper_step_us.end());
     view_map.samples_us.insert(view_map.samples_us.end(), w.view_map_us.begin(), w.view_map_us.end());
     r.bounded_rows_checked += w.bounded_rows_checked;
