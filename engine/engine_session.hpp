@@ -102,6 +102,11 @@ class EngineSession {
   const SessionReceipt& session() const { return client_->session(); }
   uint32_t block_tokens() const { return session().block_tokens; }
   void set_call_observer(CallObserver observer) { observer_ = std::move(observer); }
+  // A round trip made on client() directly (the mapper owner's), for the
+  // same observer.
+  void observe_call(Owner owner, double micros) const {
+    if (observer_) observer_(owner, micros);
+  }
 
   Result<NamespaceGrantReceipt> authorize(const std::string& namespace_name, const TraceContext& trace);
 

@@ -12,7 +12,9 @@
 #include "engine/engine_session.hpp"
 #include "engine/session_pools.hpp"
 #include "engine/session_reuse_policy.hpp"
+#include "engine/worker_slots.hpp"
 #include "services/common/splitmix64.hpp"
+#include "services/identity/layout_loader.hpp"
 #include "services/telemetry/reuse_rejection.hpp"
 #include "tools/report/run_report.hpp"
 
@@ -48,6 +50,7 @@ struct LiveRequest {
   std::optional<ExecutionSnapshotVersion> reuse_snapshot;  // the reuse receipt's attempt, if a hit
   bool successor = false;  // its full prompt blocks were named as that attempt's successor
   uint32_t decoded = 0;
+  std::optional<WorkerSlots::Slot> slot;  // virtual reservations: where its rows live
 };
 
 // Nearest-rank percentiles, as every kvrt report defines them (all 0 when
@@ -58,9 +61,13 @@ CallLatency percentiles(const std::vector<double>& us) {
 
 class Worker {
  public:
-  Worker(EngineSession& session, shm::SharedPoolStore& store, const WorkerOptions& o, std::string ns)
+  // `slots`: the mapper owner's request slots (virtual reservations), or
+  // null to serve every row from the block pools.
+  Worker(EngineSession& session, shm::SharedPoolStore& store, WorkerSlots* slots, const WorkerOptions& o,
+         std::string ns)
       : session_(session),
         store_(store),
+        slots_(slots),
         o_(o),
         namespace_(std::move(ns)),
         rng_(o.seed),
@@ -94,6 +101,16 @@ class Worker {
       ++iteration_;
     }
     if (!summary_.stopped_by) release_receipts();
+    if (slots_ != nullptr) {
+      if (!summary_.stopped_by)
+        if (Status freed = slots_->flush(next_trace()); !freed.ok()) note_error(freed.error());
+      const WorkerSlots::Counts& c = slots_->counts();
+      summary_.physical_mode = "virtual_pages";
+      summary_.mapper_steps = c.steps;
+      summary_.mapper_steps_short = c.steps_short;
+      summary_.pages_mapped = c.pages_mapped;
+      summary_.retained_slot_reuses = c.retained_slot_reuses;
+    }
     session_.set_call_observer({});
     summary_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     summary_.call_us = percentiles(call_us_);
@@ -240,19 +257,27 @@ class Worker {
       ++started_;
       if (o_.max_requests != 0 && started_ >= o_.max_requests) break;
     }
+    if (slots_ != nullptr) bind_slots(fresh);
     if (fresh.empty()) return;
     // One reuse message for every new request of the iteration: the node's
     // executable-reuse transaction (0x0CD) answers a receipt whose blocks
     // are leased to this session, or why the attempt ended; it also ends the
     // previous iteration's receipts. Then one allocation takes the hits.
     std::vector<AdmissionRequest> asks;
+    // A request served from a slot reads its hit there: the node's step 7
+    // waits for that slot's mapped frontier to cover it (0x0CD).
     for (const LiveRequest& r : fresh)
-      asks.push_back(AdmissionRequest{namespace_, r.tokens, {}, LogitsPath::logits_required, std::nullopt});
+      asks.push_back(AdmissionRequest{namespace_,
+                                      r.tokens,
+                                      {},
+                                      LogitsPath::logits_required,
+                                      r.slot ? std::optional<RequestId>(r.slot->request) : std::nullopt});
     const TraceContext reuse_trace = next_trace();
     Result<std::vector<Admission>> answered = session_.admit(asks, /*reuse=*/true, reuse_trace, next_trace());
     take_end_notes();
     if (!answered.ok()) {
       note_error(answered.error());
+      for (LiveRequest& r : fresh) free_slot(r);
       return;
     }
     AllocatorBatch commit{next_trace(), {}};
@@ -275,11 +300,13 @@ class Worker {
           ++summary_.hits_withdrawn;
         else
           note_error(*a.allocation_error);
+        free_slot(r);
         continue;
       }
       const AllocationReceipt* receipt = &*a.allocation;
       if (receipt->outcome != AllocationOutcome::committed) {
         count_refusal(receipt->outcome);
+        free_slot(r);
         continue;
       }
       // The attempt ends once the prefill below read its rows (end_attempt).
@@ -288,7 +315,10 @@ class Worker {
       r.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
       apply_entries(r, receipt->published_entries);
       touch_rows(r, 0, r.hit_tokens, /*verify=*/true);
-      touch_rows(r, r.hit_tokens, r.prompt_tokens, /*verify=*/false);
+      if (r.slot)
+        prefill_slot(r);
+      else
+        touch_rows(r, r.hit_tokens, r.prompt_tokens, /*verify=*/false);
       commit.ops.push_back(CommitRowsOp{r.fence, r.prompt_tokens});
       summary_.prompt_tokens += r.prompt_tokens;
       summary_.hit_tokens += r.hit_tokens;
@@ -299,8 +329,10 @@ class Worker {
     if (!committed.ok()) {
       note_error(committed.error());
       // The prefills read the reused rows: their attempts still end.
-      for (LiveRequest& r : admitted)
+      for (LiveRequest& r : admitted) {
         if (r.reuse_snapshot) end_attempt(r, false);
+        free_slot(r);
+      }
       return;
     }
     for (size_t i = 0; i < admitted.size(); ++i) {
@@ -335,6 +367,7 @@ class Worker {
   // One decode token for every live request: a batch of appends, the rows
   // written at the receipts' blocks, a batch of commits.
   void decode_step(std::vector<LiveRequest>& live) {
+    if (slots_ != nullptr) return decode_step_in_slots(live);
     AllocatorBatch append{next_trace(), {}};
     std::vector<LiveRequest*> stepping;
     for (LiveRequest& r : live) {
@@ -418,6 +451,10 @@ class Worker {
                             tail});
       // Built in place: GCC 12 misreads a moved variant temporary here.
       release.ops.emplace_back(std::in_place_type<ReleaseOp>, r.fence, ReleaseReason::finished);
+      if (r.slot) {
+        check_slot_rows(r);
+        free_slot(r);
+      }
     }
     // A successor is published from the request's blocks: send it while
     // the request still holds them.
@@ -446,8 +483,132 @@ class Worker {
     live = std::move(remaining);
   }
 
+  // --- virtual reservations (0x06) ---------------------------------------
+
+  // A slot for each new request, stepped over its prompt before any row of
+  // it is written (map before use, 0x06D). A request that gets no slot, or
+  // no pages now, is not started (counted; other workers hold them).
+  void bind_slots(std::vector<LiveRequest>& fresh) {
+    std::vector<uint32_t> reserve, rows;
+    for (const LiveRequest& r : fresh) {
+      reserve.push_back(r.prompt_tokens + o_.decode_tokens);
+      rows.push_back(r.prompt_tokens);
+    }
+    Result<std::vector<std::optional<WorkerSlots::Slot>>> bound = slots_->bind(reserve, rows, next_trace());
+    if (!bound.ok()) {
+      note_error(bound.error());
+      fresh.clear();
+      return;
+    }
+    std::vector<LiveRequest> kept;
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      if (!(*bound)[i]) {
+        ++summary_.slots_unavailable;
+        continue;
+      }
+      fresh[i].slot = (*bound)[i];
+      kept.push_back(std::move(fresh[i]));
+    }
+    fresh = std::move(kept);
+  }
+
+  void free_slot(LiveRequest& r) {
+    if (!r.slot) return;
+    slots_->free(*r.slot);
+    r.slot.reset();
+  }
+
+  // The prompt's rows in the request's slot: the hit's read in the pools
+  // (where touch_rows verified them) and copied in, the rest computed there
+  // and copied into the request's blocks, which the prefix index publishes.
+  void prefill_slot(LiveRequest& r) {
+    const std::vector<uint64_t> h = prefix_hashes(r.tokens);
+    std::vector<uint8_t> row(store_.row_bytes(0));
+    for (uint32_t t = 0; t < r.prompt_tokens; ++t) {
+      const uint32_t j = t / P_;
+      if (j >= r.table[0].size()) {
+        note_error(make_error(ErrorCode::table_out_of_bounds, "receipt table misses block " + std::to_string(j)));
+        return;
+      }
+      const uint32_t block = r.table[0][j].block.value;
+      if (Status in = store_.check_rows(0, block, t % P_, 1); !in.ok()) return note_error(in.error());
+      if (t < r.hit_tokens)
+        store_.read_rows(0, block, t % P_, 1, row);
+      else
+        fill_row(h[t], 0, row);
+      if (Status w = slots_->write_row(*r.slot, t, row); !w.ok()) return note_error(w.error());
+      if (t < r.hit_tokens) continue;
+      if (Status rd = slots_->read_row(*r.slot, t, row); !rd.ok()) return note_error(rd.error());
+      store_.write_rows(0, block, t % P_, 1, row);
+      ++summary_.rows_written;
+    }
+    slots_->append(*r.slot, r.prompt_tokens);
+  }
+
+  // One decode token for every live request, its row written in its slot
+  // once the mapper owner stepped the slot over it. A slot whose step came
+  // up short of page handles stops decoding (as a refused append does).
+  void decode_step_in_slots(std::vector<LiveRequest>& live) {
+    std::vector<LiveRequest*> stepping;
+    std::vector<WorkerSlots::Slot> slots;
+    std::vector<uint32_t> rows;
+    for (LiveRequest& r : live) {
+      if (r.decoded >= o_.decode_tokens || !r.slot) continue;
+      const std::vector<uint64_t> h = prefix_hashes(r.tokens);
+      r.tokens.push_back(static_cast<TokenId>(h.back() % 32000));  // the "greedy" next token
+      stepping.push_back(&r);
+      slots.push_back(*r.slot);
+      rows.push_back(static_cast<uint32_t>(r.tokens.size()));
+    }
+    if (stepping.empty()) return;
+    Result<std::vector<bool>> ready = slots_->step(slots, rows, next_trace());
+    if (!ready.ok()) {
+      note_error(ready.error());
+      for (LiveRequest* r : stepping) {
+        r->tokens.pop_back();
+        r->decoded = o_.decode_tokens;
+      }
+      return;
+    }
+    std::vector<uint8_t> row(store_.row_bytes(0));
+    for (size_t i = 0; i < stepping.size(); ++i) {
+      LiveRequest& r = *stepping[i];
+      if (!(*ready)[i]) {
+        ++summary_.out_of_capacity;
+        r.tokens.pop_back();
+        r.decoded = o_.decode_tokens;
+        continue;
+      }
+      const auto pos = static_cast<uint32_t>(r.tokens.size() - 1);
+      fill_row(prefix_hashes(r.tokens)[pos], 0, row);
+      if (Status w = slots_->write_row(*r.slot, pos, row); !w.ok()) {
+        note_error(w.error());
+        r.decoded = o_.decode_tokens;
+        continue;
+      }
+      ++summary_.rows_written;
+      slots_->append(*r.slot, pos + 1);
+      ++r.decoded;
+    }
+  }
+
+  // Every row of a finished request, read back from its slot through this
+  // worker's view: a page mapped wrongly, or written by another slot's owner,
+  // shows here as a mismatch.
+  void check_slot_rows(const LiveRequest& r) {
+    const std::vector<uint64_t> h = prefix_hashes(r.tokens);
+    std::vector<uint8_t> want(store_.row_bytes(0)), seen(store_.row_bytes(0));
+    for (uint32_t t = 0; t < r.tokens.size(); ++t) {
+      if (Status rd = slots_->read_row(*r.slot, t, seen); !rd.ok()) return note_error(rd.error());
+      fill_row(h[t], 0, want);
+      ++summary_.slot_rows_checked;
+      if (seen != want) ++summary_.slot_row_mismatches;
+    }
+  }
+
   EngineSession& session_;
   shm::SharedPoolStore& store_;
+  WorkerSlots* slots_;
   const WorkerOptions& o_;
   std::string namespace_;
   std::mt19937_64 rng_;
@@ -458,6 +619,33 @@ class Worker {
   bool grant_stale_ = false;     // a refusal said the grant's generation is no longer current
   std::vector<double> call_us_;  // every round trip's receipt latency [us]
 };
+
+// The node's mapper slots when its layout declares virtual pages (null
+// otherwise), checked against this workload: every request must fit one
+// slot's T_max, and the block pools' one group must hold the slot's rows.
+Result<std::unique_ptr<WorkerSlots>> attach_slots(const NodeDescriptor& node, const WorkerOptions& o,
+                                                  EngineSession& session, const shm::SharedPoolStore& store) {
+  Result<CacheLayoutManifest> layout = load_layout_manifest(node.layout_path);
+  if (!layout.ok()) return layout.error();
+  if (layout->digest() != node.layout_sha256)
+    return make_error(ErrorCode::incompatible, "layout file " + node.layout_path + " changed since the node started",
+                      "layout_sha256");
+  if (layout->physical_mode != PhysicalMode::virtual_pages) return std::unique_ptr<WorkerSlots>();
+  Result<std::unique_ptr<WorkerSlots>> slots = WorkerSlots::attach(
+      node, *layout, session.client(), [&session](double us) { session.observe_call(Owner::mapper, us); });
+  if (!slots.ok()) return slots.error();
+  const uint64_t longest = uint64_t{o.system_prompt_tokens} + o.max_suffix_tokens + o.decode_tokens;
+  if (longest > node.mapper->max_tokens)
+    return make_error(ErrorCode::invalid_argument,
+                      "a request of up to " + std::to_string(longest) +
+                          " tokens (system prompt, suffix and decode) does not fit the node's request slots of " +
+                          std::to_string(node.mapper->max_tokens) + " tokens",
+                      "decode_tokens");
+  if (store.group_count() != 1 || store.row_bytes(0) != (*slots)->row_bytes())
+    return make_error(ErrorCode::incompatible, "the node's block pools do not hold the rows of its request slots",
+                      "layout");
+  return slots;
+}
 
 }  // namespace
 
@@ -489,7 +677,11 @@ Result<WorkerSummary> run_worker(const NodeDescriptor& node, const WorkerOptions
   // checked against the generation and layout it names.
   Result<std::unique_ptr<shm::SharedPoolStore>> store = attach_session_pools((*engine)->client());
   if (!store.ok()) return store.error();
-  Worker worker(**engine, **store, options, ns);
+  // A layout of physical_mode = "virtual_pages" serves every request from a
+  // request slot of the node's mapper owner (0x06), as `kvrt run` does.
+  std::unique_ptr<WorkerSlots> slots;
+  KVRT_TRY_ASSIGN(slots, attach_slots(node, options, **engine, **store));
+  Worker worker(**engine, **store, slots.get(), options, ns);
   return worker.run();
 }
 

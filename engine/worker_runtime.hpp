@@ -73,6 +73,16 @@ struct WorkerSummary {
   uint64_t round_trips = 0;
   CallLatency call_us;                // over every round trip
   uint64_t successors_published = 0;  // reuse attempts ended by publishing this worker's prompt blocks (0x0CD step 10)
+  // Virtual reservations (the node's layout declares virtual_pages, 0x06):
+  // every request's rows live in a request slot of the node's mapper owner.
+  std::string physical_mode = "paged_blocks";
+  uint64_t mapper_steps = 0;          // step ops [ops]
+  uint64_t mapper_steps_short = 0;    // answered short of page handles: nothing mapped [ops]
+  uint64_t pages_mapped = 0;          // pages the node mapped for this worker [pages]
+  uint64_t retained_slot_reuses = 0;  // bindings that found the previous owner's pages kept (0x06E)
+  uint64_t slots_unavailable = 0;     // requests not started: no free slot or no pages for the prompt
+  uint64_t slot_rows_checked = 0;     // every row of every finished request, read back from its slot
+  uint64_t slot_row_mismatches = 0;   // of those, rows whose bytes are not the ones written
   double wall_s = 0;
   std::string first_error;  // the first typed error seen, for the log
   // Set when the session was lost (node_lost, session_ended): the worker

@@ -65,6 +65,14 @@ int run_worker_command(WorkerCli& cli) {
                              {"call_p99_us", s->call_us.p99_us},
                              {"call_max_us", s->call_us.max_us},
                              {"successors_published", s->successors_published},
+                             {"physical_mode", s->physical_mode},
+                             {"mapper_steps", s->mapper_steps},
+                             {"mapper_steps_short", s->mapper_steps_short},
+                             {"pages_mapped", s->pages_mapped},
+                             {"retained_slot_reuses", s->retained_slot_reuses},
+                             {"slots_unavailable", s->slots_unavailable},
+                             {"slot_rows_checked", s->slot_rows_checked},
+                             {"slot_row_mismatches", s->slot_row_mismatches},
                              {"wall_s", s->wall_s},
                              {"first_error", s->first_error},
                              {"stopped_by", s->stopped_by ? s->stopped_by->describe() : ""}};
@@ -75,15 +83,22 @@ int run_worker_command(WorkerCli& cli) {
               << s->reuse_mismatches << " mismatches, " << s->successors_published << " successors published, "
               << s->operation_errors << " errors, " << s->round_trips << " round trips in " << s->wall_s << " s"
               << std::endl;
+    if (s->physical_mode == "virtual_pages")
+      std::cout << "  virtual reservations: " << s->mapper_steps << " mapper steps (" << s->mapper_steps_short
+                << " short of page handles), " << s->pages_mapped << " pages mapped, " << s->retained_slot_reuses
+                << " slots bound with retained pages, " << s->slots_unavailable << " requests found no slot, "
+                << s->slot_rows_checked << " slot rows checked, " << s->slot_row_mismatches << " mismatches"
+                << std::endl;
     if (s->out_of_capacity + s->quota_exceeded > 0)
       std::cout << "  dropped: " << s->out_of_capacity << " refused for capacity, " << s->quota_exceeded
                 << " for the namespace's block quota" << std::endl;
     if (!s->first_error.empty()) std::cout << "  first error: " << s->first_error << std::endl;
   }
   // Non-zero when the worker could not do what it was asked: its session was
-  // lost (the node died), an operation failed, or a reused row was not exact.
+  // lost (the node died), an operation failed, or a reused row (or, over
+  // virtual reservations, a slot row) was not exact.
   if (s->stopped_by) std::cerr << "kvrt worker: stopped: " << s->stopped_by->describe() << std::endl;
-  return s->stopped_by || s->operation_errors > 0 || s->reuse_mismatches > 0 ? 1 : 0;
+  return s->stopped_by || s->operation_errors > 0 || s->reuse_mismatches > 0 || s->slot_row_mismatches > 0 ? 1 : 0;
 }
 
 SubcommandRegistration worker_command{

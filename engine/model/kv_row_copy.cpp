@@ -39,6 +39,13 @@ Status copy_kv_rows(const ModelKvCache& from, const SequenceBlocks& from_blocks,
   if (from.layout().digest() != to.layout().digest())
     return make_error(ErrorCode::incompatible, "rows copy only between caches of one layout", "layout");
   const auto& groups = from.layout().cache_groups;
+  // Every row is located before any is written: a refused copy writes nothing.
+  if (end > begin)
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const uint32_t layer = groups[g].layer_start;
+      KVRT_TRY(locate(from_blocks, g, from.layer_view(layer).block_tokens, end - 1, "source"));
+      KVRT_TRY(locate(to_blocks, g, to.layer_view(layer).block_tokens, end - 1, "destination"));
+    }
   for (size_t g = 0; g < groups.size(); ++g) {
     const CacheGroupLayout& group = groups[g];
     for (uint32_t layer = group.layer_start; layer < group.layer_end; ++layer) {
@@ -58,6 +65,39 @@ Status copy_kv_rows(const ModelKvCache& from, const SequenceBlocks& from_blocks,
       }
     }
   }
+  return Status::success();
+}
+
+Status write_canonical_row(ModelKvCache& to, uint32_t group_index, uint32_t slot, uint32_t row,
+                           std::span<const uint8_t> in) {
+  const auto& groups = to.layout().cache_groups;
+  if (group_index >= groups.size())
+    return make_error(ErrorCode::unknown_group,
+                      "group index " + std::to_string(group_index) + " of " + std::to_string(groups.size()) + " groups",
+                      "group_index");
+  const CacheGroupLayout& group = groups[group_index];
+  if (in.size() != group.row_bytes())
+    return make_error(
+        ErrorCode::invalid_argument,
+        "a canonical row is " + std::to_string(group.row_bytes()) + " bytes, not " + std::to_string(in.size()), "in");
+  if (slot >= to.slot_count() || row >= to.layout().allocator_block_size)
+    return make_error(ErrorCode::coordinate_out_of_range,
+                      "block " + std::to_string(slot) + " row " + std::to_string(row) + " is outside the cache",
+                      slot >= to.slot_count() ? "slot" : "row");
+  // The canonical order of gather_canonical_row: all of K, then all of V,
+  // each layer-major, then kv_head, then lane.
+  const uint8_t* src = in.data();
+  for (int kind = 0; kind < 2; ++kind)
+    for (uint32_t layer = group.layer_start; layer < group.layer_end; ++layer) {
+      const executor::PagedKvView& view = to.layer_view(layer);
+      const executor::KvTensorView& t = kind == 0 ? view.k : view.v;
+      std::byte* base = kind == 0 ? to.writable_k(layer) : to.writable_v(layer);
+      const uint32_t b = t.scalar_bytes();
+      for (uint32_t h = 0; h < group.kv_heads_local; ++h) {
+        std::byte* dst = base + (t.row(slot, row, h) - t.base);
+        for (uint32_t x = 0; x < t.head_dim; ++x, src += b) std::memcpy(dst + uint64_t{x} * t.lane_stride * b, src, b);
+      }
+    }
   return Status::success();
 }
 

@@ -68,6 +68,15 @@ void gather_canonical_row(const CacheGroupLayout& group, std::span<const executo
 Status copy_kv_rows(const ModelKvCache& from, const SequenceBlocks& from_blocks, ModelKvCache& to,
                     const SequenceBlocks& to_blocks, uint32_t begin, uint32_t end);
 
+// Writes one token row of group index g given in canonical order (B_row,g
+// bytes, the order read_canonical_row answers) into `to` at (slot, row):
+// how a process that produces canonical rows (`kvrt worker`'s synthetic
+// K/V) stores them in a cache it reads through per-layer views. Errors:
+// unknown_group, invalid_argument ("in": not B_row,g bytes),
+// coordinate_out_of_range ("slot", "row").
+Status write_canonical_row(ModelKvCache& to, uint32_t group_index, uint32_t slot, uint32_t row,
+                           std::span<const uint8_t> in);
+
 // Process-private pools, one per cache group, with the group's declared axis
 // order and dtypes (so a row's bytes equal the shared pool's bytes).
 class LocalModelKvCache final : public ModelKvCache {

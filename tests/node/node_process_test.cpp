@@ -79,6 +79,63 @@ TEST_CASE("a node and four worker processes share prefixes exactly and leak noth
   (void)requests;
 }
 
+TEST_CASE("worker processes over virtual reservations: slots, retained pages and pool hits, all exact",
+          "[node][process][mapper]") {
+  ScratchDir dir("node-virtual-workers");
+  NodeProcess node(dir, {}, "config/node-virtual.toml");
+  REQUIRE(node.descriptor().mapper.has_value());
+  std::vector<std::unique_ptr<KvrtProcess>> workers;
+  for (int i = 0; i < 2; ++i)
+    workers.push_back(std::make_unique<KvrtProcess>(worker_args(node, i, 1.5, 21 + i),
+                                                    dir.file("worker" + std::to_string(i) + ".log")));
+  uint64_t hits = 0, pages = 0, retained = 0, successors = 0;
+  for (auto& w : workers) {
+    INFO(w->output());
+    REQUIRE(w->wait() == 0);
+    const nlohmann::json s = summary_of(*w);
+    CHECK(s["physical_mode"] == "virtual_pages");
+    CHECK(s["requests"].get<uint64_t>() > 0);
+    CHECK(s["operation_errors"] == 0);
+    // Hits were read in the block pools, checked there, and copied into
+    // the slot; every row of every finished request read back from its slot
+    // is the row written (a page shown at the wrong place, or one another
+    // slot's owner wrote, would differ).
+    CHECK(s["reuse_mismatches"] == 0);
+    CHECK(s["reused_rows_checked"].get<uint64_t>() >= s["hit_tokens"].get<uint64_t>());
+    CHECK(s["slot_row_mismatches"] == 0);
+    // Each finished request's prompt and decoded rows: at least its prompt.
+    CHECK(s["slot_rows_checked"].get<uint64_t>() >= s["prompt_tokens"].get<uint64_t>());
+    // One step per request over its prompt, one per decoded token.
+    CHECK(s["mapper_steps"].get<uint64_t>() >= s["requests"].get<uint64_t>());
+    hits += s["hit_tokens"].get<uint64_t>();
+    pages += s["pages_mapped"].get<uint64_t>();
+    retained += s["retained_slot_reuses"].get<uint64_t>();
+    successors += s["successors_published"].get<uint64_t>();
+  }
+  CHECK(hits > 0);
+  CHECK(successors > 0);
+  // Far more requests than the node's 16 slots: bindings find the previous
+  // owner's pages kept (0x06E), possibly another worker's.
+  CHECK(retained > 0);
+  const NodeStats s = await_quiescent(node);
+  require_quiescent(s);
+  // What the workers' receipts say was mapped is what the node mapped:
+  // whole bundles of one page of each of 2L = 8 tensors.
+  CHECK(pages > 0);
+  CHECK(s.value("mapper", "bundle_maps") == static_cast<int64_t>(pages / 8));
+  CHECK(pages % 8 == 0);
+  CHECK(s.value("mapper", "active_slots") == 0);
+  CHECK(s.value("node", "reuse_successors_published") == static_cast<int64_t>(successors));
+  // A workload whose requests cannot fit a slot's T_max (96 + 40 prompt and
+  // 200 decoded tokens > 256) is refused before any request, naming why.
+  std::vector<std::string> too_long = worker_args(node, 0, 1.0, 3);
+  too_long.insert(too_long.end(), {"--decode-tokens", "200"});
+  KvrtProcess refused(too_long, dir.file("refused.log"));
+  CHECK(refused.wait() != 0);
+  CHECK(refused.output().find("does not fit the node's request slots of 256 tokens") != std::string::npos);
+  CHECK(node.stop() == 0);
+}
+
 TEST_CASE("a worker killed with SIGKILL mid-transaction is reclaimed while the others finish", "[node][process]") {
   ScratchDir dir("node-kill");
   NodeProcess node(dir);

@@ -1,0 +1,165 @@
+#include "engine/worker_slots.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+
+namespace kvrt {
+
+Result<std::unique_ptr<WorkerSlots>> WorkerSlots::attach(const NodeDescriptor& node, const CacheLayoutManifest& layout,
+                                                         Client& client, CallObserver observer) {
+  if (!node.mapper)
+    return make_error(ErrorCode::config_field,
+                      "layout '" + layout.manifest_id +
+                          "' declares physical_mode = \"virtual_pages\" but the node serves no [mapper]",
+                      "mapper");
+  Result<MapperPoolView> view = MapperPoolView::attach(*node.mapper);
+  if (!view.ok()) return view.error();
+  // The mapper keys bindings by request id across every session of the
+  // node: this process's ids start at its pid in the high bits.
+  std::unique_ptr<WorkerSlots> slots(
+      new WorkerSlots(client, std::move(view).value(), std::move(observer), uint64_t(::getpid()) << 32));
+  KVRT_TRY_ASSIGN(slots->cache_, VirtualModelKvCache::create(layout, slots->view_));
+  return slots;
+}
+
+Result<MapperBatchReceipt> WorkerSlots::call(std::vector<MapperOp> ops, const TraceContext& trace) {
+  const size_t n = ops.size();
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<MapperBatchReceipt> receipt = client_.call(MapperBatch{trace, std::move(ops)});
+  if (observer_) observer_(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  if (!receipt.ok()) return receipt.error();
+  if (receipt->outcomes.size() != n)
+    return make_error(
+        ErrorCode::invariant_violated,
+        "a mapper receipt answers " + std::to_string(receipt->outcomes.size()) + " ops, not " + std::to_string(n),
+        "outcomes");
+  return receipt;
+}
+
+Status WorkerSlots::flush(const TraceContext& trace) {
+  if (queued_.empty()) return Status::success();
+  std::vector<MapperOp> ops = std::move(queued_);
+  queued_.clear();
+  MapperBatchReceipt receipt;
+  KVRT_TRY_ASSIGN(receipt, call(std::move(ops), trace));
+  for (const MapperOutcome& o : receipt.outcomes)
+    if (const auto* e = std::get_if<Error>(&o)) return *e;
+  return Status::success();
+}
+
+void WorkerSlots::append(const Slot& slot, uint32_t valid_rows) {
+  queued_.emplace_back(std::in_place_type<MapperAppendOp>, slot.request, slot.generation, valid_rows);
+}
+
+void WorkerSlots::free(const Slot& slot) {
+  queued_.emplace_back(std::in_place_type<MapperFreeOp>, slot.request, slot.generation, ReleaseMode::retain);
+}
+
+Result<std::vector<std::optional<WorkerSlots::Slot>>> WorkerSlots::bind(std::span<const uint32_t> reserve,
+                                                                        std::span<const uint32_t> rows,
+                                                                        const TraceContext& trace) {
+  if (reserve.size() != rows.size())
+    return make_error(ErrorCode::invalid_argument, "one row count per reservation", "rows");
+  KVRT_TRY(flush(trace));
+  std::vector<MapperOp> ops;
+  std::vector<RequestId> ids;
+  for (uint32_t tokens : reserve) {
+    ids.push_back(RequestId{next_request_++});
+    ops.emplace_back(std::in_place_type<MapperAllocOp>, ids.back(), RequestGeneration{1}, tokens);
+  }
+  MapperBatchReceipt bound;
+  KVRT_TRY_ASSIGN(bound, call(std::move(ops), trace));
+  std::vector<std::optional<Slot>> out(reserve.size());
+  std::vector<size_t> stepping;
+  std::vector<MapperOp> steps;
+  for (size_t i = 0; i < reserve.size(); ++i) {
+    if (const auto* e = std::get_if<Error>(&bound.outcomes[i])) {
+      if (e->code != ErrorCode::slots_exhausted) return *e;
+      ++counts_.slots_exhausted;  // other workers hold every slot now
+      continue;
+    }
+    const auto* b = std::get_if<SlotBinding>(&bound.outcomes[i]);
+    if (b == nullptr) return make_error(ErrorCode::invariant_violated, "alloc answered without a slot", "slot");
+    // Pages the slot kept from its previous owner, whose steps this view
+    // may never have seen (0x06E).
+    KVRT_TRY(view_.bind(*b));
+    if (b->retained_mapping_reused) ++counts_.retained_slot_reuses;
+    out[i] = Slot{ids[i], b->generation, b->slot.value};
+    stepping.push_back(i);
+    steps.emplace_back(std::in_place_type<MapperStepOp>, std::vector<StepRequest>{StepRequest{ids[i], rows[i]}},
+                       MappingPath::synchronous);
+  }
+  if (steps.empty()) return out;
+  MapperBatchReceipt stepped;
+  KVRT_TRY_ASSIGN(stepped, call(std::move(steps), trace));
+  for (size_t k = 0; k < stepping.size(); ++k) {
+    const size_t i = stepping[k];
+    if (const auto* e = std::get_if<Error>(&stepped.outcomes[k])) return *e;
+    const StepResult& s = std::get<StepResult>(stepped.outcomes[k]);
+    ++counts_.steps;
+    if (s.feasibility != MappingFeasibility::ready) {
+      ++counts_.steps_short;
+      free(*out[i]);  // nothing mapped for it: the slot goes back, its request waits
+      out[i].reset();
+      continue;
+    }
+    for (const MappedFrontierReceipt& f : s.receipts) counts_.pages_mapped += f.new_mappings.size();
+    KVRT_TRY(view_.apply(s));
+  }
+  return out;
+}
+
+Result<std::vector<bool>> WorkerSlots::step(std::span<const Slot> slots, std::span<const uint32_t> rows,
+                                            const TraceContext& trace) {
+  if (slots.size() != rows.size()) return make_error(ErrorCode::invalid_argument, "one row count per slot", "rows");
+  std::vector<MapperOp> ops = std::move(queued_);
+  queued_.clear();
+  const size_t queued = ops.size();
+  for (size_t i = 0; i < slots.size(); ++i)
+    ops.emplace_back(std::in_place_type<MapperStepOp>, std::vector<StepRequest>{StepRequest{slots[i].request, rows[i]}},
+                     MappingPath::synchronous);
+  MapperBatchReceipt receipt;
+  KVRT_TRY_ASSIGN(receipt, call(std::move(ops), trace));
+  for (size_t i = 0; i < queued; ++i)
+    if (const auto* e = std::get_if<Error>(&receipt.outcomes[i])) return *e;
+  std::vector<bool> ready(slots.size(), false);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const MapperOutcome& o = receipt.outcomes[queued + i];
+    if (const auto* e = std::get_if<Error>(&o)) return *e;
+    const StepResult& s = std::get<StepResult>(o);
+    ++counts_.steps;
+    if (s.feasibility != MappingFeasibility::ready) {
+      ++counts_.steps_short;
+      continue;
+    }
+    for (const MappedFrontierReceipt& f : s.receipts) counts_.pages_mapped += f.new_mappings.size();
+    KVRT_TRY(view_.apply(s));
+    ready[i] = true;
+  }
+  return ready;
+}
+
+Result<std::pair<uint32_t, uint32_t>> WorkerSlots::locate(const Slot& slot, uint32_t t) const {
+  const uint32_t P = cache_->layout().allocator_block_size;
+  if (t / P >= cache_->blocks_per_slot())
+    return make_error(ErrorCode::coordinate_out_of_range,
+                      "row " + std::to_string(t) + " lies past the slot's " +
+                          std::to_string(uint64_t{cache_->blocks_per_slot()} * P) + " rows",
+                      "row");
+  return std::make_pair(slot.slot * cache_->blocks_per_slot() + t / P, t % P);
+}
+
+Status WorkerSlots::write_row(const Slot& slot, uint32_t t, std::span<const uint8_t> row) {
+  std::pair<uint32_t, uint32_t> at;
+  KVRT_TRY_ASSIGN(at, locate(slot, t));
+  return model::write_canonical_row(*cache_, 0, at.first, at.second, row);
+}
+
+Status WorkerSlots::read_row(const Slot& slot, uint32_t t, std::span<uint8_t> row) const {
+  std::pair<uint32_t, uint32_t> at;
+  KVRT_TRY_ASSIGN(at, locate(slot, t));
+  return cache_->read_canonical_row(0, at.first, at.second, row);
+}
+
+}  // namespace kvrt

@@ -1,0 +1,94 @@
+#pragma once
+// `kvrt worker` over virtual reservations (vAttention, spec 0x06): the
+// request slots of the node's mapper owner, seen through this worker's own
+// view of the node's page pool. Each request is bound to a slot
+// (alloc_reqid), stepped to the rows it writes before it writes them (map
+// before use, 0x06D: the receipt's pages are mapped into the view at once),
+// its rows written there in the canonical order the block pools use, the
+// rows it wrote reported (MapperAppendOp), and its slot freed with the pages
+// retained for the next owner, possibly another worker (0x06E). The block
+// pools stay the prompt tier: hits are read there and copied into the slot,
+// computed prompt rows are copied back for publication (worker_runtime.cpp).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "actors/client.hpp"
+#include "engine/virtual_model_kv_cache.hpp"
+#include "services/mapper/mapper_view.hpp"
+
+namespace kvrt {
+
+class WorkerSlots {
+ public:
+  struct Slot {
+    RequestId request;  // the mapper's key of this binding (not the allocator's request)
+    SlotGeneration generation;
+    uint32_t slot = 0;
+  };
+  struct Counts {
+    uint64_t steps = 0;                 // step ops sent [ops]
+    uint64_t steps_short = 0;           // of those, answered short of page handles (nothing mapped)
+    uint64_t pages_mapped = 0;          // pages the node mapped for this worker's steps [pages]
+    uint64_t retained_slot_reuses = 0;  // bindings that found pages kept by the slot's previous owner
+    uint64_t slots_exhausted = 0;       // bindings refused: no inactive slot
+  };
+  // Every mapper round trip's latency [us], for the worker's call statistics.
+  using CallObserver = std::function<void(double micros)>;
+
+  // Errors: config_field ("mapper") when the node serves no [mapper]; the
+  // view's attach errors; VirtualModelKvCache::create's for a layout the
+  // mapper's slots cannot hold.
+  static Result<std::unique_ptr<WorkerSlots>> attach(const NodeDescriptor& node, const CacheLayoutManifest& layout,
+                                                     Client& client, CallObserver observer);
+
+  // Binds one slot per entry of `reserve` (prompt plus decode [tokens]) and
+  // steps each bound slot to `rows[i]` rows. An entry answers nullopt when
+  // no slot was free or its step came up short of page handles (its slot is
+  // freed again); the caller serves that request later or drops it.
+  // The append and free ops queued so far travel in the same message.
+  Result<std::vector<std::optional<Slot>>> bind(std::span<const uint32_t> reserve, std::span<const uint32_t> rows,
+                                                const TraceContext& trace);
+  // Steps each slot to its rows (one step op each, so one short of handles
+  // does not hold back the others); the answer per slot says whether its
+  // pages are mapped in this view now. Sends the queued ops first.
+  Result<std::vector<bool>> step(std::span<const Slot> slots, std::span<const uint32_t> rows,
+                                 const TraceContext& trace);
+  // Queued for the next message: rows [0, valid) of the slot are written;
+  // the slot is freed (its pages retained, 0x06E).
+  void append(const Slot& slot, uint32_t valid_rows);
+  void free(const Slot& slot);
+  // Sends what is queued. Errors: the round trip's, and the first op error.
+  Status flush(const TraceContext& trace);
+
+  // One canonical token row (every layer's K, then V) of the slot, at row t.
+  // Errors: coordinate_out_of_range past the slot's T_max.
+  Status write_row(const Slot& slot, uint32_t t, std::span<const uint8_t> row);
+  Status read_row(const Slot& slot, uint32_t t, std::span<uint8_t> row) const;
+  uint64_t row_bytes() const { return cache_->layout().cache_groups[0].row_bytes(); }
+
+  const Counts& counts() const { return counts_; }
+
+  WorkerSlots(const WorkerSlots&) = delete;
+  WorkerSlots& operator=(const WorkerSlots&) = delete;
+
+ private:
+  WorkerSlots(Client& client, MapperPoolView view, CallObserver observer, uint64_t first_request)
+      : client_(client), view_(std::move(view)), observer_(std::move(observer)), next_request_(first_request) {}
+  Result<MapperBatchReceipt> call(std::vector<MapperOp> ops, const TraceContext& trace);
+  // The block and in-block row of slot row t in the cache's block view.
+  Result<std::pair<uint32_t, uint32_t>> locate(const Slot& slot, uint32_t t) const;
+
+  Client& client_;
+  MapperPoolView view_;  // the cache reads through it: neither moved nor copied after attach
+  std::unique_ptr<VirtualModelKvCache> cache_;
+  CallObserver observer_;
+  std::vector<MapperOp> queued_;
+  uint64_t next_request_;
+  Counts counts_;
+};
+
+}  // namespace kvrt
