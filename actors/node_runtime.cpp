@@ -151,7 +151,7 @@ Result<NodeMapper> start_mapper(const std::string& token_dir, const NodeMapperCo
   c.element_bytes = scalar_bytes(g.k_dtype);
   c.page_group_bytes = m.page_group_bytes != 0 ? m.page_group_bytes : MemfdBacking::os_page_bytes();
   c.handle_count = m.handle_count;
-  Result<std::unique_ptr<MapperService>> mapper = MapperService::create(c, generation);
+  Result<std::unique_ptr<MapperService>> mapper = MapperService::create(c, generation, m.map_ahead);
   if (!mapper.ok()) return mapper.error();
   NodeMapper out;
   out.service = std::move(mapper).value();

@@ -119,6 +119,7 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
     c.mapper.page_group_bytes = static_cast<uint64_t>(v);
     KVRT_TRY_ASSIGN(v, reader.integer(*mapper, "mapper", "handle_count", std::nullopt, 1, int64_t{1} << 22));
     c.mapper.handle_count = static_cast<uint32_t>(v);
+    KVRT_TRY_ASSIGN(c.mapper.map_ahead, reader.boolean(*mapper, "mapper", "map_ahead", true));
   }
   if (const toml::table* events = reader.root()["events"].as_table(); events != nullptr) {
     NodeEventsConfig& e = c.events;

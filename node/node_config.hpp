@@ -65,6 +65,10 @@ struct NodeMapperConfig {
   uint32_t max_tokens = 0;        // T_max [tokens per request]
   uint64_t page_group_bytes = 0;  // G [bytes]; 0 = one OS page
   uint32_t handle_count = 0;      // N_handle [page groups]
+  // 0x06D one step ahead: after each step, a background thread maps the
+  // pages the next decode step of the same slots would map (receipts,
+  // ledgers and digest unchanged; only where the OS work happens).
+  bool map_ahead = true;
 };
 
 struct NodeConfig {

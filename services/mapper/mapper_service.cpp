@@ -5,16 +5,26 @@
 
 namespace kvrt {
 
-Result<std::unique_ptr<MapperService>> MapperService::create(const MapperConfig& config, PoolGeneration generation) {
+Result<std::unique_ptr<MapperService>> MapperService::create(const MapperConfig& config, PoolGeneration generation,
+                                                             bool map_ahead) {
   auto faults = std::make_unique<FaultPoints>();
   auto memfd = std::make_unique<MemfdBacking>();
   MemfdBacking* raw = memfd.get();
-  auto backing = std::make_unique<FaultPointBacking>(std::move(memfd), *faults);
+  // The fault points stay outermost: they model the OS refusing the owner's
+  // own calls, and only the owner thread may reach them.
+  std::unique_ptr<PageBacking> os = std::move(memfd);
+  PrefetchingBacking* ahead = nullptr;
+  if (map_ahead) {
+    auto prefetching = std::make_unique<PrefetchingBacking>(std::move(os));
+    ahead = prefetching.get();
+    os = std::move(prefetching);
+  }
+  auto backing = std::make_unique<FaultPointBacking>(std::move(os), *faults);
   FaultPointBacking* calls = backing.get();
   auto mapper = VmmMapper::init(config, std::move(backing));
   if (!mapper.ok()) return mapper.error();
   return std::unique_ptr<MapperService>(
-      new MapperService(std::move(faults), std::move(mapper).value(), raw, calls, generation));
+      new MapperService(std::move(faults), std::move(mapper).value(), raw, calls, ahead, generation));
 }
 
 MapperBatchReceipt MapperService::apply(SessionId session, const MapperBatch& batch) {
@@ -54,7 +64,35 @@ MapperOutcome MapperService::apply(SessionId s, const MapperStepOp& op) {
   }
   auto stepped = mapper_->step(op.requests, op.path);
   if (!stepped.ok()) return stepped.error();
+  if (ahead_ != nullptr && stepped->feasibility == MappingFeasibility::ready) plan_next_step(op);
   return *stepped;
+}
+
+void MapperService::plan_next_step(const MapperStepOp& last) {
+  // 0x06D: decode adds at most one row per request and step. The next step
+  // maps a page only for an active slot whose frontier one row further
+  // crosses into a page it lacks; those slots, in the order of the step just
+  // applied and then by slot, are the plan (step() gives the lowest free
+  // bundles to its requests in op order, and the plan mirrors that). The
+  // plan is rebuilt after every step, so the newest one covers every active
+  // slot. Whatever the next step does differently it maps synchronously.
+  const MapperGeometry& geo = mapper_->geometry();
+  const uint32_t slots = geo.config().request_slots;
+  std::vector<bool> taken(slots, false);
+  std::vector<StepRequest> next;
+  const auto consider = [&](uint32_t s) {
+    const SlotRecord& slot = mapper_->slot(s);
+    if (taken[s] || !slot.active || slot.target_tokens >= geo.config().max_tokens) return;
+    taken[s] = true;
+    if (geo.pages_for_tokens(slot.target_tokens + 1) > slot.pages.size())
+      next.push_back(StepRequest{slot.request, slot.target_tokens + 1});
+  };
+  for (const StepRequest& r : last.requests)
+    for (uint32_t s = 0; s < slots; ++s)
+      if (mapper_->slot(s).active && mapper_->slot(s).request == r.request) consider(s);
+  for (uint32_t s = 0; s < slots; ++s) consider(s);
+  // A refused plan only means the next step maps synchronously.
+  if (!ahead_->prefetch(mapper_->plan_frontier_mappings(next)).ok()) ++plans_refused_;
 }
 
 MapperOutcome MapperService::apply(SessionId s, const MapperAppendOp& op) {
@@ -141,6 +179,20 @@ OwnerStats MapperService::stats() const {
   put("errors", errors_);
   put("insufficient_handles", insufficient_);
   put("sessions_reclaimed", sessions_reclaimed_);
+  // 0x06D one step ahead (0 everywhere without [mapper] map_ahead): the
+  // owner's map calls a prefetched page satisfied, those it made itself,
+  // and the time it waited for a background batch.
+  put("map_ahead", ahead_ != nullptr ? 1 : 0);
+  if (ahead_ != nullptr) {
+    const PrefetchStats p = ahead_->stats();
+    put("map_ahead_planned", p.planned);
+    put("map_ahead_hits", p.hits);
+    put("map_ahead_foreground_maps", p.foreground_maps);
+    put("map_ahead_background_maps", p.background_maps);
+    put("map_ahead_background_failures", p.background_failures);
+    put("map_ahead_await_us", p.await_ns / 1000);
+    put("map_ahead_plans_refused", plans_refused_);
+  }
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include "services/mapper/fault_point_backing.hpp"
 #include "services/mapper/memfd_backing.hpp"
 #include "services/mapper/page_pool_channel.hpp"
+#include "services/mapper/prefetching_backing.hpp"
 #include "services/mapper/vmm_mapper.hpp"
 #include "services/session/session_holdings.hpp"
 
@@ -25,10 +26,15 @@ namespace kvrt {
 class MapperService {
  public:
   // Reserves the virtual ranges and creates the page pool (0x06B init); the
-  // core maps through a FaultPointBacking over the memfd (faults()).
+  // core maps through a FaultPointBacking over the memfd (faults()). With
+  // `map_ahead`, a PrefetchingBacking sits between them: after every ready
+  // step, the pages the same slots' next decode step (one row further)
+  // would map are mapped by a background thread (0x06D), so that step finds
+  // them in place. The core's decisions, receipts and digest do not change.
   // Errors: those of MapperGeometry::make (a field the arithmetic cannot
   // honour) and of the backing (io when the OS refuses).
-  static Result<std::unique_ptr<MapperService>> create(const MapperConfig& config, PoolGeneration generation);
+  static Result<std::unique_ptr<MapperService>> create(const MapperConfig& config, PoolGeneration generation,
+                                                       bool map_ahead = false);
 
   MapperBatchReceipt apply(SessionId session, const MapperBatch& batch);
   MapperOutcome apply_one(SessionId session, const MapperOp& op);
@@ -55,21 +61,27 @@ class MapperService {
 
  private:
   MapperService(std::unique_ptr<FaultPoints> faults, std::unique_ptr<VmmMapper> mapper, MemfdBacking* backing,
-                FaultPointBacking* calls, PoolGeneration generation)
+                FaultPointBacking* calls, PrefetchingBacking* ahead, PoolGeneration generation)
       : faults_(std::move(faults)),
         mapper_(std::move(mapper)),
         backing_(backing),
         calls_(calls),
+        ahead_(ahead),
         generation_(generation) {}
   MapperOutcome apply(SessionId s, const MapperAllocOp& op);
   MapperOutcome apply(SessionId s, const MapperStepOp& op);
   MapperOutcome apply(SessionId s, const MapperAppendOp& op);
   MapperOutcome apply(SessionId s, const MapperFreeOp& op);
+  // After a ready step with map-ahead: the next decode step's pages, to the
+  // background thread.
+  void plan_next_step(const MapperStepOp& last);
 
   std::unique_ptr<FaultPoints> faults_;  // before mapper_: its backing reaches them until it goes
   std::unique_ptr<VmmMapper> mapper_;
   MemfdBacking* backing_;     // owned by mapper_
   FaultPointBacking* calls_;  // owned by mapper_
+  PrefetchingBacking* ahead_;  // owned by mapper_; null without map-ahead
+  uint64_t plans_refused_ = 0;  // plans the backing refused (none expected: the core made them)
   PoolGeneration generation_;
   SessionHoldings<uint64_t> requests_{"request"};       // RequestId value -> session
   std::map<uint64_t, SlotGeneration> slot_generation_;  // RequestId value -> its slot generation

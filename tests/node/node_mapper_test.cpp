@@ -210,4 +210,57 @@ TEST_CASE("node mapper: a map the OS refuses mid-step, armed on a live node, und
   CHECK(n.stat("mapper", "mapped_bytes") > before[1]);
 }
 
+// [mapper] map_ahead (0x06D): after every step, the pages the next decode
+// step of the active slots needs are mapped by a background thread. The
+// peer is the same node without it: every receipt of the same op sequence
+// is identical, and every page a decode step maps was found done ahead.
+TEST_CASE("node mapper: map-ahead changes no receipt and does each decode step's page maps ahead",
+          "[node][mapper]") {
+  // node-mapper-test.toml's [mapper] table after the test node's config;
+  // one line more turns map-ahead off for the peer.
+  std::ifstream in(std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-mapper-test.toml");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string mapper = text.str().substr(text.str().find("\n[mapper]") + 1);
+  ScratchDir dir("node-mapper-ahead"), peer_dir("node-mapper-sync");
+  const std::string ahead_config = test_node_config(dir, ""), sync_config = test_node_config(peer_dir, "");
+  std::ofstream(ahead_config, std::ios::app) << "\n" << mapper;
+  std::ofstream(sync_config, std::ios::app) << "\n" << mapper << "map_ahead = false\n";
+  InProcessNode ahead(dir, ahead_config);
+  InProcessNode sync(peer_dir, sync_config);
+  auto a = ahead.connect("worker-0");
+  auto b = sync.connect("worker-0");
+  const auto both = [&](std::vector<MapperOp> ops) {
+    const MapperBatchReceipt x = call(*a, ops);
+    const MapperBatchReceipt y = call(*b, ops);
+    REQUIRE(x.outcomes == y.outcomes);
+    return x;
+  };
+  // Two requests: a prompt of 10 rows, then 200 decode steps of both (one
+  // row each): each crosses into pages 2, 3 and 4 at rows 65, 129 and 193.
+  (void)both({MapperAllocOp{RequestId{1}, RequestGeneration{1}, 300}, MapperAllocOp{RequestId{2}, RequestGeneration{1}, 300},
+              MapperStepOp{{StepRequest{RequestId{1}, 10}, StepRequest{RequestId{2}, 10}}}});
+  uint64_t decode_pages = 0;
+  for (uint32_t t = 11; t <= 210; ++t) {
+    const MapperBatchReceipt r = both({MapperStepOp{{StepRequest{RequestId{1}, t}, StepRequest{RequestId{2}, t}}}});
+    const StepResult& step = outcome_as<StepResult>(r, 0);
+    REQUIRE(step.feasibility == MappingFeasibility::ready);
+    for (const MappedFrontierReceipt& f : step.receipts) decode_pages += f.new_mappings.size();
+  }
+  // 3 crossings x 2 requests x 2L = 6 tensors.
+  CHECK(decode_pages == 36);
+  CHECK(ahead.stat("mapper", "map_ahead") == 1);
+  CHECK(sync.stat("mapper", "map_ahead") == 0);
+  CHECK(ahead.stat("mapper", "map_ahead_hits") == 36);
+  // Only the prompt step's two bundles were mapped inside a step.
+  CHECK(ahead.stat("mapper", "map_ahead_foreground_maps") == 12);
+  CHECK(ahead.stat("mapper", "map_ahead_plans_refused") == 0);
+  CHECK(ahead.stat("mapper", "bundle_maps") == sync.stat("mapper", "bundle_maps"));
+  CHECK(ahead.stat("mapper", "mapped_bytes") == sync.stat("mapper", "mapped_bytes"));
+  // Freed and bound again: the same receipts (retained pages) on both.
+  (void)both({MapperFreeOp{RequestId{1}, SlotGeneration{1}, ReleaseMode::retain},
+              MapperAllocOp{RequestId{3}, RequestGeneration{1}, 300},
+              MapperStepOp{{StepRequest{RequestId{3}, 300}, StepRequest{RequestId{2}, 300}}}});
+}
+
 }  // namespace kvrt::test

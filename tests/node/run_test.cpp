@@ -472,6 +472,14 @@ TEST_CASE("run config: the node's [mapper] for virtual pages covers every reques
   CHECK(m->handle_count == 8u * m->request_slots * (m->max_tokens / 64));
   const std::string node = node_config_for_run(*c, *w, PrefixIndexKind::hash_chain, false, &*m);
   CHECK(node.find("[mapper]\nrequest_slots = 8\n") != std::string::npos);
+  // Map-ahead (0x06D) is on unless the run turns it off.
+  CHECK(node.find("\nmap_ahead = true\n") != std::string::npos);
+  RunConfig off = *c;
+  off.mapper_map_ahead = false;
+  Result<NodeMapperConfig> sync = mapper_for_run(off, *w, *layout);
+  REQUIRE(sync.ok());
+  CHECK(node_config_for_run(off, *w, PrefixIndexKind::hash_chain, false, &*sync).find("\nmap_ahead = false\n") !=
+        std::string::npos);
   // A layout of two groups cannot be one mapper's tensors.
   Result<CacheLayoutManifest> two =
       load_layout_manifest(std::string(KVRT_SOURCE_DIR) + "/config/layouts/small-two-group.toml");

@@ -139,6 +139,8 @@ nlohmann::json summary_json(const RunReport& r) {
                           {"tier_refusals", v.tier_refusals},
                           {"node_bundle_maps", v.node_bundle_maps},
                           {"node_bundle_unmaps", v.node_bundle_unmaps},
+                          {"node_map_ahead_hits", v.node_map_ahead_hits},
+                          {"node_map_ahead_foreground_maps", v.node_map_ahead_foreground_maps},
                           {"map_step_p50_us", v.map_step_p50_us},
                           {"map_step_p99_us", v.map_step_p99_us},
                           {"view_map_work_us", v.view_map_work_us},

@@ -149,6 +149,8 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                {"pages mapped (every K and V tensor)", u(v.pages_mapped)},
                {"inactive bundles reclaimed", u(v.bundles_reclaimed)},
                {"bundles mapped / unmapped by the node", u(v.node_bundle_maps) + " / " + u(v.node_bundle_unmaps)},
+               {"node page maps done ahead / in the step (0x06D)",
+                u(v.node_map_ahead_hits) + " / " + u(v.node_map_ahead_foreground_maps)},
                {"slots bound with a retained mapping", u(v.retained_slot_reuses)},
                {"retained pages reused [pages per tensor]", u(v.retained_pages_reused)},
                {"M_VA [bytes of address space]", u(v.reserved_bytes)},

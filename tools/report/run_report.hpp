@@ -152,6 +152,10 @@ struct RunReport {
     // The node's own count (its mapper owner's statistics after the pass):
     // page bundles (one page of each of the 2L tensors) mapped and unmapped.
     uint64_t node_bundle_maps = 0, node_bundle_unmaps = 0;
+    // The node's map-ahead (0x06D, [mapper] map_ahead): page maps its steps
+    // found already done by the background thread, and those they made
+    // themselves [OS page maps].
+    uint64_t node_map_ahead_hits = 0, node_map_ahead_foreground_maps = 0;
     // The workers' view mapping: work = synchronous mapping + background
     // mapping; visible = synchronous mapping + waits for the background;
     // hidden fraction = 1 - visible / work (0x06D). Negative never: 0 floor.

@@ -89,6 +89,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
                                            "domain_pools",
                                            "radix_budget_blocks",
                                            "mapper_handle_percent",
+                                           "mapper_map_ahead",
                                            "shared_prefix_site",
                                            "shared_prefix_design"};
   for (const auto& [key, node] : *run)
@@ -131,6 +132,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
   c.radix_budget_blocks = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(v, reader.integer(*run, "run", "mapper_handle_percent", 100, 1, 100));
   c.mapper_handle_percent = static_cast<uint32_t>(v);
+  KVRT_TRY_ASSIGN(c.mapper_map_ahead, reader.boolean(*run, "run", "mapper_map_ahead", true));
   KVRT_TRY_ASSIGN(s, reader.string(*run, "run", "shared_prefix_site", std::string("worker")));
   if (auto site = parse_shared_prefix_site(s, "shared_prefix_site"); site.ok())
     c.shared_prefix_site = *site;
@@ -177,6 +179,7 @@ Result<NodeMapperConfig> mapper_for_run(const RunConfig& run, const workload::Wo
   const uint64_t bundles =
       std::max<uint64_t>(per_slot, (uint64_t{m.request_slots} * per_slot * run.mapper_handle_percent + 99) / 100);
   m.handle_count = static_cast<uint32_t>(bundle * bundles);
+  m.map_ahead = run.mapper_map_ahead;
   return m;
 }
 
@@ -200,7 +203,8 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
     << "radix_budget_blocks = " << run.radix_budget_blocks << "\n";
   if (mapper != nullptr)
     o << "\n[mapper]\nrequest_slots = " << mapper->request_slots << "\nmax_tokens = " << mapper->max_tokens
-      << "\npage_group_bytes = " << mapper->page_group_bytes << "\nhandle_count = " << mapper->handle_count << "\n";
+      << "\npage_group_bytes = " << mapper->page_group_bytes << "\nhandle_count = " << mapper->handle_count
+      << "\nmap_ahead = " << (mapper->map_ahead ? "true" : "false") << "\n";
   std::string names;
   // With domain_pools each tenant is a trust domain of its own, named after
   // its namespace ("deployment.tenant": a domain name has no slash).

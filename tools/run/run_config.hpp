@@ -77,7 +77,10 @@ struct RunConfig {
   // page handles as a percentage of what backs every slot to T_max (1..100,
   // default 100). Below 100, steps reclaim inactive slots' retained pages
   // and wait when even that is short (0x06E, 0x06D).
-  uint32_t mapper_handle_percent = 100;  // blocks per group the radix may lease; 0 = the node's default (half)
+  uint32_t mapper_handle_percent = 100;
+  // [run] mapper_map_ahead: the node's mapper maps the next decode step's
+  // pages on a background thread (0x06D; [mapper] map_ahead). Default true.
+  bool mapper_map_ahead = true;
   model::ModelConfig model;
   UpdateSchedule updates;
 };

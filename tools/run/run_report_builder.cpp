@@ -167,6 +167,9 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     r.virtual_pages.map_step_p99_us = step.p99_us;
     r.virtual_pages.node_bundle_maps = static_cast<uint64_t>(stat(pass.final_stats, "mapper", "bundle_maps"));
     r.virtual_pages.node_bundle_unmaps = static_cast<uint64_t>(stat(pass.final_stats, "mapper", "bundle_unmaps"));
+    r.virtual_pages.node_map_ahead_hits = static_cast<uint64_t>(stat(pass.final_stats, "mapper", "map_ahead_hits"));
+    r.virtual_pages.node_map_ahead_foreground_maps =
+        static_cast<uint64_t>(stat(pass.final_stats, "mapper", "map_ahead_foreground_maps"));
     r.latencies.push_back(std::move(mapper_step));
     r.latencies.push_back(std::move(view_map));
   }
