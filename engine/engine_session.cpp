@@ -37,6 +37,16 @@ Result<PrefixBatchReceipt> EngineSession::prefix(const PrefixBatch& batch) { ret
 
 Result<ExecuteBatchReceipt> EngineSession::executor(const ExecuteBatch& batch) { return timed(Owner::executor, batch); }
 
+Result<MapperBatchReceipt> EngineSession::mapper(const MapperBatch& batch) {
+  Result<MapperBatchReceipt> receipt = timed(Owner::mapper, batch);
+  if (receipt.ok() && receipt->outcomes.size() != batch.ops.size())
+    return make_error(ErrorCode::invariant_violated,
+                      "a mapper receipt answers " + std::to_string(receipt->outcomes.size()) + " ops, not " +
+                          std::to_string(batch.ops.size()),
+                      "outcomes");
+  return receipt;
+}
+
 Result<NamespaceGrantReceipt> EngineSession::authorize(const std::string& namespace_name, const TraceContext& trace) {
   return timed(Owner::authorization, AuthorizeRequest{trace, namespace_name});
 }

@@ -102,11 +102,6 @@ class EngineSession {
   const SessionReceipt& session() const { return client_->session(); }
   uint32_t block_tokens() const { return session().block_tokens; }
   void set_call_observer(CallObserver observer) { observer_ = std::move(observer); }
-  // A round trip made on client() directly (the mapper owner's), for the
-  // same observer.
-  void observe_call(Owner owner, double micros) const {
-    if (observer_) observer_(owner, micros);
-  }
 
   Result<NamespaceGrantReceipt> authorize(const std::string& namespace_name, const TraceContext& trace);
 
@@ -155,6 +150,9 @@ class EngineSession {
   // Attention executed by the node over the session's own requests
   // (shared-prefix decode through the executor owner).
   Result<ExecuteBatchReceipt> executor(const ExecuteBatch& batch);
+  // The mapper owner's slots (virtual reservations, 0x06). A receipt that
+  // does not answer every op is invariant_violated.
+  Result<MapperBatchReceipt> mapper(const MapperBatch& batch);
 
  private:
   template <class Request>

@@ -631,8 +631,7 @@ Result<std::unique_ptr<WorkerSlots>> attach_slots(const NodeDescriptor& node, co
     return make_error(ErrorCode::incompatible, "layout file " + node.layout_path + " changed since the node started",
                       "layout_sha256");
   if (layout->physical_mode != PhysicalMode::virtual_pages) return std::unique_ptr<WorkerSlots>();
-  Result<std::unique_ptr<WorkerSlots>> slots = WorkerSlots::attach(
-      node, *layout, session.client(), [&session](double us) { session.observe_call(Owner::mapper, us); });
+  Result<std::unique_ptr<WorkerSlots>> slots = WorkerSlots::attach(node, *layout, session);
   if (!slots.ok()) return slots.error();
   const uint64_t longest = uint64_t{o.system_prompt_tokens} + o.max_suffix_tokens + o.decode_tokens;
   if (longest > node.mapper->max_tokens)

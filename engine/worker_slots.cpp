@@ -2,12 +2,10 @@
 
 #include <unistd.h>
 
-#include <chrono>
-
 namespace kvrt {
 
 Result<std::unique_ptr<WorkerSlots>> WorkerSlots::attach(const NodeDescriptor& node, const CacheLayoutManifest& layout,
-                                                         Client& client, CallObserver observer) {
+                                                         EngineSession& session) {
   if (!node.mapper)
     return make_error(ErrorCode::config_field,
                       "layout '" + layout.manifest_id +
@@ -17,24 +15,9 @@ Result<std::unique_ptr<WorkerSlots>> WorkerSlots::attach(const NodeDescriptor& n
   if (!view.ok()) return view.error();
   // The mapper keys bindings by request id across every session of the
   // node: this process's ids start at its pid in the high bits.
-  std::unique_ptr<WorkerSlots> slots(
-      new WorkerSlots(client, std::move(view).value(), std::move(observer), uint64_t(::getpid()) << 32));
+  std::unique_ptr<WorkerSlots> slots(new WorkerSlots(session, std::move(view).value(), uint64_t(::getpid()) << 32));
   KVRT_TRY_ASSIGN(slots->cache_, VirtualModelKvCache::create(layout, slots->view_));
   return slots;
-}
-
-Result<MapperBatchReceipt> WorkerSlots::call(std::vector<MapperOp> ops, const TraceContext& trace) {
-  const size_t n = ops.size();
-  const auto t0 = std::chrono::steady_clock::now();
-  Result<MapperBatchReceipt> receipt = client_.call(MapperBatch{trace, std::move(ops)});
-  if (observer_) observer_(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-  if (!receipt.ok()) return receipt.error();
-  if (receipt->outcomes.size() != n)
-    return make_error(
-        ErrorCode::invariant_violated,
-        "a mapper receipt answers " + std::to_string(receipt->outcomes.size()) + " ops, not " + std::to_string(n),
-        "outcomes");
-  return receipt;
 }
 
 Status WorkerSlots::flush(const TraceContext& trace) {

@@ -10,13 +10,12 @@
 // pools stay the prompt tier: hits are read there and copied into the slot,
 // computed prompt rows are copied back for publication (worker_runtime.cpp).
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
-#include "actors/client.hpp"
+#include "engine/engine_session.hpp"
 #include "engine/virtual_model_kv_cache.hpp"
 #include "services/mapper/mapper_view.hpp"
 
@@ -36,14 +35,12 @@ class WorkerSlots {
     uint64_t retained_slot_reuses = 0;  // bindings that found pages kept by the slot's previous owner
     uint64_t slots_exhausted = 0;       // bindings refused: no inactive slot
   };
-  // Every mapper round trip's latency [us], for the worker's call statistics.
-  using CallObserver = std::function<void(double micros)>;
-
   // Errors: config_field ("mapper") when the node serves no [mapper]; the
   // view's attach errors; VirtualModelKvCache::create's for a layout the
-  // mapper's slots cannot hold.
+  // mapper's slots cannot hold. The round trips go through `session` (its
+  // call observer times them as Owner::mapper).
   static Result<std::unique_ptr<WorkerSlots>> attach(const NodeDescriptor& node, const CacheLayoutManifest& layout,
-                                                     Client& client, CallObserver observer);
+                                                     EngineSession& session);
 
   // Binds one slot per entry of `reserve` (prompt plus decode [tokens]) and
   // steps each bound slot to `rows[i]` rows. An entry answers nullopt when
@@ -76,16 +73,17 @@ class WorkerSlots {
   WorkerSlots& operator=(const WorkerSlots&) = delete;
 
  private:
-  WorkerSlots(Client& client, MapperPoolView view, CallObserver observer, uint64_t first_request)
-      : client_(client), view_(std::move(view)), observer_(std::move(observer)), next_request_(first_request) {}
-  Result<MapperBatchReceipt> call(std::vector<MapperOp> ops, const TraceContext& trace);
+  WorkerSlots(EngineSession& session, MapperPoolView view, uint64_t first_request)
+      : session_(session), view_(std::move(view)), next_request_(first_request) {}
+  Result<MapperBatchReceipt> call(std::vector<MapperOp> ops, const TraceContext& trace) {
+    return session_.mapper(MapperBatch{trace, std::move(ops)});
+  }
   // The block and in-block row of slot row t in the cache's block view.
   Result<std::pair<uint32_t, uint32_t>> locate(const Slot& slot, uint32_t t) const;
 
-  Client& client_;
+  EngineSession& session_;
   MapperPoolView view_;  // the cache reads through it: neither moved nor copied after attach
   std::unique_ptr<VirtualModelKvCache> cache_;
-  CallObserver observer_;
   std::vector<MapperOp> queued_;
   uint64_t next_request_;
   Counts counts_;

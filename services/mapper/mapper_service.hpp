@@ -78,9 +78,9 @@ class MapperService {
 
   std::unique_ptr<FaultPoints> faults_;  // before mapper_: its backing reaches them until it goes
   std::unique_ptr<VmmMapper> mapper_;
-  MemfdBacking* backing_;     // owned by mapper_
-  FaultPointBacking* calls_;  // owned by mapper_
-  PrefetchingBacking* ahead_;  // owned by mapper_; null without map-ahead
+  MemfdBacking* backing_;       // owned by mapper_
+  FaultPointBacking* calls_;    // owned by mapper_
+  PrefetchingBacking* ahead_;   // owned by mapper_; null without map-ahead
   uint64_t plans_refused_ = 0;  // plans the backing refused (none expected: the core made them)
   PoolGeneration generation_;
   SessionHoldings<uint64_t> requests_{"request"};       // RequestId value -> session

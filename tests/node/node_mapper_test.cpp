@@ -214,8 +214,7 @@ TEST_CASE("node mapper: a map the OS refuses mid-step, armed on a live node, und
 // step of the active slots needs are mapped by a background thread. The
 // peer is the same node without it: every receipt of the same op sequence
 // is identical, and every page a decode step maps was found done ahead.
-TEST_CASE("node mapper: map-ahead changes no receipt and does each decode step's page maps ahead",
-          "[node][mapper]") {
+TEST_CASE("node mapper: map-ahead changes no receipt and does each decode step's page maps ahead", "[node][mapper]") {
   // node-mapper-test.toml's [mapper] table after the test node's config;
   // one line more turns map-ahead off for the peer.
   std::ifstream in(std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-mapper-test.toml");
@@ -238,7 +237,8 @@ TEST_CASE("node mapper: map-ahead changes no receipt and does each decode step's
   };
   // Two requests: a prompt of 10 rows, then 200 decode steps of both (one
   // row each): each crosses into pages 2, 3 and 4 at rows 65, 129 and 193.
-  (void)both({MapperAllocOp{RequestId{1}, RequestGeneration{1}, 300}, MapperAllocOp{RequestId{2}, RequestGeneration{1}, 300},
+  (void)both({MapperAllocOp{RequestId{1}, RequestGeneration{1}, 300},
+              MapperAllocOp{RequestId{2}, RequestGeneration{1}, 300},
               MapperStepOp{{StepRequest{RequestId{1}, 10}, StepRequest{RequestId{2}, 10}}}});
   uint64_t decode_pages = 0;
   for (uint32_t t = 11; t <= 210; ++t) {

@@ -446,15 +446,20 @@ TEST_CASE("reuse coordinator: an op whose rows land in a request slot waits for 
     CHECK(read.requests[0].request == RequestId{5});
     CHECK(read.requests[0].required_tokens == hit_end);
   };
+  // The mapper's reply for the slot op, then the snapshots of the `open` ops
+  // still open after it; the batch's receipt.
+  const auto finish = [](ReuseBatchRun& run, SlotFrontierReply reply, size_t open) {
+    run.answer(std::vector<SlotFrontierReply>{std::move(reply)});
+    const std::vector<ReuseSnapshotRequest> snaps = expect_next<SnapshotFreeze>(run).requests;
+    REQUIRE(snaps.size() == open);
+    run.answer(ScriptedOwners::freeze(snaps, 41));
+    return run.receipt();
+  };
   SECTION("a frontier that covers the hit: both ops are executable") {
     const uint32_t ready = GENERATE(16u, 17u, 64u);
     ReuseBatchRun run(ReuseBatch{{}, {slot_op, x.op()}}, kPools, kBlockTokens, kGroups);
     run_to_mapping(run);
-    run.answer(std::vector<SlotFrontierReply>{SlotFrontierReply(ready)});
-    const std::vector<ReuseSnapshotRequest> snaps = expect_next<SnapshotFreeze>(run).requests;
-    REQUIRE(snaps.size() == 2);
-    run.answer(ScriptedOwners::freeze(snaps, 41));
-    const ReuseBatchReceipt r = run.receipt();
+    const ReuseBatchReceipt r = finish(run, SlotFrontierReply(ready), 2);
     REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(0)));
     REQUIRE(std::holds_alternative<ExecutableReuseReceipt>(r.outcomes.at(1)));
     CHECK(run.leases_to_release().empty());
@@ -463,11 +468,7 @@ TEST_CASE("reuse coordinator: an op whose rows land in a request slot waits for 
     const uint32_t ready = GENERATE(0u, 1u, 15u);
     ReuseBatchRun run(ReuseBatch{{}, {slot_op, x.op()}}, kPools, kBlockTokens, kGroups);
     run_to_mapping(run);
-    run.answer(std::vector<SlotFrontierReply>{SlotFrontierReply(ready)});
-    const std::vector<ReuseSnapshotRequest> snaps = expect_next<SnapshotFreeze>(run).requests;
-    REQUIRE(snaps.size() == 1);
-    run.answer(ScriptedOwners::freeze(snaps, 41));
-    const ReuseBatchReceipt r = run.receipt();
+    const ReuseBatchReceipt r = finish(run, SlotFrontierReply(ready), 1);
     const ReuseRejectionReceipt& rej = rejection_of(r, 0);
     CHECK(rej.reason == RejectionReason::mapping_frontier_lag);
     CHECK(rej.step == ReuseStep::await_mapping);
@@ -479,9 +480,7 @@ TEST_CASE("reuse coordinator: an op whose rows land in a request slot waits for 
   SECTION("the mapper refuses the slot (not the session's request): the op's error, its leases back") {
     ReuseBatchRun run(ReuseBatch{{}, {slot_op, x.op()}}, kPools, kBlockTokens, kGroups);
     run_to_mapping(run);
-    run.answer(std::vector<SlotFrontierReply>{SlotFrontierReply(make_error(ErrorCode::not_owner, "no", "slot"))});
-    run.answer(ScriptedOwners::freeze(expect_next<SnapshotFreeze>(run).requests, 41));
-    const ReuseBatchReceipt r = run.receipt();
+    const ReuseBatchReceipt r = finish(run, SlotFrontierReply(make_error(ErrorCode::not_owner, "no", "slot")), 1);
     REQUIRE(std::holds_alternative<Error>(r.outcomes.at(0)));
     CHECK(std::get<Error>(r.outcomes[0]).code == ErrorCode::not_owner);
     CHECK(run.leases_to_release().blocks == std::vector<LeaseId>{LeaseId{5}, LeaseId{6}});

@@ -165,9 +165,8 @@ std::string summary_text(const RunReport& r) {
     out += "virtual reservations (0x06): " + u(v.steps) + " mapper steps (" + u(v.steps_infeasible) +
            " short of handles), " + u(v.pages_mapped) + " pages mapped, " + u(v.bundles_reclaimed) +
            " bundles reclaimed (node: " + u(v.node_bundle_maps) + " bundles mapped, " + u(v.node_bundle_unmaps) +
-           " unmapped, " + u(v.node_map_ahead_hits) + " page maps done ahead, " +
-           u(v.node_map_ahead_foreground_maps) + " in the step), " + u(v.retained_slot_reuses) +
-           " slots bound with retained pages (" +
+           " unmapped, " + u(v.node_map_ahead_hits) + " page maps done ahead, " + u(v.node_map_ahead_foreground_maps) +
+           " in the step), " + u(v.retained_slot_reuses) + " slots bound with retained pages (" +
            u(v.retained_pages_reused) + " pages); M_VA " + u(v.reserved_bytes) + " B, M_phys,pool " + u(v.pool_bytes) +
            " B, peak M_mapped " + u(v.mapped_peak_bytes) + " B (" + u(v.active_valid_at_peak_bytes) +
            " B of valid rows); " + u(v.pages_mapped_ahead) + " pages mapped ahead of use, " +
