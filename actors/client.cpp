@@ -131,7 +131,25 @@ struct Client::Impl {
       watch->caller = nullptr;
     }
     if (watcher) caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
-    if (anchor) caf::anon_send_exit(anchor, caf::exit_reason::user_shutdown);
+    if (anchor) close_anchor();
+  }
+  // The anchor's exit is how the node learns that this client closed its
+  // session rather than lost it. The exit reaches the node as a message on
+  // the middleman's connection, which the actor system's shutdown closes
+  // right after: without a wait the node may see the connection drop first
+  // and reclaim the session as a worker lost. So the client awaits the
+  // anchor's termination, then one ping through the middleman, which the
+  // same connection carries after the exit (its order is the send order).
+  void close_anchor() {
+    const bool live = session_handle != nullptr && !watch->is_lost.load(std::memory_order_acquire);
+    self->monitor(anchor);
+    caf::anon_send_exit(anchor, caf::exit_reason::user_shutdown);
+    const auto wait = std::chrono::milliseconds(std::min<uint32_t>(options.connection_timeout_ms, 2000));
+    self->receive([](const caf::down_msg&) {}, caf::after(wait) >> [] {});
+    if (!live) return;
+    self->request(session_handle, caf::timespan{wait}, actors::route_atom::value, kPingRoute.value,
+                  actors::wire_bytes{})
+        .receive([](actors::wire_bytes&) {}, [](caf::error&) {});
   }
   static caf::actor_system_config& configure(caf::actor_system_config& cfg, const ClientOptions& o) {
     actors::apply_runtime_settings(

@@ -67,6 +67,9 @@ TEST_CASE("a node and four worker processes share prefixes exactly and leak noth
   CHECK(s.value("node", "reuse_successors_published") == static_cast<int64_t>(successors));
   CHECK(s.value("node", "reuse_successors_refused") == 0);
   CHECK(s.value("node", "sessions_opened") == 4);
+  // Every worker closed its session: none was reclaimed as lost (a client
+  // waits for its anchor's exit to leave before its connection closes).
+  CHECK(s.value("node", "sessions_lost") == 0);
   CHECK(s.value("node", "pools_in_shared_memory") == static_cast<int64_t>(node.descriptor().pools.size()));
   CHECK(s.value("node", "pools_on_gpu") == 0);
   CHECK(s.value("prefix_index", "publications") > 0);
