@@ -1,8 +1,10 @@
 // [reuse][coordinator][property] Seeded random batches through ReuseBatchRun
 // (services/reuse/reuse_batch_run.hpp) against simulated owners. Each op
-// is a hash-chain or radix candidate request; each owner answers at random:
-// grant or deny, hit or miss, lease or refuse (blocks, then the path), a
-// moved version, a drifted kernel ABI, or no answer at all (a transport
+// is a hash-chain or radix candidate request, some of them read from a
+// request slot (await_slot_mapping, virtual reservations); each owner answers
+// at random: grant or deny, hit or miss, lease or refuse (blocks, then the
+// path), a moved version, a slot frontier short of the hit or a slot the
+// mapper refuses, a drifted kernel ABI, or no answer at all (a transport
 // failure of the whole stage). The simulated owners record every lease they
 // grant and which op it went to. After the run:
 //   - every op has exactly one outcome, and it is the one the script chose
@@ -44,12 +46,16 @@ enum class Fate : uint8_t {
   blocks_refused,  // step 4, allocator
   path_refused,    // step 4, radix owner (radix ops only)
   version_moved,   // step 5
+  mapping_lag,     // step 7, the slot's frontier short of the hit (slot ops only)
+  slot_refused,    // step 7, the mapper refuses the slot: a typed error (slot ops only)
   abi_drift,       // step 8
 };
 
 struct ScriptedOp {
   bool radix = false;
+  bool slot = false;  // the rows land in a request slot: step 7 asks the mapper
   Fate fate = Fate::receipt;
+  uint32_t frontier = 0;  // the slot's published frontier the mapper answers [tokens]
 };
 
 }  // namespace
@@ -67,18 +73,30 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
   const size_t n = 1 + rng() % 12;
   std::vector<ScriptedOp> script(n);
   ReuseBatch batch;
-  for (ScriptedOp& s : script) {
+  const uint32_t hit_end = std::get<ReuseCandidate>(happy.candidate).covered_interval.end;
+  for (size_t i = 0; i < n; ++i) {
+    ScriptedOp& s = script[i];
     s.radix = rng() % 2 == 0;
-    const Fate fates[] = {Fate::receipt,        Fate::receipt,      Fate::denied,        Fate::miss,
-                          Fate::blocks_refused, Fate::path_refused, Fate::version_moved, Fate::abi_drift};
-    s.fate = fates[rng() % 8];
-    if (s.fate == Fate::path_refused && !s.radix) s.fate = Fate::receipt;
-    batch.ops.push_back(ReuseAcquireOp{kTenantA, RequestId{77}, RequestGeneration{1},
-                                       std::vector<TokenId>(manifest_tokens.begin(), manifest_tokens.end()),
-                                       LogitsPath::logits_required, false});
+    s.slot = rng() % 3 == 0;
+    const Fate fates[] = {Fate::receipt,       Fate::receipt,   Fate::denied,       Fate::miss,
+                          Fate::blocks_refused, Fate::path_refused, Fate::version_moved, Fate::mapping_lag,
+                          Fate::slot_refused,  Fate::abi_drift};
+    s.fate = fates[rng() % 10];
+    if ((s.fate == Fate::path_refused && !s.radix) ||
+        ((s.fate == Fate::mapping_lag || s.fate == Fate::slot_refused) && !s.slot))
+      s.fate = Fate::receipt;
+    // A ready slot covers the hit (or more); a lagging one stops short of it.
+    s.frontier = s.fate == Fate::mapping_lag ? static_cast<uint32_t>(rng() % hit_end)
+                                             : hit_end + static_cast<uint32_t>(rng() % 64);
+    ReuseAcquireOp op{kTenantA, RequestId{77}, RequestGeneration{1},
+                      std::vector<TokenId>(manifest_tokens.begin(), manifest_tokens.end()),
+                      LogitsPath::logits_required, false};
+    op.await_slot_mapping = s.slot;
+    op.slot_request = RequestId{s.slot ? 500 + i : 0};
+    batch.ops.push_back(std::move(op));
   }
   // A whole stage may fail in transport: which one (0 = none).
-  const int failing_stage = rng() % 4 == 0 ? static_cast<int>(1 + rng() % 6) : 0;
+  const int failing_stage = rng() % 4 == 0 ? static_cast<int>(1 + rng() % 7) : 0;
   INFO("ops " << n << ", failing stage " << failing_stage);
 
   ReuseBatchRun run(batch, kPools, 16, 2);
@@ -220,12 +238,36 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
           script[i].fate = Fate::receipt;  // the batch saw no move
     }
   }
-  // Stage 6: snapshots.
+  // Stage 6: the slots' frontiers (ops whose rows land in a slot).
+  {
+    const auto reqs = cursor.take<SlotFrontierRead>().value_or(SlotFrontierRead{}).requests;
+    at = expected([&](size_t i) { return alive(i) && script[i].slot; });
+    REQUIRE(reqs.size() == at.size());
+    for (size_t k = 0; k < at.size(); ++k) {
+      CHECK(reqs[k].request == RequestId{500 + at[k]});
+      CHECK(reqs[k].required_tokens == hit_end);
+    }
+    if (failing_stage == 6 && !at.empty()) {
+      run.failed(make_error(ErrorCode::rpc_failed, "mapper down"));
+      for (size_t i : at) ended.insert(i);
+    } else if (!at.empty()) {
+      std::vector<SlotFrontierReply> answers;
+      for (size_t i : at) {
+        if (script[i].fate == Fate::slot_refused)
+          answers.emplace_back(make_error(ErrorCode::not_owner, "another session's request", "slot_request"));
+        else
+          answers.emplace_back(script[i].frontier);
+        if (script[i].fate == Fate::slot_refused || script[i].fate == Fate::mapping_lag) ended.insert(i);
+      }
+      run.answer(answers);
+    }
+  }
+  // Stage 7: snapshots.
   {
     const auto reqs = cursor.take<SnapshotFreeze>().value_or(SnapshotFreeze{}).requests;
     at = expected(alive);
     REQUIRE(reqs.size() == at.size());
-    if (failing_stage == 6 && !at.empty()) {
+    if (failing_stage == 7 && !at.empty()) {
       run.failed(make_error(ErrorCode::rpc_failed, "executor down"));
       for (size_t i : at) ended.insert(i);
     } else if (!at.empty()) {
@@ -254,6 +296,9 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
       ++receipts;
       CHECK(script[i].fate == Fate::receipt);
       CHECK(rc->path_node_ids.empty() != script[i].radix);
+      // A slot op's receipt states the frontier the mapper answered; a paged
+      // op's is the leased bundles' rows.
+      CHECK(rc->ready_frontier_tokens == (script[i].slot ? script[i].frontier : hit_end));
       for (LeaseId l : rc->leases) {
         ++seen[l.value];
         CHECK(granted_to.at(l.value) == i);
@@ -278,6 +323,13 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
         case Fate::version_moved:
           CHECK(rej->reason == RejectionReason::stale_index_version);
           break;
+        case Fate::mapping_lag:
+          CHECK(rej->reason == RejectionReason::mapping_frontier_lag);
+          CHECK(rej->step == ReuseStep::await_mapping);
+          break;
+        case Fate::slot_refused:
+          FAIL("a refused slot is a typed error, not a rejection");
+          break;
         case Fate::abi_drift:
           CHECK(rej->reason == RejectionReason::snapshot_evidence_drift);
           break;
@@ -293,7 +345,10 @@ TEST_CASE("reuse coordinator property: every op ends once and no lease is lost o
         if (op == i) mine.insert(l);
       CHECK(named == mine);
     } else {
-      CHECK(failing_stage != 0);  // errors only from a failed stage here
+      // Errors only from a failed stage, or the mapper refusing the op's slot.
+      const Error& e = std::get<Error>(o);
+      CHECK((failing_stage != 0 || script[i].fate == Fate::slot_refused));
+      if (failing_stage == 0) CHECK(e.code == ErrorCode::not_owner);
     }
   }
   const ReuseBatchRun::LeaseReturn back = run.leases_to_release();
