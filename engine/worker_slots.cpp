@@ -44,51 +44,52 @@ Result<std::vector<std::optional<WorkerSlots::Slot>>> WorkerSlots::bind(std::spa
                                                                         const TraceContext& trace) {
   if (reserve.size() != rows.size())
     return make_error(ErrorCode::invalid_argument, "one row count per reservation", "rows");
-  KVRT_TRY(flush(trace));
-  std::vector<MapperOp> ops;
+  // One message: the queued appends and frees, then the bindings, then a
+  // step per binding (ops apply in order, so each step finds its slot bound;
+  // the step of a binding that was refused answers unknown_request).
+  std::vector<MapperOp> ops = std::move(queued_);
+  queued_.clear();
+  const size_t queued = ops.size(), n = reserve.size();
   std::vector<RequestId> ids;
   for (uint32_t tokens : reserve) {
     ids.push_back(RequestId{next_request_++});
     ops.emplace_back(std::in_place_type<MapperAllocOp>, ids.back(), RequestGeneration{1}, tokens);
   }
-  MapperBatchReceipt bound;
-  KVRT_TRY_ASSIGN(bound, call(std::move(ops), trace));
-  std::vector<std::optional<Slot>> out(reserve.size());
-  std::vector<size_t> stepping;
-  std::vector<MapperOp> steps;
-  for (size_t i = 0; i < reserve.size(); ++i) {
-    if (const auto* e = std::get_if<Error>(&bound.outcomes[i])) {
+  for (size_t i = 0; i < n; ++i)
+    ops.emplace_back(std::in_place_type<MapperStepOp>, std::vector<StepRequest>{StepRequest{ids[i], rows[i]}},
+                     MappingPath::synchronous);
+  MapperBatchReceipt receipt;
+  KVRT_TRY_ASSIGN(receipt, call(std::move(ops), trace));
+  for (size_t i = 0; i < queued; ++i)
+    if (const auto* e = std::get_if<Error>(&receipt.outcomes[i])) return *e;
+  std::vector<std::optional<Slot>> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const MapperOutcome& bound = receipt.outcomes[queued + i];
+    if (const auto* e = std::get_if<Error>(&bound)) {
       if (e->code != ErrorCode::slots_exhausted) return *e;
       ++counts_.slots_exhausted;  // other workers hold every slot now
       continue;
     }
-    const auto* b = std::get_if<SlotBinding>(&bound.outcomes[i]);
+    const auto* b = std::get_if<SlotBinding>(&bound);
     if (b == nullptr) return make_error(ErrorCode::invariant_violated, "alloc answered without a slot", "slot");
     // Pages the slot kept from its previous owner, whose steps this view
     // may never have seen (0x06E).
     KVRT_TRY(view_.bind(*b));
     if (b->retained_mapping_reused) ++counts_.retained_slot_reuses;
     out[i] = Slot{ids[i], b->generation, b->slot.value};
-    stepping.push_back(i);
-    steps.emplace_back(std::in_place_type<MapperStepOp>, std::vector<StepRequest>{StepRequest{ids[i], rows[i]}},
-                       MappingPath::synchronous);
-  }
-  if (steps.empty()) return out;
-  MapperBatchReceipt stepped;
-  KVRT_TRY_ASSIGN(stepped, call(std::move(steps), trace));
-  for (size_t k = 0; k < stepping.size(); ++k) {
-    const size_t i = stepping[k];
-    if (const auto* e = std::get_if<Error>(&stepped.outcomes[k])) return *e;
-    const StepResult& s = std::get<StepResult>(stepped.outcomes[k]);
+    const MapperOutcome& stepped = receipt.outcomes[queued + n + i];
+    if (const auto* e = std::get_if<Error>(&stepped)) return *e;
+    const auto* st = std::get_if<StepResult>(&stepped);
+    if (st == nullptr) return make_error(ErrorCode::invariant_violated, "a step answered without a result", "step");
     ++counts_.steps;
-    if (s.feasibility != MappingFeasibility::ready) {
+    if (st->feasibility != MappingFeasibility::ready) {
       ++counts_.steps_short;
       free(*out[i]);  // nothing mapped for it: the slot goes back, its request waits
       out[i].reset();
       continue;
     }
-    for (const MappedFrontierReceipt& f : s.receipts) counts_.pages_mapped += f.new_mappings.size();
-    KVRT_TRY(view_.apply(s));
+    for (const MappedFrontierReceipt& f : st->receipts) counts_.pages_mapped += f.new_mappings.size();
+    KVRT_TRY(view_.apply(*st));
   }
   return out;
 }

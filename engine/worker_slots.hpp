@@ -46,7 +46,8 @@ class WorkerSlots {
   // steps each bound slot to `rows[i]` rows. An entry answers nullopt when
   // no slot was free or its step came up short of page handles (its slot is
   // freed again); the caller serves that request later or drops it.
-  // The append and free ops queued so far travel in the same message.
+  // One round trip: the append and free ops queued so far, the bindings and
+  // their steps travel in the same message.
   Result<std::vector<std::optional<Slot>>> bind(std::span<const uint32_t> reserve, std::span<const uint32_t> rows,
                                                 const TraceContext& trace);
   // Steps each slot to its rows (one step op each, so one short of handles

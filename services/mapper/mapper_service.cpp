@@ -32,6 +32,9 @@ MapperBatchReceipt MapperService::apply(SessionId session, const MapperBatch& ba
   out.trace = batch.trace;
   out.outcomes.reserve(batch.ops.size());
   for (const MapperOp& op : batch.ops) out.outcomes.push_back(apply_one(session, op));
+  // One plan for the whole batch, after its last step: a plan replaces the
+  // previous one, so planning after every step op would only redo it.
+  if (!planned_steps_.empty()) plan_next_step();
   return out;
 }
 
@@ -64,15 +67,16 @@ MapperOutcome MapperService::apply(SessionId s, const MapperStepOp& op) {
   }
   auto stepped = mapper_->step(op.requests, op.path);
   if (!stepped.ok()) return stepped.error();
-  if (ahead_ != nullptr && stepped->feasibility == MappingFeasibility::ready) plan_next_step(op);
+  if (ahead_ != nullptr && stepped->feasibility == MappingFeasibility::ready)
+    planned_steps_.insert(planned_steps_.end(), op.requests.begin(), op.requests.end());
   return *stepped;
 }
 
-void MapperService::plan_next_step(const MapperStepOp& last) {
+void MapperService::plan_next_step() {
   // 0x06D: decode adds at most one row per request and step. The next step
   // maps a page only for an active slot whose frontier one row further
-  // crosses into a page it lacks; those slots, in the order of the step just
-  // applied and then by slot, are the plan (step() gives the lowest free
+  // crosses into a page it lacks; those slots, in the order of the batch's
+  // steps and then by slot, are the plan (step() gives the lowest free
   // bundles to its requests in op order, and the plan mirrors that). The
   // plan is rebuilt after every step, so the newest one covers every active
   // slot. Whatever the next step does differently it maps synchronously.
@@ -87,9 +91,10 @@ void MapperService::plan_next_step(const MapperStepOp& last) {
     if (geo.pages_for_tokens(slot.target_tokens + 1) > slot.pages.size())
       next.push_back(StepRequest{slot.request, slot.target_tokens + 1});
   };
-  for (const StepRequest& r : last.requests)
+  for (const StepRequest& r : planned_steps_)
     for (uint32_t s = 0; s < slots; ++s)
       if (mapper_->slot(s).active && mapper_->slot(s).request == r.request) consider(s);
+  planned_steps_.clear();
   for (uint32_t s = 0; s < slots; ++s) consider(s);
   // A refused plan only means the next step maps synchronously.
   if (!ahead_->prefetch(mapper_->plan_frontier_mappings(next)).ok()) ++plans_refused_;

@@ -37,6 +37,8 @@ class MapperService {
                                                        bool map_ahead = false);
 
   MapperBatchReceipt apply(SessionId session, const MapperBatch& batch);
+  // One op; with map-ahead, the plan for the next step follows at the end
+  // of the batch (apply), not of each op.
   MapperOutcome apply_one(SessionId session, const MapperOp& op);
   // 0x0CD step 7 for a reuse whose rows land in the session's request slot:
   // the slot's published frontier [tokens] (VmmMapper::published_frontier).
@@ -72,9 +74,9 @@ class MapperService {
   MapperOutcome apply(SessionId s, const MapperStepOp& op);
   MapperOutcome apply(SessionId s, const MapperAppendOp& op);
   MapperOutcome apply(SessionId s, const MapperFreeOp& op);
-  // After a ready step with map-ahead: the next decode step's pages, to the
-  // background thread.
-  void plan_next_step(const MapperStepOp& last);
+  // After a batch with a ready step, with map-ahead: the next decode step's
+  // pages, to the background thread.
+  void plan_next_step();
 
   std::unique_ptr<FaultPoints> faults_;  // before mapper_: its backing reaches them until it goes
   std::unique_ptr<VmmMapper> mapper_;
@@ -82,6 +84,7 @@ class MapperService {
   FaultPointBacking* calls_;    // owned by mapper_
   PrefetchingBacking* ahead_;   // owned by mapper_; null without map-ahead
   uint64_t plans_refused_ = 0;  // plans the backing refused (none expected: the core made them)
+  std::vector<StepRequest> planned_steps_;  // the ready steps' requests of the batch being applied, in order
   PoolGeneration generation_;
   SessionHoldings<uint64_t> requests_{"request"};       // RequestId value -> session
   std::map<uint64_t, SlotGeneration> slot_generation_;  // RequestId value -> its slot generation
