@@ -76,6 +76,7 @@ struct SlotRequest {
   model::SequenceBlocks pool_blocks;
   uint32_t hit_tokens = 0;  // [rows]
   std::optional<ExecutionSnapshotVersion> reuse_snapshot;
+  NamespaceGeneration tier_generation{0};  // the grant it was admitted under
   bool finished() const { return generated >= q.p.decode_tokens; }
 };
 
@@ -100,13 +101,28 @@ class VirtualEngine {
 
   Result<EngineResult> run() {
     const Clock::time_point start = Clock::now();
-    if (pools_ != nullptr) KVRT_TRY(authorize_namespaces());
+    // A lost session (the node died or ended it) sends the rest of the share
+    // down the private path; any other error ends the run.
+    const auto lost = [this](const Error& e) {
+      return o_.serve_privately_on_loss && (e.code == ErrorCode::node_lost || e.code == ErrorCode::session_ended);
+    };
+    const auto iteration = [this]() -> Status {
+      if (pools_ != nullptr && !authorized_) {
+        KVRT_TRY(authorize_namespaces());
+        authorized_ = true;
+      }
+      KVRT_TRY(step_and_forward());
+      KVRT_TRY(bind_and_settle());
+      return finish();
+    };
     Clock::time_point progress_at = start;
     while (!ready_.empty() || !live_.empty() || !queued_.empty()) {
       const uint64_t before = result_.requests + result_.prefill_rows_computed + result_.decode_rows_computed;
-      KVRT_TRY(step_and_forward());
-      KVRT_TRY(bind_and_settle());
-      KVRT_TRY(finish());
+      if (Status s = iteration(); !s.ok()) {
+        if (!lost(s.error())) return s.error();
+        KVRT_TRY(serve_rest_privately(s.error()));
+        break;
+      }
       if (result_.requests + result_.prefill_rows_computed + result_.decode_rows_computed != before) {
         progress_at = Clock::now();
       } else if (Clock::now() - progress_at > std::chrono::seconds(30)) {
@@ -118,8 +134,10 @@ class VirtualEngine {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
     }
-    KVRT_TRY(await_ahead());
-    KVRT_TRY(release_tier());
+    if (result_.sessions_lost == 0) {
+      KVRT_TRY(await_ahead());
+      KVRT_TRY(release_tier());
+    }
     result_.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
     result_.funnel = funnel_.counts();
     for (size_t b = 0; b < kReuseBucketCount; ++b)
@@ -147,6 +165,30 @@ class VirtualEngine {
   TraceContext next_trace() { return TraceContext{(uint64_t(o_.worker_index + 1) << 40) ^ ++span_, span_, 0}; }
 
   void note_error(const Error& e) {
+    // An owner's fault point ended the op (a fault-injection run): the owner
+    // undid it and the request goes on without it (no reuse, no publication).
+    if (e.code == ErrorCode::fault_injected) {
+      ++result_.faults_absorbed;
+      return;
+    }
+    // A weights invalidation or a purge of a namespace (0x01A, 0x0CE): the
+    // grant the prompt tier was authorized under is no longer current. This
+    // loop keeps its own weights, so it stops reusing and publishing and
+    // serves the rest of its share without the tier: exact, never stale.
+    if (e.code == ErrorCode::authorization_stale_generation) {
+      ++result_.stale_generation_refusals;
+      reusable_.clear();
+      return;
+    }
+    if (e.code == ErrorCode::authorization_namespace_closed) {
+      ++result_.namespace_closed_refusals;
+      reusable_.clear();
+      return;
+    }
+    if (e.code == ErrorCode::reuse_receipt_revoked) {
+      ++result_.receipts_revoked;
+      return;
+    }
     ++result_.operation_errors;
     if (result_.first_error.empty()) result_.first_error = e.describe();
   }
@@ -186,10 +228,16 @@ class VirtualEngine {
     for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) ready_.push_front(std::move(*it));
     seeded_keys_.insert(batch_keys.begin(), batch_keys.end());
     if (ops.empty()) return release_tier();
-    MapperBatchReceipt receipt;
-    KVRT_TRY_ASSIGN(receipt, call(ops, false));
+    Result<MapperBatchReceipt> answered = call(ops, false);
+    if (!answered.ok()) {
+      // Back in line, first: a lost session serves them privately.
+      for (auto it = binding.rbegin(); it != binding.rend(); ++it) ready_.push_front(std::move(*it));
+      return answered.error();
+    }
+    const MapperBatchReceipt& receipt = *answered;
     for (size_t i = 0; i < settled; ++i)
-      if (const auto* e = std::get_if<Error>(&receipt.outcomes[i])) note_error(*e);
+      if (const auto* e = std::get_if<Error>(&receipt.outcomes[i]); e != nullptr && !os_refusal_absorbed(*e))
+        note_error(*e);
     for (size_t k = 0; k < binding.size(); ++k) {
       const MapperOutcome& out = receipt.outcomes[settled + k];
       const auto& alloc = std::get<MapperAllocOp>(ops[settled + k]);
@@ -221,7 +269,11 @@ class VirtualEngine {
         step.requests.push_back(StepRequest{live_[i].id, target_of(live_[i])});
       MapperBatchReceipt stepped;
       KVRT_TRY_ASSIGN(stepped, call({step}, true));
-      if (const auto* e = std::get_if<Error>(&stepped.outcomes[0])) return *e;
+      if (const auto* e = std::get_if<Error>(&stepped.outcomes[0])) {
+        if (!os_refusal_absorbed(*e)) return *e;
+        // Nothing mapped: the next step maps what it can, synchronously.
+        return release_tier();
+      }
       const StepResult& result = std::get<StepResult>(stepped.outcomes[0]);
       ++result_.virtual_steps;
       // Short of handles: the next step maps what it can, synchronously.
@@ -281,7 +333,9 @@ class VirtualEngine {
     std::vector<size_t> asked;  // live_ index of asks[k]
     for (size_t i = first_new; i < live_.size(); ++i) {
       const std::string& ns = live_[i].q.p.job->namespace_name;
-      if (!reusable_.contains(ns)) continue;
+      const auto grant = reusable_.find(ns);
+      if (grant == reusable_.end()) continue;
+      live_[i].tier_generation = grant->second;
       asks.push_back(
           AdmissionRequest{ns, live_[i].tokens, RequestIdentity{}, LogitsPath::logits_required, live_[i].id});
       asked.push_back(i);
@@ -303,7 +357,7 @@ class VirtualEngine {
         continue;
       }
       if (a.hit) {
-        if (a.hit->namespace_generation != reusable_.at(r.q.p.job->namespace_name))
+        if (a.hit->namespace_generation != r.tier_generation)
           note_error(make_error(ErrorCode::invariant_violated,
                                 "a reuse receipt of generation " + std::to_string(a.hit->namespace_generation.value) +
                                     " answered a request admitted under another",
@@ -353,10 +407,10 @@ class VirtualEngine {
         if (publishes) successor = ReuseSuccessor{fence.request, std::move(tokens), full};
         session_.end_reuse(*r.reuse_snapshot, true, std::move(successor));
         r.reuse_snapshot.reset();
-      } else if (publishes) {
-        const std::string& ns = r.q.p.job->namespace_name;
-        publish.ops.push_back(
-            PrefixPublishOp{ns, fence.request, std::move(tokens), first, full, RequestIdentity{}, reusable_.at(ns)});
+      } else if (publishes && reusable_.contains(r.q.p.job->namespace_name)) {
+        // (A grant that went stale since admission publishes nothing.)
+        publish.ops.push_back(PrefixPublishOp{r.q.p.job->namespace_name, fence.request, std::move(tokens), first, full,
+                                              RequestIdentity{}, r.tier_generation});
       }
       tier_held_.emplace_back(fence, ReleaseReason::finished);
       r.fence.reset();
@@ -484,7 +538,10 @@ class VirtualEngine {
     for (const SlotRequest& r : live_) step.requests.push_back(StepRequest{r.id, target_of(r)});
     MapperBatchReceipt receipt;
     KVRT_TRY_ASSIGN(receipt, call({step}, true));
-    if (const auto* e = std::get_if<Error>(&receipt.outcomes[0])) return *e;
+    if (const auto* e = std::get_if<Error>(&receipt.outcomes[0])) {
+      if (!os_refusal_absorbed(*e)) return *e;
+      return Status::success();  // nothing mapped, nothing forwarded: the next iteration steps again
+    }
     const StepResult& stepped = std::get<StepResult>(receipt.outcomes[0]);
     ++result_.virtual_steps;
     if (stepped.feasibility != MappingFeasibility::ready) {
@@ -545,6 +602,17 @@ class VirtualEngine {
     return publish_prompts(prefilled);
   }
 
+  // An op the OS refused part-way (os_mapping_failed: an armed mapper.os_map
+  // or os_unmap fault point, or the kernel out of memory). A step: the node
+  // undid all of it, nothing is mapped, and it is taken again later. A free
+  // with unmap_now: the slot was freed and its pages left mapped stay
+  // retained (0x06E). Either way nothing of this worker's is lost.
+  bool os_refusal_absorbed(const Error& e) {
+    if (e.code != ErrorCode::os_mapping_failed) return false;
+    ++result_.faults_absorbed;
+    return true;
+  }
+
   // The background mapping of the last step's pages ahead, awaited: its
   // time counts as work, the wait (wherever the engine waits) as visible.
   Status await_ahead() {
@@ -582,10 +650,73 @@ class VirtualEngine {
     return Status::success();
   }
 
-  Status verify(const SlotRequest& r) {
-    // Every request fits its slot's T_max rows, so one slot's blocks hold any replay.
+  // The private path (as the paged loop's, engine_private.cpp): nothing the
+  // lost node issued is usable (slots, pages, receipts, leases), so every
+  // request of the share that did not finish is served here, prefilled from
+  // row 0 in the worker's own cache with no reuse, which is the generation
+  // the exactness replay computes. Requests the node had started are
+  // checked: the tokens they decoded through it must be the private ones.
+  // No reconnection: the rest of the share stays private.
+  Status serve_rest_privately(const Error& why) {
+    result_.session_lost = why.describe();
+    ++result_.sessions_lost;
+    if (o_.on_session_lost) o_.on_session_lost(why);
+    if (ahead_.valid()) (void)ahead_.get();  // the view's background batch, whatever it answers
+    KVRT_TRY(ensure_replay_cache());
+    std::deque<QueuedRequest> rest;
+    for (SlotRequest& r : live_) {
+      if (r.generated > 0) {
+        std::vector<TokenId> tokens;
+        KVRT_TRY_ASSIGN(tokens,
+                        generate_without_reuse(model_, *replay_cache_, r.q.p.prompt, r.q.branch, r.tokens.size()));
+        if (!std::equal(tokens.begin(), tokens.end(), r.tokens.begin())) {
+          ++result_.token_mismatches;
+          if (result_.first_mismatch.empty())
+            result_.first_mismatch = o_.worker_name + " job " + std::to_string(r.q.p.job->id) + " turn " +
+                                     std::to_string(r.q.p.turn) +
+                                     ": tokens decoded through the lost node differ from the private generation";
+        }
+      }
+      rest.push_back(std::move(r.q));
+    }
+    for (QueuedRequest& q : ready_) rest.push_back(std::move(q));
+    live_.clear();
+    ready_.clear();
+    queued_.clear();
+    tier_held_.clear();
+    session_.abandon_reuse_ends();
+    while (!rest.empty()) {
+      const QueuedRequest q = std::move(rest.front());
+      rest.pop_front();
+      const size_t total = q.p.prompt.size() + q.p.decode_tokens;
+      std::vector<TokenId> tokens;
+      KVRT_TRY_ASSIGN(tokens, generate_without_reuse(model_, *replay_cache_, q.p.prompt, q.branch, total));
+      ++result_.requests;
+      ++result_.requests_served_privately;
+      result_.prompt_tokens += q.p.prompt.size();
+      result_.prefill_rows_computed += q.p.prompt.size();
+      result_.decode_rows_computed += q.p.decode_tokens - 1;
+      result_.decode_tokens += q.p.decode_tokens;
+      const workload::Job& job = *q.p.job;
+      if (job.kind == workload::JobKind::chat && q.p.turn + 1 < job.turns.size())
+        rest.push_back({turn_request(job, q.p.turn + 1, tokens)});
+      if (o_.on_progress)
+        o_.on_progress(EngineProgress{result_.requests, result_.requests_total,
+                                      result_.prefill_rows_computed + result_.decode_rows_computed});
+    }
+    return Status::success();
+  }
+
+  // Every request fits its slot's T_max rows, so one slot's blocks hold any
+  // replay (and any private generation).
+  Status ensure_replay_cache() {
     if (replay_cache_ == nullptr)
       KVRT_TRY_ASSIGN(replay_cache_, model::LocalModelKvCache::create(cache_.layout(), cache_.blocks_per_slot()));
+    return Status::success();
+  }
+
+  Status verify(const SlotRequest& r) {
+    KVRT_TRY(ensure_replay_cache());
     // Nothing shared: every row is compared bitwise, the hit's counted apart.
     const ReplayedRequest request{&r.blocks,     r.tokens,     static_cast<uint32_t>(r.q.p.prompt.size()),
                                   r.generated,   r.q.branch,   r.hit_tokens,
@@ -623,6 +754,7 @@ class VirtualEngine {
   ReuseFunnel funnel_;
   uint32_t stalled_steps_ = 0;   // infeasible steps in a row
   bool admission_held_ = false;  // a preemption holds admission until a request finishes
+  bool authorized_ = false;      // the prompt tier's namespaces were authorized
   EngineResult result_;
   // Request ids are the node's mapper's keys across every session: each
   // worker draws from its own range.

@@ -110,6 +110,7 @@ class Worker {
       summary_.mapper_steps_short = c.steps_short;
       summary_.pages_mapped = c.pages_mapped;
       summary_.retained_slot_reuses = c.retained_slot_reuses;
+      summary_.faults_absorbed += c.steps_undone;
     }
     session_.set_call_observer({});
     summary_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -561,7 +562,7 @@ class Worker {
       rows.push_back(static_cast<uint32_t>(r.tokens.size()));
     }
     if (stepping.empty()) return;
-    Result<std::vector<bool>> ready = slots_->step(slots, rows, next_trace());
+    Result<std::vector<WorkerSlots::Stepped>> ready = slots_->step(slots, rows, next_trace());
     if (!ready.ok()) {
       note_error(ready.error());
       for (LiveRequest* r : stepping) {
@@ -573,8 +574,10 @@ class Worker {
     std::vector<uint8_t> row(store_.row_bytes(0));
     for (size_t i = 0; i < stepping.size(); ++i) {
       LiveRequest& r = *stepping[i];
-      if (!(*ready)[i]) {
-        ++summary_.out_of_capacity;
+      if ((*ready)[i] != WorkerSlots::Stepped::mapped) {
+        // Short of page handles: refused for capacity, as a refused append
+        // is; an undone step is a fault absorbed (WorkerSlots counts it).
+        if ((*ready)[i] == WorkerSlots::Stepped::short_of_handles) ++summary_.out_of_capacity;
         r.tokens.pop_back();
         r.decoded = o_.decode_tokens;
         continue;

@@ -78,6 +78,12 @@ Result<std::vector<std::optional<WorkerSlots::Slot>>> WorkerSlots::bind(std::spa
     if (b->retained_mapping_reused) ++counts_.retained_slot_reuses;
     out[i] = Slot{ids[i], b->generation, b->slot.value};
     const MapperOutcome& stepped = receipt.outcomes[queued + n + i];
+    if (const auto* e = std::get_if<Error>(&stepped); e != nullptr && e->code == ErrorCode::os_mapping_failed) {
+      ++counts_.steps_undone;  // nothing of it stayed mapped: the slot goes back, its request waits
+      free(*out[i]);
+      out[i].reset();
+      continue;
+    }
     if (const auto* e = std::get_if<Error>(&stepped)) return *e;
     const auto* st = std::get_if<StepResult>(&stepped);
     if (st == nullptr) return make_error(ErrorCode::invariant_violated, "a step answered without a result", "step");
@@ -94,8 +100,8 @@ Result<std::vector<std::optional<WorkerSlots::Slot>>> WorkerSlots::bind(std::spa
   return out;
 }
 
-Result<std::vector<bool>> WorkerSlots::step(std::span<const Slot> slots, std::span<const uint32_t> rows,
-                                            const TraceContext& trace) {
+Result<std::vector<WorkerSlots::Stepped>> WorkerSlots::step(std::span<const Slot> slots, std::span<const uint32_t> rows,
+                                                            const TraceContext& trace) {
   if (slots.size() != rows.size()) return make_error(ErrorCode::invalid_argument, "one row count per slot", "rows");
   std::vector<MapperOp> ops = std::move(queued_);
   queued_.clear();
@@ -107,9 +113,14 @@ Result<std::vector<bool>> WorkerSlots::step(std::span<const Slot> slots, std::sp
   KVRT_TRY_ASSIGN(receipt, call(std::move(ops), trace));
   for (size_t i = 0; i < queued; ++i)
     if (const auto* e = std::get_if<Error>(&receipt.outcomes[i])) return *e;
-  std::vector<bool> ready(slots.size(), false);
+  std::vector<Stepped> ready(slots.size(), Stepped::short_of_handles);
   for (size_t i = 0; i < slots.size(); ++i) {
     const MapperOutcome& o = receipt.outcomes[queued + i];
+    if (const auto* e = std::get_if<Error>(&o); e != nullptr && e->code == ErrorCode::os_mapping_failed) {
+      ++counts_.steps_undone;
+      ready[i] = Stepped::undone;
+      continue;
+    }
     if (const auto* e = std::get_if<Error>(&o)) return *e;
     const StepResult& s = std::get<StepResult>(o);
     ++counts_.steps;
@@ -119,7 +130,7 @@ Result<std::vector<bool>> WorkerSlots::step(std::span<const Slot> slots, std::sp
     }
     for (const MappedFrontierReceipt& f : s.receipts) counts_.pages_mapped += f.new_mappings.size();
     KVRT_TRY(view_.apply(s));
-    ready[i] = true;
+    ready[i] = Stepped::mapped;
   }
   return ready;
 }

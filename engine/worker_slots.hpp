@@ -34,6 +34,10 @@ class WorkerSlots {
     uint64_t pages_mapped = 0;          // pages the node mapped for this worker's steps [pages]
     uint64_t retained_slot_reuses = 0;  // bindings that found pages kept by the slot's previous owner
     uint64_t slots_exhausted = 0;       // bindings refused: no inactive slot
+    // Steps the OS refused part-way (os_mapping_failed: an armed mapper
+    // fault point, or the kernel out of memory), which the node undid whole:
+    // handled as steps short of handles.
+    uint64_t steps_undone = 0;
   };
   // Errors: config_field ("mapper") when the node serves no [mapper]; the
   // view's attach errors; VirtualModelKvCache::create's for a layout the
@@ -50,11 +54,16 @@ class WorkerSlots {
   // their steps travel in the same message.
   Result<std::vector<std::optional<Slot>>> bind(std::span<const uint32_t> reserve, std::span<const uint32_t> rows,
                                                 const TraceContext& trace);
+  // What one slot's step did.
+  enum class Stepped : uint8_t {
+    mapped,            // its pages are mapped in this view now
+    short_of_handles,  // nothing mapped (a feasibility result, 0x06D)
+    undone,            // the OS refused part-way and the node undid it all
+  };
   // Steps each slot to its rows (one step op each, so one short of handles
-  // does not hold back the others); the answer per slot says whether its
-  // pages are mapped in this view now. Sends the queued ops first.
-  Result<std::vector<bool>> step(std::span<const Slot> slots, std::span<const uint32_t> rows,
-                                 const TraceContext& trace);
+  // does not hold back the others). Sends the queued ops first.
+  Result<std::vector<Stepped>> step(std::span<const Slot> slots, std::span<const uint32_t> rows,
+                                    const TraceContext& trace);
   // Queued for the next message: rows [0, valid) of the slot are written;
   // the slot is freed (its pages retained, 0x06E).
   void append(const Slot& slot, uint32_t valid_rows);

@@ -108,7 +108,16 @@ MapperOutcome MapperService::apply(SessionId s, const MapperAppendOp& op) {
 
 MapperOutcome MapperService::apply(SessionId s, const MapperFreeOp& op) {
   if (Status own = requests_.check(s, op.request.value, "request"); !own.ok()) return own.error();
-  if (Status st = mapper_->free_reqid(op.request, op.generation, op.mode); !st.ok()) return st.error();
+  if (Status st = mapper_->free_reqid(op.request, op.generation, op.mode); !st.ok()) {
+    // unmap_now the OS refused part-way: the slot was freed first and the
+    // pages left mapped stay as retained capacity (0x06E), so the request is
+    // no longer bound and no longer this session's.
+    if (!mapper_->published_frontier(op.request).ok()) {
+      requests_.forget(op.request.value);
+      slot_generation_.erase(op.request.value);
+    }
+    return st.error();
+  }
   requests_.forget(op.request.value);
   slot_generation_.erase(op.request.value);
   return MapperDone{};

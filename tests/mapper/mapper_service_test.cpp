@@ -196,3 +196,31 @@ TEST_CASE("mapper view: a step's pages map in one call beyond the socket message
 }
 
 }  // namespace kvrt::test
+
+namespace kvrt::test {
+
+// unmap_now refused by the OS part-way (the "os_unmap" fault point): the
+// core freed the slot first, so the free answers os_mapping_failed, the pages
+// it could not unmap stay as retained capacity, and the request is no longer
+// the session's: a later binding of the same id by another session is not
+// refused as not_owner, and validate() holds.
+TEST_CASE("mapper service: a free whose unmap the OS refuses leaves the request unbound", "[mapper][node]") {
+  auto svc = make_service();
+  const SessionId a{1}, b{2};
+  const SlotBinding x =
+      outcome_as<SlotBinding>(svc->apply_one(a, MapperAllocOp{RequestId{7}, RequestGeneration{1}, 300}));
+  outcome_as<StepResult>(svc->apply_one(a, MapperStepOp{{StepRequest{RequestId{7}, 300}}}));
+  svc->faults().arm("os_unmap", 2);  // the second unmap of the free
+  CHECK(error_of(svc->apply_one(a, MapperFreeOp{RequestId{7}, x.generation, ReleaseMode::unmap_now})) ==
+        ErrorCode::os_mapping_failed);
+  REQUIRE(svc->validate().ok());
+  CHECK(svc->core().ledger().inactive_retained_bytes > 0);  // what stayed mapped is capacity
+  const OwnerStats stats = svc->stats();
+  for (const StatValue& v : stats.values)
+    if (v.name == "bound_requests") CHECK(v.value == 0);
+  // Unbound: any session may bind the id again.
+  outcome_as<SlotBinding>(svc->apply_one(b, MapperAllocOp{RequestId{7}, RequestGeneration{2}, 10}));
+  REQUIRE(svc->validate().ok());
+}
+
+}  // namespace kvrt::test

@@ -48,6 +48,31 @@ TEST_CASE("the CI chaos campaign fires every fault kind and ends with 0 violatio
   CHECK(std::filesystem::exists(out + "/report.md"));
 }
 
+// The same faults over virtual reservations (0x06): workers and the engine
+// slot serve from the mapper's request slots, the node dies and restarts
+// under them, and the campaign's checks (exactness of every reused and
+// every slot row, the node's validate(), nothing left held) all hold.
+TEST_CASE("a chaos campaign over virtual reservations ends with 0 violations", "[node][process][chaos][mapper]") {
+  ScratchDir dir("chaos-ci-virtual");
+  KvrtProcess chaos({"chaos", "--config", std::string(KVRT_SOURCE_DIR) + "/tests/data/chaos/chaos-ci-virtual.toml",
+                     "--json", "--out", dir.file("campaign")},
+                    dir.file("chaos.log"));
+  const int status = chaos.wait(std::chrono::seconds(240));
+  const std::string output = chaos.output();
+  INFO(output);
+  const size_t start = output.find("{\n");
+  REQUIRE(start != std::string::npos);
+  const nlohmann::json report = nlohmann::json::parse(output.substr(start), nullptr, false);
+  REQUIRE_FALSE(report.is_discarded());
+  CHECK(report["violations"].size() == 0);
+  CHECK(status == 0);
+  CHECK(report["node_restarts"].get<uint64_t>() >= 1);
+  CHECK(report["requests"].get<uint64_t>() > 0);
+  CHECK(report["reuse_mismatches"].get<uint64_t>() == 0);
+  // The mapper's OS fault points are among those the campaign may arm.
+  CHECK(report["fault_points"].contains("mapper.os_map"));
+}
+
 TEST_CASE("a hostile client gets a receipt or a typed error for everything it sends, and honest work goes on",
           "[node][chaos][hostile]") {
   ScratchDir dir("hostile");
