@@ -193,3 +193,62 @@ TEST_CASE("an engine whose node goes away reconnects to the node that starts on 
 }
 
 }  // namespace kvrt::test
+
+namespace kvrt::test {
+
+// The same over virtual reservations (0x06): the engine serves from the
+// mapper's request slots with hits copied in from the block pools, and when
+// the node goes its slots, pages and receipts go with it; the rest of the
+// share is served privately, and the requests it had started are checked.
+TEST_CASE("an engine over virtual reservations whose node goes away serves the rest privately, exactly",
+          "[node][engine][private][mapper]") {
+  const workload::Workload w = workload::parse_workload(kWorkload, "private-path.toml").value();
+  const RunConfig run = load_run_config(std::string(KVRT_SOURCE_DIR) + "/tests/data/run/run-virtual.toml").value();
+  EngineResult reference;
+  {
+    ScratchDir dir("engine-private-virtual-reference");
+    InProcessNode n(dir, "tests/data/node/node-virtual-test.toml");
+    Result<EngineResult> r = run_engine_worker(n.descriptor, engine_options(n, w, run));
+    INFO((r.ok() ? std::string("ok") : r.error().describe()));
+    REQUIRE(r.ok());
+    reference = *r;
+  }
+  REQUIRE(reference.requests == reference.requests_total);
+  CHECK(reference.virtual_steps > 0);  // it did serve from slots
+  CHECK(reference.requests_served_privately == 0);
+
+  ScratchDir dir("engine-private-virtual-lost");
+  InProcessNode n(dir, "tests/data/node/node-virtual-test.toml");
+  EngineOptions o = engine_options(n, w, run);
+  std::mutex m;
+  std::condition_variable cv;
+  uint64_t done = 0;
+  o.on_progress = [&](const EngineProgress& p) {
+    std::lock_guard lock(m);
+    done = p.requests_done;
+    cv.notify_all();
+  };
+  Result<EngineResult> lost = make_error(ErrorCode::rpc_failed, "not run");
+  std::thread engine([&] { lost = run_engine_worker(n.descriptor, o); });
+  {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return done >= 3; });
+  }
+  n.node.reset();
+  engine.join();
+  INFO((lost.ok() ? std::string("ok") : lost.error().describe()));
+  REQUIRE(lost.ok());
+  INFO("session lost: " << lost->session_lost << "; first mismatch: " << lost->first_mismatch);
+  CHECK_FALSE(lost->session_lost.empty());
+  CHECK(lost->sessions_lost == 1);
+  CHECK(lost->requests == lost->requests_total);
+  CHECK(lost->requests_total == reference.requests_total);
+  CHECK(lost->requests_served_privately > 0);
+  CHECK(lost->requests_served_privately < lost->requests_total);
+  CHECK(lost->token_mismatches == 0);
+  CHECK(lost->row_mismatches == 0);
+  CHECK(lost->decode_tokens == reference.decode_tokens);
+  CHECK(lost->requests_verified + lost->requests_served_privately == lost->requests);
+}
+
+}  // namespace kvrt::test
