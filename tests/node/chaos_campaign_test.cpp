@@ -10,20 +10,36 @@
 #include "tools/chaos/hostile_client.hpp"
 
 namespace kvrt::test {
+namespace {
 
-TEST_CASE("the CI chaos campaign fires every fault kind and ends with 0 violations", "[node][process][chaos]") {
-  ScratchDir dir("chaos-ci");
-  const std::string out = dir.file("campaign");
+struct Campaign {
+  nlohmann::json report;
+  int status = -1;
+  std::string output;  // for the failure message
+};
+
+// `kvrt chaos --json` on a config of tests/data/chaos/, its report into `out`.
+Campaign run_campaign(const ScratchDir& dir, const std::string& config, const std::string& out) {
   KvrtProcess chaos(
-      {"chaos", "--config", std::string(KVRT_SOURCE_DIR) + "/tests/data/chaos/chaos-ci.toml", "--json", "--out", out},
+      {"chaos", "--config", std::string(KVRT_SOURCE_DIR) + "/tests/data/chaos/" + config, "--json", "--out", out},
       dir.file("chaos.log"));
   const int status = chaos.wait(std::chrono::seconds(240));
   const std::string output = chaos.output();
   INFO(output);
   const size_t start = output.find("{\n");
   REQUIRE(start != std::string::npos);
-  const nlohmann::json report = nlohmann::json::parse(output.substr(start), nullptr, false);
+  nlohmann::json report = nlohmann::json::parse(output.substr(start), nullptr, false);
   REQUIRE_FALSE(report.is_discarded());
+  return {std::move(report), status, output};
+}
+
+}  // namespace
+
+TEST_CASE("the CI chaos campaign fires every fault kind and ends with 0 violations", "[node][process][chaos]") {
+  ScratchDir dir("chaos-ci");
+  const std::string out = dir.file("campaign");
+  const auto [report, status, output] = run_campaign(dir, "chaos-ci.toml", out);
+  INFO(output);
   CHECK(report["violations"].size() == 0);
   CHECK(status == 0);
   for (size_t k = 0; k < chaos::kFaultKindCount; ++k) {
@@ -54,16 +70,8 @@ TEST_CASE("the CI chaos campaign fires every fault kind and ends with 0 violatio
 // every slot row, the node's validate(), nothing left held) all hold.
 TEST_CASE("a chaos campaign over virtual reservations ends with 0 violations", "[node][process][chaos][mapper]") {
   ScratchDir dir("chaos-ci-virtual");
-  KvrtProcess chaos({"chaos", "--config", std::string(KVRT_SOURCE_DIR) + "/tests/data/chaos/chaos-ci-virtual.toml",
-                     "--json", "--out", dir.file("campaign")},
-                    dir.file("chaos.log"));
-  const int status = chaos.wait(std::chrono::seconds(240));
-  const std::string output = chaos.output();
+  const auto [report, status, output] = run_campaign(dir, "chaos-ci-virtual.toml", dir.file("campaign"));
   INFO(output);
-  const size_t start = output.find("{\n");
-  REQUIRE(start != std::string::npos);
-  const nlohmann::json report = nlohmann::json::parse(output.substr(start), nullptr, false);
-  REQUIRE_FALSE(report.is_discarded());
   CHECK(report["violations"].size() == 0);
   CHECK(status == 0);
   CHECK(report["node_restarts"].get<uint64_t>() >= 1);
