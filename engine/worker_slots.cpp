@@ -14,8 +14,10 @@ Result<std::unique_ptr<WorkerSlots>> WorkerSlots::attach(const NodeDescriptor& n
   Result<MapperPoolView> view = MapperPoolView::attach(*node.mapper);
   if (!view.ok()) return view.error();
   // The mapper keys bindings by request id across every session of the
-  // node: this process's ids start at its pid in the high bits.
-  std::unique_ptr<WorkerSlots> slots(new WorkerSlots(session, std::move(view).value(), uint64_t(::getpid()) << 32));
+  // node: this process's ids carry its pid and the top bit, which the engine
+  // loops' ranges ((worker index + 1) << 40) never set.
+  std::unique_ptr<WorkerSlots> slots(
+      new WorkerSlots(session, std::move(view).value(), (uint64_t{1} << 63) | (uint64_t(::getpid()) << 32)));
   KVRT_TRY_ASSIGN(slots->cache_, VirtualModelKvCache::create(layout, slots->view_));
   return slots;
 }
