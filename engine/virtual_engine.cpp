@@ -269,19 +269,21 @@ class VirtualEngine {
         step.requests.push_back(StepRequest{live_[i].id, target_of(live_[i])});
       MapperBatchReceipt stepped;
       KVRT_TRY_ASSIGN(stepped, call({step}, true));
+      // Undone by the OS, or short of handles: nothing mapped, and the next
+      // step maps what it can, synchronously. The retained pages of the new
+      // bindings (in `ahead`) are mapped into the view below either way, and
+      // the admission goes on: step 7 then sees the frontier lag (0x0CF).
       if (const auto* e = std::get_if<Error>(&stepped.outcomes[0])) {
         if (!os_refusal_absorbed(*e)) return *e;
-        // Nothing mapped: the next step maps what it can, synchronously.
-        return release_tier();
-      }
-      const StepResult& result = std::get<StepResult>(stepped.outcomes[0]);
-      ++result_.virtual_steps;
-      // Short of handles: the next step maps what it can, synchronously.
-      if (result.feasibility == MappingFeasibility::ready) {
-        KVRT_TRY(count_receipts(result));
-        for (const MappedFrontierReceipt& f : result.receipts) append_pages(f, UINT32_MAX, &ahead, &ahead);
       } else {
-        ++result_.virtual_steps_infeasible;
+        const StepResult& result = std::get<StepResult>(stepped.outcomes[0]);
+        ++result_.virtual_steps;
+        if (result.feasibility == MappingFeasibility::ready) {
+          KVRT_TRY(count_receipts(result));
+          for (const MappedFrontierReceipt& f : result.receipts) append_pages(f, UINT32_MAX, &ahead, &ahead);
+        } else {
+          ++result_.virtual_steps_infeasible;
+        }
       }
       // After the step: the frontier the node's step 7 reads is published.
       if (pools_ != nullptr) KVRT_TRY(admit_to_tier(first_new));
