@@ -14,13 +14,9 @@ Status EngineLoop::admit() {
   if (admission_held_ && !live_.empty()) return Status::success();
   admission_held_ = false;
   uint32_t budget = live_.size() < o_.in_flight ? o_.in_flight - static_cast<uint32_t>(live_.size()) : 0;
-  // Cache-aware admission: while no request of this worker has yet started
-  // with a given first block, only one such request is admitted per
-  // iteration; the others wait one iteration and then find its published
-  // prefix instead of computing the same rows side by side (SGLang's
-  // in-batch prefix deduplication). With reuse off nothing waits.
+  // Cache-aware admission (first_block_seeds.hpp). With reuse off nothing
+  // waits.
   std::vector<PendingRequest> fresh, deferred;
-  std::set<FirstBlockKey> batch_keys;
   while (!ready_.empty() && (budget >= ready_.front().branches || (live_.empty() && fresh.empty()))) {
     PendingRequest p = std::move(ready_.front());
     ready_.pop_front();
@@ -32,18 +28,15 @@ Status EngineLoop::admit() {
       deferred.push_back(std::move(p));
       continue;
     }
-    if (o_.reuse && p.prompt.size() > P_) {
-      FirstBlockKey key{p.job->namespace_name, std::vector<TokenId>(p.prompt.begin(), p.prompt.begin() + P_)};
-      if (!seeded_keys_.contains(key) && !batch_keys.insert(std::move(key)).second) {
-        deferred.push_back(std::move(p));
-        continue;
-      }
+    if (o_.reuse && seeds_.defers(p.job->namespace_name, p.prompt, P_)) {
+      deferred.push_back(std::move(p));
+      continue;
     }
     budget -= std::min(budget, p.branches);
     fresh.push_back(std::move(p));
   }
   for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) ready_.push_front(std::move(*it));
-  seeded_keys_.insert(batch_keys.begin(), batch_keys.end());
+  seeds_.end_round();
   if (fresh.empty()) return release_receipts();
 
   // 1. One reuse message for every new request: the node runs the

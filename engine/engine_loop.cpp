@@ -219,7 +219,7 @@ Status EngineLoop::reauthorize_if_stale() {
   // still current is answered as it is). The first-block keys seeded under
   // the old generation seed nothing under the new one.
   KVRT_TRY(authorize_namespaces());
-  seeded_keys_.clear();
+  seeds_.clear();
   ++result_.reauthorizations;
   // Weights no namespace and no running request uses any more go.
   std::set<const model::ReferenceModel*> in_use;

@@ -24,6 +24,7 @@
 #include "actors/client.hpp"
 #include "engine/engine_session.hpp"
 #include "engine/engine_worker.hpp"
+#include "engine/first_block_seeds.hpp"
 #include "engine/model/model_variants.hpp"
 #include "engine/pending_request.hpp"
 
@@ -75,7 +76,6 @@ class EngineLoop {
     RequestFence fence;
     model::SequenceBlocks blocks;  // slots[g][j]
   };
-  using FirstBlockKey = std::pair<std::string, std::vector<TokenId>>;  // (namespace, first P tokens)
   // The weights a new request of the namespace computes with: its view's
   // (the base before any grant, on the private path).
   const model::ReferenceModel& current_model(const std::string& namespace_name) const;
@@ -141,8 +141,6 @@ class EngineLoop {
   Status recover(const Error& lost);
   Status requeue_unfinished();
   Status serve_pending_privately(const PendingRequest& p);
-  Status serve_one_privately(const workload::Job& job, uint32_t turn, std::span<const TokenId> prompt, uint32_t branch,
-                             uint32_t decode_tokens, std::vector<TokenId>* tokens_out);
   Status ensure_private_cache();
   // What of this worker's share finished through the node: by job, the
   // (turn, branch) pairs, and a chat job's latest history.
@@ -161,7 +159,7 @@ class EngineLoop {
   std::vector<const workload::Job*> jobs_;
   uint32_t P_, groups_;
   uint64_t row_bytes_;
-  std::set<FirstBlockKey> seeded_keys_;
+  FirstBlockSeeds seeds_;
   bool grants_stale_ = false;  // note_stale_generation since the last authorization
   std::deque<PendingRequest> ready_;
   std::vector<LiveRequest> live_;

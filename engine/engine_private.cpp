@@ -13,33 +13,17 @@
 
 #include "engine/engine_loop.hpp"
 #include "engine/engine_replay.hpp"
+#include "engine/private_generation.hpp"
 
 namespace kvrt::engine {
-
-Status EngineLoop::serve_one_privately(const workload::Job& job, uint32_t turn, std::span<const TokenId> prompt,
-                                       uint32_t branch, uint32_t decode_tokens, std::vector<TokenId>* tokens_out) {
-  std::vector<TokenId> tokens;
-  KVRT_TRY_ASSIGN(tokens, generate_without_reuse(current_model(job.namespace_name), *replay_cache_, prompt, branch,
-                                                 prompt.size() + decode_tokens));
-  ++result_.requests;
-  ++result_.requests_served_privately;
-  result_.prompt_tokens += prompt.size();
-  result_.prefill_rows_computed += prompt.size();
-  result_.decode_rows_computed += decode_tokens - 1;
-  result_.decode_tokens += decode_tokens;
-  if (tokens_out != nullptr) *tokens_out = std::move(tokens);
-  if (o_.on_progress)
-    o_.on_progress(EngineProgress{result_.requests, result_.requests_total,
-                                  result_.prefill_rows_computed + result_.decode_rows_computed});
-  return Status::success();
-}
 
 Status EngineLoop::serve_pending_privately(const PendingRequest& p) {
   const Finished& f = finished_[p.job];
   std::vector<TokenId> tokens;
   for (uint32_t b = 0; b < p.branches; ++b) {
     if (f.requests.contains({p.turn, b})) continue;
-    KVRT_TRY(serve_one_privately(*p.job, p.turn, p.prompt, b, p.decode_tokens, &tokens));
+    KVRT_TRY_ASSIGN(tokens, serve_privately(current_model(p.job->namespace_name), *replay_cache_, p.prompt, b,
+                                            p.decode_tokens, o_, result_));
     Finished& done = finished_[p.job];
     done.requests.emplace(p.turn, b);
     if (p.job->kind == workload::JobKind::chat) done.history = tokens;
@@ -90,31 +74,21 @@ Status EngineLoop::requeue_unfinished() {
 }
 
 Status EngineLoop::recover(const Error& lost) {
-  result_.session_lost = lost.describe();
-  ++result_.sessions_lost;
-  if (o_.on_session_lost) o_.on_session_lost(lost);
+  note_session_lost(lost, o_, result_);
   KVRT_TRY(ensure_private_cache());
   // Requests the node had admitted are checked against the private
-  // generation (serve_one_privately) before their state goes.
+  // generation before their state goes.
   for (const LiveRequest& r : live_) {
     if (r.failed || r.generated == 0 || finished_[r.job].requests.contains({r.turn, r.branch})) continue;
-    std::vector<TokenId> tokens;
-    KVRT_TRY_ASSIGN(tokens,
-                    generate_without_reuse(r.weights(), *replay_cache_, std::span(r.tokens).first(r.prompt_tokens),
-                                           r.branch, r.tokens.size()));
-    if (!std::equal(tokens.begin(), tokens.end(), r.tokens.begin())) {
-      ++result_.token_mismatches;
-      if (result_.first_mismatch.empty())
-        result_.first_mismatch = o_.worker_name + " job " + std::to_string(r.job->id) + " turn " +
-                                 std::to_string(r.turn) +
-                                 ": tokens decoded through the lost node differ from the private generation";
-    }
+    KVRT_TRY(check_decoded_through_lost_node(r.weights(), *replay_cache_, r.tokens, r.prompt_tokens, r.branch,
+                                             "job " + std::to_string(r.job->id) + " turn " + std::to_string(r.turn), o_,
+                                             result_));
   }
   // Nothing of the lost session is released or published: it went with
   // the node (or the node reclaimed it).
   live_.clear();
   session_->abandon_reuse_ends();
-  seeded_keys_.clear();
+  seeds_.clear();
   KVRT_TRY(requeue_unfinished());
   while (!ready_.empty()) {
     if (rebind_) {

@@ -36,9 +36,11 @@
 #include <thread>
 
 #include "engine/engine_replay.hpp"
+#include "engine/first_block_seeds.hpp"
 #include "engine/model/model_kv_cache.hpp"
 #include "engine/owner_call_timing.hpp"
 #include "engine/pending_request.hpp"
+#include "engine/private_generation.hpp"
 #include "engine/table_entries.hpp"
 
 namespace kvrt::engine {
@@ -56,8 +58,6 @@ struct QueuedRequest {
   PendingRequest p;
   uint32_t branch = 0;  // the first token's rank
 };
-
-using FirstBlockKey = std::pair<std::string, std::vector<TokenId>>;  // (namespace, first P tokens)
 
 struct SlotRequest {
   QueuedRequest q;
@@ -212,11 +212,10 @@ class VirtualEngine {
     std::vector<ViewPage> ahead;  // pages of the new slots, mapped in the background
     const size_t first_new = live_.size();
     std::vector<QueuedRequest> deferred;
-    std::set<FirstBlockKey> batch_keys;
     while (!admission_held_ && !ready_.empty() && live_.size() + binding.size() < o_.in_flight) {
       QueuedRequest q = std::move(ready_.front());
       ready_.pop_front();
-      if (defers(q.p, batch_keys)) {
+      if (defers(q.p)) {
         deferred.push_back(std::move(q));
         continue;
       }
@@ -226,7 +225,7 @@ class VirtualEngine {
                        static_cast<uint32_t>(p.prompt.size() + p.decode_tokens));
     }
     for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) ready_.push_front(std::move(*it));
-    seeded_keys_.insert(batch_keys.begin(), batch_keys.end());
+    seeds_.end_round();
     if (ops.empty()) return release_tier();
     Result<MapperBatchReceipt> answered = call(ops, false);
     if (!answered.ok()) {
@@ -293,16 +292,11 @@ class VirtualEngine {
     return release_tier();
   }
 
-  // Cache-aware admission, as in the paged loop: while no request of this
-  // worker has started with a given first block, one such request is bound
-  // per iteration and the others wait, to find its published prompt rather
-  // than compute the same rows side by side. Without reuse nothing waits.
-  bool defers(const PendingRequest& p, std::set<FirstBlockKey>& batch_keys) const {
-    if (pools_ == nullptr || !reusable_.contains(p.job->namespace_name)) return false;
-    const uint32_t P = pools_->layout().allocator_block_size;
-    if (p.prompt.size() <= P) return false;
-    FirstBlockKey key{p.job->namespace_name, std::vector<TokenId>(p.prompt.begin(), p.prompt.begin() + P)};
-    return !seeded_keys_.contains(key) && !batch_keys.insert(std::move(key)).second;
+  // Cache-aware admission (first_block_seeds.hpp), in the namespaces whose
+  // prompts go through the prompt tier; elsewhere nothing waits.
+  bool defers(const PendingRequest& p) {
+    return pools_ != nullptr && reusable_.contains(p.job->namespace_name) &&
+           seeds_.defers(p.job->namespace_name, p.prompt, pools_->layout().allocator_block_size);
   }
 
   // The namespaces this run's rows may be reused in and published into:
@@ -660,25 +654,15 @@ class VirtualEngine {
   // checked: the tokens they decoded through it must be the private ones.
   // No reconnection: the rest of the share stays private.
   Status serve_rest_privately(const Error& why) {
-    result_.session_lost = why.describe();
-    ++result_.sessions_lost;
-    if (o_.on_session_lost) o_.on_session_lost(why);
+    note_session_lost(why, o_, result_);
     if (ahead_.valid()) (void)ahead_.get();  // the view's background batch, whatever it answers
     KVRT_TRY(ensure_replay_cache());
     std::deque<QueuedRequest> rest;
     for (SlotRequest& r : live_) {
-      if (r.generated > 0) {
-        std::vector<TokenId> tokens;
-        KVRT_TRY_ASSIGN(tokens,
-                        generate_without_reuse(model_, *replay_cache_, r.q.p.prompt, r.q.branch, r.tokens.size()));
-        if (!std::equal(tokens.begin(), tokens.end(), r.tokens.begin())) {
-          ++result_.token_mismatches;
-          if (result_.first_mismatch.empty())
-            result_.first_mismatch = o_.worker_name + " job " + std::to_string(r.q.p.job->id) + " turn " +
-                                     std::to_string(r.q.p.turn) +
-                                     ": tokens decoded through the lost node differ from the private generation";
-        }
-      }
+      if (r.generated > 0)
+        KVRT_TRY(check_decoded_through_lost_node(
+            model_, *replay_cache_, r.tokens, static_cast<uint32_t>(r.q.p.prompt.size()), r.q.branch,
+            "job " + std::to_string(r.q.p.job->id) + " turn " + std::to_string(r.q.p.turn), o_, result_));
       rest.push_back(std::move(r.q));
     }
     for (QueuedRequest& q : ready_) rest.push_back(std::move(q));
@@ -690,21 +674,12 @@ class VirtualEngine {
     while (!rest.empty()) {
       const QueuedRequest q = std::move(rest.front());
       rest.pop_front();
-      const size_t total = q.p.prompt.size() + q.p.decode_tokens;
       std::vector<TokenId> tokens;
-      KVRT_TRY_ASSIGN(tokens, generate_without_reuse(model_, *replay_cache_, q.p.prompt, q.branch, total));
-      ++result_.requests;
-      ++result_.requests_served_privately;
-      result_.prompt_tokens += q.p.prompt.size();
-      result_.prefill_rows_computed += q.p.prompt.size();
-      result_.decode_rows_computed += q.p.decode_tokens - 1;
-      result_.decode_tokens += q.p.decode_tokens;
+      KVRT_TRY_ASSIGN(tokens,
+                      serve_privately(model_, *replay_cache_, q.p.prompt, q.branch, q.p.decode_tokens, o_, result_));
       const workload::Job& job = *q.p.job;
       if (job.kind == workload::JobKind::chat && q.p.turn + 1 < job.turns.size())
         rest.push_back({turn_request(job, q.p.turn + 1, tokens)});
-      if (o_.on_progress)
-        o_.on_progress(EngineProgress{result_.requests, result_.requests_total,
-                                      result_.prefill_rows_computed + result_.decode_rows_computed});
     }
     return Status::success();
   }
@@ -748,10 +723,10 @@ class VirtualEngine {
   // so an entry is never ahead of the view.
   std::vector<uint64_t> shown_;
   // The prompt tier: namespaces whose rows this run may reuse and publish
-  // (their generation), first-block keys of requests already bound, the
+  // (their generation), first blocks of requests already bound, the
   // allocations to release next, and one funnel record per admitted attempt.
   std::map<std::string, NamespaceGeneration> reusable_;
-  std::set<FirstBlockKey> seeded_keys_;
+  FirstBlockSeeds seeds_;
   std::vector<std::pair<RequestFence, ReleaseReason>> tier_held_;
   ReuseFunnel funnel_;
   uint32_t stalled_steps_ = 0;   // infeasible steps in a row
