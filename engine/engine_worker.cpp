@@ -86,20 +86,15 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
 // view of the node's page pool. With reuse, the node's block pools are
 // attached too: they hold the published prompt rows that hits are copied
 // from and that each prompt's computed rows are copied into. No
-// reconnection: a lost node ends the run with its error (the slots and
-// pages went with it).
+// reconnection: a lost node sends the rest of the share down the private
+// path (the slots and pages went with it).
 Result<EngineResult> run_virtual_worker(const NodeDescriptor& node, const EngineOptions& options,
                                         const CacheLayoutManifest& layout, const model::ReferenceModel& model) {
-  if (!node.mapper)
-    return make_error(ErrorCode::config_field,
-                      "layout '" + layout.manifest_id +
-                          "' declares physical_mode = \"virtual_pages\" but the node serves no [mapper]",
-                      "mapper");
+  Result<MapperPoolView> view = VirtualModelKvCache::attach_view(node, layout);
+  if (!view.ok()) return view.error();
   NodeBinding b;
   KVRT_TRY_ASSIGN(b.session, connect_session(node, options.token_hex, layout, options));
   if (options.reuse) KVRT_TRY(attach_pools(b, layout));
-  Result<MapperPoolView> view = MapperPoolView::attach(*node.mapper);
-  if (!view.ok()) return view.error();
   std::unique_ptr<VirtualModelKvCache> cache;
   KVRT_TRY_ASSIGN(cache, VirtualModelKvCache::create(layout, *view));
   return engine::run_virtual_engine(*b.session, *view, *cache, b.cache.get(), model, options, jobs_of(options));

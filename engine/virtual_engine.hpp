@@ -35,8 +35,10 @@
 
 namespace kvrt::engine {
 
-// Serves `jobs` through `session`'s mapper owner. Errors: the round trips'
-// (node_lost, session_ended), a receipt that does not answer its batch
+// Serves `jobs` through `session`'s mapper owner. A lost session (node_lost,
+// session_ended) sends the rest of the share down the private path when
+// options.serve_privately_on_loss, and is the run's error otherwise. Other
+// errors: the round trips', a receipt that does not answer its batch
 // (invariant_violated), run_stalled when the mapper cannot back the
 // requests for 30 s.
 // `pools`: the node's block pools mapped as a cache, or null for no reuse

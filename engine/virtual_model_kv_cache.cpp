@@ -97,4 +97,13 @@ Status VirtualModelKvCache::read_canonical_row(uint32_t group_index, uint32_t sl
   return Status::success();
 }
 
+Result<MapperPoolView> VirtualModelKvCache::attach_view(const NodeDescriptor& node, const CacheLayoutManifest& layout) {
+  if (!node.mapper)
+    return make_error(ErrorCode::config_field,
+                      "layout '" + layout.manifest_id +
+                          "' declares physical_mode = \"virtual_pages\" but the node serves no [mapper]",
+                      "mapper");
+  return MapperPoolView::attach(*node.mapper);
+}
+
 }  // namespace kvrt

@@ -18,6 +18,7 @@
 
 #include "engine/model/model_kv_cache.hpp"
 #include "services/mapper/mapper_view.hpp"
+#include "services/session/node_descriptor.hpp"
 
 namespace kvrt {
 
@@ -30,6 +31,10 @@ class VirtualModelKvCache final : public model::ModelKvCache {
   // not divide T_max, or a slot's range is padded (R != T_max B_row).
   // `view` must outlive the cache.
   static Result<std::unique_ptr<VirtualModelKvCache>> create(const CacheLayoutManifest& layout, MapperPoolView& view);
+  // This process's view of the page pool of `node`'s mapper owner, for a
+  // layout of virtual pages. Errors: config_field ("mapper") when the node
+  // serves no [mapper]; MapperPoolView::attach's.
+  static Result<MapperPoolView> attach_view(const NodeDescriptor& node, const CacheLayoutManifest& layout);
 
   uint32_t blocks_per_slot() const { return blocks_per_slot_; }  // T_max / P_a
   // The table of request slot s: blocks [s n, (s + 1) n) in group 0.

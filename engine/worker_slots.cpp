@@ -2,16 +2,13 @@
 
 #include <unistd.h>
 
+#include <iterator>
+
 namespace kvrt {
 
 Result<std::unique_ptr<WorkerSlots>> WorkerSlots::attach(const NodeDescriptor& node, const CacheLayoutManifest& layout,
                                                          EngineSession& session) {
-  if (!node.mapper)
-    return make_error(ErrorCode::config_field,
-                      "layout '" + layout.manifest_id +
-                          "' declares physical_mode = \"virtual_pages\" but the node serves no [mapper]",
-                      "mapper");
-  Result<MapperPoolView> view = MapperPoolView::attach(*node.mapper);
+  Result<MapperPoolView> view = VirtualModelKvCache::attach_view(node, layout);
   if (!view.ok()) return view.error();
   // The mapper keys bindings by request id across every session of the
   // node: this process's ids carry its pid and the top bit, which the engine
@@ -22,14 +19,40 @@ Result<std::unique_ptr<WorkerSlots>> WorkerSlots::attach(const NodeDescriptor& n
   return slots;
 }
 
-Status WorkerSlots::flush(const TraceContext& trace) {
-  if (queued_.empty()) return Status::success();
-  std::vector<MapperOp> ops = std::move(queued_);
+Result<std::vector<MapperOutcome>> WorkerSlots::send(std::vector<MapperOp> ops, const TraceContext& trace) {
+  std::vector<MapperOp> all = std::move(queued_);
   queued_.clear();
+  const size_t queued = all.size();
+  all.insert(all.end(), std::make_move_iterator(ops.begin()), std::make_move_iterator(ops.end()));
+  if (all.empty()) return std::vector<MapperOutcome>{};
   MapperBatchReceipt receipt;
-  KVRT_TRY_ASSIGN(receipt, call(std::move(ops), trace));
-  for (const MapperOutcome& o : receipt.outcomes)
-    if (const auto* e = std::get_if<Error>(&o)) return *e;
+  KVRT_TRY_ASSIGN(receipt, session_.mapper(MapperBatch{trace, std::move(all)}));
+  for (size_t i = 0; i < queued; ++i)
+    if (const auto* e = std::get_if<Error>(&receipt.outcomes[i])) return *e;
+  return std::vector<MapperOutcome>(std::make_move_iterator(receipt.outcomes.begin() + queued),
+                                    std::make_move_iterator(receipt.outcomes.end()));
+}
+
+Result<WorkerSlots::Stepped> WorkerSlots::take_step(const MapperOutcome& outcome) {
+  if (const auto* e = std::get_if<Error>(&outcome)) {
+    if (e->code != ErrorCode::os_mapping_failed) return *e;
+    ++counts_.steps_undone;
+    return Stepped::undone;
+  }
+  const auto* s = std::get_if<StepResult>(&outcome);
+  if (s == nullptr) return make_error(ErrorCode::invariant_violated, "a step answered without a result", "step");
+  ++counts_.steps;
+  if (s->feasibility != MappingFeasibility::ready) {
+    ++counts_.steps_short;
+    return Stepped::short_of_handles;
+  }
+  for (const MappedFrontierReceipt& f : s->receipts) counts_.pages_mapped += f.new_mappings.size();
+  KVRT_TRY(view_.apply(*s));
+  return Stepped::mapped;
+}
+
+Status WorkerSlots::flush(const TraceContext& trace) {
+  KVRT_TRY(send({}, trace));
   return Status::success();
 }
 
@@ -46,12 +69,11 @@ Result<std::vector<std::optional<WorkerSlots::Slot>>> WorkerSlots::bind(std::spa
                                                                         const TraceContext& trace) {
   if (reserve.size() != rows.size())
     return make_error(ErrorCode::invalid_argument, "one row count per reservation", "rows");
-  // One message: the queued appends and frees, then the bindings, then a
-  // step per binding (ops apply in order, so each step finds its slot bound;
-  // the step of a binding that was refused answers unknown_request).
-  std::vector<MapperOp> ops = std::move(queued_);
-  queued_.clear();
-  const size_t queued = ops.size(), n = reserve.size();
+  // The bindings, then a step per binding (ops apply in order, so each step
+  // finds its slot bound; the step of a binding that was refused answers
+  // unknown_request, and is not read).
+  const size_t n = reserve.size();
+  std::vector<MapperOp> ops;
   std::vector<RequestId> ids;
   for (uint32_t tokens : reserve) {
     ids.push_back(RequestId{next_request_++});
@@ -60,44 +82,28 @@ Result<std::vector<std::optional<WorkerSlots::Slot>>> WorkerSlots::bind(std::spa
   for (size_t i = 0; i < n; ++i)
     ops.emplace_back(std::in_place_type<MapperStepOp>, std::vector<StepRequest>{StepRequest{ids[i], rows[i]}},
                      MappingPath::synchronous);
-  MapperBatchReceipt receipt;
-  KVRT_TRY_ASSIGN(receipt, call(std::move(ops), trace));
-  for (size_t i = 0; i < queued; ++i)
-    if (const auto* e = std::get_if<Error>(&receipt.outcomes[i])) return *e;
+  std::vector<MapperOutcome> outcomes;
+  KVRT_TRY_ASSIGN(outcomes, send(std::move(ops), trace));
   std::vector<std::optional<Slot>> out(n);
   for (size_t i = 0; i < n; ++i) {
-    const MapperOutcome& bound = receipt.outcomes[queued + i];
-    if (const auto* e = std::get_if<Error>(&bound)) {
+    if (const auto* e = std::get_if<Error>(&outcomes[i])) {
       if (e->code != ErrorCode::slots_exhausted) return *e;
       ++counts_.slots_exhausted;  // other workers hold every slot now
       continue;
     }
-    const auto* b = std::get_if<SlotBinding>(&bound);
+    const auto* b = std::get_if<SlotBinding>(&outcomes[i]);
     if (b == nullptr) return make_error(ErrorCode::invariant_violated, "alloc answered without a slot", "slot");
     // Pages the slot kept from its previous owner, whose steps this view
     // may never have seen (0x06E).
     KVRT_TRY(view_.bind(*b));
     if (b->retained_mapping_reused) ++counts_.retained_slot_reuses;
-    out[i] = Slot{ids[i], b->generation, b->slot.value};
-    const MapperOutcome& stepped = receipt.outcomes[queued + n + i];
-    if (const auto* e = std::get_if<Error>(&stepped); e != nullptr && e->code == ErrorCode::os_mapping_failed) {
-      ++counts_.steps_undone;  // nothing of it stayed mapped: the slot goes back, its request waits
-      free(*out[i]);
-      out[i].reset();
-      continue;
-    }
-    if (const auto* e = std::get_if<Error>(&stepped)) return *e;
-    const auto* st = std::get_if<StepResult>(&stepped);
-    if (st == nullptr) return make_error(ErrorCode::invariant_violated, "a step answered without a result", "step");
-    ++counts_.steps;
-    if (st->feasibility != MappingFeasibility::ready) {
-      ++counts_.steps_short;
-      free(*out[i]);  // nothing mapped for it: the slot goes back, its request waits
-      out[i].reset();
-      continue;
-    }
-    for (const MappedFrontierReceipt& f : st->receipts) counts_.pages_mapped += f.new_mappings.size();
-    KVRT_TRY(view_.apply(*st));
+    const Slot slot{ids[i], b->generation, b->slot.value};
+    Stepped stepped;
+    KVRT_TRY_ASSIGN(stepped, take_step(outcomes[n + i]));
+    if (stepped == Stepped::mapped)
+      out[i] = slot;
+    else
+      free(slot);  // nothing mapped for it: the slot goes back, its request waits
   }
   return out;
 }
@@ -105,36 +111,15 @@ Result<std::vector<std::optional<WorkerSlots::Slot>>> WorkerSlots::bind(std::spa
 Result<std::vector<WorkerSlots::Stepped>> WorkerSlots::step(std::span<const Slot> slots, std::span<const uint32_t> rows,
                                                             const TraceContext& trace) {
   if (slots.size() != rows.size()) return make_error(ErrorCode::invalid_argument, "one row count per slot", "rows");
-  std::vector<MapperOp> ops = std::move(queued_);
-  queued_.clear();
-  const size_t queued = ops.size();
+  std::vector<MapperOp> ops;
   for (size_t i = 0; i < slots.size(); ++i)
     ops.emplace_back(std::in_place_type<MapperStepOp>, std::vector<StepRequest>{StepRequest{slots[i].request, rows[i]}},
                      MappingPath::synchronous);
-  MapperBatchReceipt receipt;
-  KVRT_TRY_ASSIGN(receipt, call(std::move(ops), trace));
-  for (size_t i = 0; i < queued; ++i)
-    if (const auto* e = std::get_if<Error>(&receipt.outcomes[i])) return *e;
-  std::vector<Stepped> ready(slots.size(), Stepped::short_of_handles);
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const MapperOutcome& o = receipt.outcomes[queued + i];
-    if (const auto* e = std::get_if<Error>(&o); e != nullptr && e->code == ErrorCode::os_mapping_failed) {
-      ++counts_.steps_undone;
-      ready[i] = Stepped::undone;
-      continue;
-    }
-    if (const auto* e = std::get_if<Error>(&o)) return *e;
-    const StepResult& s = std::get<StepResult>(o);
-    ++counts_.steps;
-    if (s.feasibility != MappingFeasibility::ready) {
-      ++counts_.steps_short;
-      continue;
-    }
-    for (const MappedFrontierReceipt& f : s.receipts) counts_.pages_mapped += f.new_mappings.size();
-    KVRT_TRY(view_.apply(s));
-    ready[i] = Stepped::mapped;
-  }
-  return ready;
+  std::vector<MapperOutcome> outcomes;
+  KVRT_TRY_ASSIGN(outcomes, send(std::move(ops), trace));
+  std::vector<Stepped> stepped(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) KVRT_TRY_ASSIGN(stepped[i], take_step(outcomes[i]));
+  return stepped;
 }
 
 Result<std::pair<uint32_t, uint32_t>> WorkerSlots::locate(const Slot& slot, uint32_t t) const {

@@ -85,9 +85,12 @@ class WorkerSlots {
  private:
   WorkerSlots(EngineSession& session, MapperPoolView view, uint64_t first_request)
       : session_(session), view_(std::move(view)), next_request_(first_request) {}
-  Result<MapperBatchReceipt> call(std::vector<MapperOp> ops, const TraceContext& trace) {
-    return session_.mapper(MapperBatch{trace, std::move(ops)});
-  }
+  // The queued appends and frees, then `ops`, in one message: the outcomes
+  // of `ops` (a queued op's error is the call's).
+  Result<std::vector<MapperOutcome>> send(std::vector<MapperOp> ops, const TraceContext& trace);
+  // One step op's outcome: its pages into this view, and the counts.
+  // Errors: any but os_mapping_failed (an undone step).
+  Result<Stepped> take_step(const MapperOutcome& outcome);
   // The block and in-block row of slot row t in the cache's block view.
   Result<std::pair<uint32_t, uint32_t>> locate(const Slot& slot, uint32_t t) const;
 
