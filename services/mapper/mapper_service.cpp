@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_map>
 
 namespace kvrt {
 
@@ -78,11 +79,15 @@ void MapperService::plan_next_step() {
   // crosses into a page it lacks; those slots, in the order of the batch's
   // steps and then by slot, are the plan (step() gives the lowest free
   // bundles to its requests in op order, and the plan mirrors that). The
-  // plan is rebuilt after every step, so the newest one covers every active
-  // slot. Whatever the next step does differently it maps synchronously.
+  // plan is rebuilt after every batch with a ready step, so the newest one
+  // covers every active slot. Whatever the next step does differently it
+  // maps synchronously. One pass over the slots, one over the steps.
   const MapperGeometry& geo = mapper_->geometry();
   const uint32_t slots = geo.config().request_slots;
   std::vector<bool> taken(slots, false);
+  std::unordered_map<uint64_t, uint32_t> slot_of;  // active request -> its slot
+  for (uint32_t s = 0; s < slots; ++s)
+    if (mapper_->slot(s).active) slot_of.emplace(mapper_->slot(s).request.value, s);
   std::vector<StepRequest> next;
   const auto consider = [&](uint32_t s) {
     const SlotRecord& slot = mapper_->slot(s);
@@ -92,8 +97,7 @@ void MapperService::plan_next_step() {
       next.push_back(StepRequest{slot.request, slot.target_tokens + 1});
   };
   for (const StepRequest& r : planned_steps_)
-    for (uint32_t s = 0; s < slots; ++s)
-      if (mapper_->slot(s).active && mapper_->slot(s).request == r.request) consider(s);
+    if (const auto it = slot_of.find(r.request.value); it != slot_of.end()) consider(it->second);
   planned_steps_.clear();
   for (uint32_t s = 0; s < slots; ++s) consider(s);
   // A refused plan only means the next step maps synchronously.

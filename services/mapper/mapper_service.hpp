@@ -27,10 +27,11 @@ class MapperService {
  public:
   // Reserves the virtual ranges and creates the page pool (0x06B init); the
   // core maps through a FaultPointBacking over the memfd (faults()). With
-  // `map_ahead`, a PrefetchingBacking sits between them: after every ready
-  // step, the pages the same slots' next decode step (one row further)
-  // would map are mapped by a background thread (0x06D), so that step finds
-  // them in place. The core's decisions, receipts and digest do not change.
+  // `map_ahead`, a PrefetchingBacking sits between them: after every batch
+  // with a ready step, the pages the next decode step of the active slots
+  // (one row further) would map are mapped by a background thread (0x06D),
+  // so that step finds them in place. The core's decisions, receipts and
+  // digest do not change.
   // Errors: those of MapperGeometry::make (a field the arithmetic cannot
   // honour) and of the backing (io when the OS refuses).
   static Result<std::unique_ptr<MapperService>> create(const MapperConfig& config, PoolGeneration generation,
