@@ -118,10 +118,28 @@ Result<std::vector<Admission>> EngineSession::admit(std::span<const AdmissionReq
   return out;
 }
 
+template <class T>
+Result<std::vector<Result<T>>> EngineSession::per_op(const PrefixBatch& batch) {
+  std::vector<Result<T>> out;
+  if (batch.ops.empty()) return out;
+  Result<PrefixBatchReceipt> answered = timed(Owner::prefix_index, batch);
+  if (!answered.ok()) return answered.error();
+  if (answered->outcomes.size() != batch.ops.size())
+    return make_error(ErrorCode::rpc_failed, "the prefix receipt answers another number of ops", "prefix");
+  out.reserve(batch.ops.size());
+  for (PrefixOutcome& o : answered->outcomes) {
+    if (auto* receipt = std::get_if<T>(&o))
+      out.emplace_back(std::move(*receipt));
+    else if (auto* e = std::get_if<Error>(&o))
+      out.emplace_back(std::move(*e));
+    else
+      return make_error(ErrorCode::rpc_failed, "an op was answered with an outcome of another kind", "prefix");
+  }
+  return out;
+}
+
 Result<std::vector<Result<PrefixMatchReceipt>>> EngineSession::lookup(std::span<const AdmissionRequest> requests,
                                                                       const TraceContext& trace) {
-  std::vector<Result<PrefixMatchReceipt>> out;
-  if (requests.empty()) return out;
   PrefixBatch batch{trace, {}};
   for (const AdmissionRequest& r : requests) {
     // Built in place (GCC 12 -Wmaybe-uninitialized on a moved variant temporary).
@@ -131,20 +149,30 @@ Result<std::vector<Result<PrefixMatchReceipt>>> EngineSession::lookup(std::span<
     op.match.logits_path = r.logits_path;
     op.match.identity = r.identity;
   }
-  Result<PrefixBatchReceipt> answered = timed(Owner::prefix_index, batch);
-  if (!answered.ok()) return answered.error();
-  if (answered->outcomes.size() != requests.size())
-    return make_error(ErrorCode::rpc_failed, "the prefix receipt answers another number of ops", "prefix");
-  out.reserve(requests.size());
-  for (PrefixOutcome& o : answered->outcomes) {
-    if (auto* receipt = std::get_if<PrefixMatchReceipt>(&o))
-      out.emplace_back(std::move(*receipt));
-    else if (auto* e = std::get_if<Error>(&o))
-      out.emplace_back(std::move(*e));
-    else
-      return make_error(ErrorCode::rpc_failed, "a peek was answered with a publish receipt", "prefix");
+  return per_op<PrefixMatchReceipt>(batch);
+}
+
+Result<std::vector<Result<RadixSchedulerHandoffReceipt>>> EngineSession::handoff(
+    std::span<const HandoffRequest> requests, const TraceContext& trace) {
+  PrefixBatch batch{trace, {}};
+  for (const HandoffRequest& r : requests) {
+    PrefixHandoffOp& op = std::get<PrefixHandoffOp>(batch.ops.emplace_back(std::in_place_type<PrefixHandoffOp>));
+    op.match.namespace_name = r.ask.namespace_name;
+    op.match.request = r.request;
+    op.match.tokens = r.ask.tokens;
+    op.match.logits_path = r.ask.logits_path;
+    op.match.identity = r.ask.identity;
+    op.free_private_tail_slots = r.free_private_tail_slots;
   }
-  return out;
+  return per_op<RadixSchedulerHandoffReceipt>(batch);
+}
+
+Result<std::vector<Result<HandoffDispositionReceipt>>> EngineSession::dispose_handoffs(
+    std::span<const PrefixHandoffDispositionOp> dispositions, const TraceContext& trace) {
+  PrefixBatch batch{trace, {}};
+  for (const PrefixHandoffDispositionOp& d : dispositions)
+    batch.ops.emplace_back(std::in_place_type<PrefixHandoffDispositionOp>, d);
+  return per_op<HandoffDispositionReceipt>(batch);
 }
 
 void EngineSession::end_reuse(ExecutionSnapshotVersion attempt, bool executed,

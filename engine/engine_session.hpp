@@ -42,6 +42,13 @@ struct AdmissionRequest {
   std::optional<RequestId> slot_request;
 };
 
+// A request the scheduler asks the radix owner about (EngineSession::handoff).
+struct HandoffRequest {
+  AdmissionRequest ask;
+  RequestId request;                     // the engine's id for it: the lease is this request's
+  uint32_t free_private_tail_slots = 0;  // writable rows it owns already (a resumed request) [rows]
+};
+
 // What admission answered for one request: its reuse attempt, then its
 // allocation. Exactly one of `allocation` and `allocation_error` is set.
 struct Admission {
@@ -125,6 +132,19 @@ class EngineSession {
   Result<std::vector<Result<PrefixMatchReceipt>>> lookup(std::span<const AdmissionRequest> requests,
                                                          const TraceContext& trace);
 
+  // The scheduler handoff (0x08G), on a node whose prefix index is the radix
+  // tree: per request, its match frozen into a RadixSchedulerHandoffReceipt
+  // whose path stays locked (0x08D) while the scheduler decides. Each hit's
+  // receipt must then be disposed of (dispose_handoffs): admitted, which
+  // checks it is not stale and keeps the lock until it is released once the
+  // admission holds its blocks, or released when the request is rejected or
+  // deferred. A session's end releases what is left. Per request: its
+  // receipt or typed error (a hash-chain node: invalid_argument).
+  Result<std::vector<Result<RadixSchedulerHandoffReceipt>>> handoff(std::span<const HandoffRequest> requests,
+                                                                    const TraceContext& trace);
+  Result<std::vector<Result<HandoffDispositionReceipt>>> dispose_handoffs(
+      std::span<const PrefixHandoffDispositionOp> dispositions, const TraceContext& trace);
+
   // Steps 9-10 of an admitted request's attempt, queued for the next reuse
   // message: `executed` when the work that read the reused rows ran; a
   // successor (the request's committed full prompt blocks, 0x0CD step 10)
@@ -157,6 +177,10 @@ class EngineSession {
  private:
   template <class Request>
   Result<receipt_of<Request>> timed(Owner owner, const Request& request);
+  // One prefix message of `batch`; each op's outcome as a T or its typed
+  // error (an outcome of another kind is rpc_failed for the whole call).
+  template <class T>
+  Result<std::vector<Result<T>>> per_op(const PrefixBatch& batch);
   // Moves the queued ends to the head of `batch`; returns how many.
   size_t take_ends(ReuseBatch& batch);
   // The answers to `ends` ends at the head of a reuse receipt, into notes_.

@@ -39,11 +39,12 @@ namespace kvrt::codec {
 // envelope to spare (tests/schema decodes it). Input longer than the limit
 // plus a maximal segment table is refused before it is copied. Cap'n Proto
 // counts the root, every struct or list pointer, and the elements of a struct
-// list as one nesting level each. The deepest kvrt messages need 9: an
-// AllocatorBatchReceipt holding a BlockTableView (Envelope, body, outcomes,
-// its elements, the view, groups, one group, its entries, entry.handle) and a
-// PrefixBatchReceipt holding a PrefixMatchReceipt; 16 leaves room for growth
-// and rejects anything pathological.
+// list as one nesting level each. The deepest kvrt messages need 10: a
+// PrefixBatchReceipt holding a RadixSchedulerHandoffReceipt, whose match
+// receipt's bundles hold handles (Envelope, body, outcomes, its elements,
+// the handoff, its match, the bundles, one bundle, its handles, a handle);
+// an AllocatorBatchReceipt holding a BlockTableView needs 9. 16 leaves room
+// for growth and rejects anything pathological.
 struct DecodeLimits {
   uint64_t traversal_limit_words = uint64_t{1} << 23;  // [8-byte words]
   uint32_t nesting_limit = 16;                         // [pointer levels]

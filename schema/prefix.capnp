@@ -124,12 +124,82 @@ struct PrefixPeekOp {
   match @0 :PrefixMatchOp;
 }
 
+struct PrefixHandoffOp {
+  # The scheduler handoff of 0x08G, answered by the radix index owner only:
+  # the match of `match` (stamps and split as a match, 0x08B) frozen into a
+  # RadixSchedulerHandoffReceipt, and a lock reference on the matched path
+  # (0x08D) held for the session until the scheduler disposes of it. The
+  # receipt is a physical fact, not a schedule: the engine's scheduler
+  # decides (FCFS, LPM, deadlines, ...) and must then admit or release.
+  # The hash-chain owner refuses it (invalid_argument, field "handoff").
+  match @0 :PrefixMatchOp;
+  freePrivateTailSlots @1 :UInt32;
+  # Writable rows the request already owns at its private tail; they lower
+  # the new-block estimate (0x08G new_physical_blocks) [rows].
+}
+
+enum HandoffDisposition {
+  # What the scheduler did with a handoff (0x08G: "if M5.2 admits the request,
+  # it retains or exchanges the lock ...; if it rejects or defers the request,
+  # it must release the lease").
+  admit @0;    # the receipt is checked against the tree (stale_tree_version,
+               # receipt_tampered, path_slot_mismatch, unknown_lease) and the
+               # lock is retained for the admitted request until it is released
+  release @1;  # the lock ends: a rejected or deferred request, or an admitted
+               # one whose blocks the allocator now references
+}
+
+struct PrefixHandoffDispositionOp {
+  receipt @0 :RadixSchedulerHandoffReceipt;   # as the node answered it
+  disposition @1 :HandoffDisposition;
+}
+
 struct PrefixOp {
   union {
     match @0 :PrefixMatchOp;
     publish @1 :PrefixPublishOp;
     peek @2 :PrefixPeekOp;
+    handoff @3 :PrefixHandoffOp;
+    handoffDisposition @4 :PrefixHandoffDispositionOp;
   }
+}
+
+struct RadixSchedulerHandoffReceipt {
+  # RadixSchedulerHandoffReceipt (0x08G) as the node's radix owner answers a
+  # PrefixHandoffOp: the match frozen with the path it read and the lock that
+  # protects it. Over the allocator's pools a page of P_a rows is the unit
+  # the tree stores (0x08A, page size P_a), so the spec's prefix_slot_ids
+  # are the match's block bundles (match.matchedGroupHandles) and the
+  # matched tokens are match.runtimeHitTokens. scheduler_owner = "M5.2" and
+  # policy_decision = None are constants of the type (covered by the digest,
+  # services/radix/radix_handoff_receipt.hpp).
+  #
+  # treeVersion is the tree's retraction version (v_tree of 0x0CD): it moves
+  # whenever cached tokens leave the tree (an eviction, a withdrawn adoption,
+  # a namespace generation retired). An admission of a receipt from another
+  # version is refused as stale_tree_version, and the scheduler asks again.
+  # A split or an insertion moves no cached token and does not stale it.
+  match @0 :PrefixMatchReceipt;                                   # the lookup, digest included
+  treeVersion @1 :UInt64 $Kvrt.type("TreeVersion");               # v_tree the match read
+  pathNodeIds @2 :List(UInt64) $Kvrt.type("RadixNodeId");          # non-root nodes root -> terminal
+  terminalNodeId @3 :UInt64 $Kvrt.type("RadixNodeId");            # the node the hit ends at; 0: the root (a miss)
+  suffixInterval @4 :Common.TokenInterval;                        # prompt rows still to compute [tokens]
+  lockLeaseId @5 :UInt64 $Kvrt.type("LeaseId");                   # the lock reference on the path (0x08D)
+  lockRequiredUntilSchedulerDisposition @6 :Bool;                 # always true: admit or release it
+  freePrivateTailSlots @7 :UInt32;                                # as the op gave it [rows]
+  newUsefulKvBytes @8 :UInt64;          # (S_prompt - matched) * B_row [bytes]
+  newPhysicalBlocks @9 :UInt32;         # ceil(max(to_compute - free tail, 0) / P) [blocks]
+  newPhysicalCapacityBytes @10 :UInt64; # new_physical_blocks * P * B_row [bytes]
+  receiptSha256 @11 :Data $Kvrt.type("Sha256Digest");            # canonical digest of every other field
+}
+
+struct HandoffDispositionReceipt {
+  # The answer to a PrefixHandoffDispositionOp.
+  requestId @0 :UInt64 $Kvrt.type("RequestId");
+  lockLeaseId @1 :UInt64 $Kvrt.type("LeaseId");
+  disposition @2 :HandoffDisposition;
+  treeVersion @3 :UInt64 $Kvrt.type("TreeVersion");               # v_tree when it was disposed of
+  pathNodeIds @4 :List(UInt64) $Kvrt.type("RadixNodeId");          # the locked path now (a split may add nodes)
 }
 
 struct PrefixPublishReceipt {
@@ -145,6 +215,8 @@ struct PrefixOutcome {
     error @0 :Common.TypedError;
     matchReceipt @1 :PrefixMatchReceipt;
     publishReceipt @2 :PrefixPublishReceipt;
+    handoffReceipt @3 :RadixSchedulerHandoffReceipt;
+    handoffDisposition @4 :HandoffDispositionReceipt;
   }
 }
 

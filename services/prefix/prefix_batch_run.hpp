@@ -3,7 +3,7 @@
 // an index owner and the allocator owner. Both index owners answer the
 // prefix route with it: the hash chain (PrefixService) and the radix index
 // (RadixBlockService). A lookup (a match or a side-effect-free
-// peek) is answered at once; a publication is three
+// peek) and a scheduler handoff or its disposition are answered at once; a publication is three
 // phases across the two owners:
 //
 //   phase     request to the allocator        answer
@@ -78,6 +78,16 @@ class PrefixBatchRun {
       }
       if (const auto* p = std::get_if<PrefixPeekOp>(&op)) {
         Result<PrefixMatchReceipt> r = index_.peek(session_, p->match);
+        receipt_.outcomes.push_back(r.ok() ? PrefixOutcome(std::move(*r)) : PrefixOutcome(r.error()));
+        continue;
+      }
+      if (const auto* h = std::get_if<PrefixHandoffOp>(&op)) {
+        Result<RadixSchedulerHandoffReceipt> r = index_.handoff(session_, *h);
+        receipt_.outcomes.push_back(r.ok() ? PrefixOutcome(std::move(*r)) : PrefixOutcome(r.error()));
+        continue;
+      }
+      if (const auto* d = std::get_if<PrefixHandoffDispositionOp>(&op)) {
+        Result<HandoffDispositionReceipt> r = index_.dispose_handoff(session_, *d);
         receipt_.outcomes.push_back(r.ok() ? PrefixOutcome(std::move(*r)) : PrefixOutcome(r.error()));
         continue;
       }

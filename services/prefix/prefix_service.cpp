@@ -62,6 +62,21 @@ Result<PrefixMatchReceipt> PrefixService::match(SessionId session, const PrefixM
   return r;
 }
 
+namespace {
+Error no_handoff() {
+  return make_error(ErrorCode::invalid_argument,
+                    "this node's prefix index is the hash chain ([node] prefix_index = \"hash_chain\"); the scheduler "
+                    "handoff (0x08G) locks a radix path: run the node with prefix_index = \"radix\"",
+                    "handoff");
+}
+}  // namespace
+
+Result<RadixSchedulerHandoffReceipt> PrefixService::handoff(SessionId, const PrefixHandoffOp&) { return no_handoff(); }
+
+Result<HandoffDispositionReceipt> PrefixService::dispose_handoff(SessionId, const PrefixHandoffDispositionOp&) {
+  return no_handoff();
+}
+
 Result<PrefixMatchReceipt> PrefixService::peek(SessionId session, const PrefixMatchOp& op) {
   // The hash chain's lookup is const already: a peek differs from a match
   // only in what it counts (nothing of the lookup or reuse funnel).

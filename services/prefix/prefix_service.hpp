@@ -73,6 +73,11 @@ class PrefixService {
   // The same lookup without side effects (PrefixPeekOp): the receipt match()
   // would answer now, counted only as a peek.
   Result<PrefixMatchReceipt> peek(SessionId session, const PrefixMatchOp& op);
+  // The scheduler handoff of 0x08G is the radix owner's: a hash chain has
+  // no path to lock or tree version to freeze. Both answer invalid_argument
+  // (field "handoff") and change nothing.
+  Result<RadixSchedulerHandoffReceipt> handoff(SessionId session, const PrefixHandoffOp& op);
+  Result<HandoffDispositionReceipt> dispose_handoff(SessionId session, const PrefixHandoffDispositionOp& op);
   // Phase 1: authorization and argument checks; ok means "read the table".
   Status check_publication(SessionId session, const PrefixPublishOp& op) const;
   // Phase 2: decide the entries against the allocator's table view.
@@ -134,8 +139,7 @@ class PrefixService {
   // recorded.
   Status check_tail_block(const PrefixPublishOp& op, const BlockTableView& table) const;
   // The lookup of an authorized op and its receipt, digest included.
-  Result<PrefixMatchReceipt> receipt_for(SessionId session, const PrefixMatchOp& op,
-                                         const BlockExtrasPlan& plan) const;
+  Result<PrefixMatchReceipt> receipt_for(SessionId session, const PrefixMatchOp& op, const BlockExtrasPlan& plan) const;
   // check_publication's checks; the authorized plan when they pass.
   Result<BlockExtrasPlan> publication_plan(SessionId session, const PrefixPublishOp& op) const;
 

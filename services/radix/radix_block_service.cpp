@@ -9,6 +9,7 @@
 #include "services/prefix/prefix_match_receipt.hpp"
 #include "services/prefix/publication_range.hpp"
 #include "services/prefix/request_identity.hpp"
+#include "services/radix/radix_handoff_receipt.hpp"
 
 namespace kvrt {
 
@@ -20,7 +21,8 @@ Result<RadixBlockService> RadixBlockService::create(const CacheLayoutManifest& l
   if (!index.ok()) return index.error();
   Result<ChainHasher> hasher = ChainHasher::create(layout.hash_family, layout.allocator_block_size);
   if (!hasher.ok()) return hasher.error();
-  return RadixBlockService(std::move(index).value(), layout.digest(), groups, std::move(hasher).value());
+  return RadixBlockService(std::move(index).value(), layout.digest(), groups, layout.row_bytes(),
+                           std::move(hasher).value());
 }
 
 void RadixBlockService::set_event_sink(KvEventSink* sink) {
@@ -199,19 +201,136 @@ ReusePathLeaseAnswer RadixBlockService::lease_path(SessionId session, const Reus
     if (at == now.end()) return refuse("node " + std::to_string(id.value) + " is no longer on the path");
     ++at;
   }
-  if (Status locked = index_.lock_path(*terminal); !locked.ok()) return refuse(locked.error().describe());
-  const LeaseId lease = OwnerLeaseId::path_lease(next_path_lease_++).id();
-  path_leases_[lease.value] = PathLease{session, *terminal};
-  ++path_leases_granted_;
-  return ReusePathLeaseAnswer{lease, ""};
+  Result<LeaseId> lease = lock_for(session, *terminal, PathLeaseKind::reuse);
+  if (!lease.ok()) return refuse(lease.error().describe());
+  return ReusePathLeaseAnswer{*lease, ""};
 }
 
 bool RadixBlockService::release_path(SessionId session, LeaseId lease) {
   const auto it = path_leases_.find(lease.value);
-  if (it == path_leases_.end() || it->second.session != session) return false;
+  if (it == path_leases_.end() || it->second.session != session || it->second.kind != PathLeaseKind::reuse)
+    return false;
   if (!index_.unlock_path(it->second.terminal).ok()) return false;
   path_leases_.erase(it);
   return true;
+}
+
+Result<RadixSchedulerHandoffReceipt> RadixBlockService::handoff(SessionId session, const PrefixHandoffOp& op) {
+  Result<uint64_t> key = namespace_key(session, op.match.namespace_name, op.match.identity);
+  if (!key.ok()) {
+    ++unauthorized_;
+    return key.error();
+  }
+  // The match is a lookup of its own, outside the reuse funnel: the
+  // admitted request still goes through the reuse transaction, which
+  // counts it once.
+  const uint32_t cap = reuse_cap(op.match);
+  const RadixBlockMatch m = index_.match(*key, op.match.tokens, cap);
+  RadixSchedulerHandoffReceipt h;
+  h.match = receipt_for(session, op.match, cap, m);
+  h.tree_version = index_.retraction_version();
+  const bool hit = m.hit_tokens > 0;
+  if (hit) {
+    h.path_node_ids = index_.tree().path_ids(m.terminal);
+    h.terminal_node_id = m.terminal.id;
+    // Match and lock in one owner step: nothing can evict the path between
+    // them, so the receipt's v_tree is read under the lock.
+    Result<LeaseId> lease = lock_for(session, m.terminal, PathLeaseKind::handoff, op.match.request);
+    if (!lease.ok())
+      return make_error(ErrorCode::invariant_violated,
+                        "the tree refused a lock on a path its match just walked: " + lease.error().describe(),
+                        "handoff");
+    h.lock_lease_id = *lease;
+  }
+  h.suffix_interval = TokenInterval{m.hit_tokens, h.match.prompt_tokens};
+  h.lock_required_until_scheduler_disposition = hit;
+  h.free_private_tail_slots = op.free_private_tail_slots;
+  const HandoffEstimates e = handoff_estimates(h.match.prompt_tokens, m.hit_tokens, op.free_private_tail_slots,
+                                               index_.block_tokens(), row_bytes_);
+  h.new_useful_kv_bytes = e.new_useful_kv_bytes;
+  h.new_physical_blocks = e.new_physical_blocks;
+  h.new_physical_capacity_bytes = e.new_physical_capacity_bytes;
+  h.receipt_sha256 = canonical_digest(h);
+  if (hit) path_leases_.at(h.lock_lease_id.value).issued = h.receipt_sha256;
+  ++handoffs_;
+  return h;
+}
+
+Result<LeaseId> RadixBlockService::lock_for(SessionId session, RadixNodeRef terminal, PathLeaseKind kind,
+                                            RequestId request) {
+  KVRT_TRY(index_.lock_path(terminal));
+  const LeaseId lease = OwnerLeaseId::path_lease(next_path_lease_++).id();
+  path_leases_[lease.value] = PathLease{session, terminal, kind, request, Sha256Digest{}};
+  ++path_leases_granted_;
+  return lease;
+}
+
+Result<HandoffDispositionReceipt> RadixBlockService::dispose_handoff(SessionId session,
+                                                                     const PrefixHandoffDispositionOp& op) {
+  const RadixSchedulerHandoffReceipt& h = op.receipt;
+  const bool admit = op.disposition == HandoffDisposition::admit;
+  auto refuse = [&](ErrorCode code, std::string why, const char* field) -> Error {
+    ++handoffs_refused_;
+    handoffs_stale_ += code == ErrorCode::stale_tree_version ? 1 : 0;
+    return make_error(code, std::move(why), field);
+  };
+  if (h.match.receipt_sha256 != canonical_digest(h.match))
+    return refuse(ErrorCode::receipt_tampered, "match.receipt_sha256 does not cover the match's fields",
+                  "match.receipt_sha256");
+  if (h.receipt_sha256 != canonical_digest(h))
+    return refuse(ErrorCode::receipt_tampered, "receipt_sha256 does not cover the receipt's fields", "receipt_sha256");
+  HandoffDispositionReceipt out{h.match.request_id, h.lock_lease_id, op.disposition, index_.retraction_version(), {}};
+  if (h.lock_lease_id.value == 0) {
+    if (h.lock_required_until_scheduler_disposition || h.terminal_node_id.value != 0)
+      return refuse(ErrorCode::unknown_lease, "a handoff of a hit names no lease", "lock_lease_id");
+    return out;  // a miss: nothing was locked
+  }
+  const auto it = path_leases_.find(h.lock_lease_id.value);
+  const bool disposable =
+      it != path_leases_.end() && it->second.session == session && it->second.request == h.match.request_id &&
+      (it->second.kind == PathLeaseKind::handoff || (!admit && it->second.kind == PathLeaseKind::admitted));
+  if (!disposable)
+    return refuse(ErrorCode::unknown_lease,
+                  "lease " + std::to_string(OwnerLeaseId::of(h.lock_lease_id).serial()) +
+                      (admit ? " is not a handoff of this session's request awaiting its disposition"
+                             : " is not a handoff lock this session holds for this request"),
+                  "lock_lease_id");
+  PathLease& lease = it->second;
+  if (lease.issued != h.receipt_sha256)
+    return refuse(ErrorCode::receipt_tampered, "not the receipt this lease was issued with (edited and digested again)",
+                  "receipt_sha256");
+  out.path_node_ids = index_.tree().path_ids(lease.terminal);
+  if (!admit) {
+    (void)index_.unlock_path(lease.terminal);
+    path_leases_.erase(it);
+    ++handoffs_released_;
+    return out;
+  }
+  if (h.tree_version != index_.retraction_version())
+    return refuse(ErrorCode::stale_tree_version,
+                  "the receipt read tree version " + std::to_string(h.tree_version.value) + "; the tree is at " +
+                      std::to_string(index_.retraction_version().value) +
+                      ": cached tokens left the tree since (0x08G stale read); release and ask again",
+                  "tree_version");
+  // The lock kept the path; a split since may have added nodes to it
+  // (0x08B), never removed one. Checked anyway: admitting a path the tree no
+  // longer holds would be the stale read the version guards against.
+  auto on_path = [&] {
+    if (h.terminal_node_id != lease.terminal.id) return false;
+    auto at = out.path_node_ids.begin();
+    for (RadixNodeId id : h.path_node_ids) {
+      at = std::find(at, out.path_node_ids.end(), id);
+      if (at == out.path_node_ids.end()) return false;
+      ++at;
+    }
+    return true;
+  };
+  if (!on_path())
+    return refuse(ErrorCode::path_slot_mismatch, "path_node_ids/terminal_node_id are not the leased path",
+                  "path_node_ids");
+  lease.kind = PathLeaseKind::admitted;
+  ++handoffs_admitted_;
+  return out;
 }
 
 Status RadixBlockService::validate() const {
@@ -363,6 +482,11 @@ OwnerStats RadixBlockService::stats() const {
   put("path_leases", path_leases_.size());
   put("path_leases_granted", path_leases_granted_);
   put("path_leases_refused", path_leases_refused_);
+  put("handoffs", handoffs_);
+  put("handoffs_admitted", handoffs_admitted_);
+  put("handoffs_released", handoffs_released_);
+  put("handoffs_refused", handoffs_refused_);
+  put("handoffs_stale", handoffs_stale_);
   put("cached_blocks", uint64_t{index_.cached_pages()} * groups_);
   put("tree_nodes", index_.tree().ledger().nodes);
   put("evicted_pages", index_.evicted_pages());

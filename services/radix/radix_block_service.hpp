@@ -98,8 +98,29 @@ class RadixBlockService {
   // when the terminal left the tree or a node of `path` is no longer on its
   // path (a split since the lookup may add nodes; the lock covers them too).
   ReusePathLeaseAnswer lease_path(SessionId session, const ReusePathLeaseRequest& request);
-  // Step 10, or a rejected attempt: false for a lease the session does not hold.
+  // Step 10, or a rejected attempt: false for a lease the session does not
+  // hold from lease_path (a handoff's lock ends by its disposition).
   bool release_path(SessionId session, LeaseId lease);
+
+  // The scheduler handoff of 0x08G (PrefixHandoffOp): authorization first,
+  // then the match (with its stamps and split), frozen into a receipt with
+  // the path root -> terminal, v_tree, the suffix still to compute and the
+  // 0x08G estimates; a hit's path is locked (0x08D) under a lease the
+  // session holds until it disposes of the handoff or ends. A miss locks
+  // nothing (lease 0, lock_required false). Errors: match()'s.
+  Result<RadixSchedulerHandoffReceipt> handoff(SessionId session, const PrefixHandoffOp& op);
+  // The scheduler's disposition. Both check, in order: the receipt's own
+  // digests (receipt_tampered), that its lease is a handoff lease of this
+  // session for this request (unknown_lease; an admitted lease may still be
+  // released), and that it is the receipt that lease was issued with
+  // (receipt_tampered: edited and digested again). Then admit checks that
+  // v_tree has not moved since (stale_tree_version: the scheduler releases
+  // and asks again) and that the lease's path still ends at the receipt's
+  // terminal through its nodes (path_slot_mismatch), and retains the lock
+  // for the admitted request; release ends the lock, stale or not. A
+  // refusal changes nothing. A miss's receipt is checked for its digests
+  // only and answered with no lease.
+  Result<HandoffDispositionReceipt> dispose_handoff(SessionId session, const PrefixHandoffDispositionOp& op);
   // Step 5: the tree's retraction version now.
   ReuseIndexVersion reuse_version() const { return ReuseIndexVersion{0, index_.retraction_version(), publications_}; }
   // Phase 1: authorization and argument checks; ok means "read the table".
@@ -159,8 +180,13 @@ class RadixBlockService {
   // that the next advance repeats anyway.
 
  private:
-  RadixBlockService(RadixBlockIndex index, Sha256Digest layout_sha256, uint32_t groups, ChainHasher hasher)
-      : index_(std::move(index)), layout_sha256_(layout_sha256), groups_(groups), hasher_(std::move(hasher)) {}
+  RadixBlockService(RadixBlockIndex index, Sha256Digest layout_sha256, uint32_t groups, uint64_t row_bytes,
+                    ChainHasher hasher)
+      : index_(std::move(index)),
+        layout_sha256_(layout_sha256),
+        groups_(groups),
+        row_bytes_(row_bytes),
+        hasher_(std::move(hasher)) {}
   // The BlockStored of an adoption: the chain over the whole path, the
   // adopted pages' hashes (they follow the pages the tree held).
   KvBlockStored stored_event(uint64_t key, std::span<const TokenId> path, const RadixAdoption& adoption,
@@ -182,19 +208,29 @@ class RadixBlockService {
   RadixBlockIndex index_;
   Sha256Digest layout_sha256_;
   uint32_t groups_ = 0;
+  uint64_t row_bytes_ = 0;  // B_row over every cache group, for the 0x08G estimates [bytes / token]
   NamespaceGrants grants_;
   uint64_t lookups_ = 0, lookup_prompt_tokens_ = 0, lookup_hit_tokens_ = 0, unauthorized_ = 0;
   uint64_t peeks_ = 0;
   LookupFunnelCounters funnel_;  // the node's reuse funnel, lookup stages (0x0CF)
   uint64_t publications_ = 0, pages_adopted_ = 0, pages_duplicate_ = 0, adoptions_withdrawn_ = 0;
   uint64_t pressure_calls_ = 0, pressure_pages_ = 0;
+  // Who holds a path's lock reference: a reuse attempt (step 4), a handoff
+  // awaiting the scheduler's disposition, or a request the scheduler admitted.
+  enum class PathLeaseKind : uint8_t { reuse, handoff, admitted };
   struct PathLease {
     SessionId session;
     RadixNodeRef terminal;
+    PathLeaseKind kind = PathLeaseKind::reuse;
+    RequestId request{};    // handoff and admitted only
+    Sha256Digest issued{};  // handoff and admitted: the receipt's digest
   };
+  // A lock reference on `terminal`'s path for `session`; the tree's error when it refuses it.
+  Result<LeaseId> lock_for(SessionId session, RadixNodeRef terminal, PathLeaseKind kind, RequestId request = {});
   std::map<uint64_t, PathLease> path_leases_;  // LeaseId value -> lease
   uint64_t next_path_lease_ = 1;
   uint64_t path_leases_granted_ = 0, path_leases_refused_ = 0;
+  uint64_t handoffs_ = 0, handoffs_admitted_ = 0, handoffs_released_ = 0, handoffs_stale_ = 0, handoffs_refused_ = 0;
   PublishedReuseDigests published_digests_;
   // The subtree keys publications used, by namespace and generation: what
   // advance_generation evicts.

@@ -8,6 +8,9 @@
 // node's reuse_open_attempts and lease counts tell that every attempt ended.
 #include "engine/engine_session.hpp"
 
+#include <chrono>
+#include <thread>
+
 #include "tests/node/node_fixture.hpp"
 #include "tests/node/node_prefix_helpers.hpp"
 
@@ -188,8 +191,6 @@ TEST_CASE("an engine session without reuse allocates only, and a lost session ab
   CHECK_FALSE(a->reuse_ends_pending());
 }
 
-}  // namespace kvrt::test
-
 namespace kvrt::test {
 
 TEST_CASE("a lookup answers the hit an admission reuses and changes nothing on the node", "[node][engine_session]") {
@@ -251,6 +252,107 @@ TEST_CASE("a lookup answers the hit an admission reuses and changes nothing on t
     b->end_reuse(*second.reuse_attempt(), /*executed=*/false, std::nullopt);
     REQUIRE(b->flush_reuse_ends({}).ok());
   }
+}
+
+}  // namespace kvrt::test
+
+TEST_CASE("a scheduler handoff holds its path on a live radix node until admitted or released",
+          "[node][engine_session][handoff]") {
+  ScratchDir dir("engine-session-handoff");
+  InProcessNode n(dir, "tests/data/node/node-radix-test.toml");  // a budget of 4 pages
+  auto a = open(n, "worker-0");
+  auto b = open(n, "worker-1");
+  auto c = open(n, "worker-2");
+  auto publish = [&](const std::vector<TokenId>& prompt, uint32_t blocks) {
+    const Admission first = admit_one(*a, prompt);
+    REQUIRE(first.admitted());
+    const RequestFence f = commit_all(*a, first, static_cast<uint32_t>(prompt.size()));
+    REQUIRE(a->prefix(PrefixBatch{{}, {PrefixPublishOp{"test/shared", f.request, prompt, 0, blocks, {}}}}).ok());
+    if (first.hit) a->end_reuse(*first.reuse_attempt(), /*executed=*/true, std::nullopt);
+  };
+  auto handoff_one = [&](EngineSession& s, const std::vector<TokenId>& prompt, uint64_t request) {
+    const std::vector<HandoffRequest> asks{HandoffRequest{
+        AdmissionRequest{"test/shared", prompt, {}, LogitsPath::logits_required, std::nullopt}, RequestId{request}, 0}};
+    Result<std::vector<Result<RadixSchedulerHandoffReceipt>>> h = s.handoff(asks, {});
+    REQUIRE(h.ok());
+    REQUIRE(h->size() == 1);
+    INFO(((*h)[0].ok() ? std::string("ok") : (*h)[0].error().describe()));
+    REQUIRE((*h)[0].ok());
+    return *(*h)[0];
+  };
+  auto dispose = [&](EngineSession& s, const RadixSchedulerHandoffReceipt& h, HandoffDisposition d) {
+    const std::vector<PrefixHandoffDispositionOp> ops{PrefixHandoffDispositionOp{h, d}};
+    Result<std::vector<Result<HandoffDispositionReceipt>>> r = s.dispose_handoffs(ops, {});
+    REQUIRE(r.ok());
+    REQUIRE(r->size() == 1);
+    return (*r)[0];
+  };
+
+  const std::vector<TokenId> base = prompt_of(11, 2 * P + 5);
+  publish(base, 2);
+  std::vector<TokenId> mine(base.begin(), base.begin() + 2 * P);
+  for (TokenId t = 0; t < 9; ++t) mine.push_back(900000 + t);
+
+  const RadixSchedulerHandoffReceipt h = handoff_one(*b, mine, 71);
+  CHECK(h.match.runtime_hit_tokens == 2 * P);
+  CHECK(h.suffix_interval == TokenInterval{2 * P, 2 * P + 9});
+  CHECK(h.new_physical_blocks == 1);
+  CHECK(h.lock_lease_id.value != 0);
+  CHECK(n.stat("prefix_index", "path_leases") == 1);
+
+  // Another worker cannot dispose of it.
+  const Result<HandoffDispositionReceipt> foreign = dispose(*c, h, HandoffDisposition::release);
+  REQUIRE_FALSE(foreign.ok());
+  CHECK(foreign.error().code == ErrorCode::unknown_lease);
+
+  // Four more pages over a budget of four: the tree evicts, but not the
+  // locked path; the handoff is now stale, and its release still works.
+  publish(prompt_of(50000, 4 * P + 1), 4);
+  CHECK(n.stat("prefix_index", "evicted_pages") > 0);
+  const Result<HandoffDispositionReceipt> stale = dispose(*b, h, HandoffDisposition::admit);
+  REQUIRE_FALSE(stale.ok());
+  CHECK(stale.error().code == ErrorCode::stale_tree_version);
+  CHECK(n.stat("prefix_index", "handoffs_stale") == 1);
+  REQUIRE(dispose(*b, h, HandoffDisposition::release).ok());
+  CHECK(n.stat("prefix_index", "path_leases") == 0);
+
+  // The scheduler asks again; the locked path had stayed, so it still hits.
+  const RadixSchedulerHandoffReceipt again = handoff_one(*b, mine, 71);
+  CHECK(again.match.runtime_hit_tokens == 2 * P);
+  CHECK(again.match.matched_group_handles == h.match.matched_group_handles);
+  const Result<HandoffDispositionReceipt> admitted = dispose(*b, again, HandoffDisposition::admit);
+  REQUIRE(admitted.ok());
+  CHECK(admitted->disposition == HandoffDisposition::admit);
+  // The admission reuses the handed-off blocks; then the lock may go.
+  const Admission second = admit_one(*b, mine);
+  REQUIRE(second.admitted());
+  CHECK(second.hit_tokens() == 2 * P);
+  b->end_reuse(*second.reuse_attempt(), /*executed=*/false, std::nullopt);
+  REQUIRE(b->flush_reuse_ends({}).ok());
+  REQUIRE(dispose(*b, again, HandoffDisposition::release).ok());
+
+  // A handoff left undisposed ends with its session.
+  (void)handoff_one(*b, mine, 72);
+  CHECK(n.stat("prefix_index", "path_leases") == 1);
+  b.reset();
+  for (int i = 0; i < 200 && n.stat("prefix_index", "path_leases") != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(n.stat("prefix_index", "path_leases") == 0);
+  CHECK(n.stat("prefix_index", "handoffs") == 3);
+}
+
+TEST_CASE("a hash-chain node refuses the scheduler handoff with a typed error", "[node][engine_session][handoff]") {
+  ScratchDir dir("engine-session-handoff-chain");
+  InProcessNode n(dir);
+  auto a = open(n, "worker-0");
+  const std::vector<HandoffRequest> asks{
+      HandoffRequest{AdmissionRequest{"test/shared", prompt_of(3, 40), {}, LogitsPath::logits_required, std::nullopt},
+                     RequestId{1}, 0}};
+  Result<std::vector<Result<RadixSchedulerHandoffReceipt>>> h = a->handoff(asks, {});
+  REQUIRE(h.ok());
+  REQUIRE_FALSE((*h)[0].ok());
+  CHECK((*h)[0].error().code == ErrorCode::invalid_argument);
+  CHECK((*h)[0].error().field == "handoff");
 }
 
 }  // namespace kvrt::test

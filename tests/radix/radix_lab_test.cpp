@@ -140,7 +140,7 @@ TEST_CASE("0x08I owned-slot reuse: a published slot must be free or private to t
 
 TEST_CASE("0x08I stale version: a handoff receipt read before a mutation is rejected", "[radix][lab]") {
   Lab lab;
-  const RadixSchedulerHandoffReceipt h = lab.handoff.receipt;
+  const RadixHandoffLabReceipt h = lab.handoff.receipt;
   REQUIRE(lab.ix.verify_handoff(h).ok());
   REQUIRE(lab.ix.probe({request(3), {10, 11}, 0}).ok());  // any committed op moves the version
   const Snapshot before = snapshot(lab.ix);
@@ -155,7 +155,7 @@ TEST_CASE("0x08I path/slot and suffix mismatch in a re-signed receipt", "[radix]
   Lab lab;
   const Snapshot before = snapshot(lab.ix);
   auto resigned = [&](auto&& edit) {
-    RadixSchedulerHandoffReceipt h = lab.handoff.receipt;
+    RadixHandoffLabReceipt h = lab.handoff.receipt;
     edit(h);
     h.receipt_sha256 = h.canonical_digest();  // a forger who recomputes the digest
     return h;
@@ -193,7 +193,7 @@ TEST_CASE("0x08I path/slot and suffix mismatch in a re-signed receipt", "[radix]
 TEST_CASE("0x08I receipt tampering: a field changed without its digest", "[radix][lab]") {
   Lab lab;
   const Snapshot before = snapshot(lab.ix);
-  RadixSchedulerHandoffReceipt h = lab.handoff.receipt;
+  RadixHandoffLabReceipt h = lab.handoff.receipt;
   h.matched_tokens = 5;
   require_rejected(lab.ix, before, lab.ix.verify_handoff(h), ErrorCode::receipt_tampered, "receipt_sha256");
   require_rejected(lab.ix, before, lab.ix.admit_handoff(h), ErrorCode::receipt_tampered, "receipt_sha256");

@@ -156,7 +156,7 @@ TEST_CASE("radix index owner stays valid and reconciled under random transaction
     c.tree.eviction = static_cast<EvictionPolicy>(seed % 7);
     RadixIndex ix = RadixIndex::create(c).value();
     std::vector<std::pair<RadixRequestRef, LeaseId>> running;  // request leases
-    std::vector<RadixSchedulerHandoffReceipt> handed;
+    std::vector<RadixHandoffLabReceipt> handed;
     uint64_t next_request = 1;
     auto random_tokens = [&](size_t max_len) {
       std::vector<TokenId> t(1 + rng() % max_len);
@@ -204,7 +204,7 @@ TEST_CASE("radix index owner stays valid and reconciled under random transaction
         committed = r.ok();
         if (r.ok()) handed.push_back(r->receipt);
       } else if (dice < 62 && !handed.empty()) {  // M5.2 disposes of a handoff
-        const RadixSchedulerHandoffReceipt h = handed.back();
+        const RadixHandoffLabReceipt h = handed.back();
         handed.pop_back();
         if (rng() % 2 && ix.verify_handoff(h).ok()) {
           Result<RadixMutationReceipt> r = ix.admit_handoff(h);

@@ -216,7 +216,7 @@ TEST_CASE("0x08F final reconciliation and trace totals", "[radix][walk]") {
 
 TEST_CASE("0x08G the handoff receipt of req-handoff", "[radix][walk]") {
   const Walk w = run_walk();
-  const RadixSchedulerHandoffReceipt& h = w.handoff.receipt;
+  const RadixHandoffLabReceipt& h = w.handoff.receipt;
   CHECK(h.request_id == RequestId{7});
   CHECK(h.request_generation == RequestGeneration{4});
   CHECK(h.tree_version == TreeVersion{18});
@@ -228,7 +228,7 @@ TEST_CASE("0x08G the handoff receipt of req-handoff", "[radix][walk]") {
   CHECK(h.suffix_interval == TokenInterval{6, 7});
   CHECK(h.terminal_node_id == RadixNodeId{4});
   CHECK(h.lock_required_until_scheduler_disposition);
-  CHECK(RadixSchedulerHandoffReceipt::kSchedulerOwner == "M5.2");
+  CHECK(RadixHandoffLabReceipt::kSchedulerOwner == "M5.2");
   CHECK(h.receipt_sha256 == h.canonical_digest());
   // The lease protects exactly the handed-off path (0x08D ledgers).
   const RadixLease* lease = w.index.lease(h.lock_lease_id);
@@ -246,7 +246,7 @@ TEST_CASE("0x08G the handoff receipt of req-handoff", "[radix][walk]") {
 TEST_CASE("0x08G the scheduler disposes of the handoff lease: admit or release", "[radix][walk]") {
   SECTION("admit exchanges the handoff lease for a request lease, path still protected") {
     Walk w = run_walk();
-    const RadixSchedulerHandoffReceipt h = w.handoff.receipt;
+    const RadixHandoffLabReceipt h = w.handoff.receipt;
     Result<RadixMutationReceipt> admitted = w.index.admit_handoff(h);
     REQUIRE(admitted.ok());
     require_valid(w.index);

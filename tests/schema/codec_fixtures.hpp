@@ -228,9 +228,9 @@ inline PrefixMatchReceipt filled(uint64_t seed) {
 }
 
 template <>
-inline RadixSchedulerHandoffReceipt filled(uint64_t seed) {
+inline RadixHandoffLabReceipt filled(uint64_t seed) {
   Numbers n(seed);
-  RadixSchedulerHandoffReceipt r;
+  RadixHandoffLabReceipt r;
   r.request_id = RequestId{n.u64()};
   r.request_generation = RequestGeneration{n.u32()};
   r.tree_version = TreeVersion{n.u64()};

@@ -85,6 +85,24 @@ inline RequestIdentity identity_filled(Numbers& n) {
                          n.text("salt")};
 }
 
+// Every field of a handoff set, its match filled as the codec fixtures fill one.
+inline RadixSchedulerHandoffReceipt filled_handoff(Numbers& n, uint64_t seed) {
+  RadixSchedulerHandoffReceipt h;
+  h.match = filled<PrefixMatchReceipt>(seed + 300);
+  h.tree_version = TreeVersion{n.u64()};
+  h.path_node_ids = {RadixNodeId{n.u64()}, RadixNodeId{n.u64()}};
+  h.terminal_node_id = RadixNodeId{n.u64()};
+  h.suffix_interval = TokenInterval{n.u32(), n.u32()};
+  h.lock_lease_id = LeaseId{n.u64()};
+  h.lock_required_until_scheduler_disposition = true;
+  h.free_private_tail_slots = n.u32();
+  h.new_useful_kv_bytes = n.u64();
+  h.new_physical_blocks = n.u32();
+  h.new_physical_capacity_bytes = n.u64();
+  h.receipt_sha256 = n.digest();
+  return h;
+}
+
 template <>
 inline PrefixBatch filled(uint64_t seed) {
   Numbers n(seed);
@@ -112,6 +130,14 @@ inline PrefixBatch filled(uint64_t seed) {
                                              {static_cast<TokenId>(n.u32()), 0},
                                              LogitsPath::logits_required,
                                              identity_filled(n)}});
+  b.ops.push_back(PrefixHandoffOp{PrefixMatchOp{n.text("namespace"),
+                                                RequestId{n.u64()},
+                                                RequestGeneration{n.u32()},
+                                                {static_cast<TokenId>(n.u32()), 3},
+                                                LogitsPath::logits_required,
+                                                identity_filled(n)},
+                                  n.u32()});
+  b.ops.push_back(PrefixHandoffDispositionOp{filled_handoff(n, seed), HandoffDisposition::release});
   return b;
 }
 
@@ -123,6 +149,9 @@ inline PrefixBatchReceipt filled(uint64_t seed) {
   r.outcomes.push_back(filled<ErrorMessage>(seed).error);
   r.outcomes.push_back(filled<PrefixMatchReceipt>(seed + 100));
   r.outcomes.push_back(PrefixPublishReceipt{RequestId{n.u64()}, n.u32(), n.u32(), n.u32(), n.u64()});
+  r.outcomes.push_back(filled_handoff(n, seed));
+  r.outcomes.push_back(HandoffDispositionReceipt{
+      RequestId{n.u64()}, LeaseId{n.u64()}, HandoffDisposition::admit, TreeVersion{n.u64()}, {RadixNodeId{n.u64()}}});
   return r;
 }
 

@@ -200,12 +200,12 @@ TEST_CASE("node protocol: an unknown op or outcome kind is unknown_enum naming t
   CHECK(decode_error<AllocatorBatchReceipt>(receipt).field == "AllocatorBatchReceipt.outcomes[5]");
 
   const auto prefix = edited(codec::encode(filled<PrefixBatch>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getBody().getAs<wire::PrefixBatch>().getOps()[1], wire::PrefixOp::PUBLISH, 3);
+    overwrite_union_tag(e.getBody().getAs<wire::PrefixBatch>().getOps()[1], wire::PrefixOp::PUBLISH, 5);
   });
   CHECK(decode_error<PrefixBatch>(prefix).field == "PrefixBatch.ops[1]");
 
   const auto prefix_receipt = edited(codec::encode(filled<PrefixBatchReceipt>()), [](wire::Envelope::Builder e) {
-    overwrite_union_tag(e.getBody().getAs<wire::PrefixBatchReceipt>().getOutcomes()[0], wire::PrefixOutcome::ERROR, 3);
+    overwrite_union_tag(e.getBody().getAs<wire::PrefixBatchReceipt>().getOutcomes()[0], wire::PrefixOutcome::ERROR, 5);
   });
   CHECK(decode_error<PrefixBatchReceipt>(prefix_receipt).field == "PrefixBatchReceipt.outcomes[0]");
 
@@ -361,7 +361,7 @@ TEST_CASE("node protocol: a batch list of elements smaller than the schema's is 
   CHECK(decode_error<PrefixBatchReceipt>(outcomes).field == "PrefixBatchReceipt.outcomes");
 }
 
-TEST_CASE("node protocol: the deepest messages need 9 nesting levels, inside the default limit", "[codec]") {
+TEST_CASE("node protocol: the deepest messages need 9 and 10 nesting levels, inside the default limit", "[codec]") {
   // codec.hpp's DecodeLimits derivation: Envelope, body, outcomes, its
   // elements, the view, groups, one group, its entries, entry.handle.
   const AllocatorBatchReceipt view_only{{}, {filled<AllocatorBatchReceipt>().outcomes[5]}};
@@ -374,10 +374,17 @@ TEST_CASE("node protocol: the deepest messages need 9 nesting levels, inside the
     CHECK(r.error().field == "AllocatorBatchReceipt.outcomes[" + std::to_string(receipt.outcomes.size() - 1) +
                                  "].block_table_view.groups[0][0].handle");
   }
+  // A handoff's match receipt is one level deeper than a match receipt alone.
   const auto prefix = codec::encode(filled<PrefixBatchReceipt>());
-  CHECK(codec::decode<PrefixBatchReceipt>(prefix, codec::DecodeLimits{uint64_t{1} << 23, 9}).ok());
-  CHECK_FALSE(codec::decode<PrefixBatchReceipt>(prefix, codec::DecodeLimits{uint64_t{1} << 23, 8}).ok());
-  CHECK(codec::DecodeLimits{}.nesting_limit >= 9);
+  CHECK(codec::decode<PrefixBatchReceipt>(prefix, codec::DecodeLimits{uint64_t{1} << 23, 10}).ok());
+  auto deep = codec::decode<PrefixBatchReceipt>(prefix, codec::DecodeLimits{uint64_t{1} << 23, 9});
+  REQUIRE_FALSE(deep.ok());
+  CHECK(deep.error().field == "PrefixBatchReceipt.outcomes[3].handoff_receipt.match.matched_group_handles[0].handles");
+  const PrefixBatchReceipt match_only{{}, {filled<PrefixBatchReceipt>().outcomes[1]}};
+  const auto shallow = codec::encode(match_only);
+  CHECK(codec::decode<PrefixBatchReceipt>(shallow, codec::DecodeLimits{uint64_t{1} << 23, 9}).ok());
+  CHECK_FALSE(codec::decode<PrefixBatchReceipt>(shallow, codec::DecodeLimits{uint64_t{1} << 23, 8}).ok());
+  CHECK(codec::DecodeLimits{}.nesting_limit >= 10);
 }
 
 TEST_CASE("node protocol: an encoding does not depend on what its thread encoded before", "[codec]") {

@@ -40,7 +40,7 @@ TEST_CASE("a prefix-match receipt digest covers every field but itself", "[recei
 
 TEST_CASE("a radix handoff digest binds the scheduler owner and every field", "[receipts]") {
   // The 0x08G req-handoff example.
-  RadixSchedulerHandoffReceipt r;
+  RadixHandoffLabReceipt r;
   r.request_id = RequestId{7};
   r.request_generation = RequestGeneration{4};
   r.tree_version = TreeVersion{18};
@@ -53,7 +53,7 @@ TEST_CASE("a radix handoff digest binds the scheduler owner and every field", "[
   r.lock_lease_id = LeaseId{18};
   CHECK(r.suffix_interval.end - r.suffix_interval.begin == r.prompt_tokens - r.matched_tokens);
   CHECK(r.prefix_slot_ids.size() == r.matched_tokens);  // page size 1: one slot per token
-  CHECK(RadixSchedulerHandoffReceipt::kSchedulerOwner == "M5.2");
+  CHECK(RadixHandoffLabReceipt::kSchedulerOwner == "M5.2");
 
   const Sha256Digest d = r.canonical_digest();
   auto reordered = r;

@@ -1,5 +1,5 @@
 // The immutable scheduler handoff of spec 0x08G: a match frozen into a
-// RadixSchedulerHandoffReceipt backed by a lock lease. M5.2 must dispose of
+// RadixHandoffLabReceipt backed by a lock lease. M5.2 must dispose of
 // the lease: release() when it rejects or defers the request, admit_handoff()
 // when it admits it. A receipt read against a tree version that has moved is
 // a stale read and is rejected.
@@ -21,7 +21,7 @@ Result<RadixHandoff> RadixIndex::handoff(const RadixHandoffArgs& a) {
   const LeaseId lease_id = grant(a.request, RadixLeaseKind::handoff, m, a.extra_key, r);
   commit(r);
 
-  RadixSchedulerHandoffReceipt& h = out.receipt;
+  RadixHandoffLabReceipt& h = out.receipt;
   h.request_id = a.request.id;
   h.request_generation = a.request.generation;
   h.tree_version = version_;
@@ -50,7 +50,7 @@ Result<RadixHandoff> RadixIndex::handoff(const RadixHandoffArgs& a) {
   return out;
 }
 
-Status RadixIndex::verify_handoff(const RadixSchedulerHandoffReceipt& h) const {
+Status RadixIndex::verify_handoff(const RadixHandoffLabReceipt& h) const {
   if (h.receipt_sha256 != h.canonical_digest())
     return make_error(ErrorCode::receipt_tampered, "receipt_sha256 does not cover the receipt's fields",
                       "receipt_sha256");
@@ -79,7 +79,7 @@ Status RadixIndex::verify_handoff(const RadixSchedulerHandoffReceipt& h) const {
   return Status::success();
 }
 
-Result<RadixMutationReceipt> RadixIndex::admit_handoff(const RadixSchedulerHandoffReceipt& h) {
+Result<RadixMutationReceipt> RadixIndex::admit_handoff(const RadixHandoffLabReceipt& h) {
   KVRT_TRY(verify_handoff(h));
   const RadixLease handed = *lease(h.lock_lease_id);
   RadixMutationReceipt r = begin(RadixMutationKind::admit_handoff, handed.request);

@@ -2,11 +2,11 @@
 
 namespace kvrt {
 
-Sha256Digest RadixSchedulerHandoffReceipt::canonical_digest() const {
+Sha256Digest RadixHandoffLabReceipt::canonical_digest() const {
   // Every field except receipt_sha256, plus the constant scheduler owner and
   // the absent policy decision (0x08G), so a receipt can never be re-labelled
   // as carrying a policy.
-  CanonicalWriter w("kvrt.RadixSchedulerHandoffReceipt.v1");
+  CanonicalWriter w("kvrt.RadixHandoffLabReceipt.v1");
   w.u64("request_id", request_id.value)
       .u32("request_generation", request_generation.value)
       .u64("tree_version", tree_version.value)

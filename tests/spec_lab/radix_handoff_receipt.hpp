@@ -1,5 +1,5 @@
 #pragma once
-// RadixSchedulerHandoffReceipt (spec 0x08G): the radix index's immutable
+// RadixHandoffLabReceipt (spec 0x08G): the radix index's immutable
 // physical answer to "what prefix of this request is cached, where, and under
 // which lock". It is a handoff, not a schedule: the scheduler (M5.2) owns the
 // decision, so the spec's constant fields scheduler_owner = "M5.2" and
@@ -19,7 +19,7 @@
 
 namespace kvrt {
 
-struct RadixSchedulerHandoffReceipt {
+struct RadixHandoffLabReceipt {
   static constexpr std::string_view kSchedulerOwner = "M5.2";
 
   RequestId request_id;
@@ -46,7 +46,7 @@ struct RadixSchedulerHandoffReceipt {
   // constant scheduler owner.
   Sha256Digest canonical_digest() const;
 
-  friend bool operator==(const RadixSchedulerHandoffReceipt&, const RadixSchedulerHandoffReceipt&) = default;
+  friend bool operator==(const RadixHandoffLabReceipt&, const RadixHandoffLabReceipt&) = default;
 };
 
 }  // namespace kvrt

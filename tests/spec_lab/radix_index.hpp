@@ -2,7 +2,7 @@
 // RadixIndex: the radix index owner of spec 0x08 (docs/architecture.md "radix index"):
 // the tree, the token-slot pool partition it is accountable for (0x08A), the
 // lock leases that protect paths (0x08D), the tree version, and the receipts
-// that cross its boundary (RadixMutationReceipt, RadixSchedulerHandoffReceipt).
+// that cross its boundary (RadixMutationReceipt, RadixHandoffLabReceipt).
 //
 // Every public transition either commits a complete successor — version + 1,
 // a receipt naming the predecessor and successor digests — or returns a typed
@@ -11,7 +11,7 @@
 //
 // Leases. A lease is one lock reference on the path root -> terminal, held by
 // one request generation. Request leases belong to running requests (0x08C);
-// handoff leases back a RadixSchedulerHandoffReceipt until M5.2 disposes of it
+// handoff leases back a RadixHandoffLabReceipt until M5.2 disposes of it
 // by release() or admit_handoff() (exchange for a request lease). Leases are
 // named by LeaseId, not by in-process handles, because they cross process
 // boundaries as receipt fields (docs/architecture.md: versions and leases, never shared
@@ -73,7 +73,7 @@ struct RadixHandoffArgs {
 
 struct RadixHandoff {
   RadixMutationReceipt mutation;
-  RadixSchedulerHandoffReceipt receipt;
+  RadixHandoffLabReceipt receipt;
 };
 
 enum class RadixLeaseKind : uint8_t { request, handoff };
@@ -108,10 +108,10 @@ class RadixIndex {
   Result<RadixMutationReceipt> publish(const RadixPublishArgs& args);
   Result<RadixMutationReceipt> release(LeaseId lease);
   // Checks a handoff receipt against the committed state without changing it.
-  Status verify_handoff(const RadixSchedulerHandoffReceipt& receipt) const;
+  Status verify_handoff(const RadixHandoffLabReceipt& receipt) const;
   // M5.2 admits the request: the handoff lease becomes a request lease on the
   // same path, with no instant at which the path is unprotected.
-  Result<RadixMutationReceipt> admit_handoff(const RadixSchedulerHandoffReceipt& receipt);
+  Result<RadixMutationReceipt> admit_handoff(const RadixHandoffLabReceipt& receipt);
   Result<RadixMutationReceipt> reserve(RadixRequestRef request, uint32_t slots);
   Result<RadixMutationReceipt> release_private(RadixRequestRef request, std::span<const TokenSlotId> slots);
   Result<RadixMutationReceipt> evict(uint64_t target_tokens);

@@ -23,7 +23,7 @@ namespace kvrt {
 enum class RadixMutationKind : uint8_t {
   probe,               // match without a lock
   acquire,             // match, then lock the matched path under a request lease
-  handoff,             // match, lock under a handoff lease, RadixSchedulerHandoffReceipt (0x08G)
+  handoff,             // match, lock under a handoff lease, RadixHandoffLabReceipt (0x08G)
   admit_handoff,       // exchange a handoff lease for a request lease
   publish_finished,    // insert, release duplicates, drop the request's lease (0x08C path 1)
   publish_unfinished,  // insert, release duplicates, move the request's lease (0x08C path 2)
