@@ -93,6 +93,12 @@ int main(int argc, char** argv) {
   if (kvrt_lookup(s, asks, 2, seen, seen_status, &e) != KVRT_OK) return failed("lookup", &e);
   if (seen_status[0] != KVRT_OK || seen[0] != 3 * P) return failed("the lookup sees three blocks", NULL);
   if (seen_status[1] == KVRT_OK || seen[1] != 0) return failed("a lookup in a namespace not granted", NULL);
+  /* The scheduler handoff is the radix index's: this hash-chain node refuses it. */
+  uint64_t handoff_id = 77;
+  kvrt_handoff_receipt handed;
+  if (kvrt_handoff(s, &ask, &handoff_id, NULL, 1, &handed, &e) != KVRT_OK) return failed("handoff", &e);
+  if (handed.status != KVRT_E_INVALID_ARGUMENT || handed.lease != 0)
+    return failed("a hash-chain node refuses the handoff", NULL);
   kvrt_admission b;
   if (kvrt_admit(s, &ask, 1, 1, &b, &e) != KVRT_OK) return failed("admit again", &e);
   if (b.status != KVRT_ADMITTED || b.hit_tokens != 3 * P || b.reuse_attempt == 0)

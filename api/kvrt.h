@@ -7,6 +7,8 @@
  * granted cache namespaces, and then, per scheduler iteration:
  *
  *   kvrt_lookup      how much of each prompt is cached, changing nothing;
+ *   kvrt_handoff     (a radix node) the same, with the matched path locked
+ *                    while the scheduler decides: kvrt_dispose_handoffs;
  *   kvrt_admit       new requests: the exact hit (reused prompt rows) and
  *                    the request's blocks, through one reuse message and
  *                    one allocation on the node (the executable-reuse
@@ -189,6 +191,42 @@ int32_t kvrt_admit(kvrt_session* session, const kvrt_admit_request* requests, si
  * NULL) receives each request's code, such as a namespace not granted. */
 int32_t kvrt_lookup(kvrt_session* session, const kvrt_admit_request* requests, size_t count, uint32_t* hit_tokens,
                     int32_t* statuses, kvrt_error* error);
+/* The scheduler handoff (0x08G), on a node whose prefix index is the radix
+ * tree: each request's match, frozen, with its matched path locked so that
+ * nothing evicts it while the scheduler decides. A hit (lease nonzero) must
+ * then be disposed of with kvrt_dispose_handoffs: admitted (refused as
+ * stale when cached tokens left the tree since: release it and ask again)
+ * and released once the admission holds its blocks, or released when the
+ * request is rejected or deferred. The session keeps each receipt until its
+ * release; closing the session releases what is left. A hash-chain node
+ * refuses each request with KVRT_E_INVALID_ARGUMENT. */
+typedef struct kvrt_handoff_receipt {
+  int32_t status;                       /* KVRT_OK or the request's error code */
+  uint64_t lease;                       /* nonzero: the path's lock, to dispose of */
+  uint32_t hit_tokens;                  /* matched prompt rows: not to compute [rows] */
+  uint32_t suffix_begin, suffix_end;    /* the prompt rows still to compute [tokens] */
+  uint32_t new_physical_blocks;         /* blocks the suffix needs beyond the private tail [blocks] */
+  uint64_t new_useful_kv_bytes;         /* (prompt - hit) rows of K/V [bytes] */
+  uint64_t new_physical_capacity_bytes; /* new_physical_blocks whole [bytes] */
+  uint64_t tree_version;                /* the tree's retraction version the match read */
+} kvrt_handoff_receipt;
+
+/* request_ids[i]: the engine's id of requests[i] (the lease is that
+ * request's); free_tail_rows (may be NULL: 0) the writable rows it owns
+ * already. `out` has `count` entries, in order. */
+int32_t kvrt_handoff(kvrt_session* session, const kvrt_admit_request* requests, const uint64_t* request_ids,
+                     const uint32_t* free_tail_rows, size_t count, kvrt_handoff_receipt* out, kvrt_error* error);
+
+enum kvrt_handoff_disposition {
+  KVRT_HANDOFF_ADMIT = 0,  /* the request is admitted: the lock stays until released */
+  KVRT_HANDOFF_RELEASE = 1 /* the lock ends (rejected, deferred, or admitted and allocated) */
+};
+/* Disposes of leases[i] as dispositions[i]. `statuses` (may be NULL)
+ * receives each one's code: 705 stale_tree_version, 708 unknown_lease (not
+ * a handoff of this session awaiting that disposition), ... */
+int32_t kvrt_dispose_handoffs(kvrt_session* session, const uint64_t* leases, const int32_t* dispositions,
+                              size_t count, int32_t* statuses, kvrt_error* error);
+
 /* The request's pool blocks of group `group_index`, logical block order:
  * writes min(capacity, blocks) ids to `blocks_out` and the count to `count`. */
 int32_t kvrt_block_table(const kvrt_session* session, uint64_t request, uint32_t group_index, uint32_t* blocks_out,

@@ -37,6 +37,9 @@ struct kvrt_session {
   // Reuse attempts admitted and not yet ended: an end of any other is
   // refused here, typed, rather than sent to be refused by the node.
   std::set<uint64_t> open_attempts;
+  // Handoff receipts whose lock this session holds, by lease: a caller
+  // names the lease, the receipt the node issued travels back unchanged.
+  std::map<uint64_t, kvrt::RadixSchedulerHandoffReceipt> handoffs;
   uint64_t trace = 0;
   // Where kvrt_stats_json reads from: the node's descriptor, and the
   // statistics connection, opened on the first read.
@@ -433,6 +436,87 @@ int32_t kvrt_lookup(kvrt_session* s, const kvrt_admit_request* requests, size_t 
   return ok(error);
 } catch (const std::exception& e) {
   return caught(error, "lookup", e);
+}
+
+int32_t kvrt_handoff(kvrt_session* s, const kvrt_admit_request* requests, const uint64_t* request_ids,
+                     const uint32_t* free_tail_rows, size_t count, kvrt_handoff_receipt* out, kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  if (count > 0 && (requests == nullptr || request_ids == nullptr || out == nullptr))
+    return bad(error, "requests, request_ids and out are required", "out");
+  Result<std::vector<AdmissionRequest>> asks = admission_requests(requests, count);
+  if (!asks.ok()) return fail(error, asks.error());
+  std::vector<HandoffRequest> handoffs;
+  handoffs.reserve(count);
+  for (size_t i = 0; i < count; ++i)
+    handoffs.push_back(HandoffRequest{std::move((*asks)[i]), RequestId{request_ids[i]},
+                                      free_tail_rows != nullptr ? free_tail_rows[i] : 0});
+  Result<std::vector<Result<RadixSchedulerHandoffReceipt>>> answered = s->engine->handoff(handoffs, next_trace(s));
+  if (!answered.ok()) return fail(error, answered.error());
+  for (size_t i = 0; i < count; ++i) {
+    const Result<RadixSchedulerHandoffReceipt>& r = (*answered)[i];
+    kvrt_handoff_receipt& o = out[i];
+    o = kvrt_handoff_receipt{};
+    if (!r.ok()) {
+      o.status = static_cast<int32_t>(r.error().code);
+      continue;
+    }
+    // The lease's serial: node lease ids carry an owner bit past int64,
+    // which bindings with signed integers (NumPy's default) cannot hold.
+    o.lease = r->lock_lease_id.value == 0 ? 0 : OwnerLeaseId::of(r->lock_lease_id).serial();
+    o.hit_tokens = r->match.runtime_hit_tokens;
+    o.suffix_begin = r->suffix_interval.begin;
+    o.suffix_end = r->suffix_interval.end;
+    o.new_physical_blocks = r->new_physical_blocks;
+    o.new_useful_kv_bytes = r->new_useful_kv_bytes;
+    o.new_physical_capacity_bytes = r->new_physical_capacity_bytes;
+    o.tree_version = r->tree_version.value;
+    if (o.lease != 0) s->handoffs[o.lease] = *r;
+  }
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "handoff", e);
+}
+
+int32_t kvrt_dispose_handoffs(kvrt_session* s, const uint64_t* leases, const int32_t* dispositions, size_t count,
+                              int32_t* statuses, kvrt_error* error) try {
+  if (s == nullptr) return bad(error, "session is NULL", "session");
+  if (count > 0 && (leases == nullptr || dispositions == nullptr))
+    return bad(error, "leases and dispositions are required", "leases");
+  for (size_t i = 0; i < count; ++i)
+    if (dispositions[i] != KVRT_HANDOFF_ADMIT && dispositions[i] != KVRT_HANDOFF_RELEASE)
+      return bad(error, "disposition " + std::to_string(dispositions[i]) + " is neither admit (0) nor release (1)",
+                 "dispositions");
+  // Leases this session holds no receipt of are answered here, typed; the
+  // rest go to the node in one message.
+  std::vector<PrefixHandoffDispositionOp> ops;
+  std::vector<size_t> sent;
+  std::vector<int32_t> codes(count, KVRT_OK);
+  for (size_t i = 0; i < count; ++i) {
+    const auto it = s->handoffs.find(leases[i]);
+    if (it == s->handoffs.end()) {
+      codes[i] = static_cast<int32_t>(ErrorCode::unknown_lease);
+      continue;
+    }
+    ops.push_back(PrefixHandoffDispositionOp{
+        it->second, dispositions[i] == KVRT_HANDOFF_ADMIT ? HandoffDisposition::admit : HandoffDisposition::release});
+    sent.push_back(i);
+  }
+  Result<std::vector<Result<HandoffDispositionReceipt>>> answered = s->engine->dispose_handoffs(ops, next_trace(s));
+  if (!answered.ok()) return fail(error, answered.error());
+  for (size_t k = 0; k < sent.size(); ++k) {
+    const size_t i = sent[k];
+    const Result<HandoffDispositionReceipt>& r = (*answered)[k];
+    codes[i] = r.ok() ? KVRT_OK : static_cast<int32_t>(r.error().code);
+    // Released, or a lock the node no longer knows (the session's end took it): forgotten.
+    const bool gone =
+        (r.ok() && r->disposition == HandoffDisposition::release) ||
+        (!r.ok() && r.error().code == ErrorCode::unknown_lease && ops[k].disposition == HandoffDisposition::release);
+    if (gone) s->handoffs.erase(leases[i]);
+  }
+  if (statuses != nullptr) std::copy(codes.begin(), codes.end(), statuses);
+  return ok(error);
+} catch (const std::exception& e) {
+  return caught(error, "dispose_handoffs", e);
 }
 
 int32_t kvrt_block_table(const kvrt_session* s, uint64_t request, uint32_t g, uint32_t* blocks_out, size_t capacity,

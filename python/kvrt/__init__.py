@@ -21,7 +21,19 @@ from __future__ import annotations
 import enum
 
 from . import errors
-from ._kvrt import ABI_VERSION, Admission, Geometry, PoolView, Request, abi_version, copy_blocks, error_name
+from ._kvrt import (
+    ABI_VERSION,
+    HANDOFF_ADMIT,
+    HANDOFF_RELEASE,
+    Admission,
+    Geometry,
+    HandoffReceipt,
+    PoolView,
+    Request,
+    abi_version,
+    copy_blocks,
+    error_name,
+)
 from ._kvrt import Session as _Session
 from .errors import (
     CapacityError,
@@ -39,6 +51,7 @@ from .errors import (
 
 __all__ = [
     "ABI_VERSION", "Admission", "AdmissionStatus", "CapacityError", "ConnectionLost", "DType", "Geometry",
+    "HANDOFF_ADMIT", "HANDOFF_RELEASE", "HandoffReceipt",
     "Incompatible", "InternalError", "InvalidArgument", "KvrtError", "Memory", "NodeLost", "NotAuthorized", "PoolView",
     "ReleaseReason", "Request", "RpcTimeout", "Session", "SessionEnded", "StaleError", "abi_version",
     "check_statuses", "copy_blocks", "error_name", "errors", "STATUS_NO_ROOM", "STATUS_QUOTA_EXCEEDED", "STATUS_ROLLED_BACK",

@@ -46,6 +46,22 @@ class Request:
     def __len__(self) -> int:
         """Prompt length [tokens]."""
 
+HANDOFF_ADMIT: int
+HANDOFF_RELEASE: int
+
+class HandoffReceipt:
+    """What the radix owner froze for a scheduler (0x08G)."""
+    status: int
+    lease: int
+    """Nonzero: the matched path's lock, to admit or release."""
+    hit_tokens: int
+    suffix: Tuple[int, int]
+    """The prompt rows still to compute [tokens)."""
+    new_physical_blocks: int
+    new_useful_kv_bytes: int
+    new_physical_capacity_bytes: int
+    tree_version: int
+
 class Admission:
     """What admission answered for one request."""
 
@@ -128,6 +144,16 @@ class Session:
         """(hit_tokens [tokens], statuses) per request: the rows an admission
         would reuse now, found with no side effect on the node. A status is
         0 or an error code (kvrt.error_name) for that request alone."""
+    def handoff(self, requests: Sequence[Request], request_ids: Ids,
+                free_tail_rows: Optional[Ids] = None) -> list[HandoffReceipt]:
+        """The scheduler handoff (a node with prefix_index = "radix"): each
+        request's match with its path locked while the scheduler decides.
+        Every receipt with a lease must be disposed of (dispose_handoffs):
+        admitted, then released once the admission holds its blocks, or
+        released when the request is rejected or deferred."""
+    def dispose_handoffs(self, leases: Ids, dispositions: Ids) -> npt.NDArray[np.int32]:
+        """HANDOFF_ADMIT or HANDOFF_RELEASE per lease; a status per lease
+        (705 stale_tree_version: release it and ask again; 708 unknown_lease)."""
     def admit(self, requests: Sequence[Request], reuse: bool = True) -> list[Admission]:
         """One reuse message and one allocation for the batch, in order."""
     def block_table(self, request: int, group: int = 0) -> npt.NDArray[np.uint32]:

@@ -209,6 +209,41 @@ class Session {
     return py::make_tuple(hits, statuses);
   }
 
+  // The scheduler handoff (a radix node): one receipt per request, in order.
+  std::vector<kvrt_handoff_receipt> handoff(const std::vector<const Request*>& requests, const py::handle& request_ids,
+                                            const py::handle& free_tail_rows) {
+    const std::vector<kvrt_admit_request> asks = c_requests(requests);
+    const std::vector<uint64_t> ids = integers<uint64_t>(request_ids, "request_ids");
+    if (ids.size() != asks.size())
+      invalid("request_ids", std::to_string(ids.size()) + " ids for " + std::to_string(asks.size()) + " requests");
+    std::vector<uint32_t> tails(asks.size(), 0);
+    if (!free_tail_rows.is_none()) {
+      tails = integers<uint32_t>(free_tail_rows, "free_tail_rows");
+      if (tails.size() != asks.size())
+        invalid("free_tail_rows",
+                std::to_string(tails.size()) + " row counts for " + std::to_string(asks.size()) + " requests");
+    }
+    std::vector<kvrt_handoff_receipt> out(asks.size());
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_handoff(s, asks.data(), ids.data(), tails.data(), asks.size(), out.data(), e);
+    });
+    return out;
+  }
+
+  py::array_t<int32_t> dispose_handoffs(const py::handle& leases, const py::handle& dispositions) {
+    const std::vector<uint64_t> ids = integers<uint64_t>(leases, "leases");
+    const std::vector<int32_t> what = integers<int32_t>(dispositions, "dispositions");
+    if (what.size() != ids.size())
+      invalid("dispositions",
+              std::to_string(what.size()) + " dispositions for " + std::to_string(ids.size()) + " leases");
+    py::array_t<int32_t> statuses(static_cast<py::ssize_t>(ids.size()));
+    int32_t* st = statuses.mutable_data();
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_dispose_handoffs(s, ids.data(), what.data(), ids.size(), st, e);
+    });
+    return statuses;
+  }
+
   std::vector<Admission> admit(const std::vector<const Request*>& requests, bool reuse) {
     const std::vector<kvrt_admit_request> asks = c_requests(requests);
     std::vector<kvrt_admission> out(asks.size());
@@ -526,6 +561,24 @@ PYBIND11_MODULE(_kvrt, m) {
       .def_readonly("cache_salt", &Request::cache_salt)
       .def("__len__", [](const Request& r) { return r.tokens.size(); });
 
+  py::class_<kvrt_handoff_receipt>(m, "HandoffReceipt")
+      .def_readonly("status", &kvrt_handoff_receipt::status)
+      .def_readonly("lease", &kvrt_handoff_receipt::lease)
+      .def_readonly("hit_tokens", &kvrt_handoff_receipt::hit_tokens)
+      .def_property_readonly("suffix",
+                             [](const kvrt_handoff_receipt& h) { return py::make_tuple(h.suffix_begin, h.suffix_end); })
+      .def_readonly("new_physical_blocks", &kvrt_handoff_receipt::new_physical_blocks)
+      .def_readonly("new_useful_kv_bytes", &kvrt_handoff_receipt::new_useful_kv_bytes)
+      .def_readonly("new_physical_capacity_bytes", &kvrt_handoff_receipt::new_physical_capacity_bytes)
+      .def_readonly("tree_version", &kvrt_handoff_receipt::tree_version)
+      .def("__repr__", [](const kvrt_handoff_receipt& h) {
+        return "HandoffReceipt(status=" + std::to_string(h.status) + ", lease=" + std::to_string(h.lease) +
+               ", hit_tokens=" + std::to_string(h.hit_tokens) + ", suffix=(" + std::to_string(h.suffix_begin) + ", " +
+               std::to_string(h.suffix_end) + "), new_physical_blocks=" + std::to_string(h.new_physical_blocks) + ")";
+      });
+  m.attr("HANDOFF_ADMIT") = static_cast<int>(KVRT_HANDOFF_ADMIT);
+  m.attr("HANDOFF_RELEASE") = static_cast<int>(KVRT_HANDOFF_RELEASE);
+
   py::class_<Admission>(m, "Admission")
       .def_readonly("status", &Admission::status)
       .def_readonly("request", &Admission::request)
@@ -572,6 +625,9 @@ PYBIND11_MODULE(_kvrt, m) {
       .def_property_readonly("geometry", &Session::geometry)
       .def("authorize", &Session::authorize, py::arg("namespace_name"))
       .def("lookup", &Session::lookup, py::arg("requests"))
+      .def("handoff", &Session::handoff, py::arg("requests"), py::arg("request_ids"),
+           py::arg("free_tail_rows") = py::none())
+      .def("dispose_handoffs", &Session::dispose_handoffs, py::arg("leases"), py::arg("dispositions"))
       .def("admit", &Session::admit, py::arg("requests"), py::arg("reuse") = true)
       .def("block_table", &Session::block_table, py::arg("request"), py::arg("group") = 0)
       .def("commit_rows", &Session::commit_rows, py::arg("requests"), py::arg("valid_rows"))

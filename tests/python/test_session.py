@@ -350,3 +350,42 @@ def test_a_host_pool_says_so_and_has_no_cuda_interface(node):
     assert view.memory == kvrt.Memory.HOST and view.device == 0
     with pytest.raises(kvrt.Incompatible):
         s.cuda_array_interface(0, 0)
+
+
+def test_scheduler_handoff_locks_a_path_until_disposed(radix_node):
+    """A Python scheduler holds the radix path of a request while it
+    decides: admitted (then released once allocated) or released; leases it
+    does not hold and a hash-chain node's refusal are typed statuses."""
+    a = open_session(radix_node)
+    P = a.geometry.block_tokens
+    prompt = np.arange(7000, 7000 + 2 * P + 3, dtype=np.int32)
+    publish_prompt(a, prompt, seed=3, blocks=2)
+    free_tail = [0, P]
+    got = a.handoff([kvrt.Request(NS, prompt), kvrt.Request(NS, prompt)], [11, 12], free_tail)
+    assert [h.status for h in got] == [0, 0]
+    assert [h.hit_tokens for h in got] == [2 * P, 2 * P]
+    assert got[0].suffix == (2 * P, 2 * P + 3)
+    assert [h.new_physical_blocks for h in got] == [1, 0]  # a private tail of P rows covers the 3 left
+    assert got[0].lease != 0 and got[0].lease != got[1].lease
+    admit, release = kvrt.HANDOFF_ADMIT, kvrt.HANDOFF_RELEASE
+    statuses = a.dispose_handoffs([got[0].lease, got[1].lease, 999], [admit, release, release])
+    assert list(statuses) == [0, 0, 708]  # 708: unknown_lease
+    assert kvrt.error_name(708) == "unknown_lease"
+    adm = a.admit([kvrt.Request(NS, prompt)])[0]
+    assert adm.admitted and adm.hit_tokens == 2 * P
+    assert list(a.dispose_handoffs([got[0].lease], [release])) == [0]
+    a.end_reuse(adm.reuse_attempt, False)
+    a.flush_reuse_ends()
+    a.release([adm.request])
+    with pytest.raises(kvrt.InvalidArgument):
+        a.handoff([kvrt.Request(NS, prompt)], [1, 2])
+    stats = a.stats_json()
+    assert '"handoffs_admitted"' in stats
+    a.close()
+
+
+def test_a_hash_chain_node_refuses_the_handoff(node):
+    s = open_session(node)
+    got = s.handoff([kvrt.Request(NS, [1, 2, 3])], [1])
+    assert got[0].status == 100 and got[0].lease == 0  # invalid_argument
+    s.close()
