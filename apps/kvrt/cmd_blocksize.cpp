@@ -16,6 +16,7 @@ struct BlockSizeOptions {
   std::vector<uint32_t> sizes;         // P_a
   std::vector<uint32_t> kernel_sizes;  // P_k
   std::vector<uint32_t> page_groups;   // G [rows]
+  std::vector<uint32_t> chunk_sizes;   // P_c [rows]
   uint64_t row_bytes = 64 * 1024;      // B_row [bytes / token]
   uint64_t pool_tokens = 0;            // 0: the fixture's 128, or what the workload needs
   uint32_t trials = 5;                 // decode-step timing repetitions; 0: none
@@ -32,6 +33,7 @@ int run_blocksize(const BlockSizeOptions& o) {
     requests = nested_prefix_fixture();
     config = nested_prefix_fixture_config();
     config.page_group_tokens = {32, 64};
+    config.chunk_tokens = {8, 16};
   } else {
     Result<workload::Workload> w = workload::load_workload(o.workload);
     if (!w.ok()) return report_error("blocksize", w.error());
@@ -39,11 +41,13 @@ int run_blocksize(const BlockSizeOptions& o) {
     config.allocator_block_sizes = {8, 16, 32, 64};
     config.kernel_block_sizes = {8, 16, 32};
     config.page_group_tokens = {32, 64, 256, 1024};
+    config.chunk_tokens = {64, 256};
     config.record_sizes = kvrt_record_sizes();
   }
   if (!o.sizes.empty()) config.allocator_block_sizes = o.sizes;
   if (!o.kernel_sizes.empty()) config.kernel_block_sizes = o.kernel_sizes;
   if (!o.page_groups.empty()) config.page_group_tokens = o.page_groups;
+  if (!o.chunk_sizes.empty()) config.chunk_tokens = o.chunk_sizes;
   if (!o.workload.empty() || o.row_bytes != 64 * 1024) config.row_bytes = o.row_bytes;
   if (o.pool_tokens != 0) config.pool_tokens = o.pool_tokens;
   config.kernel_timing.trials = o.trials;
@@ -85,6 +89,7 @@ const SubcommandRegistration kRegistration{
       sub->add_option("--page-groups", o->page_groups,
                       "VMM page groups [rows]; a multiple of 32 (one 4 KiB page of 128-byte rows)")
           ->delimiter(',');
+      sub->add_option("--chunk-sizes", o->chunk_sizes, "shared-prefix chunk sizes P_c [rows]")->delimiter(',');
       sub->add_option("--row-bytes", o->row_bytes, "B_row over every cache group [bytes / token]")
           ->capture_default_str();
       sub->add_option("--pool-tokens", o->pool_tokens,

@@ -49,7 +49,7 @@ TEST_CASE("kvrt blocksize scores only with the user's weights and writes its rep
   CHECK(p4["weighted_score"].get<double>() == Approx(38 + 0.5 * p4["metadata"]["total_bytes"].get<double>()));
   CHECK(p4["metadata"]["total_bytes"] == 1232);
   for (const char* f : {"blocksize.json", "blocksize.txt", "blocksize-storage.svg", "blocksize-hits.svg",
-                        "blocksize-cow.svg", "blocksize-kernel.svg", "blocksize-mapping.svg"})
+                        "blocksize-cow.svg", "blocksize-kernel.svg", "blocksize-chunks.svg", "blocksize-mapping.svg"})
     CHECK(std::filesystem::file_size(std::filesystem::path(dir) / f) > 0);
   std::filesystem::remove_all(dir);
 }
@@ -67,8 +67,9 @@ TEST_CASE("kvrt blocksize replays a kvrt run workload", "[blocksize][cli]") {
 }
 
 TEST_CASE("kvrt blocksize refuses bad input with exit code 2", "[blocksize][cli]") {
-  for (const std::string args : {"blocksize --sizes 0", "blocksize --weight nonsense=1", "blocksize --weight tail",
-                                 "blocksize --page-groups 20", "blocksize --workload /nonexistent.toml"}) {
+  for (const std::string args :
+       {"blocksize --sizes 0", "blocksize --chunk-sizes 0", "blocksize --weight nonsense=1", "blocksize --weight tail",
+        "blocksize --page-groups 20", "blocksize --workload /nonexistent.toml"}) {
     INFO(args);
     const KvrtRun run = run_kvrt(args);
     CHECK(run.exit_code == 2);

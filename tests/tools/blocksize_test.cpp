@@ -68,6 +68,36 @@ TEST_CASE("blocksize: the 0x09B fixture's hit staircase, tails and record counts
   for (const BlockSizeCost& c : s.costs) CHECK(c.cow_copies == 0);
 }
 
+TEST_CASE("blocksize: shared-prefix chunks of the nested prefixes, counted by hand (0x0BD, 0x0BI)", "[blocksize]") {
+  BlockSizeSweepConfig config = nested_prefix_fixture_config();
+  config.allocator_block_sizes = {4, 32};
+  config.chunk_tokens = {8, 16};
+  const BlockSizeSweep s = sweep_block_sizes(nested_prefix_fixture(), config).value();
+  for (const BlockSizeCost& c : s.costs) {
+    INFO("P_a = " << c.allocator_block);
+    REQUIRE(c.chunks.size() == 2);
+    // P_c = 8: A = [0,8) [8,16) [16,24) [24,32) [32,33); B shares the first
+    // three and ends with its own [24,25); C shares the first two.
+    const ChunkCost& c8 = c.chunks[0];
+    CHECK(c8.sequences == 3);
+    CHECK(c8.chunks == 6);
+    CHECK(c8.ordinary_visits == 5 + 4 + 2);
+    CHECK(c8.materialised_chunks == 3);  // coverage 3, 3 and 2
+    CHECK(c8.partial_rows == 3 + 3 + 2);
+    CHECK(c8.saved_reads == 74 - (8 * 4 + 1 + 1));
+    // Per partial row and query head: d_v fp32 lanes and two fp32 states.
+    CHECK(c8.partial_bytes == c8.partial_rows * (64 * 4 + 2 * 4) * 8);
+    // P_c = 16: A = [0,16) [16,32) [32,33); B adds [16,25); C shares [0,16).
+    const ChunkCost& c16 = c.chunks[1];
+    CHECK(c16.chunks == 4);
+    CHECK(c16.ordinary_visits == 3 + 2 + 1);
+    CHECK(c16.materialised_chunks == 1);
+    CHECK(c16.partial_rows == 3);
+    CHECK(c16.saved_reads == 74 - (16 + 16 + 1 + 9));
+    CHECK(c16.step_seconds == 0);  // no timing asked
+  }
+}
+
 TEST_CASE("blocksize: a branch at 20 shared tokens copies 20 mod P rows into a P-row block (0x09C)", "[blocksize]") {
   std::vector<TokenId> prompt(20);
   for (uint32_t i = 0; i < 20; ++i) prompt[i] = static_cast<TokenId>(i + 1);
@@ -187,6 +217,7 @@ TEST_CASE("blocksize: the kernel and the mapper measure what the tables and fron
   config.kernel_block_sizes = {8, 16};
   config.kernel_timing.trials = 3;
   config.page_group_tokens = {32, 64};
+  config.chunk_tokens = {16};
   const BlockSizeSweep s = sweep_block_sizes({SweepRequest{"", prompt, {90, 91, 92, 93, 94}, 1},
                                               SweepRequest{"", {prompt.begin(), prompt.begin() + 33}, {}, 1}},
                                              config)
@@ -204,6 +235,13 @@ TEST_CASE("blocksize: the kernel and the mapper measure what the tables and fron
     CHECK(k.step_seconds > 0);
     CHECK(k.read_floor_seconds > 0);
   }
+  // The 33-token prompt is a prefix of the 45-token context: chunks [0,16)
+  // and [16,32) shared, then [32,45) and [32,33) each their own.
+  REQUIRE(c.chunks.size() == 1);
+  CHECK(c.chunks[0].chunks == 4);
+  CHECK(c.chunks[0].ordinary_visits == 3 + 3);
+  CHECK(c.chunks[0].step_seconds > 0);
+  CHECK(c.chunks[0].paged_step_seconds > 0);
   // Page groups of 32 rows: ceil(45/32) + ceil(33/32) = 4 pages per tensor,
   // each mapped once in K and once in V; tails 19 + 31 rows. Of 64: 1 + 1 pages.
   REQUIRE(s.page_groups.size() == 2);

@@ -142,6 +142,23 @@ nlohmann::ordered_json block_size_json(const BlockSizeSweep& s, const CostWeight
       kernels.push_back(std::move(kj));
     }
     j["kernels"] = std::move(kernels);
+    nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
+    for (const ChunkCost& ch : c.chunks) {
+      nlohmann::ordered_json cj{{"chunk_tokens", ch.chunk_tokens},
+                                {"sequences", ch.sequences},
+                                {"chunks", ch.chunks},
+                                {"ordinary_visits", ch.ordinary_visits},
+                                {"materialised_chunks", ch.materialised_chunks},
+                                {"partial_rows", ch.partial_rows},
+                                {"partial_bytes", ch.partial_bytes},
+                                {"saved_reads", ch.saved_reads}};
+      if (ch.step_seconds > 0) {
+        cj["step_seconds"] = ch.step_seconds;
+        cj["paged_step_seconds"] = ch.paged_step_seconds;
+      }
+      chunks.push_back(std::move(cj));
+    }
+    j["shared_prefix_chunks"] = std::move(chunks);
     if (!weights.empty()) {
       double score = 0;
       for (const auto& [name, w] : weights) score += w * component_value(c, name, s.config.row_bytes);
@@ -227,6 +244,25 @@ std::string block_size_text(const BlockSizeSweep& s, const CostWeights& weights)
           << pad(fmt("%.2f", k.read_floor_seconds > 0 ? k.step_seconds / k.read_floor_seconds : 0), 9);
       o << "\n";
     }
+  bool any_chunks = false;
+  for (const BlockSizeCost& c : s.costs) any_chunks = any_chunks || !c.chunks.empty();
+  if (any_chunks) {
+    o << "\nshared-prefix execution per (P_a, P_c) over the decode batch (ChunkAttention, 0x0BD, 0x0BI)\n"
+      << pad("P_a", 6) << pad("P_c", 6) << pad("seqs", 6) << pad("chunks", 8) << pad("ordinary", 10)
+      << pad("shared>1", 10) << pad("partial rows", 14) << pad("partial", 12) << pad("saved reads", 13)
+      << pad("step", 12) << pad("paged step", 12) << "\n";
+    for (const BlockSizeCost& c : s.costs)
+      for (const ChunkCost& ch : c.chunks) {
+        o << pad(std::to_string(c.allocator_block), 6) << pad(std::to_string(ch.chunk_tokens), 6)
+          << pad(std::to_string(ch.sequences), 6) << pad(std::to_string(ch.chunks), 8)
+          << pad(std::to_string(ch.ordinary_visits), 10) << pad(std::to_string(ch.materialised_chunks), 10)
+          << pad(std::to_string(ch.partial_rows), 14) << pad(bytes(ch.partial_bytes), 12)
+          << pad(std::to_string(ch.saved_reads), 13);
+        if (ch.step_seconds > 0)
+          o << pad(fmt("%.1f us", ch.step_seconds * 1e6), 12) << pad(fmt("%.1f us", ch.paged_step_seconds * 1e6), 12);
+        o << "\n";
+      }
+  }
   if (!s.page_groups.empty()) {
     o << "\nvirtual reservations: page groups of G rows, real mappings over a memfd (0x06D)\n"
       << pad("G", 6) << pad("map calls", 11) << pad("pages", 9) << pad("tail rows", 11) << pad("steps", 9)
@@ -313,6 +349,21 @@ Status write_block_size_report(const BlockSizeSweep& s, const CostWeights& weigh
     if (!line.points.empty()) kernel.series.push_back(std::move(line));
   }
   KVRT_TRY(write("blocksize-kernel.svg", svg::render_line_chart(kernel)));
+  svg::LineChart chunks{"Shared-prefix chunk visits against the chunk size (0x0BI)",
+                        {"chunk size P_c", "rows"},
+                        {"chunk visits", ""},
+                        {},
+                        true};
+  if (!s.costs.empty()) {
+    // The visits do not depend on P_a: the first allocator block size's batch.
+    svg::Series shared{"shared schedule", {}}, ordinary{"per-sequence schedule", {}};
+    for (const ChunkCost& ch : s.costs.front().chunks) {
+      shared.points.emplace_back(ch.chunk_tokens, static_cast<double>(ch.chunks));
+      ordinary.points.emplace_back(ch.chunk_tokens, static_cast<double>(ch.ordinary_visits));
+    }
+    chunks.series = {shared, ordinary};
+  }
+  KVRT_TRY(write("blocksize-chunks.svg", svg::render_line_chart(chunks)));
   svg::LineChart mapping{"Virtual reservations: mapping calls against the page group (0x06D)",
                          {"page group G", "rows"},
                          {"calls", ""},

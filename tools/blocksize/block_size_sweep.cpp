@@ -11,9 +11,9 @@
 
 #include "services/allocator/block_allocator.hpp"
 #include "services/common/units.hpp"
-#include "services/executor/paged_decode.hpp"
 #include "services/mapper/memfd_backing.hpp"
 #include "services/mapper/vmm_mapper.hpp"
+#include "tools/blocksize/decode_batch.hpp"
 #include "tools/replay/prefix_replay.hpp"
 
 namespace kvrt {
@@ -21,12 +21,8 @@ namespace {
 
 constexpr uint32_t kMaxBlockTokens = 4096;
 
-// The running contexts of a sweep: a request's id in the replay, its tokens
-// from position 0 (prompt then decode) and the block ids its table names.
-struct RunningRequest {
-  std::vector<TokenId> tokens;
-  std::vector<uint32_t> blocks;
-};
+using blocksize::DecodeBatch;
+using blocksize::RunningRequest;
 
 // Fork branches become requests of their own in the prefix replay (it has
 // no fork): branch k > 0 decodes other tokens than branch 0, so the
@@ -48,35 +44,23 @@ std::vector<ExpandedRequest> expand(const std::vector<SweepRequest>& requests) {
   return out;
 }
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  // splitmix64 finaliser over the running hash and the next value.
-  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 // The storage-identity ideal of 0x09B: block j of a context of T tokens is
 // its prefix of min(T, (j+1)P) tokens; equal prefixes are one block, and a
 // partial prefix that another context extends lives inside that context's
 // block. Prefixes are compared by a 64-bit hash of (salt, tokens, length).
-void ideal_storage(const std::vector<RunningRequest>& running, const std::vector<std::string>& salts, uint32_t P,
-                   BlockSizeCost& cost) {
+void ideal_storage(const std::vector<RunningRequest>& running, uint32_t P, BlockSizeCost& cost) {
   std::vector<std::vector<uint64_t>> prefix(running.size());
   std::unordered_set<uint64_t> extended;  // (length, hash) of every prefix some context extends
   for (size_t r = 0; r < running.size(); ++r) {
-    uint64_t h = mix(0, std::hash<std::string>{}(salts[r]));
-    prefix[r].reserve(running[r].tokens.size() + 1);
-    prefix[r].push_back(h);
-    for (TokenId t : running[r].tokens) prefix[r].push_back(h = mix(h, static_cast<uint32_t>(t)));
-    for (size_t L = 1; L < running[r].tokens.size(); ++L) extended.insert(mix(prefix[r][L], L));
+    prefix[r] = blocksize::prefix_hashes(running[r]);
+    for (size_t L = 1; L < running[r].tokens.size(); ++L) extended.insert(blocksize::mix_hash(prefix[r][L], L));
   }
   std::unordered_map<uint64_t, uint64_t> blocks;  // (length, hash) -> unwritten rows of its block
   for (size_t r = 0; r < running.size(); ++r) {
     const uint64_t T = running[r].tokens.size();
     for (uint64_t j = 0; j * P < T; ++j) {
       const uint64_t L = std::min<uint64_t>(T, (j + 1) * P);
-      const uint64_t key = mix(prefix[r][L], L);
+      const uint64_t key = blocksize::mix_hash(prefix[r][L], L);
       if (L < (j + 1) * P && extended.contains(key)) continue;  // inside a longer context's block
       blocks.emplace(key, (j + 1) * P - L);
     }
@@ -130,86 +114,6 @@ Status measure_copy_on_write(const SweepRequest& r, uint32_t P, uint64_t row_byt
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-template <class F>
-double median_seconds(uint32_t trials, F&& once) {
-  std::vector<double> t;
-  for (uint32_t i = 0; i < trials; ++i) t.push_back(once());
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-// One decode step of the first requests (up to max_rows) at (P_a, P_k): the
-// blocks their tables name, compacted into a plain fp32 pool, and the
-// kernel's own receipt of what it read. The floor is a plain sum over the
-// pool's K and V in the same run, scaled to the bytes the kernel read.
-Status time_decode(const std::vector<RunningRequest>& running, const std::unordered_map<uint32_t, uint64_t>& written,
-                   uint32_t P, const KernelTimingConfig& t, KernelTableCost& k) {
-  std::vector<size_t> chosen;
-  uint64_t rows = 0;
-  for (size_t r = 0; r < running.size(); ++r) {
-    const uint64_t T = running[r].tokens.size();
-    if (!chosen.empty() && rows + T > t.max_rows) break;
-    chosen.push_back(r);
-    rows += T;
-  }
-  std::unordered_map<uint32_t, uint32_t> slot_of;
-  std::vector<std::vector<uint32_t>> slots(chosen.size()), valid(chosen.size());
-  for (size_t i = 0; i < chosen.size(); ++i)
-    for (uint32_t b : running[chosen[i]].blocks) {
-      slots[i].push_back(slot_of.emplace(b, static_cast<uint32_t>(slot_of.size())).first->second);
-      valid[i].push_back(static_cast<uint32_t>(written.at(b)));
-    }
-  const executor::PlainPoolShape shape{
-      static_cast<uint32_t>(slot_of.size()), P, t.kv_heads, t.head_dim, t.head_dim, ScalarType::fp32, ScalarType::fp32};
-  std::vector<float> K(shape.k_elements()), V(shape.v_elements());
-  for (size_t i = 0; i < K.size(); ++i) K[i] = static_cast<float>((i * 2654435761u) % 1024) / 1024.0f - 0.5f;
-  for (size_t i = 0; i < V.size(); ++i) V[i] = static_cast<float>((i * 40503u) % 1024) / 1024.0f - 0.5f;
-  Result<executor::PagedKvView> view = executor::plain_kv_view(
-      shape, executor::KvTensorBytes{reinterpret_cast<const std::byte*>(K.data()), K.size() * 4, ScalarType::fp32},
-      executor::KvTensorBytes{reinterpret_cast<const std::byte*>(V.data()), V.size() * 4, ScalarType::fp32});
-  if (!view.ok()) return view.error();
-  std::vector<executor::DecodeRequest> requests;
-  for (size_t i = 0; i < chosen.size(); ++i)
-    requests.push_back(
-        executor::DecodeRequest{executor::KvBlockTable{slots[i], valid[i], running[chosen[i]].tokens.size()}});
-  std::vector<float> q(chosen.size() * t.q_heads * t.head_dim, 0.125f), out(q.size());
-  const executor::DecodeArgs args{executor::HeadMapping{t.q_heads, t.kv_heads}, requests, q, out, {},
-                                  executor::AttentionOptions{k.kernel_block, 0}};
-  Status failed = Status::success();
-  k.step_seconds = median_seconds(t.trials, [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    Result<executor::DecodeReceipt> rc = executor::paged_decode(*view, args);
-    const double s = seconds_since(t0);
-    if (!rc.ok()) {
-      failed = rc.error();
-      return s;
-    }
-    k.kernel_blocks = rc->kernel_blocks;
-    k.kv_bytes = rc->kv_bytes;
-    return s;
-  });
-  KVRT_TRY(failed);
-  // The floor reads the pool as 64-bit words summed as integers (order
-  // free, so the compiler vectorises it): a read-only pass at the memory
-  // system's speed, as attention_bench's read floor.
-  volatile uint64_t sink = 0;  // keeps the sums from being optimised away
-  auto words = [](const std::vector<float>& f) {
-    return std::span<const uint64_t>(reinterpret_cast<const uint64_t*>(f.data()), f.size() / 2);
-  };
-  const double sum_seconds = median_seconds(t.trials, [&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    uint64_t a = 0;
-    for (uint64_t x : words(K)) a += x;
-    for (uint64_t x : words(V)) a += x;
-    sink = sink + a;
-    return seconds_since(t0);
-  });
-  const double pool_bytes = 4.0 * static_cast<double>(K.size() + V.size());
-  k.read_floor_seconds = sum_seconds * static_cast<double>(k.kv_bytes) / pool_bytes;
-  k.timed_requests = chosen.size();
-  return Status::success();
 }
 
 // The mapper of vAttention mode (0x06D) with page groups of G rows: one
@@ -307,7 +211,6 @@ Result<BlockSizeCost> measure(const std::vector<SweepRequest>& requests, const s
       !configured.ok())
     return configured.error();
   std::vector<RunningRequest> running;
-  std::vector<std::string> salts;
   for (size_t i = 0; i < expanded.size(); ++i) {
     const ExpandedRequest& e = expanded[i];
     std::string id = "r";  // (one append: GCC 12's -Wrestrict misreads "r" + to_string at -O3)
@@ -324,7 +227,7 @@ Result<BlockSizeCost> measure(const std::vector<SweepRequest>& requests, const s
     cost.prompt_tokens += e.source->prompt.size();
     cost.hit_tokens += admitted["hit_tokens"].get<uint64_t>();
     cost.blocks_allocated += admitted["new_blocks"].get<uint64_t>();
-    RunningRequest r{e.source->prompt, admitted["block_ids"].get<std::vector<uint32_t>>()};
+    RunningRequest r{e.source->prompt, e.source->salt, admitted["block_ids"].get<std::vector<uint32_t>>()};
     if (!e.decode.empty()) {
       Result<replay::OutFields> stepped = apply("decode", {{"op", "decode"}, {"id", id}, {"tokens", e.decode}});
       if (!stepped.ok()) return stepped.error();
@@ -334,7 +237,6 @@ Result<BlockSizeCost> measure(const std::vector<SweepRequest>& requests, const s
       r.tokens.insert(r.tokens.end(), e.decode.begin(), e.decode.end());
     }
     running.push_back(std::move(r));
-    salts.push_back(e.source->salt);
   }
   KVRT_TRY(replay.validate());
   cost.recomputed_tokens = cost.prompt_tokens - cost.hit_tokens;
@@ -354,7 +256,7 @@ Result<BlockSizeCost> measure(const std::vector<SweepRequest>& requests, const s
   }
   cost.runtime_unique_blocks = written.size();
   for (const auto& [block, rows] : written) cost.runtime_unique_tail_rows += P - rows;
-  ideal_storage(running, salts, P, cost);
+  ideal_storage(running, P, cost);
 
   MetadataCounts counts;
   counts.request_block_refs = cost.request_block_refs;
@@ -370,6 +272,8 @@ Result<BlockSizeCost> measure(const std::vector<SweepRequest>& requests, const s
       if (Status st = measure_copy_on_write(r, P, config.row_bytes, cost); !st.ok())
         return at_block_size(P, st.error());
 
+  Result<DecodeBatch> batch = DecodeBatch::build(running, written, P, config.kernel_timing);
+  if (!batch.ok()) return at_block_size(P, batch.error());
   std::vector<uint32_t> kernels = config.kernel_block_sizes;
   std::sort(kernels.begin(), kernels.end());
   kernels.erase(std::unique(kernels.begin(), kernels.end()), kernels.end());
@@ -379,9 +283,13 @@ Result<BlockSizeCost> measure(const std::vector<SweepRequest>& requests, const s
     if (!table.ok()) return table.error();
     KernelTableCost k{pk, std::move(*table), 0, 0, 0, 0, 0};
     if (config.kernel_timing.trials > 0)
-      if (Status st = time_decode(running, written, P, config.kernel_timing, k); !st.ok())
-        return at_block_size(P, st.error());
+      if (Status st = batch->time_paged(k); !st.ok()) return at_block_size(P, st.error());
     cost.kernels.push_back(std::move(k));
+  }
+  for (uint32_t pc : config.chunk_tokens) {
+    Result<ChunkCost> chunked = batch->chunks(pc);
+    if (!chunked.ok()) return at_block_size(P, chunked.error());
+    cost.chunks.push_back(*chunked);
   }
   return cost;
 }
@@ -408,6 +316,8 @@ Result<BlockSizeSweep> sweep_block_sizes(const std::vector<SweepRequest>& reques
                         "allocator block size " + std::to_string(p) + " is outside [1, 4096]", "sizes");
   for (uint32_t p : config.kernel_block_sizes)
     if (p == 0) return make_error(ErrorCode::invalid_argument, "a kernel block size of 0", "kernel_sizes");
+  for (uint32_t p : config.chunk_tokens)
+    if (p == 0) return make_error(ErrorCode::invalid_argument, "a chunk size of 0", "chunk_sizes");
   if (config.row_bytes == 0) return make_error(ErrorCode::invalid_argument, "row bytes must be > 0", "row_bytes");
   KVRT_TRY(validate_record_sizes(config.record_sizes));
   if (requests.empty()) return make_error(ErrorCode::invalid_argument, "the workload has no request", "workload");

@@ -24,6 +24,9 @@
 //   kernel time  one decode step of the running batch through the CPU paged
 //                decode kernel at (P_a, P_k), beside the time a plain read
 //                of the same K/V bytes takes in the same run (the floor);
+//   chunks       shared-prefix execution at chunk size P_c (0x0BD): chunk
+//                visits against a per-sequence schedule's, partial states
+//                kept, reads saved, and one timed ChunkAttention step;
 //   VMM mapping  for each page group of G token rows (vAttention mode,
 //                0x06D): the real mapper over a memfd maps every request's
 //                frontier as it prefills and decodes; mapping calls, pages
@@ -69,6 +72,7 @@ struct BlockSizeSweepConfig {
   uint64_t pool_tokens = 0;
   MetadataRecordSizes record_sizes;  // declared, not measured (0x09B)
   KernelTimingConfig kernel_timing;
+  std::vector<uint32_t> chunk_tokens;  // P_c values for shared-prefix execution [rows], each > 0
   // VMM page groups to measure [token rows per page group]; each times the
   // mapper's row of 128 bytes per K or V tensor (one layer, one K/V head of
   // 64 fp16 lanes) must be a multiple of the OS page.
@@ -91,6 +95,22 @@ struct KernelTableCost {
   uint64_t kv_bytes = 0;          // K and V read [bytes]
   double step_seconds = 0;        // median [s]
   double read_floor_seconds = 0;  // a plain read of kv_bytes in the same run [s]
+};
+
+// Shared-prefix execution at chunk size P_c over the decode batch (0x0BD,
+// 0x0BE, 0x0BI): one chunk object per distinct prefix chunk, visited once
+// for all the sequences that share it.
+struct ChunkCost {
+  uint32_t chunk_tokens = 0;         // P_c [rows]
+  uint64_t sequences = 0;            // the decode batch [requests]
+  uint64_t chunks = 0;               // chunk objects the shared schedule visits
+  uint64_t ordinary_visits = 0;      // sum_r ceil(T_r / P_c): a per-sequence schedule's visits
+  uint64_t materialised_chunks = 0;  // coverage above 1: partial states kept
+  uint64_t partial_rows = 0;         // [rows] per query head
+  uint64_t partial_bytes = 0;        // [bytes]
+  uint64_t saved_reads = 0;          // K/V rows a shared schedule does not read again [rows]
+  double step_seconds = 0;           // one ChunkAttention step, with timing [s]
+  double paged_step_seconds = 0;     // the paged step at P_k = P_a over the same batch [s]
 };
 
 struct PageGroupCost {
@@ -124,6 +144,7 @@ struct BlockSizeCost {
   uint64_t cow_traffic_bytes = 0;        // 2 r B_row summed [bytes]
   uint64_t cow_capacity_bytes = 0;       // P_a B_row per copy [bytes]
   std::vector<KernelTableCost> kernels;  // per legal P_k, ascending
+  std::vector<ChunkCost> chunks;         // per P_c, in the order given
 };
 
 struct BlockSizeSweep {
