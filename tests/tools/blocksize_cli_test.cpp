@@ -44,10 +44,16 @@ TEST_CASE("kvrt blocksize scores only with the user's weights and writes its rep
       "--report-dir " +
       dir);
   REQUIRE(j["allocator_block_sizes"].size() == 2);
-  // 4: 38 recomputed + 0.5 x 1232 metadata bytes; 16: 58 + 0.5 x its metadata.
+  // At P_a = 4: 38 recomputed + 0.5 x the metadata bytes, which are the
+  // 0x09B record families at the declared sizes: 20 map entries, 32
+  // descriptors, 8 hashes, 3 valid-tail records, 32 - 11 free-queue items.
   const nlohmann::json& p4 = j["allocator_block_sizes"][0];
-  CHECK(p4["weighted_score"].get<double>() == Approx(38 + 0.5 * p4["metadata"]["total_bytes"].get<double>()));
-  CHECK(p4["metadata"]["total_bytes"] == 1232);
+  const nlohmann::json& r = j["record_sizes"];
+  const uint64_t metadata = 20 * r["request_map_entry"].get<uint64_t>() + 32 * r["block_descriptor"].get<uint64_t>() +
+                            8 * r["cached_hash_entry"].get<uint64_t>() + 3 * r["valid_tail_record"].get<uint64_t>() +
+                            21 * r["free_queue_entry"].get<uint64_t>();
+  CHECK(p4["metadata"]["total_bytes"] == metadata);
+  CHECK(p4["weighted_score"].get<double>() == Approx(38 + 0.5 * static_cast<double>(metadata)));
   for (const char* f : {"blocksize.json", "blocksize.txt", "blocksize-storage.svg", "blocksize-hits.svg",
                         "blocksize-cow.svg", "blocksize-kernel.svg", "blocksize-chunks.svg", "blocksize-mapping.svg"})
     CHECK(std::filesystem::file_size(std::filesystem::path(dir) / f) > 0);

@@ -296,16 +296,6 @@ Result<BlockSizeCost> measure(const std::vector<SweepRequest>& requests, const s
 
 }  // namespace
 
-MetadataRecordSizes kvrt_record_sizes() {
-  MetadataRecordSizes s;
-  s.request_map_entry = 4;   // int32 block id in a kernel's table
-  s.block_descriptor = 24;   // PhysicalBlockHandle (16) + refcount (4) + valid rows (4)
-  s.cached_hash_entry = 36;  // SHA-256 digest (32) + block id (4)
-  s.valid_tail_record = 4;   // one valid-row frontier
-  s.free_queue_entry = 4;    // one block id
-  return s;
-}
-
 Result<BlockSizeSweep> sweep_block_sizes(const std::vector<SweepRequest>& requests,
                                          const BlockSizeSweepConfig& config) {
   if (config.allocator_block_sizes.empty())

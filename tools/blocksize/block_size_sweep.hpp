@@ -41,6 +41,7 @@
 #include "services/address/ragged_table_ledger.hpp"
 #include "services/common/ids.hpp"
 #include "services/common/result.hpp"
+#include "tools/ledger/kvrt_record_sizes.hpp"
 #include "tools/ledger/metadata_ledger.hpp"
 
 namespace kvrt {
@@ -78,13 +79,6 @@ struct BlockSizeSweepConfig {
   // 64 fp16 lanes) must be a multiple of the OS page.
   std::vector<uint32_t> page_group_tokens;
 };
-
-// The kvrt records a block table, a pool and an index keep, as declared
-// sizes for the metadata ledger: a table cell is an int32 block id as a
-// kernel reads it, a descriptor a PhysicalBlockHandle with its refcount and
-// valid rows, a hash entry a SHA-256 digest with its block id, a valid-tail
-// record one frontier, a free-queue item one block id.
-MetadataRecordSizes kvrt_record_sizes();
 
 struct KernelTableCost {
   uint32_t kernel_block = 0;  // P_k [tokens]

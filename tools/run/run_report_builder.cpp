@@ -10,6 +10,7 @@
 #include "schema/allocator_types.hpp"
 #include "services/allocator/block_allocator.hpp"
 #include "services/reuse/reuse_funnel_counters.hpp"
+#include "tools/ledger/kvrt_record_sizes.hpp"
 #include "tools/ledger/metadata_ledger.hpp"
 #include "tools/report/report_latency.hpp"
 
@@ -19,20 +20,6 @@ namespace {
 
 int64_t stat(const NodeStats& s, const std::string& owner, const std::string& name) {
   return s.value(owner, name).value_or(0);
-}
-
-// kvrt's own in-memory record sizes, the declared inputs of the metadata
-// ledger (0x02E): a table entry is a PhysicalBlockHandle, a descriptor a
-// BlockMeta, a cached hash a SHA-256 digest plus its 64-bit cache key, a
-// valid-tail record a RequestFence, a free-queue item a 32-bit slot.
-MetadataRecordSizes kvrt_record_sizes() {
-  MetadataRecordSizes s;
-  s.request_map_entry = sizeof(PhysicalBlockHandle);
-  s.block_descriptor = sizeof(BlockMeta);
-  s.cached_hash_entry = sizeof(Sha256Digest) + sizeof(uint64_t);
-  s.valid_tail_record = sizeof(RequestFence);
-  s.free_queue_entry = sizeof(uint32_t);
-  return s;
 }
 
 }  // namespace
