@@ -34,6 +34,10 @@ TEST_CASE("blocksize: the 0x09B fixture's hit staircase, tails and record counts
     CHECK(c.prompt_tokens == 33 + 25 + 16);
     CHECK(c.hit_tokens == hits[i]);
     CHECK(c.recomputed_tokens == 33 + 41 - hits[i]);
+    // The immutable partial-tail alternative reuses 39 tokens (24 for B, 15
+    // for C) at every size, and copies the rows past each hit's last full block.
+    CHECK(c.partial_tail_hit_tokens == 39);
+    CHECK(c.partial_tail_copy_rows == 24 % sizes[i] + 15 % sizes[i]);
     // Storage identity: only the 33-token path, ceil(33 / P) blocks.
     CHECK(c.ideal_unique_blocks == (33 + sizes[i] - 1) / sizes[i]);
     CHECK(c.ideal_unique_tail_rows == c.ideal_unique_blocks * sizes[i] - 33);
@@ -156,6 +160,10 @@ TEST_CASE("blocksize property: random workloads keep the ledgers' laws at every 
     CHECK(c.prompt_tokens == prompt_total);
     CHECK(c.hit_tokens + c.recomputed_tokens == c.prompt_tokens);
     CHECK(c.hit_tokens % P == 0);  // full blocks only
+    // Token granularity finds every full-block hit and perhaps more.
+    CHECK(c.partial_tail_hit_tokens >= c.hit_tokens);
+    CHECK(c.partial_tail_hit_tokens == s.costs.front().partial_tail_hit_tokens);
+    CHECK(c.partial_tail_copy_rows < uint64_t{P} * s.requests + 1);
     // Brute force: the request-view maps are ceil(T_r / P) each.
     uint64_t refs = 0, tail = 0;
     for (const SweepRequest& r : requests) {

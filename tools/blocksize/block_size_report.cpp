@@ -41,9 +41,10 @@ std::vector<SweepRequest> sweep_requests(const workload::Workload& w) {
 }
 
 const std::vector<std::string>& weighable_components() {
-  static const std::vector<std::string> names{"request_view_tail_bytes", "runtime_tail_bytes", "metadata_bytes",
-                                              "recomputed_tokens",       "blocks_allocated",   "cow_traffic_bytes",
-                                              "cow_capacity_bytes",      "padded_cells",       "decode_step_seconds"};
+  static const std::vector<std::string> names{
+      "request_view_tail_bytes", "runtime_tail_bytes", "metadata_bytes",     "recomputed_tokens",
+      "partial_tail_copy_rows",  "blocks_allocated",   "cow_traffic_bytes",  "cow_capacity_bytes",
+      "padded_cells",            "decode_step_seconds"};
   return names;
 }
 
@@ -83,6 +84,7 @@ double component_value(const BlockSizeCost& c, const std::string& name, uint64_t
   if (name == "runtime_tail_bytes") return static_cast<double>(c.runtime_unique_tail_rows * row_bytes);
   if (name == "metadata_bytes") return static_cast<double>(c.metadata.total_bytes);
   if (name == "recomputed_tokens") return static_cast<double>(c.recomputed_tokens);
+  if (name == "partial_tail_copy_rows") return static_cast<double>(c.partial_tail_copy_rows);
   if (name == "blocks_allocated") return static_cast<double>(c.blocks_allocated);
   if (name == "cow_traffic_bytes") return static_cast<double>(c.cow_traffic_bytes);
   if (name == "cow_capacity_bytes") return static_cast<double>(c.cow_capacity_bytes);
@@ -221,12 +223,15 @@ std::string block_size_text(const BlockSizeSweep& s, const CostWeights& weights)
       << pad(std::to_string(c.ideal_unique_blocks), 10) << pad(bytes(c.ideal_unique_tail_rows * s.config.row_bytes), 12)
       << pad(std::to_string(c.metadata.counts.pool_blocks), 12)
       << pad(std::to_string(c.metadata.counts.cached_hashes), 8) << pad(bytes(c.metadata.total_bytes), 12) << "\n";
-  o << "\nprefix hits (full blocks, logits cap 0x07A), transitions, copy-on-write (0x09C)\n"
-    << pad("P_a", 6) << pad("prompt", 10) << pad("hit", 10) << pad("recomputed", 12) << pad("allocated", 11)
-    << pad("COW copies", 12) << pad("COW rows", 10) << pad("COW traffic", 13) << pad("COW capacity", 14) << "\n";
+  o << "\nprefix hits (full blocks, logits cap 0x07A; tail: the immutable partial-tail policy, 0x07D), transitions, "
+       "copy-on-write (0x09C)\n"
+    << pad("P_a", 6) << pad("prompt", 10) << pad("hit", 10) << pad("recomputed", 12) << pad("tail hit", 10)
+    << pad("tail copy", 11) << pad("allocated", 11) << pad("COW copies", 12) << pad("COW rows", 10)
+    << pad("COW traffic", 13) << pad("COW capacity", 14) << "\n";
   for (const BlockSizeCost& c : s.costs)
     o << pad(std::to_string(c.allocator_block), 6) << pad(std::to_string(c.prompt_tokens), 10)
       << pad(std::to_string(c.hit_tokens), 10) << pad(std::to_string(c.recomputed_tokens), 12)
+      << pad(std::to_string(c.partial_tail_hit_tokens), 10) << pad(std::to_string(c.partial_tail_copy_rows), 11)
       << pad(std::to_string(c.blocks_allocated), 11) << pad(std::to_string(c.cow_copies), 12)
       << pad(std::to_string(c.cow_rows), 10) << pad(bytes(c.cow_traffic_bytes), 13)
       << pad(bytes(c.cow_capacity_bytes), 14) << "\n";

@@ -15,6 +15,7 @@
 #include "services/mapper/vmm_mapper.hpp"
 #include "tools/blocksize/decode_batch.hpp"
 #include "tools/replay/prefix_replay.hpp"
+#include "tools/replay/radix_replay.hpp"
 
 namespace kvrt {
 namespace {
@@ -178,6 +179,31 @@ Result<PageGroupCost> measure_page_group(const std::vector<ExpandedRequest>& exp
   return cost;
 }
 
+// The immutable partial-tail policy's hits (0x07D): kvrt's radix tree at
+// page size 1, each request matched over its first S_prompt - 1 tokens (the
+// logits cap, 0x07A) under its salt, then its whole context inserted, in
+// arrival order as the prefix replay admits them. Returns each request's hit.
+Result<std::vector<uint64_t>> partial_tail_hits(const std::vector<ExpandedRequest>& expanded) {
+  RadixReplay replay(RadixReplayOptions{RadixReplayProfile::sglang, false});
+  std::vector<uint64_t> hits;
+  for (const ExpandedRequest& e : expanded) {
+    const std::vector<TokenId>& prompt = e.source->prompt;
+    nlohmann::json match{{"op", "match"}, {"tokens", std::vector<TokenId>(prompt.begin(), prompt.end() - 1)}};
+    std::vector<TokenId> context = prompt;
+    context.insert(context.end(), e.decode.begin(), e.decode.end());
+    nlohmann::json insert{{"op", "insert"}, {"tokens", context}};
+    if (!e.source->salt.empty()) match["extra_key"] = insert["extra_key"] = e.source->salt;
+    replay::OpOutcome m = replay.apply("match", match);
+    replay::OpOutcome i = replay.apply("insert", insert);
+    for (const replay::OpOutcome* o : {&m, &i})
+      if (const auto* err = std::get_if<replay::ReplayError>(o))
+        return make_error(ErrorCode::invalid_argument, "the radix replay refused a request: " + err->message,
+                          "workload");
+    hits.push_back(std::get<replay::OutFields>(m)["matched"].get<uint64_t>());
+  }
+  return hits;
+}
+
 Error at_block_size(uint32_t P, const Error& e) {
   Error out = e;
   out.reason = "at P_a = " + std::to_string(P) + ": " + e.reason;
@@ -185,9 +211,14 @@ Error at_block_size(uint32_t P, const Error& e) {
 }
 
 Result<BlockSizeCost> measure(const std::vector<SweepRequest>& requests, const std::vector<ExpandedRequest>& expanded,
-                              const BlockSizeSweepConfig& config, uint32_t P, uint64_t pool_tokens) {
+                              const std::vector<uint64_t>& tail_hits, const BlockSizeSweepConfig& config, uint32_t P,
+                              uint64_t pool_tokens) {
   BlockSizeCost cost;
   cost.allocator_block = P;
+  for (uint64_t h : tail_hits) {
+    cost.partial_tail_hit_tokens += h;
+    cost.partial_tail_copy_rows += h % P;
+  }
   uint64_t need = 1;  // the replay's null block
   uint64_t longest = 0;
   for (const ExpandedRequest& e : expanded) {
@@ -326,10 +357,12 @@ Result<BlockSizeSweep> sweep_block_sizes(const std::vector<SweepRequest>& reques
     for (const ExpandedRequest& e : expanded)
       pool_tokens += ceil_div(e.source->prompt.size() + e.decode.size(), largest) * largest;
   }
+  const Result<std::vector<uint64_t>> tail_hits = partial_tail_hits(expanded);
+  if (!tail_hits.ok()) return tail_hits.error();
   BlockSizeSweep out{config, expanded.size(), {}, {}};
   out.config.pool_tokens = pool_tokens;
   for (uint32_t P : config.allocator_block_sizes) {
-    Result<BlockSizeCost> cost = measure(requests, expanded, config, P, pool_tokens);
+    Result<BlockSizeCost> cost = measure(requests, expanded, *tail_hits, config, P, pool_tokens);
     if (!cost.ok()) return cost.error();
     out.costs.push_back(std::move(*cost));
   }

@@ -14,6 +14,9 @@
 //   hits         full-block prefix hits under the 0x07A logits cap and the
 //                prompt rows recomputed (the hash-chain prefix cache of
 //                `kvrt replay prefix`, over the real allocator and index);
+//                beside them, the immutable partial-tail alternative (0x07D):
+//                token-granular hits from kvrt's radix tree, the same at every
+//                P_a, and the rows each P_a must then copy (hit mod P_a);
 //   transitions  blocks taken from the free queue;
 //   COW          for forked branches (0x05C, 0x09C): rows copied when each
 //                branch writes into the shared partial block, the traffic
@@ -130,6 +133,9 @@ struct BlockSizeCost {
   uint64_t prompt_tokens = 0;      // [tokens]
   uint64_t hit_tokens = 0;         // [tokens]
   uint64_t recomputed_tokens = 0;  // prompt - hit [tokens]
+  // the immutable partial-tail alternative (0x07D, same cap)
+  uint64_t partial_tail_hit_tokens = 0;  // [tokens], independent of P_a
+  uint64_t partial_tail_copy_rows = 0;   // sum of hit mod P_a: rows copied out of shared partial blocks [rows]
   // transitions
   uint64_t blocks_allocated = 0;  // taken from the free queue [blocks]
   // copy-on-write (0x09C)
