@@ -43,15 +43,18 @@ struct SessionHistory {
 // Why a resume found nothing it may use. Each is a funnel reason of 0x0CF
 // (reason_of), so a resume that falls back to recomputation is counted.
 enum class SessionTierRefusal : uint8_t {
-  no_saved_history = 0,   // nothing saved for this session (or it was evicted or purged)
-  other_namespace = 1,    // saved under another tenant or namespace
-  namespace_rotated = 2,  // saved under another namespace generation
-  semantic_changed = 3,   // another model, weights or adapter
-  layout_changed = 4,     // another dtype, quantizer or layout
-  position_contract_changed = 5,
-  history_not_prefix = 6,  // the new prompt does not start with the saved tokens, or adds none
-  incomplete_save = 7,     // the saved object is missing, short, or fails its digest
+  // Nothing saved for this (tenant, namespace, session): never saved,
+  // evicted, retired or dropped. Another tenant's save of the same label is
+  // not told apart: that would disclose it across the boundary (0x0CE).
+  no_saved_history = 0,
+  namespace_rotated = 1,  // saved under another namespace generation
+  semantic_changed = 2,   // another model, weights or adapter
+  layout_changed = 3,     // another dtype, quantizer or layout
+  position_contract_changed = 4,
+  history_not_prefix = 5,  // the new prompt does not start with the saved tokens, or adds none
+  incomplete_save = 6,     // the saved object is missing, short, or fails its digest
 };
+inline constexpr size_t kSessionTierRefusalCount = 7;
 std::string_view to_string(SessionTierRefusal r);
 RejectionReason reason_of(SessionTierRefusal r);
 

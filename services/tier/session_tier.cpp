@@ -25,8 +25,6 @@ std::string_view to_string(SessionTierRefusal r) {
   switch (r) {
     case SessionTierRefusal::no_saved_history:
       return "no_saved_history";
-    case SessionTierRefusal::other_namespace:
-      return "other_namespace";
     case SessionTierRefusal::namespace_rotated:
       return "namespace_rotated";
     case SessionTierRefusal::semantic_changed:
@@ -47,8 +45,6 @@ RejectionReason reason_of(SessionTierRefusal r) {
   switch (r) {
     case SessionTierRefusal::no_saved_history:
       return RejectionReason::no_candidate;
-    case SessionTierRefusal::other_namespace:
-      return RejectionReason::isolation_mismatch;
     case SessionTierRefusal::namespace_rotated:
       return RejectionReason::stale_candidate_generation;
     case SessionTierRefusal::semantic_changed:
@@ -170,14 +166,10 @@ SessionResumeAnswer SessionTier::resume(const SessionHistoryIdentity& now, std::
   // The object is found by tenant, namespace and session; every other field
   // of the identity must then be the one it was saved under (0x0CC).
   auto it = objects_.find(key_of(now));
-  if (it == objects_.end()) {
-    for (const auto& [key, record] : objects_)
-      if (record.identity.session_id == now.session_id)
-        return refuse(SessionTierRefusal::other_namespace, "saved under tenant \"" + record.identity.tenant_id +
-                                                               "\", namespace \"" + record.identity.namespace_id +
-                                                               "\"");
-    return refuse(SessionTierRefusal::no_saved_history, "nothing saved for session \"" + now.session_id + "\"");
-  }
+  // Another tenant's or namespace's save of the same session label is not
+  // looked at: saying it exists would disclose it across the boundary (0x0CE).
+  if (it == objects_.end())
+    return refuse(SessionTierRefusal::no_saved_history, "nothing saved for this session in this namespace");
   const ObjectRecord& o = it->second;
   const SessionHistoryIdentity& saved = o.identity;
   if (saved.namespace_generation != now.namespace_generation)

@@ -8,8 +8,9 @@
 //            an older save of the same session. The answer is the
 //            SessionReuseReceipt of 0x0CC: what the rows are, not where.
 //   resume   the session's next turn: the identity it runs under now and
-//            its whole prompt. The identity is compared field by field
-//            (tenant and namespace, namespace generation, semantic digest,
+//            its whole prompt. The object is found by (tenant, namespace,
+//            session); then the identity is compared field by field
+//            (namespace generation, semantic digest,
 //            layout digest, position contract), the saved tokens must be a
 //            proper prefix of the prompt (the last prompt token is always
 //            computed, 0x07A), and the object must read back complete. Then

@@ -142,7 +142,8 @@ TEST_CASE("session tier: every identity change is a compatibility failure, not a
     SessionHistoryIdentity now = identity();
     now.tenant_id = "tenant-b";
     now.namespace_id = "prod/tenant-b";
-    CHECK(refusal_of(tier.resume(now, prompt)) == SessionTierRefusal::other_namespace);
+    // Not told apart from a session never saved: that would disclose it.
+    CHECK(refusal_of(tier.resume(now, prompt)) == SessionTierRefusal::no_saved_history);
   }
   SECTION("a prompt that does not continue the history, or adds nothing") {
     std::vector<TokenId> edited = prompt;
