@@ -60,7 +60,7 @@ struct SessionTierStats {
   uint64_t demotions = 0, demoted_bytes = 0;  // saves since open
   uint64_t resumes = 0, resumed_rows = 0;     // resumes that may use the rows; rows they cover
   uint64_t refusals = 0;                      // resumes refused, any reason
-  uint64_t refused_by[8] = {};                // by SessionTierRefusal
+  uint64_t refused_by[kSessionTierRefusalCount] = {};  // by SessionTierRefusal
   uint64_t evicted = 0, retired = 0;          // objects removed by the budget, by retire()
 };
 
