@@ -478,6 +478,17 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
     reuse_facts.block_tokens = d.block_tokens;
     reuse_facts.cache_groups = static_cast<uint32_t>(impl.domains[x].attachments.size());
     reuse_facts.faults = impl.domains[x].reuse_faults;
+    if (config.tier.enabled) {
+      // One tier per trust domain, each with its share of the budget: a
+      // domain's histories never sit beside another's, and each tier is
+      // used by its own reuse actor alone.
+      const size_t n = impl.domains.size();
+      const std::string dir = n == 1 ? config.tier.directory : config.tier.directory + "/domain-" + std::to_string(x);
+      Result<std::unique_ptr<SessionTierService>> tier =
+          SessionTierService::open(SessionTierConfig{dir, (config.tier.budget_mib << 20) / n});
+      if (!tier.ok()) return tier.error();
+      reuse_facts.tier = std::move(tier).value();
+    }
     owners[x].reuse = actors::spawn_reuse_actor(system, owners[x], std::move(reuse_facts), obs);
     caf::anon_send(authorization_handle, actors::purge_atom::value, static_cast<uint32_t>(x), owners[x].allocator,
                    owners[x].reuse);

@@ -14,6 +14,7 @@
 #include "services/prefix/prefix_service.hpp"
 #include "services/radix/radix_block_service.hpp"
 #include "services/telemetry/chrome_trace.hpp"
+#include "services/tier/session_tier_service.hpp"
 
 namespace spdlog {
 class logger;
@@ -90,6 +91,9 @@ struct ReuseNodeFacts {
   // The coordinator's fault points (ReuseBatchRun::fault_point_names), armed
   // through the node's fault_arm route; null unless [node] fault_injection.
   std::shared_ptr<FaultPoints> faults;
+  // The session tier (0x0CC, [tier]): the session_save and session_resume
+  // routes; null: they answer invalid_argument (no tier on this node).
+  std::shared_ptr<SessionTierService> tier;
 };
 
 // `owners.reuse` is ignored (the coordinator calls the other owners).

@@ -221,7 +221,11 @@ void send_stage(ReuseSelf self, const RunPtr& run, const ReuseBatchRun::Request&
 OwnerStats reuse_stats(const ReuseActorState& st, bool validate) {
   OwnerStats out;
   out.owner = "reuse";
-  if (validate || kValidateOnEveryStats) record_validation(out, st.open.validate());
+  if (validate || kValidateOnEveryStats) {
+    Status v = st.open.validate();
+    if (v.ok() && st.facts.tier) v = st.facts.tier->validate();
+    record_validation(out, v);
+  }
   auto put = [&](std::string name, uint64_t v) {
     out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(v)});
   };
@@ -243,10 +247,56 @@ OwnerStats reuse_stats(const ReuseActorState& st, bool validate) {
   for (size_t b = 0; b < kReuseBucketCount; ++b)
     put(std::string("rejected_") + std::string(to_string(static_cast<ReuseBucket>(b))),
         st.funnel.rejections(static_cast<ReuseBucket>(b)));
+  put("tier", st.facts.tier ? 1 : 0);
+  if (st.facts.tier) st.facts.tier->put_stats(out);
   return out;
 }
 
 }  // namespace
+
+// A session_save or session_resume: the authorization owner authorizes the
+// session for the namespace and builds the generation's key (steps 1-2 of
+// 0x0CD, as for a reuse attempt), then the tier answers under the identity
+// the node derives from them.
+template <class R>
+caf::result<wire_bytes> serve_tier(ReuseSelf self, uint64_t session, typename R::Request request) {
+  auto& st = self->state;
+  if (!st.facts.tier)
+    return error_reply(make_error(ErrorCode::invalid_argument,
+                                  "this node has no session tier: add a [tier] section to its config", "tier"));
+  const auto started = std::chrono::steady_clock::now();
+  auto promise = self->make_response_promise<wire_bytes>();
+  const TraceContext trace = request.trace;
+  const std::vector<ReuseKeyRequest> keys{SessionTierService::key_request(request)};
+  self->request(st.owners.authorization, caf::infinite, reuse_atom::value, session, trace, keys)
+      .then(
+          [self, session, started, promise,
+           request = std::move(request)](std::vector<ReuseKeyAnswer>& answers) mutable {
+            auto& st = self->state;
+            if (answers.size() != 1) {
+              promise.deliver(error_reply(
+                  make_error(ErrorCode::invariant_violated, "the authorization owner answered another count", "tier")));
+              return;
+            }
+            auto receipt = [&] {
+              if constexpr (std::is_same_v<R, SessionSaveRoute>)
+                return st.facts.tier->save(answers[0], request);
+              else
+                return st.facts.tier->resume(answers[0], request);
+            }();
+            if (st.obs.latency) st.obs.latency->record(R::id.value, std::chrono::steady_clock::now() - started);
+            if (!receipt.ok()) {
+              log_refused(st.obs.log, "reuse", session, request.trace, receipt.error());
+              promise.deliver(error_reply(receipt.error()));
+              return;
+            }
+            promise.deliver(to_wire(codec::encode(*receipt)));
+          },
+          [promise](caf::error& e) mutable {
+            promise.deliver(error_reply(make_error(ErrorCode::rpc_failed, caf::to_string(e), "authorization")));
+          });
+  return promise;
+}
 
 reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, ReuseNodeFacts facts, Observability obs) {
   auto behavior = [](ReuseSelf self, OwnerHandles o, ReuseNodeFacts f, Observability ob) -> reuse_actor::behavior_type {
@@ -256,24 +306,29 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
     return {
         [self](route_atom, uint16_t route, uint64_t session, const wire_bytes& bytes) -> caf::result<wire_bytes> {
           auto& st = self->state;
-          return serve_owner_routes<Owner::reuse>(st.obs, route, session, bytes, [&](ReuseBatch batch) {
-            ++st.batches;
-            ++st.in_flight[session];
-            st.ops += batch.ops.size();
-            auto run = std::make_shared<ReuseRun>(
-                ReuseRun{SessionId{session},
-                         ReuseBatchRun(std::move(batch), st.facts.pools, st.facts.block_tokens, st.facts.cache_groups,
-                                       st.facts.faults.get()),
-                         self->make_response_promise<wire_bytes>()});
-            run->core.bind(st.open, SessionId{session});
-            drive(
-                run,
-                [self, run](const ReuseBatchRun::Request& request, auto resume) {
-                  send_stage(self, run, request, resume);
-                },
-                [self](const RunPtr& r) { finish(self, r); });
-            return caf::result<wire_bytes>(run->promise);
-          });
+          return serve_owner_routes<Owner::reuse>(
+              st.obs, route, session, bytes,
+              overloaded{
+                  [&](SessionSaveRequest r) { return serve_tier<SessionSaveRoute>(self, session, std::move(r)); },
+                  [&](SessionResumeRequest r) { return serve_tier<SessionResumeRoute>(self, session, std::move(r)); },
+                  [&](ReuseBatch batch) {
+                    ++st.batches;
+                    ++st.in_flight[session];
+                    st.ops += batch.ops.size();
+                    auto run = std::make_shared<ReuseRun>(
+                        ReuseRun{SessionId{session},
+                                 ReuseBatchRun(std::move(batch), st.facts.pools, st.facts.block_tokens,
+                                               st.facts.cache_groups, st.facts.faults.get()),
+                                 self->make_response_promise<wire_bytes>()});
+                    run->core.bind(st.open, SessionId{session});
+                    drive(
+                        run,
+                        [self, run](const ReuseBatchRun::Request& request, auto resume) {
+                          send_stage(self, run, request, resume);
+                        },
+                        [self](const RunPtr& r) { finish(self, r); });
+                    return caf::result<wire_bytes>(run->promise);
+                  }});
         },
         [self](stats_atom, bool validate) -> wire_bytes {
           return to_wire(codec::encode(reuse_stats(self->state, validate)));
@@ -284,6 +339,8 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
           if (!revoke) return st.open.count_generation(namespace_name, g);
           // Each attempt's leases go back under the session that holds them,
           // as its own release op would return them.
+          // The tier's saves of g go with the generation (0x0CE step 6).
+          if (st.facts.tier) st.facts.tier->retire(namespace_name, g);
           const auto revoked = st.open.revoke_generation(namespace_name, g);
           for (const auto& [session, leases] : revoked) {
             ReuseBatchRun::LeaseReturn back;

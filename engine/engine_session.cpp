@@ -35,6 +35,14 @@ Result<AllocatorBatchReceipt> EngineSession::allocator(const AllocatorBatch& bat
 
 Result<PrefixBatchReceipt> EngineSession::prefix(const PrefixBatch& batch) { return timed(Owner::prefix_index, batch); }
 
+Result<SessionSaveReceipt> EngineSession::save_session(const SessionSaveRequest& request) {
+  return timed(Owner::reuse, request);
+}
+
+Result<SessionResumeReceipt> EngineSession::resume_session(const SessionResumeRequest& request) {
+  return timed(Owner::reuse, request);
+}
+
 Result<ExecuteBatchReceipt> EngineSession::executor(const ExecuteBatch& batch) { return timed(Owner::executor, batch); }
 
 Result<MapperBatchReceipt> EngineSession::mapper(const MapperBatch& batch) {

@@ -145,6 +145,17 @@ class EngineSession {
   Result<std::vector<Result<HandoffDispositionReceipt>>> dispose_handoffs(
       std::span<const PrefixHandoffDispositionOp> dispositions, const TraceContext& trace);
 
+  // Inactive sessions (0x0CC), on a node with a [tier]: save a
+  // conversation's history [0, H) (its tokens and every cache group's
+  // canonical rows) when it goes inactive, and resume it with the next
+  // turn's whole prompt: the receipt's rows are the history's only while the
+  // node's identity of it (tenant, namespace generation, model and identity
+  // extras, layout, position contract) still holds; otherwise a refusal, and
+  // the turn recomputes. Errors: the authorization's, the tier's, the
+  // round trip's.
+  Result<SessionSaveReceipt> save_session(const SessionSaveRequest& request);
+  Result<SessionResumeReceipt> resume_session(const SessionResumeRequest& request);
+
   // Steps 9-10 of an admitted request's attempt, queued for the next reuse
   // message: `executed` when the work that read the reused rows ran; a
   // successor (the request's committed full prompt blocks, 0x0CD step 10)

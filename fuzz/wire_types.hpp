@@ -66,7 +66,12 @@ void for_each_wire_type(Fn&& fn) {
   // Unnamed pool segments: the descriptors a worker session may receive.
   fn(WireType<PoolDescriptorRequest>{"PoolDescriptorRequest"});
   fn(WireType<PoolDescriptorReceipt>{"PoolDescriptorReceipt"});
+  // Inactive sessions: the session tier's save and resume (0x0CC).
+  fn(WireType<SessionSaveRequest>{"SessionSaveRequest"});
+  fn(WireType<SessionSaveReceipt>{"SessionSaveReceipt"});
+  fn(WireType<SessionResumeRequest>{"SessionResumeRequest"});
+  fn(WireType<SessionResumeReceipt>{"SessionResumeReceipt"});
 }
-inline constexpr size_t kWireTypeCount = 40;
+inline constexpr size_t kWireTypeCount = 44;
 
 }  // namespace kvrt::fuzz

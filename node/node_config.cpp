@@ -121,6 +121,14 @@ Result<NodeConfig> read_node_config(const TomlReader& reader) {
     c.mapper.handle_count = static_cast<uint32_t>(v);
     KVRT_TRY_ASSIGN(c.mapper.map_ahead, reader.boolean(*mapper, "mapper", "map_ahead", true));
   }
+  if (const toml::table* tier = reader.root()["tier"].as_table(); tier != nullptr) {
+    c.tier.enabled = true;
+    KVRT_TRY_ASSIGN(c.tier.directory, reader.string(*tier, "tier", "directory"));
+    if (c.tier.directory.empty())
+      return reader.field_error(tier->get("directory"), "tier", "directory", "a directory for the saved sessions");
+    KVRT_TRY_ASSIGN(v, reader.integer(*tier, "tier", "budget_mib", 1024, 1, int64_t{1} << 30));
+    c.tier.budget_mib = static_cast<uint64_t>(v);
+  }
   if (const toml::table* events = reader.root()["events"].as_table(); events != nullptr) {
     NodeEventsConfig& e = c.events;
     KVRT_TRY_ASSIGN(e.enabled, reader.boolean(*events, "events", "enabled", true));

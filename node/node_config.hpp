@@ -59,6 +59,16 @@ struct NodeMetricsConfig {
   uint32_t stable_tolerance_percent = 20;    // "candidate matches stable": within this of the long-run rate
 };
 
+// [tier] (optional): the session tier of CachedAttention (0x0CC): inactive
+// sessions' histories saved as files in `directory` (created; the kvrt
+// objects in it are removed when the node starts), at most `budget_mib`,
+// least recently used first out.
+struct NodeTierConfig {
+  bool enabled = false;  // the [tier] table is present
+  std::string directory;
+  uint64_t budget_mib = 1024;  // [MiB]
+};
+
 struct NodeMapperConfig {
   bool enabled = false;           // the [mapper] table is present
   uint32_t request_slots = 0;     // B [slots]
@@ -139,6 +149,7 @@ struct NodeConfig {
   EvictionPolicy radix_eviction = EvictionPolicy::lru;  // the radix tree's eviction policy
   AuthorizationConfig authorization;
   NodeMapperConfig mapper;
+  NodeTierConfig tier;
   NodeEventsConfig events;
   NodeMetricsConfig metrics;
 };

@@ -252,3 +252,73 @@ struct ReuseBatchReceipt $Kvrt.message {
   trace @0 :Common.TraceContext;
   outcomes @1 :List(ReuseOutcome);         # outcomes[i] answers ops[i] [operations]
 }
+
+# ---- inactive sessions: the session tier (0x0CC) ----------------------------
+#
+# A multi-turn session that goes inactive saves its history [0, H) (tokens
+# and every cache group's rows) to the node's session tier ([tier] in the
+# node config); its next turn resumes it. The node builds the identity the
+# history is saved and checked under itself: the tenant is the session's
+# principal, the namespace and generation are its grant's, the semantic
+# digest is the namespace generation's compatibility manifest with the
+# request's identity extras (adapter, ...), the layout digest the node's. A
+# resume answers the rows only while every field still holds; otherwise a
+# refusal, and the turn recomputes [0, H + U).
+
+enum SessionTierRefusal {
+  # Why a resume found nothing it may use (services/tier/session_history.hpp).
+  noSavedHistory @0;           # nothing saved for this (tenant, namespace, session)
+  namespaceRotated @1;         # saved under another namespace generation
+  semanticChanged @2;          # another model, weights or adapter
+  layoutChanged @3;            # another dtype, quantizer or layout
+  positionContractChanged @4;
+  historyNotPrefix @5;         # the prompt does not continue the history, or adds nothing
+  incompleteSave @6;           # the saved object is missing, short, or fails its digest
+}
+
+struct SessionSaveRequest $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  namespaceName @1 :Text;                  # a namespace the session was granted
+  sessionLabel @2 :Text;                   # the engine's conversation id
+  tokens @3 :List(Int32);                  # the history [0, H) [tokens]
+  groupRows @4 :List(Data);                # per cache group: H canonical rows (K then V), B_row,g bytes each
+  identity @5 :Prefix.RequestIdentity;     # the identity extras the rows were computed with
+  positionContract @6 :Text;               # how positions were assigned; empty: "absolute"
+}
+
+struct SessionSaveReceipt $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  receipt @1 :SessionReuseReceipt;
+}
+
+struct SessionResumeRequest $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  namespaceName @1 :Text;
+  sessionLabel @2 :Text;
+  prompt @3 :List(Int32);                  # the new turn's whole prompt: history then new tokens [tokens]
+  identity @4 :Prefix.RequestIdentity;
+  positionContract @5 :Text;
+}
+
+struct SessionResumed {
+  receipt @0 :SessionReuseReceipt;         # resumePrefillTokens = U
+  groupRows @1 :List(Data);                # per cache group: the H saved rows
+}
+
+struct SessionResumeRefusal {
+  refusal @0 :SessionTierRefusal;
+  reason @1 :RejectionReason;              # its reuse-funnel reason (0x0CF)
+  detail @2 :Text;                         # the field that differs; never tokens
+}
+
+struct SessionResumeOutcome {
+  union {
+    resumed @0 :SessionResumed;
+    refused @1 :SessionResumeRefusal;
+  }
+}
+
+struct SessionResumeReceipt $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  outcome @1 :SessionResumeOutcome;
+}

@@ -133,8 +133,18 @@ struct PurgeRoute : Route<11, Owner::authorization, NamespacePurgeRequest, Names
 struct PoolDescriptorsRoute : Route<12, Owner::authorization, PoolDescriptorRequest, PoolDescriptorReceipt> {
   static constexpr std::string_view name = "pool_descriptors";
 };
+// Inactive sessions (0x0CC): save a history to the node's session tier, and
+// resume it in the next turn. Served by the reuse owner, which holds the
+// identity receipts (the tier holds the rows).
+struct SessionSaveRoute : Route<14, Owner::reuse, SessionSaveRequest, SessionSaveReceipt> {
+  static constexpr std::string_view name = "session_save";
+};
+struct SessionResumeRoute : Route<15, Owner::reuse, SessionResumeRequest, SessionResumeReceipt> {
+  static constexpr std::string_view name = "session_resume";
+};
 using Routes = std::tuple<AllocatorRoute, PrefixRoute, AuthorizeRoute, MapperRoute, ExecutorRoute, ReuseRoute,
-                          FaultArmRoute, InvalidateRoute, NamespaceStatusRoute, PurgeRoute, PoolDescriptorsRoute>;
+                          FaultArmRoute, InvalidateRoute, NamespaceStatusRoute, PurgeRoute, PoolDescriptorsRoute,
+                          SessionSaveRoute, SessionResumeRoute>;
 
 // ---- what follows from it -----------------------------------------------------
 

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "schema/reuse_types.hpp"
 #include "services/common/digest.hpp"
 #include "services/common/ids.hpp"
 #include "services/common/receipt_ids.hpp"
@@ -40,20 +41,11 @@ struct SessionHistory {
   std::vector<std::vector<uint8_t>> group_rows;  // per cache group: H * B_row,g bytes
 };
 
-// Why a resume found nothing it may use. Each is a funnel reason of 0x0CF
-// (reason_of), so a resume that falls back to recomputation is counted.
-enum class SessionTierRefusal : uint8_t {
-  // Nothing saved for this (tenant, namespace, session): never saved,
-  // evicted, retired or dropped. Another tenant's save of the same label is
-  // not told apart: that would disclose it across the boundary (0x0CE).
-  no_saved_history = 0,
-  namespace_rotated = 1,  // saved under another namespace generation
-  semantic_changed = 2,   // another model, weights or adapter
-  layout_changed = 3,     // another dtype, quantizer or layout
-  position_contract_changed = 4,
-  history_not_prefix = 5,  // the new prompt does not start with the saved tokens, or adds none
-  incomplete_save = 6,     // the saved object is missing, short, or fails its digest
-};
+// Why a resume found nothing it may use: SessionTierRefusal of
+// schema/reuse.capnp (no_saved_history covers another tenant's save of the
+// same label too: telling them apart would disclose it, 0x0CE). Each is a
+// funnel reason of 0x0CF (reason_of), so a resume that falls back to
+// recomputation is counted.
 inline constexpr size_t kSessionTierRefusalCount = 7;
 std::string_view to_string(SessionTierRefusal r);
 RejectionReason reason_of(SessionTierRefusal r);

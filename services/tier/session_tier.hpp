@@ -56,12 +56,12 @@ struct SessionResumeRefused {
 using SessionResumeAnswer = std::variant<SessionResume, SessionResumeRefused>;
 
 struct SessionTierStats {
-  uint64_t objects = 0, bytes = 0;            // held now [objects], [bytes]
-  uint64_t demotions = 0, demoted_bytes = 0;  // saves since open
-  uint64_t resumes = 0, resumed_rows = 0;     // resumes that may use the rows; rows they cover
-  uint64_t refusals = 0;                      // resumes refused, any reason
+  uint64_t objects = 0, bytes = 0;                     // held now [objects], [bytes]
+  uint64_t demotions = 0, demoted_bytes = 0;           // saves since open
+  uint64_t resumes = 0, resumed_rows = 0;              // resumes that may use the rows; rows they cover
+  uint64_t refusals = 0;                               // resumes refused, any reason
   uint64_t refused_by[kSessionTierRefusalCount] = {};  // by SessionTierRefusal
-  uint64_t evicted = 0, retired = 0;          // objects removed by the budget, by retire()
+  uint64_t evicted = 0, retired = 0;                   // objects removed by the budget, by retire()
 };
 
 class SessionTier {

@@ -480,6 +480,54 @@ inline NamespacePurgeReceipt filled(uint64_t seed) {
   return r;
 }
 
+// Two groups of rows (one of them empty) and every identity extra.
+template <>
+inline SessionSaveRequest filled(uint64_t seed) {
+  Numbers n(seed);
+  return SessionSaveRequest{trace(n),
+                            n.text("namespace"),
+                            n.text("chat"),
+                            {static_cast<TokenId>(n.u32()), -5, std::numeric_limits<TokenId>::max()},
+                            {{1, 2, 3, static_cast<uint8_t>(n.u32())}, {}},
+                            identity_filled(n),
+                            n.text("absolute")};
+}
+
+template <>
+inline SessionSaveReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  return SessionSaveReceipt{trace(n), filled<SessionReuseReceipt>(seed + 1)};
+}
+
+template <>
+inline SessionResumeRequest filled(uint64_t seed) {
+  Numbers n(seed);
+  return SessionResumeRequest{
+      trace(n),           n.text("namespace"),
+      n.text("chat"),     {static_cast<TokenId>(n.u32()), 0, std::numeric_limits<TokenId>::min()},
+      identity_filled(n), n.text("window")};
+}
+
+// A resume that answers rows; the refusal alternative travels in
+// session_resume_refused below.
+template <>
+inline SessionResumeReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  SessionResumeReceipt r;
+  r.trace = trace(n);
+  r.outcome = SessionResumed{filled<SessionReuseReceipt>(seed + 2), {{9, 8, 7}, {static_cast<uint8_t>(n.u32())}}};
+  return r;
+}
+
+inline SessionResumeReceipt session_resume_refused(uint64_t seed) {
+  Numbers n(seed);
+  SessionResumeReceipt r;
+  r.trace = trace(n);
+  r.outcome = SessionResumeRefusal{SessionTierRefusal::incomplete_save, RejectionReason::session_interval_mismatch,
+                                   n.text("detail")};
+  return r;
+}
+
 template <>
 inline PoolDescriptorRequest filled(uint64_t seed) {
   Numbers n(seed);
@@ -527,7 +575,11 @@ void for_each_node_type(Fn&& fn) {
   fn(Named<NamespacePurgeReceipt>{"NamespacePurgeReceipt"});
   fn(Named<PoolDescriptorRequest>{"PoolDescriptorRequest"});
   fn(Named<PoolDescriptorReceipt>{"PoolDescriptorReceipt"});
+  fn(Named<SessionSaveRequest>{"SessionSaveRequest"});
+  fn(Named<SessionSaveReceipt>{"SessionSaveReceipt"});
+  fn(Named<SessionResumeRequest>{"SessionResumeRequest"});
+  fn(Named<SessionResumeReceipt>{"SessionResumeReceipt"});
 }
-inline constexpr int kNodeTypeCount = 25;
+inline constexpr int kNodeTypeCount = 29;
 
 }  // namespace kvrt::test

@@ -98,6 +98,14 @@ TEST_CASE("node protocol: every op and outcome alternative travels on its own", 
   CHECK(alternatives(filled<MapperBatchReceipt>().outcomes).size() == std::variant_size_v<MapperOutcome>);
   CHECK(alternatives(filled<ReuseBatch>().ops).size() == std::variant_size_v<ReuseOp>);
   CHECK(alternatives(filled<ReuseBatchReceipt>().outcomes).size() == std::variant_size_v<ReuseOutcome>);
+  {
+    // A resume's two outcomes, each through the codec.
+    for (const SessionResumeReceipt& r : {filled<SessionResumeReceipt>(), kvrt::test::session_resume_refused(3)}) {
+      Result<SessionResumeReceipt> back = codec::decode<SessionResumeReceipt>(codec::encode(r));
+      REQUIRE(back.ok());
+      CHECK(*back == r);
+    }
+  }
   // ... and each one, alone in a batch, comes back as the same alternative.
   auto each_alone = [](auto batch, auto items) {
     const auto all = batch.*items;
