@@ -199,10 +199,11 @@ class NodeProcess {
 };
 
 // tests/data/node/node-test.toml copied into `dir` (node.toml) with its
-// layout path made absolute, the [node] keys in `drop` removed and `extra`
-// lines added at the top of [node]; answers the copy's path.
+// layout path made absolute, the [node] keys in `drop` removed, `extra`
+// lines added at the top of [node] and `tables` (whole tables) at the end;
+// answers the copy's path.
 inline std::string test_node_config(const ScratchDir& dir, const std::string& extra,
-                                    std::initializer_list<std::string> drop = {}) {
+                                    std::initializer_list<std::string> drop = {}, const std::string& tables = "") {
   std::ifstream in(std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-test.toml");
   std::stringstream text;
   text << in.rdbuf();
@@ -219,6 +220,7 @@ inline std::string test_node_config(const ScratchDir& dir, const std::string& ex
   const size_t node_table = config.find("[node]\n");
   REQUIRE(node_table != std::string::npos);
   config.insert(node_table + 7, extra);
+  config += "\n" + tables;
   const std::string path = dir.file("node.toml");
   std::ofstream(path) << config;
   return path;

@@ -8,8 +8,6 @@
 // namespace rotation, a damaged save; and a node without [tier] refuses
 // both routes, typed.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "services/tier/session_history.hpp"
 #include "tests/node/node_fixture.hpp"
@@ -18,19 +16,9 @@
 namespace kvrt::test {
 namespace {
 
-// node-test.toml with a [tier] in the scratch directory (its layout path
-// made absolute: the copy lives elsewhere).
+// node-test.toml with a [tier] in the scratch directory.
 std::string tier_config(const ScratchDir& dir) {
-  std::ifstream in(std::string(KVRT_SOURCE_DIR) + "/tests/data/node/node-test.toml");
-  std::stringstream read;
-  read << in.rdbuf();
-  std::string text = read.str();
-  const std::string relative = "\"../../../config/";
-  text.replace(text.find(relative), relative.size(), "\"" + std::string(KVRT_SOURCE_DIR) + "/config/");
-  text += "\n[tier]\ndirectory = \"" + dir.file("tier") + "\"\nbudget_mib = 4\n";
-  const std::string path = dir.file("node-tier.toml");
-  std::ofstream(path) << text;
-  return path;
+  return test_node_config(dir, "", {}, "[tier]\ndirectory = \"" + dir.file("tier") + "\"\nbudget_mib = 4\n");
 }
 
 SessionSaveRequest save_of(const std::vector<TokenId>& history, const std::string& label = "conversation-7") {
