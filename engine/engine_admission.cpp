@@ -2,6 +2,7 @@
 // message, allocation with the hits, then prefill, commit, early publication
 // and the fork of sampling branches. See engine_loop.hpp.
 #include <algorithm>
+#include <chrono>
 
 #include "engine/engine_loop.hpp"
 
@@ -136,6 +137,7 @@ Status EngineLoop::admit() {
   // Refused requests go back to the front, in order, for the next iteration.
   for (auto it = requeue.rbegin(); it != requeue.rend(); ++it) ready_.push_front(std::move(*it));
   if (admitted.empty()) return Status::success();
+  if (o_.session_tier) KVRT_TRY(resume_sessions(admitted));
   return prefill(admitted, sources);
 }
 
@@ -145,15 +147,19 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
   std::vector<model::ForwardChunk> chunks;
   std::vector<const model::ReferenceModel*> models;
   for (const LiveRequest& r : admitted) {
-    chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.hit_tokens});
+    chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.hit_tokens + r.resumed_rows});
     models.push_back(r.admitted.model);
   }
+  const auto forward_started = std::chrono::steady_clock::now();
   auto logits_result = forward_by_model(chunks, models);
+  result_.prefill_compute_us += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - forward_started)
+          .count());
   if (!logits_result.ok()) return logits_result.error();
   std::vector<std::vector<float>> logits = std::move(logits_result).value();
   AllocatorBatch commit{next_trace(), {}};
   for (LiveRequest& r : admitted) {
-    result_.prefill_rows_computed += r.prompt_tokens - r.hit_tokens;
+    result_.prefill_rows_computed += r.prompt_tokens - r.hit_tokens - r.resumed_rows;
     result_.prefill_rows_reused += r.hit_tokens;
     result_.prompt_tokens += r.prompt_tokens;
     commit.ops.push_back(CommitRowsOp{r.fence, r.prompt_tokens});
@@ -234,6 +240,7 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
       LiveRequest child = admitted[i];
       child.branch = b;
       child.hit_tokens = 0;  // its prompt rows are shared by the fork, not found by the index
+      child.resumed_rows = 0;
       child.fence = RequestFence{receipt->request_id, receipt->request_generation, receipt->table_version_after};
       child.blocks.slots.assign(groups_, {});
       KVRT_TRY(apply_entries(child, receipt->published_entries));

@@ -260,6 +260,8 @@ Status EngineLoop::finish() {
   }
   live_ = std::move(remaining);
   if (done.empty()) return Status::success();
+  // Histories are read from the blocks before the release gives them back.
+  if (o_.session_tier) KVRT_TRY(save_sessions(done));
   admission_held_ = false;  // blocks come back: a preempted request may start again
   // A request whose prompt blocks still wait to be published as its reuse
   // attempt's successor has them sent now, while it still holds them.

@@ -255,8 +255,11 @@ Status EngineLoop::ensure_private_cache() {
 
 void EngineLoop::verify(const LiveRequest& r) {
   if (Status s = ensure_private_cache(); !s.ok()) return note_error(s.error());
-  ReplayedRequest request{&r.blocks, r.tokens,     r.prompt_tokens, r.generated,
-                          r.branch,  r.hit_tokens, r.cached_rows,   std::min(r.exact_rows, r.cached_rows)};
+  // Rows loaded from the session tier count as reused: the turn did not compute them.
+  ReplayedRequest request{&r.blocks,       r.tokens,
+                          r.prompt_tokens, r.generated,
+                          r.branch,        r.hit_tokens + r.resumed_rows,
+                          r.cached_rows,   std::min(r.exact_rows, r.cached_rows)};
   // Replayed with the weights the request was admitted with: a row reused
   // from another generation (other weights) differs bitwise.
   Result<ReplayVerdict> verdict = replay_without_reuse(r.weights(), *replay_cache_, *shared_, request);

@@ -57,6 +57,7 @@ class EngineLoop {
     uint32_t prompt_tokens = 0;
     uint32_t decode_target = 0;          // tokens to generate [tokens]
     uint32_t hit_tokens = 0;             // prompt rows reused from the index [rows]
+    uint32_t resumed_rows = 0;           // prompt rows after the hit loaded from the session tier [rows]
     uint32_t cached_rows = 0;            // committed rows [rows]
     uint32_t generated = 0;              // [tokens]
     uint32_t published_blocks = 0;       // blocks [0, published_blocks) are in the index [blocks]
@@ -85,6 +86,13 @@ class EngineLoop {
   // batched call per model, the logits in the chunks' order.
   Result<std::vector<std::vector<float>>> forward_by_model(std::span<const model::ForwardChunk> chunks,
                                                            std::span<const model::ReferenceModel* const> models);
+
+  // The session tier (EngineOptions::session_tier, 0x0CC): a chat turn
+  // whose conversation goes on saves its history when it ends; the next
+  // turn, admitted, loads the saved rows past its hit into its own blocks.
+  Status resume_sessions(std::vector<LiveRequest>& admitted);
+  Status save_sessions(const std::vector<LiveRequest>& done);
+  static std::string session_label(const LiveRequest& r);
 
   // engine_loop.cpp: the loop, the job queue and the calls to the node.
   uint64_t progress_marker() const;

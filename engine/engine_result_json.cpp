@@ -17,6 +17,14 @@ namespace {
   X(prefill_rows_computed)                                                                                             \
   X(prefill_rows_reused)                                                                                               \
   X(prefill_rows_forked)                                                                                               \
+  X(tier_saves)                                                                                                        \
+  X(tier_saved_bytes)                                                                                                  \
+  X(tier_turns_resumed)                                                                                                \
+  X(tier_rows_loaded)                                                                                                  \
+  X(tier_resume_refusals)                                                                                              \
+  X(tier_load_us)                                                                                                      \
+  X(tier_save_us)                                                                                                      \
+  X(prefill_compute_us)                                                                                                \
   X(decode_rows_computed)                                                                                              \
   X(decode_kv_bytes_read)                                                                                              \
   X(forked_requests)                                                                                                   \

@@ -55,6 +55,11 @@ struct EngineOptions {
   bool reuse = true;          // false: no lookups and no publication (the no-reuse baseline)
   bool verify = true;         // replay every request without reuse and compare
   bool shared_prefix = true;  // decode requests that share physical prefix blocks together (0x0BC)
+  // Chat conversations through the node's session tier (a node with [tier],
+  // 0x0CC): a turn that ends saves the conversation's history; the next
+  // turn resumes it and prefills only the rows its hit and the history do
+  // not cover.
+  bool session_tier = false;
   SharedPrefixSite shared_prefix_site = SharedPrefixSite::worker;
   // The design the node runs (node site only): auto lets the node choose
   // (ChunkAttention for a tree of more than one shared level, else Hydragen).
@@ -81,13 +86,25 @@ struct EngineOptions {
 
 struct EngineResult {
   std::string worker;
-  uint64_t requests = 0;                        // finished and released
-  uint64_t requests_total = 0;                  // this worker's share
-  uint64_t prompt_tokens = 0;                   // [tokens]
-  uint64_t decode_tokens = 0;                   // generated [tokens]
-  uint64_t prefill_rows_computed = 0;           // [rows]
-  uint64_t prefill_rows_reused = 0;             // prompt rows served by the hash-chain index [rows]
-  uint64_t prefill_rows_forked = 0;             // prompt rows of fork branches, held by reference [rows]
+  uint64_t requests = 0;               // finished and released
+  uint64_t requests_total = 0;         // this worker's share
+  uint64_t prompt_tokens = 0;          // [tokens]
+  uint64_t decode_tokens = 0;          // generated [tokens]
+  uint64_t prefill_rows_computed = 0;  // [rows]
+  uint64_t prefill_rows_reused = 0;    // prompt rows served by the hash-chain index [rows]
+  uint64_t prefill_rows_forked = 0;    // prompt rows of fork branches, held by reference [rows]
+  // The session tier: histories saved, turns resumed and the rows they
+  // loaded (past each turn's hit), resumes refused, and the time spent
+  // loading against the prefill time of the rows computed, for the cost of
+  // a row recomputed in the same run.
+  uint64_t tier_saves = 0;                      // [histories]
+  uint64_t tier_saved_bytes = 0;                // [bytes]
+  uint64_t tier_turns_resumed = 0;              // [requests]
+  uint64_t tier_rows_loaded = 0;                // [rows]
+  uint64_t tier_resume_refusals = 0;            // [requests]
+  uint64_t tier_load_us = 0;                    // resume calls and row writes [us]
+  uint64_t tier_save_us = 0;                    // row reads and save calls [us]
+  uint64_t prefill_compute_us = 0;              // the prefill forwards [us]
   uint64_t decode_rows_computed = 0;            // [rows]
   uint64_t decode_kv_bytes_read = 0;            // K+V bytes the decode attention read [bytes]
   uint64_t forked_requests = 0;                 // branches created by ForkOp [requests]

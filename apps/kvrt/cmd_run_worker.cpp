@@ -20,7 +20,7 @@ struct RunWorkerCli {
   std::string node, principal, config, workload, result, trace;
   std::string shared_prefix_site = "worker", shared_prefix_design = "auto";
   uint32_t index = 0, workers = 1, in_flight = 8;
-  bool no_reuse = false, no_verify = false, no_shared_prefix = false, channel_only = false;
+  bool no_reuse = false, no_verify = false, no_shared_prefix = false, channel_only = false, session_tier = false;
 };
 
 int run_worker_process(const RunWorkerCli& cli) {
@@ -43,6 +43,7 @@ int run_worker_process(const RunWorkerCli& cli) {
   options.model = config->model;
   options.in_flight = cli.in_flight;
   options.reuse = !cli.no_reuse;
+  options.session_tier = cli.session_tier;
   options.verify = !cli.no_verify;
   options.shared_prefix = !cli.no_shared_prefix;
   Result<SharedPrefixSite> site = parse_shared_prefix_site(cli.shared_prefix_site, "--shared-prefix-site");
@@ -91,6 +92,8 @@ SubcommandRegistration run_worker_command{
       sub->add_flag("--channel-only", opts->channel_only,
                     "open each session on the node's session channel and never connect its middleman");
       sub->add_flag("--no-reuse", opts->no_reuse, "no prefix lookups or publication (baseline)");
+      sub->add_flag("--session-tier", opts->session_tier,
+                    "chat conversations save and resume their history through the node's session tier");
       sub->add_flag("--no-verify", opts->no_verify, "skip the no-reuse replay of every request");
       sub->add_flag("--no-shared-prefix", opts->no_shared_prefix,
                     "decode every request on its own (no 0x0BC batching)");

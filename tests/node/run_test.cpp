@@ -257,6 +257,44 @@ TEST_CASE("kvrt run: under pool pressure refused allocations are retried and the
   CHECK(retries > 0);
 }
 
+TEST_CASE("kvrt run: chat turns resume their history from the session tier and stay exact", "[run][process][tier]") {
+  // A small pool evicts the prefix cache between turns: each later turn
+  // loads the rows its hit misses from the node's session tier ([run]
+  // session_tier), and the no-reuse replay checks every loaded row.
+  test::ScratchDir dir("run-session-tier");
+  const std::string out = dir.file("report");
+  const nlohmann::json s = run_to_json({"--config", data("run-session-tier.toml"), "--out", out}, dir);
+  CHECK(s["exact"] == true);
+  CHECK(s["leaked_blocks"] == 0);
+  uint64_t saves = 0, resumed = 0, loaded = 0, refused = 0, verified = 0, prompt = 0, computed = 0, reused = 0;
+  for (int i = 0; i < 2; ++i) {
+    Result<EngineResult> r =
+        engine_result_from_json(read_file(out + "/node/worker-" + std::to_string(i) + ".json"), "worker");
+    REQUIRE(r.ok());
+    CHECK(r->operation_errors == 0);
+    CHECK(r->row_mismatches == 0);
+    saves += r->tier_saves;
+    resumed += r->tier_turns_resumed;
+    loaded += r->tier_rows_loaded;
+    refused += r->tier_resume_refusals;
+    verified += r->requests_verified;
+    prompt += r->prompt_tokens;
+    computed += r->prefill_rows_computed;
+    reused += r->prefill_rows_reused;
+  }
+  // 8 conversations of 4 turns: every turn but the last saves.
+  CHECK(saves == 8 * 3);
+  CHECK(resumed > 0);
+  CHECK(loaded > 0);
+  CHECK(refused == 0);
+  CHECK(verified == 32);
+  // Every prompt row was computed, reused from the index or loaded from the tier.
+  CHECK(computed + reused + loaded == prompt);
+  const nlohmann::json report = nlohmann::json::parse(read_file(out + "/report.json"));
+  CHECK(report["session_tier"]["turns_resumed"].get<uint64_t>() == resumed);
+  CHECK(report["session_tier"]["rows_loaded"].get<uint64_t>() == loaded);
+}
+
 TEST_CASE("kvrt run: a tenant over its block quota is refused, preempted and served again, exactly",
           "[run][process][quota]") {
   // test/alpha's requests outgrow its 8-block quota while they decode

@@ -124,6 +124,15 @@ nlohmann::json summary_json(const RunReport& r) {
                                   {"refusals", x.refusals},
                                   {"rows_read", x.rows_read},
                                   {"rows_per_request", x.rows_per_request}};
+  if (const auto& t = r.session_tier; t.used)
+    j["session_tier"] = {{"saves", t.saves},
+                         {"saved_bytes", t.saved_bytes},
+                         {"turns_resumed", t.turns_resumed},
+                         {"rows_loaded", t.rows_loaded},
+                         {"resume_refusals", t.resume_refusals},
+                         {"load_s", t.load_s},
+                         {"save_s", t.save_s},
+                         {"recompute_s", t.recompute_s}};
   if (const auto& v = r.virtual_pages; v.used)
     j["virtual_pages"] = {{"steps", v.steps},
                           {"steps_infeasible", v.steps_infeasible},

@@ -134,6 +134,22 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                   ratio_text(saving_ratio(static_cast<double>(r.shared_prefix_rows_per_request),
                                           static_cast<double>(r.shared_prefix_rows_read_once)))}};
   out += shared.render();
+  if (const auto& t = r.session_tier; t.used) {
+    out +=
+        "Chat conversations went through the node's session tier (CachedAttention, 0x0CC): a turn that ended "
+        "saved the history, and the next turn loaded the rows its prefix hit missed into its own blocks instead "
+        "of computing them; the no-reuse replay checked every loaded row.\n\n";
+    Table st{{"session tier", "value"}, {}, {false, true}};
+    st.rows = {{"histories saved", u(t.saves)},
+               {"bytes saved", u(t.saved_bytes)},
+               {"turns resumed", u(t.turns_resumed)},
+               {"rows loaded past the hits", u(t.rows_loaded)},
+               {"resumes refused", u(t.resume_refusals)},
+               {"loading [s]", fixed(t.load_s, 3)},
+               {"computing those rows at the run's prefill rate [s]", fixed(t.recompute_s, 3)},
+               {"saving [s]", fixed(t.save_s, 3)}};
+    out += st.render();
+  }
   if (const auto& v = r.virtual_pages; v.used) {
     out +=
         "The pools were virtual reservations (vAttention, 0x06): each request was served from a request slot of "

@@ -161,6 +161,12 @@ std::string summary_text(const RunReport& r) {
            u(x.rows_per_request) + " per request (" +
            ratio_text(saving_ratio(static_cast<double>(x.rows_per_request), static_cast<double>(x.rows_read))) +
            " fewer), " + u(x.refusals) + " refused\n";
+  if (const auto& t = r.session_tier; t.used)
+    out += "session tier (0x0CC): " + u(t.saves) + " histories saved (" + u(t.saved_bytes) + " B), " +
+           u(t.turns_resumed) + " turns resumed loading " + u(t.rows_loaded) + " rows past their hits, " +
+           u(t.resume_refusals) + " resumes refused; loading took " + fixed(t.load_s, 3) + " s against about " +
+           fixed(t.recompute_s, 3) + " s to compute those rows at this run's prefill rate" + " (saving took " +
+           fixed(t.save_s, 3) + " s); loaded rows are checked like reused rows\n";
   if (const auto& v = r.virtual_pages; v.used)
     out += "virtual reservations (0x06): " + u(v.steps) + " mapper steps (" + u(v.steps_infeasible) +
            " short of handles), " + u(v.pages_mapped) + " pages mapped, " + u(v.bundles_reclaimed) +

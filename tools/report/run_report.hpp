@@ -133,6 +133,18 @@ struct RunReport {
     uint64_t rows_read = 0;         // committed rows the node's design read, per batch [rows]
     uint64_t rows_per_request = 0;  // the same, had each request read its own [rows]
   } shared_execution;
+  // The session tier ([run] session_tier, 0x0CC): chat histories saved when
+  // a turn ended, turns resumed with rows past their prefix hit loaded from
+  // it, resumes refused, and the time loading took against what computing
+  // those rows would have cost at the run's own prefill rate.
+  struct SessionTier {
+    bool used = false;
+    uint64_t saves = 0, saved_bytes = 0;          // [histories], [bytes]
+    uint64_t turns_resumed = 0, rows_loaded = 0;  // [requests], [rows]
+    uint64_t resume_refusals = 0;                 // [requests]
+    double load_s = 0, save_s = 0;                // [s], summed over workers
+    double recompute_s = 0;                       // rows_loaded at the run's prefill seconds per computed row [s]
+  } session_tier;
   // Virtual reservations (a layout with physical_mode = "virtual_pages",
   // vAttention 0x06): what the mapper owner did for the workers, summed.
   struct VirtualPages {

@@ -90,6 +90,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
                                            "radix_budget_blocks",
                                            "mapper_handle_percent",
                                            "mapper_map_ahead",
+                                           "session_tier",
                                            "shared_prefix_site",
                                            "shared_prefix_design"};
   for (const auto& [key, node] : *run)
@@ -133,6 +134,7 @@ Result<RunConfig> load_run_config(const std::string& path) {
   KVRT_TRY_ASSIGN(v, reader.integer(*run, "run", "mapper_handle_percent", 100, 1, 100));
   c.mapper_handle_percent = static_cast<uint32_t>(v);
   KVRT_TRY_ASSIGN(c.mapper_map_ahead, reader.boolean(*run, "run", "mapper_map_ahead", true));
+  KVRT_TRY_ASSIGN(c.session_tier, reader.boolean(*run, "run", "session_tier", false));
   KVRT_TRY_ASSIGN(s, reader.string(*run, "run", "shared_prefix_site", std::string("worker")));
   if (auto site = parse_shared_prefix_site(s, "shared_prefix_site"); site.ok())
     c.shared_prefix_site = *site;
@@ -184,7 +186,7 @@ Result<NodeMapperConfig> mapper_for_run(const RunConfig& run, const workload::Wo
 }
 
 std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload, PrefixIndexKind prefix_index,
-                                bool with_updates, const NodeMapperConfig* mapper) {
+                                bool with_updates, const NodeMapperConfig* mapper, const std::string& tier_directory) {
   std::ostringstream o;
   o << "# Written by kvrt run from " << run.config_path << " and " << workload.origin << ".\n"
     << "[node]\n"
@@ -205,6 +207,7 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
     o << "\n[mapper]\nrequest_slots = " << mapper->request_slots << "\nmax_tokens = " << mapper->max_tokens
       << "\npage_group_bytes = " << mapper->page_group_bytes << "\nhandle_count = " << mapper->handle_count
       << "\nmap_ahead = " << (mapper->map_ahead ? "true" : "false") << "\n";
+  if (!tier_directory.empty()) o << "\n[tier]\ndirectory = " << quoted(tier_directory) << "\nbudget_mib = 1024\n";
   std::string names;
   // With domain_pools each tenant is a trust domain of its own, named after
   // its namespace ("deployment.tenant": a domain name has no slash).

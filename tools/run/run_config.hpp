@@ -81,6 +81,10 @@ struct RunConfig {
   // [run] mapper_map_ahead: the node's mapper maps the next decode step's
   // pages on a background thread (0x06D; [mapper] map_ahead). Default true.
   bool mapper_map_ahead = true;
+  // [run] session_tier: the node gets a session tier ([tier] in the run
+  // directory) and chat conversations go through it: a turn that ends saves
+  // the history, the next turn resumes it (0x0CC). Paged pools only.
+  bool session_tier = false;
   model::ModelConfig model;
   UpdateSchedule updates;
 };
@@ -94,9 +98,11 @@ Result<RunConfig> load_run_config(const std::string& path);
 // each allowed every tenant's namespace, and with updates on (and
 // `with_updates`) the driver's admin principal. Paths in it are absolute.
 // `prefix_index` overrides the run config's choice (the --compare passes).
-// `mapper`, when given, is written as the node's [mapper] table.
+// `mapper`, when given, is written as the node's [mapper] table;
+// `tier_directory`, when not empty, as its [tier].
 std::string node_config_for_run(const RunConfig& run, const workload::Workload& workload, PrefixIndexKind prefix_index,
-                                bool with_updates = false, const NodeMapperConfig* mapper = nullptr);
+                                bool with_updates = false, const NodeMapperConfig* mapper = nullptr,
+                                const std::string& tier_directory = "");
 
 // The node's [mapper] for a run whose layout declares physical_mode =
 // "virtual_pages" (vAttention, 0x06): one request slot per request a worker

@@ -165,8 +165,16 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
   std::optional<NodeMapperConfig> mapper;
   if (layout.physical_mode == PhysicalMode::virtual_pages)
     KVRT_TRY_ASSIGN(mapper, mapper_for_run(config, workload, layout));
-  KVRT_TRY(write_text(node_config,
-                      node_config_for_run(config, workload, mode.index, mode.updates, mapper ? &*mapper : nullptr)));
+  // The session tier serves chat turns in the paged engine loop; a run over
+  // virtual reservations has no engine side for it.
+  const bool session_tier = config.session_tier && mode.reuse && !mapper;
+  if (config.session_tier && mapper)
+    return make_error(ErrorCode::config_field,
+                      config.config_path + ": [run] session_tier serves paged pools; the layout declares virtual pages",
+                      "session_tier");
+  KVRT_TRY(
+      write_text(node_config, node_config_for_run(config, workload, mode.index, mode.updates,
+                                                  mapper ? &*mapper : nullptr, session_tier ? dir + "/tier" : "")));
   NodeRunOptions node_options;
   node_options.config_path = node_config;
   node_options.descriptor_path = dir + "/node.json";
@@ -209,6 +217,7 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
     if (!mode.reuse) args.push_back("--no-reuse");
     if (!mode.verify) args.push_back("--no-verify");
     if (!mode.shared_prefix) args.push_back("--no-shared-prefix");
+    if (session_tier) args.push_back("--session-tier");
     args.insert(args.end(), {"--shared-prefix-site", std::string(to_string(config.shared_prefix_site)),
                              "--shared-prefix-design", std::string(to_string(config.shared_prefix_design))});
     if (!options.trace_path.empty()) {

@@ -94,6 +94,20 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     x.refusals += w.node_shared_refusals;
     x.rows_read += w.node_shared_rows_read;
     x.rows_per_request += w.node_shared_rows_per_request;
+    report::RunReport::SessionTier& tier = r.session_tier;
+    tier.used = tier.used || config.session_tier;
+    tier.saves += w.tier_saves;
+    tier.saved_bytes += w.tier_saved_bytes;
+    tier.turns_resumed += w.tier_turns_resumed;
+    tier.rows_loaded += w.tier_rows_loaded;
+    tier.resume_refusals += w.tier_resume_refusals;
+    tier.load_s += static_cast<double>(w.tier_load_us) * 1e-6;
+    tier.save_s += static_cast<double>(w.tier_save_us) * 1e-6;
+    // What computing the loaded rows would have cost at this worker's own
+    // prefill rate (forward time per prompt row it computed).
+    if (w.prefill_rows_computed > 0)
+      tier.recompute_s += static_cast<double>(w.tier_rows_loaded) * static_cast<double>(w.prefill_compute_us) * 1e-6 /
+                          static_cast<double>(w.prefill_rows_computed);
     report::RunReport::VirtualPages& v = r.virtual_pages;
     v.steps += w.virtual_steps;
     v.steps_infeasible += w.virtual_steps_infeasible;
