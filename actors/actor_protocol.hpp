@@ -110,7 +110,10 @@ using allocator_actor = owner_interface::extend<
 // receipts' included (the gateway tells this actor first). A purge's step 4
 // asks it for the open receipts of (namespace, generation): counted
 // (revoke = false) or revoked, their leases returned (revoke = true).
-using reuse_actor = owner_interface::extend<caf::replies_to<purge_atom, std::string, uint64_t, bool>::with<uint64_t>>;
+// A purge's step 4 and 7 (count or revoke g's receipts), and step 6 (the
+// session tier's saves of g, deleted; answered with how many).
+using reuse_actor = owner_interface::extend<caf::replies_to<purge_atom, std::string, uint64_t, bool>::with<uint64_t>,
+                                            caf::replies_to<purge_atom, std::string, uint64_t>::with<uint64_t>>;
 
 // hello: HelloRequest bytes -> SessionReceipt bytes without pools (the
 // gateway adds them) or an ErrorMessage.

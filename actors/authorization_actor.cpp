@@ -116,6 +116,11 @@ void drive_purge(AuthorizationSelf self, uint64_t id) {
             self->request(st.of(o.namespace_name).allocator, caf::infinite, purge_atom::value, o.namespace_name)
                 .then(answered, failed("allocator"));
           },
+          [&](const PurgeTierRetire& t) {
+            self->request(st.of(t.namespace_name).reuse, caf::infinite, purge_atom::value, t.namespace_name,
+                          t.generation.value)
+                .then(answered, failed("reuse"));
+          },
           [&](const PurgeWait& w) { self->delayed_send(self, std::chrono::milliseconds(w.ms), purge_atom::value, id); },
       },
       *p->run.next());

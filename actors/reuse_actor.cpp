@@ -339,8 +339,6 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
           if (!revoke) return st.open.count_generation(namespace_name, g);
           // Each attempt's leases go back under the session that holds them,
           // as its own release op would return them.
-          // The tier's saves of g go with the generation (0x0CE step 6).
-          if (st.facts.tier) st.facts.tier->retire(namespace_name, g);
           const auto revoked = st.open.revoke_generation(namespace_name, g);
           for (const auto& [session, leases] : revoked) {
             ReuseBatchRun::LeaseReturn back;
@@ -349,6 +347,11 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
           }
           st.receipts_revoked += revoked.size();
           return revoked.size();
+        },
+        [self](purge_atom, const std::string& namespace_name, uint64_t generation) -> uint64_t {
+          // Step 6 of a purge (0x0CE): the session tier's saves of g go.
+          auto& tier = self->state.facts.tier;
+          return tier ? tier->retire(namespace_name, NamespaceGeneration{generation}) : 0;
         },
         [self](end_atom, uint64_t session) {
           // The owners reclaim the leases of its open attempts themselves.

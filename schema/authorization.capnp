@@ -141,7 +141,7 @@ struct NamespacePurgeReceipt $Kvrt.message {
   receiptsDrained @8 :UInt64;               # g's receipts released by their holders within the deadline
   receiptsRevoked @9 :UInt64;               # g's receipts revoked at the deadline
   blocksMarkedForOverwrite @10 :UInt64;     # step 5 with overwrite: blocks zeroed before their next owner
-  externalCopies @11 :UInt64;               # step 6: kvrt keeps no external tier, always 0
+  externalCopies @11 :UInt64;               # step 6: saves of g the session tier deleted (0 without a [tier])
   durationUs @12 :UInt64;                   # begin to completion [us]
   steps @13 :List(PurgeStepRecord);         # the steps this call performed, in order
   resumedAfter @14 :Text;

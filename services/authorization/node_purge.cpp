@@ -163,6 +163,14 @@ void NodePurge::answer(uint64_t count, uint64_t now_us) {
                           "blocks marked: each is zeroed before its next owner"))
         return;
       return after_release(now_us);
+    case Phase::external:
+      receipt_.external_copies = count;
+      if (!authority_step(PurgeStep::remove_external_copies, now_us, 0, count,
+                          "saves of g in the session tier deleted (0 without a [tier])"))
+        return;
+      phase_ = Phase::confirm;
+      next_ = PurgeReceiptCount{request_.namespace_name, g_, true};
+      return;
     case Phase::confirm:
       receipt_.receipts_revoked += count;
       revoked_at_completion_ = count;
@@ -186,11 +194,11 @@ void NodePurge::answer(uint64_t count, uint64_t now_us) {
   }
 }
 
-// After step 5: step 6 (no external tier), then step 7's last revocation.
-void NodePurge::after_release(uint64_t now_us) {
-  if (!authority_step(PurgeStep::remove_external_copies, now_us, 0, 0, "kvrt keeps no external tier")) return;
-  phase_ = Phase::confirm;
-  next_ = PurgeReceiptCount{request_.namespace_name, g_, true};
+// After step 5: step 6, the session tier's copies of g (the reuse owner
+// holds the tier), then step 7's last revocation.
+void NodePurge::after_release(uint64_t) {
+  phase_ = Phase::external;
+  next_ = PurgeTierRetire{request_.namespace_name, g_};
 }
 
 void NodePurge::finish_drain(uint64_t now_us) {

@@ -17,7 +17,8 @@
 //                            block that may hold the namespace's rows (its
 //                            requests took a reference to it since it was
 //                            last marked) is zeroed before its next owner
-//   step 6    none           kvrt keeps no external tier: nothing to remove
+//   step 6    reuse          PurgeTierRetire: the session tier's saves of g
+//                            (0x0CC, a node with [tier]) are deleted; 0 without one
 //   step 7    reuse          revoke any receipt of g that appeared meanwhile
 //                            (an attempt already past its version check when
 //                            g+1 became current);
@@ -62,7 +63,12 @@ struct PurgeBlockOverwrite {
 struct PurgeWait {
   uint32_t ms = 0;
 };
-using NodePurgeAction = std::variant<PurgeIndexAdvance, PurgeReceiptCount, PurgeBlockOverwrite, PurgeWait>;
+struct PurgeTierRetire {
+  std::string namespace_name;
+  NamespaceGeneration generation;  // saves of this generation and older go
+};
+using NodePurgeAction =
+    std::variant<PurgeIndexAdvance, PurgeReceiptCount, PurgeBlockOverwrite, PurgeWait, PurgeTierRetire>;
 
 class NodePurge {
  public:
@@ -89,7 +95,7 @@ class NodePurge {
   Result<NamespacePurgeReceipt> result() const;
 
  private:
-  enum class Phase : uint8_t { index, drain, revoke, overwrite, confirm, final_drop, done };
+  enum class Phase : uint8_t { index, drain, revoke, overwrite, external, confirm, final_drop, done };
   NodePurge(AuthorizationService& service, const NamespacePurgeRequest& request, uint64_t now_us)
       : service_(&service), request_(request), start_us_(now_us) {}
   void record(PurgeStep step, uint64_t now_us, uint32_t work_items, uint64_t live_receipts, uint64_t count,

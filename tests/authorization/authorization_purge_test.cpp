@@ -154,7 +154,7 @@ TEST_CASE("purge in cancel mode issues one cancel item per live lease of g", "[a
   REQUIRE(a.release_hold(*l2).ok());
   acknowledge_all(a, id, advance(a, id, PurgeStep::release_physical));
   const PurgeStepReceipt s6 = advance(a, id, PurgeStep::remove_external_copies);
-  CHECK(s6.work_items.empty());  // no external tier holds copies
+  CHECK(s6.work_items.empty());  // no hold to wait for: the node's purge asks the session tier itself (NodePurge)
   advance(a, id, PurgeStep::complete);
   CHECK(a.live_holds(kTenantB, NamespaceGeneration{1}, HoldKind::lease) == 1);
   REQUIRE(a.validate().ok());

@@ -123,6 +123,16 @@ TEST_CASE("a saved conversation resumes bitwise through the node, under the node
     REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
     CHECK(refusal_of(a->call(resume_of(next))) == SessionTierRefusal::namespace_rotated);
   }
+  SECTION("a purge deletes the generation's saves (0x0CE step 6)") {
+    const Result<NamespacePurgeReceipt> purged =
+        admin->call(NamespacePurgeRequest{{}, "test/shared", InvalidationCause::weights, "", 0, false});
+    INFO((purged.ok() ? std::string("ok") : purged.error().describe()));
+    REQUIRE(purged.ok());
+    CHECK(purged->external_copies == 1);
+    CHECK(n.stat("node", "reuse_tier_objects") == 0);
+    REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
+    CHECK(refusal_of(a->call(resume_of(next))) == SessionTierRefusal::no_saved_history);
+  }
   SECTION("a namespace the worker was not granted") {
     SessionResumeRequest r = resume_of(next);
     r.namespace_name = "test/other";

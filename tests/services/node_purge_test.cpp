@@ -73,6 +73,11 @@ TEST_CASE("a node purge runs the seven steps in order, waits for receipts, then 
   // Step 5 with overwrite: the allocator marks 64 blocks.
   REQUIRE(std::holds_alternative<PurgeBlockOverwrite>(*run.next()));
   run.answer(64, t0 + 10'800);
+  // Step 6: the session tier deletes its 3 saves of generation 4.
+  REQUIRE(std::holds_alternative<PurgeTierRetire>(*run.next()));
+  CHECK(std::get<PurgeTierRetire>(*run.next()).generation.value == 4);
+  CHECK(std::get<PurgeTierRetire>(*run.next()).namespace_name == "d/a");
+  run.answer(3, t0 + 10'850);
   // Step 7: nothing of generation 4 appeared meanwhile.
   REQUIRE(std::holds_alternative<PurgeReceiptCount>(*run.next()));
   CHECK(std::get<PurgeReceiptCount>(*run.next()).revoke);
@@ -92,7 +97,7 @@ TEST_CASE("a node purge runs the seven steps in order, waits for receipts, then 
   CHECK(r.receipts_drained == 1);
   CHECK(r.receipts_revoked == 1);
   CHECK(r.blocks_marked_for_overwrite == 64);
-  CHECK(r.external_copies == 0);
+  CHECK(r.external_copies == 3);
   CHECK(r.duration_us == 11'000);
   for (size_t i = 1; i < r.steps.size(); ++i) CHECK(r.steps[i - 1].at_us <= r.steps[i].at_us);
   // The authority's purge is complete: the namespace admits, no purge open.
@@ -138,6 +143,8 @@ TEST_CASE("a refused purge changes nothing, and an open purge refuses another an
   REQUIRE(std::holds_alternative<PurgeReceiptCount>(*open.next()));
   CHECK(std::get<PurgeReceiptCount>(*open.next()).revoke);
   open.answer(2, 30);
+  REQUIRE(std::holds_alternative<PurgeTierRetire>(*open.next()));  // step 6: a node without a tier
+  open.answer(0, 35);
   REQUIRE(std::holds_alternative<PurgeReceiptCount>(*open.next()));  // step 7's check
   open.answer(0, 40);
   REQUIRE(std::holds_alternative<PurgeIndexAdvance>(*open.next()));  // and the index's last drop
