@@ -422,7 +422,7 @@ actors::RuntimeSettings node_runtime_settings(const NodeConfig& config) {
 // front; the session channel beside the gateway when configured. The
 // gateway is returned for publishing.
 Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const NodeConfig& config,
-                                                const actors::Observability& obs) {
+                                                const CacheLayoutManifest& layout, const actors::Observability& obs) {
   actors::apply_runtime_settings(impl.cfg, node_runtime_settings(config));
   impl.system = std::make_unique<caf::actor_system>(impl.cfg);
   caf::actor_system& system = *impl.system;
@@ -484,8 +484,10 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
       // used by its own reuse actor alone.
       const size_t n = impl.domains.size();
       const std::string dir = n == 1 ? config.tier.directory : config.tier.directory + "/domain-" + std::to_string(x);
+      std::vector<uint64_t> row_bytes;
+      for (const CacheGroupLayout& g : layout.cache_groups) row_bytes.push_back(g.row_bytes());
       Result<std::unique_ptr<SessionTierService>> tier =
-          SessionTierService::open(SessionTierConfig{dir, (config.tier.budget_mib << 20) / n});
+          SessionTierService::open(SessionTierConfig{dir, (config.tier.budget_mib << 20) / n}, std::move(row_bytes));
       if (!tier.ok()) return tier.error();
       reuse_facts.tier = std::move(tier).value();
     }
@@ -576,7 +578,7 @@ Result<std::unique_ptr<NodeInstance>> NodeInstance::start(const NodeRunOptions& 
         std::make_unique<metrics::NodeAlertMonitor>(alert_policy(config.metrics), config.metrics.alert_window_ms);
   }
   const actors::Observability obs{impl->trace.get(), impl->log, impl->latency.get()};
-  Result<actors::gateway_actor> gateway = spawn_node_actors(*impl, config, obs);
+  Result<actors::gateway_actor> gateway = spawn_node_actors(*impl, config, layout, obs);
   if (!gateway.ok()) return gateway.error();
   auto port = impl->system->middleman().publish(*gateway, config.port, config.host.c_str(), true);
   if (!port)

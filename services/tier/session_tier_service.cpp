@@ -8,10 +8,14 @@ namespace {
 constexpr std::string_view kDefaultContract = "absolute";
 }
 
-Result<std::unique_ptr<SessionTierService>> SessionTierService::open(const SessionTierConfig& config) {
+Result<std::unique_ptr<SessionTierService>> SessionTierService::open(const SessionTierConfig& config,
+                                                                     std::vector<uint64_t> group_row_bytes) {
+  if (group_row_bytes.empty())
+    return make_error(ErrorCode::invalid_argument, "a layout without cache groups", "group_row_bytes");
   Result<SessionTier> tier = SessionTier::open(config);
   if (!tier.ok()) return tier.error();
-  return std::unique_ptr<SessionTierService>(new SessionTierService(std::move(tier).value()));
+  return std::unique_ptr<SessionTierService>(
+      new SessionTierService(std::move(tier).value(), std::move(group_row_bytes)));
 }
 
 ReuseKeyRequest SessionTierService::key_request(const SessionSaveRequest& r) {
@@ -50,6 +54,17 @@ Result<SessionHistoryIdentity> SessionTierService::identity_for(const ReuseKeyAn
 Result<SessionSaveReceipt> SessionTierService::save(const ReuseKeyAnswer& key, const SessionSaveRequest& r) {
   Result<SessionHistoryIdentity> id = identity_for(key, r.session_label, r.identity, r.position_contract);
   if (!id.ok()) return id.error();
+  // Rows of the node's layout only: a resume hands them back to be written
+  // into pool blocks as they are.
+  bool shaped = r.group_rows.size() == group_row_bytes_.size();
+  for (size_t g = 0; shaped && g < group_row_bytes_.size(); ++g)
+    shaped = r.group_rows[g].size() == r.tokens.size() * group_row_bytes_[g];
+  if (!shaped)
+    return make_error(ErrorCode::invalid_argument,
+                      "a history of " + std::to_string(r.tokens.size()) +
+                          " tokens needs one group of that many rows of B_row,g bytes per cache group (" +
+                          std::to_string(group_row_bytes_.size()) + " groups)",
+                      "group_rows");
   Result<SessionReuseReceipt> saved = tier_.demote(SessionHistory{*id, r.tokens, r.group_rows});
   if (!saved.ok()) return saved.error();
   return SessionSaveReceipt{r.trace, std::move(*saved)};

@@ -25,7 +25,10 @@ namespace kvrt {
 
 class SessionTierService {
  public:
-  static Result<std::unique_ptr<SessionTierService>> open(const SessionTierConfig& config);
+  // group_row_bytes: B_row,g of the node's layout, per cache group: a save
+  // must hold exactly H such rows per group.
+  static Result<std::unique_ptr<SessionTierService>> open(const SessionTierConfig& config,
+                                                          std::vector<uint64_t> group_row_bytes);
 
   // What the reuse owner asks the authorization owner before a save or a
   // resume: the namespace and the tokens the manifest covers.
@@ -33,7 +36,9 @@ class SessionTierService {
   static ReuseKeyRequest key_request(const SessionResumeRequest& r);
 
   // Errors: the authorization's (a namespace not granted, a stale grant),
-  // the tier's (a malformed history, one larger than the budget, io).
+  // invalid_argument ("group_rows": not one group of H rows of B_row,g bytes
+  // per cache group of the node's layout), the tier's (one larger than the
+  // budget, io).
   Result<SessionSaveReceipt> save(const ReuseKeyAnswer& key, const SessionSaveRequest& r);
   // A refusal is a receipt, not an error (the turn recomputes); errors as save's.
   Result<SessionResumeReceipt> resume(const ReuseKeyAnswer& key, const SessionResumeRequest& r);
@@ -45,10 +50,12 @@ class SessionTierService {
   Status validate() const { return tier_.validate(); }
 
  private:
-  explicit SessionTierService(SessionTier tier) : tier_(std::move(tier)) {}
+  SessionTierService(SessionTier tier, std::vector<uint64_t> group_row_bytes)
+      : tier_(std::move(tier)), group_row_bytes_(std::move(group_row_bytes)) {}
   Result<SessionHistoryIdentity> identity_for(const ReuseKeyAnswer& key, const std::string& label,
                                               const RequestIdentity& extras, const std::string& contract) const;
   SessionTier tier_;
+  std::vector<uint64_t> group_row_bytes_;
 };
 
 }  // namespace kvrt

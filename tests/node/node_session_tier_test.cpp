@@ -9,6 +9,7 @@
 // both routes, typed.
 #include <filesystem>
 
+#include "services/identity/layout_loader.hpp"
 #include "services/tier/session_history.hpp"
 #include "tests/node/node_fixture.hpp"
 #include "tests/node/node_prefix_helpers.hpp"
@@ -21,16 +22,26 @@ std::string tier_config(const ScratchDir& dir) {
   return test_node_config(dir, "", {}, "[tier]\ndirectory = \"" + dir.file("tier") + "\"\nbudget_mib = 4\n");
 }
 
+// B_row,g of the test node's layout, per cache group.
+std::vector<uint64_t> group_row_bytes() {
+  const CacheLayoutManifest layout =
+      load_layout_manifest(std::string(KVRT_SOURCE_DIR) + "/config/layouts/small-two-group.toml").value();
+  std::vector<uint64_t> out;
+  for (const CacheGroupLayout& g : layout.cache_groups) out.push_back(g.row_bytes());
+  return out;
+}
+
 SessionSaveRequest save_of(const std::vector<TokenId>& history, const std::string& label = "conversation-7") {
   SessionSaveRequest r;
   r.namespace_name = "test/shared";
   r.session_label = label;
   r.tokens = history;
-  // Two cache groups' canonical rows, a function of (group, row, byte).
-  for (uint32_t g = 0; g < 2; ++g) {
+  // Every cache group's canonical rows, a function of (group, row, byte).
+  const std::vector<uint64_t> row_bytes = group_row_bytes();
+  for (uint32_t g = 0; g < row_bytes.size(); ++g) {
     std::vector<uint8_t>& rows = r.group_rows.emplace_back();
     for (size_t t = 0; t < history.size(); ++t)
-      for (uint32_t b = 0; b < 32; ++b) rows.push_back(static_cast<uint8_t>(g * 101 + t * 13 + b));
+      for (uint64_t b = 0; b < row_bytes[g]; ++b) rows.push_back(static_cast<uint8_t>(g * 101 + t * 13 + b));
   }
   return r;
 }
@@ -132,6 +143,16 @@ TEST_CASE("a saved conversation resumes bitwise through the node, under the node
     CHECK(n.stat("node", "reuse_tier_objects") == 0);
     REQUIRE(a->call(AuthorizeRequest{{}, "test/shared"}).ok());
     CHECK(refusal_of(a->call(resume_of(next))) == SessionTierRefusal::no_saved_history);
+  }
+  SECTION("rows of another shape than the node's layout are refused, typed") {
+    SessionSaveRequest bad = save_of(history, "conversation-8");
+    bad.group_rows[0].pop_back();
+    const Result<SessionSaveReceipt> refused = a->call(bad);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code == ErrorCode::invalid_argument);
+    CHECK(refused.error().field == "group_rows");
+    bad.group_rows.pop_back();
+    CHECK(a->call(bad).error().field == "group_rows");
   }
   SECTION("a namespace the worker was not granted") {
     SessionResumeRequest r = resume_of(next);
