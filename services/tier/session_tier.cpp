@@ -138,8 +138,6 @@ Result<SessionReuseReceipt> SessionTier::demote(const SessionHistory& h) {
   }
   ++stats_.demotions;
   stats_.demoted_bytes += size;
-  stats_.objects = objects_.size();
-  stats_.bytes = bytes_;
   SessionReuseReceipt r;
   r.session_id = h.identity.session_id;
   r.tenant_id = h.identity.tenant_id;
@@ -154,6 +152,13 @@ Result<SessionReuseReceipt> SessionTier::demote(const SessionHistory& h) {
   r.source_tier_object_id = file;
   r.resume_prefill_tokens = 0;
   return r;
+}
+
+SessionTierStats SessionTier::stats() const {
+  SessionTierStats s = stats_;
+  s.objects = objects_.size();
+  s.bytes = bytes_;
+  return s;
 }
 
 SessionResumeAnswer SessionTier::refuse(SessionTierRefusal r, std::string detail) {
@@ -194,8 +199,6 @@ SessionResumeAnswer SessionTier::resume(const SessionHistoryIdentity& now, std::
   if (!read.ok() || read->identity != saved || read->tokens.size() != o.history_tokens) {
     const std::string why = read.ok() ? "the object's identity or length differs from its record" : read.error().reason;
     remove(it);  // never usable again
-    stats_.objects = objects_.size();
-    stats_.bytes = bytes_;
     return refuse(SessionTierRefusal::incomplete_save, why);
   }
   it->second.last_use = ++clock_;
@@ -231,8 +234,6 @@ uint64_t SessionTier::retire(const std::string& namespace_id, NamespaceGeneratio
     it = next;
   }
   stats_.retired += n;
-  stats_.objects = objects_.size();
-  stats_.bytes = bytes_;
   return n;
 }
 

@@ -78,7 +78,7 @@ class SessionTier {
   // Objects of `namespace_id` saved under a generation below `current`; returns how many left.
   uint64_t retire(const std::string& namespace_id, NamespaceGeneration current);
 
-  const SessionTierStats& stats() const { return stats_; }
+  SessionTierStats stats() const;
   // The index against the directory: every object's file exists with the
   // recorded size, no other object file is there, the byte total is the
   // sum and within the budget.

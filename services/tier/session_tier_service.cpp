@@ -90,7 +90,7 @@ uint64_t SessionTierService::retire(const std::string& namespace_id, NamespaceGe
 }
 
 void SessionTierService::put_stats(OwnerStats& out) const {
-  const SessionTierStats& s = tier_.stats();
+  const SessionTierStats s = tier_.stats();
   auto put = [&](std::string name, uint64_t value) {
     out.values.push_back(StatValue{std::move(name), static_cast<int64_t>(value)});
   };
