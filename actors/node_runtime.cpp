@@ -491,6 +491,8 @@ Result<actors::gateway_actor> spawn_node_actors(NodeInstance::Impl& impl, const 
       if (!tier.ok()) return tier.error();
       reuse_facts.tier = std::move(tier).value();
     }
+    reuse_facts.prompts =
+        std::make_shared<PromptModuleService>(reuse_facts.pools, reuse_facts.block_tokens, reuse_facts.cache_groups);
     owners[x].reuse = actors::spawn_reuse_actor(system, owners[x], std::move(reuse_facts), obs);
     caf::anon_send(authorization_handle, actors::purge_atom::value, static_cast<uint32_t>(x), owners[x].allocator,
                    owners[x].reuse);

@@ -12,6 +12,7 @@
 #include "services/authorization/authorization_service.hpp"
 #include "services/authorization/trust_domain_plan.hpp"
 #include "services/prefix/prefix_service.hpp"
+#include "services/prompt/prompt_module_service.hpp"
 #include "services/radix/radix_block_service.hpp"
 #include "services/telemetry/chrome_trace.hpp"
 #include "services/tier/session_tier_service.hpp"
@@ -94,6 +95,8 @@ struct ReuseNodeFacts {
   // The session tier (0x0CC, [tier]): the session_save and session_resume
   // routes; null: they answer invalid_argument (no tier on this node).
   std::shared_ptr<SessionTierService> tier;
+  // Prompt Cache's schemas and module store (0x0CB): the prompt_* routes.
+  std::shared_ptr<PromptModuleService> prompts;
 };
 
 // `owners.reuse` is ignored (the coordinator calls the other owners).

@@ -224,6 +224,7 @@ OwnerStats reuse_stats(const ReuseActorState& st, bool validate) {
   if (validate || kValidateOnEveryStats) {
     Status v = st.open.validate();
     if (v.ok() && st.facts.tier) v = st.facts.tier->validate();
+    if (v.ok() && st.facts.prompts) v = st.facts.prompts->validate();
     record_validation(out, v);
   }
   auto put = [&](std::string name, uint64_t v) {
@@ -249,6 +250,7 @@ OwnerStats reuse_stats(const ReuseActorState& st, bool validate) {
         st.funnel.rejections(static_cast<ReuseBucket>(b)));
   put("tier", st.facts.tier ? 1 : 0);
   if (st.facts.tier) st.facts.tier->put_stats(out);
+  if (st.facts.prompts) st.facts.prompts->put_stats(out);
   return out;
 }
 
@@ -298,6 +300,134 @@ caf::result<wire_bytes> serve_tier(ReuseSelf self, uint64_t session, typename R:
   return promise;
 }
 
+// ---- Prompt Cache (0x0CB): the prompt_* routes ------------------------------
+// Each authorizes first (steps 1-2 of 0x0CD, before any lookup, 0x0CE),
+// then PromptModuleService decides at every step; the allocator owner
+// grants the leases. Node leases the service lets go go back at once.
+
+void return_node_leases(ReuseSelf self, const std::vector<LeaseId>& leases) {
+  if (!leases.empty()) self->send(self->state.owners.allocator, unlease_atom::value, leases);
+}
+
+template <class Request, class Then>
+void authorize_prompt(ReuseSelf self, uint64_t session, const Request& request,
+                      caf::typed_response_promise<wire_bytes> promise, Then then) {
+  const std::vector<ReuseKeyRequest> keys{PromptModuleService::key_request(request)};
+  self->request(self->state.owners.authorization, caf::infinite, reuse_atom::value, session, request.trace, keys)
+      .then(
+          [promise, then = std::move(then)](std::vector<ReuseKeyAnswer>& answers) mutable {
+            if (answers.size() != 1) {
+              promise.deliver(error_reply(make_error(ErrorCode::invariant_violated,
+                                                     "the authorization owner answered another count", "prompt")));
+              return;
+            }
+            then(answers[0]);
+          },
+          [promise](caf::error& e) mutable {
+            promise.deliver(error_reply(make_error(ErrorCode::rpc_failed, caf::to_string(e), "authorization")));
+          });
+}
+
+template <class R>
+void deliver_prompt(ReuseSelf self, uint64_t session, caf::typed_response_promise<wire_bytes> promise,
+                    const TraceContext& trace, std::chrono::steady_clock::time_point started,
+                    const Result<typename R::Receipt>& receipt) {
+  auto& st = self->state;
+  if (st.obs.latency) st.obs.latency->record(R::id.value, std::chrono::steady_clock::now() - started);
+  if (!receipt.ok()) {
+    log_refused(st.obs.log, "reuse", session, trace, receipt.error());
+    promise.deliver(error_reply(receipt.error()));
+    return;
+  }
+  promise.deliver(to_wire(codec::encode(*receipt)));
+}
+
+caf::result<wire_bytes> serve_prompt_schema(ReuseSelf self, uint64_t session, PromptSchemaRequest request) {
+  auto promise = self->make_response_promise<wire_bytes>();
+  const auto started = std::chrono::steady_clock::now();
+  authorize_prompt(self, session, request, promise, [self, session, promise, started, request](ReuseKeyAnswer& key) {
+    Result<PromptModuleService::Registered> done = self->state.facts.prompts->register_schema(key, request);
+    if (done.ok()) return_node_leases(self, done->released);
+    deliver_prompt<PromptSchemaRoute>(
+        self, session, promise, request.trace, started,
+        done.ok() ? Result<PromptSchemaReceipt>(std::move(done->receipt)) : Result<PromptSchemaReceipt>(done.error()));
+  });
+  return promise;
+}
+
+caf::result<wire_bytes> serve_prompt_assemble(ReuseSelf self, uint64_t session, PromptAssembleRequest request) {
+  auto promise = self->make_response_promise<wire_bytes>();
+  const auto started = std::chrono::steady_clock::now();
+  authorize_prompt(self, session, request, promise, [self, session, promise, started, request](ReuseKeyAnswer& key) {
+    auto& st = self->state;
+    Result<PromptModuleService::Assembly> assembly = st.facts.prompts->assemble(key, request);
+    if (!assembly.ok()) {
+      deliver_prompt<PromptAssembleRoute>(self, session, promise, request.trace, started, assembly.error());
+      return;
+    }
+    // Step 4: the session's leases on every hit's blocks, all or none per module.
+    auto a = std::make_shared<PromptModuleService::Assembly>(std::move(assembly).value());
+    auto finish = [self, session, promise, started, trace = request.trace,
+                   a](const std::vector<ReuseLeaseAnswer>& answers) mutable {
+      std::vector<LeaseId> unused;
+      PromptAssemblyReceipt receipt = self->state.facts.prompts->leased(std::move(*a), answers, unused);
+      if (!unused.empty())
+        self->request(self->state.owners.allocator, caf::infinite, unlease_atom::value, session, trace, unused)
+            .then([](std::vector<uint8_t>&) {}, [](caf::error&) {});
+      deliver_prompt<PromptAssembleRoute>(self, session, promise, trace, started, std::move(receipt));
+    };
+    if (a->leases.empty()) {
+      finish({});
+      return;
+    }
+    self->request(st.owners.allocator, caf::infinite, reuse_atom::value, session, request.trace, a->leases)
+        .then([finish](std::vector<ReuseLeaseAnswer>& answers) mutable { finish(answers); },
+              [finish](caf::error&) mutable { finish({}); });
+  });
+  return promise;
+}
+
+caf::result<wire_bytes> serve_prompt_publish(ReuseSelf self, uint64_t session, PromptModulePublishRequest request) {
+  auto promise = self->make_response_promise<wire_bytes>();
+  const auto started = std::chrono::steady_clock::now();
+  authorize_prompt(self, session, request, promise, [self, session, promise, started, request](ReuseKeyAnswer& key) {
+    auto& st = self->state;
+    auto refuse = [self, session, promise, started, trace = request.trace](const Error& e) mutable {
+      deliver_prompt<PromptPublishRoute>(self, session, promise, trace, started, e);
+    };
+    Result<PromptModuleService::Publication> prepared = st.facts.prompts->prepare_publish(key, request);
+    if (!prepared.ok()) return refuse(prepared.error());
+    auto p = std::make_shared<PromptModuleService::Publication>(std::move(prepared).value());
+    // The publisher's own table (the allocator answers only a request this session holds) ...
+    self->request(st.owners.allocator, caf::infinite, table_atom::value, session, p->request.value)
+        .then(
+            [self, session, promise, started, trace = request.trace, p, refuse](BlockTableView& view) mutable {
+              Result<std::vector<PhysicalBlockHandle>> handles = self->state.facts.prompts->module_blocks(*p, view);
+              if (!handles.ok()) return refuse(handles.error());
+              // ... then the node's leases on the module's blocks, which outlive the session.
+              auto hs = std::make_shared<std::vector<PhysicalBlockHandle>>(std::move(handles).value());
+              self->request(self->state.owners.allocator, caf::infinite, lease_atom::value, *hs)
+                  .then(
+                      [self, session, promise, started, trace, p, hs](std::vector<std::optional<LeaseId>>& leases) {
+                        PromptModuleService::Published done =
+                            self->state.facts.prompts->commit_publish(std::move(*p), std::move(*hs), leases, trace);
+                        return_node_leases(self, done.released);
+                        deliver_prompt<PromptPublishRoute>(
+                            self, session, promise, trace, started,
+                            done.receipt ? Result<PromptModulePublishReceipt>(std::move(*done.receipt))
+                                         : Result<PromptModulePublishReceipt>(*done.error));
+                      },
+                      [refuse](caf::error& e) mutable {
+                        refuse(make_error(ErrorCode::rpc_failed, caf::to_string(e), "allocator"));
+                      });
+            },
+            [refuse](caf::error& e) mutable {
+              refuse(make_error(ErrorCode::rpc_failed, caf::to_string(e), "allocator"));
+            });
+  });
+  return promise;
+}
+
 reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, ReuseNodeFacts facts, Observability obs) {
   auto behavior = [](ReuseSelf self, OwnerHandles o, ReuseNodeFacts f, Observability ob) -> reuse_actor::behavior_type {
     self->state.owners = std::move(o);
@@ -311,6 +441,9 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
               overloaded{
                   [&](SessionSaveRequest r) { return serve_tier<SessionSaveRoute>(self, session, std::move(r)); },
                   [&](SessionResumeRequest r) { return serve_tier<SessionResumeRoute>(self, session, std::move(r)); },
+                  [&](PromptSchemaRequest r) { return serve_prompt_schema(self, session, std::move(r)); },
+                  [&](PromptAssembleRequest r) { return serve_prompt_assemble(self, session, std::move(r)); },
+                  [&](PromptModulePublishRequest r) { return serve_prompt_publish(self, session, std::move(r)); },
                   [&](ReuseBatch batch) {
                     ++st.batches;
                     ++st.in_flight[session];
@@ -349,9 +482,18 @@ reuse_actor spawn_reuse_actor(caf::actor_system& system, OwnerHandles owners, Re
           return revoked.size();
         },
         [self](purge_atom, const std::string& namespace_name, uint64_t generation) -> uint64_t {
-          // Step 6 of a purge (0x0CE): the session tier's saves of g go.
-          auto& tier = self->state.facts.tier;
-          return tier ? tier->retire(namespace_name, NamespaceGeneration{generation}) : 0;
+          // Step 6 of a purge (0x0CE): the session tier's saves of g go, and
+          // so do the prompt modules computed under g (copies of its K/V
+          // outside the index, held by the node's leases).
+          auto& st = self->state;
+          const NamespaceGeneration g{generation};
+          uint64_t copies = st.facts.tier ? st.facts.tier->retire(namespace_name, g) : 0;
+          if (st.facts.prompts) {
+            const std::vector<LeaseId> released = st.facts.prompts->retire(namespace_name, g);
+            return_node_leases(self, released);
+            copies += released.size();
+          }
+          return copies;
         },
         [self](end_atom, uint64_t session) {
           // The owners reclaim the leases of its open attempts themselves.

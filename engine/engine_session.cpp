@@ -43,6 +43,18 @@ Result<SessionResumeReceipt> EngineSession::resume_session(const SessionResumeRe
   return timed(Owner::reuse, request);
 }
 
+Result<PromptSchemaReceipt> EngineSession::register_prompt_schema(const PromptSchemaRequest& request) {
+  return timed(Owner::reuse, request);
+}
+
+Result<PromptAssemblyReceipt> EngineSession::assemble_prompt(const PromptAssembleRequest& request) {
+  return timed(Owner::reuse, request);
+}
+
+Result<PromptModulePublishReceipt> EngineSession::publish_prompt_module(const PromptModulePublishRequest& request) {
+  return timed(Owner::reuse, request);
+}
+
 Result<ExecuteBatchReceipt> EngineSession::executor(const ExecuteBatch& batch) { return timed(Owner::executor, batch); }
 
 Result<MapperBatchReceipt> EngineSession::mapper(const MapperBatch& batch) {

@@ -156,6 +156,19 @@ class EngineSession {
   Result<SessionSaveReceipt> save_session(const SessionSaveRequest& request);
   Result<SessionResumeReceipt> resume_session(const SessionResumeRequest& request);
 
+  // Prompt Cache (0x0CB): register a namespace's prompt schema; assemble a
+  // prompt written against it (each module reused, with the session's
+  // leases on its blocks, or a miss with its reason, at its declared
+  // positions); publish a module this session computed alone at its
+  // declared positions in a request of its own (rows [0, N) committed).
+  // The leases of a reused module go back with the allocator's
+  // ReleaseLeaseOp once its rows are copied (the session's end returns what
+  // is left). Errors: the authorization's, the schema's, the assembly's
+  // (stale_generation, invalid_argument naming the item), the round trip's.
+  Result<PromptSchemaReceipt> register_prompt_schema(const PromptSchemaRequest& request);
+  Result<PromptAssemblyReceipt> assemble_prompt(const PromptAssembleRequest& request);
+  Result<PromptModulePublishReceipt> publish_prompt_module(const PromptModulePublishRequest& request);
+
   // Steps 9-10 of an admitted request's attempt, queued for the next reuse
   // message: `executed` when the work that read the reused rows ran; a
   // successor (the request's committed full prompt blocks, 0x0CD step 10)

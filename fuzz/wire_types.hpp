@@ -71,7 +71,14 @@ void for_each_wire_type(Fn&& fn) {
   fn(WireType<SessionSaveReceipt>{"SessionSaveReceipt"});
   fn(WireType<SessionResumeRequest>{"SessionResumeRequest"});
   fn(WireType<SessionResumeReceipt>{"SessionResumeReceipt"});
+  // Prompt Cache: schemas, assembly and module publication (0x0CB).
+  fn(WireType<PromptSchemaRequest>{"PromptSchemaRequest"});
+  fn(WireType<PromptSchemaReceipt>{"PromptSchemaReceipt"});
+  fn(WireType<PromptAssembleRequest>{"PromptAssembleRequest"});
+  fn(WireType<PromptAssemblyReceipt>{"PromptAssemblyReceipt"});
+  fn(WireType<PromptModulePublishRequest>{"PromptModulePublishRequest"});
+  fn(WireType<PromptModulePublishReceipt>{"PromptModulePublishReceipt"});
 }
-inline constexpr size_t kWireTypeCount = 44;
+inline constexpr size_t kWireTypeCount = 50;
 
 }  // namespace kvrt::fuzz

@@ -322,3 +322,113 @@ struct SessionResumeReceipt $Kvrt.message {
   trace @0 :Common.TraceContext;
   outcome @1 :SessionResumeOutcome;
 }
+
+# ---- Prompt Cache through the node (0x0CB) -------------------------------------
+# A namespace's prompt schemas, and the module store the reuse owner keeps
+# for them. A module's K/V live in pool blocks: its publisher computed them
+# alone at the module's declared positions (the module attends only to its
+# own tokens, the contract that makes it reusable in any prompt of the
+# schema) in a request of its own, and the store holds node leases on those
+# blocks. An assembly answers each reused module with its receipt and
+# session leases on its blocks, which the worker gives back with the
+# allocator's ReleaseLeaseOp once it has copied the rows (the session's end
+# gives back what is left).
+
+struct PromptParameter {
+  name @0 :Text;
+  value @1 :Text;
+}
+
+struct PromptSchemaRequest $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  namespaceName @1 :Text;                  # a namespace the session was granted
+  schemaToml @2 :Text;                     # the schema (docs/operations.md, "Prompt Cache")
+}
+
+struct PromptSchemaReceipt $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  namespaceName @1 :Text;
+  schemaId @2 :Text;
+  generation @3 :UInt64;                   # the registered generation [generation]
+  schemaDigest @4 :Data $Kvrt.type("Sha256Digest");  # of the modules and ranges as registered
+  modules @5 :UInt32;                      # declared modules [modules]
+  modulesRetired @6 :UInt32;               # stored modules of an older generation dropped [modules]
+}
+
+struct PromptItemSpec {
+  # One item of a prompt: a declared module with its parameters, or free
+  # text (moduleId empty) placed in a gap from gapBegin.
+  moduleId @0 :Text;
+  parameters @1 :List(PromptParameter);
+  tokens @2 :List(Int32);                  # the item as rendered [tokens]
+  gapBegin @3 :UInt32;                     # free text only: its first position [positions]
+  useCache @4 :Bool;                       # a module the application wants computed afresh: false
+}
+
+struct PromptAssembleRequest $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  namespaceName @1 :Text;
+  schemaId @2 :Text;
+  schemaGeneration @3 :UInt64;             # the generation the prompt was written against
+  items @4 :List(PromptItemSpec);          # in prompt order
+}
+
+struct PromptModuleUse {
+  receipt @0 :PromptModuleReceipt;
+  handles @1 :List(Common.PhysicalBlockHandle);  # the module's blocks, bundle-major (block i of every group)
+  leases @2 :List(UInt64);                 # the session's leases on them, one per handle
+}
+
+struct PromptModuleMiss {
+  reason @0 :RejectionReason;              # the first factor of H_module that failed (0x0CF bucket)
+  detail @1 :Text;                         # which one, never tokens
+}
+
+struct PromptComputed {
+  # Free text, or a module the prompt asked to be computed afresh.
+}
+
+struct PromptSegmentOutcome {
+  union {
+    computed @0 :PromptComputed;
+    reused @1 :PromptModuleUse;
+    missed @2 :PromptModuleMiss;           # compute it at its declared positions
+  }
+}
+
+struct PromptSegment {
+  item @0 :UInt32;                         # the request's item
+  moduleId @1 :Text;                       # empty: free text
+  positionBegin @2 :UInt32;                # positions [begin, begin + tokens) [positions]
+  tokens @3 :UInt32;                       # [tokens]
+  outcome @4 :PromptSegmentOutcome;
+}
+
+struct PromptAssemblyReceipt $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  schemaId @1 :Text;
+  schemaGeneration @2 :UInt64;
+  namespaceGeneration @3 :UInt64 $Kvrt.type("NamespaceGeneration");
+  segments @4 :List(PromptSegment);        # in declared position order
+  reusedTokens @5 :UInt64;                 # [tokens]
+  computedTokens @6 :UInt64;               # [tokens]
+}
+
+struct PromptModulePublishRequest $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  namespaceName @1 :Text;
+  schemaId @2 :Text;
+  schemaGeneration @3 :UInt64;
+  moduleId @4 :Text;
+  parameters @5 :List(PromptParameter);
+  tokens @6 :List(Int32);                  # the module as rendered [tokens]
+  request @7 :UInt64 $Kvrt.type("RequestId");
+  # The session's request whose rows [0, tokens) hold the module's K/V,
+  # computed alone at its declared positions and committed.
+}
+
+struct PromptModulePublishReceipt $Kvrt.message {
+  trace @0 :Common.TraceContext;
+  receipt @1 :PromptModuleReceipt;
+  replaced @2 :Bool;                       # an earlier receipt of the same module and parameters went
+}

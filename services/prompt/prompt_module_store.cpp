@@ -33,16 +33,10 @@ const PromptModuleReceipt* PromptModuleStore::lookup(const std::string& namespac
 }
 
 uint64_t PromptModuleStore::retire(const std::string& namespace_id, NamespaceGeneration current) {
-  uint64_t n = 0;
-  for (auto it = receipts_.begin(); it != receipts_.end();) {
-    if (it->second.namespace_id == namespace_id && it->second.namespace_generation.value < current.value) {
-      it = receipts_.erase(it);
-      ++n;
-    } else {
-      ++it;
-    }
-  }
-  return n;
+  return erase_if([&](const PromptModuleReceipt& r) {
+           return r.namespace_id == namespace_id && r.namespace_generation.value < current.value;
+         })
+      .size();
 }
 
 Status PromptModuleStore::validate() const {

@@ -30,7 +30,25 @@ class PromptModuleStore {
   // A namespace moved to generation `current`: receipts computed under an
   // older one go (they could never be a hit again). Returns how many.
   uint64_t retire(const std::string& namespace_id, NamespaceGeneration current);
+  // Removes every receipt `gone(receipt)` holds for, and returns them.
+  template <class Gone>
+  std::vector<PromptModuleReceipt> erase_if(Gone gone) {
+    std::vector<PromptModuleReceipt> out;
+    for (auto it = receipts_.begin(); it != receipts_.end();) {
+      if (gone(it->second)) {
+        out.push_back(std::move(it->second));
+        it = receipts_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
   uint64_t size() const { return receipts_.size(); }
+  template <class Fn>
+  void for_each(Fn fn) const {
+    for (const auto& [key, r] : receipts_) fn(r);
+  }
   // Every receipt under its own key, with equal-length sequences.
   Status validate() const;
 

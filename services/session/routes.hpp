@@ -142,9 +142,23 @@ struct SessionSaveRoute : Route<14, Owner::reuse, SessionSaveRequest, SessionSav
 struct SessionResumeRoute : Route<15, Owner::reuse, SessionResumeRequest, SessionResumeReceipt> {
   static constexpr std::string_view name = "session_resume";
 };
-using Routes = std::tuple<AllocatorRoute, PrefixRoute, AuthorizeRoute, MapperRoute, ExecutorRoute, ReuseRoute,
-                          FaultArmRoute, InvalidateRoute, NamespaceStatusRoute, PurgeRoute, PoolDescriptorsRoute,
-                          SessionSaveRoute, SessionResumeRoute>;
+// Prompt Cache (0x0CB): register a namespace's prompt schema, assemble a
+// prompt written against it (each declared module reused at its declared
+// positions or computed), and publish a computed module's blocks to the
+// module store. Served by the reuse owner, which keeps the store.
+struct PromptSchemaRoute : Route<16, Owner::reuse, PromptSchemaRequest, PromptSchemaReceipt> {
+  static constexpr std::string_view name = "prompt_schema";
+};
+struct PromptAssembleRoute : Route<17, Owner::reuse, PromptAssembleRequest, PromptAssemblyReceipt> {
+  static constexpr std::string_view name = "prompt_assemble";
+};
+struct PromptPublishRoute : Route<18, Owner::reuse, PromptModulePublishRequest, PromptModulePublishReceipt> {
+  static constexpr std::string_view name = "prompt_module_publish";
+};
+using Routes =
+    std::tuple<AllocatorRoute, PrefixRoute, AuthorizeRoute, MapperRoute, ExecutorRoute, ReuseRoute, FaultArmRoute,
+               InvalidateRoute, NamespaceStatusRoute, PurgeRoute, PoolDescriptorsRoute, SessionSaveRoute,
+               SessionResumeRoute, PromptSchemaRoute, PromptAssembleRoute, PromptPublishRoute>;
 
 // ---- what follows from it -----------------------------------------------------
 

@@ -546,6 +546,66 @@ inline PoolDescriptorReceipt filled(uint64_t seed) {
   return r;
 }
 
+// Prompt Cache's routes (0x0CB).
+inline std::vector<PromptParameter> prompt_parameters(Numbers& n) {
+  return {PromptParameter{n.text("doc_id"), n.text("value")}, PromptParameter{n.text("lang"), ""}};
+}
+
+template <>
+inline PromptSchemaRequest filled(uint64_t seed) {
+  Numbers n(seed);
+  return PromptSchemaRequest{trace(n), n.text("namespace"), n.text("schema_id = \"s\"")};
+}
+
+template <>
+inline PromptSchemaReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  return PromptSchemaReceipt{trace(n), n.text("namespace"), n.text("schema"), n.u64(), n.digest(), n.u32(), n.u32()};
+}
+
+template <>
+inline PromptAssembleRequest filled(uint64_t seed) {
+  Numbers n(seed);
+  PromptAssembleRequest r{trace(n), n.text("namespace"), n.text("schema"), n.u64(), {}};
+  r.items.push_back(
+      PromptItemSpec{n.text("system"), prompt_parameters(n), {static_cast<TokenId>(n.u32()), -3}, 0, true});
+  r.items.push_back(PromptItemSpec{"", {}, {std::numeric_limits<TokenId>::max()}, n.u32(), false});
+  return r;
+}
+
+// All three outcomes of a segment.
+template <>
+inline PromptAssemblyReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  PromptAssemblyReceipt r{trace(n), n.text("schema"), n.u64(), NamespaceGeneration{n.u64()}, {}, n.u64(), n.u64()};
+  r.segments.push_back(PromptSegment{
+      n.u32(), n.text("system"), n.u32(), n.u32(),
+      PromptModuleUse{filled<PromptModuleReceipt>(seed + 1), {n.handle(), n.handle()}, {n.u64(), n.u64()}}});
+  r.segments.push_back(PromptSegment{n.u32(), "", n.u32(), n.u32(), PromptComputed{}});
+  r.segments.push_back(PromptSegment{n.u32(), n.text("doc"), n.u32(), n.u32(),
+                                     PromptModuleMiss{RejectionReason::module_position_mismatch, n.text("Pi")}});
+  return r;
+}
+
+template <>
+inline PromptModulePublishRequest filled(uint64_t seed) {
+  Numbers n(seed);
+  return PromptModulePublishRequest{trace(n),
+                                    n.text("namespace"),
+                                    n.text("schema"),
+                                    n.u64(),
+                                    n.text("doc"),
+                                    prompt_parameters(n),
+                                    {static_cast<TokenId>(n.u32()), 0, -1},
+                                    RequestId{n.u64()}};
+}
+
+template <>
+inline PromptModulePublishReceipt filled(uint64_t seed) {
+  Numbers n(seed);
+  return PromptModulePublishReceipt{trace(n), filled<PromptModuleReceipt>(seed + 1), true};
+}
+
 // Every message of the node protocol; every route's request and receipt
 // must be among them (codec_node_test.cpp checks against the route table).
 template <class Fn>
@@ -579,7 +639,13 @@ void for_each_node_type(Fn&& fn) {
   fn(Named<SessionSaveReceipt>{"SessionSaveReceipt"});
   fn(Named<SessionResumeRequest>{"SessionResumeRequest"});
   fn(Named<SessionResumeReceipt>{"SessionResumeReceipt"});
+  fn(Named<PromptSchemaRequest>{"PromptSchemaRequest"});
+  fn(Named<PromptSchemaReceipt>{"PromptSchemaReceipt"});
+  fn(Named<PromptAssembleRequest>{"PromptAssembleRequest"});
+  fn(Named<PromptAssemblyReceipt>{"PromptAssemblyReceipt"});
+  fn(Named<PromptModulePublishRequest>{"PromptModulePublishRequest"});
+  fn(Named<PromptModulePublishReceipt>{"PromptModulePublishReceipt"});
 }
-inline constexpr int kNodeTypeCount = 29;
+inline constexpr int kNodeTypeCount = 35;
 
 }  // namespace kvrt::test
