@@ -346,11 +346,8 @@ caf::result<wire_bytes> serve_prompt_schema(ReuseSelf self, uint64_t session, Pr
   auto promise = self->make_response_promise<wire_bytes>();
   const auto started = std::chrono::steady_clock::now();
   authorize_prompt(self, session, request, promise, [self, session, promise, started, request](ReuseKeyAnswer& key) {
-    Result<PromptModuleService::Registered> done = self->state.facts.prompts->register_schema(key, request);
-    if (done.ok()) return_node_leases(self, done->released);
-    deliver_prompt<PromptSchemaRoute>(
-        self, session, promise, request.trace, started,
-        done.ok() ? Result<PromptSchemaReceipt>(std::move(done->receipt)) : Result<PromptSchemaReceipt>(done.error()));
+    deliver_prompt<PromptSchemaRoute>(self, session, promise, request.trace, started,
+                                      self->state.facts.prompts->register_schema(key, request));
   });
   return promise;
 }

@@ -147,7 +147,7 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
   std::vector<model::ForwardChunk> chunks;
   std::vector<const model::ReferenceModel*> models;
   for (const LiveRequest& r : admitted) {
-    chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.hit_tokens + r.resumed_rows});
+    chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.hit_tokens + r.resumed_rows, r.positions});
     models.push_back(r.admitted.model);
   }
   const auto forward_started = std::chrono::steady_clock::now();

@@ -74,6 +74,7 @@ Status EngineLoop::decode_step() {
     ++result_.decode_rows_computed;
     r.cached_rows += 1;
     r.tokens.push_back(model::greedy_token(logits[i]));
+    if (!r.positions.empty()) r.positions.push_back(r.positions.back() + 1);
     ++r.generated;
     // Built in place: GCC 12 misreads a moved variant temporary here
     // (-Wmaybe-uninitialized on the other alternatives).
@@ -148,7 +149,8 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
     }
     std::vector<model::ForwardChunk> chunks;
     for (size_t i : members)
-      chunks.push_back(model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows});
+      chunks.push_back(
+          model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows, writing[i]->positions});
     const uint32_t shared_rows = shared_blocks * P_;
     auto out_result = key.first->forward_shared_prefix(*shared_, chunks, shared_rows);
     if (!out_result.ok()) return out_result.error();
@@ -168,7 +170,8 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
     std::vector<model::ForwardChunk> chunks;
     std::vector<const model::ReferenceModel*> models;
     for (size_t i : monolithic) {
-      chunks.push_back(model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows});
+      chunks.push_back(
+          model::ForwardChunk{&writing[i]->blocks, writing[i]->tokens, writing[i]->cached_rows, writing[i]->positions});
       models.push_back(writing[i]->admitted.model);
     }
     auto out_result = forward_by_model(chunks, models);

@@ -54,6 +54,9 @@ class EngineLoop {
     uint32_t turn = 0;
     uint32_t branch = 0;          // fork branch; 0 = the request that was prefilled
     std::vector<TokenId> tokens;  // prompt, then generated
+    // A templated prompt's position ids, one per token (0x0CB), extended as
+    // tokens are generated; empty: every token at its row.
+    std::vector<uint32_t> positions;
     uint32_t prompt_tokens = 0;
     uint32_t decode_target = 0;          // tokens to generate [tokens]
     uint32_t hit_tokens = 0;             // prompt rows reused from the index [rows]

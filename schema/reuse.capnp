@@ -352,7 +352,10 @@ struct PromptSchemaReceipt $Kvrt.message {
   generation @3 :UInt64;                   # the registered generation [generation]
   schemaDigest @4 :Data $Kvrt.type("Sha256Digest");  # of the modules and ranges as registered
   modules @5 :UInt32;                      # declared modules [modules]
-  modulesRetired @6 :UInt32;               # stored modules of an older generation dropped [modules]
+  staleModules @6 :UInt32;
+  # Modules stored under an older generation of this schema: no prompt of
+  # this one reuses them (a miss of S, or of Pi where the module moved), and
+  # a module computed under it replaces each [modules].
 }
 
 struct PromptItemSpec {

@@ -38,6 +38,18 @@ Status check_chunk(const ForwardChunk& chunk, size_t c, const CacheLayoutManifes
                       "first_row " + std::to_string(chunk.first_row) + " leaves no row to compute in a sequence of " +
                           std::to_string(tokens) + " tokens",
                       field + ".first_row");
+  // Declared positions (Prompt Cache, 0x0CB): one per stored row, increasing.
+  if (!chunk.positions.empty()) {
+    if (chunk.positions.size() != tokens)
+      return make_error(
+          ErrorCode::invalid_argument,
+          std::to_string(chunk.positions.size()) + " position ids for " + std::to_string(tokens) + " tokens",
+          field + ".positions");
+    for (uint64_t i = 1; i < tokens; ++i)
+      if (chunk.positions[i] <= chunk.positions[i - 1])
+        return make_error(ErrorCode::invalid_argument, "position ids must increase",
+                          field + ".positions[" + std::to_string(i) + "]");
+  }
   for (uint64_t i = 0; i < tokens; ++i)
     if (chunk.tokens[i] < 0 || uint32_t(chunk.tokens[i]) >= vocab)
       return make_error(

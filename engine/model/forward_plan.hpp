@@ -37,6 +37,8 @@ struct ForwardPlan {
 //   blocks null                      invalid_argument      .blocks
 //   first_row >= tokens.size()       executor_frontier_mismatch  .first_row
 //   more than 2^31 tokens            invalid_argument      .tokens
+//   positions of another length      invalid_argument      .positions
+//   positions not increasing         invalid_argument      .positions[i]
 //   token outside [0, vocab)         invalid_argument      .tokens[i]
 //   table count != group count       unknown_group         .blocks.slots
 //   table shorter than ceil(T / P_a) table_out_of_bounds   .blocks.slots[g]

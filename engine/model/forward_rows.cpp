@@ -82,7 +82,10 @@ void RowPass::project_and_store(uint32_t layer, ModelKvCache& cache) {
     const ForwardPlan::Row row = plan_.rows[r];
     kernels::rms_norm(x_.data() + r * d, lw.attn_norm.data(), d, s.h.data());
     kernels::project(s.h.data(), d, lw.w_qkv.data(), ls.qkv_dim(), s.qkv.data());
-    kernels::rope_table(row.position, params_.inv_freq[layer], s.cos.data(), s.sin.data());
+    // RoPE at the row's position id: its storage row unless declared (0x0CB).
+    const std::span<const uint32_t> declared = chunks_[row.chunk].positions;
+    const uint32_t position = declared.empty() ? row.position : declared[row.position];
+    kernels::rope_table(position, params_.inv_freq[layer], s.cos.data(), s.sin.data());
     kernels::rope_rotate(s.qkv.data(), ls.q_heads + ls.kv_heads, ls.head_dim, s.cos.data(), s.sin.data());
     std::copy_n(s.qkv.data(), ls.q_dim(), queries_.data() + r * ls.q_dim());
     const uint32_t slot = chunks_[row.chunk].blocks->slots[ls.group_index][row.position / p_a];

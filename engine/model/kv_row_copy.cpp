@@ -35,7 +35,10 @@ void copy_head(const executor::KvTensorView& src, uint32_t src_slot, uint32_t sr
 }  // namespace
 
 Status copy_kv_rows(const ModelKvCache& from, const SequenceBlocks& from_blocks, ModelKvCache& to,
-                    const SequenceBlocks& to_blocks, uint32_t begin, uint32_t end) {
+                    const SequenceBlocks& to_blocks, uint32_t begin, uint32_t end, std::optional<uint32_t> to_begin) {
+  const uint32_t first = to_begin.value_or(begin);  // destination row of row `begin`
+  if (end > begin && uint64_t{first} + (end - begin) > UINT32_MAX)
+    return make_error(ErrorCode::coordinate_out_of_range, "destination rows run past 2^32", "to_begin");
   if (from.layout().digest() != to.layout().digest())
     return make_error(ErrorCode::incompatible, "rows copy only between caches of one layout", "layout");
   const auto& groups = from.layout().cache_groups;
@@ -44,7 +47,7 @@ Status copy_kv_rows(const ModelKvCache& from, const SequenceBlocks& from_blocks,
     for (size_t g = 0; g < groups.size(); ++g) {
       const uint32_t layer = groups[g].layer_start;
       KVRT_TRY(locate(from_blocks, g, from.layer_view(layer).block_tokens, end - 1, "source"));
-      KVRT_TRY(locate(to_blocks, g, to.layer_view(layer).block_tokens, end - 1, "destination"));
+      KVRT_TRY(locate(to_blocks, g, to.layer_view(layer).block_tokens, first + (end - 1 - begin), "destination"));
     }
   for (size_t g = 0; g < groups.size(); ++g) {
     const CacheGroupLayout& group = groups[g];
@@ -56,7 +59,7 @@ Status copy_kv_rows(const ModelKvCache& from, const SequenceBlocks& from_blocks,
       for (uint32_t t = begin; t < end; ++t) {
         auto s = locate(from_blocks, g, src.block_tokens, t, "source");
         if (!s.ok()) return s.error();
-        auto d = locate(to_blocks, g, dst.block_tokens, t, "destination");
+        auto d = locate(to_blocks, g, dst.block_tokens, first + (t - begin), "destination");
         if (!d.ok()) return d.error();
         for (uint32_t h = 0; h < group.kv_heads_local; ++h) {
           copy_head(src.k, s->first, s->second, dst.k, dst_k, d->first, d->second, h);

@@ -15,6 +15,7 @@
 //     processes are read.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -63,10 +64,14 @@ void gather_canonical_row(const CacheGroupLayout& group, std::span<const executo
 // land in the blocks published for others (virtual reservations, 0x06). The
 // two caches must hold the same layout; each side's block size is its own
 // view's. Bytes are moved unchanged, so the rows stay bitwise what was
-// computed. Errors: incompatible ("layout") for caches of other layouts,
-// coordinate_out_of_range ("blocks") for a row past either table.
+// computed. With `to_begin`, row begin + i lands at row to_begin + i of
+// `to_blocks` (a prompt module, computed alone, copied to where the
+// assembled prompt stores it, 0x0CB). Errors: incompatible ("layout") for
+// caches of other layouts, coordinate_out_of_range ("blocks") for a row past
+// either table.
 Status copy_kv_rows(const ModelKvCache& from, const SequenceBlocks& from_blocks, ModelKvCache& to,
-                    const SequenceBlocks& to_blocks, uint32_t begin, uint32_t end);
+                    const SequenceBlocks& to_blocks, uint32_t begin, uint32_t end,
+                    std::optional<uint32_t> to_begin = std::nullopt);
 
 // Writes one token row of group index g given in canonical order (B_row,g
 // bytes, the order read_canonical_row answers) into `to` at (slot, row):

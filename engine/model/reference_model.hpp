@@ -63,10 +63,21 @@ Result<ModelConfig> parse_model_config(std::string_view text, const std::string&
 // One sequence's slice of work for forward(): rows [first_row, tokens.size())
 // are computed and written into the cache at the sequence's blocks; rows
 // [0, first_row) must already be there (reused or computed earlier).
+//
+// Position ids (Prompt Cache, 0x0CB): row r of the sequence is stored at
+// row r of its table, and rotated by RoPE at positions[r], or at r when
+// `positions` is empty. A prompt assembled from declared modules stores
+// its segments one after another while its position ids jump over the
+// schema's gaps; a module computed at positions [100, 164) has other K/V
+// bits than the same text at [0, 64), which is why it is reused only there.
 struct ForwardChunk {
+  ForwardChunk() = default;
+  ForwardChunk(const SequenceBlocks* b, std::span<const TokenId> t, uint32_t first, std::span<const uint32_t> p = {})
+      : blocks(b), tokens(t), first_row(first), positions(p) {}
   const SequenceBlocks* blocks = nullptr;  // the sequence's table in every group
   std::span<const TokenId> tokens;         // the whole sequence so far [tokens]
   uint32_t first_row = 0;                  // [tokens]
+  std::span<const uint32_t> positions;     // empty, or one increasing position id per token [positions]
 };
 
 // What shared-prefix execution read, summed over layers [K/V token rows],

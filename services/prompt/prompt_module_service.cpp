@@ -100,13 +100,15 @@ std::vector<LeaseId> PromptModuleService::drop_if(Gone gone) {
   return released;
 }
 
-Result<PromptModuleService::Registered> PromptModuleService::register_schema(const ReuseKeyAnswer& key,
-                                                                             const PromptSchemaRequest& r) {
+Result<PromptSchemaReceipt> PromptModuleService::register_schema(const ReuseKeyAnswer& key,
+                                                                 const PromptSchemaRequest& r) {
   if (const auto* denied = std::get_if<AuthorizationDenied>(&key.authorization)) return denied->error;
   const AuthorizedLookup& grant = std::get<AuthorizedLookup>(key.authorization);
   PromptSchema schema;
   KVRT_TRY_ASSIGN(schema, parse_prompt_schema(r.schema_toml, "schema_toml"));
-  Registered out;
+  struct {
+    PromptSchemaReceipt receipt;
+  } out;
   const std::string& ns = grant.namespace_name();
   if (const PromptSchema* current = schema_of(ns, schema.schema_id)) {
     if (schema.generation < current->generation || (schema.generation == current->generation && !(schema == *current)))
@@ -116,15 +118,14 @@ Result<PromptModuleService::Registered> PromptModuleService::register_schema(con
               (schema.generation == current->generation ? " with other modules: a changed schema needs a new generation"
                                                         : "; this one is older"),
           "generation");
-    if (schema.generation > current->generation) {
-      // Modules computed under the old generation can never be a hit again (S).
-      const uint64_t before = store_.size();
-      out.released = drop_if([&](const PromptModuleReceipt& m) {
-        return m.namespace_id == ns && m.schema_id == schema.schema_id && m.schema_generation < schema.generation;
-      });
-      out.receipt.modules_retired = static_cast<uint32_t>(before - store_.size());
-    }
   }
+  // Modules computed under an older generation stay: an assembly judges
+  // them (a moved module is a miss of Pi, an unchanged one of S), and the
+  // module computed under this generation replaces each (same key).
+  store_.for_each([&](const PromptModuleReceipt& m) {
+    if (m.namespace_id == ns && m.schema_id == schema.schema_id && m.schema_generation < schema.generation)
+      ++out.receipt.stale_modules;
+  });
   out.receipt.trace = r.trace;
   out.receipt.namespace_name = ns;
   out.receipt.schema_id = schema.schema_id;
@@ -132,7 +133,7 @@ Result<PromptModuleService::Registered> PromptModuleService::register_schema(con
   out.receipt.schema_digest = prompt_schema_digest(schema);
   out.receipt.modules = static_cast<uint32_t>(schema.modules.size());
   schemas_[ns][schema.schema_id] = std::move(schema);
-  return out;
+  return std::move(out.receipt);
 }
 
 Result<PromptModuleService::Assembly> PromptModuleService::assemble(const ReuseKeyAnswer& key,

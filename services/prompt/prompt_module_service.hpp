@@ -53,17 +53,14 @@ class PromptModuleService {
   static ReuseKeyRequest key_request(const PromptModulePublishRequest& r);
 
   // Registers a schema for the grant's namespace. A schema id is new, or
-  // comes with a higher generation (its stored modules of older generations
-  // go, and their leases are returned), or repeats the registered
+  // comes with a higher generation (modules stored under older ones stay
+  // until a publication replaces them: an assembly reports each as a miss
+  // of S, or of Pi where the module moved), or repeats the registered
   // generation with the same content (nothing changes). Errors: the
-  // authorization's; the schema's parse and validate errors; stale_generation
-  // ("generation") for an older generation, or the same generation with
-  // other content.
-  struct Registered {
-    PromptSchemaReceipt receipt;
-    std::vector<LeaseId> released;
-  };
-  Result<Registered> register_schema(const ReuseKeyAnswer& key, const PromptSchemaRequest& r);
+  // authorization's; the schema's parse and validate errors;
+  // stale_generation ("generation") for an older generation, or the same
+  // generation with other content.
+  Result<PromptSchemaReceipt> register_schema(const ReuseKeyAnswer& key, const PromptSchemaRequest& r);
 
   // assemble_declared_prompt over the namespace's registered schema and its
   // stored modules. Each hit still needs the session's leases on its blocks

@@ -5,7 +5,7 @@
 // which outlive the publisher's request (the store holds node leases).
 // Every refusal the spec names is typed and changes nothing: other tokens,
 // a changed schema generation (the moved module is gone), a namespace
-// rotation, a purge, an unregistered schema, uncommitted rows, another
+// rotation, a purge, a module moved by a new schema generation, an unregistered schema, uncommitted rows, another
 // session's request, an undeclared module, a namespace not granted.
 #include "tests/node/node_fixture.hpp"
 #include "tests/node/node_prefix_helpers.hpp"
@@ -153,11 +153,10 @@ TEST_CASE("a published prompt module is reused at its declared positions through
     CHECK(miss_of(r->segments[0]).reason == RejectionReason::module_position_mismatch);
     CHECK(n.stat("node", "reuse_prompt_missed_module_position_mismatch") == 1);
   }
-  SECTION("a new schema generation moves the module: the old one is gone, a stale prompt is refused (S, Pi)") {
+  SECTION("a new schema generation moves the module: a miss of Pi, then replaced; a stale prompt is refused (S)") {
     const Result<PromptSchemaReceipt> moved = a->call(schema_request(2, 200));
     REQUIRE(moved.ok());
-    CHECK(moved->modules_retired == 1);
-    CHECK(n.stat("node", "reuse_prompt_module_blocks") == 0);
+    CHECK(moved->stale_modules == 1);
     CHECK(refusal(b->call(assemble_of(system))).code == ErrorCode::stale_generation);
     CHECK(refusal(a->call(publish_of(system, RequestId{1}))).code == ErrorCode::stale_generation);
     const Result<PromptAssemblyReceipt> r = b->call(assemble_of(system, 2));
@@ -165,8 +164,21 @@ TEST_CASE("a published prompt module is reused at its declared positions through
     REQUIRE(r->segments.size() == 3);
     CHECK(r->segments[2].module_id == "system");  // declared position order
     CHECK(r->segments[2].position_begin == 200);
-    CHECK(miss_of(r->segments[2]).reason == RejectionReason::no_candidate);
+    CHECK(miss_of(r->segments[2]).reason == RejectionReason::module_position_mismatch);
+    CHECK(miss_of(r->segments[2]).detail.find("(Pi)") != std::string::npos);
     CHECK(refusal(a->call(schema_request(1))).code == ErrorCode::stale_generation);
+    // Computed again at [200, 240) and published: it replaces the old
+    // module, whose node leases go back.
+    const RequestFence again = computed_module(*a, system.size());
+    const Result<PromptModulePublishReceipt> replaced = a->call(publish_of(system, again.request, "system", 2));
+    REQUIRE(replaced.ok());
+    CHECK(replaced->replaced);
+    CHECK(replaced->receipt.position_ids.front() == 200);
+    CHECK(n.stat("node", "reuse_prompt_modules") == 1);
+    CHECK(n.stat("node", "reuse_prompt_module_blocks") == 3 * kGroups);
+    const Result<PromptAssemblyReceipt> hit = b->call(assemble_of(system, 2));
+    REQUIRE(hit.ok());
+    CHECK(std::holds_alternative<PromptModuleUse>(hit->segments[2].outcome));
   }
   SECTION("a namespace rotation for new weights: the module was computed with the old ones (A)") {
     REQUIRE(admin->call(NamespaceInvalidateRequest{{}, "test/shared", InvalidationCause::weights, ""}).ok());
