@@ -17,8 +17,9 @@ Status EngineLoop::admit() {
   uint32_t budget = live_.size() < o_.in_flight ? o_.in_flight - static_cast<uint32_t>(live_.size()) : 0;
   // Cache-aware admission (first_block_seeds.hpp). With reuse off nothing
   // waits.
-  std::vector<PendingRequest> fresh, deferred;
-  while (!ready_.empty() && (budget >= ready_.front().branches || (live_.empty() && fresh.empty()))) {
+  std::vector<PendingRequest> fresh, deferred, templated;
+  while (!ready_.empty() &&
+         (budget >= ready_.front().branches || (live_.empty() && fresh.empty() && templated.empty()))) {
     PendingRequest p = std::move(ready_.front());
     ready_.pop_front();
     // A namespace this worker holds no grant for yet (a purge had closed it
@@ -27,6 +28,11 @@ Status EngineLoop::admit() {
     // guessed weights must never be published into it.
     if (!views_.contains(p.job->namespace_name)) {
       deferred.push_back(std::move(p));
+      continue;
+    }
+    if (p.job->kind == workload::JobKind::templated) {
+      budget -= std::min(budget, p.branches);
+      templated.push_back(std::move(p));
       continue;
     }
     if (o_.reuse && seeds_.defers(p.job->namespace_name, p.prompt, P_)) {
@@ -38,6 +44,13 @@ Status EngineLoop::admit() {
   }
   for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) ready_.push_front(std::move(*it));
   seeds_.end_round();
+  std::vector<PendingRequest> no_room;
+  for (PendingRequest& p : templated) {
+    bool admitted = false;
+    KVRT_TRY_ASSIGN(admitted, admit_templated(p));
+    if (!admitted) no_room.push_back(std::move(p));
+  }
+  for (auto it = no_room.rbegin(); it != no_room.rend(); ++it) ready_.push_front(std::move(*it));
   if (fresh.empty()) return release_receipts();
 
   // 1. One reuse message for every new request: the node runs the

@@ -110,7 +110,10 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
   std::map<std::pair<const model::ReferenceModel*, uint32_t>, std::vector<size_t>> by_first_slot;
   for (size_t i = 0; i < writing.size(); ++i) {
     const LiveRequest& r = *writing[i];
-    if (o_.shared_prefix && r.job->kind != workload::JobKind::chat && r.cached_rows >= P_)
+    // Templated prompts (0x0CB) hold no physically shared blocks: their
+    // modules' rows are copies.
+    if (o_.shared_prefix && r.job->kind != workload::JobKind::chat && r.job->kind != workload::JobKind::templated &&
+        r.cached_rows >= P_)
       by_first_slot[{r.admitted.model, r.blocks.slots[0][0]}].push_back(i);
     else
       monolithic.push_back(i);
@@ -251,7 +254,9 @@ Status EngineLoop::finish() {
     // published too, now that no append will follow: a later turn or a
     // request with the same prefix reuses every row, not only whole blocks.
     const uint32_t tail = tails && full >= first ? exact % P_ : 0;
-    if (!r.failed && o_.reuse && (full > first || tail > 0))
+    // A templated prompt's rows are not a causal prefill of its tokens
+    // (0x0CB): never published to the prefix index.
+    if (!r.failed && o_.reuse && r.segments.empty() && (full > first || tail > 0))
       publish.ops.push_back(
           PrefixPublishOp{r.job->namespace_name, r.fence.request,
                           std::vector<TokenId>(r.tokens.begin(), r.tokens.begin() + exact - (exact % P_) + tail), first,

@@ -104,7 +104,8 @@ void EngineLoop::enqueue_job(const workload::Job& job) {
     }
     case workload::JobKind::few_shot:
     case workload::JobKind::long_document:
-      // Independent questions over one shared prefix.
+    case workload::JobKind::templated:
+      // Independent questions over one shared prefix (or one schema).
       for (uint32_t t = 0; t < job.turns.size(); ++t) ready_.push_back(turn_request(job, t, job.prefix));
       break;
   }
@@ -178,7 +179,7 @@ Status EngineLoop::authorize_namespaces() {
     views_[ns] = NamespaceView{grant->generation, weights, grant->adapter_identity};
   }
   result_.weight_variants = variants_.drawn();
-  return Status::success();
+  return register_prompt_schemas(names);
 }
 
 const model::ReferenceModel& EngineLoop::current_model(const std::string& namespace_name) const {
@@ -237,8 +238,13 @@ Status EngineLoop::apply_entries(LiveRequest& r, const std::vector<TableEntryUpd
 // exactness replay and the private path both prefill into it from row 0.
 Status EngineLoop::ensure_private_cache() {
   if (replay_cache_ != nullptr) return Status::success();
-  uint32_t longest = 0;
+  uint32_t longest = 0, module_blocks = 0;
   for (const workload::Job* job : jobs_) {
+    // A templated prompt's modules are computed alone in blocks after its own.
+    if (job->templated)
+      for (const workload::TemplatedItem& item : job->templated->items)
+        if (!item.module_id.empty())
+          module_blocks = std::max(module_blocks, static_cast<uint32_t>((item.tokens.size() + P_ - 1) / P_));
     uint32_t history = static_cast<uint32_t>(job->prefix.size());
     for (const workload::Turn& t : job->turns) {
       const uint32_t context = history + static_cast<uint32_t>(t.user_tokens.size()) + std::max(1u, t.decode_tokens);
@@ -247,7 +253,7 @@ Status EngineLoop::ensure_private_cache() {
     }
   }
   Result<std::unique_ptr<model::LocalModelKvCache>> cache =
-      model::LocalModelKvCache::create(shared_->layout(), (longest + P_ - 1) / P_ + 1);
+      model::LocalModelKvCache::create(shared_->layout(), (longest + P_ - 1) / P_ + 1 + module_blocks);
   if (!cache.ok()) return cache.error();
   replay_cache_ = std::move(*cache);
   return Status::success();
@@ -259,7 +265,8 @@ void EngineLoop::verify(const LiveRequest& r) {
   ReplayedRequest request{&r.blocks,       r.tokens,
                           r.prompt_tokens, r.generated,
                           r.branch,        r.hit_tokens + r.resumed_rows,
-                          r.cached_rows,   std::min(r.exact_rows, r.cached_rows)};
+                          r.cached_rows,   std::min(r.exact_rows, r.cached_rows),
+                          r.segments,      r.reused_segments};
   // Replayed with the weights the request was admitted with: a row reused
   // from another generation (other weights) differs bitwise.
   Result<ReplayVerdict> verdict = replay_without_reuse(r.weights(), *replay_cache_, *shared_, request);

@@ -25,6 +25,7 @@
 #include "engine/engine_session.hpp"
 #include "engine/engine_worker.hpp"
 #include "engine/first_block_seeds.hpp"
+#include "engine/model/declared_prompt_rows.hpp"
 #include "engine/model/model_variants.hpp"
 #include "engine/pending_request.hpp"
 
@@ -79,6 +80,10 @@ class EngineLoop {
     std::optional<ExecutionSnapshotVersion> reuse_snapshot;
     RequestFence fence;
     model::SequenceBlocks blocks;  // slots[g][j]
+    // A templated prompt (0x0CB): its segments in storage order, and which
+    // were reused modules (1) rather than computed.
+    std::vector<model::DeclaredSegmentRows> segments;
+    std::vector<uint8_t> reused_segments;
   };
   // The weights a new request of the namespace computes with: its view's
   // (the base before any grant, on the private path).
@@ -118,6 +123,14 @@ class EngineLoop {
   Status reauthorize_if_stale();
   Status apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries);
   void verify(const LiveRequest& r);
+  // engine_templated.cpp: templated prompts (Prompt Cache, 0x0CB), admitted
+  // through the node's assembly instead of the prefix reuse transaction.
+  // admit_templated answers false when the pools had no room (requeued).
+  Status register_prompt_schemas(const std::set<std::string>& namespaces);
+  Result<bool> admit_templated(const PendingRequest& p);
+  Status compute_module(LiveRequest& r, size_t segment, bool publish);
+  // A prompt route's error: the lost session's is returned, a refusal noted.
+  Status error_of_prompt_call(const Error& e);
   // engine_admission.cpp: steps 1-3.
   Status admit();
   Status prefill(std::vector<LiveRequest>& admitted, std::vector<PendingRequest>& sources);

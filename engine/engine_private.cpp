@@ -14,6 +14,7 @@
 #include "engine/engine_loop.hpp"
 #include "engine/engine_replay.hpp"
 #include "engine/private_generation.hpp"
+#include "engine/templated_prompt.hpp"
 
 namespace kvrt::engine {
 
@@ -22,8 +23,10 @@ Status EngineLoop::serve_pending_privately(const PendingRequest& p) {
   std::vector<TokenId> tokens;
   for (uint32_t b = 0; b < p.branches; ++b) {
     if (f.requests.contains({p.turn, b})) continue;
+    const std::vector<model::DeclaredSegmentRows> segments =
+        p.job->templated ? declared_segments(*p.job->templated) : std::vector<model::DeclaredSegmentRows>{};
     KVRT_TRY_ASSIGN(tokens, serve_privately(current_model(p.job->namespace_name), *replay_cache_, p.prompt, b,
-                                            p.decode_tokens, o_, result_));
+                                            p.decode_tokens, o_, result_, segments));
     Finished& done = finished_[p.job];
     done.requests.emplace(p.turn, b);
     if (p.job->kind == workload::JobKind::chat) done.history = tokens;
@@ -65,6 +68,7 @@ Status EngineLoop::requeue_unfinished() {
       }
       case workload::JobKind::few_shot:
       case workload::JobKind::long_document:
+      case workload::JobKind::templated:
         for (uint32_t t = 0; t < job->turns.size(); ++t)
           if (!done(t, 0)) ready_.push_back(turn_request(*job, t, job->prefix));
         break;
@@ -82,7 +86,7 @@ Status EngineLoop::recover(const Error& lost) {
     if (r.failed || r.generated == 0 || finished_[r.job].requests.contains({r.turn, r.branch})) continue;
     KVRT_TRY(check_decoded_through_lost_node(r.weights(), *replay_cache_, r.tokens, r.prompt_tokens, r.branch,
                                              "job " + std::to_string(r.job->id) + " turn " + std::to_string(r.turn), o_,
-                                             result_));
+                                             result_, r.segments));
   }
   // Nothing of the lost session is released or published: it went with
   // the node (or the node reclaimed it).

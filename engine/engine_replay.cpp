@@ -44,6 +44,14 @@ Result<std::vector<TokenId>> generate_without_reuse(const model::ReferenceModel&
   return out;
 }
 
+Result<std::vector<TokenId>> generate_reference(const model::ReferenceModel& model, model::ModelKvCache& cache,
+                                                std::span<const TokenId> prompt,
+                                                std::span<const model::DeclaredSegmentRows> segments, uint32_t branch,
+                                                size_t total_tokens, model::SequenceBlocks* blocks_out) {
+  if (segments.empty()) return generate_without_reuse(model, cache, prompt, branch, total_tokens, blocks_out);
+  return model::generate_declared_prompt(model, cache, prompt, segments, branch, total_tokens, blocks_out);
+}
+
 Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, model::ModelKvCache& replay_cache,
                                            const model::ModelKvCache& shared, const ReplayedRequest& request) {
   const CacheLayoutManifest& layout = replay_cache.layout();
@@ -52,12 +60,21 @@ Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, m
   if (request.blocks == nullptr || request.generated == 0 || request.prompt_tokens == 0 ||
       request.tokens.size() != uint64_t{request.prompt_tokens} + request.generated ||
       request.cached_rows > request.tokens.size() || request.reused_rows > request.cached_rows ||
-      request.exact_rows > request.cached_rows)
+      request.exact_rows > request.cached_rows || request.reused_segments.size() > request.segments.size())
     return make_error(ErrorCode::invalid_argument, "replayed request has inconsistent token counts", "request");
   model::SequenceBlocks blocks;
   std::vector<TokenId> replay;
-  KVRT_TRY_ASSIGN(replay, generate_without_reuse(model, replay_cache, request.tokens.first(request.prompt_tokens),
-                                                 request.branch, request.tokens.size(), &blocks));
+  KVRT_TRY_ASSIGN(replay, generate_reference(model, replay_cache, request.tokens.first(request.prompt_tokens),
+                                             request.segments, request.branch, request.tokens.size(), &blocks));
+  // Which rows the served request reused: a prefix, or a templated
+  // prompt's reused modules.
+  std::vector<uint8_t> reused_row(request.cached_rows, 0);
+  for (uint32_t t = 0; t < std::min(request.reused_rows, request.cached_rows); ++t) reused_row[t] = 1;
+  for (size_t i = 0; i < request.reused_segments.size(); ++i)
+    if (request.reused_segments[i] != 0)
+      for (uint32_t t = request.segments[i].row_begin;
+           t < request.segments[i].row_begin + request.segments[i].rows && t < request.cached_rows; ++t)
+        reused_row[t] = 1;
 
   ReplayVerdict verdict;
   verdict.tokens_equal = std::equal(replay.begin(), replay.end(), request.tokens.begin());
@@ -102,7 +119,7 @@ Result<ReplayVerdict> replay_without_reuse(const model::ReferenceModel& model, m
         }
       }
     }
-    const bool reused = t < request.reused_rows;
+    const bool reused = reused_row[t] != 0;
     verdict.bounded_rows_checked += t >= request.exact_rows;
     ++verdict.rows_checked;
     verdict.reused_rows_checked += reused;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/declared_prompt_rows.hpp"
 #include "engine/model/model_kv_cache.hpp"
 #include "engine/model/reference_model.hpp"
 #include "services/common/ids.hpp"
@@ -37,6 +38,12 @@ struct ReplayedRequest {
   // Rows [exact_rows, cached_rows) were decoded with shared-prefix execution:
   // compared within kSharedPrefixRowBound instead of bitwise.
   uint32_t exact_rows = 0;
+  // A templated prompt (Prompt Cache, 0x0CB): its segments, replayed under
+  // the same contract (model::generate_declared_prompt), and which of them
+  // were reused modules (their rows counted as reused instead of
+  // [0, reused_rows)). Empty: a plain prompt.
+  std::span<const model::DeclaredSegmentRows> segments{};
+  std::span<const uint8_t> reused_segments{};
 };
 
 // The bound a shared-prefix decode row keeps against the monolithic row, in
@@ -68,6 +75,13 @@ struct ReplayVerdict {
 Result<std::vector<TokenId>> generate_without_reuse(const model::ReferenceModel& model, model::ModelKvCache& cache,
                                                     std::span<const TokenId> prompt, uint32_t branch,
                                                     size_t total_tokens, model::SequenceBlocks* blocks_out = nullptr);
+
+// The reference generation of a prompt: generate_without_reuse, or for a
+// templated prompt (segments given) model::generate_declared_prompt.
+Result<std::vector<TokenId>> generate_reference(const model::ReferenceModel& model, model::ModelKvCache& cache,
+                                                std::span<const TokenId> prompt,
+                                                std::span<const model::DeclaredSegmentRows> segments, uint32_t branch,
+                                                size_t total_tokens, model::SequenceBlocks* blocks_out = nullptr);
 
 // Errors: invalid_argument for an inconsistent request (token counts), and
 // the model's and caches' own errors (a replay cache too small for the

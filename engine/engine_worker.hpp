@@ -97,14 +97,28 @@ struct EngineResult {
   // loaded (past each turn's hit), resumes refused, and the time spent
   // loading against the prefill time of the rows computed, for the cost of
   // a row recomputed in the same run.
-  uint64_t tier_saves = 0;                      // [histories]
-  uint64_t tier_saved_bytes = 0;                // [bytes]
-  uint64_t tier_turns_resumed = 0;              // [requests]
-  uint64_t tier_rows_loaded = 0;                // [rows]
-  uint64_t tier_resume_refusals = 0;            // [requests]
-  uint64_t tier_load_us = 0;                    // resume calls and row writes [us]
-  uint64_t tier_save_us = 0;                    // row reads and save calls [us]
-  uint64_t prefill_compute_us = 0;              // the prefill forwards [us]
+  uint64_t tier_saves = 0;            // [histories]
+  uint64_t tier_saved_bytes = 0;      // [bytes]
+  uint64_t tier_turns_resumed = 0;    // [requests]
+  uint64_t tier_rows_loaded = 0;      // [rows]
+  uint64_t tier_resume_refusals = 0;  // [requests]
+  uint64_t tier_load_us = 0;          // resume calls and row writes [us]
+  uint64_t tier_save_us = 0;          // row reads and save calls [us]
+  uint64_t prefill_compute_us = 0;    // the prefill forwards [us]
+  // Templated prompts (Prompt Cache, 0x0CB): requests admitted through the
+  // node's assembly, modules reused (their rows copied from the module
+  // store's blocks) or computed alone (a miss: never computed with those
+  // parameters, or incompatible: other tokens, a moved module, another
+  // schema generation or model), and modules published to the store.
+  uint64_t prompt_requests = 0;                 // [requests]
+  uint64_t prompt_modules_reused = 0;           // [modules]
+  uint64_t prompt_module_rows_reused = 0;       // [rows]
+  uint64_t prompt_modules_computed = 0;         // [modules]
+  uint64_t prompt_module_rows_computed = 0;     // [rows]
+  uint64_t prompt_modules_published = 0;        // [modules]
+  uint64_t prompt_misses_not_computed = 0;      // no_candidate [modules]
+  uint64_t prompt_misses_incompatible = 0;      // a failed factor of H_module, or the namespace [modules]
+  uint64_t prompt_copy_us = 0;                  // copying reused module rows into the prompts' blocks [us]
   uint64_t decode_rows_computed = 0;            // [rows]
   uint64_t decode_kv_bytes_read = 0;            // K+V bytes the decode attention read [bytes]
   uint64_t forked_requests = 0;                 // branches created by ForkOp [requests]

@@ -15,9 +15,10 @@ void note_session_lost(const Error& why, const EngineOptions& o, EngineResult& r
 
 Result<std::vector<TokenId>> serve_privately(const model::ReferenceModel& model, model::ModelKvCache& cache,
                                              std::span<const TokenId> prompt, uint32_t branch, uint32_t decode_tokens,
-                                             const EngineOptions& o, EngineResult& result) {
+                                             const EngineOptions& o, EngineResult& result,
+                                             std::span<const model::DeclaredSegmentRows> segments) {
   std::vector<TokenId> tokens;
-  KVRT_TRY_ASSIGN(tokens, generate_without_reuse(model, cache, prompt, branch, prompt.size() + decode_tokens));
+  KVRT_TRY_ASSIGN(tokens, generate_reference(model, cache, prompt, segments, branch, prompt.size() + decode_tokens));
   ++result.requests;
   ++result.requests_served_privately;
   result.prompt_tokens += prompt.size();
@@ -32,9 +33,11 @@ Result<std::vector<TokenId>> serve_privately(const model::ReferenceModel& model,
 
 Status check_decoded_through_lost_node(const model::ReferenceModel& model, model::ModelKvCache& cache,
                                        std::span<const TokenId> decoded, uint32_t prompt_tokens, uint32_t branch,
-                                       const std::string& request, const EngineOptions& o, EngineResult& result) {
+                                       const std::string& request, const EngineOptions& o, EngineResult& result,
+                                       std::span<const model::DeclaredSegmentRows> segments) {
   std::vector<TokenId> tokens;
-  KVRT_TRY_ASSIGN(tokens, generate_without_reuse(model, cache, decoded.first(prompt_tokens), branch, decoded.size()));
+  KVRT_TRY_ASSIGN(tokens,
+                  generate_reference(model, cache, decoded.first(prompt_tokens), segments, branch, decoded.size()));
   if (!std::equal(tokens.begin(), tokens.end(), decoded.begin())) {
     ++result.token_mismatches;
     if (result.first_mismatch.empty())

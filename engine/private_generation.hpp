@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine_worker.hpp"
+#include "engine/model/declared_prompt_rows.hpp"
 #include "engine/model/model_kv_cache.hpp"
 #include "engine/model/reference_model.hpp"
 
@@ -22,15 +23,19 @@ void note_session_lost(const Error& why, const EngineOptions& o, EngineResult& r
 // One request (one branch) served privately: generated in `cache`, counted
 // as served privately (its prompt computed, its decode tokens generated),
 // progress reported. Returns the tokens, prompt then generated.
+// A templated prompt (segments given) is generated under Prompt Cache's
+// contract (model::generate_declared_prompt), as the replay checks it.
 Result<std::vector<TokenId>> serve_privately(const model::ReferenceModel& model, model::ModelKvCache& cache,
                                              std::span<const TokenId> prompt, uint32_t branch, uint32_t decode_tokens,
-                                             const EngineOptions& o, EngineResult& result);
+                                             const EngineOptions& o, EngineResult& result,
+                                             std::span<const model::DeclaredSegmentRows> segments = {});
 
 // A request the lost node had started: the tokens it decoded through the
 // node (`decoded`, prompt first) must be those of the private generation; a
 // difference is a token mismatch, named "<worker> <request>: ...".
 Status check_decoded_through_lost_node(const model::ReferenceModel& model, model::ModelKvCache& cache,
                                        std::span<const TokenId> decoded, uint32_t prompt_tokens, uint32_t branch,
-                                       const std::string& request, const EngineOptions& o, EngineResult& result);
+                                       const std::string& request, const EngineOptions& o, EngineResult& result,
+                                       std::span<const model::DeclaredSegmentRows> segments = {});
 
 }  // namespace kvrt::engine

@@ -159,6 +159,9 @@ class VirtualEngine {
       case workload::JobKind::long_document:
         for (uint32_t t = 0; t < job.turns.size(); ++t) ready_.push_back({turn_request(job, t, job.prefix)});
         break;
+      case workload::JobKind::templated:
+        // Refused before the run starts (run_driver.cpp): the paged loop serves them.
+        break;
     }
   }
 

@@ -265,6 +265,57 @@ TEST_CASE("kvrt run: chat turns resume their history from the session tier and s
   CHECK(report["session_tier"]["rows_loaded"].get<uint64_t>() == loaded);
 }
 
+TEST_CASE("kvrt run: templated prompts reuse declared modules through the node and stay exact",
+          "[run][process][prompt]") {
+  // 48 prompts over one schema: a system module, one of 2 toolsets and one
+  // of 4 documents, with free text in the gaps (config/workloads/templated.toml).
+  // Every module is computed alone once (per worker that first needs it) and
+  // reused by the rest; the replay recomputes each whole prompt under the
+  // same contract and checks every reused module row bitwise.
+  test::ScratchDir dir("run-templated");
+  const std::string out = dir.file("report");
+  const nlohmann::json s = run_to_json({"--config", data("run-templated.toml"), "--out", out}, dir);
+  CHECK(s["exact"] == true);
+  CHECK(s["leaked_blocks"] == 0);
+  CHECK(s["validate_ok"] == true);
+  uint64_t requests = 0, reused = 0, computed = 0, published = 0, rows_reused = 0, rows_checked_reused = 0;
+  uint64_t misses = 0, prompt = 0, prefill_computed = 0, prefill_reused = 0;
+  for (int i = 0; i < 2; ++i) {
+    Result<EngineResult> r =
+        engine_result_from_json(read_file(out + "/node/worker-" + std::to_string(i) + ".json"), "worker");
+    REQUIRE(r.ok());
+    CHECK(r->operation_errors == 0);
+    CHECK(r->row_mismatches == 0);
+    CHECK(r->prompt_misses_incompatible == 0);
+    requests += r->prompt_requests;
+    reused += r->prompt_modules_reused;
+    computed += r->prompt_modules_computed;
+    published += r->prompt_modules_published;
+    rows_reused += r->prompt_module_rows_reused;
+    rows_checked_reused += r->reused_rows_checked;
+    misses += r->prompt_misses_not_computed;
+    prompt += r->prompt_tokens;
+    prefill_computed += r->prefill_rows_computed;
+    prefill_reused += r->prefill_rows_reused;
+  }
+  CHECK(requests == 48);
+  // Three modules per prompt, each reused or computed; at most 7 distinct
+  // modules (system, 2 toolsets, 4 documents), computed at most once per worker.
+  CHECK(reused + computed == 3 * 48);
+  CHECK(computed >= 3);
+  CHECK(computed <= 2 * 7);
+  CHECK(published == computed);
+  CHECK(misses == computed);
+  // Every reused module row was checked bitwise, and every prompt row was
+  // computed or reused.
+  CHECK(rows_checked_reused == rows_reused);
+  CHECK(prefill_reused == rows_reused);
+  CHECK(prefill_computed + prefill_reused == prompt);
+  const nlohmann::json report = nlohmann::json::parse(read_file(out + "/report.json"));
+  CHECK(report["prompt_cache"]["modules_reused"].get<uint64_t>() == reused);
+  CHECK(report["prompt_cache"]["module_rows_reused"].get<uint64_t>() == rows_reused);
+}
+
 TEST_CASE("kvrt run: a tenant over its block quota is refused, preempted and served again, exactly",
           "[run][process][quota]") {
   // test/alpha's requests outgrow its 8-block quota while they decode

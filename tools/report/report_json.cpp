@@ -133,6 +133,17 @@ nlohmann::json summary_json(const RunReport& r) {
                          {"load_s", t.load_s},
                          {"save_s", t.save_s},
                          {"recompute_s", t.recompute_s}};
+  if (const auto& p = r.prompt_cache; p.used)
+    j["prompt_cache"] = {{"requests", p.requests},
+                         {"modules_reused", p.modules_reused},
+                         {"module_rows_reused", p.module_rows_reused},
+                         {"modules_computed", p.modules_computed},
+                         {"module_rows_computed", p.module_rows_computed},
+                         {"modules_published", p.modules_published},
+                         {"misses_not_computed", p.misses_not_computed},
+                         {"misses_incompatible", p.misses_incompatible},
+                         {"copy_s", p.copy_s},
+                         {"recompute_s", p.recompute_s}};
   if (const auto& v = r.virtual_pages; v.used)
     j["virtual_pages"] = {{"steps", v.steps},
                           {"steps_infeasible", v.steps_infeasible},

@@ -150,6 +150,25 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                {"saving [s]", fixed(t.save_s, 3)}};
     out += st.render();
   }
+  if (const auto& p = r.prompt_cache; p.used) {
+    out +=
+        "Templated prompts went through the node's module store (Prompt Cache, 0x0CB): each declared module was "
+        "reused at its declared positions (its rows copied from the store's blocks) or computed alone there and "
+        "published; free text attended to every earlier row. The replay recomputed each whole prompt under the same "
+        "contract with nothing reused and checked every reused module row bitwise.\n\n";
+    Table pt{{"prompt cache", "value"}, {}, {false, true}};
+    pt.rows = {{"templated prompts", u(p.requests)},
+               {"modules reused", u(p.modules_reused)},
+               {"module rows reused", u(p.module_rows_reused)},
+               {"modules computed alone", u(p.modules_computed)},
+               {"module rows computed", u(p.module_rows_computed)},
+               {"misses: never computed before", u(p.misses_not_computed)},
+               {"misses: incompatible (tokens, positions, schema, model)", u(p.misses_incompatible)},
+               {"modules published", u(p.modules_published)},
+               {"copying reused rows [s]", fixed(p.copy_s, 3)},
+               {"computing those rows at the run's prefill rate [s]", fixed(p.recompute_s, 3)}};
+    out += pt.render();
+  }
   if (const auto& v = r.virtual_pages; v.used) {
     out +=
         "The pools were virtual reservations (vAttention, 0x06): each request was served from a request slot of "

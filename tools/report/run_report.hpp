@@ -145,6 +145,22 @@ struct RunReport {
     double load_s = 0, save_s = 0;                // [s], summed over workers
     double recompute_s = 0;                       // rows_loaded at the run's prefill seconds per computed row [s]
   } session_tier;
+  // Templated prompts (Prompt Cache, 0x0CB): assembled through the node's
+  // module store; modules reused (rows copied from the store's blocks) or
+  // computed alone at their declared positions (a miss: never computed with
+  // those parameters, or incompatible: other tokens, a moved module, another
+  // schema generation or model) and published; the copying time against
+  // what computing the reused rows would have cost at the run's prefill rate.
+  struct PromptCache {
+    bool used = false;
+    uint64_t requests = 0;                                      // [requests]
+    uint64_t modules_reused = 0, module_rows_reused = 0;        // [modules], [rows]
+    uint64_t modules_computed = 0, module_rows_computed = 0;    // [modules], [rows]
+    uint64_t modules_published = 0;                             // [modules]
+    uint64_t misses_not_computed = 0, misses_incompatible = 0;  // [modules]
+    double copy_s = 0;                                          // [s], summed over workers
+    double recompute_s = 0;  // module_rows_reused at the run's prefill seconds per computed row [s]
+  } prompt_cache;
   // Virtual reservations (a layout with physical_mode = "virtual_pages",
   // vAttention 0x06): what the mapper owner did for the workers, summed.
   struct VirtualPages {

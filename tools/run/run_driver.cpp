@@ -172,6 +172,12 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
     return make_error(ErrorCode::config_field,
                       config.config_path + ": [run] session_tier serves paged pools; the layout declares virtual pages",
                       "session_tier");
+  // Templated prompts (0x0CB) are served by the paged engine loop only.
+  if (mapper && !workload.schemas.empty())
+    return make_error(
+        ErrorCode::config_field,
+        workload.origin + ": [[templated]] prompts are served from paged pools; the layout declares virtual pages",
+        "templated");
   KVRT_TRY(
       write_text(node_config, node_config_for_run(config, workload, mode.index, mode.updates,
                                                   mapper ? &*mapper : nullptr, session_tier ? dir + "/tier" : "")));

@@ -108,6 +108,20 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     if (w.prefill_rows_computed > 0)
       tier.recompute_s += static_cast<double>(w.tier_rows_loaded) * static_cast<double>(w.prefill_compute_us) * 1e-6 /
                           static_cast<double>(w.prefill_rows_computed);
+    report::RunReport::PromptCache& pc = r.prompt_cache;
+    pc.used = pc.used || w.prompt_requests > 0;
+    pc.requests += w.prompt_requests;
+    pc.modules_reused += w.prompt_modules_reused;
+    pc.module_rows_reused += w.prompt_module_rows_reused;
+    pc.modules_computed += w.prompt_modules_computed;
+    pc.module_rows_computed += w.prompt_module_rows_computed;
+    pc.modules_published += w.prompt_modules_published;
+    pc.misses_not_computed += w.prompt_misses_not_computed;
+    pc.misses_incompatible += w.prompt_misses_incompatible;
+    pc.copy_s += static_cast<double>(w.prompt_copy_us) * 1e-6;
+    if (w.prefill_rows_computed > 0)
+      pc.recompute_s += static_cast<double>(w.prompt_module_rows_reused) * static_cast<double>(w.prefill_compute_us) *
+                        1e-6 / static_cast<double>(w.prefill_rows_computed);
     report::RunReport::VirtualPages& v = r.virtual_pages;
     v.steps += w.virtual_steps;
     v.steps_infeasible += w.virtual_steps_infeasible;

@@ -49,6 +49,8 @@ std::string_view to_string(JobKind k) {
       return "fork";
     case JobKind::long_document:
       return "long_document";
+    case JobKind::templated:
+      return "templated";
   }
   return "unknown_job_kind";
 }

@@ -12,12 +12,17 @@
 //                  branches forked copy-on-write after the prefill (0x05C);
 //   long_document  many questions over one long document: the shared-prefix
 //                  execution workload (0x0B);
+//   templated      prompts written against a prompt schema (Prompt Cache,
+//                  0x0CB): a system module, a tool-spec module and a
+//                  document module with parameters, free text (a name, the
+//                  question) in the schema's gaps, at declared positions;
 // and tenants: every job names the namespace ("deployment/tenant") it runs
 // in, so identical prompts of different tenants never share K/V (0x0CE).
 //
 // Token ids are drawn in [0, vocab) from the workload seed only: the same
 // file always expands to the same jobs, whatever the worker count.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,7 +33,7 @@
 
 namespace kvrt::workload {
 
-enum class JobKind : uint8_t { chat = 0, few_shot = 1, fork = 2, long_document = 3 };
+enum class JobKind : uint8_t { chat = 0, few_shot = 1, fork = 2, long_document = 3, templated = 4 };
 std::string_view to_string(JobKind k);
 
 struct TenantSpec {
@@ -45,6 +50,29 @@ struct Turn {
   uint32_t decode_tokens = 0;        // generated after this turn's prompt [tokens]
 };
 
+// A templated job's prompt (0x0CB): its items in declared position order,
+// the last one the question (free text). Their tokens, in that order, are
+// the job's prefix then its turn's user tokens.
+struct TemplatedItem {
+  std::string module_id;  // empty: free text
+  std::map<std::string, std::string> parameters;
+  std::vector<TokenId> tokens;
+  uint32_t position_begin = 0;  // declared position of its first token [positions]
+};
+struct TemplatedPrompt {
+  uint32_t schema = 0;  // index into Workload::schemas
+  std::vector<TemplatedItem> items;
+};
+
+// A prompt schema the run registers with the node for a namespace (the
+// TOML of services/prompt/prompt_schema.hpp).
+struct TemplatedSchema {
+  std::string namespace_name;
+  std::string schema_id;
+  uint64_t generation = 1;
+  std::string toml;
+};
+
 struct Job {
   uint64_t id = 0;  // dense, 0..jobs-1, in generation order
   JobKind kind = JobKind::chat;
@@ -56,7 +84,8 @@ struct Job {
   //   `prefix` (a long_document job's questions are meant to run together);
   // fork: exactly one turn, run as `branches` forked requests.
   std::vector<Turn> turns;
-  uint32_t branches = 1;  // fork only [requests]
+  uint32_t branches = 1;                     // fork only [requests]
+  std::optional<TemplatedPrompt> templated;  // templated only
 };
 
 struct Workload {
@@ -66,6 +95,7 @@ struct Workload {
   uint32_t vocab = 0;  // [tokens]; must equal the model's vocab
   std::vector<TenantSpec> tenants;
   std::vector<Job> jobs;
+  std::vector<TemplatedSchema> schemas;  // of the templated jobs
 
   // Requests the jobs make: chat turns, questions, fork branches [requests].
   uint64_t request_count() const;

@@ -37,7 +37,8 @@ constexpr uint64_t kOrderDomain = 0x6f72646572ull;  // "order"
 // Sub-stream labels inside one table.
 constexpr uint64_t kPrefixStream = 1;  // shared prefix / fork prompt / document p
 constexpr uint64_t kJobStream = 2;     // a job's own turns or questions
-constexpr uint64_t kSystemStream = 3;  // a long_document table's system prompt
+constexpr uint64_t kSystemStream = 3;  // a long_document or templated table's system prompt
+constexpr uint64_t kToolStream = 4;    // a templated table's tool-spec variant
 
 class TokenStream {
  public:
@@ -72,12 +73,14 @@ class Generator {
     for (const FewShotTable& t : spec_.few_shots) add_few_shot(t);
     for (const ForkTable& t : spec_.forks) add_fork(t);
     for (const LongDocumentTable& t : spec_.long_documents) add_long_document(t);
+    for (const TemplatedTable& t : spec_.templated) add_templated(t);
     // Interleave kinds, tables and tenants so that every worker of a run
     // (job i -> worker i mod n) gets a mix: seeded Fisher-Yates.
     TokenStream order(stream_key(spec_.seed, {kOrderDomain}));
     for (size_t i = jobs_.size(); i > 1; --i) std::swap(jobs_[i - 1], jobs_[order.below(static_cast<uint32_t>(i))]);
     for (size_t i = 0; i < jobs_.size(); ++i) jobs_[i].id = i;
     w.jobs = std::move(jobs_);
+    w.schemas = std::move(schemas_);
     return w;
   }
 
@@ -160,6 +163,69 @@ class Generator {
     }
   }
 
+  // One schema per table, "templated-<i>" at generation 1: the module
+  // ranges of TemplatedTable, then the prompts over it.
+  void add_templated(const TemplatedTable& t) {
+    const uint64_t key = table_key(
+        t.tenant, JobKind::templated,
+        {t.prompts, t.system_tokens, t.tool_tokens, t.toolsets, t.documents, t.document_tokens, t.name_tokens.min,
+         t.name_tokens.max, t.question_tokens.min, t.question_tokens.max, t.decode_tokens});
+    const uint32_t tools_at = t.system_tokens + t.name_tokens.max;
+    const uint32_t document_at = tools_at + t.tool_tokens;
+    const uint32_t question_at = document_at + t.document_tokens + kTemplatedQuestionGap;
+    // Built with += (GCC 12's -Wrestrict misreads chained literal + string).
+    const auto module = [](std::string& toml, const char* id, uint32_t begin, uint32_t n, const char* parameter) {
+      toml += "[[module]]\nid = \"";
+      toml += id;
+      toml += "\"\npositions = [";
+      toml += std::to_string(begin);
+      toml += ", ";
+      toml += std::to_string(begin + n);
+      toml += "]\n";
+      if (parameter != nullptr) {
+        toml += "parameters = [\"";
+        toml += parameter;
+        toml += "\"]\n";
+      }
+    };
+    TemplatedSchema schema;
+    schema.namespace_name = spec_.tenants[t.tenant].namespace_name;
+    schema.schema_id = "templated-";
+    schema.schema_id += std::to_string(schemas_.size());
+    schema.toml = "schema_id = \"";
+    schema.toml += schema.schema_id;
+    schema.toml += "\"\ngeneration = 1\n";
+    module(schema.toml, "system", 0, t.system_tokens, nullptr);
+    module(schema.toml, "tools", tools_at, t.tool_tokens, "toolset");
+    module(schema.toml, "document", document_at, t.document_tokens, "doc_id");
+    const uint32_t schema_index = static_cast<uint32_t>(schemas_.size());
+    schemas_.push_back(std::move(schema));
+    const std::vector<TokenId> system =
+        TokenStream(stream_key(key, {kSystemStream})).tokens(t.system_tokens, spec_.vocab);
+    std::vector<std::vector<TokenId>> toolsets, documents;
+    for (uint32_t v = 0; v < t.toolsets; ++v)
+      toolsets.push_back(TokenStream(stream_key(key, {kToolStream, v})).tokens(t.tool_tokens, spec_.vocab));
+    for (uint32_t d = 0; d < t.documents; ++d) documents.push_back(draw_prefix(key, d, t.document_tokens));
+    const uint32_t first_id = reserve_prefix_ids(JobKind::templated, t.documents);
+    for (uint32_t p = 0; p < t.prompts; ++p) {
+      TokenStream s(stream_key(key, {kJobStream, p}));
+      const uint32_t v = s.below(t.toolsets), d = s.below(t.documents);
+      TemplatedPrompt prompt{schema_index, {}};
+      prompt.items.push_back(TemplatedItem{"system", {}, system, 0});
+      prompt.items.push_back(TemplatedItem{"", {}, s.tokens(s.between(t.name_tokens), spec_.vocab), t.system_tokens});
+      prompt.items.push_back(TemplatedItem{"tools", {{"toolset", std::to_string(v)}}, toolsets[v], tools_at});
+      prompt.items.push_back(TemplatedItem{"document", {{"doc_id", std::to_string(d)}}, documents[d], document_at});
+      std::vector<TokenId> question = s.tokens(s.between(t.question_tokens), spec_.vocab);
+      prompt.items.push_back(TemplatedItem{"", {}, question, question_at});
+      std::vector<TokenId> prefix;
+      for (size_t i = 0; i + 1 < prompt.items.size(); ++i)
+        prefix.insert(prefix.end(), prompt.items[i].tokens.begin(), prompt.items[i].tokens.end());
+      Job& j = new_job(JobKind::templated, t.tenant, first_id + d, std::move(prefix));
+      j.turns.push_back(Turn{std::move(question), t.decode_tokens});
+      j.templated = std::move(prompt);
+    }
+  }
+
   void add_long_document(const LongDocumentTable& t) {
     std::vector<uint64_t> sizes{t.documents,           t.document_tokens,     t.questions,
                                 t.question_tokens.min, t.question_tokens.max, t.decode_tokens};
@@ -185,8 +251,9 @@ class Generator {
 
   const WorkloadSpec& spec_;
   std::vector<Job> jobs_;
+  std::vector<TemplatedSchema> schemas_;
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> repeats_;  // (tenant, sized key) -> tables seen
-  uint32_t next_prefix_id_[4] = {0, 0, 0, 0};
+  uint32_t next_prefix_id_[5] = {0, 0, 0, 0, 0};
 };
 
 }  // namespace

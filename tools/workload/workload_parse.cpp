@@ -109,7 +109,8 @@ class SpecReader {
   explicit SpecReader(const TomlReader& r) : r_(r) {}
 
   Result<WorkloadSpec> read() {
-    KVRT_TRY(known_keys(r_, r_.root(), "", {"workload", "tenant", "chat", "few_shot", "fork", "long_document"}));
+    KVRT_TRY(known_keys(r_, r_.root(), "",
+                        {"workload", "tenant", "chat", "few_shot", "fork", "long_document", "templated"}));
     KVRT_TRY(read_header());
     KVRT_TRY(read_tenants());
     std::vector<const toml::table*> tables;
@@ -121,9 +122,12 @@ class SpecReader {
     for (size_t i = 0; i < tables.size(); ++i) KVRT_TRY(read_fork(*tables[i], at("fork", i)));
     KVRT_TRY_ASSIGN(tables, table_array(r_, "long_document"));
     for (size_t i = 0; i < tables.size(); ++i) KVRT_TRY(read_long_document(*tables[i], at("long_document", i)));
+    KVRT_TRY_ASSIGN(tables, table_array(r_, "templated"));
+    for (size_t i = 0; i < tables.size(); ++i) KVRT_TRY(read_templated(*tables[i], at("templated", i)));
     if (totals_.jobs == 0)
       return r_.field_error(header_, "", "workload",
-                            "declares no jobs: add a [[chat]], [[few_shot]], [[fork]] or [[long_document]] table");
+                            "declares no jobs: add a [[chat]], [[few_shot]], [[fork]], [[long_document]] or "
+                            "[[templated]] table");
     return std::move(spec_);
   }
 
@@ -313,6 +317,29 @@ class SpecReader {
                   d.documents * (uint64_t{d.system_prompt_tokens} + d.document_tokens + questions_max),
                   uint64_t{d.system_prompt_tokens} + d.document_tokens + d.question_tokens.max + d.decode_tokens}));
     spec_.long_documents.push_back(d);
+    return Status::success();
+  }
+
+  Status read_templated(const toml::table& t, const std::string& where) {
+    KVRT_TRY(known_keys(r_, t, where,
+                        {"tenant", "prompts", "system_tokens", "tool_tokens", "toolsets", "documents",
+                         "document_tokens", "name_tokens", "question_tokens", "decode_tokens"}));
+    TemplatedTable m;
+    KVRT_TRY_ASSIGN(m.tenant, tenant_of(t, where));
+    KVRT_TRY_ASSIGN(m.prompts, count(r_, t, where, "prompts", 1, kMaxJobs));
+    KVRT_TRY_ASSIGN(m.system_tokens, count(r_, t, where, "system_tokens", 1, kMaxSegmentTokens));
+    KVRT_TRY_ASSIGN(m.tool_tokens, count(r_, t, where, "tool_tokens", 1, kMaxSegmentTokens));
+    KVRT_TRY_ASSIGN(m.toolsets, count(r_, t, where, "toolsets", 1, kMaxSharedPrefixes));
+    KVRT_TRY_ASSIGN(m.documents, count(r_, t, where, "documents", 1, kMaxSharedPrefixes));
+    KVRT_TRY_ASSIGN(m.document_tokens, count(r_, t, where, "document_tokens", 1, kMaxSegmentTokens));
+    KVRT_TRY_ASSIGN(m.name_tokens, token_range(r_, t, where, "name_tokens", 1, kMaxSegmentTokens));
+    KVRT_TRY_ASSIGN(m.question_tokens, token_range(r_, t, where, "question_tokens", 1, kMaxSegmentTokens));
+    KVRT_TRY_ASSIGN(m.decode_tokens, count(r_, t, where, "decode_tokens", 1, kMaxDecodeTokens));
+    const uint64_t prompt_max =
+        uint64_t{m.system_tokens} + m.name_tokens.max + m.tool_tokens + m.document_tokens + m.question_tokens.max;
+    KVRT_TRY(account(t, where, "prompts",
+                     Footprint{m.prompts, m.prompts, m.prompts * prompt_max, prompt_max + m.decode_tokens}));
+    spec_.templated.push_back(m);
     return Status::success();
   }
 

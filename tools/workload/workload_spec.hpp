@@ -82,6 +82,26 @@ struct LongDocumentTable {
   uint32_t decode_tokens = 0;
 };
 
+// [[templated]]: `prompts` jobs written against one prompt schema (0x0CB).
+// The schema declares, in position order: "system" [0, S); a gap of
+// name_tokens.max positions for free text (a user name); "tools" with
+// parameter "toolset" (T tokens); "document" with parameter "doc_id" (D
+// tokens); then, after a gap of kTemplatedQuestionGap positions, the
+// question. Each prompt draws its toolset, document, name and question.
+struct TemplatedTable {
+  uint32_t tenant = 0;
+  uint32_t prompts = 0;
+  uint32_t system_tokens = 0;
+  uint32_t tool_tokens = 0;
+  uint32_t toolsets = 0;
+  uint32_t documents = 0;
+  uint32_t document_tokens = 0;
+  TokenRange name_tokens;
+  TokenRange question_tokens;
+  uint32_t decode_tokens = 0;
+};
+inline constexpr uint32_t kTemplatedQuestionGap = 16;  // declared positions left free before the question
+
 struct WorkloadSpec {
   std::string name;
   std::string origin;
@@ -92,6 +112,7 @@ struct WorkloadSpec {
   std::vector<FewShotTable> few_shots;
   std::vector<ForkTable> forks;
   std::vector<LongDocumentTable> long_documents;
+  std::vector<TemplatedTable> templated;
 };
 
 // Reads and checks every field (workload_parse.cpp). Errors are config_parse
