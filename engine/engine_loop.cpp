@@ -33,10 +33,18 @@ EngineLoop::EngineLoop(EngineSession& session, const model::ReferenceModel& mode
       row_bytes_(shared.layout().row_bytes()) {
   result_.worker = o.worker_name;
   observe_calls(session);
-  for (const workload::Job* job : jobs_) {
-    result_.requests_total += job->kind == workload::JobKind::fork ? job->branches : job->turns.size();
-    enqueue_job(*job);
-  }
+  // Templated prompts of a later schema generation wait until the share's
+  // others were queued: the worker moves to a revised schema once it has
+  // served its prompts of the older one (registering it refuses those).
+  auto revised = [&](const workload::Job* job) {
+    return job->templated && o.workload != nullptr && o.workload->schemas.at(job->templated->schema).generation > 1;
+  };
+  for (const bool later : {false, true})
+    for (const workload::Job* job : jobs_) {
+      if (revised(job) != later) continue;
+      result_.requests_total += job->kind == workload::JobKind::fork ? job->branches : job->turns.size();
+      enqueue_job(*job);
+    }
 }
 
 Result<EngineResult> EngineLoop::run() {

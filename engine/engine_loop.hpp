@@ -127,6 +127,8 @@ class EngineLoop {
   // through the node's assembly instead of the prefix reuse transaction.
   // admit_templated answers false when the pools had no room (requeued).
   Status register_prompt_schemas(const std::set<std::string>& namespaces);
+  Status register_prompt_schema(const workload::TemplatedSchema& schema);
+  std::map<std::pair<std::string, std::string>, uint64_t> schema_generations_;  // (namespace, schema id) registered
   Result<bool> admit_templated(const PendingRequest& p);
   Status compute_module(LiveRequest& r, size_t segment, bool publish);
   // A prompt route's error: the lost session's is returned, a refusal noted.

@@ -26,6 +26,7 @@ namespace {
   X(prompt_misses_not_computed)                                                                                       \
   X(prompt_misses_incompatible)                                                                                       \
   X(prompt_copy_us)                                                                                                   \
+  X(prompt_stale_schema)                                                                                              \
   X(tier_saves)                                                                                                       \
   X(tier_saved_bytes)                                                                                                 \
   X(tier_turns_resumed)                                                                                               \
@@ -41,12 +42,13 @@ namespace {
   X(shared_prefix_batches)                                                                                            \
   X(shared_prefix_rows_read_once)                                                                                     \
   X(shared_prefix_rows_per_request)                                                                                   \
-  X(bounded_rows_checked) X(requests_verified) X(token_mismatches) X(rows_checked) X(reused_rows_checked)             \
-      X(row_mismatches) X(reused_row_mismatches) X(out_of_capacity_retries) X(operation_errors)                       \
-          X(requests_served_privately) X(sessions_lost) X(reconnects) X(faults_absorbed) X(stale_generation_refusals) \
-              X(reauthorizations) X(namespace_closed_refusals) X(receipts_revoked) X(requests_on_successor_weights)   \
-                  X(weight_variants) X(foreign_generation_hits) X(hits_withdrawn) X(quota_exceeded_retries)           \
-                      X(requests_preempted) X(node_shared_ops) X(node_shared_hydragen) X(node_shared_chunk_attention) \
+  X(bounded_rows_checked)                                                                                             \
+  X(requests_verified) X(token_mismatches) X(rows_checked) X(reused_rows_checked) X(row_mismatches)                   \
+      X(reused_row_mismatches) X(out_of_capacity_retries) X(operation_errors) X(requests_served_privately)            \
+          X(sessions_lost) X(reconnects) X(faults_absorbed) X(stale_generation_refusals) X(reauthorizations)          \
+              X(namespace_closed_refusals) X(receipts_revoked) X(requests_on_successor_weights) X(weight_variants)    \
+                  X(foreign_generation_hits) X(hits_withdrawn) X(quota_exceeded_retries) X(requests_preempted)        \
+                      X(node_shared_ops) X(node_shared_hydragen) X(node_shared_chunk_attention)                       \
                           X(node_shared_per_request) X(node_shared_max_levels) X(node_shared_multi_level)             \
                               X(node_shared_refusals) X(node_shared_rows_read) X(node_shared_rows_per_request)        \
                                   X(virtual_steps) X(virtual_steps_infeasible) X(virtual_pages_mapped)                \

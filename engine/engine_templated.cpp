@@ -44,21 +44,39 @@ model::SequenceBlocks blocks_of(const std::vector<PhysicalBlockHandle>& handles,
 
 }  // namespace
 
+// Each schema's first generation, when the worker (re)authorizes; a later
+// generation when the first prompt written against it comes (a revision
+// during serving: prompts of the older one are refused from then on).
 Status EngineLoop::register_prompt_schemas(const std::set<std::string>& namespaces) {
   if (!o_.reuse || o_.workload == nullptr) return Status::success();
+  std::set<std::pair<std::string, std::string>> seen;
   for (const workload::TemplatedSchema& s : o_.workload->schemas) {
     if (!namespaces.contains(s.namespace_name) || !views_.contains(s.namespace_name)) continue;
-    Result<PromptSchemaReceipt> registered =
-        session_->register_prompt_schema(PromptSchemaRequest{next_trace(), s.namespace_name, s.toml});
-    if (registered.ok()) continue;
-    if (session_lost(registered.error())) return registered.error();
-    note_error(registered.error());  // the prompts go on computing every module
+    if (!seen.emplace(s.namespace_name, s.schema_id).second) continue;  // generations come in order
+    KVRT_TRY(register_prompt_schema(s));
   }
   return Status::success();
 }
 
+Status EngineLoop::register_prompt_schema(const workload::TemplatedSchema& s) {
+  Result<PromptSchemaReceipt> registered =
+      session_->register_prompt_schema(PromptSchemaRequest{next_trace(), s.namespace_name, s.toml});
+  if (registered.ok()) {
+    uint64_t& known = schema_generations_[{s.namespace_name, s.schema_id}];
+    known = std::max(known, registered->generation);
+    return Status::success();
+  }
+  return error_of_prompt_call(registered.error());  // the prompts go on computing every module
+}
+
 Status EngineLoop::error_of_prompt_call(const Error& e) {
   if (session_lost(e)) return e;
+  // Another worker registered a newer generation of the schema: this
+  // prompt computes every module and publishes none (not an error).
+  if (e.code == ErrorCode::stale_generation) {
+    ++result_.prompt_stale_schema;
+    return Status::success();
+  }
   note_error(e);
   return Status::success();
 }
@@ -103,6 +121,9 @@ Result<bool> EngineLoop::admit_templated(const PendingRequest& p) {
   std::vector<std::optional<PromptSegment>> answered(segments.size());
   if (o_.reuse) {
     const workload::TemplatedSchema& schema = o_.workload->schemas.at(job.templated->schema);
+    const auto known = schema_generations_.find({schema.namespace_name, schema.schema_id});
+    if (known == schema_generations_.end() || known->second < schema.generation)
+      KVRT_TRY(register_prompt_schema(schema));
     Result<PromptAssemblyReceipt> assembly = session_->assemble_prompt(assemble_request(job, schema, next_trace()));
     if (!assembly.ok()) {
       KVRT_TRY(error_of_prompt_call(assembly.error()));
@@ -139,15 +160,18 @@ Result<bool> EngineLoop::admit_templated(const PendingRequest& p) {
         for (uint64_t l : use->leases) give_back.ops.emplace_back(std::in_place_type<ReleaseLeaseOp>, LeaseId{l});
         result_.prompt_copy_us += micros_since(started);
         r.reused_segments[i] = 1;
+        funnel_.record(FunnelOutcome::hit());  // a module lookup is a reuse attempt (0x0CD step 6)
         ++result_.prompt_modules_reused;
         result_.prompt_module_rows_reused += s.rows;
         result_.prefill_rows_reused += s.rows;
         continue;
       }
     if (seg != nullptr)
-      if (const auto* miss = std::get_if<PromptModuleMiss>(&seg->outcome))
+      if (const auto* miss = std::get_if<PromptModuleMiss>(&seg->outcome)) {
         ++(miss->reason == RejectionReason::no_candidate ? result_.prompt_misses_not_computed
                                                          : result_.prompt_misses_incompatible);
+        funnel_.record(FunnelOutcome::rejected(miss->reason));
+      }
     KVRT_TRY(compute_module(r, i, seg != nullptr && o_.reuse));
   }
   if (!give_back.ops.empty()) {

@@ -110,15 +110,18 @@ struct EngineResult {
   // store's blocks) or computed alone (a miss: never computed with those
   // parameters, or incompatible: other tokens, a moved module, another
   // schema generation or model), and modules published to the store.
-  uint64_t prompt_requests = 0;                 // [requests]
-  uint64_t prompt_modules_reused = 0;           // [modules]
-  uint64_t prompt_module_rows_reused = 0;       // [rows]
-  uint64_t prompt_modules_computed = 0;         // [modules]
-  uint64_t prompt_module_rows_computed = 0;     // [rows]
-  uint64_t prompt_modules_published = 0;        // [modules]
-  uint64_t prompt_misses_not_computed = 0;      // no_candidate [modules]
-  uint64_t prompt_misses_incompatible = 0;      // a failed factor of H_module, or the namespace [modules]
-  uint64_t prompt_copy_us = 0;                  // copying reused module rows into the prompts' blocks [us]
+  uint64_t prompt_requests = 0;              // [requests]
+  uint64_t prompt_modules_reused = 0;        // [modules]
+  uint64_t prompt_module_rows_reused = 0;    // [rows]
+  uint64_t prompt_modules_computed = 0;      // [modules]
+  uint64_t prompt_module_rows_computed = 0;  // [rows]
+  uint64_t prompt_modules_published = 0;     // [modules]
+  uint64_t prompt_misses_not_computed = 0;   // no_candidate [modules]
+  uint64_t prompt_misses_incompatible = 0;   // a failed factor of H_module, or the namespace [modules]
+  uint64_t prompt_copy_us = 0;               // copying reused module rows into the prompts' blocks [us]
+  // Prompt calls refused because a newer schema generation was registered
+  // (by another worker): the prompt computed every module (not an error).
+  uint64_t prompt_stale_schema = 0;             // [calls]
   uint64_t decode_rows_computed = 0;            // [rows]
   uint64_t decode_kv_bytes_read = 0;            // K+V bytes the decode attention read [bytes]
   uint64_t forked_requests = 0;                 // branches created by ForkOp [requests]

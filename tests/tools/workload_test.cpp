@@ -513,3 +513,71 @@ TEST_CASE("randomly mutated workload files load or fail with a typed error", "[w
   CHECK(loaded > 0);
   CHECK(rejected > 0);
 }
+
+TEST_CASE("templated prompts: items at their schema's declared positions, revised prompts on generation 2",
+          "[workload][prompt]") {
+  // config/workloads/templated.toml: S = 96, name [2, 6], T = 64, D = 160,
+  // 48 prompts of which the last 12 are revised (the document 32 later).
+  const Workload w = load_ok(kWorkloadDir + "/templated.toml");
+  REQUIRE(w.jobs.size() == 48);
+  REQUIRE(w.schemas.size() == 2);
+  CHECK(w.schemas[0].schema_id == w.schemas[1].schema_id);
+  CHECK(w.schemas[0].generation == 1);
+  CHECK(w.schemas[1].generation == 2);
+  std::map<std::string, std::vector<TokenId>> document_text;
+  uint32_t revised = 0;
+  for (const Job& j : w.jobs) {
+    REQUIRE(j.kind == JobKind::templated);
+    REQUIRE(j.templated.has_value());
+    const TemplatedSchema& schema = w.schemas.at(j.templated->schema);
+    revised += schema.generation == 2 ? 1 : 0;
+    const uint32_t shift = schema.generation == 2 ? 32 : 0;
+    const auto& items = j.templated->items;
+    REQUIRE(items.size() == 5);
+    CHECK(items[0].module_id == "system");
+    CHECK(items[0].position_begin == 0);
+    CHECK(items[0].tokens.size() == 96);
+    CHECK(items[1].module_id.empty());
+    CHECK(items[1].position_begin == 96);
+    CHECK(items[1].tokens.size() >= 2);
+    CHECK(items[1].tokens.size() <= 6);
+    CHECK(items[2].module_id == "tools");
+    CHECK(items[2].position_begin == 96 + 6);
+    CHECK(items[3].module_id == "document");
+    CHECK(items[3].position_begin == 96 + 6 + 64 + shift);
+    CHECK(items[4].module_id.empty());
+    CHECK(items[4].position_begin == 96 + 6 + 64 + shift + 160 + 16);
+    // The schema's TOML declares the same ranges.
+    for (const TemplatedItem& item : items)
+      if (!item.module_id.empty()) {
+        const std::string range = "id = \"" + item.module_id + "\"\npositions = [" +
+                                  std::to_string(item.position_begin) + ", " +
+                                  std::to_string(item.position_begin + item.tokens.size()) + "]";
+        CHECK(schema.toml.find(range) != std::string::npos);
+      }
+    // The prompt is the items in declared order: prefix, then the question.
+    std::vector<TokenId> prefix;
+    for (size_t i = 0; i < 4; ++i) prefix.insert(prefix.end(), items[i].tokens.begin(), items[i].tokens.end());
+    CHECK(j.prefix == prefix);
+    REQUIRE(j.turns.size() == 1);
+    CHECK(j.turns[0].user_tokens == items[4].tokens);
+    // One text per document, whatever prompt renders it.
+    auto [it, fresh] = document_text.emplace(items[3].parameters.at("doc_id"), items[3].tokens);
+    if (!fresh) CHECK(it->second == items[3].tokens);
+  }
+  CHECK(revised == 12);
+  CHECK(document_text.size() <= 4);
+}
+
+TEST_CASE("templated tables: revised_prompts above prompts is refused, naming the field", "[workload][prompt]") {
+  const std::string base =
+      "[workload]\nname = \"t\"\nseed = 1\n[[tenant]]\nnamespace = \"a/b\"\n[[templated]]\ntenant = \"a/b\"\n"
+      "prompts = 4\nsystem_tokens = 8\ntool_tokens = 8\ntoolsets = 1\ndocuments = 1\ndocument_tokens = 8\n"
+      "name_tokens = [1, 2]\nquestion_tokens = [1, 2]\ndecode_tokens = 2\n";
+  const Workload ok = parse_ok(base + "revised_prompts = 4\n");
+  CHECK(ok.schemas.size() == 2);
+  CHECK(parse_ok(base).schemas.size() == 1);
+  Result<Workload> bad = parse_workload(base + "revised_prompts = 5\n", "inline.toml");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().field == "templated[0].revised_prompts");
+}

@@ -142,6 +142,13 @@ nlohmann::json summary_json(const RunReport& r) {
                          {"modules_published", p.modules_published},
                          {"misses_not_computed", p.misses_not_computed},
                          {"misses_incompatible", p.misses_incompatible},
+                         {"stale_schema", p.stale_schema},
+                         {"node_misses",
+                          [&] {
+                            nlohmann::json m = nlohmann::json::object();
+                            for (const auto& [reason, n] : p.node_misses) m[reason] = n;
+                            return m;
+                          }()},
                          {"copy_s", p.copy_s},
                          {"recompute_s", p.recompute_s}};
   if (const auto& v = r.virtual_pages; v.used)

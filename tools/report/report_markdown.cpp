@@ -165,8 +165,11 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                {"misses: never computed before", u(p.misses_not_computed)},
                {"misses: incompatible (tokens, positions, schema, model)", u(p.misses_incompatible)},
                {"modules published", u(p.modules_published)},
+               {"calls refused for an older schema generation", u(p.stale_schema)},
                {"copying reused rows [s]", fixed(p.copy_s, 3)},
                {"computing those rows at the run's prefill rate [s]", fixed(p.recompute_s, 3)}};
+    for (const auto& [reason, n] : p.node_misses)
+      if (n > 0) pt.rows.push_back({"node misses: " + reason, u(n)});
     out += pt.render();
   }
   if (const auto& v = r.virtual_pages; v.used) {

@@ -167,14 +167,25 @@ std::string summary_text(const RunReport& r) {
            u(t.resume_refusals) + " resumes refused; loading took " + fixed(t.load_s, 3) + " s against about " +
            fixed(t.recompute_s, 3) + " s to compute those rows at this run's prefill rate" + " (saving took " +
            fixed(t.save_s, 3) + " s); loaded rows are checked like reused rows\n";
-  if (const auto& p = r.prompt_cache; p.used)
+  if (const auto& p = r.prompt_cache; p.used) {
+    std::string misses;
+    for (const auto& [reason, n] : p.node_misses)
+      if (n > 0) {
+        misses += misses.empty() ? "" : ", ";
+        misses += reason;
+        misses += " ";
+        misses += u(n);
+      }
     out += "prompt cache (0x0CB): " + u(p.requests) + " templated prompts, " + u(p.modules_reused) +
            " modules reused (" + u(p.module_rows_reused) + " rows), " + u(p.modules_computed) +
            " computed alone at their declared positions (" + u(p.module_rows_computed) + " rows; " +
            u(p.misses_not_computed) + " never computed before, " + u(p.misses_incompatible) + " incompatible), " +
-           u(p.modules_published) + " published; copying took " + fixed(p.copy_s, 3) + " s against about " +
+           u(p.modules_published) + " published, " + u(p.stale_schema) +
+           " calls refused for an older schema generation; copying took " + fixed(p.copy_s, 3) + " s against about " +
            fixed(p.recompute_s, 3) +
            " s to compute those rows at this run's prefill rate; reused module rows are checked like reused rows\n";
+    if (!misses.empty()) out += "  the node's module misses by reason: " + misses + "\n";
+  }
   if (const auto& v = r.virtual_pages; v.used)
     out += "virtual reservations (0x06): " + u(v.steps) + " mapper steps (" + u(v.steps_infeasible) +
            " short of handles), " + u(v.pages_mapped) + " pages mapped, " + u(v.bundles_reclaimed) +

@@ -158,7 +158,10 @@ struct RunReport {
     uint64_t modules_computed = 0, module_rows_computed = 0;    // [modules], [rows]
     uint64_t modules_published = 0;                             // [modules]
     uint64_t misses_not_computed = 0, misses_incompatible = 0;  // [modules]
-    double copy_s = 0;                                          // [s], summed over workers
+    uint64_t stale_schema = 0;  // calls refused for an older schema generation: every module computed [calls]
+    // The node's misses by reason (its reuse_prompt_missed_<reason> statistics).
+    std::vector<std::pair<std::string, uint64_t>> node_misses;
+    double copy_s = 0;       // [s], summed over workers
     double recompute_s = 0;  // module_rows_reused at the run's prefill seconds per computed row [s]
   } prompt_cache;
   // Virtual reservations (a layout with physical_mode = "virtual_pages",

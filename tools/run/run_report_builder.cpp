@@ -118,6 +118,7 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     pc.modules_published += w.prompt_modules_published;
     pc.misses_not_computed += w.prompt_misses_not_computed;
     pc.misses_incompatible += w.prompt_misses_incompatible;
+    pc.stale_schema += w.prompt_stale_schema;
     pc.copy_s += static_cast<double>(w.prompt_copy_us) * 1e-6;
     if (w.prefill_rows_computed > 0)
       pc.recompute_s += static_cast<double>(w.prompt_module_rows_reused) * static_cast<double>(w.prefill_compute_us) *
@@ -219,6 +220,12 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   r.partial_tail_rows_copied =
       static_cast<uint64_t>(std::max<int64_t>(0, stat(pass.final_stats, "allocator", "partial_tail_rows_copied")));
 
+  if (r.prompt_cache.used)
+    for (const OwnerStats& o : pass.final_stats.owners)
+      for (const StatValue& v : o.values)
+        if (o.owner == "node" && v.name.starts_with("reuse_prompt_missed_"))
+          r.prompt_cache.node_misses.emplace_back(v.name.substr(std::string_view("reuse_prompt_missed_").size()),
+                                                  static_cast<uint64_t>(std::max<int64_t>(0, v.value)));
   r.leaked_blocks = stat(pass.final_stats, "allocator", "leaked_blocks");
   r.refcount_delta = stat(pass.final_stats, "allocator", "refcount_delta");
   r.validate_ok = !pass.final_stats.owners.empty();

@@ -163,43 +163,60 @@ class Generator {
     }
   }
 
-  // One schema per table, "templated-<i>" at generation 1: the module
-  // ranges of TemplatedTable, then the prompts over it.
+  // One schema per table, "templated-<i>": generation 1 with the module
+  // ranges of TemplatedTable, and generation 2 (when some prompts are
+  // revised) with the document moved; then the prompts over them.
   void add_templated(const TemplatedTable& t) {
-    const uint64_t key = table_key(
-        t.tenant, JobKind::templated,
-        {t.prompts, t.system_tokens, t.tool_tokens, t.toolsets, t.documents, t.document_tokens, t.name_tokens.min,
-         t.name_tokens.max, t.question_tokens.min, t.question_tokens.max, t.decode_tokens});
+    std::vector<uint64_t> sizes{t.prompts,
+                                t.system_tokens,
+                                t.tool_tokens,
+                                t.toolsets,
+                                t.documents,
+                                t.document_tokens,
+                                t.name_tokens.min,
+                                t.name_tokens.max,
+                                t.question_tokens.min,
+                                t.question_tokens.max,
+                                t.decode_tokens};
+    // Only a table with revised prompts names them, so the others draw the
+    // tokens they always drew.
+    if (t.revised_prompts > 0) sizes.push_back(t.revised_prompts);
+    const uint64_t key = table_key(t.tenant, JobKind::templated, sizes);
     const uint32_t tools_at = t.system_tokens + t.name_tokens.max;
-    const uint32_t document_at = tools_at + t.tool_tokens;
-    const uint32_t question_at = document_at + t.document_tokens + kTemplatedQuestionGap;
-    // Built with += (GCC 12's -Wrestrict misreads chained literal + string).
-    const auto module = [](std::string& toml, const char* id, uint32_t begin, uint32_t n, const char* parameter) {
-      toml += "[[module]]\nid = \"";
-      toml += id;
-      toml += "\"\npositions = [";
-      toml += std::to_string(begin);
-      toml += ", ";
-      toml += std::to_string(begin + n);
-      toml += "]\n";
-      if (parameter != nullptr) {
-        toml += "parameters = [\"";
-        toml += parameter;
-        toml += "\"]\n";
-      }
-    };
-    TemplatedSchema schema;
-    schema.namespace_name = spec_.tenants[t.tenant].namespace_name;
-    schema.schema_id = "templated-";
-    schema.schema_id += std::to_string(schemas_.size());
-    schema.toml = "schema_id = \"";
-    schema.toml += schema.schema_id;
-    schema.toml += "\"\ngeneration = 1\n";
-    module(schema.toml, "system", 0, t.system_tokens, nullptr);
-    module(schema.toml, "tools", tools_at, t.tool_tokens, "toolset");
-    module(schema.toml, "document", document_at, t.document_tokens, "doc_id");
-    const uint32_t schema_index = static_cast<uint32_t>(schemas_.size());
-    schemas_.push_back(std::move(schema));
+    std::string schema_id = "templated-";
+    schema_id += std::to_string(next_schema_id_++);
+    const uint32_t first_schema = static_cast<uint32_t>(schemas_.size());
+    for (uint64_t generation = 1; generation <= (t.revised_prompts > 0 ? 2u : 1u); ++generation) {
+      const uint32_t document_at = document_position(t, generation);
+      // Built with += (GCC 12's -Wrestrict misreads chained literal + string).
+      const auto module = [](std::string& toml, const char* id, uint32_t begin, uint32_t n, const char* parameter) {
+        toml += "[[module]]\nid = \"";
+        toml += id;
+        toml += "\"\npositions = [";
+        toml += std::to_string(begin);
+        toml += ", ";
+        toml += std::to_string(begin + n);
+        toml += "]\n";
+        if (parameter != nullptr) {
+          toml += "parameters = [\"";
+          toml += parameter;
+          toml += "\"]\n";
+        }
+      };
+      TemplatedSchema schema;
+      schema.namespace_name = spec_.tenants[t.tenant].namespace_name;
+      schema.schema_id = schema_id;
+      schema.generation = generation;
+      schema.toml = "schema_id = \"";
+      schema.toml += schema_id;
+      schema.toml += "\"\ngeneration = ";
+      schema.toml += std::to_string(generation);
+      schema.toml += "\n";
+      module(schema.toml, "system", 0, t.system_tokens, nullptr);
+      module(schema.toml, "tools", tools_at, t.tool_tokens, "toolset");
+      module(schema.toml, "document", document_at, t.document_tokens, "doc_id");
+      schemas_.push_back(std::move(schema));
+    }
     const std::vector<TokenId> system =
         TokenStream(stream_key(key, {kSystemStream})).tokens(t.system_tokens, spec_.vocab);
     std::vector<std::vector<TokenId>> toolsets, documents;
@@ -208,9 +225,12 @@ class Generator {
     for (uint32_t d = 0; d < t.documents; ++d) documents.push_back(draw_prefix(key, d, t.document_tokens));
     const uint32_t first_id = reserve_prefix_ids(JobKind::templated, t.documents);
     for (uint32_t p = 0; p < t.prompts; ++p) {
+      const bool revised = p >= t.prompts - t.revised_prompts;
+      const uint32_t document_at = document_position(t, revised ? 2 : 1);
+      const uint32_t question_at = document_at + t.document_tokens + kTemplatedQuestionGap;
       TokenStream s(stream_key(key, {kJobStream, p}));
       const uint32_t v = s.below(t.toolsets), d = s.below(t.documents);
-      TemplatedPrompt prompt{schema_index, {}};
+      TemplatedPrompt prompt{first_schema + (revised ? 1u : 0u), {}};
       prompt.items.push_back(TemplatedItem{"system", {}, system, 0});
       prompt.items.push_back(TemplatedItem{"", {}, s.tokens(s.between(t.name_tokens), spec_.vocab), t.system_tokens});
       prompt.items.push_back(TemplatedItem{"tools", {{"toolset", std::to_string(v)}}, toolsets[v], tools_at});
@@ -224,6 +244,11 @@ class Generator {
       j.turns.push_back(Turn{std::move(question), t.decode_tokens});
       j.templated = std::move(prompt);
     }
+  }
+
+  // Where a templated table's schema generation declares the document.
+  static uint32_t document_position(const TemplatedTable& t, uint64_t generation) {
+    return t.system_tokens + t.name_tokens.max + t.tool_tokens + (generation > 1 ? kTemplatedRevisionShift : 0);
   }
 
   void add_long_document(const LongDocumentTable& t) {
@@ -252,6 +277,7 @@ class Generator {
   const WorkloadSpec& spec_;
   std::vector<Job> jobs_;
   std::vector<TemplatedSchema> schemas_;
+  uint32_t next_schema_id_ = 0;
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> repeats_;  // (tenant, sized key) -> tables seen
   uint32_t next_prefix_id_[5] = {0, 0, 0, 0, 0};
 };

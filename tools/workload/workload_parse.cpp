@@ -323,7 +323,7 @@ class SpecReader {
   Status read_templated(const toml::table& t, const std::string& where) {
     KVRT_TRY(known_keys(r_, t, where,
                         {"tenant", "prompts", "system_tokens", "tool_tokens", "toolsets", "documents",
-                         "document_tokens", "name_tokens", "question_tokens", "decode_tokens"}));
+                         "document_tokens", "name_tokens", "question_tokens", "decode_tokens", "revised_prompts"}));
     TemplatedTable m;
     KVRT_TRY_ASSIGN(m.tenant, tenant_of(t, where));
     KVRT_TRY_ASSIGN(m.prompts, count(r_, t, where, "prompts", 1, kMaxJobs));
@@ -335,6 +335,8 @@ class SpecReader {
     KVRT_TRY_ASSIGN(m.name_tokens, token_range(r_, t, where, "name_tokens", 1, kMaxSegmentTokens));
     KVRT_TRY_ASSIGN(m.question_tokens, token_range(r_, t, where, "question_tokens", 1, kMaxSegmentTokens));
     KVRT_TRY_ASSIGN(m.decode_tokens, count(r_, t, where, "decode_tokens", 1, kMaxDecodeTokens));
+    if (t.contains("revised_prompts"))
+      KVRT_TRY_ASSIGN(m.revised_prompts, count(r_, t, where, "revised_prompts", 0, m.prompts));
     const uint64_t prompt_max =
         uint64_t{m.system_tokens} + m.name_tokens.max + m.tool_tokens + m.document_tokens + m.question_tokens.max;
     KVRT_TRY(account(t, where, "prompts",

@@ -88,6 +88,10 @@ struct LongDocumentTable {
 // parameter "toolset" (T tokens); "document" with parameter "doc_id" (D
 // tokens); then, after a gap of kTemplatedQuestionGap positions, the
 // question. Each prompt draws its toolset, document, name and question.
+// The last `revised_prompts` prompts are written against generation 2 of
+// the schema, which moves "document" (and the question) kTemplatedRevisionShift
+// positions later: a schema revision during serving, whose prompts find the
+// modules stored under generation 1 at the old positions (misses of S and Pi).
 struct TemplatedTable {
   uint32_t tenant = 0;
   uint32_t prompts = 0;
@@ -99,8 +103,10 @@ struct TemplatedTable {
   TokenRange name_tokens;
   TokenRange question_tokens;
   uint32_t decode_tokens = 0;
+  uint32_t revised_prompts = 0;  // 0..prompts
 };
-inline constexpr uint32_t kTemplatedQuestionGap = 16;  // declared positions left free before the question
+inline constexpr uint32_t kTemplatedQuestionGap = 16;    // declared positions left free before the question
+inline constexpr uint32_t kTemplatedRevisionShift = 32;  // positions generation 2 moves the document by
 
 struct WorkloadSpec {
   std::string name;
