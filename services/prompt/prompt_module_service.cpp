@@ -136,16 +136,24 @@ Result<PromptSchemaReceipt> PromptModuleService::register_schema(const ReuseKeyA
   return std::move(out.receipt);
 }
 
-Result<PromptModuleService::Assembly> PromptModuleService::assemble(const ReuseKeyAnswer& key,
-                                                                    const PromptAssembleRequest& r) {
+Result<std::pair<PromptAssemblyContext, const PromptSchema*>> PromptModuleService::registered_schema(
+    const ReuseKeyAnswer& key, const std::string& schema_id) const {
   std::pair<const AuthorizedLookup*, const KeyEvidence*> auth;
   KVRT_TRY_ASSIGN(auth, authorized(key));
-  const PromptAssemblyContext context = context_of(*auth.first, *auth.second);
-  const PromptSchema* schema = schema_of(context.namespace_id, r.schema_id);
+  PromptAssemblyContext context = context_of(*auth.first, *auth.second);
+  const PromptSchema* schema = schema_of(context.namespace_id, schema_id);
   if (schema == nullptr)
     return make_error(ErrorCode::invalid_argument,
-                      "namespace \"" + context.namespace_id + "\" has no schema \"" + r.schema_id + "\" registered",
+                      "namespace \"" + context.namespace_id + "\" has no schema \"" + schema_id + "\" registered",
                       "schema_id");
+  return std::pair{std::move(context), schema};
+}
+
+Result<PromptModuleService::Assembly> PromptModuleService::assemble(const ReuseKeyAnswer& key,
+                                                                    const PromptAssembleRequest& r) {
+  std::pair<PromptAssemblyContext, const PromptSchema*> found;
+  KVRT_TRY_ASSIGN(found, registered_schema(key, r.schema_id));
+  const auto& [context, schema] = found;
   DeclaredPrompt prompt{r.schema_id, r.schema_generation, {}};
   for (size_t i = 0; i < r.items.size(); ++i) {
     const PromptItemSpec& spec = r.items[i];
@@ -234,14 +242,9 @@ PromptAssemblyReceipt PromptModuleService::leased(Assembly a, const std::vector<
 
 Result<PromptModuleService::Publication> PromptModuleService::prepare_publish(const ReuseKeyAnswer& key,
                                                                               const PromptModulePublishRequest& r) {
-  std::pair<const AuthorizedLookup*, const KeyEvidence*> auth;
-  KVRT_TRY_ASSIGN(auth, authorized(key));
-  const PromptAssemblyContext context = context_of(*auth.first, *auth.second);
-  const PromptSchema* schema = schema_of(context.namespace_id, r.schema_id);
-  if (schema == nullptr)
-    return make_error(ErrorCode::invalid_argument,
-                      "namespace \"" + context.namespace_id + "\" has no schema \"" + r.schema_id + "\" registered",
-                      "schema_id");
+  std::pair<PromptAssemblyContext, const PromptSchema*> found;
+  KVRT_TRY_ASSIGN(found, registered_schema(key, r.schema_id));
+  const auto& [context, schema] = found;
   if (r.schema_generation != schema->generation)
     return make_error(ErrorCode::stale_generation,
                       "schema \"" + r.schema_id + "\" is registered at generation " +

@@ -126,6 +126,11 @@ class PromptModuleService {
   using HoldingKey = std::tuple<std::string, std::string, std::string, std::string>;
   static HoldingKey holding_key(const PromptModuleReceipt& r);
   const PromptSchema* schema_of(const std::string& namespace_id, const std::string& schema_id) const;
+  // The authorization's context and the namespace's registered schema
+  // `schema_id`, or the authorization's refusal, or invalid_argument
+  // ("schema_id") for a schema the namespace has not registered.
+  Result<std::pair<PromptAssemblyContext, const PromptSchema*>> registered_schema(const ReuseKeyAnswer& key,
+                                                                                  const std::string& schema_id) const;
   std::vector<PhysicalRef> refs_of(const std::vector<PhysicalBlockHandle>& handles) const;
   // Drops stored modules matching `gone`, returning their leases.
   template <class Gone>
