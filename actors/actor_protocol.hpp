@@ -33,6 +33,7 @@ using wire_bytes = std::vector<char>;
 // Atoms (at most 10 characters, CAF 0.17).
 using route_atom = caf::atom_constant<caf::atom("route")>;              // a routed call (routes.hpp)
 using stats_atom = caf::atom_constant<caf::atom("stats")>;              // owner gauges
+using ping_atom = caf::atom_constant<caf::atom("ping")>;                // the gateway's echo (a client's close)
 using end_atom = caf::atom_constant<caf::atom("sessend")>;              // a session ended
 using hello_atom = caf::atom_constant<caf::atom("hello")>;              // a worker opens a session
 using attach_atom = caf::atom_constant<caf::atom("attach")>;            // bind a session channel to its session
@@ -161,7 +162,11 @@ using gateway_actor =
                      // refused) and its id; no anchor, the connection is it.
                      caf::replies_to<channel_hello_atom, wire_bytes>::with<wire_bytes, caf::actor, uint64_t>,
                      caf::reacts_to<channel_closed_atom, uint64_t, bool>,  // session, lost (silent)
-                     caf::replies_to<stats_atom, bool>::with<wire_bytes>>;
+                     caf::replies_to<stats_atom, bool>::with<wire_bytes>,
+                     // An echo: a closing client's last message on its
+                     // connection, answered after the anchor's down message
+                     // (the gateway monitors the anchor; one mailbox, in order).
+                     caf::replies_to<ping_atom>::with<bool>>;
 
 // Every type that crosses a process boundary is a CAF builtin (above), so
 // nothing needs registering; the typed interfaces are checked at connect

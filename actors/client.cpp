@@ -138,18 +138,21 @@ struct Client::Impl {
   // the middleman's connection, which the actor system's shutdown closes
   // right after: without a wait the node may see the connection drop first
   // and reclaim the session as a worker lost. So the client awaits the
-  // anchor's termination, then one ping through the middleman, which the
-  // same connection carries after the exit (its order is the send order).
+  // anchor's termination, then one echo of the node's gateway, which the
+  // same connection carries after the exit (its order is the send order)
+  // and the gateway answers after the anchor's down message (it monitors
+  // the anchor). Not the session actor: the anchor's exit ends the session,
+  // and a message to an actor that is gone may be dropped unanswered, which
+  // held a closing worker for the whole wait.
   void close_anchor() {
-    const bool live = session_handle != nullptr && !watch->is_lost.load(std::memory_order_acquire);
+    const bool live =
+        session_handle != nullptr && gateway != nullptr && !watch->is_lost.load(std::memory_order_acquire);
     self->monitor(anchor);
     caf::anon_send_exit(anchor, caf::exit_reason::user_shutdown);
     const auto wait = std::chrono::milliseconds(std::min<uint32_t>(options.connection_timeout_ms, 2000));
     self->receive([](const caf::down_msg&) {}, caf::after(wait) >> [] {});
     if (!live) return;
-    self->request(session_handle, caf::timespan{wait}, actors::route_atom::value, kPingRoute.value,
-                  actors::wire_bytes{})
-        .receive([](actors::wire_bytes&) {}, [](caf::error&) {});
+    self->request(gateway, caf::timespan{wait}, actors::ping_atom::value).receive([](bool) {}, [](caf::error&) {});
   }
   static caf::actor_system_config& configure(caf::actor_system_config& cfg, const ClientOptions& o) {
     actors::apply_runtime_settings(
@@ -245,6 +248,7 @@ struct Client::Impl {
   caf::actor_system system;
   caf::scoped_actor self;
   caf::actor anchor;
+  actors::gateway_actor gateway;  // the node's; null for a session on the channel only
   std::shared_ptr<SessionWatchState> watch = std::make_shared<SessionWatchState>();
   caf::actor watcher;
   actors::session_actor session_handle;
@@ -310,6 +314,7 @@ Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, cons
                           caf::to_string(gateway.error()),
                       "node");
   impl->anchor = impl->system.spawn<AnchorActor>();
+  impl->gateway = *gateway;
   // The watch starts before the hello: a node that dies while the hello is
   // in flight fails the connect at once, not at the call timeout.
   SessionWatchState& w = *impl->watch;

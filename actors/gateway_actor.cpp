@@ -308,6 +308,7 @@ gateway_actor spawn_gateway_actor(caf::actor_system& system, std::vector<OwnerHa
           return {caf::actor_cast<caf::actor>(w->second.actor), w->second.session.value};
         },
         [self](stats_atom, bool validate) -> caf::result<wire_bytes> { return collect_stats(self, validate); },
+        [](ping_atom) { return true; },
     };
   };
   return system.spawn(behavior, std::move(domains), std::move(facts), std::move(obs));
