@@ -283,6 +283,78 @@ int32_t kvrt_flush_reuse_ends(kvrt_session* session, kvrt_error* error);
 int32_t kvrt_stats_json(kvrt_session* session, int32_t validate, char* out, size_t capacity, size_t* length,
                         kvrt_error* error);
 
+/* ---- Prompt Cache (0x0CB) ----------------------------------------------
+ * A namespace's prompt schema declares modules at fixed position ranges
+ * (docs/operations.md, "Prompt Cache"). A prompt written against it is
+ * assembled by the node: each module is reused from the node's module
+ * store (the session holds leases on its blocks) or missed. The engine
+ * stores the prompt's items one after another in declared position order
+ * in a request of its own, copies each reused module's rows into it
+ * (kvrt_copy_prompt_module, which also gives the leases back), computes
+ * each missed module ALONE at its declared positions in a request of its
+ * own (its tokens attend only to the module) and publishes it
+ * (kvrt_publish_prompt_module), and computes free text over every earlier
+ * row. Such rows are not a causal prefill: never kvrt_publish them. */
+
+/* Registers a schema (TOML text) for a namespace the session was granted;
+ * `generation` (may be NULL) receives the registered generation. */
+int32_t kvrt_register_prompt_schema(kvrt_session* session, const char* namespace_name, const char* schema_toml,
+                                    uint64_t* generation, kvrt_error* error);
+
+typedef struct kvrt_prompt_parameter {
+  const char* name;
+  const char* value;
+} kvrt_prompt_parameter;
+
+typedef struct kvrt_prompt_item {
+  const char* module_id; /* a declared module; NULL or "": free text */
+  const kvrt_prompt_parameter* parameters;
+  size_t parameter_count;
+  const int32_t* tokens; /* the item as rendered [tokens] */
+  size_t token_count;
+  uint32_t gap_begin; /* free text: its first position [positions] */
+  int32_t use_cache;  /* a module: 0 asks for it to be computed afresh */
+} kvrt_prompt_item;
+
+enum kvrt_prompt_outcome {
+  KVRT_PROMPT_COMPUTED = 0, /* free text, or a module asked to be computed */
+  KVRT_PROMPT_REUSED = 1,   /* copy it with kvrt_copy_prompt_module (or release it) */
+  KVRT_PROMPT_MISSED = 2    /* compute it alone at its positions; miss_reason says why */
+};
+
+typedef struct kvrt_prompt_segment {
+  uint32_t item;           /* the items[] entry it is */
+  uint32_t position_begin; /* its positions [begin, begin + tokens) */
+  uint32_t tokens;
+  int32_t outcome;     /* kvrt_prompt_outcome */
+  int32_t miss_reason; /* MISSED: the reuse funnel's reason number (12 module_position_mismatch, 6 no_candidate, ...); else -1 */
+  uint64_t module;     /* REUSED: this session's handle of the leased module; else 0 */
+} kvrt_prompt_segment;
+
+/* Assembles a prompt of `count` items against the namespace's schema
+ * `schema_id` at `schema_generation`; out[count] receives one segment per
+ * item in declared position order. Errors: stale_generation (another
+ * generation is registered), invalid_argument naming the item. */
+int32_t kvrt_assemble_prompt(kvrt_session* session, const char* namespace_name, const char* schema_id,
+                             uint64_t schema_generation, const kvrt_prompt_item* items, size_t count,
+                             kvrt_prompt_segment* out, kvrt_error* error);
+
+/* Copies a reused module's rows, every cache group, into rows
+ * [row_begin, row_begin + tokens) of an admitted request, then gives the
+ * module's leases back (the handle is forgotten). */
+int32_t kvrt_copy_prompt_module(kvrt_session* session, uint64_t module, uint64_t request, uint32_t row_begin,
+                                kvrt_error* error);
+/* Gives a reused module's leases back without copying it. */
+int32_t kvrt_release_prompt_module(kvrt_session* session, uint64_t module, kvrt_error* error);
+
+/* Publishes a module computed alone at its declared positions: rows
+ * [0, token_count) of the admitted `request`, committed. The node keeps
+ * the blocks; the request may then be released. */
+int32_t kvrt_publish_prompt_module(kvrt_session* session, const char* namespace_name, const char* schema_id,
+                                   uint64_t schema_generation, const char* module_id,
+                                   const kvrt_prompt_parameter* parameters, size_t parameter_count,
+                                   const int32_t* tokens, size_t token_count, uint64_t request, kvrt_error* error);
+
 #ifdef __cplusplus
 }
 #endif

@@ -62,6 +62,36 @@ class HandoffReceipt:
     new_physical_capacity_bytes: int
     tree_version: int
 
+PROMPT_COMPUTED: int
+PROMPT_REUSED: int
+PROMPT_MISSED: int
+
+class PromptItem:
+    """One item of a prompt written against a prompt schema (0x0CB): a
+    declared module with its parameters, or free text (module_id "") from
+    position gap_begin."""
+    tokens: list[int]
+    module_id: str
+    parameters: dict[str, str]
+    gap_begin: int
+    use_cache: bool
+    def __init__(self, tokens: TokenIds, module_id: str = "", parameters: dict[str, str] = ...,
+                 gap_begin: int = 0, use_cache: bool = True) -> None: ...
+
+class PromptSegment:
+    """One segment of an assembled prompt, in declared position order."""
+    item: int
+    """The items[] entry it is."""
+    position_begin: int
+    """Its positions are [position_begin, position_begin + tokens)."""
+    tokens: int
+    outcome: int
+    """PROMPT_COMPUTED (free text), PROMPT_REUSED (copy_prompt_module it) or PROMPT_MISSED."""
+    miss_reason: int
+    """PROMPT_MISSED: the reuse funnel's reason number; else -1."""
+    module: int
+    """PROMPT_REUSED: the session's handle of the leased module; else 0."""
+
 class Admission:
     """What admission answered for one request."""
 
@@ -154,6 +184,22 @@ class Session:
     def dispose_handoffs(self, leases: Ids, dispositions: Ids) -> npt.NDArray[np.int32]:
         """HANDOFF_ADMIT or HANDOFF_RELEASE per lease; a status per lease
         (705 stale_tree_version: release it and ask again; 708 unknown_lease)."""
+    def register_prompt_schema(self, namespace_name: str, schema_toml: str) -> int:
+        """Registers a prompt schema (TOML) for the namespace; returns its generation."""
+    def assemble_prompt(self, namespace_name: str, schema_id: str, schema_generation: int,
+                        items: Sequence[PromptItem]) -> list[PromptSegment]:
+        """The node's assembly: one segment per item in declared position
+        order, each reused module leased to this session until
+        copy_prompt_module or release_prompt_module."""
+    def copy_prompt_module(self, module: int, request: int, row_begin: int) -> None:
+        """Copies a reused module's rows into rows [row_begin, +tokens) of an
+        admitted request, then gives its leases back."""
+    def release_prompt_module(self, module: int) -> None:
+        """Gives a reused module's leases back without copying it."""
+    def publish_prompt_module(self, namespace_name: str, schema_id: str, schema_generation: int, module_id: str,
+                              tokens: TokenIds, request: int, parameters: dict[str, str] = ...) -> None:
+        """Publishes a module computed alone at its declared positions: rows
+        [0, len(tokens)) of the admitted request, committed."""
     def admit(self, requests: Sequence[Request], reuse: bool = True) -> list[Admission]:
         """One reuse message and one allocation for the batch, in order."""
     def block_table(self, request: int, group: int = 0) -> npt.NDArray[np.uint32]:

@@ -17,6 +17,7 @@
 
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -70,6 +71,24 @@ struct Request {
   std::string adapter_id;
   std::string cache_salt;
 };
+
+// One item of a prompt written against a prompt schema (Prompt Cache,
+// 0x0CB): a declared module with its parameters, or free text (module_id
+// empty) from position gap_begin.
+struct PromptItem {
+  std::vector<int32_t> tokens;
+  std::string module_id;
+  std::map<std::string, std::string> parameters;
+  uint32_t gap_begin = 0;
+  bool use_cache = true;
+};
+
+// The C form of a parameter map (pointers into `source`, which must outlive it).
+std::vector<kvrt_prompt_parameter> c_parameters(const std::map<std::string, std::string>& source) {
+  std::vector<kvrt_prompt_parameter> out;
+  for (const auto& [name, value] : source) out.push_back(kvrt_prompt_parameter{name.c_str(), value.c_str()});
+  return out;
+}
 
 // Any one-dimensional sequence of integers as int64 (a list, a tuple, a
 // NumPy array of an integer dtype); refused, naming `field`, when it is
@@ -242,6 +261,55 @@ class Session {
       return kvrt_dispose_handoffs(s, ids.data(), what.data(), ids.size(), st, e);
     });
     return statuses;
+  }
+
+  // Prompt Cache (0x0CB): see kvrt.h.
+  uint64_t register_prompt_schema(const std::string& namespace_name, const std::string& schema_toml) {
+    uint64_t generation = 0;
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_register_prompt_schema(s, namespace_name.c_str(), schema_toml.c_str(), &generation, e);
+    });
+    return generation;
+  }
+
+  std::vector<kvrt_prompt_segment> assemble_prompt(const std::string& namespace_name, const std::string& schema_id,
+                                                   uint64_t schema_generation,
+                                                   const std::vector<const PromptItem*>& items) {
+    if (items.empty()) invalid("items", "a prompt of at least one item is required");
+    std::vector<std::vector<kvrt_prompt_parameter>> parameters;
+    std::vector<kvrt_prompt_item> c_items;
+    for (const PromptItem* item : items) parameters.push_back(c_parameters(item->parameters));
+    for (size_t i = 0; i < items.size(); ++i) {
+      const PromptItem& item = *items[i];
+      c_items.push_back(kvrt_prompt_item{item.module_id.c_str(), parameters[i].data(), parameters[i].size(),
+                                         item.tokens.data(), item.tokens.size(), item.gap_begin,
+                                         item.use_cache ? 1 : 0});
+    }
+    std::vector<kvrt_prompt_segment> out(c_items.size());
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_assemble_prompt(s, namespace_name.c_str(), schema_id.c_str(), schema_generation, c_items.data(),
+                                  c_items.size(), out.data(), e);
+    });
+    return out;
+  }
+
+  void copy_prompt_module(uint64_t module, uint64_t request, uint32_t row_begin) {
+    call([&](kvrt_session* s, kvrt_error* e) { return kvrt_copy_prompt_module(s, module, request, row_begin, e); });
+  }
+
+  void release_prompt_module(uint64_t module) {
+    call([&](kvrt_session* s, kvrt_error* e) { return kvrt_release_prompt_module(s, module, e); });
+  }
+
+  void publish_prompt_module(const std::string& namespace_name, const std::string& schema_id,
+                             uint64_t schema_generation, const std::string& module_id, const py::handle& tokens,
+                             uint64_t request, const std::map<std::string, std::string>& parameters) {
+    const std::vector<int32_t> t = token_ids(tokens, "tokens");
+    const std::vector<kvrt_prompt_parameter> p = c_parameters(parameters);
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_publish_prompt_module(s, namespace_name.c_str(), schema_id.c_str(), schema_generation,
+                                        module_id.c_str(), p.data(), p.size(), t.data(), t.size(), request, e);
+    });
   }
 
   std::vector<Admission> admit(const std::vector<const Request*>& requests, bool reuse) {
@@ -561,6 +629,38 @@ PYBIND11_MODULE(_kvrt, m) {
       .def_readonly("cache_salt", &Request::cache_salt)
       .def("__len__", [](const Request& r) { return r.tokens.size(); });
 
+  py::class_<PromptItem>(m, "PromptItem")
+      .def(py::init([](const py::handle& tokens, std::string module_id, std::map<std::string, std::string> parameters,
+                       uint32_t gap_begin, bool use_cache) {
+             PromptItem item{token_ids(tokens, "tokens"), std::move(module_id), std::move(parameters), gap_begin,
+                             use_cache};
+             if (item.tokens.empty()) invalid("tokens", "an item of at least one token is required");
+             return item;
+           }),
+           py::arg("tokens"), py::arg("module_id") = "", py::arg("parameters") = std::map<std::string, std::string>{},
+           py::arg("gap_begin") = 0, py::arg("use_cache") = true)
+      .def_readonly("tokens", &PromptItem::tokens)
+      .def_readonly("module_id", &PromptItem::module_id)
+      .def_readonly("parameters", &PromptItem::parameters)
+      .def_readonly("gap_begin", &PromptItem::gap_begin)
+      .def_readonly("use_cache", &PromptItem::use_cache);
+
+  py::class_<kvrt_prompt_segment>(m, "PromptSegment")
+      .def_readonly("item", &kvrt_prompt_segment::item)
+      .def_readonly("position_begin", &kvrt_prompt_segment::position_begin)
+      .def_readonly("tokens", &kvrt_prompt_segment::tokens)
+      .def_readonly("outcome", &kvrt_prompt_segment::outcome)
+      .def_readonly("miss_reason", &kvrt_prompt_segment::miss_reason)
+      .def_readonly("module", &kvrt_prompt_segment::module)
+      .def("__repr__", [](const kvrt_prompt_segment& s) {
+        return "PromptSegment(item=" + std::to_string(s.item) + ", position_begin=" + std::to_string(s.position_begin) +
+               ", tokens=" + std::to_string(s.tokens) + ", outcome=" + std::to_string(s.outcome) +
+               ", miss_reason=" + std::to_string(s.miss_reason) + ", module=" + std::to_string(s.module) + ")";
+      });
+  m.attr("PROMPT_COMPUTED") = static_cast<int>(KVRT_PROMPT_COMPUTED);
+  m.attr("PROMPT_REUSED") = static_cast<int>(KVRT_PROMPT_REUSED);
+  m.attr("PROMPT_MISSED") = static_cast<int>(KVRT_PROMPT_MISSED);
+
   py::class_<kvrt_handoff_receipt>(m, "HandoffReceipt")
       .def_readonly("status", &kvrt_handoff_receipt::status)
       .def_readonly("lease", &kvrt_handoff_receipt::lease)
@@ -629,6 +729,16 @@ PYBIND11_MODULE(_kvrt, m) {
            py::arg("free_tail_rows") = py::none())
       .def("dispose_handoffs", &Session::dispose_handoffs, py::arg("leases"), py::arg("dispositions"))
       .def("admit", &Session::admit, py::arg("requests"), py::arg("reuse") = true)
+      .def("register_prompt_schema", &Session::register_prompt_schema, py::arg("namespace_name"),
+           py::arg("schema_toml"))
+      .def("assemble_prompt", &Session::assemble_prompt, py::arg("namespace_name"), py::arg("schema_id"),
+           py::arg("schema_generation"), py::arg("items"))
+      .def("copy_prompt_module", &Session::copy_prompt_module, py::arg("module"), py::arg("request"),
+           py::arg("row_begin"))
+      .def("release_prompt_module", &Session::release_prompt_module, py::arg("module"))
+      .def("publish_prompt_module", &Session::publish_prompt_module, py::arg("namespace_name"), py::arg("schema_id"),
+           py::arg("schema_generation"), py::arg("module_id"), py::arg("tokens"), py::arg("request"),
+           py::arg("parameters") = std::map<std::string, std::string>{})
       .def("block_table", &Session::block_table, py::arg("request"), py::arg("group") = 0)
       .def("commit_rows", &Session::commit_rows, py::arg("requests"), py::arg("valid_rows"))
       .def("append", &Session::append, py::arg("requests"))

@@ -389,3 +389,80 @@ def test_a_hash_chain_node_refuses_the_handoff(node):
     got = s.handoff([kvrt.Request(NS, [1, 2, 3])], [1])
     assert got[0].status == 100 and got[0].lease == 0  # invalid_argument
     s.close()
+
+
+SCHEMA = """
+schema_id = "support"
+generation = 1
+[[module]]
+id = "system"
+positions = [0, 64]
+[[module]]
+id = "document"
+positions = [100, 164]
+parameters = ["doc_id"]
+"""
+
+
+def test_a_published_prompt_module_is_copied_bitwise_into_another_sessions_prompt(node):
+    """Prompt Cache (0x0CB) through the C ABI: worker-0 computes the system
+    module in a request of its own (rows written here stand in for the
+    model's), publishes it and releases the request; worker-1's assembly
+    reuses it at its declared positions, copies its rows into its own
+    request at another row offset, and they are the published bits."""
+    a = open_session(node, "worker-0")
+    b = open_session(node, "worker-1")
+    assert a.register_prompt_schema(NS, SCHEMA) == 1
+    system = np.arange(300, 340, dtype=np.int32)
+    m = a.admit([kvrt.Request(NS, system)], reuse=False)[0]
+    assert m.admitted, m
+    fill_rows(a, m.request, system, seed=11)
+    assert list(a.commit_rows([m.request], [len(system)])) == [0]
+    a.publish_prompt_module(NS, "support", 1, "system", system, m.request)
+    assert list(a.release([m.request])) == [0]
+
+    question = [7, 8, 9, 10, 11]
+    items = [kvrt.PromptItem(question, gap_begin=70),
+             kvrt.PromptItem(system, module_id="system"),
+             kvrt.PromptItem([5] * 20, module_id="document", parameters={"doc_id": "faq"})]
+    segments = b.assemble_prompt(NS, "support", 1, items)
+    assert [s.item for s in segments] == [1, 0, 2]  # declared position order
+    assert [s.position_begin for s in segments] == [0, 70, 100]
+    sys_seg, free, doc = segments
+    assert sys_seg.outcome == kvrt.PROMPT_REUSED and sys_seg.module != 0 and sys_seg.tokens == 40
+    assert free.outcome == kvrt.PROMPT_COMPUTED
+    assert doc.outcome == kvrt.PROMPT_MISSED and doc.miss_reason == 6  # no_candidate
+
+    # b's prompt stores a 3-token lead first: the module lands at row 3.
+    prompt = np.concatenate([np.array([1, 2, 3], dtype=np.int32), system])
+    target = b.admit([kvrt.Request(NS, prompt)], reuse=False)[0]
+    assert target.admitted, target
+    b.copy_prompt_module(sys_seg.module, target.request, 3)
+    P = b.geometry.block_tokens
+    for g in range(b.geometry.groups):
+        table = b.block_table(target.request, g)
+        K, V = b.kv_arrays(g)
+        for t in range(len(system)):
+            k_bits, v_bits = expected_row(g, t, 11, K.shape[2:])
+            blk, row = table[(3 + t) // P], (3 + t) % P
+            np.testing.assert_array_equal(K[blk, row].view(np.uint16), k_bits)
+            np.testing.assert_array_equal(V[blk, row].view(np.uint16), v_bits)
+    # The handle is spent; other tokens for the module are a miss of T.
+    with pytest.raises(kvrt.KvrtError) as e:
+        b.copy_prompt_module(sys_seg.module, target.request, 3)
+    assert e.value.name == "unknown_lease"
+    other = [kvrt.PromptItem(system[:-1], module_id="system")]
+    again = b.assemble_prompt(NS, "support", 1, other)
+    assert again[0].outcome == kvrt.PROMPT_MISSED and again[0].miss_reason == 12  # module_position_mismatch
+    # A reused module may be given back without a copy.
+    reused = b.assemble_prompt(NS, "support", 1, [kvrt.PromptItem(system, module_id="system")])[0]
+    assert reused.outcome == kvrt.PROMPT_REUSED
+    b.release_prompt_module(reused.module)
+    # A prompt of another schema generation is refused, typed.
+    with pytest.raises(kvrt.StaleError):
+        b.assemble_prompt(NS, "support", 2, items)
+    assert list(b.release([target.request])) == [0]
+    a.close()
+    b.close()
+    s = node.quiescent()
+    assert s["validate_ok"] and s["leaked_blocks"] == 0
