@@ -112,4 +112,56 @@ TEST_CASE("a C scheduler holds a handoff on a radix node, admits or releases it,
   CHECK(after.value("prefix_index", "handoffs_admitted") == 1);
 }
 
+TEST_CASE("a C engine's Prompt Cache calls refuse bad arguments, typed, and change nothing", "[node][c_abi][prompt]") {
+  ScratchDir dir("c-abi-prompt");
+  NodeProcess node(dir, {});
+  kvrt_session* s = nullptr;
+  kvrt_error e{};
+  REQUIRE(kvrt_connect(node.descriptor_path().c_str(), "worker-0", nullptr, &s, &e) == KVRT_OK);
+  REQUIRE(kvrt_authorize(s, "test/shared", nullptr, &e) == KVRT_OK);
+  const char* schema = "schema_id = \"s\"\ngeneration = 1\n[[module]]\nid = \"system\"\npositions = [0, 32]\n";
+  uint64_t generation = 0;
+  REQUIRE(kvrt_register_prompt_schema(s, "test/shared", schema, &generation, &e) == KVRT_OK);
+  CHECK(generation == 1);
+  // A schema that does not parse, and one for a namespace never granted.
+  CHECK(kvrt_register_prompt_schema(s, "test/shared", "schema_id = ", nullptr, &e) != KVRT_OK);
+  CHECK(kvrt_register_prompt_schema(s, "test/other", schema, nullptr, &e) ==
+        static_cast<int32_t>(ErrorCode::authorization_namespace_denied));
+  CHECK(kvrt_register_prompt_schema(s, nullptr, schema, nullptr, &e) == KVRT_E_INVALID_ARGUMENT);
+
+  const int32_t tokens[4] = {1, 2, 3, 4};
+  kvrt_prompt_item item{"system", nullptr, 0, tokens, 4, 0, 1};
+  kvrt_prompt_segment out{};
+  CHECK(kvrt_assemble_prompt(s, "test/shared", "s", 1, &item, 1, nullptr, &e) == KVRT_E_INVALID_ARGUMENT);
+  CHECK(kvrt_assemble_prompt(s, "test/shared", "s", 1, nullptr, 1, &out, &e) == KVRT_E_INVALID_ARGUMENT);
+  kvrt_prompt_item bad = item;
+  bad.tokens = nullptr;
+  CHECK(kvrt_assemble_prompt(s, "test/shared", "s", 1, &bad, 1, &out, &e) == KVRT_E_INVALID_ARGUMENT);
+  CHECK(std::string(e.field) == "items[0].tokens");
+  bad = item;
+  const kvrt_prompt_parameter nameless{nullptr, "x"};
+  bad.parameters = &nameless;
+  bad.parameter_count = 1;
+  CHECK(kvrt_assemble_prompt(s, "test/shared", "s", 1, &bad, 1, &out, &e) == KVRT_E_INVALID_ARGUMENT);
+  CHECK(std::string(e.field) == "items[0].parameters[0]");
+  CHECK(kvrt_assemble_prompt(s, "test/shared", "s", 2, &item, 1, &out, &e) ==
+        static_cast<int32_t>(ErrorCode::stale_generation));
+  REQUIRE(kvrt_assemble_prompt(s, "test/shared", "s", 1, &item, 1, &out, &e) == KVRT_OK);
+  CHECK(out.outcome == KVRT_PROMPT_MISSED);
+  CHECK(out.miss_reason == static_cast<int32_t>(RejectionReason::no_candidate));
+  CHECK(out.module == 0);
+  // No module handle of this session: unknown_lease; a publication of a
+  // request this session does not hold: the node's unknown_request.
+  CHECK(kvrt_copy_prompt_module(s, 77, 1, 0, &e) == static_cast<int32_t>(ErrorCode::unknown_lease));
+  CHECK(kvrt_release_prompt_module(s, 77, &e) == static_cast<int32_t>(ErrorCode::unknown_lease));
+  CHECK(kvrt_publish_prompt_module(s, "test/shared", "s", 1, "system", nullptr, 0, tokens, 4, 12345, &e) ==
+        static_cast<int32_t>(ErrorCode::unknown_request));
+  CHECK(kvrt_publish_prompt_module(s, "test/shared", "s", 1, nullptr, nullptr, 0, tokens, 4, 1, &e) ==
+        KVRT_E_INVALID_ARGUMENT);
+  kvrt_close(s);
+  const NodeStats stats = await_quiescent(node);
+  require_quiescent(stats);
+  CHECK(stats.value("node", "reuse_prompt_modules").value_or(-1) == 0);
+}
+
 }  // namespace kvrt::test
