@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine_worker.hpp"
 #include "tests/node/node_fixture.hpp"
 
 namespace kvrt::test {
@@ -43,6 +44,20 @@ inline nlohmann::json run_to_json(const std::vector<std::string>& args, const Sc
   INFO(log);
   REQUIRE(code == 0);
   return json_line(log);
+}
+
+// The `workers` workers' results a run wrote in its report directory `out`,
+// each read back and free of operation errors.
+inline std::vector<EngineResult> worker_results(const std::string& out, int workers) {
+  std::vector<EngineResult> results;
+  for (int i = 0; i < workers; ++i) {
+    Result<EngineResult> r =
+        engine_result_from_json(read_file(out + "/node/worker-" + std::to_string(i) + ".json"), "worker");
+    REQUIRE(r.ok());
+    CHECK(r->operation_errors == 0);
+    results.push_back(std::move(r).value());
+  }
+  return results;
 }
 
 }  // namespace kvrt::test

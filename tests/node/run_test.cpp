@@ -217,12 +217,8 @@ TEST_CASE("kvrt run: under pool pressure refused allocations are retried and the
   CHECK(s["leaked_blocks"] == 0);
   CHECK(s["requests"].get<uint64_t>() == w->request_count());
   uint64_t retries = 0;
-  for (int i = 0; i < 2; ++i) {
-    Result<EngineResult> r =
-        engine_result_from_json(read_file(out + "/node/worker-" + std::to_string(i) + ".json"), "worker");
-    REQUIRE(r.ok());
-    retries += r->out_of_capacity_retries;
-    CHECK(r->operation_errors == 0);
+  for (const EngineResult& r : worker_results(out, 2)) {
+    retries += r.out_of_capacity_retries;
   }
   CHECK(retries > 0);
 }
@@ -237,20 +233,16 @@ TEST_CASE("kvrt run: chat turns resume their history from the session tier and s
   CHECK(s["exact"] == true);
   CHECK(s["leaked_blocks"] == 0);
   uint64_t saves = 0, resumed = 0, loaded = 0, refused = 0, verified = 0, prompt = 0, computed = 0, reused = 0;
-  for (int i = 0; i < 2; ++i) {
-    Result<EngineResult> r =
-        engine_result_from_json(read_file(out + "/node/worker-" + std::to_string(i) + ".json"), "worker");
-    REQUIRE(r.ok());
-    CHECK(r->operation_errors == 0);
-    CHECK(r->row_mismatches == 0);
-    saves += r->tier_saves;
-    resumed += r->tier_turns_resumed;
-    loaded += r->tier_rows_loaded;
-    refused += r->tier_resume_refusals;
-    verified += r->requests_verified;
-    prompt += r->prompt_tokens;
-    computed += r->prefill_rows_computed;
-    reused += r->prefill_rows_reused;
+  for (const EngineResult& r : worker_results(out, 2)) {
+    CHECK(r.row_mismatches == 0);
+    saves += r.tier_saves;
+    resumed += r.tier_turns_resumed;
+    loaded += r.tier_rows_loaded;
+    refused += r.tier_resume_refusals;
+    verified += r.requests_verified;
+    prompt += r.prompt_tokens;
+    computed += r.prefill_rows_computed;
+    reused += r.prefill_rows_reused;
   }
   // 8 conversations of 4 turns: every turn but the last saves.
   CHECK(saves == 8 * 3);
@@ -282,23 +274,19 @@ TEST_CASE("kvrt run: templated prompts reuse declared modules through the node a
   CHECK(s["validate_ok"] == true);
   uint64_t requests = 0, reused = 0, computed = 0, published = 0, rows_reused = 0, rows_checked_reused = 0;
   uint64_t not_computed = 0, incompatible = 0, prompt = 0, prefill_computed = 0, prefill_reused = 0;
-  for (int i = 0; i < 2; ++i) {
-    Result<EngineResult> r =
-        engine_result_from_json(read_file(out + "/node/worker-" + std::to_string(i) + ".json"), "worker");
-    REQUIRE(r.ok());
-    CHECK(r->operation_errors == 0);
-    CHECK(r->row_mismatches == 0);
-    requests += r->prompt_requests;
-    reused += r->prompt_modules_reused;
-    computed += r->prompt_modules_computed;
-    published += r->prompt_modules_published;
-    rows_reused += r->prompt_module_rows_reused;
-    rows_checked_reused += r->reused_rows_checked;
-    not_computed += r->prompt_misses_not_computed;
-    incompatible += r->prompt_misses_incompatible;
-    prompt += r->prompt_tokens;
-    prefill_computed += r->prefill_rows_computed;
-    prefill_reused += r->prefill_rows_reused;
+  for (const EngineResult& r : worker_results(out, 2)) {
+    CHECK(r.row_mismatches == 0);
+    requests += r.prompt_requests;
+    reused += r.prompt_modules_reused;
+    computed += r.prompt_modules_computed;
+    published += r.prompt_modules_published;
+    rows_reused += r.prompt_module_rows_reused;
+    rows_checked_reused += r.reused_rows_checked;
+    not_computed += r.prompt_misses_not_computed;
+    incompatible += r.prompt_misses_incompatible;
+    prompt += r.prompt_tokens;
+    prefill_computed += r.prefill_rows_computed;
+    prefill_reused += r.prefill_rows_reused;
   }
   CHECK(requests == 48);
   // Three modules per prompt, each reused or computed; every miss was
@@ -349,14 +337,10 @@ TEST_CASE("kvrt run: a tenant over its block quota is refused, preempted and ser
   CHECK(s["requests"].get<uint64_t>() == w->request_count());
   CHECK(s["row_mismatches"] == 0);
   uint64_t quota_retries = 0, preempted = 0;
-  for (int i = 0; i < 2; ++i) {
-    Result<EngineResult> r =
-        engine_result_from_json(read_file(out + "/node/worker-" + std::to_string(i) + ".json"), "worker");
-    REQUIRE(r.ok());
-    quota_retries += r->quota_exceeded_retries;
-    preempted += r->requests_preempted;
-    CHECK(r->operation_errors == 0);
-    CHECK(r->out_of_capacity_retries == 0);  // the pool is large: every wait is alpha's quota
+  for (const EngineResult& r : worker_results(out, 2)) {
+    quota_retries += r.quota_exceeded_retries;
+    preempted += r.requests_preempted;
+    CHECK(r.out_of_capacity_retries == 0);  // the pool is large: every wait is alpha's quota
   }
   CHECK(quota_retries > 0);
   CHECK(preempted > 0);
