@@ -128,7 +128,11 @@ Result<bool> EngineLoop::admit_templated(const PendingRequest& p) {
     if (!assembly.ok()) {
       KVRT_TRY(error_of_prompt_call(assembly.error()));
     } else if (assembly->segments.size() == segments.size()) {
-      for (size_t i = 0; i < segments.size(); ++i) answered[i] = std::move(assembly->segments[i]);
+      // Each segment names its item; the job's items are in declared order,
+      // so item i is segment i of the storage layout.
+      for (PromptSegment& seg : assembly->segments)
+        if (seg.item < segments.size() && seg.position_begin == segments[seg.item].position_begin)
+          answered[seg.item] = std::move(seg);
     } else {
       note_error(make_error(ErrorCode::invariant_violated, "an assembly of another segment count than the prompt's",
                             "prompt_assemble"));
