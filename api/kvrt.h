@@ -283,6 +283,31 @@ int32_t kvrt_flush_reuse_ends(kvrt_session* session, kvrt_error* error);
 int32_t kvrt_stats_json(kvrt_session* session, int32_t validate, char* out, size_t capacity, size_t* length,
                         kvrt_error* error);
 
+/* ---- The session tier (0x0CC) -------------------------------------------
+ * On a node with a [tier] (docs/operations.md, "Inactive sessions"): a
+ * conversation going inactive saves its history [0, H) from an admitted
+ * request's rows; its next turn, admitted with the whole new prompt,
+ * resumes it: the saved rows are written into the request's rows [0, H)
+ * and only [H, prompt) is left to compute. The node keys the save by its
+ * own identity of it (this session's principal, the namespace generation,
+ * the model with the request's adapter, the layout, the position contract):
+ * any change refuses the resume and the turn computes everything. */
+
+/* Saves rows [0, token_count) of the admitted `request` (committed) under
+ * `label`; `position_contract` NULL or "": "absolute". */
+int32_t kvrt_save_session(kvrt_session* session, const char* namespace_name, const char* label, const int32_t* tokens,
+                          size_t token_count, uint64_t request, const char* position_contract, kvrt_error* error);
+
+/* Resumes `label` for a new turn whose whole prompt is `prompt`, into the
+ * admitted `request`: `resumed_rows` receives H (the rows written, [0, H))
+ * or 0 with `refusal` set to why (kvrt's SessionTierRefusal: 0
+ * no_saved_history, 1 namespace_rotated, 2 semantic_changed, 3
+ * layout_changed, 4 position_contract_changed, 5 history_not_prefix, 6
+ * incomplete_save; -1 when resumed). A refusal is not an error. */
+int32_t kvrt_resume_session(kvrt_session* session, const char* namespace_name, const char* label,
+                            const int32_t* prompt, size_t prompt_count, uint64_t request, const char* position_contract,
+                            uint32_t* resumed_rows, int32_t* refusal, kvrt_error* error);
+
 /* ---- Prompt Cache (0x0CB) ----------------------------------------------
  * A namespace's prompt schema declares modules at fixed position ranges
  * (docs/operations.md, "Prompt Cache"). A prompt written against it is

@@ -184,6 +184,17 @@ class Session:
     def dispose_handoffs(self, leases: Ids, dispositions: Ids) -> npt.NDArray[np.int32]:
         """HANDOFF_ADMIT or HANDOFF_RELEASE per lease; a status per lease
         (705 stale_tree_version: release it and ask again; 708 unknown_lease)."""
+    def save_session(self, namespace_name: str, label: str, tokens: TokenIds, request: int,
+                     position_contract: str = "") -> None:
+        """The session tier (a node with [tier]): saves rows [0, len(tokens))
+        of the admitted request (committed) under `label`."""
+    def resume_session(self, namespace_name: str, label: str, prompt: TokenIds, request: int,
+                       position_contract: str = "") -> Tuple[int, int]:
+        """(rows, refusal): the saved history written into the admitted
+        request's rows [0, rows), refusal -1; or (0, why) when the node's
+        identity of the save no longer holds (0 no_saved_history, 1
+        namespace_rotated, 2 semantic_changed, 3 layout_changed, 4
+        position_contract_changed, 5 history_not_prefix, 6 incomplete_save)."""
     def register_prompt_schema(self, namespace_name: str, schema_toml: str) -> int:
         """Registers a prompt schema (TOML) for the namespace; returns its generation."""
     def assemble_prompt(self, namespace_name: str, schema_id: str, schema_generation: int,

@@ -263,6 +263,28 @@ class Session {
     return statuses;
   }
 
+  // The session tier (0x0CC): see kvrt.h.
+  void save_session(const std::string& namespace_name, const std::string& label, const py::handle& tokens,
+                    uint64_t request, const std::string& position_contract) {
+    const std::vector<int32_t> t = token_ids(tokens, "tokens");
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_save_session(s, namespace_name.c_str(), label.c_str(), t.data(), t.size(), request,
+                               position_contract.c_str(), e);
+    });
+  }
+
+  py::tuple resume_session(const std::string& namespace_name, const std::string& label, const py::handle& prompt,
+                           uint64_t request, const std::string& position_contract) {
+    const std::vector<int32_t> t = token_ids(prompt, "prompt");
+    uint32_t rows = 0;
+    int32_t refusal = -1;
+    call([&](kvrt_session* s, kvrt_error* e) {
+      return kvrt_resume_session(s, namespace_name.c_str(), label.c_str(), t.data(), t.size(), request,
+                                 position_contract.c_str(), &rows, &refusal, e);
+    });
+    return py::make_tuple(rows, refusal);
+  }
+
   // Prompt Cache (0x0CB): see kvrt.h.
   uint64_t register_prompt_schema(const std::string& namespace_name, const std::string& schema_toml) {
     uint64_t generation = 0;
@@ -729,6 +751,10 @@ PYBIND11_MODULE(_kvrt, m) {
            py::arg("free_tail_rows") = py::none())
       .def("dispose_handoffs", &Session::dispose_handoffs, py::arg("leases"), py::arg("dispositions"))
       .def("admit", &Session::admit, py::arg("requests"), py::arg("reuse") = true)
+      .def("save_session", &Session::save_session, py::arg("namespace_name"), py::arg("label"), py::arg("tokens"),
+           py::arg("request"), py::arg("position_contract") = "")
+      .def("resume_session", &Session::resume_session, py::arg("namespace_name"), py::arg("label"), py::arg("prompt"),
+           py::arg("request"), py::arg("position_contract") = "")
       .def("register_prompt_schema", &Session::register_prompt_schema, py::arg("namespace_name"),
            py::arg("schema_toml"))
       .def("assemble_prompt", &Session::assemble_prompt, py::arg("namespace_name"), py::arg("schema_id"),

@@ -466,3 +466,56 @@ def test_a_published_prompt_module_is_copied_bitwise_into_another_sessions_promp
     b.close()
     s = node.quiescent()
     assert s["validate_ok"] and s["leaked_blocks"] == 0
+
+
+@pytest.fixture
+def tier_node(tmp_path):
+    """node-test.toml with a [tier] in the test's directory (its layout path made absolute)."""
+    from conftest import SOURCE_DIR, Node
+    text = (SOURCE_DIR / "tests/data/node/node-test.toml").read_text()
+    text = text.replace('layout = "', f'layout = "{SOURCE_DIR}/tests/data/node/', 1)
+    text += f'\n[tier]\ndirectory = "{tmp_path / "tier"}"\nbudget_mib = 4\n'
+    config = tmp_path / "node-tier.toml"
+    config.write_text(text)
+    n = Node(tmp_path, str(config))
+    yield n
+    n.stop()
+
+
+def test_a_conversation_saved_to_the_session_tier_resumes_bitwise(tier_node):
+    """The session tier (0x0CC) through the C ABI: a history's rows, saved
+    when the conversation went quiet, come back into the next turn's own
+    request bitwise; another label, or a prompt that does not continue the
+    history, is a refusal (the turn computes everything), not an error."""
+    s = open_session(tier_node, "worker-0")
+    history = np.arange(900, 940, dtype=np.int32)
+    a = s.admit([kvrt.Request(NS, history)], reuse=False)[0]
+    assert a.admitted, a
+    fill_rows(s, a.request, history, seed=23)
+    assert list(s.commit_rows([a.request], [len(history)])) == [0]
+    s.save_session(NS, "conversation-1", history, a.request)
+    assert list(s.release([a.request])) == [0]
+
+    turn = np.concatenate([history, np.array([1, 2, 3, 4], dtype=np.int32)])
+    b = s.admit([kvrt.Request(NS, turn)], reuse=False)[0]
+    assert b.admitted, b
+    rows, refusal = s.resume_session(NS, "conversation-1", turn, b.request)
+    assert (rows, refusal) == (len(history), -1)
+    P = s.geometry.block_tokens
+    for g in range(s.geometry.groups):
+        table = s.block_table(b.request, g)
+        K, V = s.kv_arrays(g)
+        for t in range(len(history)):
+            k_bits, v_bits = expected_row(g, t, 23, K.shape[2:])
+            np.testing.assert_array_equal(K[table[t // P], t % P].view(np.uint16), k_bits)
+            np.testing.assert_array_equal(V[table[t // P], t % P].view(np.uint16), v_bits)
+    assert s.resume_session(NS, "conversation-2", turn, b.request) == (0, 0)  # no_saved_history
+    other = turn.copy()
+    other[5] += 1
+    assert s.resume_session(NS, "conversation-1", other, b.request) == (0, 5)  # history_not_prefix
+    with pytest.raises(kvrt.InvalidArgument):
+        s.resume_session(NS, "conversation-1", turn, 424242)
+    assert list(s.release([b.request])) == [0]
+    s.close()
+    st = tier_node.quiescent()
+    assert st["validate_ok"] and st["leaked_blocks"] == 0
