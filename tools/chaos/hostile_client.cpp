@@ -52,6 +52,13 @@ class Draw {
   }
   RequestFence fence() { return {RequestId{id()}, RequestGeneration{below(3)}, TableVersion{id()}}; }
   TraceContext trace() { return {u64(), u64(), 0}; }
+  // `stem` and a number below n ("m0", "m1", ...); built with += (GCC 12's
+  // -Wrestrict misreads literal + string).
+  std::string name(const char* stem, uint32_t n) {
+    std::string out = stem;
+    out += std::to_string(below(n));
+    return out;
+  }
 
  private:
   SplitMix64 rng_;
@@ -143,6 +150,56 @@ ReuseBatch random_reuse(Draw& d) {
   return b;
 }
 
+// A prompt schema's TOML: mostly well formed with random ranges (which may
+// overlap, be empty or run past 2^32), sometimes cut or junk.
+std::string random_schema_toml(Draw& d) {
+  std::string t = "schema_id = \"s";
+  t += std::to_string(d.below(3));
+  t += "\"\ngeneration = ";
+  t += std::to_string(d.one_in(8) ? d.u64() : d.below(4));
+  t += "\n";
+  for (uint32_t m = 0, n = d.below(4); m < n; ++m) {
+    const uint64_t begin = d.one_in(8) ? d.u64() : d.below(300);
+    t += "[[module]]\nid = \"m";
+    t += std::to_string(d.below(3));
+    t += "\"\npositions = [";
+    t += std::to_string(begin);
+    t += ", ";
+    t += std::to_string(begin + d.below(100));
+    t += "]\n";
+    if (d.one_in(2)) t += "parameters = [\"p\"]\n";
+  }
+  if (d.one_in(6)) t.resize(d.below(static_cast<uint32_t>(t.size() + 1)));
+  return t;
+}
+
+std::vector<PromptParameter> random_parameters(Draw& d) {
+  std::vector<PromptParameter> p;
+  for (uint32_t k = 0, n = d.below(3); k < n; ++k)
+    p.push_back(PromptParameter{d.one_in(3) ? "q" : "p", std::to_string(d.below(4))});
+  return p;
+}
+
+PromptAssembleRequest random_prompt(Draw& d) {
+  PromptAssembleRequest r{d.trace(), d.namespace_name(), d.name("s", 3), d.below(4), {}};
+  for (uint32_t k = 0, n = d.one_in(16) ? 200 : d.below(5); k < n; ++k)
+    r.items.push_back(PromptItemSpec{d.one_in(3) ? "" : d.name("m", 3), random_parameters(d), d.tokens(),
+                                     static_cast<uint32_t>(d.one_in(8) ? d.u64() : d.below(400)), d.one_in(4)});
+  return r;
+}
+
+PromptModulePublishRequest random_publication(Draw& d) {
+  return PromptModulePublishRequest{d.trace(),      d.namespace_name(),   d.name("s", 3), d.below(4),
+                                    d.name("m", 3), random_parameters(d), d.tokens(),     RequestId{d.id()}};
+}
+
+SessionSaveRequest random_save(Draw& d) {
+  SessionSaveRequest r{d.trace(), d.namespace_name(),          d.one_in(4) ? "" : d.name("c", 3), d.tokens(), {},
+                       {},        d.one_in(4) ? "sliding" : ""};
+  for (uint32_t g = 0, n = d.below(3); g < n; ++g) r.group_rows.emplace_back(d.below(4096), uint8_t{7});
+  return r;
+}
+
 // One request of the route, from random fields.
 std::vector<uint8_t> random_request(RouteId route, Draw& d) {
   if (route == AllocatorRoute::id) return codec::encode(random_allocator(d));
@@ -151,6 +208,13 @@ std::vector<uint8_t> random_request(RouteId route, Draw& d) {
   if (route == MapperRoute::id) return codec::encode(random_mapper(d));
   if (route == ExecutorRoute::id) return codec::encode(random_executor(d));
   if (route == ReuseRoute::id) return codec::encode(random_reuse(d));
+  if (route == PromptSchemaRoute::id)
+    return codec::encode(PromptSchemaRequest{d.trace(), d.namespace_name(), random_schema_toml(d)});
+  if (route == PromptAssembleRoute::id) return codec::encode(random_prompt(d));
+  if (route == PromptPublishRoute::id) return codec::encode(random_publication(d));
+  if (route == SessionSaveRoute::id) return codec::encode(random_save(d));
+  if (route == SessionResumeRoute::id)
+    return codec::encode(SessionResumeRequest{d.trace(), d.namespace_name(), d.name("c", 3), d.tokens(), {}, ""});
   if (route == FaultArmRoute::id)  // an admin route: a worker session is refused
     return codec::encode(FaultArmRequest{d.trace(), true, {{"allocator.after_reserve_group_0", 1}}});
   std::vector<uint8_t> bytes(d.below(64));
