@@ -15,6 +15,7 @@ Status EngineLoop::admit() {
   if (admission_held_ && !live_.empty()) return Status::success();
   admission_held_ = false;
   uint32_t budget = live_.size() < o_.in_flight ? o_.in_flight - static_cast<uint32_t>(live_.size()) : 0;
+  budget = std::min(budget, admission_round_cap_);
   // Cache-aware admission (first_block_seeds.hpp). With reuse off nothing
   // waits.
   std::vector<PendingRequest> fresh, deferred, templated;
@@ -149,6 +150,12 @@ Status EngineLoop::admit() {
   }
   // Refused requests go back to the front, in order, for the next iteration.
   for (auto it = requeue.rbegin(); it != requeue.rend(); ++it) ready_.push_front(std::move(*it));
+  // Every allocation of the round refused for room: fewer next round, so
+  // that fewer hits are leased at once (admission_round_cap_).
+  if (admitted.empty() && !requeue.empty())
+    admission_round_cap_ = std::max<uint32_t>(1, static_cast<uint32_t>(fresh.size()) / 2);
+  else if (!admitted.empty())
+    admission_round_cap_ = UINT32_MAX;
   if (admitted.empty()) return Status::success();
   if (o_.session_tier) KVRT_TRY(resume_sessions(admitted));
   return prefill(admitted, sources);

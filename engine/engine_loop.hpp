@@ -158,6 +158,15 @@ class EngineLoop {
   static constexpr uint32_t kMaxPreemptions = 8;  // per request (job, turn)
   uint32_t stalled_decode_steps_ = 0;
   bool admission_held_ = false;  // a preemption holds admission until a live request finished
+  // Requests one admission round may start. Each new request's reuse
+  // attempt leases its hit's blocks until the allocation settles, so a
+  // round of several requests whose hits together pin nearly the whole pool
+  // can leave each allocation without room for its own suffix, round after
+  // round, with nothing live to finish and free a block (a livelock, not a
+  // full pool). A round in which every allocation was refused for room
+  // halves the next round's size, down to one; a round that admits one
+  // restores it.
+  uint32_t admission_round_cap_ = UINT32_MAX;
   std::map<std::pair<const workload::Job*, uint32_t>, uint32_t> preemptions_;
   Status finish();
   // engine_private.cpp: a lost session. Everything of this worker's share
