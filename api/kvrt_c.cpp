@@ -1,6 +1,8 @@
 // libkvrt: the C ABI of api/kvrt.h over EngineSession (engine/
 // engine_session.hpp), the same engine-facing path `kvrt worker` and `kvrt
-// run`'s engines take. What C adds: the session keeps each admitted
+// run`'s engines take. This file: connecting, pools, admission, rows,
+// publication and statistics; kvrt_c_session_tier.cpp and
+// kvrt_c_prompt_cache.cpp: the reuse beyond prefixes (0x0CC, 0x0CB). What C adds: the session keeps each admitted
 // request's fence and block table, so callers name requests by id; every
 // argument is checked before anything is sent, and no exception crosses
 // the boundary.
@@ -13,45 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "api/kvrt.h"
-#include "engine/engine_session.hpp"
-#include "engine/node_stats_json.hpp"
+#include "api/kvrt_c_session.hpp"
 #include "engine/session_pools.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "shm/pool_geometry.hpp"
 #include "shm/pool_row_plan.hpp"
 #include "shm/shared_pool_store.hpp"
-
-struct kvrt_session {
-  std::unique_ptr<kvrt::EngineSession> engine;
-  std::unique_ptr<kvrt::shm::SharedPoolStore> pools;  // shared memory or CUDA IPC imports
-  struct Live {
-    kvrt::RequestFence fence;
-    std::vector<std::vector<uint32_t>> table;  // [group][logical block] -> pool block
-    // What besides the tokens keys its K/V (adapter, cache salt, ...), as
-    // admitted: a publication of its blocks is keyed by it, so blocks
-    // computed with an adapter never answer a request without it (0x07B).
-    kvrt::RequestIdentity identity;
-  };
-  std::map<uint64_t, Live> live;  // admitted requests, by id
-  // Reuse attempts admitted and not yet ended: an end of any other is
-  // refused here, typed, rather than sent to be refused by the node.
-  std::set<uint64_t> open_attempts;
-  // Handoff receipts whose lock this session holds, by lease: a caller
-  // names the lease, the receipt the node issued travels back unchanged.
-  std::map<uint64_t, kvrt::RadixSchedulerHandoffReceipt> handoffs;
-  // Reused prompt modules whose leases this session holds, by handle.
-  std::map<uint64_t, kvrt::PromptModuleUse> prompt_modules;
-  uint64_t next_prompt_module = 0;
-  uint64_t trace = 0;
-  // Where kvrt_stats_json reads from: the node's descriptor, and the
-  // statistics connection, opened on the first read.
-  kvrt::NodeDescriptor node;
-  std::unique_ptr<kvrt::NodeStatsReader> stats;
-  // Each pool's first model layer, by group index: a group's layers are the
-  // model's [first, first + layers) (0x03C), not in group order in general.
-  std::vector<uint32_t> first_layer;
-};
 
 static_assert(KVRT_FP32 == static_cast<int>(kvrt::ScalarType::fp32) &&
               KVRT_FP16 == static_cast<int>(kvrt::ScalarType::fp16) &&
@@ -61,60 +30,6 @@ static_assert(KVRT_FP32 == static_cast<int>(kvrt::ScalarType::fp32) &&
 
 namespace kvrt {
 namespace {
-
-void copy_text(char* out, size_t capacity, std::string_view text) {
-  const size_t n = std::min(capacity - 1, text.size());
-  std::memcpy(out, text.data(), n);
-  out[n] = '\0';
-}
-
-void fill(kvrt_error* out, const Error& e) {
-  if (out == nullptr) return;
-  out->code = static_cast<int32_t>(e.code);
-  copy_text(out->name, sizeof(out->name), to_string(e.code));
-  copy_text(out->field, sizeof(out->field), e.field);
-  copy_text(out->reason, sizeof(out->reason), e.reason);
-}
-
-int32_t fail(kvrt_error* out, const Error& e) {
-  fill(out, e);
-  return static_cast<int32_t>(e.code);
-}
-
-int32_t ok(kvrt_error* out) {
-  if (out != nullptr) *out = kvrt_error{};
-  return KVRT_OK;
-}
-
-int32_t bad(kvrt_error* out, const std::string& reason, const std::string& field) {
-  return fail(out, make_error(ErrorCode::invalid_argument, reason, field));
-}
-
-TraceContext next_trace(kvrt_session* s) { return TraceContext{0, ++s->trace, 0}; }
-
-uint32_t group_index_of(const kvrt_session* s, CacheGroupId group) {
-  for (uint32_t g = 0; g < s->pools->group_count(); ++g)
-    if (s->pools->group(g) == group) return g;
-  return 0;
-}
-
-void apply_entries(kvrt_session* s, kvrt_session::Live& r, const std::vector<TableEntryUpdate>& entries) {
-  for (const TableEntryUpdate& e : entries) {
-    std::vector<uint32_t>& t = r.table.at(group_index_of(s, e.handle.group));
-    if (t.size() <= e.logical_block) t.resize(e.logical_block + 1, UINT32_MAX);
-    t[e.logical_block] = e.handle.block.value;  // the node's pools use block id == slot
-  }
-}
-
-// The live request `id`, or an invalid_argument naming it.
-Result<kvrt_session::Live*> live_request(kvrt_session* s, uint64_t id, const std::string& field) {
-  const auto it = s->live.find(id);
-  if (it == s->live.end())
-    return make_error(ErrorCode::invalid_argument,
-                      "request " + std::to_string(id) + " is not an admitted request of this session", field);
-  return &it->second;
-}
-
 // An op's status (kvrt.h): 0, a refusal that changed nothing (negative),
 // or the op's error code.
 int32_t code_of(const AllocatorOutcome& o) {
@@ -132,11 +47,6 @@ int32_t code_of(const AllocatorOutcome& o) {
       return KVRT_S_ROLLED_BACK;
   }
   return KVRT_S_ROLLED_BACK;
-}
-
-// An exception reaching the boundary is a kvrt bug; it never crosses into C.
-int32_t caught(kvrt_error* out, const char* call, const std::exception& e) {
-  return fail(out, make_error(ErrorCode::invariant_violated, std::string(call) + ": " + e.what(), call));
 }
 
 // Rows [first_row, first_row + rows) of a pool block exist, and a buffer of
@@ -731,268 +641,6 @@ int32_t kvrt_stats_json(kvrt_session* s, int32_t validate, char* out, size_t cap
   return ok(error);
 } catch (const std::exception& e) {
   return caught(error, "stats_json", e);
-}
-
-// ---- The session tier (0x0CC) ---------------------------------------------
-
-int32_t kvrt_save_session(kvrt_session* s, const char* namespace_name, const char* label, const int32_t* tokens,
-                          size_t token_count, uint64_t request, const char* position_contract, kvrt_error* error) try {
-  if (s == nullptr || namespace_name == nullptr || *namespace_name == '\0' || label == nullptr || *label == '\0')
-    return bad(error, "session, namespace_name and label are required", "label");
-  if (token_count == 0 || tokens == nullptr) return bad(error, "a history of at least one token is required", "tokens");
-  Result<kvrt_session::Live*> live = live_request(s, request, "request");
-  if (!live.ok()) return fail(error, live.error());
-  const uint32_t P = s->pools->block_tokens(), groups = s->pools->group_count();
-  const std::vector<std::vector<uint32_t>>& table = (*live)->table;
-  for (uint32_t g = 0; g < groups; ++g)
-    if ((token_count - 1) / P >= table[g].size() || table[g][(token_count - 1) / P] == UINT32_MAX)
-      return bad(error, "the request's table does not hold " + std::to_string(token_count) + " rows", "tokens");
-  SessionSaveRequest save;
-  save.trace = next_trace(s);
-  save.namespace_name = namespace_name;
-  save.session_label = label;
-  save.tokens.assign(tokens, tokens + token_count);
-  save.identity = (*live)->identity;
-  save.position_contract = position_contract != nullptr ? position_contract : "";
-  // The history's canonical rows, group by group, as the pools hold them.
-  for (uint32_t g = 0; g < groups; ++g) {
-    const uint64_t row_bytes = s->pools->row_bytes(g);
-    std::vector<uint8_t>& rows = save.group_rows.emplace_back(token_count * row_bytes);
-    for (size_t t = 0; t < token_count; ++t)
-      s->pools->read_rows(g, table[g][t / P], static_cast<uint32_t>(t % P), 1,
-                          std::span<uint8_t>(rows.data() + t * row_bytes, row_bytes));
-  }
-  Result<SessionSaveReceipt> r = s->engine->save_session(save);
-  if (!r.ok()) return fail(error, r.error());
-  return ok(error);
-} catch (const std::exception& e) {
-  return caught(error, "save_session", e);
-}
-
-int32_t kvrt_resume_session(kvrt_session* s, const char* namespace_name, const char* label, const int32_t* prompt,
-                            size_t prompt_count, uint64_t request, const char* position_contract,
-                            uint32_t* resumed_rows, int32_t* refusal, kvrt_error* error) try {
-  if (s == nullptr || namespace_name == nullptr || *namespace_name == '\0' || label == nullptr || *label == '\0' ||
-      resumed_rows == nullptr)
-    return bad(error, "session, namespace_name, label and resumed_rows are required", "label");
-  if (prompt_count == 0 || prompt == nullptr) return bad(error, "a prompt of at least one token is required", "prompt");
-  Result<kvrt_session::Live*> live = live_request(s, request, "request");
-  if (!live.ok()) return fail(error, live.error());
-  *resumed_rows = 0;
-  if (refusal != nullptr) *refusal = -1;
-  SessionResumeRequest ask{next_trace(s),
-                           namespace_name,
-                           label,
-                           std::vector<TokenId>(prompt, prompt + prompt_count),
-                           (*live)->identity,
-                           position_contract != nullptr ? position_contract : ""};
-  Result<SessionResumeReceipt> r = s->engine->resume_session(ask);
-  if (!r.ok()) return fail(error, r.error());
-  if (const auto* no = std::get_if<SessionResumeRefusal>(&r->outcome)) {
-    if (refusal != nullptr) *refusal = static_cast<int32_t>(no->refusal);
-    return ok(error);
-  }
-  const SessionResumed& got = std::get<SessionResumed>(r->outcome);
-  const uint32_t H = got.receipt.covered_interval.end;
-  const uint32_t P = s->pools->block_tokens(), groups = s->pools->group_count();
-  const std::vector<std::vector<uint32_t>>& table = (*live)->table;
-  if (got.group_rows.size() != groups || H == 0 || H > prompt_count)
-    return fail(error, make_error(ErrorCode::invariant_violated, "a resumed history of another shape", "request"));
-  for (uint32_t g = 0; g < groups; ++g)
-    if ((H - 1) / P >= table[g].size() || table[g][(H - 1) / P] == UINT32_MAX ||
-        got.group_rows[g].size() != uint64_t{H} * s->pools->row_bytes(g))
-      return bad(error, "the request's table does not hold the " + std::to_string(H) + " resumed rows", "request");
-  for (uint32_t g = 0; g < groups; ++g) {
-    const uint64_t row_bytes = s->pools->row_bytes(g);
-    for (uint32_t t = 0; t < H; ++t)
-      s->pools->write_rows(g, table[g][t / P], t % P, 1,
-                           std::span<const uint8_t>(got.group_rows[g].data() + uint64_t{t} * row_bytes, row_bytes));
-  }
-  *resumed_rows = H;
-  return ok(error);
-} catch (const std::exception& e) {
-  return caught(error, "resume_session", e);
-}
-
-// ---- Prompt Cache (0x0CB) ------------------------------------------------
-
-namespace {
-
-// The parameters of an item or a publication, or invalid_argument naming `field`.
-Result<std::vector<PromptParameter>> prompt_parameters(const kvrt_prompt_parameter* p, size_t n,
-                                                       const std::string& field) {
-  if (n > 0 && p == nullptr) return make_error(ErrorCode::invalid_argument, "parameters are NULL", field);
-  std::vector<PromptParameter> out;
-  for (size_t i = 0; i < n; ++i) {
-    if (p[i].name == nullptr || p[i].value == nullptr)
-      return make_error(ErrorCode::invalid_argument, "a parameter needs a name and a value",
-                        field + "[" + std::to_string(i) + "]");
-    out.push_back(PromptParameter{p[i].name, p[i].value});
-  }
-  return out;
-}
-
-Result<std::vector<TokenId>> prompt_tokens(const int32_t* tokens, size_t n, const std::string& field) {
-  if (n > 0 && tokens == nullptr) return make_error(ErrorCode::invalid_argument, "tokens are NULL", field);
-  return std::vector<TokenId>(tokens, tokens + n);
-}
-
-bool has_text(const char* s) { return s != nullptr && *s != '\0'; }
-
-// Gives a reused module's leases back through the allocator (the session's
-// leases; its end would give back what is left).
-Status release_module_leases(kvrt_session* s, const PromptModuleUse& use) {
-  AllocatorBatch batch{next_trace(s), {}};
-  for (uint64_t l : use.leases) batch.ops.emplace_back(std::in_place_type<ReleaseLeaseOp>, LeaseId{l});
-  if (batch.ops.empty()) return Status::success();
-  Result<AllocatorBatchReceipt> answer = s->engine->allocator(batch);
-  if (!answer.ok()) return answer.error();
-  for (const AllocatorOutcome& o : answer->outcomes)
-    if (const auto* e = std::get_if<Error>(&o)) return *e;
-  return Status::success();
-}
-
-}  // namespace
-
-int32_t kvrt_register_prompt_schema(kvrt_session* s, const char* namespace_name, const char* schema_toml,
-                                    uint64_t* generation, kvrt_error* error) try {
-  if (s == nullptr || !has_text(namespace_name) || schema_toml == nullptr)
-    return bad(error, "session, namespace_name and schema_toml are required", "schema_toml");
-  Result<PromptSchemaReceipt> r =
-      s->engine->register_prompt_schema(PromptSchemaRequest{next_trace(s), namespace_name, schema_toml});
-  if (!r.ok()) return fail(error, r.error());
-  if (generation != nullptr) *generation = r->generation;
-  return ok(error);
-} catch (const std::exception& e) {
-  return caught(error, "register_prompt_schema", e);
-}
-
-int32_t kvrt_assemble_prompt(kvrt_session* s, const char* namespace_name, const char* schema_id,
-                             uint64_t schema_generation, const kvrt_prompt_item* items, size_t count,
-                             kvrt_prompt_segment* out, kvrt_error* error) try {
-  if (s == nullptr || !has_text(namespace_name) || !has_text(schema_id))
-    return bad(error, "session, namespace_name and schema_id are required", "schema_id");
-  if (count == 0 || items == nullptr || out == nullptr) return bad(error, "items and out are required", "items");
-  PromptAssembleRequest ask{next_trace(s), namespace_name, schema_id, schema_generation, {}};
-  for (size_t i = 0; i < count; ++i) {
-    const kvrt_prompt_item& item = items[i];
-    const std::string at = "items[" + std::to_string(i) + "]";
-    PromptItemSpec spec;
-    spec.module_id = has_text(item.module_id) ? item.module_id : "";
-    Result<std::vector<PromptParameter>> params =
-        prompt_parameters(item.parameters, item.parameter_count, at + ".parameters");
-    if (!params.ok()) return fail(error, params.error());
-    spec.parameters = std::move(*params);
-    Result<std::vector<TokenId>> tokens = prompt_tokens(item.tokens, item.token_count, at + ".tokens");
-    if (!tokens.ok()) return fail(error, tokens.error());
-    spec.tokens = std::move(*tokens);
-    spec.gap_begin = item.gap_begin;
-    spec.use_cache = item.use_cache != 0;
-    ask.items.push_back(std::move(spec));
-  }
-  Result<PromptAssemblyReceipt> r = s->engine->assemble_prompt(ask);
-  if (!r.ok()) return fail(error, r.error());
-  if (r->segments.size() != count)
-    return fail(error, make_error(ErrorCode::invariant_violated, "the node answered another segment count", "out"));
-  for (size_t i = 0; i < count; ++i) {
-    PromptSegment& seg = r->segments[i];
-    kvrt_prompt_segment& o = out[i];
-    o = kvrt_prompt_segment{seg.item, seg.position_begin, seg.tokens, KVRT_PROMPT_COMPUTED, -1, 0};
-    if (auto* use = std::get_if<PromptModuleUse>(&seg.outcome)) {
-      o.outcome = KVRT_PROMPT_REUSED;
-      o.module = ++s->next_prompt_module;
-      s->prompt_modules[o.module] = std::move(*use);
-    } else if (const auto* miss = std::get_if<PromptModuleMiss>(&seg.outcome)) {
-      o.outcome = KVRT_PROMPT_MISSED;
-      o.miss_reason = static_cast<int32_t>(miss->reason);
-    }
-  }
-  return ok(error);
-} catch (const std::exception& e) {
-  return caught(error, "assemble_prompt", e);
-}
-
-int32_t kvrt_copy_prompt_module(kvrt_session* s, uint64_t module, uint64_t request, uint32_t row_begin,
-                                kvrt_error* error) try {
-  if (s == nullptr) return bad(error, "session is NULL", "session");
-  const auto it = s->prompt_modules.find(module);
-  if (it == s->prompt_modules.end())
-    return fail(error,
-                make_error(ErrorCode::unknown_lease,
-                           "module " + std::to_string(module) + " is no reused module this session holds", "module"));
-  Result<kvrt_session::Live*> live = live_request(s, request, "request");
-  if (!live.ok()) return fail(error, live.error());
-  const PromptModuleUse& use = it->second;
-  const uint32_t P = s->pools->block_tokens(), groups = s->pools->group_count();
-  const uint64_t n = use.receipt.token_ids.size();
-  if (use.handles.size() != (n + P - 1) / P * groups)
-    return fail(error, make_error(ErrorCode::invariant_violated, "a module's handles are not its blocks", "module"));
-  // Every destination row first: a refused copy writes nothing.
-  const std::vector<std::vector<uint32_t>>& table = (*live)->table;
-  for (uint32_t g = 0; g < groups; ++g) {
-    const uint64_t last = uint64_t{row_begin} + n - 1;
-    if (last / P >= table[g].size() || table[g][last / P] == UINT32_MAX)
-      return bad(error,
-                 "the request's table does not reach row " + std::to_string(last) + " of group " + std::to_string(g),
-                 "row_begin");
-  }
-  std::vector<uint8_t> row;
-  for (uint32_t g = 0; g < groups; ++g) {
-    row.resize(s->pools->row_bytes(g));
-    for (uint64_t t = 0; t < n; ++t) {
-      const PhysicalBlockHandle& h = use.handles[(t / P) * groups + g];
-      const uint64_t to = row_begin + t;
-      s->pools->read_rows(group_index_of(s, h.group), h.block.value, static_cast<uint32_t>(t % P), 1, row);
-      s->pools->write_rows(g, table[g][to / P], static_cast<uint32_t>(to % P), 1, row);
-    }
-  }
-  const Status back = release_module_leases(s, use);
-  s->prompt_modules.erase(it);
-  if (!back.ok()) return fail(error, back.error());
-  return ok(error);
-} catch (const std::exception& e) {
-  return caught(error, "copy_prompt_module", e);
-}
-
-int32_t kvrt_release_prompt_module(kvrt_session* s, uint64_t module, kvrt_error* error) try {
-  if (s == nullptr) return bad(error, "session is NULL", "session");
-  const auto it = s->prompt_modules.find(module);
-  if (it == s->prompt_modules.end())
-    return fail(error,
-                make_error(ErrorCode::unknown_lease,
-                           "module " + std::to_string(module) + " is no reused module this session holds", "module"));
-  const Status back = release_module_leases(s, it->second);
-  s->prompt_modules.erase(it);
-  if (!back.ok()) return fail(error, back.error());
-  return ok(error);
-} catch (const std::exception& e) {
-  return caught(error, "release_prompt_module", e);
-}
-
-int32_t kvrt_publish_prompt_module(kvrt_session* s, const char* namespace_name, const char* schema_id,
-                                   uint64_t schema_generation, const char* module_id,
-                                   const kvrt_prompt_parameter* parameters, size_t parameter_count,
-                                   const int32_t* tokens, size_t token_count, uint64_t request, kvrt_error* error) try {
-  if (s == nullptr || !has_text(namespace_name) || !has_text(schema_id) || !has_text(module_id))
-    return bad(error, "session, namespace_name, schema_id and module_id are required", "module_id");
-  PromptModulePublishRequest ask;
-  ask.trace = next_trace(s);
-  ask.namespace_name = namespace_name;
-  ask.schema_id = schema_id;
-  ask.schema_generation = schema_generation;
-  ask.module_id = module_id;
-  Result<std::vector<PromptParameter>> params = prompt_parameters(parameters, parameter_count, "parameters");
-  if (!params.ok()) return fail(error, params.error());
-  ask.parameters = std::move(*params);
-  Result<std::vector<TokenId>> t = prompt_tokens(tokens, token_count, "tokens");
-  if (!t.ok()) return fail(error, t.error());
-  ask.tokens = std::move(*t);
-  ask.request = RequestId{request};
-  Result<PromptModulePublishReceipt> r = s->engine->publish_prompt_module(ask);
-  if (!r.ok()) return fail(error, r.error());
-  return ok(error);
-} catch (const std::exception& e) {
-  return caught(error, "publish_prompt_module", e);
 }
 
 }  // extern "C"

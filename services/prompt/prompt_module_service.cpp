@@ -106,9 +106,7 @@ Result<PromptSchemaReceipt> PromptModuleService::register_schema(const ReuseKeyA
   const AuthorizedLookup& grant = std::get<AuthorizedLookup>(key.authorization);
   PromptSchema schema;
   KVRT_TRY_ASSIGN(schema, parse_prompt_schema(r.schema_toml, "schema_toml"));
-  struct {
-    PromptSchemaReceipt receipt;
-  } out;
+  PromptSchemaReceipt out;
   const std::string& ns = grant.namespace_name();
   if (const PromptSchema* current = schema_of(ns, schema.schema_id)) {
     if (schema.generation < current->generation || (schema.generation == current->generation && !(schema == *current)))
@@ -124,16 +122,16 @@ Result<PromptSchemaReceipt> PromptModuleService::register_schema(const ReuseKeyA
   // module computed under this generation replaces each (same key).
   store_.for_each([&](const PromptModuleReceipt& m) {
     if (m.namespace_id == ns && m.schema_id == schema.schema_id && m.schema_generation < schema.generation)
-      ++out.receipt.stale_modules;
+      ++out.stale_modules;
   });
-  out.receipt.trace = r.trace;
-  out.receipt.namespace_name = ns;
-  out.receipt.schema_id = schema.schema_id;
-  out.receipt.generation = schema.generation;
-  out.receipt.schema_digest = prompt_schema_digest(schema);
-  out.receipt.modules = static_cast<uint32_t>(schema.modules.size());
+  out.trace = r.trace;
+  out.namespace_name = ns;
+  out.schema_id = schema.schema_id;
+  out.generation = schema.generation;
+  out.schema_digest = prompt_schema_digest(schema);
+  out.modules = static_cast<uint32_t>(schema.modules.size());
   schemas_[ns][schema.schema_id] = std::move(schema);
-  return std::move(out.receipt);
+  return out;
 }
 
 Result<std::pair<PromptAssemblyContext, const PromptSchema*>> PromptModuleService::registered_schema(

@@ -22,6 +22,14 @@ int64_t stat(const NodeStats& s, const std::string& owner, const std::string& na
   return s.value(owner, name).value_or(0);
 }
 
+// What computing `rows` prompt rows would have cost at the worker's own
+// prefill rate (its forward time per prompt row it computed) [s].
+double at_prefill_rate(const EngineResult& w, uint64_t rows) {
+  if (w.prefill_rows_computed == 0) return 0;
+  return static_cast<double>(rows) * static_cast<double>(w.prefill_compute_us) * 1e-6 /
+         static_cast<double>(w.prefill_rows_computed);
+}
+
 }  // namespace
 
 report::UtilisationSample sample_from_stats(const NodeStats& stats, const CacheLayoutManifest& layout,
@@ -105,9 +113,7 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     tier.save_s += static_cast<double>(w.tier_save_us) * 1e-6;
     // What computing the loaded rows would have cost at this worker's own
     // prefill rate (forward time per prompt row it computed).
-    if (w.prefill_rows_computed > 0)
-      tier.recompute_s += static_cast<double>(w.tier_rows_loaded) * static_cast<double>(w.prefill_compute_us) * 1e-6 /
-                          static_cast<double>(w.prefill_rows_computed);
+    tier.recompute_s += at_prefill_rate(w, w.tier_rows_loaded);
     report::RunReport::PromptCache& pc = r.prompt_cache;
     pc.used = pc.used || w.prompt_requests > 0;
     pc.requests += w.prompt_requests;
@@ -120,9 +126,7 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     pc.misses_incompatible += w.prompt_misses_incompatible;
     pc.stale_schema += w.prompt_stale_schema;
     pc.copy_s += static_cast<double>(w.prompt_copy_us) * 1e-6;
-    if (w.prefill_rows_computed > 0)
-      pc.recompute_s += static_cast<double>(w.prompt_module_rows_reused) * static_cast<double>(w.prefill_compute_us) *
-                        1e-6 / static_cast<double>(w.prefill_rows_computed);
+    pc.recompute_s += at_prefill_rate(w, w.prompt_module_rows_reused);
     report::RunReport::VirtualPages& v = r.virtual_pages;
     v.steps += w.virtual_steps;
     v.steps_infeasible += w.virtual_steps_infeasible;
