@@ -26,11 +26,12 @@ namespace kvrt::executor::kernels {
 
 // One window of key/value rows; row i has position first_position + i.
 //
-// Optionally, the source rows of the window the caller will hand over next
-// (same K/V head, as stored in the pool): the rows kernel requests their
-// cache lines a few at a time while it computes this window, one line per
-// inner step, so memory works ahead of the arithmetic without a burst of
-// requests that would stall it. next_* rows must be contiguous in lanes.
+// Optionally, the source rows the caller will hand over next, as stored in
+// the pool (RowsWorker: the next K/V head of the same tokens): the rows
+// kernel requests their cache lines a few at a time while it computes this
+// window, one line per inner step, so memory works ahead of the arithmetic
+// without a burst of requests that would stall it. next_* rows must be
+// contiguous in lanes.
 template <class T>
 struct KvRows {
   const T* const* k = nullptr;  // [n] rows of d_qk lanes

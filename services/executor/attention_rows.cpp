@@ -11,11 +11,17 @@
 //   softmax  on that token-major block, vectorised with lane i holding row i % R;
 //   output   R rows x 2W lanes of d_v held in 2R accumulators across the whole
 //            window, each loaded V vector feeding R FMAs.
-// While it computes, the kernel requests the next window's rows (KvRows::
-// next_*) one cache line per inner step: the loops above read lines in
-// column order across rows, which hardware prefetchers do not follow.
+// While it computes, the kernel requests the rows of its next call (KvRows::
+// next_*), one 64-byte line per row at a time, spread over the loops above:
+// they read lines in column order across rows, which hardware prefetchers do
+// not follow. Whether and where to request is decided once per pass over the
+// rows, never inside a step: checked per step it cost a fifth of the
+// kernel's time with the data in cache. A vector of W lanes of the stored
+// type is at most 32 bytes (storage is never wider than T), so a pass over 2W
+// lanes touches at most one line start.
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "services/executor/attention_kernels.hpp"
 #include "services/executor/simd.hpp"
@@ -29,14 +35,11 @@ using simd::splat;
 using simd::store;
 using simd::Vec;
 
-// Requests the cache line of the next window's row i that holds lane x, when
-// this W-lane step is the first to touch that line (one request per 64-byte
-// line, spread over the loops below).
-template <int W>
-KVRT_INLINE void stream_line(const std::byte* const* next, uint32_t next_n, uint32_t i, uint32_t x,
-                             uint32_t lane_bytes) {
-  const uint32_t offset = x * lane_bytes;
-  if (next != nullptr && i < next_n && offset % 64 < W * lane_bytes) __builtin_prefetch(next[i] + offset, 0, 2);
+// The line of each of the next call's rows [0, rows) that holds byte
+// `offset` (K: every pass; V: only the pass whose lanes start that line).
+template <class Rows>
+KVRT_INLINE void stream_rows(const std::byte* const* next, uint32_t first_row, Rows rows, uint32_t offset) {
+  for (uint32_t i = 0; i < uint32_t{rows}; ++i) __builtin_prefetch(next[first_row + i] + offset, 0, 2);
 }
 
 // s[t*R + r] = q_r . k_t for t in [0, n); q rows are q_row[r] ([dk]).
@@ -50,8 +53,7 @@ KVRT_INLINE void qk_block(const T* const* q_row, uint32_t dk, const T* const* k,
   for (; t + TPS <= n; t += TPS) {
     Vec<T> acc[W];
     for (int i = 0; i < W; ++i) acc[i] = Vec<T>{};
-    for (uint32_t x = 0; x < main; x += W) {
-      for (int j = 0; j < TPS; ++j) stream_line<W>(kv.next_k, kv.next_n, t + j, x, kv.next_lane_bytes);
+    const auto step = [&](uint32_t x) __attribute__((always_inline)) {
       Vec<T> qv[R];
       for (int r = 0; r < R; ++r) qv[r] = load(q_row[r] + x);
 #pragma GCC unroll 8
@@ -59,7 +61,24 @@ KVRT_INLINE void qk_block(const T* const* q_row, uint32_t dk, const T* const* k,
         const Vec<T> kvec = load(k[t + j] + x);
         for (int r = 0; r < R; ++r) acc[j * R + r] += qv[r] * kvec;
       }
-    }
+    };
+    // Next rows t..t+TPS-1 (those the next call has), one line per 2W lanes:
+    // the whole line for fp32, half of it (requested twice) for 16-bit storage.
+    const uint32_t streamed = kv.next_k == nullptr || t >= kv.next_n ? 0 : std::min<uint32_t>(TPS, kv.next_n - t);
+    uint32_t x = 0;
+    // rows: TPS as a constant (the common case: an unrolled request loop) or fewer.
+    const auto pass = [&](auto rows) __attribute__((always_inline)) {
+      for (; x + 2 * W <= main; x += 2 * W) {
+        stream_rows(kv.next_k, t, rows, x * kv.next_lane_bytes);
+        step(x);
+        step(x + W);
+      }
+    };
+    if (streamed == TPS)
+      pass(std::integral_constant<uint32_t, TPS>{});
+    else
+      pass(streamed);
+    for (; x < main; x += W) step(x);
     Vec<T> dots = simd::reduce_lanes(acc);
     if (main != dk)
       for (int j = 0; j < TPS; ++j)
@@ -136,17 +155,28 @@ KVRT_INLINE void pv_block(const T* p, const T* const* v, uint32_t n, uint32_t dv
       c0[r] = load(acc + r * dv + x);
       c1[r] = load(acc + r * dv + x + W);
     }
-    for (uint32_t t = 0; t < n; ++t) {
-      stream_line<W>(kv.next_v, kv.next_n, t, x, kv.next_lane_bytes);
-      stream_line<W>(kv.next_v, kv.next_n, t, x + W, kv.next_lane_bytes);
+    const auto step = [&](uint32_t t) __attribute__((always_inline)) {
       const Vec<T> v0 = load(v[t] + x);
       const Vec<T> v1 = load(v[t] + x + W);
       for (int r = 0; r < R; ++r) {
-        const Vec<T> a = splat(p[uint64_t{t} * R + r]);
+        // p - 0 is p exactly (-0 included); written here rather than as
+        // splat(p), it compiles to one broadcast straight from memory, where
+        // the helper costs a load, an add and a shuffle beside two FMAs.
+        const Vec<T> a = p[uint64_t{t} * R + r] - Vec<T>{};
         c0[r] += a * v0;
         c1[r] += a * v1;
       }
+    };
+    // Next rows' line starting inside lanes [x, x + 2W), if one does, one row per step.
+    const uint32_t offset = x * kv.next_lane_bytes;
+    const uint32_t streamed =
+        kv.next_v == nullptr || offset % 64 >= 2 * W * kv.next_lane_bytes ? 0 : std::min(n, kv.next_n);
+    uint32_t t = 0;
+    for (; t < streamed; ++t) {
+      stream_rows(kv.next_v, t, std::integral_constant<uint32_t, 1>{}, offset);
+      step(t);
     }
+    for (; t < n; ++t) step(t);
     for (int r = 0; r < R; ++r) {
       store(acc + r * dv + x, c0[r]);
       store(acc + r * dv + x + W, c1[r]);
