@@ -214,7 +214,7 @@ KVRT_INLINE void rows_group(const T* q, uint32_t row0, uint32_t real, uint32_t d
     }
     sub = RowsState<T>{pad_valid, pad_m, pad_l, pad_acc};
   }
-  // Only the first row group streams the next window in (once per window).
+  // Only the first row group streams the next rows in (once per call).
   KvRows<T> stream = kv;
   if (row0 != 0) stream.next_k = stream.next_v = nullptr;
   qk_block<T, R>(q_row, dk, kv.k, kv.n, scores, stream);
