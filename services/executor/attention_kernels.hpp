@@ -29,9 +29,9 @@ namespace kvrt::executor::kernels {
 // Optionally, the source rows the caller will hand over next, as stored in
 // the pool (RowsWorker: the next K/V head of the same tokens): the rows
 // kernel requests their cache lines a few at a time while it computes this
-// window, one line per inner step, so memory works ahead of the arithmetic
-// without a burst of requests that would stall it. next_* rows must be
-// contiguous in lanes.
+// window, one line per row and pass over the rows, so memory works ahead of
+// the arithmetic without a burst of requests that would stall it. next_*
+// rows must be contiguous in lanes, of a type no wider than T.
 template <class T>
 struct KvRows {
   const T* const* k = nullptr;  // [n] rows of d_qk lanes
