@@ -32,11 +32,23 @@ Result<std::vector<TokenId>> prompt_tokens(const int32_t* tokens, size_t n, cons
 
 bool has_text(const char* s) { return s != nullptr && *s != '\0'; }
 
-// Gives a reused module's leases back through the allocator (the session's
-// leases; its end would give back what is left).
-Status release_module_leases(kvrt_session* s, const PromptModuleUse& use) {
+using HeldModule = std::map<uint64_t, PromptModuleUse>::iterator;
+
+// The reused module `module` that this session holds, or unknown_lease.
+Result<HeldModule> held_module(kvrt_session* s, uint64_t module) {
+  const auto it = s->prompt_modules.find(module);
+  if (it == s->prompt_modules.end())
+    return make_error(ErrorCode::unknown_lease,
+                      "module " + std::to_string(module) + " is no reused module this session holds", "module");
+  return it;
+}
+
+// Forgets a reused module and gives its leases back through the allocator
+// (the session's leases; its end would give back what is left).
+Status spend_module(kvrt_session* s, HeldModule it) {
   AllocatorBatch batch{next_trace(s), {}};
-  for (uint64_t l : use.leases) batch.ops.emplace_back(std::in_place_type<ReleaseLeaseOp>, LeaseId{l});
+  for (uint64_t l : it->second.leases) batch.ops.emplace_back(std::in_place_type<ReleaseLeaseOp>, LeaseId{l});
+  s->prompt_modules.erase(it);
   if (batch.ops.empty()) return Status::success();
   Result<AllocatorBatchReceipt> answer = s->engine->allocator(batch);
   if (!answer.ok()) return answer.error();
@@ -108,14 +120,11 @@ int32_t kvrt_assemble_prompt(kvrt_session* s, const char* namespace_name, const 
 int32_t kvrt_copy_prompt_module(kvrt_session* s, uint64_t module, uint64_t request, uint32_t row_begin,
                                 kvrt_error* error) try {
   if (s == nullptr) return bad(error, "session is NULL", "session");
-  const auto it = s->prompt_modules.find(module);
-  if (it == s->prompt_modules.end())
-    return fail(error,
-                make_error(ErrorCode::unknown_lease,
-                           "module " + std::to_string(module) + " is no reused module this session holds", "module"));
+  Result<HeldModule> held = held_module(s, module);
+  if (!held.ok()) return fail(error, held.error());
   Result<kvrt_session::Live*> live = live_request(s, request, "request");
   if (!live.ok()) return fail(error, live.error());
-  const PromptModuleUse& use = it->second;
+  const PromptModuleUse& use = (*held)->second;
   const uint32_t P = s->pools->block_tokens(), groups = s->pools->group_count();
   const uint64_t n = use.receipt.token_ids.size();
   if (use.handles.size() != (n + P - 1) / P * groups)
@@ -134,9 +143,7 @@ int32_t kvrt_copy_prompt_module(kvrt_session* s, uint64_t module, uint64_t reque
       s->pools->write_rows(g, table[g][to / P], static_cast<uint32_t>(to % P), 1, row);
     }
   }
-  const Status back = release_module_leases(s, use);
-  s->prompt_modules.erase(it);
-  if (!back.ok()) return fail(error, back.error());
+  if (Status back = spend_module(s, *held); !back.ok()) return fail(error, back.error());
   return ok(error);
 } catch (const std::exception& e) {
   return caught(error, "copy_prompt_module", e);
@@ -144,14 +151,9 @@ int32_t kvrt_copy_prompt_module(kvrt_session* s, uint64_t module, uint64_t reque
 
 int32_t kvrt_release_prompt_module(kvrt_session* s, uint64_t module, kvrt_error* error) try {
   if (s == nullptr) return bad(error, "session is NULL", "session");
-  const auto it = s->prompt_modules.find(module);
-  if (it == s->prompt_modules.end())
-    return fail(error,
-                make_error(ErrorCode::unknown_lease,
-                           "module " + std::to_string(module) + " is no reused module this session holds", "module"));
-  const Status back = release_module_leases(s, it->second);
-  s->prompt_modules.erase(it);
-  if (!back.ok()) return fail(error, back.error());
+  Result<HeldModule> held = held_module(s, module);
+  if (!held.ok()) return fail(error, held.error());
+  if (Status back = spend_module(s, *held); !back.ok()) return fail(error, back.error());
   return ok(error);
 } catch (const std::exception& e) {
   return caught(error, "release_prompt_module", e);

@@ -46,6 +46,20 @@ def expected_row(g, t, seed, shape):
             rng.integers(0, 1 << 16, size=shape, dtype=np.uint16))
 
 
+def assert_rows(s, request, seed, count, first_row=0):
+    """Rows first_row.. of `request` hold, bitwise, the rows fill_rows wrote
+    for tokens 0..count-1 with `seed`."""
+    P = s.geometry.block_tokens
+    for g in range(s.geometry.groups):
+        table = s.block_table(request, g)
+        K, V = s.kv_arrays(g)
+        for t in range(count):
+            k_bits, v_bits = expected_row(g, t, seed, K.shape[2:])
+            blk, row = table[(first_row + t) // P], (first_row + t) % P
+            np.testing.assert_array_equal(K[blk, row].view(np.uint16), k_bits)
+            np.testing.assert_array_equal(V[blk, row].view(np.uint16), v_bits)
+
+
 def publish_prompt(s, tokens, seed, blocks):
     """Admits `tokens`, writes and commits its rows, publishes `blocks` full
     blocks and releases it."""
@@ -438,15 +452,7 @@ def test_a_published_prompt_module_is_copied_bitwise_into_another_sessions_promp
     target = b.admit([kvrt.Request(NS, prompt)], reuse=False)[0]
     assert target.admitted, target
     b.copy_prompt_module(sys_seg.module, target.request, 3)
-    P = b.geometry.block_tokens
-    for g in range(b.geometry.groups):
-        table = b.block_table(target.request, g)
-        K, V = b.kv_arrays(g)
-        for t in range(len(system)):
-            k_bits, v_bits = expected_row(g, t, 11, K.shape[2:])
-            blk, row = table[(3 + t) // P], (3 + t) % P
-            np.testing.assert_array_equal(K[blk, row].view(np.uint16), k_bits)
-            np.testing.assert_array_equal(V[blk, row].view(np.uint16), v_bits)
+    assert_rows(b, target.request, 11, len(system), first_row=3)
     # The handle is spent; other tokens for the module are a miss of T.
     with pytest.raises(kvrt.KvrtError) as e:
         b.copy_prompt_module(sys_seg.module, target.request, 3)
@@ -501,14 +507,7 @@ def test_a_conversation_saved_to_the_session_tier_resumes_bitwise(tier_node):
     assert b.admitted, b
     rows, refusal = s.resume_session(NS, "conversation-1", turn, b.request)
     assert (rows, refusal) == (len(history), -1)
-    P = s.geometry.block_tokens
-    for g in range(s.geometry.groups):
-        table = s.block_table(b.request, g)
-        K, V = s.kv_arrays(g)
-        for t in range(len(history)):
-            k_bits, v_bits = expected_row(g, t, 23, K.shape[2:])
-            np.testing.assert_array_equal(K[table[t // P], t % P].view(np.uint16), k_bits)
-            np.testing.assert_array_equal(V[table[t // P], t % P].view(np.uint16), v_bits)
+    assert_rows(s, b.request, 23, len(history))
     assert s.resume_session(NS, "conversation-2", turn, b.request) == (0, 0)  # no_saved_history
     other = turn.copy()
     other[5] += 1

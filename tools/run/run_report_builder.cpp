@@ -111,8 +111,6 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     tier.resume_refusals += w.tier_resume_refusals;
     tier.load_s += static_cast<double>(w.tier_load_us) * 1e-6;
     tier.save_s += static_cast<double>(w.tier_save_us) * 1e-6;
-    // What computing the loaded rows would have cost at this worker's own
-    // prefill rate (forward time per prompt row it computed).
     tier.recompute_s += at_prefill_rate(w, w.tier_rows_loaded);
     report::RunReport::PromptCache& pc = r.prompt_cache;
     pc.used = pc.used || w.prompt_requests > 0;
