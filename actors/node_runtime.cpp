@@ -205,6 +205,7 @@ Status start_authorization(NodeInstance::Impl& impl, const NodeConfig& config, c
 struct ExecutorInputs {
   std::vector<executor::PagedKvView> layer_views;
   ExecutorService::DecodeKernel kernel;
+  ExecutorService::SharedPrefixKernel shared_kernel;
 };
 
 // Device pools on GPU 0 (gpu/cuda_pool_store.hpp), their IPC handles in the
@@ -226,7 +227,9 @@ Result<ExecutorInputs> create_cuda_pools(DomainOwners& impl, const NodeConfig& c
   impl.allocator = std::make_shared<AllocatorService>(std::move(allocator).value(), allocator_options);
   Result<gpu::CudaDecodeKernel> kernel = gpu::make_cuda_decode_kernel();
   if (!kernel.ok()) return kernel.error();
-  return ExecutorInputs{std::move(gpu_pools->layer_views), std::move(*kernel)};
+  Result<gpu::CudaSharedPrefixKernel> shared_kernel = gpu::make_cuda_shared_prefix_kernel();
+  if (!shared_kernel.ok()) return shared_kernel.error();
+  return ExecutorInputs{std::move(gpu_pools->layer_views), std::move(*kernel), std::move(*shared_kernel)};
 }
 
 // Pools in POSIX shared memory named by this node's instance, their segment
@@ -307,7 +310,7 @@ Status start_pool_owners(NodeInstance::Impl& impl, const NodeConfig& config, con
     if (!inputs.ok()) return inputs.error();
     Result<std::unique_ptr<ExecutorService>> executor =
         ExecutorService::create(layout, std::move(inputs->layer_views), block_id_bases(*domain.allocator, layout), 1,
-                                std::move(inputs->kernel));
+                                std::move(inputs->kernel), std::move(inputs->shared_kernel));
     if (!executor.ok()) return executor.error();
     domain.executor = std::move(executor).value();
     for (const PoolAttachment& a : domain.attachments) impl.descriptor.pools.push_back(a);

@@ -166,7 +166,10 @@ Status EngineLoop::admit() {
 Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<PendingRequest>& sources) {
   std::vector<model::ForwardChunk> chunks;
   std::vector<const model::ReferenceModel*> models;
-  for (const LiveRequest& r : admitted) {
+  for (LiveRequest& r : admitted) {
+    // The hit's rows are in the pools; the resumed rows were written into
+    // the cache and are stored below with the computed ones.
+    KVRT_TRY(load_staged(r, r.hit_tokens));
     chunks.push_back(model::ForwardChunk{&r.blocks, r.tokens, r.hit_tokens + r.resumed_rows, r.positions});
     models.push_back(r.admitted.model);
   }
@@ -179,6 +182,7 @@ Status EngineLoop::prefill(std::vector<LiveRequest>& admitted, std::vector<Pendi
   std::vector<std::vector<float>> logits = std::move(logits_result).value();
   AllocatorBatch commit{next_trace(), {}};
   for (LiveRequest& r : admitted) {
+    KVRT_TRY(store_staged(r, r.prompt_tokens));
     result_.prefill_rows_computed += r.prompt_tokens - r.hit_tokens - r.resumed_rows;
     result_.prefill_rows_reused += r.hit_tokens;
     result_.prompt_tokens += r.prompt_tokens;

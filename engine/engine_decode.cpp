@@ -104,6 +104,9 @@ Status EngineLoop::decode_step() {
 // execution are never published for reuse.
 Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vector<LiveRequest*>& writing) {
   std::vector<std::vector<float>> logits(writing.size());
+  // Every decode path reads each request's committed rows (the node's
+  // executor in the pools, the worker in its cache) and writes its decode row.
+  for (LiveRequest* r : writing) KVRT_TRY(load_staged(*r, r->cached_rows));
   std::vector<size_t> monolithic;
   // (weights, group 0's slot of block 0) -> requests: a group decodes with
   // one model, and requests on other weights never share one.
@@ -187,6 +190,7 @@ Result<std::vector<std::vector<float>>> EngineLoop::decode_rows(const std::vecto
       logits[monolithic[k]] = std::move(out[k]);
     }
   }
+  for (LiveRequest* r : writing) KVRT_TRY(store_staged(*r, r->cached_rows + 1));
   return logits;
 }
 

@@ -239,7 +239,32 @@ Status EngineLoop::reauthorize_if_stale() {
 }
 
 Status EngineLoop::apply_entries(LiveRequest& r, const std::vector<TableEntryUpdate>& entries) {
+  // A replaced block holds rows the node wrote (a copy-on-write copy): the
+  // host copy of a staged cache has them only after a load.
+  for (const TableEntryUpdate& e : entries)
+    if (uint64_t{e.logical_block} * P_ < r.staged_rows) r.staged_rows = e.logical_block * P_;
   return apply_table_entries(shared_->layout(), entries, r.blocks);
+}
+
+Status EngineLoop::stage_rows(bool load, const model::SequenceBlocks& blocks, uint32_t begin, uint32_t end) {
+  if (!shared_->staged() || begin >= end) return Status::success();
+  KVRT_TRY(load ? shared_->load_rows(blocks, begin, end) : shared_->store_rows(blocks, begin, end));
+  (load ? result_.staged_rows_loaded : result_.staged_rows_stored) += end - begin;
+  return Status::success();
+}
+
+Status EngineLoop::load_staged(LiveRequest& r, uint32_t end) {
+  if (r.staged_rows >= end) return Status::success();
+  KVRT_TRY(stage_rows(true, r.blocks, r.staged_rows, end));
+  r.staged_rows = end;
+  return Status::success();
+}
+
+Status EngineLoop::store_staged(LiveRequest& r, uint32_t end) {
+  if (r.staged_rows >= end) return Status::success();
+  KVRT_TRY(stage_rows(false, r.blocks, r.staged_rows, end));
+  r.staged_rows = end;
+  return Status::success();
 }
 
 // One private cache, as large as this worker's longest request: the

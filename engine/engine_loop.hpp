@@ -68,6 +68,10 @@ class EngineLoop {
     uint32_t exact_rows = 0;             // rows [0, exact_rows) are bitwise what a no-reuse run computes [rows]
     bool shared_prefix_decoded = false;  // some decode row came from shared-prefix execution
     bool failed = false;                 // a typed error ended it; released, not verified
+    // With a staged cache: rows [0, staged_rows) are the same in the host
+    // copy and in the pools. A table entry the node replaces (a
+    // copy-on-write copy) moves it back to that block's first row.
+    uint32_t staged_rows = 0;
     // What the request was admitted under: its namespace's view then (the
     // worker's latest grant). It computes, and is verified, with that
     // generation's weights to the end, and its rows are published only into
@@ -94,6 +98,15 @@ class EngineLoop {
   // batched call per model, the logits in the chunks' order.
   Result<std::vector<std::vector<float>>> forward_by_model(std::span<const model::ForwardChunk> chunks,
                                                            std::span<const model::ReferenceModel* const> models);
+
+  // A staged cache (engine/staged_model_kv_cache.hpp; nothing to move
+  // otherwise): rows [r.staged_rows, end) of the request's table loaded from
+  // the pools into the host copy before the model reads them, or stored from
+  // the copy into the pools before they are committed; either way
+  // r.staged_rows becomes end. stage_rows moves the rows of any table.
+  Status load_staged(LiveRequest& r, uint32_t end);
+  Status store_staged(LiveRequest& r, uint32_t end);
+  Status stage_rows(bool load, const model::SequenceBlocks& blocks, uint32_t begin, uint32_t end);
 
   // The session tier (EngineOptions::session_tier, 0x0CC): a chat turn
   // whose conversation goes on saves its history when it ends; the next

@@ -9,54 +9,56 @@ namespace kvrt {
 
 namespace {
 
-#define KVRT_ENGINE_COUNTERS(X)                                                                                       \
-  X(requests)                                                                                                         \
-  X(requests_total)                                                                                                   \
-  X(prompt_tokens)                                                                                                    \
-  X(decode_tokens)                                                                                                    \
-  X(prefill_rows_computed)                                                                                            \
-  X(prefill_rows_reused)                                                                                              \
-  X(prefill_rows_forked)                                                                                              \
-  X(prompt_requests)                                                                                                  \
-  X(prompt_modules_reused)                                                                                            \
-  X(prompt_module_rows_reused)                                                                                        \
-  X(prompt_modules_computed)                                                                                          \
-  X(prompt_module_rows_computed)                                                                                      \
-  X(prompt_modules_published)                                                                                         \
-  X(prompt_misses_not_computed)                                                                                       \
-  X(prompt_misses_incompatible)                                                                                       \
-  X(prompt_copy_us)                                                                                                   \
-  X(prompt_stale_schema)                                                                                              \
-  X(tier_saves)                                                                                                       \
-  X(tier_saved_bytes)                                                                                                 \
-  X(tier_turns_resumed)                                                                                               \
-  X(tier_rows_loaded)                                                                                                 \
-  X(tier_resume_refusals)                                                                                             \
-  X(tier_load_us)                                                                                                     \
-  X(tier_save_us)                                                                                                     \
-  X(prefill_compute_us)                                                                                               \
-  X(decode_rows_computed)                                                                                             \
-  X(decode_kv_bytes_read)                                                                                             \
-  X(forked_requests)                                                                                                  \
-  X(copy_on_write_rows)                                                                                               \
-  X(shared_prefix_batches)                                                                                            \
-  X(shared_prefix_rows_read_once)                                                                                     \
-  X(shared_prefix_rows_per_request)                                                                                   \
-  X(bounded_rows_checked)                                                                                             \
-  X(requests_verified) X(token_mismatches) X(rows_checked) X(reused_rows_checked) X(row_mismatches)                   \
-      X(reused_row_mismatches) X(out_of_capacity_retries) X(operation_errors) X(requests_served_privately)            \
-          X(sessions_lost) X(reconnects) X(faults_absorbed) X(stale_generation_refusals) X(reauthorizations)          \
-              X(namespace_closed_refusals) X(receipts_revoked) X(requests_on_successor_weights) X(weight_variants)    \
-                  X(foreign_generation_hits) X(hits_withdrawn) X(quota_exceeded_retries) X(requests_preempted)        \
-                      X(node_shared_ops) X(node_shared_hydragen) X(node_shared_chunk_attention)                       \
-                          X(node_shared_per_request) X(node_shared_max_levels) X(node_shared_multi_level)             \
-                              X(node_shared_refusals) X(node_shared_rows_read) X(node_shared_rows_per_request)        \
-                                  X(virtual_steps) X(virtual_steps_infeasible) X(virtual_pages_mapped)                \
-                                      X(virtual_bundles_reclaimed) X(virtual_retained_slot_reuses)                    \
-                                          X(virtual_retained_pages_reused) X(virtual_reserved_bytes)                  \
-                                              X(virtual_pool_bytes) X(virtual_mapped_peak_bytes)                      \
-                                                  X(virtual_active_valid_at_peak_bytes) X(virtual_pages_mapped_ahead) \
-                                                      X(virtual_tier_refusals)
+#define KVRT_ENGINE_COUNTERS(X)                                                                                        \
+  X(requests)                                                                                                          \
+  X(requests_total)                                                                                                    \
+  X(prompt_tokens)                                                                                                     \
+  X(decode_tokens)                                                                                                     \
+  X(prefill_rows_computed)                                                                                             \
+  X(prefill_rows_reused)                                                                                               \
+  X(prefill_rows_forked)                                                                                               \
+  X(prompt_requests)                                                                                                   \
+  X(prompt_modules_reused)                                                                                             \
+  X(prompt_module_rows_reused)                                                                                         \
+  X(prompt_modules_computed)                                                                                           \
+  X(prompt_module_rows_computed)                                                                                       \
+  X(prompt_modules_published)                                                                                          \
+  X(prompt_misses_not_computed)                                                                                        \
+  X(prompt_misses_incompatible)                                                                                        \
+  X(prompt_copy_us)                                                                                                    \
+  X(prompt_stale_schema)                                                                                               \
+  X(tier_saves)                                                                                                        \
+  X(tier_saved_bytes)                                                                                                  \
+  X(tier_turns_resumed)                                                                                                \
+  X(tier_rows_loaded)                                                                                                  \
+  X(tier_resume_refusals)                                                                                              \
+  X(tier_load_us)                                                                                                      \
+  X(tier_save_us)                                                                                                      \
+  X(prefill_compute_us)                                                                                                \
+  X(staged_rows_loaded)                                                                                                \
+  X(staged_rows_stored)                                                                                                \
+  X(decode_rows_computed)                                                                                              \
+  X(decode_kv_bytes_read)                                                                                              \
+  X(forked_requests)                                                                                                   \
+  X(copy_on_write_rows)                                                                                                \
+  X(shared_prefix_batches)                                                                                             \
+  X(shared_prefix_rows_read_once)                                                                                      \
+  X(shared_prefix_rows_per_request)                                                                                    \
+  X(bounded_rows_checked)                                                                                              \
+  X(requests_verified)                                                                                                 \
+  X(token_mismatches) X(rows_checked) X(reused_rows_checked) X(row_mismatches) X(reused_row_mismatches)                \
+      X(out_of_capacity_retries) X(operation_errors) X(requests_served_privately) X(sessions_lost) X(reconnects)       \
+          X(faults_absorbed) X(stale_generation_refusals) X(reauthorizations) X(namespace_closed_refusals)             \
+              X(receipts_revoked) X(requests_on_successor_weights) X(weight_variants) X(foreign_generation_hits)       \
+                  X(hits_withdrawn) X(quota_exceeded_retries) X(requests_preempted) X(node_shared_ops)                 \
+                      X(node_shared_hydragen) X(node_shared_chunk_attention) X(node_shared_per_request)                \
+                          X(node_shared_max_levels) X(node_shared_multi_level) X(node_shared_refusals)                 \
+                              X(node_shared_rows_read) X(node_shared_rows_per_request) X(virtual_steps)                \
+                                  X(virtual_steps_infeasible) X(virtual_pages_mapped) X(virtual_bundles_reclaimed)     \
+                                      X(virtual_retained_slot_reuses) X(virtual_retained_pages_reused)                 \
+                                          X(virtual_reserved_bytes) X(virtual_pool_bytes) X(virtual_mapped_peak_bytes) \
+                                              X(virtual_active_valid_at_peak_bytes) X(virtual_pages_mapped_ahead)      \
+                                                  X(virtual_tier_refusals)
 
 }  // namespace
 

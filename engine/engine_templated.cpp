@@ -159,8 +159,9 @@ Result<bool> EngineLoop::admit_templated(const PendingRequest& p) {
     if (seg != nullptr)
       if (const auto* use = std::get_if<PromptModuleUse>(&seg->outcome)) {
         const auto started = std::chrono::steady_clock::now();
-        KVRT_TRY(model::copy_kv_rows(*shared_, blocks_of(use->handles, groups_), *shared_, r.blocks, 0, s.rows,
-                                     s.row_begin));
+        const model::SequenceBlocks module_blocks = blocks_of(use->handles, groups_);
+        KVRT_TRY(stage_rows(true, module_blocks, 0, s.rows));  // another process computed them
+        KVRT_TRY(model::copy_kv_rows(*shared_, module_blocks, *shared_, r.blocks, 0, s.rows, s.row_begin));
         for (uint64_t l : use->leases) give_back.ops.emplace_back(std::in_place_type<ReleaseLeaseOp>, LeaseId{l});
         result_.prompt_copy_us += micros_since(started);
         r.reused_segments[i] = 1;
@@ -186,6 +187,7 @@ Result<bool> EngineLoop::admit_templated(const PendingRequest& p) {
   }
 
   // 4. Commit the prompt's rows; the question's last row chooses the first token.
+  KVRT_TRY(store_staged(r, prompt));
   AllocatorBatch commit{next_trace(), {}};
   commit.ops.emplace_back(std::in_place_type<CommitRowsOp>, r.fence, prompt);
   AllocatorBatchReceipt committed;
@@ -242,6 +244,7 @@ Status EngineLoop::compute_module(LiveRequest& r, size_t segment, bool publish) 
   module.blocks.slots.resize(groups_);
   KVRT_TRY(apply_entries(module, receipt->published_entries));
   KVRT_TRY(model::compute_module_alone(weights, *shared_, module.blocks, item.tokens, s.position_begin));
+  KVRT_TRY(stage_rows(false, module.blocks, 0, s.rows));  // in the pools before its commit and publication
   KVRT_TRY(model::copy_kv_rows(*shared_, module.blocks, *shared_, r.blocks, 0, s.rows, s.row_begin));
   result_.prefill_compute_us += micros_since(started);
   AllocatorBatch commit{next_trace(), {}};

@@ -6,6 +6,7 @@
 
 #include "engine/engine_loop.hpp"
 #include "engine/session_pools.hpp"
+#include "engine/staged_model_kv_cache.hpp"
 #include "engine/virtual_engine.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "shm/shm_model_kv_cache.hpp"
@@ -20,8 +21,8 @@ namespace {
 // before the store it maps).
 struct NodeBinding {
   std::unique_ptr<EngineSession> session;
-  std::unique_ptr<shm::ShmPayloadStore> store;
-  std::unique_ptr<shm::ShmModelKvCache> cache;
+  std::unique_ptr<shm::SharedPoolStore> store;
+  std::unique_ptr<model::ModelKvCache> cache;
   std::string node_instance;  // the node's instance id: a restarted node has another
 };
 
@@ -50,24 +51,27 @@ std::vector<const workload::Job*> jobs_of(const EngineOptions& options) {
 }
 
 // The node's block pools of `b.session`, attached as `b.store` and mapped
-// as the model's cache `b.cache`.
-Status attach_pools(NodeBinding& b, const CacheLayoutManifest& layout) {
-  const SessionReceipt& session = b.session->session();
-  // The engines' model computes K/V and attention on the CPU over the pools
-  // it maps: a node whose pools are GPU memory serves `kvrt worker` and
-  // kvrt::Client users instead.
-  if (session_pools_on_gpu(session))
-    return make_error(ErrorCode::incompatible,
-                      "the node's pools are GPU memory (pool_backend = \"cuda\"); kvrt run's CPU engines need "
-                      "shared-memory pools",
-                      "pool_backend");
-  // Attach every pool the session receipt names, with its generation and
-  // layout: a replaced pool is refused, never written.
+// as the model's cache `b.cache`. Every pool the session receipt names is
+// attached with its generation and layout: a replaced pool is refused,
+// never written.
+Status attach_pools(NodeBinding& b, const CacheLayoutManifest& layout, const EngineOptions& options) {
+  // Pools in GPU memory (imported through CUDA IPC) cannot be computed in
+  // by the CPU model: it computes over a host copy and moves rows through
+  // the store (engine/staged_model_kv_cache.hpp). --staged-pools does the
+  // same over shared memory.
+  if (session_pools_on_gpu(b.session->session()) || options.staged_pools) {
+    KVRT_TRY_ASSIGN(b.store, attach_session_pools(b.session->client()));
+    std::unique_ptr<engine::StagedModelKvCache> staged;
+    KVRT_TRY_ASSIGN(staged, engine::StagedModelKvCache::create(*b.store, layout));
+    b.cache = std::move(staged);
+    return Status::success();
+  }
   auto store_result = attach_shared_memory_pools(b.session->client());
   if (!store_result.ok()) return store_result.error();
-  b.store = std::make_unique<shm::ShmPayloadStore>(std::move(store_result).value());
-  auto cache_result = shm::ShmModelKvCache::create(*b.store, layout);
+  auto shm_store = std::make_unique<shm::ShmPayloadStore>(std::move(store_result).value());
+  auto cache_result = shm::ShmModelKvCache::create(*shm_store, layout);
   if (!cache_result.ok()) return cache_result.error();
+  b.store = std::move(shm_store);
   b.cache = std::move(cache_result).value();
   return Status::success();
 }
@@ -77,7 +81,7 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
   NodeBinding b;
   KVRT_TRY_ASSIGN(b.session, connect_session(node, token_hex, layout, options));
   b.node_instance = node.instance;
-  KVRT_TRY(attach_pools(b, layout));
+  KVRT_TRY(attach_pools(b, layout, options));
   return b;
 }
 
@@ -90,11 +94,23 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
 // path (the slots and pages went with it).
 Result<EngineResult> run_virtual_worker(const NodeDescriptor& node, const EngineOptions& options,
                                         const CacheLayoutManifest& layout, const model::ReferenceModel& model) {
+  // The virtual engine copies hits between the block pools and its slots
+  // through host views; it has no staged moves.
+  if (options.staged_pools)
+    return make_error(ErrorCode::config_field,
+                      "staged pools serve paged pools; a layout of virtual pages computes in the mapper's page views",
+                      "staged_pools");
   Result<MapperPoolView> view = VirtualModelKvCache::attach_view(node, layout);
   if (!view.ok()) return view.error();
   NodeBinding b;
   KVRT_TRY_ASSIGN(b.session, connect_session(node, options.token_hex, layout, options));
-  if (options.reuse) KVRT_TRY(attach_pools(b, layout));
+  if (options.reuse) {
+    KVRT_TRY(attach_pools(b, layout, options));
+    if (b.cache->staged())
+      return make_error(ErrorCode::incompatible,
+                        "the node's block pools are GPU memory; a layout of virtual pages needs them in host memory",
+                        "pool_backend");
+  }
   std::unique_ptr<VirtualModelKvCache> cache;
   KVRT_TRY_ASSIGN(cache, VirtualModelKvCache::create(layout, *view));
   return engine::run_virtual_engine(*b.session, *view, *cache, b.cache.get(), model, options, jobs_of(options));

@@ -82,6 +82,11 @@ struct EngineOptions {
   std::function<void(const EngineProgress&)> on_progress;
   ChromeTraceRecorder* trace = nullptr;
   bool channel_only = false;  // sessions open and run on the session channel alone (ClientOptions)
+  // Compute over a host copy of the node's pools and move rows through the
+  // pools' store (engine/staged_model_kv_cache.hpp), as pools in GPU memory
+  // require (there it is on whatever this says); on shared-memory pools it
+  // runs the same moves on the CPU.
+  bool staged_pools = false;
 };
 
 struct EngineResult {
@@ -105,6 +110,10 @@ struct EngineResult {
   uint64_t tier_load_us = 0;          // resume calls and row writes [us]
   uint64_t tier_save_us = 0;          // row reads and save calls [us]
   uint64_t prefill_compute_us = 0;    // the prefill forwards [us]
+  // A staged cache (pools the model cannot compute in, engine/staged_model_kv_cache.hpp):
+  // token rows moved from the pools into the host copy and back.
+  uint64_t staged_rows_loaded = 0;  // [rows]
+  uint64_t staged_rows_stored = 0;  // [rows]
   // Templated prompts (Prompt Cache, 0x0CB): requests admitted through the
   // node's assembly, modules reused (their rows copied from the module
   // store's blocks) or computed alone (a miss: never computed with those

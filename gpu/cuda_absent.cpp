@@ -73,6 +73,7 @@ CudaIpcMapping::~CudaIpcMapping() = default;
 Result<std::unique_ptr<CudaIpcMapping>> cuda_ipc_import(const CudaIpcHandle&) { return absent(); }
 
 Result<CudaDecodeKernel> make_cuda_decode_kernel() { return absent(); }
+Result<CudaSharedPrefixKernel> make_cuda_shared_prefix_kernel() { return absent(); }
 
 // GPU pools (gpu/cuda_pool_store.hpp): a node configured for them stops at
 // start-up with the reason, and a worker cannot import them.

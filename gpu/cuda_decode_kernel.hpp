@@ -11,6 +11,7 @@
 
 #include "services/common/result.hpp"
 #include "services/executor/paged_decode.hpp"
+#include "services/executor/shared_prefix_args.hpp"
 
 namespace kvrt::gpu {
 
@@ -19,5 +20,18 @@ using CudaDecodeKernel =
 
 // Errors: io ("cuda") without CUDA or a device.
 Result<CudaDecodeKernel> make_cuda_decode_kernel();
+
+// The executor's shared-prefix kernel over GPU pools: the prefix tree's
+// snapshot (the one the CPU designs take, executor/shared_prefix_args.hpp)
+// checked as the CPU checks it, planned by the CUDA cascade
+// (cuda_shared_prefix: ChunkAttention's two phases, chunk-first for chunks
+// shared widely enough, with the exact LSE merge), queries uploaded,
+// outputs and LSE downloaded. The receipt is the CPU designs': the
+// snapshot's digest and its ledger. Serialised like the decode kernel.
+using CudaSharedPrefixKernel = std::function<Result<executor::SharedPrefixReceipt>(const executor::PagedKvView&,
+                                                                                   const executor::SharedPrefixArgs&)>;
+
+// Errors: io ("cuda") without CUDA or a device.
+Result<CudaSharedPrefixKernel> make_cuda_shared_prefix_kernel();
 
 }  // namespace kvrt::gpu

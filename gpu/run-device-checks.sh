@@ -6,7 +6,8 @@
 # compute-sanitizer's memcheck over the attention checks, the node's GPU
 # pools (device store against the host store, then a node with
 # pool_backend = "cuda", two worker processes and a libkvrt program that
-# import its pools: gpu/check-gpu-pools.sh),
+# import its pools: gpu/check-gpu-pools.sh), `kvrt run` served over GPU
+# pools against the same run over shared memory (gpu/check-gpu-run.sh),
 # and the benchmark table (kvrt_gpu_tests --bench).
 #
 #   gpu/run-device-checks.sh pack   on a build machine with nvcc (no GPU
@@ -81,6 +82,7 @@ run_group attention 300 "$bin" "[attention]"
 run_group ipc 120 "$bin" "[ipc]"
 run_group pools 120 "$bin" "[pools]"
 run_group node_gpu_pools 120 gpu/check-gpu-pools.sh "$kvrt_bin" "$out/gpu-pools" "$c_smoke"
+run_group gpu_run 180 gpu/check-gpu-run.sh "$kvrt_bin" "$out/gpu-run"
 if command -v compute-sanitizer >/dev/null; then
   run_group memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$bin" "[memcheck]"
 fi

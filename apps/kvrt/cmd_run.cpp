@@ -32,6 +32,7 @@ struct RunCli {
   bool json = false;
   bool compare = false;
   bool quiet = false;
+  bool staged_pools = false;
 };
 
 std::string default_out_dir() {
@@ -95,6 +96,7 @@ int run_command(const RunCli& cli) {
   options.shared_prefix_site = cli.shared_prefix_site;
   options.shared_prefix_design = cli.shared_prefix_design;
   options.compare_physical_layout = cli.compare_physical;
+  options.staged_pools = cli.staged_pools;
   options.worker_binary = self_executable();
   auto progress = std::make_shared<ProgressLine>(!cli.quiet);
   options.on_progress = [progress](const RunProgress& p) { progress->update(p); };
@@ -126,6 +128,9 @@ SubcommandRegistration run_subcommand{
       sub->add_option("--compare-physical", opts->compare_physical,
                       "also serve the workload under this layout (another physical mode: paged blocks or virtual "
                       "pages), verified, and compare");
+      sub->add_flag("--staged-pools", opts->staged_pools,
+                    "workers compute over a host copy of the pools and move rows through their store, as GPU pools "
+                    "require (sets [run] staged_pools)");
       sub->add_flag("--compare", opts->compare, "also replay under each reuse mode and print the comparison");
       sub->add_flag("--json", opts->json, "print the summary as one JSON object");
       sub->add_flag("--quiet", opts->quiet, "no progress bar");

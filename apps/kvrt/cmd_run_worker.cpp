@@ -20,7 +20,8 @@ struct RunWorkerCli {
   std::string node, principal, config, workload, result, trace;
   std::string shared_prefix_site = "worker", shared_prefix_design = "auto";
   uint32_t index = 0, workers = 1, in_flight = 8;
-  bool no_reuse = false, no_verify = false, no_shared_prefix = false, channel_only = false, session_tier = false;
+  bool no_reuse = false, no_verify = false, no_shared_prefix = false, channel_only = false, session_tier = false,
+       staged_pools = false;
 };
 
 int run_worker_process(const RunWorkerCli& cli) {
@@ -53,6 +54,7 @@ int run_worker_process(const RunWorkerCli& cli) {
   if (!design.ok()) return report_error("run-worker", design.error());
   options.shared_prefix_design = *design;
   options.channel_only = cli.channel_only;
+  options.staged_pools = cli.staged_pools;
   // A lost node: the rest is served privately, and through a node that
   // starts again on the same descriptor path once one does.
   options.reconnect_descriptor = cli.node;
@@ -94,6 +96,9 @@ SubcommandRegistration run_worker_command{
       sub->add_flag("--no-reuse", opts->no_reuse, "no prefix lookups or publication (baseline)");
       sub->add_flag("--session-tier", opts->session_tier,
                     "chat conversations save and resume their history through the node's session tier");
+      sub->add_flag("--staged-pools", opts->staged_pools,
+                    "compute over a host copy of the node's pools and move rows through their store (as GPU pools "
+                    "require)");
       sub->add_flag("--no-verify", opts->no_verify, "skip the no-reuse replay of every request");
       sub->add_flag("--no-shared-prefix", opts->no_shared_prefix,
                     "decode every request on its own (no 0x0BC batching)");

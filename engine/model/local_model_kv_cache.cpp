@@ -6,6 +6,8 @@
 // over that geometry, exactly as ShmModelKvCache builds them over a segment.
 // Only the tensors' base addresses differ, so the model writes the same
 // element offsets into both and their canonical rows compare bitwise.
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -66,11 +68,16 @@ Result<std::unique_ptr<LocalModelKvCache>> LocalModelKvCache::create(const Cache
       return make_error(ErrorCode::invalid_argument,
                         "the pool of " + std::to_string(slots) + " slots overflows 64-bit byte arithmetic", "slots");
     GroupPool& pool = cache->pools_.emplace_back();
-    pool.k.assign(*k_bytes, std::byte{0});
-    pool.v.assign(*v_bytes, std::byte{0});
+    pool.k.reset(static_cast<std::byte*>(std::calloc(std::max<uint64_t>(*k_bytes, 1), 1)));
+    pool.v.reset(static_cast<std::byte*>(std::calloc(std::max<uint64_t>(*v_bytes, 1), 1)));
+    if (pool.k == nullptr || pool.v == nullptr)
+      return make_error(ErrorCode::storage_exhausted,
+                        "no memory for a cache of " + std::to_string(slots) + " slots (" +
+                            std::to_string(*k_bytes + *v_bytes) + " bytes of " + field + ")",
+                        "slots");
     for (uint32_t l = 0; l < group.layers(); ++l) {
-      auto view = executor::paged_kv_view(*geometry, l, executor::KvTensorBytes{pool.k.data(), *k_bytes, group.k_dtype},
-                                          executor::KvTensorBytes{pool.v.data(), *v_bytes, group.v_dtype});
+      auto view = executor::paged_kv_view(*geometry, l, executor::KvTensorBytes{pool.k.get(), *k_bytes, group.k_dtype},
+                                          executor::KvTensorBytes{pool.v.get(), *v_bytes, group.v_dtype});
       if (!view.ok()) {
         Error e = view.error();
         e.field = field + "." + e.field;

@@ -14,6 +14,7 @@
 //     a worker (ShmPayloadStore), where reused rows written by other
 //     processes are read.
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <span>
@@ -47,6 +48,22 @@ class ModelKvCache {
   // Errors: unknown_group, coordinate_out_of_range ("slot", "row").
   virtual Status read_canonical_row(uint32_t group_index, uint32_t slot, uint32_t row,
                                     std::span<uint8_t> out) const = 0;
+
+  // A cache whose views are a host copy of pools that live elsewhere (GPU
+  // memory: engine/staged_model_kv_cache.hpp) moves token rows [begin, end)
+  // of a sequence between the pools and its copy. The engine loads rows
+  // before the model reads what another process wrote there (a hit, a
+  // copy-on-write copy) and stores the rows it wrote before committing them
+  // for others to read. A cache whose views are the pools themselves has
+  // nothing to move. Errors: coordinate_out_of_range ("blocks") for rows
+  // past the table, and the pools' own errors; a refused move moves nothing.
+  virtual bool staged() const { return false; }
+  virtual Status load_rows(const SequenceBlocks& /*blocks*/, uint32_t /*begin*/, uint32_t /*end*/) {
+    return Status::success();
+  }
+  virtual Status store_rows(const SequenceBlocks& /*blocks*/, uint32_t /*begin*/, uint32_t /*end*/) {
+    return Status::success();
+  }
 };
 
 // One token row of `group` in canonical order, gathered from the per-layer
@@ -105,8 +122,12 @@ class LocalModelKvCache final : public ModelKvCache {
   // (layout, P_a, slots): the geometry a shm pool of the same group uses
   // (shm/pool_geometry.hpp), so element offsets, and hence canonical rows,
   // agree byte for byte.
+  // calloc'd: a large request is fresh anonymous memory whose pages are
+  // zeroed on first touch, so a cache as large as the node's pools (a
+  // staged worker's host copy) costs the rows it holds, not its capacity.
+  using ZeroedBytes = std::unique_ptr<std::byte, void (*)(void*)>;
   struct GroupPool {
-    std::vector<std::byte> k, v;  // [bytes] elements * scalar bytes, zeroed
+    ZeroedBytes k{nullptr, std::free}, v{nullptr, std::free};  // [bytes] elements * scalar bytes, zeroed
   };
   LocalModelKvCache(CacheLayoutManifest layout, uint32_t slots) : layout_(std::move(layout)), slots_(slots) {}
 

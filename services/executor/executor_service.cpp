@@ -19,7 +19,8 @@ ExecutorService::ExecutorService(CacheLayoutManifest layout, std::vector<executo
 Result<std::unique_ptr<ExecutorService>> ExecutorService::create(const CacheLayoutManifest& layout,
                                                                  std::vector<executor::PagedKvView> layer_views,
                                                                  std::vector<uint64_t> block_id_base, unsigned threads,
-                                                                 DecodeKernel kernel) {
+                                                                 DecodeKernel kernel,
+                                                                 SharedPrefixKernel shared_kernel) {
   uint32_t layers = 0;
   for (const CacheGroupLayout& g : layout.cache_groups) layers = std::max(layers, g.layer_end);
   if (layer_views.size() != layers)
@@ -31,6 +32,7 @@ Result<std::unique_ptr<ExecutorService>> ExecutorService::create(const CacheLayo
   std::unique_ptr<ExecutorService> s(
       new ExecutorService(layout, std::move(layer_views), std::move(block_id_base), kernel ? 1 : threads));
   s->kernel_ = std::move(kernel);
+  s->shared_kernel_ = std::move(shared_kernel);
   return s;
 }
 
@@ -184,8 +186,8 @@ Result<SharedPrefixOutput> ExecutorService::shared_decode(const SharedPrefixDeco
 
   SharedPrefixDesign design = op.design;
   if (design != SharedPrefixDesign::per_request) {
-    if (kernel_) {
-      out.fallback_reason = "the node's pools are GPU memory: the shared designs run on the CPU kernels";
+    if (kernel_ && !shared_kernel_) {
+      out.fallback_reason = "the node's pools are GPU memory and it has no shared-prefix kernel for them";
       ++shared_fallbacks_gpu_;
     } else if (plan->shared_chunks == 0) {
       out.fallback_reason = "no block is shared by two of the requests";
@@ -195,6 +197,10 @@ Result<SharedPrefixOutput> ExecutorService::shared_decode(const SharedPrefixDeco
   }
   if (design == SharedPrefixDesign::auto_)
     design = plan->levels > 1 ? SharedPrefixDesign::chunk_attention : SharedPrefixDesign::hydragen;
+  if (shared_kernel_ && design == SharedPrefixDesign::hydragen) {
+    out.fallback_reason = "the node's pools are GPU memory: the CUDA cascade runs ChunkAttention's two phases";
+    design = SharedPrefixDesign::chunk_attention;
+  }
   out.design = design;
 
   if (design == SharedPrefixDesign::per_request) {
@@ -215,8 +221,9 @@ Result<SharedPrefixOutput> ExecutorService::shared_decode(const SharedPrefixDeco
                   queries.begin() + static_cast<ptrdiff_t>(s * q_row));
     const executor::SharedPrefixArgs args{
         &plan->snapshot, plan->snapshot.fence(), contract.heads, queries, outputs, lse};
-    auto r = design == SharedPrefixDesign::hydragen ? executor::hydragen_attention(view, args, pool_.get())
-                                                    : executor::chunk_attention(view, args, pool_.get());
+    auto r = shared_kernel_                           ? shared_kernel_(view, args)
+             : design == SharedPrefixDesign::hydragen ? executor::hydragen_attention(view, args, pool_.get())
+                                                      : executor::chunk_attention(view, args, pool_.get());
     if (!r.ok()) return fail(r.error());
     for (size_t s = 0; s < B; ++s) {
       AttentionOutput& o = out.outputs[member[s]];

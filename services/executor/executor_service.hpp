@@ -19,6 +19,7 @@
 #include "schema/session_types.hpp"
 #include "services/executor/kv_view.hpp"
 #include "services/executor/paged_decode.hpp"
+#include "services/executor/shared_prefix_args.hpp"
 #include "services/executor/thread_pool.hpp"
 #include "services/identity/cache_layout_manifest.hpp"
 #include "services/reuse/reuse_step_answers.hpp"
@@ -33,6 +34,13 @@ class ExecutorService {
   // addresses. Same arguments, same checks, same receipt.
   using DecodeKernel =
       std::function<Result<executor::DecodeReceipt>(const executor::PagedKvView&, const executor::DecodeArgs&)>;
+  // The shared-prefix kernel of a node whose pools are GPU memory: the CUDA
+  // cascade (gpu/cuda_decode_kernel.hpp), which runs the prefix tree's
+  // snapshot in ChunkAttention's two phases (chunks shared widely enough
+  // chunk-first, the rest sequence-first) with the exact LSE merge. Empty:
+  // the CPU's Hydragen and ChunkAttention.
+  using SharedPrefixKernel = std::function<Result<executor::SharedPrefixReceipt>(const executor::PagedKvView&,
+                                                                                 const executor::SharedPrefixArgs&)>;
 
   // layer_views[l]: model layer l of the node's pools; block_id_base[g]: the
   // allocator's first block id of cache group g (slot = block id - base).
@@ -40,7 +48,8 @@ class ExecutorService {
   static Result<std::unique_ptr<ExecutorService>> create(const CacheLayoutManifest& layout,
                                                          std::vector<executor::PagedKvView> layer_views,
                                                          std::vector<uint64_t> block_id_base, unsigned threads,
-                                                         DecodeKernel kernel = {});
+                                                         DecodeKernel kernel = {},
+                                                         SharedPrefixKernel shared_kernel = {});
 
   // op.kernel_block_tokens chooses P_k (0x0AC; 0: P_k = P_a); the output
   // carries the split ledger (P_k, kernel blocks, partitions).
@@ -56,10 +65,12 @@ class ExecutorService {
   // allocator resolved it for the session. The prefix tree comes from those
   // tables (executor/shared_prefix_plan.hpp), then the design runs with the
   // exact LSE merge: Hydragen, ChunkAttention (auto: ChunkAttention when a
-  // path has more than one shared level), or per-request decode. A batch
-  // with no shared block, or a node whose pools are GPU memory (the shared
-  // designs run on the CPU kernels), falls back to per-request decode, and
-  // the output says why. Errors, before any kernel runs: those of decode()
+  // path has more than one shared level), or per-request decode. On GPU
+  // pools the shared designs run as the CUDA cascade (ChunkAttention's two
+  // phases; the output names chunk_attention, and why when Hydragen was
+  // asked). A batch with no shared block, or GPU pools without a shared
+  // kernel, falls back to per-request decode, and the output says why.
+  // Errors, before any kernel runs: those of decode()
   // for every member, invalid_argument (no member, a request named twice,
   // a table count that is not the members'), executor_shape_mismatch.
   Result<SharedPrefixOutput> shared_decode(const SharedPrefixDecodeOp& op, std::span<const BlockTableView> read_tables);
@@ -81,7 +92,8 @@ class ExecutorService {
   CacheLayoutManifest layout_;
   std::vector<executor::PagedKvView> views_;
   std::vector<uint64_t> block_id_base_;
-  DecodeKernel kernel_;  // empty: executor::paged_decode on the CPU
+  DecodeKernel kernel_;               // empty: executor::paged_decode on the CPU
+  SharedPrefixKernel shared_kernel_;  // empty: the CPU's shared designs
   std::unique_ptr<executor::ThreadPool> pool_;
   uint64_t snapshots_frozen_ = 0;
   uint64_t executions_ = 0, errors_ = 0, kv_rows_ = 0, kv_bytes_ = 0;

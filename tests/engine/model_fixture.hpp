@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "services/identity/layout_loader.hpp"
 #include "engine/model/reference_model.hpp"
+#include "services/identity/layout_loader.hpp"
+#include "shm/shm_payload_store.hpp"
 
 namespace kvrt::model::test {
 
@@ -107,6 +108,25 @@ inline std::vector<float> forward_rows(const ReferenceModel& model, ModelKvCache
   REQUIRE(out.ok());
   REQUIRE(out->size() == 1);
   return std::move((*out)[0]);
+}
+
+// Shared-memory pools of every group of `layout` (owned: removed with the store).
+inline shm::ShmPayloadStore make_shm_store(const CacheLayoutManifest& layout, uint32_t slots) {
+  std::vector<shm::BlockPoolSegment> segments;
+  for (uint32_t g = 0; g < layout.cache_groups.size(); ++g) {
+    shm::PoolSegmentOptions o;
+    o.name = shm::PoolSegmentName{"model-test", NamespaceGeneration{1}, layout.cache_groups[g].group_id,
+                                  shm::make_instance_id()};
+    o.pool_id = PoolId{g + 1};
+    o.pool_generation = PoolGeneration{1};
+    o.capacity = shm::PoolCapacity::blocks(slots);
+    auto segment = shm::BlockPoolSegment::create(layout, o);
+    REQUIRE(segment.ok());
+    segments.push_back(std::move(*segment));
+  }
+  auto store = shm::ShmPayloadStore::create(std::move(segments));
+  REQUIRE(store.ok());
+  return std::move(*store);
 }
 
 }  // namespace kvrt::model::test

@@ -9,7 +9,6 @@
 #include <optional>
 
 #include "shm/shm_model_kv_cache.hpp"
-#include "shm/shm_payload_store.hpp"
 #include "tests/engine/model_fixture.hpp"
 #include "tests/engine/model_reference.hpp"
 
@@ -35,25 +34,6 @@ std::vector<uint32_t> split_points(uint32_t t) {
   for (uint32_t i : {1u, 2u, 7u, 15u, 16u, 17u, 31u, 32u, 33u, 47u, 48u, 49u, 63u, 64u, 65u, 80u, 97u, t - 2, t - 1})
     if (i >= 1 && i < t && std::find(s.begin(), s.end(), i) == s.end()) s.push_back(i);
   return s;
-}
-
-// Shared-memory pools of every group of `layout` (owned: removed with the store).
-shm::ShmPayloadStore make_shm_store(const CacheLayoutManifest& layout, uint32_t slots) {
-  std::vector<shm::BlockPoolSegment> segments;
-  for (uint32_t g = 0; g < layout.cache_groups.size(); ++g) {
-    shm::PoolSegmentOptions o;
-    o.name = shm::PoolSegmentName{"model-test", NamespaceGeneration{1}, layout.cache_groups[g].group_id,
-                                  shm::make_instance_id()};
-    o.pool_id = PoolId{g + 1};
-    o.pool_generation = PoolGeneration{1};
-    o.capacity = shm::PoolCapacity::blocks(slots);
-    auto segment = shm::BlockPoolSegment::create(layout, o);
-    REQUIRE(segment.ok());
-    segments.push_back(std::move(*segment));
-  }
-  auto store = shm::ShmPayloadStore::create(std::move(segments));
-  REQUIRE(store.ok());
-  return std::move(*store);
 }
 
 }  // namespace

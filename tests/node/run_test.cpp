@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "engine/engine_worker.hpp"
+#include "gpu/cuda_probe.hpp"
 #include "node/node_config.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "tests/node/node_fixture.hpp"
@@ -43,6 +44,13 @@ void check_node_funnel_agrees(const nlohmann::json& s) {
   CHECK(node.at("leased").get<uint64_t>() == executed);
   CHECK(node.at("requests").get<uint64_t>() >= requests);
   CHECK(node.at("candidates").get<uint64_t>() >= node.at("leased").get<uint64_t>());
+}
+
+// `[run] workers = 1` and the lines `run`, written into `dir` and loaded.
+Result<RunConfig> load_run_lines(const test::ScratchDir& dir, const std::string& run) {
+  const std::string path = dir.file("run.toml");
+  std::ofstream(path) << "[run]\nworkers = 1\n" << run;
+  return load_run_config(path);
 }
 
 }  // namespace
@@ -129,6 +137,8 @@ TEST_CASE("run: a worker's result survives the JSON exchange field for field", "
     r.node_shared_chunk_attention = rng() % 100;
     r.node_shared_max_levels = rng() % 4;
     r.node_shared_rows_read = rng() % 100000;
+    r.staged_rows_loaded = rng() % 100000;
+    r.staged_rows_stored = rng() % 100000;
     r.wall_s = 1.25 * round;
     Result<EngineResult> back = engine_result_from_json(engine_result_to_json(r), "round-trip");
     REQUIRE(back.ok());
@@ -394,6 +404,86 @@ TEST_CASE("kvrt run: unnamed pool segments serve the same serial run exactly", "
   CHECK(unnamed["prefill_rows_computed"] == named["prefill_rows_computed"]);
 }
 
+TEST_CASE("kvrt run: workers computing over host copies of the pools (staged) serve every path exactly",
+          "[run][process][staged]") {
+  // The moves GPU pools need (engine/staged_model_kv_cache.hpp), run over
+  // shared memory: a hit row the worker failed to load, or a computed row
+  // it failed to store, would make the verdict's replay disagree.
+  auto run = [&](const std::string& config, std::vector<std::string> extra, const std::string& name) {
+    test::ScratchDir dir("run-staged");
+    std::vector<std::string> args{"--config", data(config), "--out", dir.file(name)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    nlohmann::json s = run_to_json(args, dir);
+    INFO(config << " " << name);
+    CHECK(s["exact"] == true);
+    CHECK(s["leaked_blocks"] == 0);
+    CHECK(s["row_mismatches"] == 0);
+    CHECK(s["requests_verified"] == s["requests"]);
+    return s;
+  };
+  // Serial: the same requests, hits and computation as the run in place;
+  // every computed prompt row and decode row stored once (a request's last
+  // token has no row), every hit row loaded.
+  const nlohmann::json in_place = run("run-serial.toml", {}, "in-place");
+  const nlohmann::json staged = run("run-serial.toml", {"--staged-pools"}, "staged");
+  CHECK(in_place["pools"]["staged"] == false);
+  CHECK(in_place["pools"]["rows_loaded"] == 0);
+  CHECK(staged["pools"]["staged"] == true);
+  CHECK(staged["pools"]["backend"] == "shm");
+  REQUIRE(in_place["prefill_rows_reused"].get<uint64_t>() > 0);
+  for (const char* f : {"requests", "prefill_rows_reused", "prefill_rows_computed", "decode_tokens"})
+    CHECK(staged[f] == in_place[f]);
+  CHECK(staged["pools"]["rows_stored"].get<uint64_t>() == staged["prefill_rows_computed"].get<uint64_t>() +
+                                                              staged["decode_tokens"].get<uint64_t>() -
+                                                              staged["requests"].get<uint64_t>());
+  CHECK(staged["pools"]["rows_loaded"].get<uint64_t>() >= staged["prefill_rows_reused"].get<uint64_t>());
+
+  // Two workers, forks (copy-on-write copies the node makes), shared-prefix
+  // decode in the worker and on the node, resumed chat histories, and
+  // templated modules copied from other workers' blocks.
+  const nlohmann::json mix = run("run-test.toml", {"--staged-pools"}, "mix");
+  CHECK(mix["prefill_rows_forked"].get<uint64_t>() > 0);
+  CHECK(mix["shared_prefix_rows_read_once"].get<uint64_t>() > 0);
+  const nlohmann::json node_site =
+      run("run-test.toml",
+          {"--staged-pools", "--workload", data("tiny-tree.toml"), "--workers", "1", "--shared-prefix-site", "node"},
+          "node-site");
+  CHECK(node_site["shared_prefix_execution"]["ops"].get<uint64_t>() > 0);
+  CHECK(node_site["shared_prefix_execution"]["refusals"] == 0);
+  const nlohmann::json tier = run("run-session-tier.toml", {"--staged-pools"}, "tier");
+  CHECK(tier["session_tier"]["turns_resumed"].get<uint64_t>() > 0);
+  // Resumed rows are written into the copy, then stored with the computed ones.
+  CHECK(tier["pools"]["rows_stored"].get<uint64_t>() ==
+        tier["prefill_rows_computed"].get<uint64_t>() + tier["session_tier"]["rows_loaded"].get<uint64_t>() +
+            tier["decode_tokens"].get<uint64_t>() - tier["requests"].get<uint64_t>());
+  const nlohmann::json templated = run("run-templated.toml", {"--staged-pools"}, "templated");
+  CHECK(templated["prompt_cache"]["modules_reused"].get<uint64_t>() > 0);
+}
+
+TEST_CASE("kvrt run: GPU pools on a machine without a GPU stop at the node's start with a typed error",
+          "[run][process][staged]") {
+  if (probe_cuda_device().available) {
+    WARN("a GPU is present: gpu/check-gpu-run.sh serves this configuration instead");
+    return;
+  }
+  test::ScratchDir dir("run-cuda");
+  const std::string config = dir.file("run-cuda.toml");
+  std::ofstream(config) << "[run]\nworkers = 1\nworkload = \"" << data("tiny-mix.toml") << "\"\nlayout = \""
+                        << KVRT_SOURCE_DIR << "/config/layouts/small-two-group.toml\"\nblocks_per_group = 256\n"
+                        << "pool_backend = \"cuda\"\n[model]\nseed = 3\nvocab = 256\n";
+  const std::string out = dir.file("report");
+  test::KvrtProcess run({"run", "--config", config, "--out", out, "--quiet"}, dir.file("run.log"));
+  REQUIRE(run.wait(std::chrono::seconds(60)) == 2);
+  const std::string log = run.output();
+  INFO(log);
+  CHECK(log.find("io: ") != std::string::npos);
+  CHECK(log.find("pool_backend = \"cuda\"") != std::string::npos);
+  CHECK(log.find("[pool_backend]") != std::string::npos);
+  // The derived node config asked for GPU pools; no worker started.
+  CHECK(read_file(out + "/node/node.toml").find("pool_backend = \"cuda\"") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(out + "/report.md"));
+}
+
 TEST_CASE("kvrt run: pools per trust domain, one tenant per worker, exactly", "[run][process][isolation]") {
   // Each tenant is a trust domain with pools of its own, and its worker maps
   // only those: every tenant reuses what it alone published, so the two
@@ -424,13 +514,41 @@ TEST_CASE("run config: domain_pools needs unnamed segments and a worker per tena
   CHECK(named.error().field == "run.domain_pools");
 }
 
+TEST_CASE("run config: pool_backend and staged_pools are read, checked and reach the node config", "[run]") {
+  test::ScratchDir dir("run-pools-config");
+  auto load = [&](const std::string& run) { return load_run_lines(dir, run); };
+  Result<RunConfig> plain = load("");
+  REQUIRE(plain.ok());
+  CHECK(plain->pool_backend == PoolBackend::shm);
+  CHECK_FALSE(plain->staged_pools);
+  Result<RunConfig> gpu = load("pool_backend = \"cuda\"\n");
+  REQUIRE(gpu.ok());
+  CHECK(gpu->pool_backend == PoolBackend::cuda);
+  Result<workload::Workload> w = workload::load_workload(data("tiny-mix.toml"));
+  REQUIRE(w.ok());
+  CHECK(node_config_for_run(*gpu, *w, PrefixIndexKind::hash_chain).find("pool_backend = \"cuda\"") !=
+        std::string::npos);
+  CHECK(node_config_for_run(*plain, *w, PrefixIndexKind::hash_chain).find("pool_backend = \"shm\"") !=
+        std::string::npos);
+  Result<RunConfig> staged = load("staged_pools = true\n");
+  REQUIRE(staged.ok());
+  CHECK(staged->staged_pools);
+
+  Result<RunConfig> word = load("pool_backend = \"gpu\"\n");
+  REQUIRE_FALSE(word.ok());
+  CHECK(word.error().field == "run.pool_backend");
+  // GPU pools travel as CUDA IPC handles, never as unnamed segments.
+  Result<RunConfig> unnamed = load("pool_backend = \"cuda\"\npool_segments = \"unnamed\"\n");
+  REQUIRE_FALSE(unnamed.ok());
+  CHECK(unnamed.error().field == "run.pool_backend");
+  Result<RunConfig> not_bool = load("staged_pools = \"yes\"\n");
+  REQUIRE_FALSE(not_bool.ok());
+  CHECK(not_bool.error().field == "run.staged_pools");
+}
+
 TEST_CASE("run config: shared_prefix_site and shared_prefix_design are words the loader knows", "[run]") {
   test::ScratchDir dir("run-shared-site-config");
-  const std::string path = dir.file("run.toml");
-  auto load = [&](const std::string& run) {
-    std::ofstream(path) << "[run]\nworkers = 1\n" << run;
-    return load_run_config(path);
-  };
+  auto load = [&](const std::string& run) { return load_run_lines(dir, run); };
   Result<RunConfig> plain = load("");
   REQUIRE(plain.ok());
   CHECK(plain->shared_prefix_site == SharedPrefixSite::worker);

@@ -124,6 +124,10 @@ nlohmann::json summary_json(const RunReport& r) {
                                   {"refusals", x.refusals},
                                   {"rows_read", x.rows_read},
                                   {"rows_per_request", x.rows_per_request}};
+  j["pools"] = {{"backend", r.pools.backend},
+                {"staged", r.pools.staged},
+                {"rows_loaded", r.pools.rows_loaded},
+                {"rows_stored", r.pools.rows_stored}};
   if (const auto& t = r.session_tier; t.used)
     j["session_tier"] = {{"saves", t.saves},
                          {"saved_bytes", t.saved_bytes},

@@ -200,6 +200,11 @@ void work_and_reuse(std::string& out, const RunReport& r) {
                {"view mapping hidden behind forwards", percent_text(v.hidden_fraction())}};
     out += vt.render();
   }
+  if (r.pools.staged)
+    out += "The node's pools were `" + r.pools.backend +
+           "` memory and the workers computed over host copies of them: " + u(r.pools.rows_loaded) +
+           " token rows loaded from the pools before the model read them (hits, copy-on-write copies), " +
+           u(r.pools.rows_stored) + " rows stored into the pools before they were committed.\n\n";
   if (const auto& x = r.shared_execution; x.site == "node") {
     out += "Shared-prefix decode ran on the node's executor owner (design `" + x.design +
            "`): per layer and batch, the node built the requests' prefix tree from their own block tables and "

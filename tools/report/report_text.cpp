@@ -161,6 +161,9 @@ std::string summary_text(const RunReport& r) {
            u(x.rows_per_request) + " per request (" +
            ratio_text(saving_ratio(static_cast<double>(x.rows_per_request), static_cast<double>(x.rows_read))) +
            " fewer), " + u(x.refusals) + " refused\n";
+  if (r.pools.staged)
+    out += "pools (" + r.pools.backend + ") staged through host copies: " + u(r.pools.rows_loaded) + " rows loaded, " +
+           u(r.pools.rows_stored) + " rows stored\n";
   if (const auto& t = r.session_tier; t.used)
     out += "session tier (0x0CC): " + u(t.saves) + " histories saved (" + u(t.saved_bytes) + " B), " +
            u(t.turns_resumed) + " turns resumed loading " + u(t.rows_loaded) + " rows past their hits, " +

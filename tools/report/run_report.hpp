@@ -133,6 +133,15 @@ struct RunReport {
     uint64_t rows_read = 0;         // committed rows the node's design read, per batch [rows]
     uint64_t rows_per_request = 0;  // the same, had each request read its own [rows]
   } shared_execution;
+  // Where the node's pools were ([run] pool_backend) and whether the workers
+  // computed over a host copy of them ([run] staged_pools, always on GPU
+  // pools): the token rows moved from the pools into the copies and back.
+  struct Pools {
+    std::string backend = "shm";  // "shm" or "cuda"
+    bool staged = false;
+    uint64_t rows_loaded = 0;  // [rows]
+    uint64_t rows_stored = 0;  // [rows]
+  } pools;
   // The session tier ([run] session_tier, 0x0CC): chat histories saved when
   // a turn ended, turns resumed with rows past their prefix hit loaded from
   // it, resumes refused, and the time loading took against what computing

@@ -92,7 +92,9 @@ Result<RunConfig> load_run_config(const std::string& path) {
                                            "mapper_map_ahead",
                                            "session_tier",
                                            "shared_prefix_site",
-                                           "shared_prefix_design"};
+                                           "shared_prefix_design",
+                                           "pool_backend",
+                                           "staged_pools"};
   for (const auto& [key, node] : *run)
     if (!known.contains(std::string(key.str())))
       return reader.field_error(&node, "run", std::string(key.str()), "unknown key");
@@ -128,6 +130,13 @@ Result<RunConfig> load_run_config(const std::string& path) {
   if (c.domain_pools && c.pool_segments != PoolSegments::unnamed)
     return reader.field_error(run->get("domain_pools"), "run", "domain_pools",
                               "a domain's pools are handed only to its workers: needs pool_segments = \"unnamed\"");
+  KVRT_TRY_ASSIGN(c.pool_backend, reader.choice<PoolBackend>(*run, "run", "pool_backend", name_of(PoolBackend::shm),
+                                                             {{name_of(PoolBackend::shm), PoolBackend::shm},
+                                                              {name_of(PoolBackend::cuda), PoolBackend::cuda}}));
+  if (c.pool_backend == PoolBackend::cuda && c.pool_segments != PoolSegments::named)
+    return reader.field_error(run->get("pool_backend"), "run", "pool_backend",
+                              "GPU pools are handed to workers as CUDA IPC handles: pool_segments does not apply");
+  KVRT_TRY_ASSIGN(c.staged_pools, reader.boolean(*run, "run", "staged_pools", false));
   KVRT_TRY_ASSIGN(v,
                   reader.integer(*run, "run", "radix_budget_blocks", 0, 0, static_cast<int64_t>(c.blocks_per_group)));
   c.radix_budget_blocks = static_cast<uint32_t>(v);
@@ -200,6 +209,7 @@ std::string node_config_for_run(const RunConfig& run, const workload::Workload& 
     << "max_requests = " << std::max<uint64_t>(1024, uint64_t{run.workers} * run.in_flight * 64) << "\n"
     << "prefix_index = " << quoted(std::string(name_of(prefix_index))) << "\n"
     << "reuse_policy = " << quoted(std::string(config_name_of(run.reuse_policy))) << "\n"
+    << "pool_backend = " << quoted(std::string(name_of(run.pool_backend))) << "\n"
     << "pool_segments = " << quoted(std::string(name_of(run.pool_segments))) << "\n"
     << "domain_pools = " << (run.domain_pools ? "true" : "false") << "\n"
     << "radix_budget_blocks = " << run.radix_budget_blocks << "\n";

@@ -67,6 +67,16 @@ struct RunConfig {
   // (worker w: tenant w mod T), mapping only that tenant's pools. Needs
   // pool_segments = "unnamed" and at least as many workers as tenants.
   bool domain_pools = false;
+  // [run] pool_backend: the node's pools in shared memory ("shm", default)
+  // or in GPU memory ("cuda", [node] pool_backend), which the workers
+  // import through CUDA IPC and compute over through a host copy (staged).
+  // Refused at the node's start on a machine without a GPU.
+  PoolBackend pool_backend = PoolBackend::shm;
+  // [run] staged_pools: the workers compute over a host copy of the pools
+  // and move rows through the pools' store, as GPU pools require
+  // (engine/staged_model_kv_cache.hpp); over shared memory it runs the same
+  // moves on the CPU. Always on with pool_backend = "cuda".
+  bool staged_pools = false;
   // [run] shared_prefix_site / shared_prefix_design: where the workers run
   // shared-prefix decode (engine/shared_prefix_site.hpp) and, on the node,
   // which design the executor owner runs.

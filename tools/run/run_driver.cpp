@@ -172,6 +172,13 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
     return make_error(ErrorCode::config_field,
                       config.config_path + ": [run] session_tier serves paged pools; the layout declares virtual pages",
                       "session_tier");
+  // The staged copy is the paged engine loop's; the mapper's pages are host memory.
+  if (mapper && (config.staged_pools || config.pool_backend == PoolBackend::cuda))
+    return make_error(ErrorCode::config_field,
+                      config.config_path +
+                          ": [run] staged_pools and pool_backend = \"cuda\" serve paged pools; the layout declares "
+                          "virtual pages",
+                      config.staged_pools ? "staged_pools" : "pool_backend");
   // Templated prompts (0x0CB) are served by the paged engine loop only.
   if (mapper && !workload.schemas.empty())
     return make_error(
@@ -224,6 +231,7 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
     if (!mode.verify) args.push_back("--no-verify");
     if (!mode.shared_prefix) args.push_back("--no-shared-prefix");
     if (session_tier) args.push_back("--session-tier");
+    if (config.staged_pools) args.push_back("--staged-pools");
     args.insert(args.end(), {"--shared-prefix-site", std::string(to_string(config.shared_prefix_site)),
                              "--shared-prefix-design", std::string(to_string(config.shared_prefix_design))});
     if (!options.trace_path.empty()) {
@@ -376,6 +384,7 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
   if (!options.shared_prefix_site.empty())
     KVRT_TRY_ASSIGN(config.shared_prefix_site,
                     parse_shared_prefix_site(options.shared_prefix_site, "--shared-prefix-site"));
+  if (options.staged_pools) config.staged_pools = true;
   if (!options.shared_prefix_design.empty())
     KVRT_TRY_ASSIGN(config.shared_prefix_design,
                     parse_shared_prefix_design(options.shared_prefix_design, "--shared-prefix-design"));

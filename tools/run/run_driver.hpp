@@ -40,6 +40,7 @@ struct RunOptions {
   // Override [run] shared_prefix_site / shared_prefix_design when not empty
   // (the config's words; a bad word is the loader's typed error).
   std::string shared_prefix_site, shared_prefix_design;
+  bool staged_pools = false;  // sets [run] staged_pools
   // Serve the workload a second time under this layout (another physical
   // mode: paged blocks or virtual pages) and compare; empty: no second pass.
   std::string compare_physical_layout;

@@ -76,6 +76,8 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
   r.workers = config.workers;
   r.shared_execution.site = std::string(to_string(config.shared_prefix_site));
   r.shared_execution.design = std::string(to_string(config.shared_prefix_design));
+  r.pools.backend = std::string(name_of(config.pool_backend));
+  r.pools.staged = config.staged_pools || config.pool_backend == PoolBackend::cuda;
   r.wall_s = pass.wall_s;
   FunnelCounts funnel;
   std::array<uint64_t, kReuseBucketCount> rejections{};
@@ -102,6 +104,8 @@ report::RunReport build_run_report(const RunPass& pass, const RunConfig& config,
     x.refusals += w.node_shared_refusals;
     x.rows_read += w.node_shared_rows_read;
     x.rows_per_request += w.node_shared_rows_per_request;
+    r.pools.rows_loaded += w.staged_rows_loaded;
+    r.pools.rows_stored += w.staged_rows_stored;
     report::RunReport::SessionTier& tier = r.session_tier;
     tier.used = tier.used || config.session_tier;
     tier.saves += w.tier_saves;
