@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "engine/session_pools.hpp"
 #include "gpu/cuda_pool_store.hpp"
@@ -278,6 +279,79 @@ TEST_CASE("the executor runs the decode kernel it is given (the CUDA one on a GP
   op.table_version = TableVersion{2};
   CHECK(executor->decode(op, table).error().code == ErrorCode::stale_table_version);
   CHECK(seen->calls == 1);
+
+  SECTION("shared-prefix ops run the shared kernel it is given (the CUDA cascade on a GPU node)") {
+    struct SharedSeen {
+      int calls = 0;
+      const std::byte* view_base = nullptr;
+      size_t sequences = 0, chunks = 0;
+    };
+    auto shared_seen = std::make_shared<SharedSeen>();
+    auto cascade = [shared_seen](const executor::PagedKvView& view,
+                                 const executor::SharedPrefixArgs& args) -> Result<executor::SharedPrefixReceipt> {
+      ++shared_seen->calls;
+      shared_seen->view_base = view.k.base;
+      shared_seen->sequences = args.snapshot->sequences.size();
+      shared_seen->chunks = args.snapshot->chunks.size();
+      // Sequence s answers 1 + s: the service must hand outputs back in member order.
+      for (size_t s = 0; s < shared_seen->sequences; ++s) {
+        const size_t o_row = args.outputs.size() / shared_seen->sequences;
+        std::fill_n(args.outputs.begin() + static_cast<ptrdiff_t>(s * o_row), o_row, 1.0f + static_cast<float>(s));
+      }
+      for (float& x : args.lse) x = 3.0f;
+      executor::SharedPrefixReceipt r;
+      r.ledger.unique_rows = 24;
+      return r;
+    };
+    std::unique_ptr<ExecutorService> gpu_node =
+        ExecutorService::create(layout, views, base, 1, recording, cascade).value();
+    // Two requests holding block 1007 (16 rows) and then a block of their own.
+    BlockTableView second = table;
+    second.groups.clear();
+    second.groups.resize(layout.cache_groups.size());
+    for (auto& entries : second.groups) {
+      entries.push_back(BlockTableEntry{
+          PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1007}, BlockGeneration{1}}, 16, kNoCacheKey});
+      entries.push_back(BlockTableEntry{
+          PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1005}, BlockGeneration{1}}, 8, kNoCacheKey});
+    }
+    second.context_tokens = 24;
+    SharedPrefixDecodeOp shared;
+    shared.members = {SharedDecodeRequest{RequestId{9}, TableVersion{3}, 0},
+                      SharedDecodeRequest{RequestId{10}, TableVersion{3}, 0}};
+    shared.layer = layer;
+    shared.q_heads = op.q_heads;
+    shared.queries.assign(2 * uint64_t{op.q_heads} * group.head_dim, 0.25f);
+    shared.design = SharedPrefixDesign::hydragen;
+    const BlockTableView tables[] = {table, second};
+    Result<SharedPrefixOutput> out = gpu_node->shared_decode(shared, tables);
+    REQUIRE(out.ok());
+    CHECK(shared_seen->calls == 1);
+    CHECK(shared_seen->view_base == &marker[layer]);
+    CHECK(shared_seen->sequences == 2);
+    CHECK(shared_seen->chunks >= 3);  // the shared block, then each request's own
+    // Hydragen was asked; the cascade runs ChunkAttention's two phases and says so.
+    CHECK(out->design == SharedPrefixDesign::chunk_attention);
+    CHECK(out->fallback_reason.find("CUDA cascade") != std::string::npos);
+    CHECK(out->rows_read == 24);
+    REQUIRE(out->outputs.size() == 2);
+    std::set<float> answers;
+    for (size_t m = 0; m < 2; ++m) {
+      CHECK(out->outputs[m].request == shared.members[m].request);
+      answers.insert(out->outputs[m].outputs.front());
+      CHECK(out->outputs[m].lse == std::vector<float>(op.q_heads, 3.0f));
+    }
+    CHECK(answers == std::set<float>{1.0f, 2.0f});
+    CHECK(seen->calls == 1);  // the decode kernel was not used
+
+    // Per request (asked, or nothing shared) goes to the decode kernel, once per member.
+    shared.design = SharedPrefixDesign::per_request;
+    Result<SharedPrefixOutput> each = gpu_node->shared_decode(shared, tables);
+    REQUIRE(each.ok());
+    CHECK(each->design == SharedPrefixDesign::per_request);
+    CHECK(shared_seen->calls == 1);
+    CHECK(seen->calls == 3);
+  }
 }
 
 }  // namespace kvrt::test
