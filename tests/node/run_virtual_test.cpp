@@ -172,3 +172,16 @@ TEST_CASE("kvrt run --compare-physical: a layout that does not load starts nothi
   CHECK(run.output().find("missing.toml") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir.file("report") + "/node"));
 }
+
+TEST_CASE("kvrt run: staged pools over virtual pages are refused before anything starts", "[run][process][staged]") {
+  test::ScratchDir dir("run-virtual-staged");
+  test::KvrtProcess run(
+      {"run", "--config", data("run-virtual.toml"), "--staged-pools", "--out", dir.file("report"), "--quiet"},
+      dir.file("run.log"));
+  CHECK(run.wait(std::chrono::seconds(60)) == 2);
+  const std::string log = run.output();
+  INFO(log);
+  CHECK(log.find("config_field") != std::string::npos);
+  CHECK(log.find("[staged_pools]") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.file("report") + "/node"));
+}

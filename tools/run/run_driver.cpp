@@ -172,13 +172,6 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
     return make_error(ErrorCode::config_field,
                       config.config_path + ": [run] session_tier serves paged pools; the layout declares virtual pages",
                       "session_tier");
-  // The staged copy is the paged engine loop's; the mapper's pages are host memory.
-  if (mapper && (config.staged_pools || config.pool_backend == PoolBackend::cuda))
-    return make_error(ErrorCode::config_field,
-                      config.config_path +
-                          ": [run] staged_pools and pool_backend = \"cuda\" serve paged pools; the layout declares "
-                          "virtual pages",
-                      config.staged_pools ? "staged_pools" : "pool_backend");
   // Templated prompts (0x0CB) are served by the paged engine loop only.
   if (mapper && !workload.schemas.empty())
     return make_error(
@@ -407,6 +400,16 @@ Result<report::RunReport> run_workload(const RunOptions& options) {
     if (Result<model::ReferenceModel> m = model::ReferenceModel::create(config.model, *physical_layout); !m.ok())
       return m.error();
   }
+  // The staged copy is the paged engine loop's; the mapper's pages are host memory.
+  for (const CacheLayoutManifest* served : {&layout, physical_layout ? &*physical_layout : nullptr})
+    if (served != nullptr && served->physical_mode == PhysicalMode::virtual_pages &&
+        (config.staged_pools || config.pool_backend == PoolBackend::cuda))
+      return make_error(ErrorCode::config_field,
+                        config.config_path +
+                            ": [run] staged_pools and pool_backend = \"cuda\" serve paged pools; "
+                            "layout '" +
+                            served->manifest_id + "' declares virtual pages",
+                        config.staged_pools ? "staged_pools" : "pool_backend");
   if (workload.vocab != config.model.vocab)
     return make_error(ErrorCode::config_field,
                       config.workload_path + ": vocab " + std::to_string(workload.vocab) +
