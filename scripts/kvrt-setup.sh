@@ -160,12 +160,15 @@ case "$job" in
       mkdir -p "$work" "$artifacts" "$(dirname "$log")"
       cp "$root/fuzz/corpus/$t"/* "$work"/
       rc=0
+      # One process per corpus copy: nothing to reload from other processes
+      # (libFuzzer's default stats the whole corpus folder every second,
+      # which grows with every input found and reduced).
       # ASan records a stack for every allocation; 4 frames instead of 30
       # take a fifth of the replays' time back (each JSON line allocates) and
       # still name the allocation site. Rerun an artifact with
       # ASAN_OPTIONS=malloc_context_size=30 for the full stack.
       ASAN_OPTIONS="${ASAN_OPTIONS:-malloc_context_size=4}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}" \
-        "$fuzzer" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+        "$fuzzer" "${limit[@]}" -reload=0 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$artifacts/" "$work" >"$log" 2>&1 || rc=$?
       execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
       rate="$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)"
