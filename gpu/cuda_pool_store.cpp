@@ -68,8 +68,11 @@ class CudaPoolStore final : public shm::SharedPoolStore {
     assert_rows(g, slot, first_row, rows, "write_rows");
     KVRT_ASSERT(bytes.size() == rows * row_bytes(g), "write_rows: span is not rows * B_row bytes");
     uint8_t* base = pools_[g].device;
-    pools_[g].rows.for_each_row_piece(slot, first_row, rows, [&](uint64_t at, uint64_t canonical, uint64_t n) {
-      expect_cuda(kvrt_cuda_memcpy_h2d(base + at, bytes.data() + canonical, n), "cudaMemcpy (rows to the pool)");
+    pools_[g].rows.for_each_row_rect(slot, first_row, rows, [&](const shm::RowRect& rect) {
+      expect_cuda(
+          kvrt_cuda_memcpy_2d(base + rect.segment_offset, rect.segment_pitch, bytes.data() + rect.canonical_offset,
+                              rect.canonical_pitch, rect.width, rect.height, 1),
+          "cudaMemcpy2D (rows to the pool)");
     });
     expect_cuda(kvrt_cuda_synchronize(), "cudaDeviceSynchronize");
   }
@@ -78,8 +81,10 @@ class CudaPoolStore final : public shm::SharedPoolStore {
     assert_rows(g, slot, first_row, rows, "read_rows");
     KVRT_ASSERT(out.size() == rows * row_bytes(g), "read_rows: span is not rows * B_row bytes");
     const uint8_t* base = pools_[g].device;
-    pools_[g].rows.for_each_row_piece(slot, first_row, rows, [&](uint64_t at, uint64_t canonical, uint64_t n) {
-      expect_cuda(kvrt_cuda_memcpy_d2h(out.data() + canonical, base + at, n), "cudaMemcpy (rows from the pool)");
+    pools_[g].rows.for_each_row_rect(slot, first_row, rows, [&](const shm::RowRect& rect) {
+      expect_cuda(kvrt_cuda_memcpy_2d(out.data() + rect.canonical_offset, rect.canonical_pitch,
+                                      base + rect.segment_offset, rect.segment_pitch, rect.width, rect.height, 0),
+                  "cudaMemcpy2D (rows from the pool)");
     });
   }
 

@@ -70,6 +70,27 @@ int kvrt_cuda_memcpy_d2h(void* dst, const void* src, size_t bytes) {
   return static_cast<int>(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
+int kvrt_cuda_memcpy_2d(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height,
+                        int to_device) {
+  if (height == 0 || width == 0) return 0;
+  const cudaMemcpyKind kind = to_device != 0 ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+  // cudaMemcpy2D refuses a pitch above the device's limit (cudaDevAttrMaxPitch,
+  // 2^31 - 1 on current parts): a pool laid out with the token outermost can
+  // exceed it, and then the rows go one call each.
+  int device = 0, max_pitch = 0;
+  cudaError_t rc = cudaGetDevice(&device);
+  if (rc == cudaSuccess) rc = cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, device);
+  if (rc != cudaSuccess) return static_cast<int>(rc);
+  if (height > 1 && dst_pitch <= static_cast<size_t>(max_pitch) && src_pitch <= static_cast<size_t>(max_pitch))
+    return static_cast<int>(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, height, kind));
+  for (size_t i = 0; i < height; ++i) {
+    rc = cudaMemcpy(static_cast<uint8_t*>(dst) + i * dst_pitch, static_cast<const uint8_t*>(src) + i * src_pitch,
+                    width, kind);
+    if (rc != cudaSuccess) break;
+  }
+  return static_cast<int>(rc);
+}
+
 int kvrt_cuda_copy_ranges(void* base, const uint64_t* copies, size_t count) {
   if (count == 0) return 0;
   std::lock_guard<std::mutex> lock(staging_mutex);

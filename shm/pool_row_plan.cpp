@@ -53,6 +53,21 @@ Result<PoolRowPlan::TensorRows> PoolRowPlan::plan_tensor(const PoolGeometry& geo
   uint64_t planned = 0;
   for (const Run& run : rows.runs) planned += run.bytes;
   KVRT_ASSERT(planned == rows.row_bytes, "row plan does not cover one token row of the tensor");
+
+  // The token stride, from the token coordinate's coefficient (offsets are
+  // linear in it, 0x03E). A one-token block never moves two rows at once.
+  if (s.block_tokens > 1) {
+    uint64_t next = 0;
+    KVRT_TRY_ASSIGN(next, geo.byte_offset(PhysicalSlot{0}, KvCoordinate{kind, 0, 1, 0, 0}));
+    KVRT_ASSERT(next > origin, "a later token of a block lies before an earlier one");
+    rows.token_pitch = next - origin;
+    // Every run of token t + 1 is the same run of token t moved by the
+    // pitch; the two are disjoint elements, so no run is wider than it.
+    for (const Run& run : rows.runs)
+      KVRT_ASSERT(run.bytes <= rows.token_pitch, "a row run overlaps the next token's row");
+  } else {
+    rows.token_pitch = rows.row_bytes;
+  }
   return rows;
 }
 

@@ -30,6 +30,19 @@
 
 namespace kvrt::shm {
 
+// `height` rows of `width` bytes each, one per token, in the pool's segment
+// (a row every segment_pitch bytes) and in a canonical row buffer (a row
+// every canonical_pitch bytes). width <= both pitches: two tokens' elements
+// never overlap (PoolRowPlan::create checks it).
+struct RowRect {
+  uint64_t segment_offset = 0;
+  uint64_t canonical_offset = 0;
+  uint64_t width = 0;
+  uint32_t height = 0;
+  uint64_t segment_pitch = 0;
+  uint64_t canonical_pitch = 0;
+};
+
 class PoolRowPlan {
  public:
   // Errors: those of PoolGeometry::byte_offset / row_runs for slot 0 (a
@@ -40,21 +53,29 @@ class PoolRowPlan {
   uint64_t row_bytes() const { return k_.row_bytes + v_.row_bytes; }  // B_row,g [bytes / token]
   uint64_t k_row_bytes() const { return k_.row_bytes; }
 
-  // Rows [first_row, first_row + rows) of block `slot`, token-major, K then
-  // V: f(segment_offset, canonical_offset, bytes) per contiguous piece, where
-  // canonical_offset indexes the rows * row_bytes() canonical bytes.
+  // Rows [first_row, first_row + rows) of block `slot`, whose canonical
+  // bytes are rows * row_bytes() long, token-major, K then V within a row.
+  // Each run of the row plan repeats once per row at a constant distance in
+  // both places (element offsets are linear in the token coordinate, 0x03E),
+  // so the rows move as one rectangle per run:
+  //   f(RowRect{segment_offset, canonical_offset, width, height,
+  //             segment_pitch, canonical_pitch})
+  // row i of the rectangle being `width` bytes at segment_offset + i *
+  // segment_pitch and at canonical_offset + i * canonical_pitch. A device
+  // copies a rectangle in one 2-D transfer instead of one call per row.
   // Arguments must be inside the pool (callers check; KVRT_ASSERT here).
   template <class F>
-  void for_each_row_piece(uint32_t slot, uint32_t first_row, uint32_t rows, F&& f) const {
+  void for_each_row_rect(uint32_t slot, uint32_t first_row, uint32_t rows, F&& f) const {
+    if (rows == 0) return;
     uint64_t canonical = 0;
-    for (uint32_t i = 0; i < rows; ++i)
-      for (const TensorKind kind : {TensorKind::K, TensorKind::V}) {
-        const uint64_t origin = row_origin(slot, first_row + i, kind);
-        for (const Run& run : (kind == TensorKind::K ? k_ : v_).runs) {
-          f(origin + run.offset, canonical, run.bytes);
-          canonical += run.bytes;
-        }
+    for (const TensorKind kind : {TensorKind::K, TensorKind::V}) {
+      const TensorRows& tensor = kind == TensorKind::K ? k_ : v_;
+      const uint64_t origin = row_origin(slot, first_row, kind);
+      for (const Run& run : tensor.runs) {
+        f(RowRect{origin + run.offset, canonical, run.bytes, rows, tensor.token_pitch, row_bytes()});
+        canonical += run.bytes;
       }
+    }
   }
 
   // Rows [0, rows) of block src_slot onto the same rows of dst_slot, K and V:
@@ -86,8 +107,9 @@ class PoolRowPlan {
     uint64_t bytes = 0;
   };
   struct TensorRows {
-    std::vector<Run> runs;   // canonical order; bytes sum to row_bytes
-    uint64_t row_bytes = 0;  // L_g * H_kv,g * d_h * b [bytes]
+    std::vector<Run> runs;     // canonical order; bytes sum to row_bytes
+    uint64_t row_bytes = 0;    // L_g * H_kv,g * d_h * b [bytes]
+    uint64_t token_pitch = 0;  // [bytes] from token t's row origin to token t + 1's
   };
   PoolRowPlan(const PoolGeometry& geometry, TensorRows k, TensorRows v)
       : geometry_(geometry), k_(std::move(k)), v_(std::move(v)) {}

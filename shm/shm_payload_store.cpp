@@ -119,8 +119,10 @@ void ShmPayloadStore::write_rows(uint32_t g, uint32_t slot, uint32_t first_row, 
   assert_rows(g, slot, first_row, rows, "write_rows");
   KVRT_ASSERT(bytes.size() == rows * row_bytes(g), "write_rows: span is not rows * B_row bytes");
   uint8_t* base = segment_base(g);
-  groups_[g].rows.for_each_row_piece(slot, first_row, rows, [&](uint64_t at, uint64_t canonical, uint64_t n) {
-    std::memcpy(base + at, bytes.data() + canonical, n);
+  groups_[g].rows.for_each_row_rect(slot, first_row, rows, [&](const RowRect& rect) {
+    for (uint32_t i = 0; i < rect.height; ++i)
+      std::memcpy(base + rect.segment_offset + i * rect.segment_pitch,
+                  bytes.data() + rect.canonical_offset + i * rect.canonical_pitch, rect.width);
   });
 }
 
@@ -129,8 +131,10 @@ void ShmPayloadStore::read_rows(uint32_t g, uint32_t slot, uint32_t first_row, u
   assert_rows(g, slot, first_row, rows, "read_rows");
   KVRT_ASSERT(out.size() == rows * row_bytes(g), "read_rows: span is not rows * B_row bytes");
   const uint8_t* base = segment_view(g);
-  groups_[g].rows.for_each_row_piece(slot, first_row, rows, [&](uint64_t at, uint64_t canonical, uint64_t n) {
-    std::memcpy(out.data() + canonical, base + at, n);
+  groups_[g].rows.for_each_row_rect(slot, first_row, rows, [&](const RowRect& rect) {
+    for (uint32_t i = 0; i < rect.height; ++i)
+      std::memcpy(out.data() + rect.canonical_offset + i * rect.canonical_pitch,
+                  base + rect.segment_offset + i * rect.segment_pitch, rect.width);
   });
 }
 

@@ -7,8 +7,10 @@
 // on a HostPayloadStore must hold the same canonical rows and reach the same
 // state digest.
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <functional>
+#include <random>
 #include <set>
 
 #include "services/allocator/block_allocator.hpp"
@@ -222,6 +224,60 @@ TEST_CASE("rows keep the canonical order under any declared axis order", "[shm][
     CHECK_FALSE(block_is_zero(store.segment(g), store.block_ref(g, 2)));
     CHECK(read_block_rows(store, g, 2, 2, 7, B) == written);
   }
+}
+
+// write_rows and read_rows move each run of a row as one rectangle over the
+// rows (PoolRowPlan::for_each_row_rect). Under every order of the five axes,
+// a random row range of a random block lands scalar by scalar where the
+// pool's byte offsets say, reads back whole, and leaves every other row of
+// the pool as it was.
+TEST_CASE("row ranges land where byte offsets say under every axis order (seeded)", "[shm][allocator]") {
+  constexpr uint64_t kSeed = 0x03E5EED;
+  std::mt19937_64 rng(kSeed);
+  std::array<TensorAxis, kTensorAxisCount> order = {TensorAxis::layer_local, TensorAxis::physical_slot,
+                                                    TensorAxis::token_offset, TensorAxis::kv_head,
+                                                    TensorAxis::head_dim};
+  std::sort(order.begin(), order.end());
+  uint32_t orders = 0;
+  do {
+    auto layout = two_group_layout();
+    for (auto& group : layout.cache_groups) group.axis_order.assign(order.begin(), order.end());
+    if (!layout.validate().ok()) continue;
+    ++orders;
+    auto pools = SharedBlockPools::create(layout, shared_options(/*blocks=*/3));
+    REQUIRE(pools.ok());
+    ShmPayloadStore& store = pools->store();
+    for (uint32_t g = 0; g < 2; ++g) {
+      const uint64_t B = store.row_bytes(g);
+      const uint32_t slot = static_cast<uint32_t>(rng() % 3);
+      const uint32_t first = static_cast<uint32_t>(rng() % kP);
+      const uint32_t rows = 1 + static_cast<uint32_t>(rng() % (kP - first));
+      INFO("seed " << kSeed << " order " << orders << " group " << g << " slot " << slot << " rows [" << first << ", "
+                   << first + rows << ")");
+      std::vector<std::vector<uint8_t>> before;
+      for (uint32_t s = 0; s < 3; ++s) before.push_back(read_block_rows(store, g, s, 0, kP, B));
+      std::vector<uint8_t> written;
+      for (uint32_t i = 0; i < rows; ++i) {
+        const auto row = seeded_row(B, orders, first + i, g);
+        written.insert(written.end(), row.begin(), row.end());
+      }
+      store.write_rows(g, slot, first, rows, written);
+      CHECK(read_block_rows(store, g, slot, first, rows, B) == written);
+      for (uint32_t i = 0; i < rows; ++i) {
+        const bool by_elements = row_by_elements(store.segment(g), store.block_ref(g, slot), first + i,
+                                                 layout.cache_groups[g]) == seeded_row(B, orders, first + i, g);
+        CHECK(by_elements);
+      }
+      for (uint32_t s = 0; s < 3; ++s) {
+        std::vector<uint8_t> after = read_block_rows(store, g, s, 0, kP, B);
+        if (s == slot)
+          std::copy(before[s].begin() + first * B, before[s].begin() + (first + rows) * B, after.begin() + first * B);
+        CHECK(after == before[s]);
+      }
+    }
+  } while (std::next_permutation(order.begin(), order.end()));
+  // The manifest accepts any order of the five axes (0x03E).
+  CHECK(orders == 120);
 }
 
 TEST_CASE("zero-on-recycle clears a recycled block's bytes and its old handle goes stale", "[shm][allocator]") {
