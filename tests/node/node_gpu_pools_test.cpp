@@ -239,16 +239,21 @@ TEST_CASE("the executor runs the decode kernel it is given (the CUDA one on a GP
   };
   std::unique_ptr<ExecutorService> executor = ExecutorService::create(layout, views, base, 4, recording).value();
 
-  BlockTableView table;
-  table.fence.table_version = TableVersion{3};
-  table.context_tokens = 20;
-  table.groups.resize(layout.cache_groups.size());
-  for (auto& entries : table.groups) {
-    entries.push_back(BlockTableEntry{
-        PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1007}, BlockGeneration{1}}, 16, kNoCacheKey});
-    entries.push_back(BlockTableEntry{
-        PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1002}, BlockGeneration{1}}, 4, kNoCacheKey});
-  }
+  // A table of two blocks in every group, version 3: block 1007 full (16
+  // rows), then `tail` holding `tail_rows`.
+  auto two_block_table = [&](uint32_t tail, uint32_t tail_rows) {
+    BlockTableView t;
+    t.fence.table_version = TableVersion{3};
+    t.context_tokens = 16 + tail_rows;
+    t.groups.resize(layout.cache_groups.size());
+    for (auto& entries : t.groups)
+      for (const auto& [block, rows] : {std::pair{1007u, 16u}, std::pair{tail, tail_rows}})
+        entries.push_back(
+            BlockTableEntry{PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{block}, BlockGeneration{1}},
+                            rows, kNoCacheKey});
+    return t;
+  };
+  const BlockTableView table = two_block_table(1002, 4);
   DecodeAttentionOp op;
   op.request = RequestId{9};
   op.table_version = TableVersion{3};
@@ -306,16 +311,7 @@ TEST_CASE("the executor runs the decode kernel it is given (the CUDA one on a GP
     std::unique_ptr<ExecutorService> gpu_node =
         ExecutorService::create(layout, views, base, 1, recording, cascade).value();
     // Two requests holding block 1007 (16 rows) and then a block of their own.
-    BlockTableView second = table;
-    second.groups.clear();
-    second.groups.resize(layout.cache_groups.size());
-    for (auto& entries : second.groups) {
-      entries.push_back(BlockTableEntry{
-          PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1007}, BlockGeneration{1}}, 16, kNoCacheKey});
-      entries.push_back(BlockTableEntry{
-          PhysicalBlockHandle{PoolId{1}, group.group_id, PhysicalBlockId{1005}, BlockGeneration{1}}, 8, kNoCacheKey});
-    }
-    second.context_tokens = 24;
+    const BlockTableView second = two_block_table(1005, 8);
     SharedPrefixDecodeOp shared;
     shared.members = {SharedDecodeRequest{RequestId{9}, TableVersion{3}, 0},
                       SharedDecodeRequest{RequestId{10}, TableVersion{3}, 0}};
