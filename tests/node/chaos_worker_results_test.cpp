@@ -81,6 +81,12 @@ TEST_CASE("chaos: a worker's exit must follow from the fault done to it", "[chao
   CHECK(judge(FaultKind::transport, 2, "session_ended").ending == WorkerEnding::transport_interrupted);
   CHECK(judge(FaultKind::transport, 1, "node_lost", true, true).ending == WorkerEnding::node_lost);
   CHECK(judge(FaultKind::transport, 1, "something else").ending == WorkerEnding::violation);
+  // Its node killed before it connected (seen once in a 10-minute campaign:
+  // a fresh worker of a node that lived 90 ms): the same typed ending as a
+  // worker without a fault.
+  CHECK(judge(FaultKind::transport, 2, "node_unreachable: cannot reach the node at 127.0.0.1:42667").ending ==
+        WorkerEnding::unreachable);
+  CHECK(judge(FaultKind::transport, 2, "something else").ending == WorkerEnding::violation);
   // Status 0 without the summary line completes, and says so.
   const chaos::WorkerVerdict silent = judge(std::nullopt, 0, "", false);
   CHECK(silent.ending == WorkerEnding::completed);

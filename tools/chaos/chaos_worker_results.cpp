@@ -95,6 +95,11 @@ WorkerVerdict judge_worker_exit(std::optional<FaultKind> fault, int status, cons
     const bool typed = lost || ended || contains("rpc_timeout") || contains("rpc_failed");
     if ((status == 1 || status == 2) && typed) return {WorkerEnding::transport_interrupted, ""};
     if (status == 0) return completed;
+    // The fault is armed on the session channel; a worker whose node was
+    // killed before it connected (exit 2, node_unreachable, on the
+    // middleman) never met it: its own ending stands.
+    const WorkerVerdict own = judge_worker_exit(std::nullopt, status, output, has_summary, node_died, name);
+    if (own.ending != WorkerEnding::violation) return own;
     return violation("had a transport fault and exited with status " + std::to_string(status));
   }
   if (status == 0) return completed;
