@@ -210,6 +210,19 @@ struct Client::Impl {
     return out;
   }
 
+  // A connection of the session's own beside the calls' channel (the
+  // keepalive's, the pool descriptors'). A live node answers its attach, so
+  // one that could not be reached, or was closed or refused without an
+  // answer, means the node died or ended the session, and the watch decides
+  // which (node_lost or session_ended), as for a call. A slow reply stays a
+  // timeout; anything else is that connection's own error.
+  Error side_connection_failed(const Error& e) {
+    if (e.code != ErrorCode::node_unreachable && e.code != ErrorCode::rpc_failed && e.code != ErrorCode::session_ended)
+      return e;
+    std::lock_guard<std::mutex> lock(watch->mutex);
+    return watch->lose(e.reason);
+  }
+
   // channel_only: a second connection of the session pings the node, so the
   // node sees this process alive and this client sees the node.
   void start_keepalive(std::unique_ptr<SessionChannel> pinger) {
@@ -290,7 +303,7 @@ Result<std::unique_ptr<Client::Impl>> Client::connect_on_channel(const NodeDescr
   // The pings go straight to the node's socket, past any proxy.
   Result<std::unique_ptr<SessionChannel>> pinger =
       SessionChannel::attach(node.channel_socket, impl->session.channel_ticket, options.timeout);
-  if (!pinger.ok()) return pinger.error();
+  if (!pinger.ok()) return impl->side_connection_failed(pinger.error());
   {
     std::lock_guard<std::mutex> lock(w.mutex);
     w.channel = impl->channel.get();
@@ -392,12 +405,12 @@ Result<PoolDescriptors> Client::pool_descriptors() {
   // not descriptors, and the calls' channel stays untouched.
   Result<std::unique_ptr<SessionChannel>> channel =
       SessionChannel::attach(s.channel_socket, s.channel_ticket, impl_->options.timeout);
-  if (!channel.ok()) return channel.error();
+  if (!channel.ok()) return impl_->side_connection_failed(channel.error());
   PoolDescriptors out;
   const std::vector<uint8_t> request = codec::encode(PoolDescriptorRequest{});
   Result<std::vector<uint8_t>> reply =
       (*channel)->call(PoolDescriptorsRoute::id, request, impl_->options.timeout, &out.descriptors);
-  if (!reply.ok()) return reply.error();
+  if (!reply.ok()) return impl_->side_connection_failed(reply.error());
   Result<PoolDescriptorReceipt> receipt = decode_reply<PoolDescriptorReceipt>(*reply);
   if (!receipt.ok()) return receipt.error();
   if (out.descriptors.size() != receipt->pools.size())

@@ -90,7 +90,13 @@ Result<ReceivedPagePool> fetch_page_pool(const std::string& socket_path, const P
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return os_error("socket");
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
-    Error e = os_error("connect " + socket_path);
+    // No socket, or nobody listening on it: the node that serves the pool
+    // is gone or not serving yet, as for the session channel's connect.
+    const bool no_node = errno == ECONNREFUSED || errno == ENOENT;
+    Error e = no_node ? make_error(ErrorCode::node_unreachable,
+                                   "cannot reach the page-pool channel at " + socket_path + ": " + std::strerror(errno),
+                                   "socket_path")
+                      : os_error("connect " + socket_path);
     ::close(fd);
     return e;
   }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -107,6 +108,12 @@ Status write_node_descriptor(const NodeDescriptor& d, const std::string& path) {
 
 Result<NodeDescriptor> read_node_descriptor(const std::string& path) {
   std::ifstream in(path);
+  // A node writes its descriptor once it serves and a restarting node
+  // replaces a dead one's: no file is no node serving this path (yet).
+  std::error_code missing;
+  if (!in && !std::filesystem::exists(path, missing) && !missing)
+    return make_error(ErrorCode::node_unreachable,
+                      path + ": no node serves this descriptor path (is the node running?)", "descriptor");
   if (!in) return invalid(path, "cannot be read (is the node running?)", "descriptor");
   std::ostringstream text;
   text << in.rdbuf();

@@ -12,6 +12,7 @@
 #include <future>
 
 #include "services/common/process_identity.hpp"
+#include "services/mapper/mapper_view.hpp"
 #include "tests/node/node_fixture.hpp"
 
 namespace kvrt::test {
@@ -66,6 +67,55 @@ TEST_CASE("a client learns of its node's death at its next call, on either trans
     CHECK(again.error().code == ErrorCode::node_lost);
     CHECK(seconds_since(t1) < 1.0);
   }
+}
+
+// Seen in a chaos campaign: a worker whose node died while it fetched its
+// pools' descriptors (a connection of its own) exited with rpc_failed.
+TEST_CASE("a connection of the session's own after its node died answers node_lost", "[node][process][death]") {
+  ScratchDir dir("death-side-connection");
+  // Unnamed segments: a worker takes its pools' descriptors over a
+  // connection of its own.
+  NodeProcess node(dir, {}, test_node_config(dir, "pool_segments = \"unnamed\"\n"));
+  auto channel = connect(node.descriptor(), "worker-0", true);
+  Result<PoolDescriptors> before = channel->pool_descriptors();
+  INFO((before.ok() ? std::string("ok") : before.error().describe()));
+  REQUIRE(before.ok());
+  CHECK(node.kill() == 128 + SIGKILL);
+  Result<PoolDescriptors> pools = channel->pool_descriptors();
+  REQUIRE_FALSE(pools.ok());
+  INFO(pools.error().describe());
+  CHECK(pools.error().code == ErrorCode::node_lost);
+  // The session is lost for good: the next call answers the same.
+  Result<NamespaceGrantReceipt> r = authorize(*channel);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == ErrorCode::node_lost);
+}
+
+// Seen in the CI chaos campaign: an engine started in the moment between a
+// node's death and its successor's descriptor read no descriptor, or found
+// the dead node's page-pool socket with nobody listening, and exited with
+// errors that did not say the node was gone.
+TEST_CASE("no node serving a descriptor path, or its page-pool socket, is node_unreachable", "[node][process][death]") {
+  ScratchDir dir("death-unreachable");
+  const Result<NodeDescriptor> none = read_node_descriptor(dir.file("node.json"));
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().code == ErrorCode::node_unreachable);
+  // A path that exists but is no descriptor stays descriptor_invalid.
+  std::filesystem::create_directory(dir.file("folder"));
+  const Result<NodeDescriptor> folder = read_node_descriptor(dir.file("folder"));
+  REQUIRE_FALSE(folder.ok());
+  CHECK(folder.error().code == ErrorCode::descriptor_invalid);
+
+  NodeProcess node(dir, {}, "config/node-virtual.toml");
+  REQUIRE(node.descriptor().mapper.has_value());
+  const MapperAttachment mapper = *node.descriptor().mapper;
+  REQUIRE(MapperPoolView::attach(mapper).ok());
+  CHECK(node.kill() == 128 + SIGKILL);
+  REQUIRE(std::filesystem::exists(mapper.socket_path));  // a killed node removes nothing
+  const Result<MapperPoolView> view = MapperPoolView::attach(mapper);
+  REQUIRE_FALSE(view.ok());
+  INFO(view.error().describe());
+  CHECK(view.error().code == ErrorCode::node_unreachable);
 }
 
 TEST_CASE("a call blocked on a hung node ends with node_lost when the node dies", "[node][process][death]") {

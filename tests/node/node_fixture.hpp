@@ -144,8 +144,9 @@ class NodeProcess {
   static std::vector<std::string> node_args(const std::string& config, const std::string& descriptor,
                                             std::vector<std::string> extra, std::vector<std::string> global) {
     std::vector<std::string> args = std::move(global);
-    const std::vector<std::string> node{"node", "--config", std::string(KVRT_SOURCE_DIR) + "/" + config, "--descriptor",
-                                        descriptor};
+    // Relative to the source tree, or absolute (a config a test wrote).
+    const std::string path = config.starts_with('/') ? config : std::string(KVRT_SOURCE_DIR) + "/" + config;
+    const std::vector<std::string> node{"node", "--config", path, "--descriptor", descriptor};
     args.insert(args.end(), node.begin(), node.end());
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
