@@ -76,11 +76,13 @@ int kvrt_cuda_memcpy_2d(void* dst, size_t dst_pitch, const void* src, size_t src
   const cudaMemcpyKind kind = to_device != 0 ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
   // cudaMemcpy2D refuses a pitch above the device's limit (cudaDevAttrMaxPitch,
   // 2^31 - 1 on current parts): a pool laid out with the token outermost can
-  // exceed it, and then the rows go one call each.
-  int device = 0, max_pitch = 0;
-  cudaError_t rc = cudaGetDevice(&device);
-  if (rc == cudaSuccess) rc = cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, device);
-  if (rc != cudaSuccess) return static_cast<int>(rc);
+  // exceed it, and then the rows go one call each. Asked once: kvrt's pools
+  // live on device 0 (their attachments' cuda_device).
+  static const int max_pitch = [] {
+    int pitch = 0;
+    return cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, 0) == cudaSuccess ? pitch : 0;
+  }();
+  cudaError_t rc = cudaSuccess;
   if (height > 1 && dst_pitch <= static_cast<size_t>(max_pitch) && src_pitch <= static_cast<size_t>(max_pitch))
     return static_cast<int>(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, height, kind));
   for (size_t i = 0; i < height; ++i) {
