@@ -11,6 +11,7 @@
 
 #include "actors/actor_protocol.hpp"
 #include "actors/actor_settings.hpp"
+#include "actors/gateway_connect.hpp"
 #include "actors/wire_bytes.hpp"
 #include "schema/codecs.hpp"
 #include "services/common/process_identity.hpp"
@@ -32,6 +33,9 @@ std::string_view call_slice_name(RouteId route, std::string_view name) {
   if (added) it->second = std::string(name) + ".call";
   return it->second;
 }
+
+// A stats reader connects the way a client does, under the default call timeout.
+constexpr std::chrono::milliseconds kStatsConnectTimeout{30000};
 
 Error transport_error(const std::string& what, const caf::error& e) {
   if (e == caf::sec::request_timeout) return make_error(ErrorCode::rpc_timeout, what + ": no reply in time", what);
@@ -320,12 +324,12 @@ Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, cons
     return std::unique_ptr<Client>(new Client(std::move(impl).value()));
   }
   auto impl = std::make_unique<Impl>(options);
-  auto gateway = impl->system.middleman().remote_actor<actors::gateway_actor>(node.host, node.port);
-  if (!gateway)
-    return make_error(ErrorCode::node_unreachable,
-                      "cannot reach the node at " + node.host + ":" + std::to_string(node.port) + ": " +
-                          caf::to_string(gateway.error()),
-                      "node");
+  actors::GatewayConnection connection = actors::connect_gateway(impl->system, node, options.timeout);
+  if (!connection.gateway.ok()) {
+    if (connection.connect_in_flight) actors::retire_in_background(std::move(impl));
+    return connection.gateway.error();
+  }
+  auto gateway = std::move(connection.gateway);
   impl->anchor = impl->system.spawn<AnchorActor>();
   impl->gateway = *gateway;
   // The watch starts before the hello: a node that dies while the hello is
@@ -445,13 +449,12 @@ Result<std::unique_ptr<NodeStatsReader>> NodeStatsReader::connect(const NodeDesc
   auto impl = std::make_unique<Impl>();
   actors::apply_runtime_settings(impl->cfg, actors::RuntimeSettings{1, 250, 2000});
   impl->system = std::make_unique<caf::actor_system>(impl->cfg);
-  auto gateway = impl->system->middleman().remote_actor<actors::gateway_actor>(node.host, node.port);
-  if (!gateway)
-    return make_error(ErrorCode::node_unreachable,
-                      "cannot reach the node at " + node.host + ":" + std::to_string(node.port) + ": " +
-                          caf::to_string(gateway.error()),
-                      "node");
-  impl->gateway = *gateway;
+  actors::GatewayConnection connection = actors::connect_gateway(*impl->system, node, kStatsConnectTimeout);
+  if (!connection.gateway.ok()) {
+    if (connection.connect_in_flight) actors::retire_in_background(std::move(impl));
+    return connection.gateway.error();
+  }
+  impl->gateway = *connection.gateway;
   return std::unique_ptr<NodeStatsReader>(new NodeStatsReader(std::move(impl)));
 }
 

@@ -8,8 +8,16 @@
 // exits non-zero; the new node removes what the dead one left (descriptor,
 // tokens and sockets, pool segments), starts its pools at the next pool
 // generation, and refuses anything of the old node with a typed error.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <iterator>
 
 #include "services/common/process_identity.hpp"
 #include "services/mapper/mapper_view.hpp"
@@ -163,6 +171,90 @@ TEST_CASE("a connect to a node that dies meanwhile fails at once with a typed er
   INFO(c.error().describe());
   CHECK((c.error().code == ErrorCode::node_unreachable || c.error().code == ErrorCode::node_lost));
   CHECK(seconds_since(t0) < 5.0);
+}
+
+// A listening socket whose accept queue is full: the kernel drops every SYN
+// it gets and retries it for minutes, as it drops the one that reaches a
+// killed node's socket while it closes. Backlog 0 admits one connection,
+// which the filler takes.
+struct FullListener {
+  UniqueFd listener;
+  UniqueFd filler;
+  uint16_t port = 0;
+  FullListener() {
+    listener = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    REQUIRE(listener);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(listener.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(listener.get(), 0) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+    filler = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    REQUIRE(::connect(filler.get(), reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0);
+  }
+};
+
+ProcessIdentity identity_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Result<ProcStat> stat = parse_proc_stat(text);
+  REQUIRE(stat.ok());
+  return ProcessIdentity{pid, stat->start_time_ticks};
+}
+
+TEST_CASE("a connect the kernel holds up ends when the node's process exits, or at the timeout",
+          "[node][process][death]") {
+  FullListener full;
+  NodeDescriptor d;
+  d.host = "127.0.0.1";
+  d.port = full.port;
+  ClientOptions o;
+  o.worker_name = "held-up";
+
+  SECTION("the process named by the descriptor exits") {
+    const pid_t stand_in = ::fork();
+    REQUIRE(stand_in >= 0);
+    if (stand_in == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    const ProcessIdentity id = identity_of(stand_in);
+    d.node_pid = static_cast<uint32_t>(id.pid);
+    d.node_start_ticks = id.start_time_ticks;
+    o.timeout = kCallTimeout;
+    std::future<Result<std::unique_ptr<Client>>> connecting =
+        std::async(std::launch::async, [&] { return Client::connect(d, "00", o); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    REQUIRE(connecting.wait_for(std::chrono::seconds(0)) == std::future_status::timeout);
+    const Clock::time_point killed = Clock::now();
+    ::kill(stand_in, SIGKILL);
+    ::waitpid(stand_in, nullptr, 0);
+    // Without the liveness check this connect waits out the kernel's SYN
+    // retries, about two minutes.
+    REQUIRE(connecting.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+    const Result<std::unique_ptr<Client>> c = connecting.get();
+    REQUIRE_FALSE(c.ok());
+    INFO(c.error().describe());
+    CHECK(c.error().code == ErrorCode::node_unreachable);
+    CHECK(c.error().describe().find("exited while this client was connecting") != std::string::npos);
+    CHECK(seconds_since(killed) < 5.0);
+  }
+  SECTION("the node lives but accepts nothing") {
+    const ProcessIdentity self = current_process_identity().value();
+    d.node_pid = static_cast<uint32_t>(self.pid);
+    d.node_start_ticks = self.start_time_ticks;
+    o.timeout = std::chrono::milliseconds(300);
+    const Clock::time_point t0 = Clock::now();
+    const Result<std::unique_ptr<Client>> c = Client::connect(d, "00", o);
+    REQUIRE_FALSE(c.ok());
+    INFO(c.error().describe());
+    CHECK(c.error().code == ErrorCode::node_unreachable);
+    CHECK(c.error().describe().find("did not accept a connection in 300 ms") != std::string::npos);
+    CHECK(seconds_since(t0) < 5.0);
+  }
 }
 
 TEST_CASE("a hung node that stops answering heartbeats is lost to its clients", "[node][process][death]") {
