@@ -92,6 +92,15 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
 // from and that each prompt's computed rows are copied into. No
 // reconnection: a lost node sends the rest of the share down the private
 // path (the slots and pages went with it).
+// An error before the engine admitted any request says so: the engine
+// rides out a node lost mid-share (privately, then on the next node), but
+// one lost while it binds ends it with nothing admitted, and whoever reads
+// its exit (an operator, `kvrt chaos`) must be able to tell the two apart.
+Error before_admission(Error e) {
+  e.reason = "before admitting any request: " + e.reason;
+  return e;
+}
+
 Result<EngineResult> run_virtual_worker(const NodeDescriptor& node, const EngineOptions& options,
                                         const CacheLayoutManifest& layout, const model::ReferenceModel& model) {
   // The virtual engine copies hits between the block pools and its slots
@@ -101,11 +110,13 @@ Result<EngineResult> run_virtual_worker(const NodeDescriptor& node, const Engine
                       "staged pools serve paged pools; a layout of virtual pages computes in the mapper's page views",
                       "staged_pools");
   Result<MapperPoolView> view = VirtualModelKvCache::attach_view(node, layout);
-  if (!view.ok()) return view.error();
+  if (!view.ok()) return before_admission(view.error());
   NodeBinding b;
-  KVRT_TRY_ASSIGN(b.session, connect_session(node, options.token_hex, layout, options));
+  Result<std::unique_ptr<EngineSession>> session = connect_session(node, options.token_hex, layout, options);
+  if (!session.ok()) return before_admission(session.error());
+  b.session = std::move(session).value();
   if (options.reuse) {
-    KVRT_TRY(attach_pools(b, layout, options));
+    if (Status attached = attach_pools(b, layout, options); !attached.ok()) return before_admission(attached.error());
     if (b.cache->staged())
       return make_error(ErrorCode::incompatible,
                         "the node's block pools are GPU memory; a layout of virtual pages needs them in host memory",
@@ -142,7 +153,7 @@ Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineO
 
   if (layout.physical_mode == PhysicalMode::virtual_pages) return run_virtual_worker(node, options, layout, model);
   Result<NodeBinding> first = bind_node(node, options.token_hex, layout, options);
-  if (!first.ok()) return first.error();
+  if (!first.ok()) return before_admission(first.error());
   NodeBinding binding = std::move(first).value();
   engine::EngineLoop loop(*binding.session, model, *binding.cache, options, jobs_of(options));
   if (!options.reconnect_descriptor.empty()) {

@@ -100,4 +100,37 @@ TEST_CASE("chaos: a worker's exit must follow from the fault done to it", "[chao
   CHECK(judge(FaultKind::worker_sigterm, 1, "").ending == WorkerEnding::violation);
 }
 
+TEST_CASE("chaos: an engine's exit must follow from the fault done to it", "[chaos]") {
+  using chaos::FaultKind;
+  using chaos::WorkerEnding;
+  auto judge = [](std::optional<FaultKind> fault, int status, const std::string& output, bool died = false) {
+    return chaos::judge_engine_exit(fault, status, output, died, "engine slot 0");
+  };
+  CHECK(judge(std::nullopt, 0, "").ending == WorkerEnding::completed);
+  CHECK(judge(FaultKind::worker_sigkill, 128 + 9, "").ending == WorkerEnding::expected);
+  CHECK(judge(FaultKind::worker_sigterm, 128 + 15, "").ending == WorkerEnding::expected);
+  CHECK(judge(FaultKind::worker_hang, 0, "").ending == WorkerEnding::expected);
+  // A kill that found it already exited: its own typed ending stands.
+  CHECK(judge(FaultKind::worker_sigkill, 2, "node_unreachable: cannot reach the node").ending ==
+        WorkerEnding::unreachable);
+  const chaos::WorkerVerdict odd = judge(FaultKind::worker_sigkill, 3, "boom");
+  CHECK(odd.ending == WorkerEnding::violation);
+  CHECK(odd.violation == "engine slot 0 was killed but exited with status 3: boom");
+  CHECK(judge(std::nullopt, 2, "kvrt run-worker: node_unreachable: no node serves node.json").ending ==
+        WorkerEnding::unreachable);
+  // Its node killed 14 ms after the engine connected (seen in the CI
+  // campaign): lost while binding, nothing admitted, so counted like an
+  // engine that could not connect; lost later it rides out, so an exit on
+  // node_lost then is a violation, as is one without a dead node.
+  const std::string binding =
+      "kvrt run-worker: node_lost: before admitting any request: the node at 127.0.0.1:45877 (pid 21159) is gone";
+  CHECK(judge(std::nullopt, 2, binding, true).ending == WorkerEnding::unreachable);
+  CHECK(judge(std::nullopt, 2, binding, false).ending == WorkerEnding::violation);
+  const chaos::WorkerVerdict midway =
+      judge(std::nullopt, 2, "kvrt run-worker: node_lost: the node at 127.0.0.1:45877 (pid 21159) is gone", true);
+  CHECK(midway.ending == WorkerEnding::violation);
+  CHECK(midway.violation.rfind("engine slot 0 exited with status 2 after its node died: ", 0) == 0);
+  CHECK(judge(std::nullopt, 1, "").ending == WorkerEnding::violation);
+}
+
 }  // namespace kvrt::test

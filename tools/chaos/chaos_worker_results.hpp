@@ -3,7 +3,7 @@
 // a `kvrt worker` summary line and an engine slot's result (kvrt run-worker
 // --result). Pure functions of the report and the process's own figures, so
 // that how a result counts and which results are violations is one place,
-// apart from the process handling around it (chaos_campaign.cpp). Each
+// apart from the process handling around it (chaos_worker_slots.cpp). Each
 // answers the violations it found, as sentences naming the process; the
 // campaign stamps them with the time and the last fault.
 #include <nlohmann/json.hpp>
@@ -49,6 +49,16 @@ struct WorkerVerdict {
 // violation.
 WorkerVerdict judge_worker_exit(std::optional<FaultKind> fault, int status, const std::string& output, bool has_summary,
                                 bool node_died, const std::string& name);
+
+// How an engine slot's process ended. An engine rides out its node's death
+// (privately, then on the next node), so it ends by its fault (killed: any
+// of SIGKILL, SIGTERM or 0 is fine) or by finishing its share (status 0:
+// `completed`, whose result the caller then reads, add_engine_result).
+// Status 2 is `unreachable` when it never admitted a request: it could not
+// connect (node_unreachable), or its node died while it was binding to it
+// (node_lost, said "before admitting any request", with `node_died`).
+WorkerVerdict judge_engine_exit(std::optional<FaultKind> fault, int status, const std::string& output, bool node_died,
+                                const std::string& name);
 
 // The last `bytes` of a log, for a violation's message.
 std::string tail_of(const std::string& text, size_t bytes = 600);
