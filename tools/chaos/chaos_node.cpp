@@ -121,15 +121,20 @@ void ChaosNode::arm_fault_point(const FaultEvent& e) {
   if (*armed) ++record_.report.fault_points_armed[**armed];
 }
 
+// One validate() pass of every owner; each owner that failed it is a violation.
+void ChaosNode::tally_validation(const NodeStats& stats, const std::string& when) {
+  ++record_.report.validations;
+  for (const OwnerStats& owner : stats.owners)
+    if (!owner.validate_ok) record_.violation(owner.owner + ".validate()" + when + ": " + owner.validate_error);
+}
+
 void ChaosNode::validate() {
   Result<NodeStats> stats = read_node_stats(descriptor_, /*validate=*/true, std::chrono::seconds(10));
   if (!stats.ok()) {
     record_.violation("the node's statistics could not be read: " + stats.error().describe());
     return;
   }
-  ++record_.report.validations;
-  for (const OwnerStats& owner : stats->owners)
-    if (!owner.validate_ok) record_.violation(owner.owner + ".validate(): " + owner.validate_error);
+  tally_validation(*stats, "");
   sample_timeline(*stats);
 }
 
@@ -241,9 +246,7 @@ void ChaosNode::check_quiescent() {
     record_.violation("the node's final statistics could not be read: " + stats.error().describe());
     return;
   }
-  ++record_.report.validations;
-  for (const OwnerStats& owner : stats->owners)
-    if (!owner.validate_ok) record_.violation(owner.owner + ".validate() at the end: " + owner.validate_error);
+  tally_validation(*stats, " at the end");
   // What stays held with no session: only the radix index's cache, one
   // node lease per cached block and one live block per cached page in
   // each pool (the hash chain holds nothing: its blocks are free, tagged).

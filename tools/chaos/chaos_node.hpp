@@ -58,6 +58,7 @@ class ChaosNode {
   Status connect_admin();
   void collect_fired();
   void scan_log();
+  void tally_validation(const NodeStats& stats, const std::string& when);
   void sample_timeline(const NodeStats& stats);
   int64_t rss_bytes() const;
   void check_quiescent();

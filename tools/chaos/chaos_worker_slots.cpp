@@ -8,6 +8,7 @@
 
 #include "services/common/splitmix64.hpp"
 #include "tools/chaos/chaos_worker_results.hpp"
+#include "tools/run/run_worker_args.hpp"
 
 namespace kvrt::chaos {
 
@@ -93,23 +94,9 @@ std::vector<std::string> WorkerSlots::engine_args(uint32_t s, const std::string&
   slot.result_path = log.substr(0, log.size() - 4) + ".json";
   std::error_code ec;
   std::filesystem::remove(slot.result_path, ec);
-  std::vector<std::string> args{"run-worker",
-                                "--node",
-                                node_.descriptor_path(),
-                                "--principal",
-                                "worker-" + std::to_string(s),
-                                "--config",
-                                c_.engine_run_config_path,
-                                "--workload",
-                                c_.engine_workload_path,
-                                "--index",
-                                std::to_string(s),
-                                "--workers",
-                                std::to_string(c_.engine_slots),
-                                "--in-flight",
-                                "4",
-                                "--result",
-                                slot.result_path};
+  std::vector<std::string> args =
+      run_worker_args(RunWorkerArgs{node_.descriptor_path(), "worker-" + std::to_string(s), c_.engine_run_config_path,
+                                    c_.engine_workload_path, s, c_.engine_slots, 4, slot.result_path});
   if (c_.channel_only) args.push_back("--channel-only");
   return args;
 }

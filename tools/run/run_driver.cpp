@@ -23,6 +23,7 @@
 #include "services/identity/layout_loader.hpp"
 #include "tools/run/run_config.hpp"
 #include "tools/run/run_report_builder.hpp"
+#include "tools/run/run_worker_args.hpp"
 #include "tools/run/update_campaign.hpp"
 
 namespace kvrt {
@@ -203,23 +204,9 @@ Result<RunPass> run_pass(const RunOptions& options, const RunConfig& config, con
   const Clock::time_point start = Clock::now();
   for (uint32_t w = 0; w < config.workers; ++w) {
     const std::string name = "worker-" + std::to_string(w);
-    std::vector<std::string> args{"run-worker",
-                                  "--node",
-                                  node_options.descriptor_path,
-                                  "--principal",
-                                  name,
-                                  "--config",
-                                  config.config_path,
-                                  "--workload",
-                                  workload.origin,
-                                  "--index",
-                                  std::to_string(w),
-                                  "--workers",
-                                  std::to_string(config.workers),
-                                  "--in-flight",
-                                  std::to_string(config.in_flight),
-                                  "--result",
-                                  dir + "/" + name + ".json"};
+    std::vector<std::string> args =
+        run_worker_args(RunWorkerArgs{node_options.descriptor_path, name, config.config_path, workload.origin, w,
+                                      config.workers, config.in_flight, dir + "/" + name + ".json"});
     if (!mode.reuse) args.push_back("--no-reuse");
     if (!mode.verify) args.push_back("--no-verify");
     if (!mode.shared_prefix) args.push_back("--no-shared-prefix");
