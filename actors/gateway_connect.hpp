@@ -7,10 +7,11 @@
 // listening socket while the kernel closes it (the node was just killed) is
 // dropped without an answer, and the kernel retries it only after its
 // initial retransmission timeout (1 s): the connect then takes 1-2 s to
-// answer "refused", and forever to a listener that accepts nothing. So the
-// connect is asked of the middleman in short slices, and between slices the
-// node's process (pid and start time, from its descriptor) is looked at:
-// a node that has exited is node_unreachable at once.
+// answer "refused", and minutes to a listener that accepts nothing. So the
+// caller asks the middleman once, through a small actor of its own, and
+// while it waits for the answer it looks at the node's process (pid and
+// start time, from its descriptor) every 25 ms: a node that has exited is
+// node_unreachable at once.
 //
 // The middleman's thread stays in that connect() until the kernel answers,
 // and an actor system's destructor waits for it. A caller that gave up on
@@ -38,9 +39,10 @@ struct GatewayConnection {
 GatewayConnection connect_gateway(caf::actor_system& system, const NodeDescriptor& node,
                                   std::chrono::milliseconds timeout);
 
-// Destroys `owner` on a thread of its own. The process joins those threads
-// when it exits (static destruction), so an actor system is never left
-// half-destroyed; the wait is bounded by the kernel's connect retries.
+// Destroys `owner` on a thread of its own. A process that exits (static
+// destruction) waits up to 3 s for those threads, which a connect raced by
+// a node's death needs about 1 s of; a thread still waiting on the kernel
+// after that ends with the process.
 void retire_in_background(std::shared_ptr<void> owner);
 
 }  // namespace kvrt::actors
