@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/run_worker_args.hpp"
 #include "services/common/splitmix64.hpp"
 #include "tools/chaos/chaos_worker_results.hpp"
-#include "tools/run/run_worker_args.hpp"
 
 namespace kvrt::chaos {
 

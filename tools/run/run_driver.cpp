@@ -19,11 +19,11 @@
 #include "actors/client.hpp"
 #include "actors/node_runtime.hpp"
 #include "engine/engine_worker.hpp"
+#include "engine/run_worker_args.hpp"
 #include "services/common/child_process.hpp"
 #include "services/identity/layout_loader.hpp"
 #include "tools/run/run_config.hpp"
 #include "tools/run/run_report_builder.hpp"
-#include "tools/run/run_worker_args.hpp"
 #include "tools/run/update_campaign.hpp"
 
 namespace kvrt {
