@@ -293,7 +293,7 @@ Result<std::unique_ptr<Client::Impl>> Client::connect_on_channel(const NodeDescr
                       "channel_only");
   auto impl = std::make_unique<Client::Impl>(options);
   SessionWatchState& w = *impl->watch;
-  w.node = ProcessIdentity{static_cast<int32_t>(node.node_pid), node.node_start_ticks};
+  w.node = node.process();
   w.node_name = node.host + ":" + std::to_string(node.port) + " (pid " + std::to_string(node.node_pid) + ")";
   const HelloRequest hello{token_hex, options.worker_name, static_cast<uint32_t>(::getpid())};
   Result<SessionChannel::Opened> opened =
@@ -335,7 +335,7 @@ Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, cons
   // The watch starts before the hello: a node that dies while the hello is
   // in flight fails the connect at once, not at the call timeout.
   SessionWatchState& w = *impl->watch;
-  w.node = ProcessIdentity{static_cast<int32_t>(node.node_pid), node.node_start_ticks};
+  w.node = node.process();
   w.node_name = node.host + ":" + std::to_string(node.port) + " (pid " + std::to_string(node.node_pid) + ")";
   w.caller = caf::actor_cast<caf::strong_actor_ptr>(impl->self);
   impl->watcher = impl->system.spawn<SessionWatch>(caf::actor_cast<caf::actor>(*gateway), impl->watch);

@@ -25,7 +25,7 @@ std::string node_address(const NodeDescriptor& node) { return node.host + ":" + 
 
 bool node_has_exited(const NodeDescriptor& node) {
   if (node.node_pid == 0) return false;  // a descriptor without the node's identity: wait for the middleman
-  return owner_state(ProcessIdentity{static_cast<int32_t>(node.node_pid), node.node_start_ticks}) != OwnerState::alive;
+  return owner_state(node.process()) != OwnerState::alive;
 }
 
 using ConnectAnswer = std::promise<Result<gateway_actor>>;
@@ -37,19 +37,19 @@ using ConnectAnswer = std::promise<Result<gateway_actor>>;
 // AnchorActor in client.cpp); it ends once the answer came, whenever that is.
 class GatewayConnector final : public caf::event_based_actor {
  public:
-  GatewayConnector(caf::actor_config& cfg, NodeDescriptor node, std::shared_ptr<ConnectAnswer> answer)
-      : caf::event_based_actor(cfg), node_(std::move(node)), answer_(std::move(answer)) {}
+  GatewayConnector(caf::actor_config& cfg, std::string host, uint16_t port, std::shared_ptr<ConnectAnswer> answer)
+      : caf::event_based_actor(cfg), host_(std::move(host)), port_(port), answer_(std::move(answer)) {}
   caf::behavior make_behavior() override {
-    request(home_system().middleman().actor_handle(), caf::infinite, caf::connect_atom::value, node_.host, node_.port)
+    request(home_system().middleman().actor_handle(), caf::infinite, caf::connect_atom::value, host_, port_)
         .then(
             [this](const caf::node_id&, caf::strong_actor_ptr& remote, const std::set<std::string>& interface) {
               answer_->set_value(judge(std::move(remote), interface));
               quit();
             },
             [this](caf::error& e) {
-              answer_->set_value(
-                  make_error(ErrorCode::node_unreachable,
-                             "cannot reach the node at " + node_address(node_) + ": " + caf::to_string(e), "node"));
+              answer_->set_value(make_error(ErrorCode::node_unreachable,
+                                            "cannot reach the node at " + address() + ": " + caf::to_string(e),
+                                            "node"));
               quit();
             });
     return {};
@@ -57,15 +57,17 @@ class GatewayConnector final : public caf::event_based_actor {
 
  private:
   Result<gateway_actor> judge(caf::strong_actor_ptr remote, const std::set<std::string>& interface) {
-    if (!remote)
-      return make_error(ErrorCode::rpc_failed, "the node at " + node_address(node_) + " publishes no gateway", "node");
+    if (!remote) return make_error(ErrorCode::rpc_failed, "the node at " + address() + " publishes no gateway", "node");
     if (!home_system().assignable(interface, home_system().message_types<gateway_actor>()))
-      return make_error(ErrorCode::rpc_failed,
-                        "the actor published at " + node_address(node_) + " is not a kvrt gateway", "node");
+      return make_error(ErrorCode::rpc_failed, "the actor published at " + address() + " is not a kvrt gateway",
+                        "node");
     return caf::actor_cast<gateway_actor>(std::move(remote));
   }
 
-  NodeDescriptor node_;
+  std::string address() const { return host_ + ":" + std::to_string(port_); }
+
+  std::string host_;
+  uint16_t port_;
   std::shared_ptr<ConnectAnswer> answer_;
 };
 
@@ -131,7 +133,7 @@ GatewayConnection connect_gateway(caf::actor_system& system, const NodeDescripto
                                   std::chrono::milliseconds timeout) {
   auto answer = std::make_shared<ConnectAnswer>();
   std::future<Result<gateway_actor>> connected = answer->get_future();
-  system.spawn<GatewayConnector>(node, std::move(answer));
+  system.spawn<GatewayConnector>(node.host, node.port, std::move(answer));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (connected.wait_for(kLivenessPoll) == std::future_status::ready)

@@ -85,6 +85,12 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
   return b;
 }
 
+// Marks an error of the first binding (kBeforeAdmission).
+Error before_admission(Error e) {
+  e.reason = std::string(kBeforeAdmission) + e.reason;
+  return e;
+}
+
 // A node whose layout declares virtual pages (vAttention, 0x06): requests
 // live in the mapper owner's request slots, seen through this worker's own
 // view of the node's page pool. With reuse, the node's block pools are
@@ -92,15 +98,6 @@ Result<NodeBinding> bind_node(const NodeDescriptor& node, const std::string& tok
 // from and that each prompt's computed rows are copied into. No
 // reconnection: a lost node sends the rest of the share down the private
 // path (the slots and pages went with it).
-// An error before the engine admitted any request says so: the engine
-// rides out a node lost mid-share (privately, then on the next node), but
-// one lost while it binds ends it with nothing admitted, and whoever reads
-// its exit (an operator, `kvrt chaos`) must be able to tell the two apart.
-Error before_admission(Error e) {
-  e.reason = "before admitting any request: " + e.reason;
-  return e;
-}
-
 Result<EngineResult> run_virtual_worker(const NodeDescriptor& node, const EngineOptions& options,
                                         const CacheLayoutManifest& layout, const model::ReferenceModel& model) {
   // The virtual engine copies hits between the block pools and its slots

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/model/reference_model.hpp"
@@ -226,6 +227,11 @@ struct EngineResult {
   std::vector<double> mapper_step_us, mapper_us, view_map_us;
   double wall_s = 0;
 };
+
+// An error before the worker admitted any request (its first binding: the
+// session, grant and pools) begins its reason with this: the worker rides out
+// a node lost mid-share, and a caller reading its exit can tell the two apart.
+inline constexpr std::string_view kBeforeAdmission = "before admitting any request: ";
 
 Result<EngineResult> run_engine_worker(const NodeDescriptor& node, const EngineOptions& options);
 

@@ -13,6 +13,7 @@
 
 #include "schema/authorization_types.hpp"
 #include "schema/session_types.hpp"
+#include "services/common/process_identity.hpp"
 #include "services/common/result.hpp"
 
 namespace kvrt {
@@ -55,6 +56,8 @@ struct NodeDescriptor {
   std::string metrics_url;
 
   std::string token_path(const std::string& principal) const { return token_dir + "/" + principal + ".token"; }
+  // The node's process, as owner_state() judges it (pid 0: a descriptor without it).
+  ProcessIdentity process() const { return ProcessIdentity{static_cast<int32_t>(node_pid), node_start_ticks}; }
 };
 
 Status write_node_descriptor(const NodeDescriptor& d, const std::string& path);

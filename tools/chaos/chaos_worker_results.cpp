@@ -118,7 +118,7 @@ WorkerVerdict judge_worker_exit(std::optional<FaultKind> fault, int status, cons
 
 WorkerVerdict judge_engine_exit(std::optional<FaultKind> fault, int status, const std::string& output, bool node_died,
                                 const std::string& name) {
-  auto contains = [&](const char* what) { return output.find(what) != std::string::npos; };
+  auto contains = [&](std::string_view what) { return output.find(what) != std::string::npos; };
   if (fault == FaultKind::worker_sigkill || fault == FaultKind::worker_hang || fault == FaultKind::worker_sigterm) {
     if (status == 128 + SIGKILL || status == 128 + SIGTERM || status == 0) return {};
     // The signal may have found it already exited: its own ending stands.
@@ -128,8 +128,8 @@ WorkerVerdict judge_engine_exit(std::optional<FaultKind> fault, int status, cons
             name + " was killed but exited with status " + std::to_string(status) + ": " + tail_of(output)};
   }
   if (status == 0) return {WorkerEnding::completed, ""};
-  if (status == 2 && (contains("node_unreachable") ||
-                      (node_died && contains("node_lost") && contains("before admitting any request"))))
+  if (status == 2 &&
+      (contains("node_unreachable") || (node_died && contains("node_lost") && contains(kBeforeAdmission))))
     return {WorkerEnding::unreachable, ""};
   return {WorkerEnding::violation, name + " exited with status " + std::to_string(status) +
                                        (node_died ? " after its node died" : "") + ": " + tail_of(output)};
