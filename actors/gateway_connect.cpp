@@ -37,8 +37,12 @@ using ConnectAnswer = std::promise<Result<gateway_actor>>;
 // AnchorActor in client.cpp); it ends once the answer came, whenever that is.
 class GatewayConnector final : public caf::event_based_actor {
  public:
-  GatewayConnector(caf::actor_config& cfg, std::string host, uint16_t port, std::shared_ptr<ConnectAnswer> answer)
-      : caf::event_based_actor(cfg), host_(std::move(host)), port_(port), answer_(std::move(answer)) {}
+  GatewayConnector(caf::actor_config& cfg, const NodeDescriptor& node, std::shared_ptr<ConnectAnswer> answer)
+      : caf::event_based_actor(cfg),
+        host_(node.host),
+        port_(node.port),
+        address_(node_address(node)),
+        answer_(std::move(answer)) {}
   caf::behavior make_behavior() override {
     request(home_system().middleman().actor_handle(), caf::infinite, caf::connect_atom::value, host_, port_)
         .then(
@@ -48,8 +52,7 @@ class GatewayConnector final : public caf::event_based_actor {
             },
             [this](caf::error& e) {
               answer_->set_value(make_error(ErrorCode::node_unreachable,
-                                            "cannot reach the node at " + address() + ": " + caf::to_string(e),
-                                            "node"));
+                                            "cannot reach the node at " + address_ + ": " + caf::to_string(e), "node"));
               quit();
             });
     return {};
@@ -57,17 +60,15 @@ class GatewayConnector final : public caf::event_based_actor {
 
  private:
   Result<gateway_actor> judge(caf::strong_actor_ptr remote, const std::set<std::string>& interface) {
-    if (!remote) return make_error(ErrorCode::rpc_failed, "the node at " + address() + " publishes no gateway", "node");
+    if (!remote) return make_error(ErrorCode::rpc_failed, "the node at " + address_ + " publishes no gateway", "node");
     if (!home_system().assignable(interface, home_system().message_types<gateway_actor>()))
-      return make_error(ErrorCode::rpc_failed, "the actor published at " + address() + " is not a kvrt gateway",
-                        "node");
+      return make_error(ErrorCode::rpc_failed, "the actor published at " + address_ + " is not a kvrt gateway", "node");
     return caf::actor_cast<gateway_actor>(std::move(remote));
   }
 
-  std::string address() const { return host_ + ":" + std::to_string(port_); }
-
   std::string host_;
   uint16_t port_;
+  std::string address_;  // for errors
   std::shared_ptr<ConnectAnswer> answer_;
 };
 
@@ -133,7 +134,7 @@ GatewayConnection connect_gateway(caf::actor_system& system, const NodeDescripto
                                   std::chrono::milliseconds timeout) {
   auto answer = std::make_shared<ConnectAnswer>();
   std::future<Result<gateway_actor>> connected = answer->get_future();
-  system.spawn<GatewayConnector>(node.host, node.port, std::move(answer));
+  system.spawn<GatewayConnector>(node, std::move(answer));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (connected.wait_for(kLivenessPoll) == std::future_status::ready)
