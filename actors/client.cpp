@@ -287,14 +287,14 @@ Result<std::unique_ptr<Client::Impl>> Client::connect_on_channel(const NodeDescr
                                                                  const ClientOptions& options) {
   if (node.channel_socket.empty())
     return make_error(ErrorCode::invalid_argument,
-                      "the node at " + node.host + ":" + std::to_string(node.port) +
+                      "the node at " + node.address() +
                           " offers no session channel ([node] session_channel = false): connect through the "
                           "middleman",
                       "channel_only");
   auto impl = std::make_unique<Client::Impl>(options);
   SessionWatchState& w = *impl->watch;
   w.node = node.process();
-  w.node_name = node.host + ":" + std::to_string(node.port) + " (pid " + std::to_string(node.node_pid) + ")";
+  w.node_name = node.address_and_pid();
   const HelloRequest hello{token_hex, options.worker_name, static_cast<uint32_t>(::getpid())};
   Result<SessionChannel::Opened> opened =
       SessionChannel::open_session(options.channel_socket.empty() ? node.channel_socket : options.channel_socket,
@@ -336,7 +336,7 @@ Result<std::unique_ptr<Client>> Client::connect(const NodeDescriptor& node, cons
   // in flight fails the connect at once, not at the call timeout.
   SessionWatchState& w = *impl->watch;
   w.node = node.process();
-  w.node_name = node.host + ":" + std::to_string(node.port) + " (pid " + std::to_string(node.node_pid) + ")";
+  w.node_name = node.address_and_pid();
   w.caller = caf::actor_cast<caf::strong_actor_ptr>(impl->self);
   impl->watcher = impl->system.spawn<SessionWatch>(caf::actor_cast<caf::actor>(*gateway), impl->watch);
   HelloRequest hello{token_hex, options.worker_name, static_cast<uint32_t>(::getpid())};

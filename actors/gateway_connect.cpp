@@ -21,8 +21,6 @@ constexpr std::chrono::milliseconds kLivenessPoll{25};
 // leaves them to the exit (below).
 constexpr std::chrono::seconds kRetirementGrace{3};
 
-std::string node_address(const NodeDescriptor& node) { return node.host + ":" + std::to_string(node.port); }
-
 bool node_has_exited(const NodeDescriptor& node) {
   if (node.node_pid == 0) return false;  // a descriptor without the node's identity: wait for the middleman
   return owner_state(node.process()) != OwnerState::alive;
@@ -41,7 +39,7 @@ class GatewayConnector final : public caf::event_based_actor {
       : caf::event_based_actor(cfg),
         host_(node.host),
         port_(node.port),
-        address_(node_address(node)),
+        address_(node.address()),
         answer_(std::move(answer)) {}
   caf::behavior make_behavior() override {
     request(home_system().middleman().actor_handle(), caf::infinite, caf::connect_atom::value, host_, port_)
@@ -142,13 +140,12 @@ GatewayConnection connect_gateway(caf::actor_system& system, const NodeDescripto
     if (node_has_exited(node))
       return GatewayConnection{
           make_error(ErrorCode::node_unreachable,
-                     "the node at " + node_address(node) + " (pid " + std::to_string(node.node_pid) +
-                         ") exited while this client was connecting to it",
+                     "the node at " + node.address_and_pid() + " exited while this client was connecting to it",
                      "node"),
           true};
     if (std::chrono::steady_clock::now() >= deadline)
       return GatewayConnection{make_error(ErrorCode::node_unreachable,
-                                          "the node at " + node_address(node) + " did not accept a connection in " +
+                                          "the node at " + node.address() + " did not accept a connection in " +
                                               std::to_string(timeout.count()) + " ms",
                                           "node"),
                                true};

@@ -15,11 +15,9 @@ Result<PredecessorReclaim> reclaim_predecessor(const std::string& descriptor_pat
   if (std::filesystem::exists(descriptor_path, ec)) {
     Result<NodeDescriptor> d = read_node_descriptor(descriptor_path);
     if (d.ok()) {
-      const ProcessIdentity node{static_cast<int32_t>(d->node_pid), d->node_start_ticks};
-      if (owner_state(node) == OwnerState::alive)
+      if (owner_state(d->process()) == OwnerState::alive)
         return make_error(ErrorCode::descriptor_in_use,
-                          "a node (pid " + std::to_string(d->node_pid) + ", " + d->host + ":" +
-                              std::to_string(d->port) + ") serves " + descriptor_path +
+                          "the node at " + d->address_and_pid() + " serves " + descriptor_path +
                               "; stop it first or give this node another descriptor path",
                           "descriptor");
       out.predecessor_pid = d->node_pid;

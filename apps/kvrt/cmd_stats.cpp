@@ -85,8 +85,7 @@ int run_stats(const StatsCli& cli) {
     if (!ran) return "not run (--validate runs it)";
     return ok ? "ok" : "FAILED" + (why.empty() ? std::string() : ": " + why);
   };
-  std::cout << "node " << node->host << ":" << node->port << " (pid " << node->node_pid << ")  validate "
-            << verdict(validated, validate_ok, "") << "\n";
+  std::cout << "node " << node->address_and_pid() << "  validate " << verdict(validated, validate_ok, "") << "\n";
   const NodeReuseFunnel f = node_reuse_funnel(stats->owners);
   std::cout << "reuse funnel (0x0CF, node view): requests " << f.requests << " -> authorized " << f.authorized
             << " -> candidates " << f.candidates << " -> current " << f.current << " -> leased " << f.leased

@@ -82,8 +82,7 @@ int run_top(const TopCli& cli) {
   Result<std::unique_ptr<watch::NodeWatcher>> watcher = watch::NodeWatcher::connect(cli.node);
   if (!watcher.ok()) return report_error("top", watcher.error());
   const NodeDescriptor& d = (*watcher)->descriptor();
-  const std::string title =
-      "kvrt top  node " + d.host + ":" + std::to_string(d.port) + " (pid " + std::to_string(d.node_pid) + ")";
+  const std::string title = "kvrt top  node " + d.address_and_pid();
   std::optional<watch::NodeViewSample> previous;
   std::optional<Error> failure;
   {

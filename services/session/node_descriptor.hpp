@@ -56,6 +56,9 @@ struct NodeDescriptor {
   std::string metrics_url;
 
   std::string token_path(const std::string& principal) const { return token_dir + "/" + principal + ".token"; }
+  // "host:port", and "host:port (pid N)": how errors, logs and titles name the node.
+  std::string address() const { return host + ":" + std::to_string(port); }
+  std::string address_and_pid() const { return address() + " (pid " + std::to_string(node_pid) + ")"; }
   // The node's process, as owner_state() judges it (pid 0: a descriptor without it).
   ProcessIdentity process() const { return ProcessIdentity{static_cast<int32_t>(node_pid), node_start_ticks}; }
 };
