@@ -148,6 +148,25 @@ case "$job" in
     else
       limit=(-max_total_time="$seconds")
     fi
+    # The job starts each target on a fresh copy of the seeds, so it empties
+    # build-fuzz/corpus/<target>/ first. A fuzzer already running on that
+    # folder (a hand-run campaign, docs/fuzzing.md) would lose what it found:
+    # refuse instead. A fuzzer's corpus folders are its arguments that are
+    # not flags, relative to its working directory.
+    for t in "${targets[@]}"; do
+      work="$(realpath -m "$build/corpus/$t")"
+      for pid in $(pgrep -f "kvrt_fuzz_$t( |\$)" || true); do
+        cwd="$(readlink "/proc/$pid/cwd" 2>/dev/null)" || continue
+        mapfile -d '' args 2>/dev/null <"/proc/$pid/cmdline" || continue
+        for arg in "${args[@]:1}"; do
+          [[ "$arg" == -* ]] && continue
+          if [ "$(cd "$cwd" && realpath -m -- "$arg")" = "$work" ]; then
+            echo "kvrt-setup: process $pid is fuzzing $work; stop it or set KVRT_BUILD_DIR to another tree" >&2
+            exit 2
+          fi
+        done
+      done
+    done
     status=0
     printf '%-16s %12s %9s %7s %7s %8s\n' target executions exec/s cov ft crashes
     for t in "${targets[@]}"; do
